@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs every Debian package tiergym needs to build, test and run.
+# Idempotent: packages already present are skipped without touching the network.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config git
+  cppzmq-dev libzmq3-dev libmsgpack-cxx-dev libeigen3-dev libnuma-dev libpfm4-dev
+  libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-numpy python3-zmq python3-msgpack python3-pytest python3-matplotlib
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install_deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+echo "install_deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
