@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "estimator/estimator_cli.h"
 #include "traces/trace_cli.h"
 
 namespace {
@@ -14,7 +15,7 @@ std::string Usage() {
              "usage: tiergym COMMAND [SUBCOMMAND] [options]\n\n"
              "tiergym: reinforcement-learning environment for heterogeneous-memory data "
              "placement.\n\ncommands:\n") +
-         tiergym::TraceCommandsHelp() +
+         tiergym::TraceCommandsHelp() + tiergym::EstimatorCommandsHelp() +
          "\nRun 'tiergym COMMAND SUBCOMMAND --help' for the options of one command.\n";
 }
 
@@ -37,6 +38,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (command == "trace") return tiergym::RunTraceCommand(rest);
+  if (command == "estimate") return tiergym::RunEstimateCommand(rest);
+  if (command == "validate") return tiergym::RunValidateCommand(rest);
   std::cerr << "tiergym: unknown command '" << command << "'\n\n" << Usage();
   return 2;
 }

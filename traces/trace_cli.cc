@@ -291,7 +291,7 @@ int RunTraceCommand(const std::vector<std::string>& args) {
   if (sub == "info") return Info(rest);
   if (sub == "validate") return Validate(rest);
   if (sub == "convert") return Convert(rest);
-  if (sub == "synth") return RunSynthCommand(rest);
+  if (sub == "synth") return synth::RunSynthCommand(rest);
   if (sub == "--help" || sub == "-h" || sub == "help") {
     std::cout << usage;
     return kExitOk;

@@ -1,1 +1,121 @@
+// Runs the real `tiergym` binary as a user would and checks its output and exit status.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "traces/trace_csv.h"
+#include "traces/util/json.h"
+
+namespace tiergym {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+struct Result {
+  int exit_code = -1;
+  std::string out;  // stdout, or stdout and stderr with merge_stderr
+};
+
+Result Tiergym(const std::string& args, bool merge_stderr = false) {
+  const std::string cmd = std::string(TIERGYM_BIN_DIR) + "/tiergym " + args +
+                          (merge_stderr ? " 2>&1" : " 2>/dev/null");
+  Result r;
+  FILE* f = popen(cmd.c_str(), "r");
+  if (f == nullptr) return r;
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, n);
+  int status = pclose(f);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string Data(const std::string& name) {
+  return std::string(TIERGYM_TESTDATA_DIR) + "/csv/" + name;
+}
+
+TEST(TraceCliTest, InfoPrintsTheSummary) {
+  Result r = Tiergym("trace info " + Data("valid_format_example.csv"));
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("app          minife"));
+  EXPECT_THAT(r.out, HasSubstr("runtime      41.000 s"));
+  EXPECT_THAT(r.out, HasSubstr("phases       2"));
+}
+
+TEST(TraceCliTest, InfoJsonIsOneObjectWithTheDocumentedKeys) {
+  Result r = Tiergym("trace info --json " + Data("valid_format_example.csv"));
+  ASSERT_EQ(r.exit_code, 0);
+  auto v = json::Parse(r.out, "stdout");
+  ASSERT_TRUE(v.ok()) << v.status() << r.out;
+  for (const char* key : {"source", "app", "device", "event", "pebs_reset", "page_size",
+                          "runtime_ns", "samples", "threads", "total_instructions",
+                          "footprint_pages", "footprint_bytes", "phases", "ranges"}) {
+    EXPECT_NE(v->Find(key), nullptr) << key;
+  }
+  EXPECT_EQ(v->Find("runtime_ns")->number(), 41000000000.0);
+  EXPECT_EQ(v->Find("samples")->number(), 3);
+}
+
+TEST(TraceCliTest, ValidateReportsTheRuleAndExitsNonZero) {
+  Result bad = Tiergym("trace validate " + Data("bad_phase_skip.csv"));
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.out, HasSubstr("bad_phase_skip.csv:6: phase-skip"));
+  Result good = Tiergym("trace validate " + Data("valid_format_example.csv"));
+  EXPECT_EQ(good.exit_code, 0);
+  EXPECT_THAT(good.out, HasSubstr("ok "));
+}
+
+TEST(TraceCliTest, ValidateJsonListsEveryFileOfADirectory) {
+  const std::string dir = ::testing::TempDir() + "/cli_validate";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(Data("valid_format_example.csv"), dir + "/ddr.csv");
+  fs::copy_file(Data("bad_missing_end.csv"), dir + "/hbm.csv");
+  Result r = Tiergym("trace validate --json " + dir);
+  EXPECT_EQ(r.exit_code, 1);
+  auto v = json::Parse(r.out, "stdout");
+  ASSERT_TRUE(v.ok()) << v.status() << r.out;
+  EXPECT_FALSE(v->Find("valid")->bool_value());
+  ASSERT_EQ(v->Find("files")->array().size(), 2u);
+  EXPECT_TRUE(v->Find("files")->array()[0].Find("valid")->bool_value());
+  EXPECT_THAT(v->Find("files")->array()[1].Find("error")->string(), HasSubstr("missing-end"));
+}
+
+TEST(TraceCliTest, ConvertToBinaryAndBackIsLossless) {
+  const std::string dir = ::testing::TempDir() + "/cli_convert";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  ASSERT_EQ(Tiergym("trace convert " + Data("valid_extras_crlf.csv") + " " + dir + "/t.tgt").exit_code, 0);
+  ASSERT_EQ(Tiergym("trace convert " + dir + "/t.tgt " + dir + "/t.csv").exit_code, 0);
+  auto original = ReadTraceCsv(Data("valid_extras_crlf.csv"));
+  auto back = ReadTraceCsv(dir + "/t.csv");
+  ASSERT_TRUE(original.ok() && back.ok());
+  EXPECT_TRUE(SameContents(*original, *back));
+}
+
+TEST(TraceCliTest, UsageErrorsExitWithTwoAndHelpWithZero) {
+  EXPECT_EQ(Tiergym("trace frobnicate").exit_code, 2);
+  EXPECT_EQ(Tiergym("nosuchcommand").exit_code, 2);
+  Result missing = Tiergym("trace info", true);
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.out, HasSubstr("missing PATH"));
+  Result help = Tiergym("trace info --help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.out, HasSubstr("--json"));
+  EXPECT_THAT(help.out, HasSubstr("footprint_bytes"));  // JSON keys are documented
+  EXPECT_EQ(Tiergym("--help").exit_code, 0);
+}
+
+TEST(TraceCliTest, MissingFileSaysWhichFile) {
+  Result r = Tiergym("trace info /nonexistent/x.csv", true);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.out, HasSubstr("/nonexistent/x.csv"));
+}
+
+}  // namespace
+}  // namespace tiergym

@@ -2,7 +2,7 @@
 //
 // Debian's Abseil 20220623 is built with its own absl::string_view (not std::string_view),
 // so absl::StrCat refuses std::string_view arguments. tiergym::StrCat accepts what the
-// project uses: std::string, std::string_view, C strings, single chars, integers and
+// project uses: std::string, std::string_view, absl::string_view, C strings, single chars, integers and
 // floating-point numbers (shortest representation that round-trips).
 #ifndef TIERGYM_TRACES_UTIL_STRINGS_H_
 #define TIERGYM_TRACES_UTIL_STRINGS_H_
@@ -13,12 +13,16 @@
 #include <string_view>
 #include <type_traits>
 
+#include "absl/strings/string_view.h"
+
 namespace tiergym {
 namespace strings_internal {
 
 inline void Append(std::string& out, std::string_view s) { out.append(s); }
 inline void Append(std::string& out, const char* s) { out.append(s); }
 inline void Append(std::string& out, const std::string& s) { out.append(s); }
+// absl::Status::message() and other Abseil APIs return Abseil's own string_view.
+inline void Append(std::string& out, absl::string_view s) { out.append(s.data(), s.size()); }
 inline void Append(std::string& out, char c) { out.push_back(c); }
 
 template <typename T>
