@@ -39,6 +39,25 @@ bool ParseAddress(std::string_view s, uint64_t* out) {
   return ParseDecimal(s, out);
 }
 
+// Scans an unsigned decimal at `p` up to the next ',' or `end`, leaving `p` on that
+// delimiter. False (p unspecified) on an empty field, a non-digit or overflow.
+inline bool ScanDecimal(const char*& p, const char* end, uint64_t* out) {
+  const char* start = p;
+  uint64_t v = 0;
+  while (p < end) {
+    const unsigned d = static_cast<unsigned char>(*p) - '0';
+    if (d > 9) break;
+    if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, d, &v)) return false;
+    ++p;
+  }
+  if (p == start || (p < end && *p != ',')) {
+    p = start;
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
 // What each column after the six required ones means to the reader.
 enum class Extra : uint8_t { kIgnored, kOp, kWeight, kCpu };
 
@@ -228,11 +247,21 @@ absl::Status CsvParser::ParseRow(std::string_view line) {
                  StrCat("type '", field, "' is not S (sample), M (phasemark) or E (end)"));
   }
   const char type = field[0];
-  uint64_t v[5];
+  // Fast path: digits are scanned and accumulated in one pass, stopping at the comma.
+  // Anything unexpected falls back to splitting the field for an exact error message.
+  uint64_t v[4];
   for (size_t i = 0; i < 4; ++i) {
-    if (!next()) return field_count_error();
-    if (!ParseDecimal(field, &v[i])) return NonNumeric(column - 1, field);
+    if (p > end) return field_count_error();
+    ++column;
+    if (!ScanDecimal(p, end, &v[i])) {
+      const char* comma = static_cast<const char*>(std::memchr(p, ',', end - p));
+      const std::string_view bad(p, (comma != nullptr ? comma : end) - p);
+      if (comma == nullptr && i < 3) return field_count_error();
+      return NonNumeric(column - 1, bad);
+    }
+    ++p;  // past the comma (or one past the end for the last field)
   }
+  if (p > end) return field_count_error();
   if (v[1] > std::numeric_limits<uint32_t>::max()) {
     return Error("non-numeric", StrCat("tid ", v[1], " does not fit in 32 bits"));
   }
