@@ -117,5 +117,22 @@ TEST(TraceCliTest, MissingFileSaysWhichFile) {
   EXPECT_THAT(r.out, HasSubstr("/nonexistent/x.csv"));
 }
 
+// The acceptance check: `trace info` on a CSV of at least 5 million samples.
+TEST(TraceCliTest, InfoHandlesAFiveMillionSampleCsv) {
+  const std::string dir = ::testing::TempDir() + "/cli_5m";
+  fs::remove_all(dir);
+  ASSERT_EQ(Tiergym("trace synth --app minife --machine knl --seed 3 --samples 5000000 "
+                    "--no-runs --quiet --out " + dir).exit_code, 0);
+  const std::string csv = dir + "/minife/profile/ddr.csv";
+  Result r = Tiergym("trace info --json " + csv);
+  ASSERT_EQ(r.exit_code, 0);
+  auto v = json::Parse(r.out, "stdout");
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_GE(v->Find("samples")->number(), 5'000'000);
+  EXPECT_GT(v->Find("footprint_pages")->number(), 1000);
+  EXPECT_EQ(v->Find("device")->string(), "ddr");
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace tiergym
