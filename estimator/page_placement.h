@@ -34,7 +34,7 @@ class PagePlacement {
   int TierOfAddress(uint64_t address) const { return TierOfPage(address >> page_shift_); }
   int TierOfPage(uint64_t page) const;
   int default_tier() const { return default_tier_; }
-  // Number of footprint pages placed on each tier (fractions), or 0s (ranges).
+  // log2 of the profile's page size.
   int page_shift() const { return page_shift_; }
 
   // Sorted, disjoint page intervals [start, end) that are not on the default tier.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "estimator/page_placement.h"
 #include "traces/util/status_macros.h"
@@ -144,8 +145,9 @@ absl::StatusOr<Estimate> EstimateByReplay(const Profile& profile, const Placemen
         }
         if (share == 0) continue;
         const double lo = static_cast<double>(w * options.window_instructions) * scale[d];
+        // The last window runs to the end of the segment, whatever its instruction count.
         const double hi = w + 1 == windows
-                              ? static_cast<double>(segments[d][seg].instructions) + 1e18
+                              ? std::numeric_limits<double>::infinity()
                               : static_cast<double>((w + 1) * options.window_instructions) *
                                     scale[d];
         const double t = time_at[d](hi) - time_at[d](lo);
