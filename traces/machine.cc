@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "traces/synth/bundled_models.h"
+#include "traces/synth/model_source.h"
 #include "traces/util/file.h"
 #include "traces/util/json.h"
 #include "traces/util/status_macros.h"
@@ -141,26 +142,17 @@ std::vector<std::string> BundledMachineNames() {
 }
 
 absl::StatusOr<Machine> LoadMachine(std::string_view name_or_path) {
+  const synth::BundledModel* bundled = nullptr;
   for (const synth::BundledModel& b : synth::BundledModels()) {
     if (!b.name.starts_with(kMachinePrefix)) continue;
     if (b.name == name_or_path || b.name.substr(kMachinePrefix.size()) == name_or_path) {
-      return ParseMachine(b.json, StrCat("<bundled>/", b.name, ".json"));
+      bundled = &b;
     }
   }
-  const std::string path(name_or_path);
-  absl::StatusOr<std::string> text = ReadFile(path);
-  if (!text.ok()) {
-    if (absl::IsNotFound(text.status())) {
-      std::string names;
-      for (const std::string& n : BundledMachineNames())
-        StrAppend(&names, names.empty() ? "" : ", ", n);
-      return absl::NotFoundError(
-          StrCat("machine \"", path, "\" is neither a bundled preset (", names,
-                 ") nor a readable file: ", std::string(text.status().message())));
-    }
-    return text.status();
-  }
-  return ParseMachine(*text, path);
+  TG_ASSIGN_OR_RETURN(synth::ModelSource model,
+                      synth::ReadModelSource(name_or_path, bundled, "machine",
+                                             BundledMachineNames()));
+  return ParseMachine(model.text, model.source);
 }
 
 std::string MachineToJson(const Machine& m) {

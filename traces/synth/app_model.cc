@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "traces/synth/bundled_models.h"
+#include "traces/synth/model_source.h"
 #include "traces/util/file.h"
 #include "traces/util/status_macros.h"
 #include "traces/util/strings.h"
@@ -339,25 +340,13 @@ absl::StatusOr<std::string> BundledModelText(std::string_view name) {
 }
 
 absl::StatusOr<AppModel> LoadAppModel(std::string_view name_or_path) {
+  const BundledModel* bundled = nullptr;
   for (const BundledModel& b : BundledModels()) {
-    if (!b.name.starts_with(kMachinePrefix) && b.name == name_or_path) {
-      return ParseAppModel(b.json, StrCat("<bundled>/", b.name, ".json"));
-    }
+    if (!b.name.starts_with(kMachinePrefix) && b.name == name_or_path) bundled = &b;
   }
-  const std::string path(name_or_path);
-  absl::StatusOr<std::string> text = ReadFile(path);
-  if (!text.ok()) {
-    if (absl::IsNotFound(text.status())) {
-      std::string names;
-      for (const std::string& n : BundledAppNames())
-        StrAppend(&names, names.empty() ? "" : ", ", n);
-      return absl::NotFoundError(
-          StrCat("application model \"", path, "\" is neither a bundled model (", names,
-                 ") nor a readable file: ", std::string(text.status().message())));
-    }
-    return text.status();
-  }
-  return ParseAppModel(*text, path);
+  TG_ASSIGN_OR_RETURN(ModelSource model, ReadModelSource(name_or_path, bundled,
+                                                         "application model", BundledAppNames()));
+  return ParseAppModel(model.text, model.source);
 }
 
 void WriteJsonValue(const json::Value& v, json::Writer& w) {
