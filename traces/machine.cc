@@ -43,22 +43,9 @@ absl::StatusOr<int> CheckedInt(json::ObjectReader& r, const json::Value& obj, st
   return static_cast<int>(v);
 }
 
-// Refuses members other than `keys` before anything else is checked, so that a misspelt
-// key is reported as such rather than as the required key it was meant to be.
-absl::Status OnlyKeys(const json::Value& v, const std::string& source, const std::string& path,
-                      std::initializer_list<std::string_view> keys) {
-  json::ObjectReader r(v, source, path);
-  TG_RETURN_IF_ERROR(r.CheckIsObject());
-  for (std::string_view k : keys) {
-    absl::StatusOr<const json::Value*> member = r.OptionalMember(k);
-    if (!member.ok()) return member.status();
-  }
-  return r.NoOtherKeys();
-}
-
 absl::StatusOr<TierSpec> ParseTier(const json::Value& v, const std::string& source,
                                    const std::string& path) {
-  TG_RETURN_IF_ERROR(OnlyKeys(
+  TG_RETURN_IF_ERROR(json::OnlyKeys(
       v, source, path,
       {"name", "capacity_bytes", "bandwidth_gbps", "latency_ns", "migration_gbps", "numa_node"}));
   json::ObjectReader r(v, source, path);
@@ -104,7 +91,7 @@ int Machine::IndexOf(std::string_view tier_name) const {
 absl::StatusOr<Machine> ParseMachine(std::string_view json_text, std::string_view source) {
   TG_ASSIGN_OR_RETURN(json::Value root, json::Parse(json_text, source));
   const std::string src(source);
-  TG_RETURN_IF_ERROR(OnlyKeys(
+  TG_RETURN_IF_ERROR(json::OnlyKeys(
       root, src, "", {"name", "description", "cores", "cache_line_bytes", "pebs_event", "tiers"}));
   json::ObjectReader r(root, src, "");
   Machine m;

@@ -26,12 +26,6 @@ std::string Bounds(uint64_t start, uint64_t end) {
   return StrCat("[", Hex(start), ", ", Hex(end), ")");
 }
 
-// Refuses keys of the object outside `known`.
-absl::Status CheckKeys(json::ObjectReader& r, std::initializer_list<std::string_view> known) {
-  for (std::string_view key : known) TG_RETURN_IF_ERROR(r.OptionalMember(key).status());
-  return r.NoOtherKeys();
-}
-
 struct ParsedRange {
   PlacementRange range;
   size_t index;  // position in the document's "ranges" array
@@ -48,7 +42,7 @@ absl::StatusOr<std::vector<PlacementRange>> ParseRanges(const json::Value& array
     TG_RETURN_IF_ERROR(r.CheckIsObject());
     // Unknown keys first, so that a misspelt "teir" is reported as such rather than as
     // a missing "tier".
-    TG_RETURN_IF_ERROR(CheckKeys(r, {"start", "end", "tier"}));
+    TG_RETURN_IF_ERROR(r.OnlyKeys({"start", "end", "tier"}));
     ParsedRange p{.range = {}, .index = i, .value = &item};
     TG_ASSIGN_OR_RETURN(p.range.start, r.RequiredUint64("start"));
     TG_ASSIGN_OR_RETURN(p.range.end, r.RequiredUint64("end"));
@@ -129,7 +123,7 @@ absl::StatusOr<Placement> ParsePlacement(std::string_view json_text, std::string
   TG_ASSIGN_OR_RETURN(json::Value root, json::Parse(json_text, source));
   json::ObjectReader r(root, source, "");
   TG_RETURN_IF_ERROR(r.CheckIsObject());
-  TG_RETURN_IF_ERROR(CheckKeys(r, {"default", "ranges", "fractions"}));
+  TG_RETURN_IF_ERROR(r.OnlyKeys({"default", "ranges", "fractions"}));
   Placement placement;
   TG_ASSIGN_OR_RETURN(placement.default_tier, r.RequiredString("default"));
   if (placement.default_tier.empty()) {

@@ -59,22 +59,9 @@ absl::StatusOr<double> Number(json::ObjectReader& r, const json::Value& obj, std
 
 constexpr double kInf = HUGE_VAL;
 
-// Refuses members other than `keys` before anything else is checked, so that a misspelt
-// key is reported as such rather than as the required key it was meant to be.
-absl::Status OnlyKeys(const json::Value& v, const std::string& source, const std::string& path,
-                      std::initializer_list<std::string_view> keys) {
-  json::ObjectReader r(v, source, path);
-  TG_RETURN_IF_ERROR(r.CheckIsObject());
-  for (std::string_view k : keys) {
-    absl::StatusOr<const json::Value*> member = r.OptionalMember(k);
-    if (!member.ok()) return member.status();
-  }
-  return r.NoOtherKeys();
-}
-
 absl::StatusOr<ArrayAccess> ParseAccess(const AppModel& m, const json::Value& v,
                                         const std::string& source, const std::string& path) {
-  TG_RETURN_IF_ERROR(OnlyKeys(
+  TG_RETURN_IF_ERROR(json::OnlyKeys(
       v, source, path,
       {"array", "pattern", "weight", "hot_fraction", "hot_share", "hot_offset", "passes"}));
   json::ObjectReader r(v, source, path);
@@ -126,7 +113,7 @@ absl::StatusOr<ArrayAccess> ParseAccess(const AppModel& m, const json::Value& v,
 
 absl::StatusOr<PhaseSpec> ParsePhase(const AppModel& m, const json::Value& v,
                                      const std::string& source, const std::string& path) {
-  TG_RETURN_IF_ERROR(OnlyKeys(v, source, path,
+  TG_RETURN_IF_ERROR(json::OnlyKeys(v, source, path,
                               {"name", "description", "instructions", "mpki", "compute_gips", "mlp",
                                "imbalance", "overlap", "serial", "accesses"}));
   json::ObjectReader r(v, source, path);
@@ -239,7 +226,7 @@ uint64_t AppModel::FootprintBytes() const {
 absl::StatusOr<AppModel> ParseAppModel(std::string_view json_text, std::string_view source) {
   TG_ASSIGN_OR_RETURN(json::Value root, json::Parse(json_text, source));
   const std::string src(source);
-  TG_RETURN_IF_ERROR(OnlyKeys(root, src, "",
+  TG_RETURN_IF_ERROR(json::OnlyKeys(root, src, "",
                               {"name", "description", "threads", "noise", "instruction_jitter",
                                "arrays", "phases", "schedule"}));
   json::ObjectReader r(root, src, "");
@@ -263,7 +250,7 @@ absl::StatusOr<AppModel> ParseAppModel(std::string_view json_text, std::string_v
   if (arrays->array().empty()) return r.Error("arrays", arrays, "must not be empty");
   for (size_t i = 0; i < arrays->array().size(); ++i) {
     const json::Value& av = arrays->array()[i];
-    TG_RETURN_IF_ERROR(OnlyKeys(av, src, StrCat("arrays[", i, "]"),
+    TG_RETURN_IF_ERROR(json::OnlyKeys(av, src, StrCat("arrays[", i, "]"),
                                 {"name", "size_bytes", "region", "description"}));
     json::ObjectReader ar(av, src, StrCat("arrays[", i, "]"));
     ArraySpec a;

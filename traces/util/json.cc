@@ -878,4 +878,16 @@ std::string Writer::Take() {
   return result;
 }
 
+absl::Status ObjectReader::OnlyKeys(std::initializer_list<std::string_view> keys) {
+  TG_RETURN_IF_ERROR(CheckIsObject());
+  for (std::string_view key : keys) TG_RETURN_IF_ERROR(OptionalMember(key).status());
+  return NoOtherKeys();
+}
+
+absl::Status OnlyKeys(const Value& value, std::string source, std::string path,
+                      std::initializer_list<std::string_view> keys) {
+  ObjectReader r(value, std::move(source), std::move(path));
+  return r.OnlyKeys(keys);
+}
+
 }  // namespace tiergym::json

@@ -13,6 +13,7 @@
 #define TIERGYM_TRACES_UTIL_JSON_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -116,6 +117,11 @@ class ObjectReader {
   // misspelt key ("bandwith_gbps") is reported instead of silently ignored.
   absl::Status NoOtherKeys() const;
 
+  // NoOtherKeys() with `keys` counted as asked for: refuses any member outside `keys`.
+  // Checked before the members themselves, it reports a misspelt key as such rather than
+  // as the required key it was meant to be.
+  absl::Status OnlyKeys(std::initializer_list<std::string_view> keys);
+
   // An InvalidArgument error located at `at` (or at this object) with this object's path.
   absl::Status Error(std::string_view key, const Value* at, std::string_view message) const;
   // Path of a member for nested readers: "tiers[1]" + "name" -> "tiers[1].name".
@@ -128,6 +134,11 @@ class ObjectReader {
   std::string path_;
   std::vector<std::string> used_;
 };
+
+// ObjectReader(value, source, path).OnlyKeys(keys), including the check that `value` is
+// an object.
+absl::Status OnlyKeys(const Value& value, std::string source, std::string path,
+                      std::initializer_list<std::string_view> keys);
 
 // Parses "0x1f" (hex) or "31" (decimal) into an unsigned 64-bit integer; nullopt on any
 // other text or overflow.

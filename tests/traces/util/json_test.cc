@@ -474,5 +474,16 @@ TEST(JsonWriterTest, WrittenDocumentParsesBackToTheSameValues) {
   EXPECT_FALSE(v.Find("nested")->Find("t")->bool_value());
 }
 
+TEST(ObjectReaderTest, OnlyKeysNamesAMisspeltKeyBeforeAnyRequiredOneIsChecked) {
+  auto v = Parse("{\"name\": \"ddr\",\n \"bandwith_gbps\": 90}", "m.json");
+  ASSERT_TRUE(v.ok());
+  absl::Status s = OnlyKeys(*v, "m.json", "tiers[0]", {"name", "bandwidth_gbps"});
+  EXPECT_THAT(std::string(s.message()), HasSubstr("m.json:2:"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("unknown key \"bandwith_gbps\""));
+  EXPECT_TRUE(OnlyKeys(*v, "m.json", "", {"name", "bandwith_gbps"}).ok());
+  auto array = Parse("[1]", "a.json");
+  EXPECT_FALSE(OnlyKeys(*array, "a.json", "", {"x"}).ok());
+}
+
 }  // namespace
 }  // namespace tiergym::json
