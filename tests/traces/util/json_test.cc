@@ -474,7 +474,7 @@ TEST(JsonWriterTest, WrittenDocumentParsesBackToTheSameValues) {
   EXPECT_FALSE(v.Find("nested")->Find("t")->bool_value());
 }
 
-TEST(ObjectReaderTest, OnlyKeysNamesAMisspeltKeyBeforeAnyRequiredOneIsChecked) {
+TEST(JsonOnlyKeysTest, NamesAMisspeltKeyBeforeAnyRequiredOneIsChecked) {
   auto v = Parse("{\"name\": \"ddr\",\n \"bandwith_gbps\": 90}", "m.json");
   ASSERT_TRUE(v.ok());
   absl::Status s = OnlyKeys(*v, "m.json", "tiers[0]", {"name", "bandwidth_gbps"});
