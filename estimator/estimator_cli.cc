@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <optional>
+#include <string_view>
 
 #include "estimator/replay_estimator.h"
 #include "traces/measured_runs.h"
@@ -21,14 +23,13 @@ void AddEstimateOptions(ArgParser& p) {
   p.AddFlag("json", "print one JSON object on stdout");
 }
 
-// Parses; returns -1 to continue or an exit code.
-int ParseArgs(ArgParser& p, const std::vector<std::string>& args, EstimateOptions* options) {
-  absl::Status s = p.Parse(args);
-  if (p.help_requested()) {
-    std::cout << p.Usage();
-    return 0;
-  }
-  if (s.ok() && !p.Given("profile")) s = absl::InvalidArgumentError("--profile DIR is required");
+// Parses the options both commands share plus the required option `required`;
+// returns the exit code when the command should stop (--help, a usage error).
+std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
+                             std::string_view required, EstimateOptions* options) {
+  if (std::optional<int> rc = p.ParseOrExit(args)) return rc;
+  absl::Status s = p.Require("profile");
+  if (s.ok()) s = p.Require(required);
   auto window = p.GetUint64("window");
   if (s.ok() && !window.ok()) s = window.status();
   if (s.ok() && *window == 0) s = absl::InvalidArgumentError("--window must be positive");
@@ -38,7 +39,7 @@ int ParseArgs(ArgParser& p, const std::vector<std::string>& args, EstimateOption
   }
   options->window_instructions = *window;
   options->use_phasemarks = !p.Flag("no-phasemarks");
-  return -1;
+  return std::nullopt;
 }
 
 int Fail(const absl::Status& s) {
@@ -64,11 +65,7 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
       "time_share: [..], phases: [{phase, estimated_ns, measured_ns: [..], windows}]};\n"
       "per-device lists follow `devices`.");
   EstimateOptions options;
-  if (int rc = ParseArgs(p, args, &options); rc >= 0) return rc;
-  if (!p.Given("placement")) {
-    std::cerr << "tiergym estimate: --placement FILE is required (see --help)\n";
-    return 2;
-  }
+  if (std::optional<int> rc = ParseArgs(p, args, "placement", &options)) return *rc;
   auto profile = LoadProfile(p.Get("profile"));
   if (!profile.ok()) return Fail(profile.status());
   auto placement = ReadPlacement(p.Get("placement"));
@@ -156,11 +153,7 @@ int RunValidateCommand(const std::vector<std::string>& args) {
       "\"mean_error_pct\", \"max_error_pct\"}; error_pct = 100 * |estimated - measured| / "
       "measured.");
   EstimateOptions options;
-  if (int rc = ParseArgs(p, args, &options); rc >= 0) return rc;
-  if (!p.Given("runs")) {
-    std::cerr << "tiergym validate: --runs FILE is required (see --help)\n";
-    return 2;
-  }
+  if (std::optional<int> rc = ParseArgs(p, args, "runs", &options)) return *rc;
   auto profile = LoadProfile(p.Get("profile"));
   if (!profile.ok()) return Fail(profile.status());
   auto runs = ReadMeasuredRunsWithPlacements(p.Get("runs"));

@@ -81,32 +81,33 @@ absl::StatusOr<Profile> Profile::FromRuns(std::string name, std::vector<Trace> r
   return p;
 }
 
-absl::StatusOr<Profile> LoadProfile(const std::string& path) {
+absl::StatusOr<std::vector<std::string>> ListTraceFiles(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (ec || !fs::exists(st)) {
     return absl::NotFoundError(StrCat(path, ": no such file or directory"));
   }
+  if (!fs::is_directory(st)) return std::vector<std::string>{path};
   std::vector<std::string> files;
-  if (fs::is_directory(st)) {
-    for (const auto& entry : fs::directory_iterator(path, ec)) {
-      const std::string ext = entry.path().extension().string();
-      const std::string base = entry.path().filename().string();
-      if (base.empty() || base[0] == '.') continue;
-      if (entry.is_regular_file() && (ext == ".csv" || ext == ".tgt")) {
-        files.push_back(entry.path().string());
-      }
+  for (const auto& entry : fs::directory_iterator(path, ec)) {
+    const std::string ext = entry.path().extension().string();
+    const std::string base = entry.path().filename().string();
+    if (base.empty() || base[0] == '.') continue;
+    if (entry.is_regular_file() && (ext == ".csv" || ext == ".tgt")) {
+      files.push_back(entry.path().string());
     }
-    if (ec) return absl::PermissionDeniedError(StrCat(path, ": ", ec.message()));
-    if (files.empty()) {
-      return absl::NotFoundError(
-          StrCat(path, ": no trace files (*.csv or *.tgt) in this directory"));
-    }
-    std::sort(files.begin(), files.end());
-  } else {
-    files.push_back(path);
   }
+  if (ec) return absl::PermissionDeniedError(StrCat(path, ": ", ec.message()));
+  if (files.empty()) {
+    return absl::NotFoundError(StrCat(path, ": no trace files (*.csv or *.tgt) in this directory"));
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+absl::StatusOr<Profile> LoadProfile(const std::string& path) {
+  TG_ASSIGN_OR_RETURN(std::vector<std::string> files, ListTraceFiles(path));
   std::vector<Trace> runs;
   for (const std::string& f : files) {
     TG_ASSIGN_OR_RETURN(Trace t, LoadTrace(f));

@@ -53,6 +53,11 @@ class Profile {
   InstructionSpread spread_;
 };
 
+// The trace files `path` names: the file itself, or the *.csv and *.tgt regular files of
+// the directory `path` (hidden files skipped), sorted. NotFound for a missing path or a
+// directory without trace files.
+absl::StatusOr<std::vector<std::string>> ListTraceFiles(const std::string& path);
+
 // Loads every *.csv and *.tgt file of directory `path` (or the single trace file `path`)
 // as one profile. Fails with the first trace that does not load (its error names file,
 // line and rule), or InvalidArgument naming the files that disagree: two runs for one

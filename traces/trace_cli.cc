@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "traces/profile.h"
 #include "traces/synth/synth_cli.h"
@@ -20,20 +21,6 @@ namespace fs = std::filesystem;
 constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
-
-// Parses `args` into `p`; returns -1 to go on, or the exit code to return now.
-int ParseOrExit(ArgParser& p, const std::vector<std::string>& args) {
-  absl::Status s = p.Parse(args);
-  if (p.help_requested()) {
-    std::cout << p.Usage();
-    return kExitOk;
-  }
-  if (!s.ok()) {
-    std::cerr << s.message() << "\n";
-    return kExitUsage;
-  }
-  return -1;
-}
 
 int Fail(const absl::Status& s) {
   std::cerr << "error: " << s.message() << "\n";
@@ -81,7 +68,7 @@ int Info(const std::vector<std::string>& args) {
       "For a profile directory: {profile, app, devices: [..], phases,\n"
       "instruction_spread: {mean, max, max_phase, per_phase: [..]}, runs: [<trace object>..]};\n"
       "spreads are fractions ((max - min) / max of a phase's instruction counts).");
-  if (int rc = ParseOrExit(p, args); rc >= 0) return rc;
+  if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
   SummaryOptions options;
   auto gap = p.GetUint64("gap");
   auto max_ranges = p.GetUint64("max-ranges");
@@ -144,22 +131,11 @@ int Validate(const std::vector<std::string>& args) {
               "valid, 1 otherwise.");
   p.AddPositional("PATH", "a trace file or a profile directory");
   p.AddFlag("json", "print {valid, files: [{path, valid, error}], profile_error} on stdout");
-  if (int rc = ParseOrExit(p, args); rc >= 0) return rc;
+  if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
   const std::string path = p.Positional("PATH");
-  std::vector<std::string> files;
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    for (const auto& entry : fs::directory_iterator(path, ec)) {
-      const std::string ext = entry.path().extension().string();
-      if (entry.is_regular_file() && (ext == ".csv" || ext == ".tgt") &&
-          entry.path().filename().string()[0] != '.') {
-        files.push_back(entry.path().string());
-      }
-    }
-    std::sort(files.begin(), files.end());
-  } else {
-    files.push_back(path);
-  }
+  // A missing path or an empty directory is reported as the profile's error below.
+  absl::StatusOr<std::vector<std::string>> listed = ListTraceFiles(path);
+  const std::vector<std::string> files = listed.ok() ? *listed : std::vector<std::string>{};
   bool all_valid = !files.empty();
   json::Writer w;
   w.BeginObject();
@@ -191,7 +167,7 @@ int Validate(const std::vector<std::string>& args) {
   w.EndArray();
   w.Key("profile_error");
   std::string profile_error;
-  if (files.empty()) profile_error = StrCat(path, ": no trace files (*.csv or *.tgt)");
+  if (!listed.ok()) profile_error = std::string(listed.status().message());
   if (files.size() > 1 && all_valid) {
     auto profile = Profile::FromRuns(path, std::move(runs));
     if (!profile.ok()) {
@@ -234,7 +210,7 @@ int Convert(const std::vector<std::string>& args) {
   p.AddOption("format", "csv|bin",
               "output format; by default from OUT's extension (.tgt is binary, else CSV; "
               "binary for a directory)");
-  if (int rc = ParseOrExit(p, args); rc >= 0) return rc;
+  if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
   const std::string in = p.Positional("IN"), out = p.Positional("OUT");
   const bool dir = fs::is_directory(in);
   TraceFormat format = dir ? TraceFormat::kBinary : FormatForPath(out);

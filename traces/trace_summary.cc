@@ -17,6 +17,15 @@ std::string Hex(uint64_t v) {
   return buf;
 }
 
+// The page number of every sample, ascending (duplicates kept, so runs give counts).
+std::vector<uint64_t> SortedSamplePages(const Trace& trace) {
+  const int shift = std::countr_zero(trace.metadata().page_size);
+  std::vector<uint64_t> pages(trace.address().begin(), trace.address().end());
+  for (uint64_t& p : pages) p >>= shift;
+  std::sort(pages.begin(), pages.end());
+  return pages;
+}
+
 }  // namespace
 
 std::string FormatDuration(uint64_t ns) {
@@ -36,10 +45,7 @@ std::string FormatBytes(uint64_t bytes) {
 }
 
 std::vector<uint64_t> TouchedPages(const Trace& trace) {
-  const int shift = std::countr_zero(trace.metadata().page_size);
-  std::vector<uint64_t> pages(trace.address().begin(), trace.address().end());
-  for (uint64_t& p : pages) p >>= shift;
-  std::sort(pages.begin(), pages.end());
+  std::vector<uint64_t> pages = SortedSamplePages(trace);
   pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
   return pages;
 }
@@ -65,10 +71,7 @@ TraceSummary Summarize(const Trace& trace, const SummaryOptions& options) {
 
   // Pages with their sample counts, ascending, then grouped into ranges.
   const uint64_t page_size = trace.metadata().page_size;
-  const int shift = std::countr_zero(trace.metadata().page_size);
-  std::vector<uint64_t> pages(trace.address().begin(), trace.address().end());
-  for (uint64_t& p : pages) p >>= shift;
-  std::sort(pages.begin(), pages.end());
+  const std::vector<uint64_t> pages = SortedSamplePages(trace);
   const uint64_t gap_pages = options.range_gap_bytes / page_size;
   for (size_t i = 0; i < pages.size();) {
     size_t j = i;

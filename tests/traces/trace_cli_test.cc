@@ -109,12 +109,21 @@ TEST(TraceCliTest, UsageErrorsExitWithTwoAndHelpWithZero) {
   EXPECT_THAT(help.out, HasSubstr("--json"));
   EXPECT_THAT(help.out, HasSubstr("footprint_bytes"));  // JSON keys are documented
   EXPECT_EQ(Tiergym("--help").exit_code, 0);
+  Result no_placement = Tiergym("estimate --profile " + Data(""), true);
+  EXPECT_EQ(no_placement.exit_code, 2);
+  EXPECT_THAT(no_placement.out, HasSubstr("--placement FILE is required"));
+  Result no_profile = Tiergym("validate --runs runs.csv", true);
+  EXPECT_EQ(no_profile.exit_code, 2);
+  EXPECT_THAT(no_profile.out, HasSubstr("--profile DIR is required"));
 }
 
 TEST(TraceCliTest, MissingFileSaysWhichFile) {
   Result r = Tiergym("trace info /nonexistent/x.csv", true);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.out, HasSubstr("/nonexistent/x.csv"));
+  Result v = Tiergym("trace validate /nonexistent/x.csv");
+  EXPECT_EQ(v.exit_code, 1);
+  EXPECT_THAT(v.out, HasSubstr("INVALID /nonexistent/x.csv: no such file or directory"));
 }
 
 // The acceptance check: `trace info` on a CSV of at least 5 million samples.

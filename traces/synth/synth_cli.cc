@@ -1,6 +1,7 @@
 #include "traces/synth/synth_cli.h"
 
 #include <iostream>
+#include <optional>
 
 #include "traces/machine.h"
 #include "traces/synth/app_model.h"
@@ -53,15 +54,7 @@ int RunSynthCommand(const std::vector<std::string>& args) {
   p.AddOption("print-model", "NAME", "print a bundled model's JSON and exit");
   p.AddFlag("quiet", "no progress on stderr");
 
-  absl::Status parsed = p.Parse(args);
-  if (p.help_requested()) {
-    std::cout << p.Usage();
-    return 0;
-  }
-  if (!parsed.ok()) {
-    std::cerr << parsed.message() << "\n";  // already names the command
-    return 2;
-  }
+  if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
 
   if (p.Flag("list")) {
     std::cout << "applications:";

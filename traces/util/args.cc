@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <iostream>
 #include <optional>
 
 #include "traces/util/strings.h"
@@ -150,7 +151,27 @@ std::string ArgParser::Usage() const {
   return out;
 }
 
-bool ArgParser::Flag(std::string_view name) const { return values_.find(name) != values_.end(); }
+std::optional<int> ArgParser::ParseOrExit(const std::vector<std::string>& args) {
+  absl::Status s = Parse(args);
+  if (help_requested_) {
+    std::cout << Usage();
+    return 0;
+  }
+  if (!s.ok()) {
+    std::cerr << s.message() << "\n";
+    return 2;
+  }
+  return std::nullopt;
+}
+
+absl::Status ArgParser::Require(std::string_view name) const {
+  if (Given(name)) return absl::OkStatus();
+  const Spec* spec = FindSpec(name);
+  return UsageError(StrCat("--", name, spec != nullptr ? StrCat(" ", spec->value_name) : "",
+                           " is required"));
+}
+
+bool ArgParser::Flag(std::string_view name) const { return Given(name); }
 
 std::string ArgParser::Positional(std::string_view name) const {
   auto it = positional_values_.find(name);

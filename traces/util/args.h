@@ -10,9 +10,7 @@
 //   p.AddPositional("PATH", "trace CSV or binary file");
 //   p.AddFlag("json", "print one JSON object instead of text");
 //   p.AddOption("gap", "BYTES", "merge touched ranges closer than this", "1048576");
-//   absl::Status s = p.Parse(argc, argv);  // argv[0] is the first argument, not the program
-//   if (p.help_requested()) { std::cout << p.Usage(); return 0; }
-//   if (!s.ok()) { std::cerr << s.message() << "\n"; return 2; }
+//   if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;  // --help, usage errors
 //   TG_ASSIGN_OR_RETURN(uint64_t gap, p.GetUint64("gap"));
 //
 // Not thread-safe; one parser per invocation.
@@ -54,6 +52,14 @@ class ArgParser {
   // returns OK without checking required positionals.
   absl::Status Parse(int argc, const char* const* argv);
   absl::Status Parse(const std::vector<std::string>& args);
+
+  // Parse() for a command's entry point: prints the usage on --help and returns 0, prints
+  // the error on a usage error and returns 2, and returns nullopt when the command
+  // should go on.
+  std::optional<int> ParseOrExit(const std::vector<std::string>& args);
+
+  // InvalidArgument "COMMAND: --NAME VALUE is required (see ...)" unless the option was given.
+  absl::Status Require(std::string_view name) const;
 
   bool help_requested() const { return help_requested_; }
   std::string Usage() const;

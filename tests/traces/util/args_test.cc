@@ -95,5 +95,26 @@ TEST(ArgParserTest, NumbersAreParsedStrictly) {
   EXPECT_FALSE(p.GetUint64("i").ok());
 }
 
+TEST(ArgParserTest, RequireNamesTheMissingOptionAndItsValue) {
+  ArgParser p = MakeParser();
+  ASSERT_TRUE(p.Parse({"a.csv"}).ok());
+  absl::Status s = p.Require("gap");
+  EXPECT_THAT(std::string(s.message()), HasSubstr("tiergym demo: --gap BYTES is required"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("--help"));
+  ArgParser q = MakeParser();
+  ASSERT_TRUE(q.Parse({"a.csv", "--gap", "1"}).ok());
+  EXPECT_TRUE(q.Require("gap").ok());
+}
+
+TEST(ArgParserTest, ParseOrExitStopsOnHelpAndUsageErrorsOnly) {
+  ArgParser help = MakeParser();
+  EXPECT_EQ(help.ParseOrExit({"--help"}), 0);
+  ArgParser bad = MakeParser();
+  EXPECT_EQ(bad.ParseOrExit({"--nope"}), 2);
+  ArgParser good = MakeParser();
+  EXPECT_EQ(good.ParseOrExit({"a.csv"}), std::nullopt);
+  EXPECT_EQ(good.Positional("IN"), "a.csv");
+}
+
 }  // namespace
 }  // namespace tiergym
