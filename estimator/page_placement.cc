@@ -4,7 +4,7 @@
 #include <bit>
 #include <cmath>
 
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "traces/util/strings.h"
 
 namespace tiergym {
@@ -24,62 +24,79 @@ int PagePlacement::TierOfPage(uint64_t page) const {
   return page < it->end_page ? it->tier : default_tier_;
 }
 
-absl::StatusOr<PagePlacement> PagePlacement::Resolve(const Profile& profile,
-                                                     const Placement& placement) {
-  PagePlacement out;
-  out.page_shift_ = std::countr_zero(profile.runs().front().metadata().page_size);
+absl::Status CheckPlacementTiers(const Profile& profile, const Placement& placement) {
   for (const std::string& tier : placement.Tiers()) {
     if (DeviceIndex(profile, tier) < 0) {
       std::string devices;
-      for (const std::string& d : profile.devices()) StrAppend(&devices, devices.empty() ? "" : ", ", d);
+      for (const std::string& d : profile.devices()) {
+        StrAppend(&devices, devices.empty() ? "" : ", ", d);
+      }
       return absl::InvalidArgumentError(
           StrCat("placement names tier '", tier, "' but profile ", profile.name(),
                  " has runs only for: ", devices));
     }
   }
+  return absl::OkStatus();
+}
+
+std::vector<uint64_t> FirstTouchPages(const Profile& profile, int base) {
+  const int shift = std::countr_zero(profile.runs().front().metadata().page_size);
+  std::vector<const Trace*> order = {&profile.runs()[base]};
+  for (const Trace& t : profile.runs()) {
+    if (&t != order.front()) order.push_back(&t);
+  }
+  absl::flat_hash_set<uint64_t> seen;
+  std::vector<uint64_t> pages;
+  for (const Trace* t : order) {
+    for (uint64_t a : t->address()) {
+      if (seen.insert(a >> shift).second) pages.push_back(a >> shift);
+    }
+  }
+  return pages;
+}
+
+std::vector<PagePlacement::Interval> AssignFractions(
+    const std::vector<uint64_t>& first_touch_keys,
+    const std::vector<std::pair<int, double>>& tier_fractions) {
+  const double footprint = static_cast<double>(first_touch_keys.size());
+  std::vector<std::pair<uint64_t, int>> assigned;
+  size_t next = 0;
+  for (const auto& [tier, fraction] : tier_fractions) {
+    const size_t count = std::min(first_touch_keys.size() - next,
+                                  static_cast<size_t>(std::llround(fraction * footprint)));
+    for (size_t i = 0; i < count; ++i) assigned.emplace_back(first_touch_keys[next + i], tier);
+    next += count;
+  }
+  std::sort(assigned.begin(), assigned.end());
+  std::vector<PagePlacement::Interval> out;
+  for (const auto& [key, tier] : assigned) {
+    if (!out.empty() && out.back().end_page == key && out.back().tier == tier) {
+      ++out.back().end_page;
+    } else {
+      out.push_back({key, key + 1, tier});
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<PagePlacement> PagePlacement::Resolve(const Profile& profile,
+                                                     const Placement& placement) {
+  if (absl::Status s = CheckPlacementTiers(profile, placement); !s.ok()) return s;
+  PagePlacement out;
+  out.page_shift_ = std::countr_zero(profile.runs().front().metadata().page_size);
   out.default_tier_ = DeviceIndex(profile, placement.default_tier);
-  const uint64_t page_size = uint64_t{1} << out.page_shift_;
   if (!placement.uses_fractions()) {
     for (const PlacementRange& r : placement.ranges) {
-      // Pages whose first byte lies in [start, end).
-      const uint64_t first = (r.start + page_size - 1) >> out.page_shift_;
-      const uint64_t last = ((r.end - 1) >> out.page_shift_) + 1;
+      const auto [first, last] = PagesOfRange(r.start, r.end, out.page_shift_);
       if (first < last) out.intervals_.push_back({first, last, DeviceIndex(profile, r.tier)});
     }
     return out;
   }
-  // First-touch order: base run first, then the others in device-name order.
-  std::vector<const Trace*> order = {&profile.runs()[out.default_tier_]};
-  for (const Trace& t : profile.runs()) {
-    if (&t != order.front()) order.push_back(&t);
-  }
-  absl::flat_hash_map<uint64_t, size_t> seen;
-  std::vector<uint64_t> pages_in_order;
-  for (const Trace* t : order) {
-    for (uint64_t a : t->address()) {
-      const uint64_t page = a >> out.page_shift_;
-      if (seen.emplace(page, pages_in_order.size()).second) pages_in_order.push_back(page);
-    }
-  }
-  const double footprint = static_cast<double>(pages_in_order.size());
-  std::vector<std::pair<uint64_t, int>> assigned;
-  size_t next = 0;
+  std::vector<std::pair<int, double>> fractions;
   for (const auto& [tier, fraction] : placement.fractions) {
-    const size_t count = std::min(pages_in_order.size() - next,
-                                  static_cast<size_t>(std::llround(fraction * footprint)));
-    const int index = DeviceIndex(profile, tier);
-    for (size_t i = 0; i < count; ++i) assigned.emplace_back(pages_in_order[next + i], index);
-    next += count;
+    fractions.emplace_back(DeviceIndex(profile, tier), fraction);
   }
-  std::sort(assigned.begin(), assigned.end());
-  for (const auto& [page, tier] : assigned) {
-    if (!out.intervals_.empty() && out.intervals_.back().end_page == page &&
-        out.intervals_.back().tier == tier) {
-      ++out.intervals_.back().end_page;
-    } else {
-      out.intervals_.push_back({page, page + 1, tier});
-    }
-  }
+  out.intervals_ = AssignFractions(FirstTouchPages(profile, out.default_tier_), fractions);
   return out;
 }
 

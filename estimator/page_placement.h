@@ -13,8 +13,10 @@
 #ifndef TIERGYM_ESTIMATOR_PAGE_PLACEMENT_H_
 #define TIERGYM_ESTIMATOR_PAGE_PLACEMENT_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -53,6 +55,29 @@ class PagePlacement {
 
 // Index of `device` among profile.runs(), or -1.
 int DeviceIndex(const Profile& profile, const std::string& device);
+
+// The profile's footprint pages (page numbers) in first-touch order: base run first, then
+// the other runs in profile.runs() order, each page at its first sample.
+std::vector<uint64_t> FirstTouchPages(const Profile& profile, int base);
+
+// The first-touch rule of `fractions` placements over keys in first-touch order (page
+// numbers or any dense page ids): tiers are filled in the order listed, each with
+// round(fraction * keys) keys. Returns sorted, merged key intervals [start, end).
+std::vector<PagePlacement::Interval> AssignFractions(
+    const std::vector<uint64_t>& first_touch_keys,
+    const std::vector<std::pair<int, double>>& tier_fractions);
+
+// InvalidArgument naming the tier and the profile's devices unless every tier the
+// placement names has a run in the profile.
+absl::Status CheckPlacementTiers(const Profile& profile, const Placement& placement);
+
+// Pages whose first byte lies in [start, end): [first, last) page numbers.
+inline std::pair<uint64_t, uint64_t> PagesOfRange(uint64_t start, uint64_t end, int page_shift) {
+  const uint64_t page_size = uint64_t{1} << page_shift;
+  const uint64_t first = (start + page_size - 1) >> page_shift;
+  const uint64_t last = end == 0 ? 0 : ((end - 1) >> page_shift) + 1;
+  return {first, std::max(first, last)};
+}
 
 }  // namespace tiergym
 

@@ -9,7 +9,9 @@
 // device d comes from run d's relation between instructions and time (piecewise linear
 // through its samples' (instructions, time) points and the phase's ends). The window's
 // estimate is the per-device times weighted by the share of the window's sampled accesses
-// (all runs' samples) that the placement puts on each device:
+// (all runs' samples, each weighted by its run's PEBS reset relative to the other runs', so
+// runs recorded with different periods count misses alike) that the placement puts on
+// each device:
 //     t = sum_d share_d * t_d        (two tiers: t_ddr - (t_ddr - t_hbm) * share_hbm).
 // A window without samples takes its phase's shares; a phase without samples runs at the
 // base device's time. Phases are contiguous, so no time lies between them.

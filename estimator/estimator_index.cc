@@ -1,0 +1,696 @@
+#include "estimator/estimator_index.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "estimator/internal/run_segments.h"
+#include "estimator/page_placement.h"
+#include "traces/util/status_macros.h"
+#include "traces/util/strings.h"
+
+namespace tiergym {
+namespace {
+
+using internal::Segment;
+using internal::TimeAt;
+using internal::WindowGrid;
+
+template <typename T>
+size_t Bytes(const std::vector<T>& v) {
+  return v.capacity() * sizeof(T);
+}
+
+// Fraction of [lo, hi) inside [a, b); a zero-length span counts when it lies in [a, b).
+double Overlap(double lo, double hi, double a, double b) {
+  if (hi <= lo) return (lo >= a && lo < b) ? 1.0 : 0.0;
+  const double x = std::max(lo, a), y = std::min(hi, b);
+  return y > x ? (y - x) / (hi - lo) : 0.0;
+}
+
+}  // namespace
+
+std::string_view ModelName(Model model) {
+  return model == Model::kPaper ? "paper" : "concurrent";
+}
+
+absl::StatusOr<Model> ParseModel(std::string_view name) {
+  if (name == "paper") return Model::kPaper;
+  if (name == "concurrent") return Model::kConcurrent;
+  return absl::InvalidArgumentError(
+      StrCat("unknown estimator model '", name, "' (known: paper, concurrent)"));
+}
+
+absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
+    const Profile& profile, const IndexOptions& options) {
+  if (options.window_instructions == 0) {
+    return absl::InvalidArgumentError("window_instructions must be positive");
+  }
+  if (options.block_samples == 0) {
+    return absl::InvalidArgumentError("block_samples must be positive");
+  }
+  const std::vector<Trace>& runs = profile.runs();
+  auto index = std::shared_ptr<EstimatorIndex>(new EstimatorIndex());
+  EstimatorIndex& x = *index;
+  x.n_ = runs.size();
+  x.devices_ = profile.devices();
+  x.base_ = DeviceIndex(profile, options.base_device);
+  if (x.base_ < 0) {
+    std::string known;
+    for (const std::string& d : x.devices_) StrAppend(&known, known.empty() ? "" : ", ", d);
+    return absl::InvalidArgumentError(StrCat("base device '", options.base_device,
+                                             "' has no run in profile ", profile.name(),
+                                             " (devices: ", known, ")"));
+  }
+  x.page_shift_ = std::countr_zero(runs.front().metadata().page_size);
+  x.window_instructions_ = options.window_instructions;
+  for (const Trace& t : runs) {
+    x.device_runtime_ns_.push_back(t.runtime_ns());
+    x.num_samples_ += t.num_samples();
+  }
+  const size_t n = x.n_;
+  const int base = x.base_;
+
+  // Bandwidth floor per device: ns per sample = reset * line / bandwidth (bytes per ns).
+  std::vector<double> ns_per_sample(n, 0.0);
+  if (options.machine) {
+    const Machine& m = *options.machine;
+    for (size_t d = 0; d < n; ++d) {
+      const TierSpec* spec = m.Find(x.devices_[d]);
+      if (spec == nullptr) {
+        return absl::InvalidArgumentError(
+            StrCat("machine ", m.name, " has no tier '", x.devices_[d], "' (profile ",
+                   profile.name(), " has a run for it)"));
+      }
+      const std::optional<uint64_t> reset = runs[d].metadata().pebs_reset;
+      ns_per_sample[d] = static_cast<double>(reset.value_or(0)) *
+                         static_cast<double>(m.cache_line_bytes) / spec->bandwidth_gbps;
+    }
+    x.has_machine_ = true;
+  }
+
+  // Footprint: provisional ids in first-touch order (base run first), then sorted.
+  std::vector<std::vector<uint32_t>> sample_page(n);
+  std::vector<uint64_t> by_touch;
+  {
+    absl::flat_hash_map<uint64_t, uint32_t> rank;
+    std::vector<size_t> order = {static_cast<size_t>(base)};
+    for (size_t d = 0; d < n; ++d) {
+      if (static_cast<int>(d) != base) order.push_back(d);
+    }
+    for (size_t d : order) {
+      sample_page[d].reserve(runs[d].num_samples());
+      for (uint64_t a : runs[d].address()) {
+        auto [it, inserted] = rank.try_emplace(a >> x.page_shift_, by_touch.size());
+        if (inserted) {
+          if (by_touch.size() == std::numeric_limits<uint32_t>::max()) {
+            return absl::InvalidArgumentError(
+                StrCat("profile ", profile.name(), " touches more than 2^32 pages"));
+          }
+          by_touch.push_back(a >> x.page_shift_);
+        }
+        sample_page[d].push_back(it->second);
+      }
+    }
+  }
+  const size_t num_pages = by_touch.size();
+  std::vector<uint32_t> sorted_ids(num_pages);
+  for (uint32_t i = 0; i < num_pages; ++i) sorted_ids[i] = i;
+  std::sort(sorted_ids.begin(), sorted_ids.end(),
+            [&](uint32_t a, uint32_t b) { return by_touch[a] < by_touch[b]; });
+  std::vector<uint32_t> final_id(num_pages);
+  x.pages_.resize(num_pages);
+  for (uint32_t i = 0; i < num_pages; ++i) {
+    final_id[sorted_ids[i]] = i;
+    x.pages_[i] = by_touch[sorted_ids[i]];
+  }
+  x.first_touch_ = std::move(final_id);  // rank -> id
+  for (auto& ids : sample_page) {
+    for (uint32_t& id : ids) id = x.first_touch_[id];
+  }
+  std::vector<uint64_t>().swap(by_touch);
+  std::vector<uint32_t>().swap(sorted_ids);
+
+  const std::vector<uint32_t> weight = internal::SampleWeights(profile);
+  std::vector<std::vector<Segment>> segments;
+  for (const Trace& t : runs) segments.push_back(internal::Segments(t, options.use_phasemarks));
+  const size_t num_segments = segments[base].size();
+
+  // Linear costs accumulate per (device, page id).
+  std::vector<double> cost(n * num_pages, 0.0);
+  uint64_t position = 0;
+  struct Entry {
+    uint64_t key;  // window << 32 | page id
+    uint32_t run;
+  };
+  std::vector<Entry> entries;
+  std::vector<uint64_t> win_samples;  // [i * N + d]: unweighted samples, this segment
+  std::vector<std::pair<uint32_t, uint32_t>> merged;
+  for (size_t s = 0; s < num_segments; ++s) {
+    std::vector<const Segment*> of_run;
+    for (size_t d = 0; d < n; ++d) of_run.push_back(&segments[d][s]);
+    const WindowGrid grid(of_run, base, options.window_instructions);
+    std::vector<TimeAt> time_at;
+    for (size_t d = 0; d < n; ++d) time_at.emplace_back(runs[d], segments[d][s]);
+
+    x.seg_begin_pos_.push_back(position);
+    x.seg_instr_.push_back(segments[base][s].instructions);
+    x.seg_windows_.push_back(grid.windows);
+    x.seg_first_win_.push_back(static_cast<uint32_t>(x.win_index_.size()));
+    x.seg_first_blk_.push_back(static_cast<uint32_t>(x.blk_segment_.size()));
+    position += segments[base][s].instructions;
+    x.num_windows_ += grid.windows;
+    for (size_t d = 0; d < n; ++d) {
+      x.seg_duration_.push_back(
+          static_cast<double>(segments[d][s].end_ns - segments[d][s].start_ns));
+    }
+
+    entries.clear();
+    for (size_t d = 0; d < n; ++d) {
+      const Segment& seg = segments[d][s];
+      for (size_t i = seg.begin; i < seg.end; ++i) {
+        const uint64_t w = grid.WindowOf(d, seg.position[i - seg.begin]);
+        entries.push_back({w << 32 | sample_page[d][i], static_cast<uint32_t>(d)});
+      }
+    }
+    std::sort(entries.begin(), entries.end(),
+              [](const Entry& a, const Entry& b) { return a.key < b.key; });
+
+    // Non-empty windows with their sparse page counts.
+    const size_t first_win = x.win_index_.size();
+    win_samples.clear();
+    uint64_t seg_total = 0;
+    std::vector<double> nonempty_time(n, 0.0);
+    for (size_t i = 0; i < entries.size();) {
+      const uint64_t w = entries[i].key >> 32;
+      x.win_index_.push_back(static_cast<uint32_t>(w));
+      x.win_segment_.push_back(static_cast<uint32_t>(s));
+      x.win_offset_.push_back(x.win_page_.size());
+      win_samples.resize(win_samples.size() + n, 0);
+      uint64_t total = 0;
+      while (i < entries.size() && (entries[i].key >> 32) == w) {
+        const uint32_t id = static_cast<uint32_t>(entries[i].key);
+        uint32_t count = 0;
+        while (i < entries.size() && entries[i].key == (w << 32 | id)) {
+          count += weight[entries[i].run];
+          ++win_samples[win_samples.size() - n + entries[i].run];
+          ++i;
+        }
+        x.win_page_.push_back(id);
+        x.win_count_.push_back(count);
+        total += count;
+      }
+      x.win_total_.push_back(static_cast<uint32_t>(total));
+      seg_total += total;
+      for (size_t d = 0; d < n; ++d) {
+        const double lo = time_at[d](grid.Boundary(d, w));
+        const double hi = time_at[d](grid.Boundary(d, w + 1));
+        x.win_cum_.push_back(lo);
+        x.win_time_.push_back(hi - lo);
+        nonempty_time[d] += hi - lo;
+      }
+    }
+    const size_t end_win = x.win_index_.size();
+    x.seg_total_.push_back(seg_total);
+    for (size_t d = 0; d < n; ++d) {
+      x.seg_empty_.push_back(std::max(0.0, x.seg_duration_[s * n + d] - nonempty_time[d]));
+    }
+    if (seg_total == 0) x.constant_ns_ += x.seg_duration_[s * n + base];
+
+    // Paper costs of the non-empty windows.
+    auto entries_end = [&](size_t i) {
+      return i + 1 < x.win_offset_.size() ? x.win_offset_[i + 1] : x.win_page_.size();
+    };
+    for (size_t i = first_win; i < end_win; ++i) {
+      const double h = static_cast<double>(x.win_total_[i]);
+      for (size_t e = x.win_offset_[i]; e < entries_end(i); ++e) {
+        const double c = x.win_count_[e] / h;
+        for (size_t d = 0; d < n; ++d) {
+          cost[d * num_pages + x.win_page_[e]] += c * x.win_time_[i * n + d];
+        }
+      }
+    }
+
+    // Blocks: consecutive non-empty windows with at least block_samples samples; a short
+    // remainder at the segment end joins the block before it.
+    std::vector<size_t> starts;
+    uint64_t acc = 0;
+    for (size_t i = first_win; i < end_win; ++i) {
+      if (acc == 0) starts.push_back(i);
+      for (size_t d = 0; d < n; ++d) acc += win_samples[(i - first_win) * n + d];
+      if (acc >= options.block_samples) acc = 0;
+    }
+    if (acc != 0 && starts.size() > 1) starts.pop_back();
+    for (size_t b = 0; b < starts.size(); ++b) {
+      const size_t w0 = starts[b], w1 = b + 1 < starts.size() ? starts[b + 1] : end_win;
+      x.blk_first_win_.push_back(static_cast<uint32_t>(w0));
+      x.blk_segment_.push_back(static_cast<uint32_t>(s));
+      x.blk_offset_.push_back(x.blk_page_.size());
+      merged.clear();
+      uint64_t total = 0;
+      for (size_t i = w0; i < w1; ++i) {
+        for (size_t e = x.win_offset_[i]; e < entries_end(i); ++e) {
+          merged.emplace_back(x.win_page_[e], x.win_count_[e]);
+        }
+        total += x.win_total_[i];
+      }
+      std::sort(merged.begin(), merged.end());
+      for (size_t e = 0; e < merged.size();) {
+        uint64_t c = 0;
+        const uint32_t id = merged[e].first;
+        while (e < merged.size() && merged[e].first == id) c += merged[e++].second;
+        x.blk_page_.push_back(id);
+        x.blk_count_.push_back(static_cast<uint32_t>(c));
+        // Windows without samples take the segment's shares: charge them per page.
+        const double share = static_cast<double>(c) / static_cast<double>(seg_total);
+        for (size_t d = 0; d < n; ++d) {
+          cost[d * num_pages + id] += share * x.seg_empty_[s * n + d];
+        }
+      }
+      x.blk_total_.push_back(total);
+      for (size_t d = 0; d < n; ++d) {
+        double t = 0, samples = 0;
+        for (size_t i = w0; i < w1; ++i) {
+          t += x.win_time_[i * n + d];
+          samples += static_cast<double>(win_samples[(i - first_win) * n + d]);
+        }
+        x.blk_bw_.push_back(std::min(t, samples * ns_per_sample[d]));
+      }
+    }
+  }
+  x.total_instructions_ = position;
+  x.seg_begin_pos_.push_back(position);
+  x.seg_first_win_.push_back(static_cast<uint32_t>(x.win_index_.size()));
+  x.seg_first_blk_.push_back(static_cast<uint32_t>(x.blk_segment_.size()));
+  x.win_offset_.push_back(x.win_page_.size());
+  x.blk_first_win_.push_back(static_cast<uint32_t>(x.win_index_.size()));
+  x.blk_offset_.push_back(x.blk_page_.size());
+
+  x.lin_prefix_.assign(n * (num_pages + 1), 0.0);
+  for (size_t d = 0; d < n; ++d) {
+    double* prefix = &x.lin_prefix_[d * (num_pages + 1)];
+    for (size_t i = 0; i < num_pages; ++i) prefix[i + 1] = prefix[i] + cost[d * num_pages + i];
+  }
+
+  // Transpose the blocks' page counts: per page id, its (block, count) entries.
+  x.pb_offset_.assign(num_pages + 1, 0);
+  for (uint32_t id : x.blk_page_) ++x.pb_offset_[id + 1];
+  for (size_t i = 0; i < num_pages; ++i) x.pb_offset_[i + 1] += x.pb_offset_[i];
+  x.pb_block_.resize(x.blk_page_.size());
+  x.pb_count_.resize(x.blk_page_.size());
+  std::vector<uint64_t> fill(x.pb_offset_.begin(), x.pb_offset_.end() - 1);
+  for (size_t k = 0; k + 1 < x.blk_offset_.size(); ++k) {
+    for (size_t e = x.blk_offset_[k]; e < x.blk_offset_[k + 1]; ++e) {
+      const uint64_t at = fill[x.blk_page_[e]]++;
+      x.pb_block_[at] = static_cast<uint32_t>(k);
+      x.pb_count_[at] = x.blk_count_[e];
+    }
+  }
+  return std::shared_ptr<const EstimatorIndex>(std::move(index));
+}
+
+std::pair<uint32_t, uint32_t> EstimatorIndex::IdsOfPages(uint64_t first_page,
+                                                         uint64_t last_page) const {
+  const auto lo = std::lower_bound(pages_.begin(), pages_.end(), first_page);
+  const auto hi = std::lower_bound(lo, pages_.end(), last_page);
+  return {static_cast<uint32_t>(lo - pages_.begin()), static_cast<uint32_t>(hi - pages_.begin())};
+}
+
+absl::StatusOr<ResolvedPlacement> EstimatorIndex::Resolve(const Placement& placement) const {
+  auto index_of = [&](const std::string& tier) {
+    for (size_t d = 0; d < n_; ++d) {
+      if (devices_[d] == tier) return static_cast<int>(d);
+    }
+    return -1;
+  };
+  for (const std::string& tier : placement.Tiers()) {
+    if (index_of(tier) < 0) {
+      std::string known;
+      for (const std::string& d : devices_) StrAppend(&known, known.empty() ? "" : ", ", d);
+      return absl::InvalidArgumentError(StrCat("placement names tier '", tier,
+                                               "' but the profile has runs only for: ", known));
+    }
+  }
+  ResolvedPlacement out;
+  out.default_tier = index_of(placement.default_tier);
+  if (out.default_tier != base_) {
+    return absl::InvalidArgumentError(
+        StrCat("placement defaults to '", placement.default_tier, "' but this index was built ",
+               "with base run '", devices_[base_], "'"));
+  }
+  if (!placement.uses_fractions()) {
+    for (const PlacementRange& r : placement.ranges) {
+      const auto [first, last] = PagesOfRange(r.start, r.end, page_shift_);
+      const auto [begin, end] = IdsOfPages(first, last);
+      const int tier = index_of(r.tier);
+      if (begin < end && tier != base_) out.ranges.push_back({begin, end, tier});
+    }
+    return out;
+  }
+  std::vector<std::pair<int, double>> fractions;
+  for (const auto& [tier, fraction] : placement.fractions) {
+    fractions.emplace_back(index_of(tier), fraction);
+  }
+  const std::vector<uint64_t> keys(first_touch_.begin(), first_touch_.end());
+  for (const PagePlacement::Interval& iv : AssignFractions(keys, fractions)) {
+    if (iv.tier != base_) {
+      out.ranges.push_back({static_cast<uint32_t>(iv.start_page),
+                            static_cast<uint32_t>(iv.end_page), iv.tier});
+    }
+  }
+  return out;
+}
+
+std::vector<uint8_t> EstimatorIndex::TierArray(const ResolvedPlacement& placement) const {
+  std::vector<uint8_t> tier(pages_.size(), static_cast<uint8_t>(placement.default_tier));
+  for (const ResolvedPlacement::IdRange& r : placement.ranges) {
+    std::fill(tier.begin() + r.begin, tier.begin() + r.end, static_cast<uint8_t>(r.tier));
+  }
+  return tier;
+}
+
+double EstimatorIndex::Correction(size_t k, const uint64_t* hits) const {
+  const double total = static_cast<double>(blk_total_[k]);
+  if (total == 0) return 0;
+  double sum = 0, max = 0;
+  for (size_t d = 0; d < n_; ++d) {
+    const double part = static_cast<double>(hits[d]) / total * blk_bw_[k * n_ + d];
+    sum += part;
+    max = std::max(max, part);
+  }
+  return sum - max;
+}
+
+absl::StatusOr<double> EstimatorIndex::RuntimeNs(const ResolvedPlacement& placement,
+                                                 Model model) const {
+  const size_t stride = pages_.size() + 1;
+  const double* def = &lin_prefix_[placement.default_tier * stride];
+  double total = constant_ns_ + def[pages_.size()];
+  for (const ResolvedPlacement::IdRange& r : placement.ranges) {
+    const double* to = &lin_prefix_[r.tier * stride];
+    total += (to[r.end] - to[r.begin]) - (def[r.end] - def[r.begin]);
+  }
+  if (model == Model::kPaper) return total;
+  if (!has_machine_) {
+    return absl::InvalidArgumentError(
+        "the concurrent model needs the machine's tier bandwidths (give a machine)");
+  }
+  const std::vector<uint8_t> tier = TierArray(placement);
+  std::vector<uint64_t> hits(n_);
+  for (size_t k = 0; k + 1 < blk_offset_.size(); ++k) {
+    std::fill(hits.begin(), hits.end(), 0);
+    for (size_t e = blk_offset_[k]; e < blk_offset_[k + 1]; ++e) {
+      hits[tier[blk_page_[e]]] += blk_count_[e];
+    }
+    total -= Correction(k, hits.data());
+  }
+  return total;
+}
+
+absl::StatusOr<Estimate> EstimatorIndex::EstimateDetailed(const ResolvedPlacement& placement,
+                                                          Model model) const {
+  if (model == Model::kConcurrent && !has_machine_) {
+    return absl::InvalidArgumentError(
+        "the concurrent model needs the machine's tier bandwidths (give a machine)");
+  }
+  const std::vector<uint8_t> tier = TierArray(placement);
+  const size_t n = n_;
+  Estimate est;
+  est.devices = devices_;
+  est.device_runtime_ns = device_runtime_ns_;
+  est.access_share.assign(n, 0.0);
+  est.time_share.assign(n, 0.0);
+  std::vector<uint64_t> hits(n), seg_hits(n), all_hits(n, 0);
+  for (size_t s = 0; s + 1 < seg_begin_pos_.size(); ++s) {
+    PhaseEstimate pe;
+    pe.phase = static_cast<uint32_t>(s);
+    pe.windows = seg_windows_[s];
+    for (size_t d = 0; d < n; ++d) {
+      pe.measured_ns.push_back(static_cast<uint64_t>(seg_duration_[s * n + d]));
+    }
+    std::fill(seg_hits.begin(), seg_hits.end(), 0);
+    for (size_t k = seg_first_blk_[s]; k < seg_first_blk_[s + 1]; ++k) {
+      std::fill(hits.begin(), hits.end(), 0);
+      for (size_t e = blk_offset_[k]; e < blk_offset_[k + 1]; ++e) {
+        hits[tier[blk_page_[e]]] += blk_count_[e];
+      }
+      for (size_t d = 0; d < n; ++d) seg_hits[d] += hits[d];
+      if (model == Model::kConcurrent) pe.estimated_ns -= Correction(k, hits.data());
+    }
+    if (seg_total_[s] == 0) {
+      pe.estimated_ns += seg_duration_[s * n + base_];
+      est.time_share[base_] += seg_duration_[s * n + base_];
+    } else {
+      for (size_t i = seg_first_win_[s]; i < seg_first_win_[s + 1]; ++i) {
+        std::fill(hits.begin(), hits.end(), 0);
+        for (size_t e = win_offset_[i]; e < win_offset_[i + 1]; ++e) {
+          hits[tier[win_page_[e]]] += win_count_[e];
+        }
+        const double h = static_cast<double>(win_total_[i]);
+        for (size_t d = 0; d < n; ++d) {
+          const double t = static_cast<double>(hits[d]) / h * win_time_[i * n + d];
+          pe.estimated_ns += t;
+          est.time_share[d] += t;
+        }
+      }
+      const double h = static_cast<double>(seg_total_[s]);
+      for (size_t d = 0; d < n; ++d) {
+        const double t = static_cast<double>(seg_hits[d]) / h * seg_empty_[s * n + d];
+        pe.estimated_ns += t;
+        est.time_share[d] += t;
+        all_hits[d] += seg_hits[d];
+      }
+    }
+    est.runtime_ns += pe.estimated_ns;
+    est.phases.push_back(std::move(pe));
+  }
+  double total_hits = 0, weighted = 0;
+  for (size_t d = 0; d < n; ++d) {
+    total_hits += static_cast<double>(all_hits[d]);
+    weighted += est.time_share[d];
+  }
+  for (size_t d = 0; d < n; ++d) {
+    est.access_share[d] = total_hits > 0 ? static_cast<double>(all_hits[d]) / total_hits
+                                         : (static_cast<int>(d) == base_);
+    est.time_share[d] = weighted > 0 ? est.time_share[d] / weighted : 0.0;
+  }
+  return est;
+}
+
+double EstimatorIndex::WinLo(size_t i) const {
+  return static_cast<double>(uint64_t{win_index_[i]} * window_instructions_);
+}
+
+double EstimatorIndex::WinHi(size_t i) const {
+  const size_t s = win_segment_[i];
+  if (win_index_[i] + 1 >= seg_windows_[s]) return static_cast<double>(seg_instr_[s]);
+  return static_cast<double>((uint64_t{win_index_[i]} + 1) * window_instructions_);
+}
+
+double EstimatorIndex::RunTimeAt(size_t s, size_t d, double x) const {
+  const double len = static_cast<double>(seg_instr_[s]);
+  const double duration = seg_duration_[s * n_ + d];
+  if (x <= 0) return 0;
+  if (x >= len) return duration;
+  // The last non-empty window starting at or before x.
+  size_t lo = seg_first_win_[s], hi = seg_first_win_[s + 1];
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (WinLo(mid) <= x) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  double x0 = 0, y0 = 0;  // the point before x
+  if (lo > seg_first_win_[s]) {
+    const size_t i = lo - 1;
+    const double wlo = WinLo(i), whi = WinHi(i);
+    const double c = win_cum_[i * n_ + d], t = win_time_[i * n_ + d];
+    if (x < whi) return c + t * (x - wlo) / (whi - wlo);
+    x0 = whi;
+    y0 = c + t;
+  }
+  double x1 = len, y1 = duration;  // the point after x
+  if (lo < seg_first_win_[s + 1]) {
+    x1 = WinLo(lo);
+    y1 = win_cum_[lo * n_ + d];
+  }
+  return x1 > x0 ? y0 + (y1 - y0) * (x - x0) / (x1 - x0) : y0;
+}
+
+double EstimatorIndex::PaperIntervalNs(size_t s, double a, double b, const uint8_t* tier,
+                                       const uint64_t* seg_hits) const {
+  const size_t n = n_;
+  if (seg_total_[s] == 0) return RunTimeAt(s, base_, b) - RunTimeAt(s, base_, a);
+  double total = 0;
+  std::vector<double> nonempty(n, 0.0);
+  std::vector<uint64_t> hits(n);
+  // Non-empty windows that overlap [a, b).
+  size_t lo = seg_first_win_[s], hi = seg_first_win_[s + 1];
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (WinHi(mid) <= a) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  for (size_t i = lo; i < seg_first_win_[s + 1] && WinLo(i) < b; ++i) {
+    const double f = Overlap(WinLo(i), WinHi(i), a, b);
+    if (f == 0) continue;
+    std::fill(hits.begin(), hits.end(), 0);
+    for (size_t e = win_offset_[i]; e < win_offset_[i + 1]; ++e) {
+      hits[tier[win_page_[e]]] += win_count_[e];
+    }
+    const double h = static_cast<double>(win_total_[i]);
+    for (size_t d = 0; d < n; ++d) {
+      total += f * static_cast<double>(hits[d]) / h * win_time_[i * n + d];
+      nonempty[d] += f * win_time_[i * n + d];
+    }
+  }
+  const double h = static_cast<double>(seg_total_[s]);
+  for (size_t d = 0; d < n; ++d) {
+    if (seg_hits[d] == 0) continue;
+    const double empty =
+        std::max(0.0, RunTimeAt(s, d, b) - RunTimeAt(s, d, a) - nonempty[d]);
+    total += static_cast<double>(seg_hits[d]) / h * empty;
+  }
+  return total;
+}
+
+size_t EstimatorIndex::MemoryBytes() const {
+  return sizeof(*this) + Bytes(device_runtime_ns_) + Bytes(pages_) + Bytes(first_touch_) +
+         Bytes(lin_prefix_) + Bytes(seg_begin_pos_) + Bytes(seg_instr_) + Bytes(seg_windows_) +
+         Bytes(seg_first_win_) + Bytes(seg_first_blk_) + Bytes(seg_total_) +
+         Bytes(seg_duration_) + Bytes(seg_empty_) + Bytes(win_index_) + Bytes(win_segment_) +
+         Bytes(win_total_) + Bytes(win_time_) + Bytes(win_cum_) + Bytes(win_offset_) +
+         Bytes(win_page_) + Bytes(win_count_) + Bytes(blk_first_win_) + Bytes(blk_segment_) +
+         Bytes(blk_total_) + Bytes(blk_bw_) + Bytes(blk_offset_) + Bytes(blk_page_) +
+         Bytes(blk_count_) + Bytes(pb_offset_) + Bytes(pb_block_) + Bytes(pb_count_);
+}
+
+PlacementState::PlacementState(std::shared_ptr<const EstimatorIndex> index,
+                               const ResolvedPlacement& placement, Model model)
+    : index_(std::move(index)), model_(model) {
+  const EstimatorIndex& x = *index_;
+  const size_t n = x.n_;
+  tier_ = x.TierArray(placement);
+  const size_t blocks = x.blk_segment_.size();
+  blk_hits_.assign(blocks * n, 0);
+  seg_hits_.assign(x.seg_total_.size() * n, 0);
+  blk_corr_.assign(blocks, 0.0);
+  for (size_t k = 0; k < blocks; ++k) {
+    for (size_t e = x.blk_offset_[k]; e < x.blk_offset_[k + 1]; ++e) {
+      blk_hits_[k * n + tier_[x.blk_page_[e]]] += x.blk_count_[e];
+    }
+    for (size_t d = 0; d < n; ++d) seg_hits_[x.blk_segment_[k] * n + d] += blk_hits_[k * n + d];
+    if (model_ == Model::kConcurrent) {
+      blk_corr_[k] = x.Correction(k, &blk_hits_[k * n]);
+      correction_ns_ += blk_corr_[k];
+    }
+  }
+  paper_ns_ = *x.RuntimeNs(placement, Model::kPaper);
+}
+
+absl::Status PlacementState::Move(uint64_t start_address, uint64_t end_address, int tier) {
+  const EstimatorIndex& x = *index_;
+  const size_t n = x.n_;
+  if (tier < 0 || static_cast<size_t>(tier) >= n) {
+    return absl::InvalidArgumentError(
+        StrCat("tier index ", tier, " out of range: the profile has ", n, " devices"));
+  }
+  if (start_address > end_address) {
+    return absl::InvalidArgumentError(
+        StrCat("range start ", start_address, " is after its end ", end_address));
+  }
+  const auto [first, last] = PagesOfRange(start_address, end_address, x.page_shift_);
+  const auto [begin, end] = x.IdsOfPages(first, last);
+  const size_t stride = x.pages_.size() + 1;
+  std::vector<uint32_t> dirty;
+  for (uint32_t id = begin; id < end; ++id) {
+    const int old = tier_[id];
+    if (old == tier) continue;
+    const double* to = &x.lin_prefix_[tier * stride];
+    const double* from = &x.lin_prefix_[old * stride];
+    paper_ns_ += (to[id + 1] - to[id]) - (from[id + 1] - from[id]);
+    tier_[id] = static_cast<uint8_t>(tier);
+    for (size_t e = x.pb_offset_[id]; e < x.pb_offset_[id + 1]; ++e) {
+      const uint32_t k = x.pb_block_[e];
+      const uint32_t c = x.pb_count_[e];
+      blk_hits_[k * n + old] -= c;
+      blk_hits_[k * n + tier] += c;
+      seg_hits_[x.blk_segment_[k] * n + old] -= c;
+      seg_hits_[x.blk_segment_[k] * n + tier] += c;
+      if (model_ == Model::kConcurrent) dirty.push_back(k);
+    }
+  }
+  if (!dirty.empty()) {
+    std::sort(dirty.begin(), dirty.end());
+    dirty.erase(std::unique(dirty.begin(), dirty.end()), dirty.end());
+    for (uint32_t k : dirty) {
+      const double c = x.Correction(k, &blk_hits_[k * n]);
+      correction_ns_ += c - blk_corr_[k];
+      blk_corr_[k] = c;
+    }
+  }
+  return absl::OkStatus();
+}
+
+double PlacementState::IntervalNs(uint64_t from, uint64_t to) const {
+  const EstimatorIndex& x = *index_;
+  const size_t n = x.n_;
+  const uint64_t total = x.total_instructions_;
+  from = std::min(from, total);
+  to = std::min(to, total);
+  if (from > to || (from == to && total > 0)) return 0;
+  const size_t segs = x.seg_total_.size();
+  // The first segment that overlaps [from, to) or starts at `from`.
+  size_t s = std::lower_bound(x.seg_begin_pos_.begin(), x.seg_begin_pos_.begin() + segs, from) -
+             x.seg_begin_pos_.begin();
+  if (s > 0 && x.seg_begin_pos_[s - 1] + x.seg_instr_[s - 1] > from) --s;
+  double sum = 0;
+  for (; s < segs; ++s) {
+    const uint64_t begin = x.seg_begin_pos_[s];
+    const uint64_t len = x.seg_instr_[s];
+    // A segment without instructions belongs to the interval holding its position (the
+    // interval ending the run for one at the run's end).
+    if (begin > to || (begin == to && !(len == 0 && to == total))) break;
+    double a = 0, b = 1;  // a zero-length segment is taken whole
+    if (len > 0) {
+      a = static_cast<double>(std::max(from, begin) - begin);
+      b = static_cast<double>(std::min(to, begin + len) - begin);
+    }
+    sum += x.PaperIntervalNs(s, a, b, tier_.data(), &seg_hits_[s * n]);
+    if (model_ == Model::kConcurrent) {
+      for (size_t k = x.seg_first_blk_[s]; k < x.seg_first_blk_[s + 1]; ++k) {
+        const double lo = x.WinLo(x.blk_first_win_[k]);
+        const double hi = x.WinHi(x.blk_first_win_[k + 1] - 1);
+        sum -= blk_corr_[k] * Overlap(lo, hi, a, b);
+      }
+    }
+  }
+  return sum;
+}
+
+std::vector<double> PlacementState::AccessesPerDevice(uint64_t from, uint64_t to) const {
+  const EstimatorIndex& x = *index_;
+  std::vector<double> out(x.n_, 0.0);
+  from = std::min(from, x.total_instructions_);
+  to = std::min(to, x.total_instructions_);
+  for (size_t i = 0; i < x.win_index_.size(); ++i) {
+    const double begin = static_cast<double>(x.seg_begin_pos_[x.win_segment_[i]]);
+    const double f = Overlap(begin + x.WinLo(i), begin + x.WinHi(i), static_cast<double>(from),
+                             static_cast<double>(to));
+    if (f == 0) continue;
+    for (size_t e = x.win_offset_[i]; e < x.win_offset_[i + 1]; ++e) {
+      out[tier_[x.win_page_[e]]] += f * x.win_count_[e];
+    }
+  }
+  return out;
+}
+
+}  // namespace tiergym

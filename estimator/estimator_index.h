@@ -1,0 +1,232 @@
+// The differential-trace estimator, indexed: everything the per-sample replay
+// (replay_estimator.h) computes from the samples is computed once, at load time, so that
+// estimating a new placement costs microseconds instead of a pass over millions of samples.
+//
+// What the index holds (built for one base run, the run on the placements' default tier,
+// because the base run's instructions cut the windows):
+//   - the footprint: the sorted pages seen in any run, with dense ids, and their
+//     first-touch order (for `fractions` placements);
+//   - per page and device, the time the page accounts for when placed on that device
+//     (prefix sums over sorted pages). The paper's estimate is linear in the placement:
+//     a window's estimate is sum_d (hits_d / hits) * t_d with hits, the window's sampled
+//     accesses, independent of the placement, so it sums to one cost per (page, device).
+//     A range placement is then O(ranges * log pages), whatever the number of samples;
+//   - per non-empty window, its sparse page counts and per-device times (for estimates of
+//     a part of the run); per segment (phase), the time of its windows without samples;
+//   - blocks: runs of consecutive non-empty windows of one segment holding at least
+//     `block_samples` samples, with sparse page counts and, per device, how much of their
+//     time the bandwidth floor of their sampled misses explains (the concurrency model).
+// Semantics match EstimateByReplay exactly for Model::kPaper (tested): windows without
+// samples take their segment's shares, segments without samples run at the base run's time.
+//
+// Model::kConcurrent ("beyond the paper") corrects, per block, for tiers serving requests
+// concurrently: with s_d the block's access share on device d, t_d its time in run d and
+// b_d = min(t_d, misses_d * cache_line_bytes / bandwidth_d) the part of t_d its misses
+// need at device d's peak bandwidth, the block takes
+//     sum_d s_d (t_d - b_d) + max_d s_d b_d        instead of    sum_d s_d t_d,
+// that is, the bandwidth-bound parts overlap instead of adding up. One tier alone gives the
+// paper's estimate. It needs the machine's tier bandwidths (IndexOptions::machine).
+//
+// An EstimatorIndex is immutable and thread-safe; share it as shared_ptr<const>.
+// PlacementState (below) is the environment's mutable view: one placement, moved range by
+// range, with the estimate kept current at a cost proportional to what the move touches.
+#ifndef TIERGYM_ESTIMATOR_ESTIMATOR_INDEX_H_
+#define TIERGYM_ESTIMATOR_ESTIMATOR_INDEX_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "estimator/replay_estimator.h"
+#include "traces/machine.h"
+#include "traces/placement.h"
+#include "traces/profile.h"
+
+namespace tiergym {
+
+enum class Model {
+  kPaper,       // the weighted mean of seed 001 / seed 002
+  kConcurrent,  // plus the overlap of bandwidth-bound work on different tiers
+};
+// "paper" / "concurrent".
+std::string_view ModelName(Model model);
+absl::StatusOr<Model> ParseModel(std::string_view name);
+
+struct IndexOptions {
+  // Window length in base-run instructions (see EstimateOptions). Default 1,000,000.
+  uint64_t window_instructions = 1'000'000;
+  // Synchronise the runs at phasemarks; false: the whole run is one segment. Default true.
+  bool use_phasemarks = true;
+  // The base run: the device placements default to. Required.
+  std::string base_device;
+  // Tier bandwidths and cache-line size for Model::kConcurrent, matched to the profile's
+  // devices by tier name. Default none: kConcurrent is refused.
+  std::optional<Machine> machine;
+  // Minimum number of samples (all runs) per block of the concurrency model. Default 256.
+  uint64_t block_samples = 256;
+};
+
+// A placement resolved against an index: sorted, disjoint ranges of page ids (the index's
+// dense footprint page numbering) that are not on the default tier. Pages outside the
+// footprint have no samples and cost nothing, so they do not appear.
+struct ResolvedPlacement {
+  struct IdRange {
+    uint32_t begin = 0, end = 0;  // page ids [begin, end)
+    int tier = 0;                 // device index (profile.runs() order)
+  };
+  int default_tier = 0;
+  std::vector<IdRange> ranges;
+};
+
+class EstimatorIndex {
+ public:
+  // InvalidArgument for an unknown base device, a zero window or block size, a machine
+  // that lacks one of the profile's devices, or a footprint beyond 2^32 pages.
+  static absl::StatusOr<std::shared_ptr<const EstimatorIndex>> Build(
+      const Profile& profile, const IndexOptions& options);
+
+  // InvalidArgument when the placement names a tier the profile has no run for, or
+  // defaults to another tier than this index's base device.
+  absl::StatusOr<ResolvedPlacement> Resolve(const Placement& placement) const;
+
+  // The estimated runtime. kPaper: O(ranges); kConcurrent: O(block non-zeros + pages).
+  // InvalidArgument for kConcurrent without a machine.
+  absl::StatusOr<double> RuntimeNs(const ResolvedPlacement& placement, Model model) const;
+
+  // The estimate with its breakdown per phase and device (O(non-zeros + pages)).
+  absl::StatusOr<Estimate> EstimateDetailed(const ResolvedPlacement& placement,
+                                            Model model) const;
+
+  const std::vector<std::string>& devices() const { return devices_; }
+  int base() const { return base_; }
+  int page_shift() const { return page_shift_; }
+  bool has_machine() const { return has_machine_; }
+  // Footprint pages (sorted page numbers); a page id is an index into this vector.
+  const std::vector<uint64_t>& pages() const { return pages_; }
+  // The ids of the pages [first, last) (page numbers): [begin, end) ids.
+  std::pair<uint32_t, uint32_t> IdsOfPages(uint64_t first_page, uint64_t last_page) const;
+  // Base-run instructions of the whole run (the position axis of PlacementState).
+  uint64_t total_instructions() const { return total_instructions_; }
+  size_t num_segments() const { return seg_begin_pos_.size() - 1; }
+  size_t num_nonempty_windows() const { return win_index_.size(); }
+  uint64_t num_windows() const { return num_windows_; }
+  size_t num_blocks() const { return blk_first_win_.size() - 1; }
+  uint64_t num_samples() const { return num_samples_; }
+  // Bytes the index occupies.
+  size_t MemoryBytes() const;
+
+ private:
+  friend class PlacementState;
+  EstimatorIndex() = default;
+
+  // Estimated time of segment-local base positions [a, b) of segment s, given the tier of
+  // every page (`tier`) and the segment's current hits per device (`seg_hits`, size N),
+  // without the concurrency correction.
+  double PaperIntervalNs(size_t s, double a, double b, const uint8_t* tier,
+                         const uint64_t* seg_hits) const;
+  // Time of run d at segment-local base position x of segment s (ns since segment start).
+  double RunTimeAt(size_t s, size_t d, double x) const;
+  // Concurrency correction of block k (>= 0) given its hits per device.
+  double Correction(size_t k, const uint64_t* hits) const;
+  // Base position range [lo, hi) (segment-local) of non-empty window i.
+  double WinLo(size_t i) const;
+  double WinHi(size_t i) const;
+  std::vector<uint8_t> TierArray(const ResolvedPlacement& placement) const;
+
+  size_t n_ = 0;  // devices
+  int base_ = 0;
+  int page_shift_ = 12;
+  bool has_machine_ = false;
+  uint64_t window_instructions_ = 0;
+  uint64_t total_instructions_ = 0;
+  uint64_t num_windows_ = 0;
+  uint64_t num_samples_ = 0;
+  std::vector<std::string> devices_;
+  std::vector<uint64_t> device_runtime_ns_;
+
+  // Footprint.
+  std::vector<uint64_t> pages_;
+  std::vector<uint32_t> first_touch_;  // page ids in first-touch order
+  std::vector<double> lin_prefix_;     // [d * (P + 1) + i]: sum of cost[d] of ids < i
+  double constant_ns_ = 0;             // segments without samples (base run's time)
+
+  // Segments (S + 1 entries for the offsets).
+  std::vector<uint64_t> seg_begin_pos_;    // base position of the segment start (run-wide)
+  std::vector<uint64_t> seg_instr_;        // base-run instructions
+  std::vector<uint64_t> seg_windows_;      // windows of the segment
+  std::vector<uint32_t> seg_first_win_;    // first non-empty window; S + 1 entries
+  std::vector<uint32_t> seg_first_blk_;    // first block; S + 1 entries
+  std::vector<uint64_t> seg_total_;        // weighted hits of all runs
+  std::vector<double> seg_duration_;       // [s * N + d]
+  std::vector<double> seg_empty_;          // [s * N + d]: time of windows without samples
+
+  // Non-empty windows (W entries; offsets W + 1).
+  std::vector<uint32_t> win_index_;        // window number within its segment
+  std::vector<uint32_t> win_segment_;
+  std::vector<uint32_t> win_total_;        // weighted hits
+  std::vector<double> win_time_;           // [i * N + d]
+  std::vector<double> win_cum_;            // [i * N + d]: run d's time at the window start
+  std::vector<uint64_t> win_offset_;
+  std::vector<uint32_t> win_page_;
+  std::vector<uint32_t> win_count_;
+
+  // Blocks (B entries; offsets B + 1).
+  std::vector<uint32_t> blk_first_win_;    // first non-empty window; B + 1 entries
+  std::vector<uint32_t> blk_segment_;
+  std::vector<uint64_t> blk_total_;
+  std::vector<double> blk_bw_;             // [k * N + d]: b_d
+  std::vector<uint64_t> blk_offset_;
+  std::vector<uint32_t> blk_page_;
+  std::vector<uint32_t> blk_count_;
+  // Transposed: per page id, its blocks.
+  std::vector<uint64_t> pb_offset_;
+  std::vector<uint32_t> pb_block_;
+  std::vector<uint32_t> pb_count_;
+};
+
+// One placement of an index, changed range by range (the environment's state).
+// Not thread-safe; the index must outlive it (held by shared_ptr).
+class PlacementState {
+ public:
+  // REQUIRES: `placement` was resolved by `index`.
+  PlacementState(std::shared_ptr<const EstimatorIndex> index,
+                 const ResolvedPlacement& placement, Model model);
+
+  // Moves the pages whose first byte lies in [start, end) to device `tier`. Cost: the
+  // range's footprint pages and their blocks. InvalidArgument for an unknown tier or
+  // start > end.
+  absl::Status Move(uint64_t start_address, uint64_t end_address, int tier);
+
+  // The estimate of the whole run under the current placement. O(1).
+  double runtime_ns() const { return paper_ns_ - correction_ns_; }
+
+  // Estimated time of base-run instruction positions [from, to) (counted from the run
+  // start, clamped to [0, total_instructions]); partial windows count pro rata.
+  // IntervalNs(0, total_instructions()) == runtime_ns(). Cost: the interval's windows.
+  double IntervalNs(uint64_t from, uint64_t to) const;
+
+  // Weighted sampled accesses per device in [from, to) under the current placement.
+  std::vector<double> AccessesPerDevice(uint64_t from, uint64_t to) const;
+
+  int TierOfPageId(uint32_t id) const { return tier_[id]; }
+  const EstimatorIndex& index() const { return *index_; }
+  Model model() const { return model_; }
+
+ private:
+  std::shared_ptr<const EstimatorIndex> index_;
+  Model model_;
+  std::vector<uint8_t> tier_;          // per page id
+  std::vector<uint64_t> blk_hits_;     // [k * N + d]
+  std::vector<uint64_t> seg_hits_;     // [s * N + d]
+  std::vector<double> blk_corr_;       // per block (kConcurrent)
+  double paper_ns_ = 0;
+  double correction_ns_ = 0;
+};
+
+}  // namespace tiergym
+
+#endif  // TIERGYM_ESTIMATOR_ESTIMATOR_INDEX_H_

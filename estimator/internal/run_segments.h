@@ -1,0 +1,65 @@
+// Internal to estimator/: how the differential-trace estimators see one run. Shared by the
+// per-sample replay (replay_estimator.cc) and the index (estimator_index.cc) so that both
+// cut windows and interpolate time identically.
+//
+// A run is a sequence of segments: its phases (phasemarks are the anchors) or, without
+// phasemarks, the whole run as one segment. Within a segment a sample's position is the
+// number of instructions retired since the segment start.
+#ifndef TIERGYM_ESTIMATOR_INTERNAL_RUN_SEGMENTS_H_
+#define TIERGYM_ESTIMATOR_INTERNAL_RUN_SEGMENTS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "traces/profile.h"
+#include "traces/trace.h"
+
+namespace tiergym::internal {
+
+struct Segment {
+  uint64_t instructions = 0;       // retired in the segment
+  uint64_t start_ns = 0;           // trace time of the segment start
+  uint64_t end_ns = 0;             // trace time of the segment end
+  size_t begin = 0, end = 0;       // the segment's samples: indices [begin, end) of the run
+  std::vector<uint64_t> position;  // per sample: instructions since the segment start
+};
+
+std::vector<Segment> Segments(const Trace& run, bool use_phasemarks);
+
+// Time (ns since the segment start) at instruction position x of a segment: piecewise
+// linear through the samples' (position, time) points, made monotone, and the segment's
+// two ends. Positions beyond the segment's instruction count give the segment's end.
+class TimeAt {
+ public:
+  TimeAt(const Trace& run, const Segment& segment);
+  double operator()(double x) const;
+
+ private:
+  std::vector<double> x_, y_;
+};
+
+// Window geometry of one segment: `windows` windows of `window_instructions` base-run
+// instructions, the last one running to the segment end; run d's boundaries are the base
+// run's scaled by scale[d] = (run d's instructions) / (base run's instructions).
+struct WindowGrid {
+  uint64_t windows = 1;
+  std::vector<double> scale;  // per run
+  uint64_t window_instructions = 0;
+
+  WindowGrid(const std::vector<const Segment*>& segment_of_run, int base,
+             uint64_t window_instructions);
+  // Window of a sample of run d at `position`.
+  uint64_t WindowOf(size_t d, uint64_t position) const;
+  // Run d's instruction position of the start of window w (w == windows: +infinity).
+  double Boundary(size_t d, uint64_t w) const;
+};
+
+// What a sample of each run counts for: the run's PEBS reset (misses per sample) divided by
+// the greatest common divisor of all runs' resets, so runs recorded with different
+// periods weigh their samples by the misses they stand for. 1 for every run when some run
+// does not record its reset.
+std::vector<uint32_t> SampleWeights(const Profile& profile);
+
+}  // namespace tiergym::internal
+
+#endif  // TIERGYM_ESTIMATOR_INTERNAL_RUN_SEGMENTS_H_

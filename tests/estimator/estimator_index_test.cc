@@ -1,0 +1,374 @@
+#include "estimator/estimator_index.h"
+
+#include <cmath>
+#include <random>
+
+#include "estimator/replay_estimator.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "traces/synth/app_model.h"
+#include "traces/synth/generator.h"
+
+namespace tiergym {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint64_t kPageA = 0x1000;    // sampled in window 0
+constexpr uint64_t kPageB = 0x100000;  // sampled in window 1
+
+// One phase of 2,000,000 instructions; samples at 0.5 M (page A) and 1.5 M (page B)
+// instructions; the run's times are those of the ddr run multiplied by `slowdown`.
+Trace ToyRun(const std::string& device, double slowdown, uint64_t pebs_reset = 0) {
+  TraceBuilder b(device, TraceMetadata::Make("toy", device, "",
+                                             pebs_reset ? std::optional<uint64_t>(pebs_reset)
+                                                        : std::nullopt));
+  b.AddMark({0, 0, 0, 0});
+  b.AddSample(static_cast<uint64_t>(50 * slowdown), 0, 0, 500'000, kPageA);
+  b.AddSample(static_cast<uint64_t>(150 * slowdown), 0, 0, 1'500'000, kPageB);
+  b.SetEnd({static_cast<uint64_t>(200 * slowdown), 0, 0, 2'000'000});
+  return *b.Finish();
+}
+
+Profile Toy() {
+  return *Profile::FromRuns("toy", {ToyRun("ddr", 1), ToyRun("hbm", 0.5), ToyRun("remote", 2)});
+}
+
+Placement Ranges(std::vector<PlacementRange> ranges, std::string default_tier = "ddr") {
+  Placement p;
+  p.default_tier = std::move(default_tier);
+  p.ranges = std::move(ranges);
+  return p;
+}
+
+std::shared_ptr<const EstimatorIndex> Index(const Profile& profile, IndexOptions options = {}) {
+  if (options.base_device.empty()) options.base_device = "ddr";
+  auto index = EstimatorIndex::Build(profile, options);
+  EXPECT_TRUE(index.ok()) << index.status();
+  return *index;
+}
+
+double Paper(const EstimatorIndex& index, const Placement& placement) {
+  auto resolved = index.Resolve(placement);
+  EXPECT_TRUE(resolved.ok()) << resolved.status();
+  auto ns = index.RuntimeNs(*resolved, Model::kPaper);
+  EXPECT_TRUE(ns.ok()) << ns.status();
+  return *ns;
+}
+
+TEST(EstimatorIndexTest, AllOnOneTierGivesThatRunsTime) {
+  for (const char* tier : {"ddr", "hbm", "remote"}) {
+    IndexOptions options;
+    options.base_device = tier;
+    auto index = Index(Toy(), options);
+    Placement p;
+    p.default_tier = tier;
+    EXPECT_NEAR(Paper(*index, p), Toy().Find(tier)->runtime_ns(), 1e-9) << tier;
+  }
+}
+
+TEST(EstimatorIndexTest, TwoAndThreeTiersHandComputed) {
+  auto index = Index(Toy());
+  // Window 0 (page A) on hbm: 50 ns; window 1 (page B) on ddr: 100 ns.
+  EXPECT_NEAR(Paper(*index, Ranges({{kPageA, kPageA + 4096, "hbm"}})), 150, 1e-9);
+  // Window 0 on hbm (50 ns), window 1 on remote (400 - 200 ns).
+  EXPECT_NEAR(Paper(*index, Ranges({{kPageA, kPageA + 4096, "hbm"},
+                                     {kPageB, kPageB + 4096, "remote"}})),
+              250, 1e-9);
+  // One window for the whole phase: the paper's formula with half the accesses on hbm.
+  IndexOptions one_window;
+  one_window.window_instructions = 10'000'000;
+  EXPECT_NEAR(Paper(*Index(Toy(), one_window), Ranges({{kPageA, kPageA + 4096, "hbm"}})),
+              200 - (200 - 100) * 0.5, 1e-9);
+}
+
+TEST(EstimatorIndexTest, DetailedBreakdownMatchesTheReplay) {
+  auto index = Index(Toy());
+  const Placement p = Ranges({{kPageA, kPageA + 4096, "hbm"}, {kPageB, kPageB + 4096, "remote"}});
+  auto est = index->EstimateDetailed(*index->Resolve(p), Model::kPaper);
+  ASSERT_TRUE(est.ok()) << est.status();
+  auto replay = EstimateByReplay(Toy(), p);
+  ASSERT_TRUE(replay.ok());
+  EXPECT_NEAR(est->runtime_ns, replay->runtime_ns, 1e-9);
+  ASSERT_EQ(est->phases.size(), 1u);
+  EXPECT_EQ(est->phases[0].windows, 2u);
+  for (size_t d = 0; d < 3; ++d) {
+    EXPECT_NEAR(est->access_share[d], replay->access_share[d], 1e-12);
+    EXPECT_NEAR(est->time_share[d], replay->time_share[d], 1e-12);
+  }
+}
+
+TEST(EstimatorIndexTest, SamplesCountByTheirRunsPebsReset) {
+  // The hbm run was recorded with twice the period: its one sample (page B) stands for
+  // as many misses as two ddr samples: in the one window, page B weighs 1 + 2 of 4.
+  TraceBuilder b("hbm", TraceMetadata::Make("toy", "hbm", "", 200));
+  b.AddMark({0, 0, 0, 0});
+  b.AddSample(75, 0, 0, 1'500'000, kPageB);
+  b.SetEnd({100, 0, 0, 2'000'000});
+  auto profile = *Profile::FromRuns("toy", {ToyRun("ddr", 1, 100), *b.Finish()});
+  IndexOptions options;
+  options.base_device = "ddr";
+  options.window_instructions = 10'000'000;  // one window: A 1, B 1 + 2 (weighted)
+  auto index = Index(profile, options);
+  const double share_b = 3.0 / 4.0;
+  EXPECT_NEAR(Paper(*index, Ranges({{kPageB, kPageB + 4096, "hbm"}})),
+              200 - (200 - 100) * share_b, 1e-9);
+  auto replay = EstimateByReplay(profile, Ranges({{kPageB, kPageB + 4096, "hbm"}}),
+                                 {.window_instructions = 10'000'000});
+  ASSERT_TRUE(replay.ok());
+  EXPECT_NEAR(replay->runtime_ns, 200 - (200 - 100) * share_b, 1e-9);
+}
+
+TEST(EstimatorIndexTest, Refusals) {
+  IndexOptions options;
+  options.base_device = "cxl";
+  auto bad_base = EstimatorIndex::Build(Toy(), options);
+  ASSERT_FALSE(bad_base.ok());
+  EXPECT_THAT(std::string(bad_base.status().message()),
+              HasSubstr("base device 'cxl' has no run in profile toy (devices: ddr, hbm, remote)"));
+  options.base_device = "ddr";
+  options.window_instructions = 0;
+  EXPECT_FALSE(EstimatorIndex::Build(Toy(), options).ok());
+
+  auto index = Index(Toy());
+  auto unknown = index->Resolve(Ranges({{kPageA, kPageA + 4096, "cxl"}}));
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(std::string(unknown.status().message()),
+              HasSubstr("tier 'cxl' but the profile has runs only for: ddr, hbm, remote"));
+  auto other_base = index->Resolve(Ranges({}, "hbm"));
+  ASSERT_FALSE(other_base.ok());
+  EXPECT_THAT(std::string(other_base.status().message()),
+              HasSubstr("defaults to 'hbm' but this index was built with base run 'ddr'"));
+  auto no_machine = index->RuntimeNs(*index->Resolve(Ranges({})), Model::kConcurrent);
+  ASSERT_FALSE(no_machine.ok());
+  EXPECT_THAT(std::string(no_machine.status().message()), HasSubstr("bandwidths"));
+
+  Machine m = *LoadMachine("knl");  // ddr and hbm, no remote
+  options.window_instructions = 1'000'000;
+  options.machine = m;
+  auto missing_tier = EstimatorIndex::Build(Toy(), options);
+  ASSERT_FALSE(missing_tier.ok());
+  EXPECT_THAT(std::string(missing_tier.status().message()),
+              HasSubstr("machine knl has no tier 'remote'"));
+}
+
+// --- Agreement with the replay and internal consistency on synthetic profiles ---------
+
+struct Synth {
+  Profile profile;
+  synth::SynthProfile generated;
+};
+
+const Synth& SynthFor(const std::string& app, const std::string& machine) {
+  static auto* cache = new std::map<std::string, Synth>();
+  auto it = cache->find(app + "/" + machine);
+  if (it != cache->end()) return it->second;
+  auto model = synth::LoadAppModel(app);
+  EXPECT_TRUE(model.ok()) << model.status();
+  auto m = LoadMachine(machine);
+  EXPECT_TRUE(m.ok());
+  synth::SynthOptions options;
+  options.target_samples = 20000;
+  options.chunks_per_phase = 50;
+  auto generated = synth::GenerateProfile(*model, *m, options);
+  EXPECT_TRUE(generated.ok()) << generated.status();
+  auto profile = Profile::FromRuns(app, generated->traces);
+  EXPECT_TRUE(profile.ok()) << profile.status();
+  return cache->emplace(app + "/" + machine, Synth{*profile, std::move(*generated)})
+      .first->second;
+}
+
+class SynthAgreementTest : public ::testing::TestWithParam<std::tuple<const char*, const char*>> {};
+
+TEST_P(SynthAgreementTest, IndexedPaperModelEqualsTheReplay) {
+  const auto [app, machine] = GetParam();
+  const Synth& s = SynthFor(app, machine);
+  for (bool phasemarks : {true, false}) {
+    for (uint64_t window : {uint64_t{1'000'000}, uint64_t{50'000'000}}) {
+      IndexOptions options;
+      options.base_device = s.generated.machine.tiers[0].name;
+      options.use_phasemarks = phasemarks;
+      options.window_instructions = window;
+      auto index = Index(s.profile, options);
+      // Every third measured run: fractions, ranges and three-tier mixes all occur.
+      for (size_t r = 0; r < s.generated.runs.size(); r += 3) {
+        const synth::SynthRun& run = s.generated.runs[r];
+        auto replay = EstimateByReplay(s.profile, run.placement,
+                                       {.window_instructions = window,
+                                        .use_phasemarks = phasemarks});
+        ASSERT_TRUE(replay.ok()) << replay.status();
+        const double indexed = Paper(*index, run.placement);
+        EXPECT_NEAR(indexed, replay->runtime_ns, 1e-9 * replay->runtime_ns)
+            << run.name << " window " << window << " phasemarks " << phasemarks;
+        auto detailed = index->EstimateDetailed(*index->Resolve(run.placement), Model::kPaper);
+        ASSERT_TRUE(detailed.ok());
+        EXPECT_NEAR(detailed->runtime_ns, replay->runtime_ns, 1e-9 * replay->runtime_ns);
+        ASSERT_EQ(detailed->phases.size(), replay->phases.size());
+        for (size_t d = 0; d < detailed->devices.size(); ++d) {
+          EXPECT_NEAR(detailed->access_share[d], replay->access_share[d], 1e-9);
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Apps, SynthAgreementTest,
+                         ::testing::Combine(::testing::Values("lulesh", "minife", "hotset"),
+                                            ::testing::Values("knl", "disagg")));
+
+TEST(EstimatorIndexSynthTest, RangesAndFractionsAgreeOnTheSamePages) {
+  const Synth& s = SynthFor("minife", "knl");
+  auto index = Index(s.profile);
+  Placement fractions;
+  fractions.default_tier = "ddr";
+  fractions.fractions = {{"hbm", 0.3}};
+  auto resolved = index->Resolve(fractions);
+  ASSERT_TRUE(resolved.ok());
+  // The same pages as address ranges: merge the page ids into page-number ranges.
+  Placement ranges;
+  ranges.default_tier = "ddr";
+  const uint64_t page = uint64_t{1} << index->page_shift();
+  for (const auto& r : resolved->ranges) {
+    for (uint32_t id = r.begin; id < r.end; ++id) {
+      const uint64_t start = index->pages()[id] * page;
+      if (!ranges.ranges.empty() && ranges.ranges.back().end == start) {
+        ranges.ranges.back().end += page;
+      } else {
+        ranges.ranges.push_back({start, start + page, "hbm"});
+      }
+    }
+  }
+  ASSERT_FALSE(ranges.ranges.empty());
+  EXPECT_NEAR(Paper(*index, fractions), Paper(*index, ranges), 1e-12 * Paper(*index, ranges));
+  auto replay = EstimateByReplay(s.profile, ranges);
+  ASSERT_TRUE(replay.ok());
+  EXPECT_NEAR(Paper(*index, fractions), replay->runtime_ns, 1e-9 * replay->runtime_ns);
+  // About 30 % of the footprint pages.
+  size_t placed = 0;
+  for (const auto& r : resolved->ranges) placed += r.end - r.begin;
+  EXPECT_NEAR(static_cast<double>(placed) / static_cast<double>(index->pages().size()), 0.3,
+              1e-3);
+}
+
+// Page ids -> tier, as a ResolvedPlacement.
+ResolvedPlacement FromTiers(const std::vector<int>& tier, int default_tier) {
+  ResolvedPlacement out;
+  out.default_tier = default_tier;
+  for (uint32_t id = 0; id < tier.size(); ++id) {
+    if (tier[id] == default_tier) continue;
+    if (!out.ranges.empty() && out.ranges.back().end == id && out.ranges.back().tier == tier[id]) {
+      ++out.ranges.back().end;
+    } else {
+      out.ranges.push_back({id, id + 1, tier[id]});
+    }
+  }
+  return out;
+}
+
+class IncrementalTest : public ::testing::TestWithParam<Model> {};
+
+TEST_P(IncrementalTest, MovesEqualFullRecomputation) {
+  const Model model = GetParam();
+  const Synth& s = SynthFor("lulesh", "disagg");
+  IndexOptions options;
+  options.base_device = "ddr";
+  options.machine = s.generated.machine;
+  auto index = Index(s.profile, options);
+  PlacementState state(index, *index->Resolve(Ranges({})), model);
+  std::vector<int> tier(index->pages().size(), 0);
+  std::mt19937_64 rng(7);
+  const uint64_t page = uint64_t{1} << index->page_shift();
+  const uint64_t lo = index->pages().front() * page, hi = (index->pages().back() + 1) * page;
+  for (int step = 0; step < 60; ++step) {
+    uint64_t a = lo + rng() % (hi - lo), b = lo + rng() % (hi - lo);
+    if (a > b) std::swap(a, b);
+    if (step % 3 == 0) b = std::min(hi, a + (b - a) / 50);  // some small moves
+    const int to = static_cast<int>(rng() % 3);
+    ASSERT_TRUE(state.Move(a, b, to).ok());
+    const auto [first, last] = index->IdsOfPages((a + page - 1) / page, b == 0 ? 0 : (b - 1) / page + 1);
+    for (uint32_t id = first; id < last; ++id) tier[id] = to;
+    auto full = index->RuntimeNs(FromTiers(tier, 0), model);
+    ASSERT_TRUE(full.ok());
+    ASSERT_NEAR(state.runtime_ns(), *full, 1e-9 * *full) << "step " << step;
+  }
+  auto detailed = index->EstimateDetailed(FromTiers(tier, 0), model);
+  ASSERT_TRUE(detailed.ok());
+  EXPECT_NEAR(state.runtime_ns(), detailed->runtime_ns, 1e-9 * detailed->runtime_ns);
+}
+
+TEST_P(IncrementalTest, IntervalsPartitionTheRun) {
+  const Model model = GetParam();
+  const Synth& s = SynthFor("lulesh", "knl");
+  IndexOptions options;
+  options.base_device = "ddr";
+  options.machine = s.generated.machine;
+  auto index = Index(s.profile, options);
+  Placement p;
+  p.default_tier = "ddr";
+  p.fractions = {{"hbm", 0.4}};
+  PlacementState state(index, *index->Resolve(p), model);
+  const uint64_t total = index->total_instructions();
+  EXPECT_NEAR(state.IntervalNs(0, total), state.runtime_ns(), 1e-9 * state.runtime_ns());
+  for (uint64_t parts : {uint64_t{7}, uint64_t{1000}}) {
+    double sum = 0, previous_prefix = 0;
+    for (uint64_t i = 0; i < parts; ++i) {
+      const uint64_t from = total / parts * i;
+      const uint64_t to = i + 1 == parts ? total : total / parts * (i + 1);
+      const double part = state.IntervalNs(from, to);
+      EXPECT_GE(part, 0);
+      sum += part;
+      const double prefix = state.IntervalNs(0, to);
+      EXPECT_GE(prefix, previous_prefix - 1e-6);
+      previous_prefix = prefix;
+    }
+    EXPECT_NEAR(sum, state.runtime_ns(), 1e-9 * state.runtime_ns()) << parts << " parts";
+  }
+  EXPECT_EQ(state.IntervalNs(total, total), 0);
+  EXPECT_EQ(state.IntervalNs(5, 3), 0);
+  const std::vector<double> accesses = state.AccessesPerDevice(0, total);
+  ASSERT_EQ(accesses.size(), 2u);
+  EXPECT_NEAR(accesses[1] / (accesses[0] + accesses[1]), 0.4, 0.25);  // by first touch
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, IncrementalTest,
+                         ::testing::Values(Model::kPaper, Model::kConcurrent),
+                         [](const auto& info) { return std::string(ModelName(info.param)); });
+
+TEST(ConcurrentModelTest, LimitsAndDirection) {
+  const Synth& s = SynthFor("minife", "knl");
+  IndexOptions options;
+  options.base_device = "ddr";
+  options.machine = s.generated.machine;
+  auto index = Index(s.profile, options);
+  // One tier alone: the concurrent model is the paper's.
+  auto all_ddr = index->Resolve(Ranges({}));
+  EXPECT_NEAR(*index->RuntimeNs(*all_ddr, Model::kConcurrent),
+              *index->RuntimeNs(*all_ddr, Model::kPaper), 1e-6);
+  EXPECT_NEAR(*index->RuntimeNs(*all_ddr, Model::kPaper), s.profile.Find("ddr")->runtime_ns(),
+              1e-6 * s.profile.Find("ddr")->runtime_ns());
+  // Splitting: never slower than the paper's weighted mean; faster somewhere.
+  bool faster = false;
+  for (const synth::SynthRun& run : s.generated.runs) {
+    auto r = index->Resolve(run.placement);
+    ASSERT_TRUE(r.ok());
+    const double paper = *index->RuntimeNs(*r, Model::kPaper);
+    const double concurrent = *index->RuntimeNs(*r, Model::kConcurrent);
+    EXPECT_LE(concurrent, paper + 1e-6) << run.name;
+    faster |= concurrent < paper * 0.999;
+    auto detailed = index->EstimateDetailed(*r, Model::kConcurrent);
+    EXPECT_NEAR(detailed->runtime_ns, concurrent, 1e-9 * concurrent);
+  }
+  EXPECT_TRUE(faster);
+}
+
+TEST(EstimatorIndexSynthTest, ReportsItsSize) {
+  const Synth& s = SynthFor("lulesh", "knl");
+  auto index = Index(s.profile);
+  EXPECT_GT(index->MemoryBytes(), index->pages().size() * 8);
+  EXPECT_EQ(index->num_samples(), s.profile.runs()[0].num_samples() + s.profile.runs()[1].num_samples());
+  EXPECT_GT(index->num_nonempty_windows(), 0u);
+  EXPECT_LE(index->num_nonempty_windows(), index->num_windows());
+}
+
+}  // namespace
+}  // namespace tiergym
