@@ -100,7 +100,7 @@ TEST(AppModelTest, LaysOutArraysPageAlignedWithGapsAndHeapArraysLow) {
 
 TEST(AppModelTest, EveryBundledModelLoads) {
   std::vector<std::string> names = BundledAppNames();
-  for (const char* expected : {"minife", "lulesh", "nekbone", "lammps", "hotset"}) {
+  for (const char* expected : {"minife", "lulesh", "nekbone", "lammps", "hotset", "phasedrift"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
   }
   for (const std::string& name : names) {
@@ -369,6 +369,32 @@ TEST(GeneratorTest, DevicesAgreeOnPhasesButInstructionCountsDifferSlightly) {
     differing += a != b;
   }
   EXPECT_GT(differing, static_cast<int>(ddr.num_phases()) / 2);
+}
+
+TEST(GeneratorTest, BarrierSpinAddsInstructionsInProportionToTheWait) {
+  std::string text = kToyModel;
+  text.replace(text.find(R"("threads": 64,)"), 14, R"("threads": 64, "barrier_spin_gips": 40,)");
+  text.replace(text.find(R"("overlap": 0.8,)"), 15, R"("overlap": 0.8, "imbalance": 0.5,)");
+  absl::StatusOr<AppModel> app = ParseAppModel(text, "spin.json");
+  ASSERT_TRUE(app.ok()) << app.status();
+  app->instruction_jitter = 0;
+  absl::StatusOr<SynthProfile> p = GenerateProfile(*app, Knl(), SmallOptions(5));
+  ASSERT_TRUE(p.ok()) << p.status();
+  const Trace& ddr = p->traces[0];
+  const Trace& hbm = p->traces[1];
+  for (size_t ph = 1; ph < ddr.num_phases(); ++ph) {
+    const double nominal = static_cast<double>(app->phases[app->schedule[ph]].instructions);
+    for (const Trace* t : {&ddr, &hbm}) {
+      const double busy = static_cast<double>(t->PhaseEndNs(ph) - t->PhaseStartNs(ph)) / 1.5;
+      const double expected =
+          app->schedule[ph] == 1 ? nominal + 40 * 0.5 * busy : nominal;  // stream: spins
+      EXPECT_NEAR(static_cast<double>(t->PhaseInstructions(ph)), expected, 1e-6 * expected + 2)
+          << t->metadata().device << " phase " << ph;
+    }
+    if (app->schedule[ph] == 1) {
+      EXPECT_GT(ddr.PhaseInstructions(ph), hbm.PhaseInstructions(ph) * 1.2) << "phase " << ph;
+    }
+  }
 }
 
 TEST(GeneratorTest, HbmRunIsFasterInTheStreamingPhaseOnly) {

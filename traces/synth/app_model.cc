@@ -228,7 +228,7 @@ absl::StatusOr<AppModel> ParseAppModel(std::string_view json_text, std::string_v
   const std::string src(source);
   TG_RETURN_IF_ERROR(json::OnlyKeys(root, src, "",
                               {"name", "description", "threads", "noise", "instruction_jitter",
-                               "arrays", "phases", "schedule"}));
+                               "barrier_spin_gips", "arrays", "phases", "schedule"}));
   json::ObjectReader r(root, src, "");
   AppModel m;
   TG_ASSIGN_OR_RETURN(m.name, r.RequiredString("name"));
@@ -245,6 +245,8 @@ absl::StatusOr<AppModel> ParseAppModel(std::string_view json_text, std::string_v
   TG_ASSIGN_OR_RETURN(m.noise, Number(r, root, "noise", 0.005, 0, false, 0.2, false));
   TG_ASSIGN_OR_RETURN(m.instruction_jitter,
                       Number(r, root, "instruction_jitter", 0.002, 0, false, 0.2, false));
+  TG_ASSIGN_OR_RETURN(m.barrier_spin_gips,
+                      Number(r, root, "barrier_spin_gips", 0.0, 0, false, 1e4, false));
 
   TG_ASSIGN_OR_RETURN(const json::Value* arrays, r.RequiredArray("arrays"));
   if (arrays->array().empty()) return r.Error("arrays", arrays, "must not be empty");

@@ -67,6 +67,10 @@ struct AppModel {
   int threads = 1;                    // sampled tids are 0..threads-1
   double noise = 0.005;               // run-to-run runtime variation (relative std dev)
   double instruction_jitter = 0.002;  // per-run, per-phase-instance instruction deviation
+  // Instructions per ns that threads waiting at a phase's barrier retire (spin-wait
+  // polling): they count in the phase's instructions but take no misses, so a run on a
+  // faster tier, waiting less, retires fewer. Default 0.
+  double barrier_spin_gips = 0;
   std::vector<ArraySpec> arrays;      // in first-touch order
   std::vector<PhaseSpec> phases;
   std::vector<int> schedule;  // expanded: phase index of every phase instance

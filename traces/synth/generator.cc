@@ -188,9 +188,11 @@ absl::StatusOr<Trace> GenerateTierTrace(const AppModel& app, const Machine& mach
       next -= chunk_misses;
       busy += duration;
     }
-    // Barrier wait at the end of the phase: no misses, no samples.
+    // Barrier wait at the end of the phase: no misses, no samples; spinning threads
+    // retire instructions in proportion to the wait.
     t += busy * (1.0 + ph.imbalance);
-    last_instructions = static_cast<uint64_t>(std::llround(instructions));
+    const double spin = busy * ph.imbalance * app.barrier_spin_gips;
+    last_instructions = static_cast<uint64_t>(std::llround(instructions + spin));
   }
   builder.SetEnd({ToNs(t), 0, static_cast<uint32_t>(app.schedule.size() - 1), last_instructions});
   return builder.Finish();

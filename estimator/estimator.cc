@@ -1,0 +1,54 @@
+#include "estimator/estimator.h"
+
+#include "estimator/page_placement.h"
+#include "traces/util/status_macros.h"
+#include "traces/util/strings.h"
+
+namespace tiergym {
+
+absl::StatusOr<std::unique_ptr<Estimator>> Estimator::Create(Profile profile,
+                                                             EstimatorOptions options) {
+  if (options.window_instructions == 0) {
+    return absl::InvalidArgumentError("window_instructions must be positive");
+  }
+  if (options.block_samples == 0) {
+    return absl::InvalidArgumentError("block_samples must be positive");
+  }
+  if (options.machine) {
+    for (const std::string& device : profile.devices()) {
+      if (options.machine->Find(device) == nullptr) {
+        return absl::InvalidArgumentError(
+            StrCat("machine ", options.machine->name, " has no tier '", device, "' (profile ",
+                   profile.name(), " has a run for it)"));
+      }
+    }
+  }
+  return std::unique_ptr<Estimator>(new Estimator(std::move(profile), std::move(options)));
+}
+
+absl::StatusOr<std::shared_ptr<const EstimatorIndex>> Estimator::IndexFor(
+    const std::string& base_device) {
+  absl::MutexLock lock(&mu_);
+  auto it = indexes_.find(base_device);
+  if (it != indexes_.end()) return it->second;
+  IndexOptions index_options;
+  index_options.window_instructions = options_.window_instructions;
+  index_options.use_phasemarks = options_.use_phasemarks;
+  index_options.base_device = base_device;
+  index_options.machine = options_.machine;
+  index_options.block_samples = options_.block_samples;
+  TG_ASSIGN_OR_RETURN(std::shared_ptr<const EstimatorIndex> index,
+                      EstimatorIndex::Build(profile_, index_options));
+  indexes_.emplace(base_device, index);
+  return index;
+}
+
+absl::StatusOr<Estimate> Estimator::EstimatePlacement(const Placement& placement, Model model) {
+  TG_RETURN_IF_ERROR(CheckPlacementTiers(profile_, placement));
+  TG_ASSIGN_OR_RETURN(std::shared_ptr<const EstimatorIndex> index,
+                      IndexFor(placement.default_tier));
+  TG_ASSIGN_OR_RETURN(ResolvedPlacement resolved, index->Resolve(placement));
+  return index->EstimateDetailed(resolved, model);
+}
+
+}  // namespace tiergym

@@ -1,0 +1,68 @@
+// The runtime estimator of one profile: the entry point for commands and the environment.
+//
+// An Estimator owns a loaded profile and builds, on first use, one EstimatorIndex per base
+// device (the device placements default to; the base run cuts the windows, so placements
+// with different defaults need different indexes). Estimates then cost what the index
+// costs (estimator_index.h), not a pass over the samples.
+//
+//   TG_ASSIGN_OR_RETURN(Profile profile, LoadProfile(dir));
+//   TG_ASSIGN_OR_RETURN(auto estimator, Estimator::Create(std::move(profile), {}));
+//   TG_ASSIGN_OR_RETURN(Estimate e, estimator->EstimatePlacement(placement, Model::kPaper));
+//
+// Thread-safe: indexes are built under a mutex and shared as shared_ptr<const>.
+#ifndef TIERGYM_ESTIMATOR_ESTIMATOR_H_
+#define TIERGYM_ESTIMATOR_ESTIMATOR_H_
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "estimator/estimator_index.h"
+#include "estimator/replay_estimator.h"
+#include "traces/machine.h"
+#include "traces/placement.h"
+#include "traces/profile.h"
+
+namespace tiergym {
+
+struct EstimatorOptions {
+  uint64_t window_instructions = 1'000'000;  // see EstimateOptions
+  bool use_phasemarks = true;                // see EstimateOptions
+  // Enables Model::kConcurrent. Default none.
+  std::optional<Machine> machine;
+  uint64_t block_samples = 256;              // see IndexOptions
+};
+
+class Estimator {
+ public:
+  // InvalidArgument for a zero window or block size, or a machine without one of the
+  // profile's devices.
+  static absl::StatusOr<std::unique_ptr<Estimator>> Create(Profile profile,
+                                                           EstimatorOptions options);
+
+  // The index for placements defaulting to `base_device` (built on first use).
+  absl::StatusOr<std::shared_ptr<const EstimatorIndex>> IndexFor(const std::string& base_device);
+
+  // The estimate of `placement` with its breakdown. Fails like EstimatorIndex::Resolve.
+  absl::StatusOr<Estimate> EstimatePlacement(const Placement& placement, Model model);
+
+  const Profile& profile() const { return profile_; }
+  const EstimatorOptions& options() const { return options_; }
+  bool has_machine() const { return options_.machine.has_value(); }
+
+ private:
+  Estimator(Profile profile, EstimatorOptions options)
+      : profile_(std::move(profile)), options_(std::move(options)) {}
+
+  const Profile profile_;
+  const EstimatorOptions options_;
+  absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<const EstimatorIndex>> indexes_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tiergym
+
+#endif  // TIERGYM_ESTIMATOR_ESTIMATOR_H_
