@@ -309,6 +309,18 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
       x.pb_count_[at] = x.blk_count_[e];
     }
   }
+  for (auto* v : {&x.seg_begin_pos_, &x.seg_instr_, &x.seg_windows_, &x.seg_total_, &x.win_offset_,
+                  &x.blk_total_, &x.blk_offset_, &x.pb_offset_}) {
+    v->shrink_to_fit();
+  }
+  for (auto* v : {&x.seg_first_win_, &x.seg_first_blk_, &x.win_index_, &x.win_segment_,
+                  &x.win_total_, &x.win_page_, &x.win_count_, &x.blk_first_win_, &x.blk_segment_,
+                  &x.blk_page_, &x.blk_count_, &x.first_touch_}) {
+    v->shrink_to_fit();
+  }
+  for (auto* v : {&x.seg_duration_, &x.seg_empty_, &x.win_time_, &x.win_cum_, &x.blk_bw_}) {
+    v->shrink_to_fit();
+  }
   return std::shared_ptr<const EstimatorIndex>(std::move(index));
 }
 

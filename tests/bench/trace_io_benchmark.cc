@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "tests/bench/summary_reporter.h"
 #include "traces/trace.h"
 #include "traces/trace_binary.h"
 #include "traces/trace_csv.h"
@@ -156,29 +157,6 @@ void BinaryLoad(benchmark::State& state, bool verify) {
 
 void BM_BinaryLoad(benchmark::State& state) { BinaryLoad(state, true); }
 void BM_BinaryLoadNoVerify(benchmark::State& state) { BinaryLoad(state, false); }
-
-// Prints the usual table and keeps the mean real time per iteration of every benchmark.
-class SummaryReporter : public benchmark::ConsoleReporter {
- public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& run : runs) {
-      if (run.error_occurred || run.run_type != Run::RT_Iteration || run.iterations == 0) {
-        continue;
-      }
-      seconds_[run.run_name.function_name] =
-          run.real_accumulated_time / static_cast<double>(run.iterations);
-    }
-  }
-  // Seconds per iteration, or a negative value when the benchmark did not run.
-  double Seconds(const std::string& name) const {
-    auto it = seconds_.find(name);
-    return it == seconds_.end() ? -1.0 : it->second;
-  }
-
- private:
-  std::map<std::string, double> seconds_;
-};
 
 void PrintSummary(const SummaryReporter& r) {
   const Files& f = TheFiles();
