@@ -44,22 +44,26 @@ def plot(names, measured, estimated, errors, out, title):
 
     groups = 1 + len(estimated)
     width = 0.8 / groups
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(names) * groups / 2 + 2), 4.5))
+    fig, ax = plt.subplots(figsize=(min(18.0, max(6.0, 0.5 * len(names) + 2)), 6.0))
     xs = range(len(names))
     ax.bar([x - 0.4 + width / 2 for x in xs], measured, width, label="measured", color="0.3")
     colors = ["tab:blue", "tab:orange", "tab:green", "tab:red"]
-    for k, (model, values) in enumerate(sorted(estimated.items())):
+    order = sorted(estimated, key=lambda m: (m != "paper", m))  # the paper's model first
+    for k, model in enumerate(order):
+        values = estimated[model]
         offset = -0.4 + width * (k + 1.5)
         bars = ax.bar([x + offset for x in xs], values, width,
                       label=f"estimated ({model})", color=colors[k % len(colors)])
         for bar, err in zip(bars, errors[model]):
             ax.annotate(f"{err:.0f}%", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                        ha="center", va="bottom", fontsize=6, rotation=90)
+                        xytext=(0, 2), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=7, rotation=90)
     ax.set_xticks(list(xs))
     ax.set_xticklabels(names, rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("runtime (s)")
+    ax.set_ylim(0, max(measured + [v for vs in estimated.values() for v in vs]) * 1.18)
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", ncol=groups)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
 

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 ./scripts/build.sh
 tg=build/bin/tiergym
 out=build/profiles
-apps=(minife lulesh nekbone lammps)
+apps=(minife lulesh nekbone lammps phasedrift)
 
 echo "== Generating the bundled synthetic profiles into $out (deterministic, seed 1)"
 for app in "${apps[@]}"; do
@@ -17,16 +17,37 @@ done
 
 echo
 echo "== Profile summary: lulesh"
-"$tg" trace info "$out/lulesh/profile" --max-ranges 8 | head -n 30
+"$tg" trace info "$out/lulesh/profile" --max-ranges 8 | sed -n 1,30p
 echo "   (full report: $tg trace info $out/lulesh/profile)"
 
 echo
 echo "== Estimate: lulesh with 50 % of its pages in HBM (first touch)"
-"$tg" estimate --profile "$out/lulesh/profile" --placement "$out/lulesh/runs/placements/hbm50.json"
+"$tg" estimate --profile "$out/lulesh/profile" --placement "$out/lulesh/runs/placements/hbm50.json" \
+  --machine knl --model concurrent | sed -n 1,8p
+
+# "N runs, M model: mean error X %, max error Y %" -> "X % / Y %"
+errors() { sed -n "s/.*$1 model: mean error \(.*\) %, max error \(.*\) %/\1 % \/ \2 %/p"; }
 
 echo
-echo "== Estimator against the measured runs of each application"
-printf '%-10s %s\n' app "result"
+echo "== Estimator against the measured runs (mean / max error)"
+printf '%-11s %5s  %-19s %-19s %-19s\n' app runs "paper" "concurrent" "paper, no phasemarks"
 for app in "${apps[@]}"; do
-  printf '%-10s %s\n' "$app" "$("$tg" validate --profile "$out/$app/profile" --runs "$out/$app/runs/runs.csv" | tail -n 1)"
+  args=(--profile "$out/$app/profile" --runs "$out/$app/runs/runs.csv" --machine knl)
+  with=$("$tg" validate "${args[@]}")
+  without=$("$tg" validate "${args[@]}" --no-phasemarks)
+  runs=$(tail -n 1 <<<"$with" | cut -d' ' -f1)
+  printf '%-11s %5s  %-19s %-19s %-19s\n' "$app" "$runs" "$(errors paper <<<"$with")" \
+    "$(errors concurrent <<<"$with")" "$(errors paper <<<"$without")"
 done
+
+echo
+echo "== Phasemarks matter where runs drift apart (phasedrift, range placements)"
+args=(--profile "$out/phasedrift/profile" --runs "$out/phasedrift/runs/runs.csv")
+paste -d" " <("$tg" validate "${args[@]}" | grep '^range' | awk '{printf "%-22s %8s  %7s\n", $1, $2" "$3, $6}') \
+      <("$tg" validate "${args[@]}" --no-phasemarks | grep '^range' | awk '{print $6}') |
+  awk 'BEGIN {printf "%-22s %10s  %-9s %s\n", "run", "measured", "with pm", "without pm"} {print}'
+
+if [[ -e /usr/bin/python3 ]] && /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+  "$tg" validate --profile "$out/lulesh/profile" --runs "$out/lulesh/runs/runs.csv" --machine knl \
+    --plot "$out/lulesh-validation.png" >/dev/null
+fi
