@@ -1,0 +1,182 @@
+// Placement episodes: the environment's dynamics, in C++, with no I/O and no ZeroMQ.
+//
+// An episode is one run of an application profile. Reset picks the profile (by the seed,
+// or by ResetOptions::profile), places everything on the default tier and returns the
+// first observation. Time advances by decision intervals (the run cut into `steps` equal
+// spans of base-run instructions, or one step per phase). Each step first applies the
+// action (moving regions between tiers, capacity enforced, migration charged), then
+// charges the interval's estimated time under the placement in force; the reward is the
+// interval's time saved against the all-on-default-tier run, minus the migration time,
+// divided by the default run's total time, so that an episode's return is its fractional
+// speedup.
+//
+// Regions: the footprint is partitioned into `num_regions` page-aligned address ranges,
+// deterministically, never spanning a gap between mapped areas (see regions.h).
+//
+// Observations contain only what a deployed agent could observe (the past of the run,
+// never its future): per region its tier, its share of the last interval's sampled
+// accesses, a decayed history of those shares and its size; globally the fill of each
+// tier, the progress through the run, and the last interval's speed against the default.
+// Layout and bounds: EnvSpec. Same seed and same actions give bit-identical observations
+// and rewards.
+//
+// EnvAssets (profiles, their estimators and regions) are loaded once and shared read-only
+// by any number of Environments; an Environment is not thread-safe (one per session).
+#ifndef TIERGYM_ENV_ENVIRONMENT_H_
+#define TIERGYM_ENV_ENVIRONMENT_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "estimator/estimator_index.h"
+#include "traces/machine.h"
+
+namespace tiergym::env {
+
+enum class ActionMode {
+  kPlacement,  // MultiDiscrete: a tier per region (default)
+  kMove,       // Discrete: region * tiers + tier moves one region, num_regions * tiers = no-op
+};
+
+struct EnvConfig {
+  // Profile directories; `tiergym serve` defaults to the bundled synthetic ones. Required.
+  std::vector<std::string> profiles;
+  // Machine description: preset name (knl, disagg) or JSON file. Default "knl".
+  std::string machine = "knl";
+  // Number of regions the footprint is cut into. Default 64.
+  int num_regions = 64;
+  // Decision intervals per episode. Default 100; 0 means one step per phase.
+  int steps = 100;
+  ActionMode action_mode = ActionMode::kPlacement;
+  // Estimator model for the interval times. Default paper.
+  Model model = Model::kPaper;
+  // Decay of the per-region access history: h = decay * h + (1 - decay) * share. Default 0.5.
+  double history_decay = 0.5;
+  // Overrides the machine's migration bandwidth of every tier (GB/s); 0 keeps them.
+  double migration_gbps = 0;
+  // Estimator window (base-run instructions). Default 1,000,000.
+  uint64_t window_instructions = 1'000'000;
+};
+
+// Parses configuration keys (as strings, e.g. from a protocol message or the command line);
+// InvalidArgument names the key and the rule. Keys: profiles (comma-separated), machine,
+// num_regions, steps, action_mode (placement|move), model (paper|concurrent),
+// history_decay, migration_gbps, window_instructions.
+absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string>& keys);
+// The keys ParseEnvConfig accepts, with their defaults and one line of help each.
+struct ConfigKey {
+  std::string name, default_value, help;
+};
+const std::vector<ConfigKey>& EnvConfigKeys();
+
+// A space, in Gymnasium terms.
+struct Space {
+  enum Kind { kBox, kDiscrete, kMultiDiscrete } kind = kBox;
+  std::vector<int64_t> shape;  // kBox: the shape; kMultiDiscrete: {n}
+  float low = 0, high = 1;     // kBox bounds (every element)
+  int64_t n = 0;               // kDiscrete: number of actions; kMultiDiscrete: values per element
+};
+
+struct EnvSpec {
+  Space observation;            // Box float32
+  Space action;                 // MultiDiscrete (placement) or Discrete (move)
+  std::vector<std::string> tiers;          // machine tier names, index = tier id
+  std::vector<std::string> profiles;       // profile names (app names)
+  int num_regions = 0;
+  // Observation layout: offsets of each block in the flat float32 vector.
+  int obs_region_features = 4;  // tier / (tiers - 1), last share, history, size share
+  int obs_global_offset = 0;    // num_regions * obs_region_features
+};
+
+struct ResetOptions {
+  std::optional<std::string> profile;  // by app name or index ("0", "1", ...)
+};
+
+// An action: in placement mode one tier per region; in move mode a single integer.
+struct Action {
+  std::vector<int64_t> values;
+};
+
+struct StepInfo {
+  std::string profile;
+  uint64_t step = 0;
+  double interval_ns = 0;          // estimated time of the interval under the placement
+  double default_interval_ns = 0;  // the same interval all on the default tier
+  double migration_ns = 0;
+  uint64_t migrated_bytes = 0;
+  double elapsed_ns = 0;           // so far, migration included
+  double default_elapsed_ns = 0;
+  double default_total_ns = 0;
+  std::vector<uint64_t> tier_used_bytes;
+  std::vector<int> refused_regions;       // moves refused for capacity, in the order tried
+  std::vector<uint8_t> action_mask;       // placement: [region * tiers + tier]; move: [n + 1]
+};
+
+struct StepResult {
+  std::vector<float> observation;
+  double reward = 0;
+  bool terminated = false;
+  bool truncated = false;
+  StepInfo info;
+};
+
+// Profiles, their estimator indexes and regions, the machine: loaded once per
+// configuration and shared read-only by every Environment made from it. Thread-safe.
+class EnvAssets {
+ public:
+  // Loads every profile of config.profiles and the machine, builds the indexes and the
+  // regions. InvalidArgument / NotFound name the key or file at fault.
+  static absl::StatusOr<std::shared_ptr<const EnvAssets>> Load(const EnvConfig& config);
+
+  const EnvConfig& config() const;
+  const EnvSpec& spec() const;
+  // Bytes held (traces excluded: they are mapped or shared).
+  size_t MemoryBytes() const;
+
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
+  ~EnvAssets();
+
+ private:
+  EnvAssets() = default;
+  std::unique_ptr<Impl> impl_;
+};
+
+class Environment {
+ public:
+  // InvalidArgument for a bad configuration (names the key); NotFound for a missing
+  // profile; the profiles must be loadable and their devices must be machine tiers.
+  static absl::StatusOr<std::unique_ptr<Environment>> Create(
+      std::shared_ptr<const EnvAssets> assets);
+
+  const EnvSpec& spec() const;
+
+  // Starts an episode. The seed (when given) reseeds the episode's generator; the profile
+  // is options.profile or, without it, drawn from the generator.
+  absl::StatusOr<StepResult> Reset(std::optional<uint64_t> seed, const ResetOptions& options);
+
+  // FailedPrecondition before Reset or after the episode ended; InvalidArgument for an
+  // action of the wrong shape or with out-of-range values (names the index and value).
+  absl::StatusOr<StepResult> Step(const Action& action);
+
+  // Estimated runtime of a placement of one profile, without an episode.
+  absl::StatusOr<double> EstimatePlacementNs(const std::string& profile,
+                                             const Placement& placement) const;
+
+  ~Environment();
+
+ private:
+  struct State;
+  explicit Environment(std::shared_ptr<const EnvAssets> assets);
+  std::shared_ptr<const EnvAssets> assets_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tiergym::env
+
+#endif  // TIERGYM_ENV_ENVIRONMENT_H_
