@@ -1344,9 +1344,11 @@ std::optional<Op> ParseOp(std::string_view name) {
 Error MakeError(absl::StatusCode code, std::string field, std::string_view detail) {
   Error e;
   e.code = code;
-  const bool prefixed = detail.substr(0, field.size()) == field && detail.size() > field.size() &&
-                        (detail[field.size()] == ':' || detail[field.size()] == '[' ||
-                         detail[field.size()] == '.');
+  // Kept as is: "FIELD: ..." and messages about a part of the field ("FIELD[3]: ...",
+  // "FIELD.key: ..."); anything else ("placement:1:13: ...") gets the prefix.
+  const std::string_view rest = detail.substr(std::min(detail.size(), field.size()));
+  const bool prefixed = detail.substr(0, field.size()) == field &&
+                        (rest.substr(0, 2) == ": " || (!rest.empty() && (rest[0] == '[' || rest[0] == '.')));
   e.message = prefixed ? std::string(detail) : StrCat(field, ": ", detail);
   e.field = std::move(field);
   return e;

@@ -1,0 +1,563 @@
+#include "env/server/service.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <random>
+#include <unordered_set>
+#include <utility>
+
+#include "traces/placement.h"
+#include "traces/util/strings.h"
+
+namespace tiergym::env {
+
+using protocol::Error;
+using protocol::MakeError;
+using protocol::ReplyBody;
+
+struct Service::Session {
+  uint64_t id = 0;
+  std::unique_ptr<SessionEnv> env;
+  protocol::ConfigMap config;
+  std::mutex mu;
+  bool in_episode = false;  // guarded by mu
+  std::atomic<int> users{0};
+  std::atomic<int64_t> last_used_ns{0};
+};
+
+// A session marked in use: ReclaimIdle leaves it alone until the lease ends, which also
+// stamps its last use.
+class Service::Lease {
+ public:
+  Lease(std::shared_ptr<Session> session, const Service* service)
+      : session_(std::move(session)), service_(service) {}
+  Lease(Lease&& other) noexcept
+      : session_(std::move(other.session_)), service_(other.service_) {}
+  Lease& operator=(Lease&&) = delete;
+  ~Lease() {
+    if (session_ == nullptr) return;
+    session_->last_used_ns.store(service_->Now().time_since_epoch().count());
+    session_->users.fetch_sub(1);
+  }
+  Session* operator->() const { return session_.get(); }
+  Session& operator*() const { return *session_; }
+
+ private:
+  std::shared_ptr<Session> session_;
+  const Service* service_;
+};
+
+namespace {
+
+constexpr char kDescription[] =
+    "Place an application's memory regions on the tiers of a heterogeneous-memory node; "
+    "reward: interval time saved against the all-default-tier run, so that an episode's "
+    "return is its fractional speedup.";
+
+// The configuration key a provider's message is about: the earliest key named in it as a
+// whole word, or "" when none is.
+std::string KeyNamedIn(std::string_view message, const std::vector<ConfigKey>& keys) {
+  size_t best = std::string_view::npos;
+  std::string key;
+  auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (const ConfigKey& k : keys) {
+    for (size_t pos = message.find(k.name); pos != std::string_view::npos;
+         pos = message.find(k.name, pos + 1)) {
+      const bool start_ok = pos == 0 || !word_char(message[pos - 1]);
+      const size_t end = pos + k.name.size();
+      const bool end_ok = end == message.size() || !word_char(message[end]);
+      if (start_ok && end_ok) {
+        if (pos < best) {
+          best = pos;
+          key = k.name;
+        }
+        break;
+      }
+    }
+  }
+  return key;
+}
+
+Error ConfigError(const absl::Status& status, const std::vector<ConfigKey>& keys) {
+  std::string key = KeyNamedIn(std::string_view(status.message().data(), status.message().size()), keys);
+  if (key.empty() && status.code() == absl::StatusCode::kNotFound) key = "profiles";
+  return protocol::ErrorFromStatus(status, key.empty() ? "config" : "config." + key);
+}
+
+// Checks an action against the action space; errors name `field` ("action", "actions[3]").
+absl::Status CheckAction(const EnvSpec& spec, const Action& action, const std::string& field) {
+  const Space& s = spec.action;
+  if (s.kind == Space::kMultiDiscrete) {
+    const int64_t want = s.shape.empty() ? 0 : s.shape[0];
+    if (static_cast<int64_t>(action.values.size()) != want) {
+      return absl::InvalidArgumentError(StrCat(field, ": expected ", want,
+                                               " values (one tier per region), got ",
+                                               action.values.size()));
+    }
+    for (size_t i = 0; i < action.values.size(); ++i) {
+      if (action.values[i] < 0 || action.values[i] >= s.n) {
+        return absl::InvalidArgumentError(StrCat(field, "[", i, "]: tier ", action.values[i],
+                                                 " out of range [0, ", s.n, ")"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (s.kind == Space::kDiscrete) {
+    if (action.values.size() != 1) {
+      return absl::InvalidArgumentError(StrCat(field, ": expected one integer in [0, ", s.n,
+                                               ") (move mode), got ", action.values.size(),
+                                               " values"));
+    }
+    if (action.values[0] < 0 || action.values[0] >= s.n) {
+      return absl::InvalidArgumentError(
+          StrCat(field, ": ", action.values[0], " out of range [0, ", s.n, ")"));
+    }
+    return absl::OkStatus();
+  }
+  return absl::InternalError(StrCat(field, ": the action space is not discrete"));
+}
+
+Error FieldOf(const absl::Status& status, const std::string& field) {
+  return protocol::ErrorFromStatus(status, field);
+}
+
+// Where an environment's step error belongs.
+Error StepError(const absl::Status& status, const std::string& session_field,
+                const std::string& action_field) {
+  return protocol::ErrorFromStatus(
+      status, status.code() == absl::StatusCode::kInvalidArgument ? action_field : session_field);
+}
+
+Error NoEpisode(const std::string& field, uint64_t id) {
+  return MakeError(absl::StatusCode::kFailedPrecondition, field,
+                   StrCat("session ", id, " has no episode running: call reset first (the "
+                          "last episode ended, or none began)"));
+}
+
+uint64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  if (!(statm >> size >> resident)) return 0;
+  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+bool SameShape(const EnvSpec& a, const EnvSpec& b) {
+  return a.observation.shape == b.observation.shape && a.action.kind == b.action.kind &&
+         a.action.shape == b.action.shape && a.action.n == b.action.n &&
+         a.tiers.size() == b.tiers.size() && a.num_regions == b.num_regions;
+}
+
+// "3" -> the profile at index 3 when there is one; anything else unchanged.
+std::string ProfileName(const std::string& profile, const EnvSpec& spec) {
+  if (profile.empty() || !std::all_of(profile.begin(), profile.end(), ::isdigit)) return profile;
+  const size_t i = std::stoull(profile.size() > 9 ? "999999999" : profile);
+  return i < spec.profiles.size() ? spec.profiles[i] : profile;
+}
+
+}  // namespace
+
+Service::Service(ServiceOptions options, std::shared_ptr<EnvProvider> provider, ThreadPool* pool)
+    : options_(std::move(options)),
+      provider_(std::move(provider)),
+      pool_(pool),
+      start_(options_.clock ? options_.clock() : std::chrono::steady_clock::now()) {
+  // Ids start at a random point so that a client of an earlier server process does not
+  // reach a new session by accident; they stay below 2^53 (exact in every language).
+  std::random_device rd;
+  next_id_ = 1 + ((static_cast<uint64_t>(rd()) << 20) % (uint64_t{1} << 50));
+}
+
+Service::~Service() = default;
+
+std::chrono::steady_clock::time_point Service::Now() const {
+  return options_.clock ? options_.clock() : std::chrono::steady_clock::now();
+}
+
+std::string Service::Handle(std::string_view payload) {
+  requests_.fetch_add(1, std::memory_order_relaxed);
+  protocol::Reply reply;
+  try {
+    if (payload.size() > options_.max_message_bytes) {
+      reply.body = MakeError(absl::StatusCode::kResourceExhausted, protocol::kPayloadField,
+                             StrCat("message of ", payload.size(), " bytes, over the limit of ",
+                                    options_.max_message_bytes, " (--max-message-bytes)"));
+    } else {
+      protocol::DecodeLimits limits;
+      limits.max_batch = options_.max_batch;
+      protocol::DecodedRequest d = protocol::DecodeRequest(payload, limits);
+      reply.id = d.request.id;
+      if (d.error) {
+        reply.body = std::move(*d.error);
+      } else {
+        ops_[static_cast<int>(d.request.op)].fetch_add(1, std::memory_order_relaxed);
+        if (d.request.version != protocol::kVersion && d.request.op != protocol::Op::kHello) {
+          reply.body = MakeError(absl::StatusCode::kFailedPrecondition, "v",
+                                 StrCat("protocol version ", d.request.version,
+                                        " is not supported; this server speaks ",
+                                        protocol::kVersion));
+        } else {
+          reply.body = Dispatch(d.request);
+        }
+      }
+    }
+  } catch (const std::bad_alloc&) {
+    reply.body = MakeError(absl::StatusCode::kResourceExhausted, protocol::kPayloadField,
+                           "the server ran out of memory serving this request");
+  } catch (const std::exception& e) {
+    reply.body = MakeError(absl::StatusCode::kInternal, protocol::kPayloadField,
+                           StrCat("unexpected exception: ", e.what()));
+  }
+  if (std::holds_alternative<Error>(reply.body)) errors_.fetch_add(1, std::memory_order_relaxed);
+  try {
+    return protocol::EncodeReply(reply);
+  } catch (const std::exception& e) {
+    return protocol::EncodeReply(protocol::Reply{
+        reply.id, MakeError(absl::StatusCode::kResourceExhausted, protocol::kPayloadField,
+                            StrCat("the reply could not be encoded: ", e.what()))});
+  }
+}
+
+ReplyBody Service::Dispatch(const protocol::Request& request) {
+  using protocol::Op;
+  switch (request.op) {
+    case Op::kHello: return Hello();
+    case Op::kList: return List();
+    case Op::kMake: return Make(std::get<protocol::MakeRequest>(request.body));
+    case Op::kReset: return Reset(std::get<protocol::ResetRequest>(request.body));
+    case Op::kStep: return Step(std::get<protocol::StepRequest>(request.body));
+    case Op::kStepBatch: return StepBatch(std::get<protocol::StepBatchRequest>(request.body));
+    case Op::kEstimate: return Estimate(std::get<protocol::EstimateRequest>(request.body));
+    case Op::kClose: return Close(std::get<protocol::CloseRequest>(request.body));
+    case Op::kStats: return Stats();
+  }
+  return MakeError(absl::StatusCode::kInternal, "op", "unhandled op");
+}
+
+ReplyBody Service::Hello() const {
+  protocol::HelloReply r;
+  r.server = options_.server_name;
+  r.envs = {protocol::kEnvId};
+  r.limits.max_sessions = options_.max_sessions;
+  r.limits.max_message_bytes = options_.max_message_bytes;
+  r.limits.max_batch = options_.max_batch;
+  r.limits.idle_timeout_s = options_.idle_timeout_s;
+  r.limits.threads = pool_ == nullptr ? 1 : pool_->size();
+  return r;
+}
+
+ReplyBody Service::List() const {
+  return protocol::ListReply{{protocol::EnvDescription{
+      protocol::kEnvId, provider_->Description(), provider_->ConfigKeys()}}};
+}
+
+absl::Status Service::CheckConfigKeys(const protocol::ConfigMap& config) const {
+  const std::vector<ConfigKey>& keys = provider_->ConfigKeys();
+  for (const auto& [key, value] : config) {
+    if (std::none_of(keys.begin(), keys.end(), [&](const ConfigKey& k) { return k.name == key; })) {
+      std::string known;
+      for (const ConfigKey& k : keys) StrAppend(&known, known.empty() ? "" : ", ", k.name);
+      return absl::InvalidArgumentError(
+          StrCat("config.", key, ": unknown configuration key (known: ", known, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Service::Lease> Service::Acquire(uint64_t id, std::string_view field) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) {
+    return absl::NotFoundError(StrCat(field, ": session ", id,
+                                      " not found (never made, closed, or reclaimed after ",
+                                      options_.idle_timeout_s, " s idle)"));
+  }
+  it->second->users.fetch_add(1);
+  return Lease(it->second, this);
+}
+
+ReplyBody Service::Make(const protocol::MakeRequest& r) {
+  if (r.env != protocol::kEnvId) {
+    return MakeError(absl::StatusCode::kNotFound, "env",
+                     StrCat("unknown environment \"", r.env, "\" (served: ", protocol::kEnvId, ")"));
+  }
+  if (absl::Status s = CheckConfigKeys(r.config); !s.ok()) {
+    return protocol::ErrorFromStatus(s, std::string(s.message().substr(0, s.message().find(':'))));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (sessions_.size() + pending_makes_ >= options_.max_sessions) {
+      return MakeError(absl::StatusCode::kResourceExhausted, "op",
+                       StrCat("make refused: ", sessions_.size(),
+                              " sessions open, the server's limit (--max-sessions); close "
+                              "sessions you no longer use"));
+    }
+    ++pending_makes_;
+  }
+  absl::StatusOr<std::unique_ptr<SessionEnv>> env = provider_->Make(r.config);
+  std::lock_guard<std::mutex> lock(mu_);
+  --pending_makes_;
+  if (!env.ok()) return ConfigError(env.status(), provider_->ConfigKeys());
+
+  auto session = std::make_shared<Session>();
+  session->id = next_id_++;
+  session->env = std::move(*env);
+  session->last_used_ns.store(Now().time_since_epoch().count());
+  protocol::MakeReply reply;
+  reply.session = session->id;
+  reply.spec = session->env->spec();
+  for (const ConfigKey& k : provider_->ConfigKeys()) reply.config[k.name] = k.default_value;
+  for (const auto& [k, v] : r.config) reply.config[k] = v;
+  if (r.config.count("profiles") == 0 && reply.config.count("profiles") != 0) {
+    std::string names;
+    for (const std::string& p : reply.spec.profiles) StrAppend(&names, names.empty() ? "" : ",", p);
+    reply.config["profiles"] = names;
+  }
+  session->config = reply.config;
+  sessions_.emplace(session->id, std::move(session));
+  sessions_made_.fetch_add(1, std::memory_order_relaxed);
+  return reply;
+}
+
+ReplyBody Service::Reset(const protocol::ResetRequest& r) {
+  absl::StatusOr<Lease> lease = Acquire(r.session, "session");
+  if (!lease.ok()) return FieldOf(lease.status(), "session");
+  Session& s = **lease;
+  std::lock_guard<std::mutex> lock(s.mu);
+  absl::StatusOr<StepResult> result = s.env->Reset(r.seed, r.options);
+  if (!result.ok()) {
+    s.in_episode = false;
+    return FieldOf(result.status(), r.options.profile ? "options.profile" : "session");
+  }
+  s.in_episode = !(result->terminated || result->truncated);
+  return protocol::ResetReply{std::move(*result)};
+}
+
+ReplyBody Service::Step(const protocol::StepRequest& r) {
+  absl::StatusOr<Lease> lease = Acquire(r.session, "session");
+  if (!lease.ok()) return FieldOf(lease.status(), "session");
+  Session& s = **lease;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.in_episode) return NoEpisode("session", r.session);
+  if (absl::Status c = CheckAction(s.env->spec(), r.action, "action"); !c.ok()) {
+    return FieldOf(c, std::string(c.message().substr(0, c.message().find(':'))));
+  }
+  absl::StatusOr<StepResult> result = s.env->Step(r.action);
+  if (!result.ok()) return StepError(result.status(), "session", "action");
+  if (result->terminated || result->truncated) s.in_episode = false;
+  return protocol::StepReply{std::move(*result)};
+}
+
+ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r) {
+  const size_t n = r.sessions.size();
+  // 1. The sessions, each once.
+  std::vector<Lease> leases;
+  leases.reserve(n);
+  {
+    std::unordered_map<uint64_t, size_t> seen;
+    seen.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      const std::string field = StrCat("sessions[", i, "]");
+      auto [it, inserted] = seen.emplace(r.sessions[i], i);
+      if (!inserted) {
+        return MakeError(absl::StatusCode::kInvalidArgument, field,
+                         StrCat("session ", r.sessions[i], " appears twice (also sessions[",
+                                it->second, "])"));
+      }
+      absl::StatusOr<Lease> lease = Acquire(r.sessions[i], field);
+      if (!lease.ok()) return FieldOf(lease.status(), field);
+      leases.push_back(std::move(*lease));
+    }
+  }
+  // 2. One configuration shape for all (the reply's arrays are rectangular).
+  const EnvSpec& spec0 = leases[0]->env->spec();
+  for (size_t i = 1; i < n; ++i) {
+    if (!SameShape(leases[i]->env->spec(), spec0)) {
+      return MakeError(absl::StatusCode::kInvalidArgument, StrCat("sessions[", i, "]"),
+                       "its spaces differ from those of sessions[0]; a batch holds sessions of "
+                       "one configuration");
+    }
+  }
+  // 3. Lock every session, in id order (so that concurrent batches cannot deadlock).
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return r.sessions[a] < r.sessions[b]; });
+  std::vector<std::unique_lock<std::mutex>> locks;
+  locks.reserve(n);
+  for (size_t i : order) locks.emplace_back(leases[i]->mu);
+
+  // 4. Check everything before anything moves.
+  auto resetting = [&](size_t i) { return !r.reset.empty() && r.reset[i] != 0; };
+  for (size_t i = 0; i < n; ++i) {
+    if (resetting(i)) continue;
+    if (!leases[i]->in_episode) return NoEpisode(StrCat("sessions[", i, "]"), r.sessions[i]);
+    if (absl::Status c = CheckAction(spec0, r.actions[i], StrCat("actions[", i, "]")); !c.ok()) {
+      return FieldOf(c, std::string(c.message().substr(0, c.message().find(':'))));
+    }
+  }
+
+  // 5. Step (or reset) every entry, in parallel.
+  protocol::StepBatchReply reply;
+  reply.results.resize(n);
+  reply.was_reset.assign(n, 0);
+  std::vector<StepResult> finals(n);
+  std::vector<uint8_t> ended(n, 0);
+  std::vector<absl::Status> errors(n);
+  const bool same_step = r.autoreset == protocol::Autoreset::kSameStep;
+  auto body = [&](size_t i) {
+    Session& s = *leases[i];
+    if (resetting(i)) {
+      absl::StatusOr<StepResult> res = s.env->Reset(
+          r.seeds.empty() ? std::nullopt : r.seeds[i], r.options.empty() ? ResetOptions{} : r.options[i]);
+      if (!res.ok()) {
+        s.in_episode = false;
+        errors[i] = res.status();
+        return;
+      }
+      s.in_episode = !(res->terminated || res->truncated);
+      reply.results[i] = std::move(*res);
+      reply.was_reset[i] = 1;
+      return;
+    }
+    absl::StatusOr<StepResult> res = s.env->Step(r.actions[i]);
+    if (!res.ok()) {
+      errors[i] = res.status();
+      return;
+    }
+    if (!(res->terminated || res->truncated)) {
+      reply.results[i] = std::move(*res);
+      return;
+    }
+    s.in_episode = false;
+    if (!same_step) {
+      reply.results[i] = std::move(*res);
+      return;
+    }
+    ended[i] = 1;
+    finals[i] = std::move(*res);
+    absl::StatusOr<StepResult> again = s.env->Reset(std::nullopt, ResetOptions{});
+    if (!again.ok()) {
+      errors[i] = again.status();
+      return;
+    }
+    s.in_episode = !(again->terminated || again->truncated);
+    // The step's reward and flags, the reset's observation and info.
+    reply.results[i] = std::move(*again);
+    reply.results[i].reward = finals[i].reward;
+    reply.results[i].terminated = finals[i].terminated;
+    reply.results[i].truncated = finals[i].truncated;
+    reply.was_reset[i] = 1;
+  };
+  if (pool_ != nullptr && n > 1) {
+    pool_->ParallelFor(n, body);
+  } else {
+    for (size_t i = 0; i < n; ++i) body(i);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!errors[i].ok()) {
+      if (resetting(i)) return FieldOf(errors[i], StrCat("sessions[", i, "]"));
+      return StepError(errors[i], StrCat("sessions[", i, "]"), StrCat("actions[", i, "]"));
+    }
+  }
+  if (same_step && std::find(ended.begin(), ended.end(), 1) != ended.end()) {
+    for (size_t i = 0; i < n; ++i) {
+      if (!ended[i]) finals[i] = reply.results[i];
+    }
+    reply.finals = std::move(finals);
+  }
+  return reply;
+}
+
+ReplyBody Service::Estimate(const protocol::EstimateRequest& r) {
+  absl::StatusOr<Placement> placement = ParsePlacement(r.placement_json, "placement");
+  if (!placement.ok()) return FieldOf(placement.status(), "placement");
+
+  auto estimate = [&](const SessionEnv& env) -> ReplyBody {
+    const std::string profile = ProfileName(r.profile, env.spec());
+    absl::StatusOr<double> runtime = env.EstimatePlacementNs(profile, *placement);
+    if (!runtime.ok()) {
+      return FieldOf(runtime.status(),
+                     runtime.status().code() == absl::StatusCode::kNotFound ? "profile" : "placement");
+    }
+    Placement all_default;
+    all_default.default_tier = env.spec().tiers.empty() ? "" : env.spec().tiers[0];
+    absl::StatusOr<double> base = env.EstimatePlacementNs(profile, all_default);
+    if (!base.ok()) return FieldOf(base.status(), "profile");
+    return protocol::EstimateReply{*runtime, *base};
+  };
+
+  if (r.session != 0) {
+    absl::StatusOr<Lease> lease = Acquire(r.session, "session");
+    if (!lease.ok()) return FieldOf(lease.status(), "session");
+    std::lock_guard<std::mutex> lock((*lease)->mu);
+    return estimate(*(*lease)->env);
+  }
+  const protocol::ConfigMap config = r.config.value_or(protocol::ConfigMap{});
+  if (absl::Status s = CheckConfigKeys(config); !s.ok()) {
+    return protocol::ErrorFromStatus(s, std::string(s.message().substr(0, s.message().find(':'))));
+  }
+  absl::StatusOr<std::unique_ptr<SessionEnv>> env = provider_->Make(config);
+  if (!env.ok()) return ConfigError(env.status(), provider_->ConfigKeys());
+  return estimate(**env);
+}
+
+ReplyBody Service::Close(const protocol::CloseRequest& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (sessions_.erase(r.session) == 0) {
+    return MakeError(absl::StatusCode::kNotFound, "session",
+                     StrCat("session ", r.session, " not found (never made, closed, or reclaimed)"));
+  }
+  sessions_closed_.fetch_add(1, std::memory_order_relaxed);
+  return protocol::CloseReply{};
+}
+
+size_t Service::ReclaimIdle() {
+  if (options_.idle_timeout_s <= 0) return 0;
+  const int64_t now = Now().time_since_epoch().count();
+  const int64_t timeout = static_cast<int64_t>(
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(options_.idle_timeout_s))
+          .count());
+  std::vector<std::shared_ptr<Session>> doomed;  // destroyed outside the lock
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      Session& s = *it->second;
+      if (s.users.load() == 0 && now - s.last_used_ns.load() > timeout) {
+        doomed.push_back(std::move(it->second));
+        it = sessions_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  sessions_reclaimed_.fetch_add(doomed.size(), std::memory_order_relaxed);
+  return doomed.size();
+}
+
+protocol::StatsReply Service::Stats() const {
+  protocol::StatsReply r;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    r.sessions = sessions_.size();
+  }
+  r.sessions_made = sessions_made_.load();
+  r.sessions_closed = sessions_closed_.load();
+  r.sessions_reclaimed = sessions_reclaimed_.load();
+  const EnvProvider::Stats ps = provider_->GetStats();
+  r.asset_sets = ps.asset_sets;
+  r.asset_bytes = ps.asset_bytes;
+  r.requests = requests_.load();
+  r.errors = errors_.load();
+  r.threads = pool_ == nullptr ? 1 : pool_->size();
+  r.uptime_s = std::chrono::duration<double>(Now() - start_).count();
+  r.rss_bytes = ResidentBytes();
+  for (int i = 0; i < protocol::kNumOps; ++i) {
+    r.ops[std::string(protocol::OpName(static_cast<protocol::Op>(i)))] = ops_[i].load();
+  }
+  return r;
+}
+
+}  // namespace tiergym::env

@@ -1,0 +1,106 @@
+// The session manager: answers protocol requests (env/PROTOCOL.md), one payload in, one
+// reply payload out, without sockets.
+//
+// A Service owns the sessions: each holds one environment from the EnvProvider (which
+// loads profiles once per distinct configuration and shares them read-only), an episode
+// flag and its last-use time. Sessions are reclaimed after `idle_timeout_s` without a
+// request (ReclaimIdle, called periodically by the server loop). Limits on sessions,
+// message size and batch size give RESOURCE_EXHAUSTED replies; every malformed or wrong
+// request gets an error reply naming the field, and nothing a client sends can disturb
+// another session. step_batch runs its entries on the ThreadPool.
+//
+// Thread-safety: Handle() and ReclaimIdle() may be called from any number of threads.
+// Requests on one session are serialised by a per-session lock; requests on different
+// sessions run in parallel. Handle() never throws (exceptions from below become INTERNAL
+// or RESOURCE_EXHAUSTED replies).
+#ifndef TIERGYM_ENV_SERVER_SERVICE_H_
+#define TIERGYM_ENV_SERVER_SERVICE_H_
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "env/server/env_provider.h"
+#include "env/server/protocol.h"
+#include "env/server/thread_pool.h"
+
+namespace tiergym::env {
+
+struct ServiceOptions {
+  // Reported by hello. Default "tiergym".
+  std::string server_name = "tiergym";
+  // Open sessions at most. Default 4096.
+  uint64_t max_sessions = 4096;
+  // Sessions unused this long are closed; <= 0 never. Default 600 s.
+  double idle_timeout_s = 600;
+  // Request payloads larger than this are refused. Default 64 MiB.
+  uint64_t max_message_bytes = 64ull << 20;
+  // Entries per step_batch. Default 65536.
+  uint64_t max_batch = 65536;
+  // Time source (tests fake it). Default std::chrono::steady_clock::now.
+  std::function<std::chrono::steady_clock::time_point()> clock;
+};
+
+class Service {
+ public:
+  // REQUIRES: provider and pool outlive nothing: both are kept (pool by pointer, must
+  // outlive the Service).
+  Service(ServiceOptions options, std::shared_ptr<EnvProvider> provider, ThreadPool* pool);
+  ~Service();
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+
+  // The reply to one request payload.
+  std::string Handle(std::string_view payload);
+
+  // Closes sessions idle for longer than idle_timeout_s and not in use; returns how many.
+  size_t ReclaimIdle();
+
+  protocol::StatsReply Stats() const;
+  const ServiceOptions& options() const { return options_; }
+
+ private:
+  struct Session;
+  class Lease;
+
+  protocol::ReplyBody Dispatch(const protocol::Request& request);
+  protocol::ReplyBody Hello() const;
+  protocol::ReplyBody List() const;
+  protocol::ReplyBody Make(const protocol::MakeRequest& r);
+  protocol::ReplyBody Reset(const protocol::ResetRequest& r);
+  protocol::ReplyBody Step(const protocol::StepRequest& r);
+  protocol::ReplyBody StepBatch(const protocol::StepBatchRequest& r);
+  protocol::ReplyBody Estimate(const protocol::EstimateRequest& r);
+  protocol::ReplyBody Close(const protocol::CloseRequest& r);
+
+  // The session, marked in use until the lease ends; NotFound error naming `field`.
+  absl::StatusOr<Lease> Acquire(uint64_t id, std::string_view field);
+  // Checks a configuration's keys against the provider's; fills defaults for the reply.
+  absl::Status CheckConfigKeys(const protocol::ConfigMap& config) const;
+  std::chrono::steady_clock::time_point Now() const;
+
+  ServiceOptions options_;
+  std::shared_ptr<EnvProvider> provider_;
+  ThreadPool* pool_;
+  const std::chrono::steady_clock::time_point start_;
+
+  mutable std::mutex mu_;  // guards sessions_, pending_makes_, next_id_
+  std::unordered_map<uint64_t, std::shared_ptr<Session>> sessions_;
+  uint64_t pending_makes_ = 0;
+  uint64_t next_id_;
+
+  std::atomic<uint64_t> sessions_made_{0}, sessions_closed_{0}, sessions_reclaimed_{0};
+  std::atomic<uint64_t> requests_{0}, errors_{0};
+  std::array<std::atomic<uint64_t>, protocol::kNumOps> ops_{};
+};
+
+}  // namespace tiergym::env
+
+#endif  // TIERGYM_ENV_SERVER_SERVICE_H_
