@@ -688,21 +688,37 @@ double PlacementState::IntervalNs(uint64_t from, uint64_t to) const {
   return sum;
 }
 
-std::vector<double> PlacementState::AccessesPerDevice(uint64_t from, uint64_t to) const {
-  const EstimatorIndex& x = *index_;
-  std::vector<double> out(x.n_, 0.0);
-  from = std::min(from, x.total_instructions_);
-  to = std::min(to, x.total_instructions_);
-  for (size_t i = 0; i < x.win_index_.size(); ++i) {
-    const double begin = static_cast<double>(x.seg_begin_pos_[x.win_segment_[i]]);
-    const double f = Overlap(begin + x.WinLo(i), begin + x.WinHi(i), static_cast<double>(from),
-                             static_cast<double>(to));
-    if (f == 0) continue;
-    for (size_t e = x.win_offset_[i]; e < x.win_offset_[i + 1]; ++e) {
-      out[tier_[x.win_page_[e]]] += f * x.win_count_[e];
+std::vector<double> EstimatorIndex::AccessesPerGroup(uint64_t from, uint64_t to,
+                                                     const std::vector<uint32_t>& group_of_page,
+                                                     size_t num_groups) const {
+  std::vector<double> out(num_groups, 0.0);
+  from = std::min(from, total_instructions_);
+  to = std::min(to, total_instructions_);
+  if (from >= to) return out;
+  // Segments overlapping [from, to), then their non-empty windows.
+  size_t s = std::upper_bound(seg_begin_pos_.begin(), seg_begin_pos_.end() - 1, from) -
+             seg_begin_pos_.begin();
+  s = s == 0 ? 0 : s - 1;
+  const size_t segs = seg_begin_pos_.size() - 1;
+  for (; s < segs && seg_begin_pos_[s] < to; ++s) {
+    const double begin = static_cast<double>(seg_begin_pos_[s]);
+    const double a = static_cast<double>(from) - begin, b = static_cast<double>(to) - begin;
+    for (size_t i = seg_first_win_[s]; i < seg_first_win_[s + 1]; ++i) {
+      if (WinLo(i) >= b) break;
+      const double f = Overlap(WinLo(i), WinHi(i), a, b);
+      if (f == 0) continue;
+      for (size_t e = win_offset_[i]; e < win_offset_[i + 1]; ++e) {
+        out[group_of_page[win_page_[e]]] += f * win_count_[e];
+      }
     }
   }
   return out;
+}
+
+std::vector<double> PlacementState::AccessesPerDevice(uint64_t from, uint64_t to) const {
+  const EstimatorIndex& x = *index_;
+  std::vector<uint32_t> tiers(tier_.begin(), tier_.end());
+  return x.AccessesPerGroup(from, to, tiers, x.n_);
 }
 
 }  // namespace tiergym

@@ -112,6 +112,15 @@ class EstimatorIndex {
   // Base-run instructions of the whole run (the position axis of PlacementState).
   uint64_t total_instructions() const { return total_instructions_; }
   size_t num_segments() const { return seg_begin_pos_.size() - 1; }
+  // Base-run position of segment s's start; segment_begin(num_segments()) is the total.
+  uint64_t segment_begin(size_t s) const { return seg_begin_pos_[s]; }
+
+  // Weighted sampled accesses (all runs) in base-run positions [from, to), summed per
+  // group: group_of_page[id] in [0, num_groups) for every page id. Partial windows count
+  // pro rata. Independent of any placement. Cost: the interval's windows.
+  std::vector<double> AccessesPerGroup(uint64_t from, uint64_t to,
+                                       const std::vector<uint32_t>& group_of_page,
+                                       size_t num_groups) const;
   size_t num_nonempty_windows() const { return win_index_.size(); }
   uint64_t num_windows() const { return num_windows_; }
   size_t num_blocks() const { return blk_first_win_.size() - 1; }
