@@ -229,20 +229,21 @@ int ValidateCommand(const std::vector<std::string>& args) {
     std::cout << w.Take() << "\n";
     return kExitOk;
   }
-  std::printf("Prediction error on %zu pairs (%zu targets), percentage points of normalized "
-              "performance\n",
-              pairs->size(), report->targets);
-  std::printf("%-14s %-8s %-12s %7s %7s %7s %9s\n", "Method", "Points", "Read curve",
-              "Mean", "SD", "Max", "Cost (x)");
+  std::printf(
+      "Prediction error on %zu pairs (%zu targets), percentage points of normalized "
+      "performance\n",
+      pairs->size(), report->targets);
+  std::printf("%-14s %-8s %-12s %7s %7s %7s %9s\n", "Method", "Points", "Read curve", "Mean", "SD",
+              "Max", "Cost (x)");
   std::string last_method, last_points;
   for (const ValidationRow& row : report->rows) {
     const std::string method = TableMethodName(row.method.smoothing);
     const std::string points(PointSetName(row.method.points));
     const bool new_group = method != last_method || points != last_points;
     std::printf("%-14s %-8s %-12s %7.2f %7.2f %7.2f %9s\n",
-                method != last_method ? method.c_str() : "",
-                new_group ? points.c_str() : "", TableCurveName(row.method).c_str(), row.mean,
-                row.sd, row.max, FormatCost(row.cost).c_str());
+                method != last_method ? method.c_str() : "", new_group ? points.c_str() : "",
+                TableCurveName(row.method).c_str(), row.mean, row.sd, row.max,
+                FormatCost(row.cost).c_str());
     last_method = method;
     last_points = points;
   }
@@ -374,9 +375,10 @@ int SynthCommand(const std::vector<std::string>& args) {
   if (!apps.ok()) return Fail(apps.status());
   auto pairs = PairsCsvText(data->pairs);
   if (!pairs.ok()) return Fail(pairs.status());
-  for (const auto& [name, text] : {std::pair<std::string, const std::string*>{"curves.csv", &*curves},
-                                   {"apps.csv", &*apps},
-                                   {"pairs.csv", &*pairs}}) {
+  for (const auto& [name, text] :
+       {std::pair<std::string, const std::string*>{"curves.csv", &*curves},
+        {"apps.csv", &*apps},
+        {"pairs.csv", &*pairs}}) {
     if (absl::Status s = WriteFileAtomically(StrCat(dir, "/", name), *text); !s.ok()) {
       return Fail(s);
     }
@@ -385,10 +387,10 @@ int SynthCommand(const std::vector<std::string>& args) {
   for (const SensitivityFamily& f : data->families) {
     for (const SensitivityCurve& c : f.curves) points += c.points.size();
   }
-  std::printf("wrote %s/curves.csv (%zu families, %zu measurements), apps.csv (%zu apps), "
-              "pairs.csv (%zu pairs)\n",
-              dir.c_str(), data->families.size(), points, data->apps.size(),
-              data->pairs.size());
+  std::printf(
+      "wrote %s/curves.csv (%zu families, %zu measurements), apps.csv (%zu apps), "
+      "pairs.csv (%zu pairs)\n",
+      dir.c_str(), data->families.size(), points, data->apps.size(), data->pairs.size());
   return kExitOk;
 }
 

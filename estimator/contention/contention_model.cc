@@ -83,8 +83,9 @@ absl::StatusOr<Method> ParseMethod(std::string_view name) {
   } else {
     const std::optional<double> pct = internal::ParseFiniteNumber(curve);
     if (!pct.has_value() || *pct < 0 || *pct > 100) {
-      return bad(StrCat("curve \"", curve, "\" is neither right, estimated nor a read share "
-                                           "in [0, 100]"));
+      return bad(StrCat("curve \"", curve,
+                        "\" is neither right, estimated nor a read share "
+                        "in [0, 100]"));
     }
     m.curve = CurveChoice::kStatic;
     m.static_read_pct = *pct;
@@ -127,9 +128,9 @@ absl::StatusOr<ContentionModel> ContentionModel::Create(const SensitivityFamily&
   const auto need = [&](double read_pct) -> absl::Status {
     const SensitivityCurve* c = family.FindCurve(read_pct);
     if (c == nullptr) {
-      return absl::FailedPreconditionError(
-          StrCat("app \"", family.app, "\" has no ", read_pct, " % read curve, which method ",
-                 MethodName(method), " needs"));
+      return absl::FailedPreconditionError(StrCat("app \"", family.app, "\" has no ", read_pct,
+                                                  " % read curve, which method ",
+                                                  MethodName(method), " needs"));
     }
     used.push_back(c);
     return absl::OkStatus();
@@ -197,8 +198,8 @@ double ContentionModel::NormalizedPerf(const Interference& interference) const {
 double ContentionModel::Slowdown(const Interference& interference) const {
   const double gbps = interference.TotalBandwidthGbps();
   if (!(gbps > 0)) return 1.0;
-  const double perf = Combine(interference.ReadPct(),
-                              [gbps](const SmoothedCurve& c) { return c.Envelope(gbps); });
+  const double perf =
+      Combine(interference.ReadPct(), [gbps](const SmoothedCurve& c) { return c.Envelope(gbps); });
   return 1.0 / std::max(perf, kMinNormalizedPerf);
 }
 

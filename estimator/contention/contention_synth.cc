@@ -118,8 +118,7 @@ absl::Status CheckOptions(const ContentionSynthOptions& o) {
   }
   if (!(o.write_weight >= 1 && o.link_read_gbps > 0 && o.link_write_factor > 0 &&
         o.link_write_factor <= 1 && o.remote_latency_ns >= 0 && o.queueing >= 0 &&
-        o.fair_share > 0 && o.fair_share <= 1 && o.max_utilization > 0 &&
-        o.max_utilization < 1)) {
+        o.fair_share > 0 && o.fair_share <= 1 && o.max_utilization > 0 && o.max_utilization < 1)) {
     return bad("a memory or link constant is out of range (see CONTENTION.md, section 2)");
   }
   return absl::OkStatus();
@@ -135,8 +134,8 @@ Interferer MakeInterferer(const AppModel& model, double read_pct, double scale,
   const double compute_factor = static_cast<double>(scaled.threads) / model.threads;
   for (synth::PhaseSpec& ph : scaled.phases) ph.compute_gips *= compute_factor;
   Interferer out;
-  out.name = scaled.threads == model.threads ? model.name
-                                             : StrCat(model.name, "-", scaled.threads, "t");
+  out.name =
+      scaled.threads == model.threads ? model.name : StrCat(model.name, "-", scaled.threads, "t");
   out.read_pct = read_pct;
   const Machine remote = physics.Remote(read_pct);
   const TimeModel remote_model(scaled, remote);
@@ -204,8 +203,8 @@ absl::StatusOr<ContentionData> SynthesizeContentionData(const ContentionSynthOpt
     SensitivityFamily family;
     family.app = target.model.name;
     for (double read_pct : read_pcts) {
-      std::mt19937_64 g(synth::StreamSeed(o.seed, target.model.name,
-                                          StrCat("contention/curve/", read_pct)));
+      std::mt19937_64 g(
+          synth::StreamSeed(o.seed, target.model.name, StrCat("contention/curve/", read_pct)));
       SensitivityCurve curve;
       curve.read_pct = read_pct;
       const double link = physics.LinkGbps(read_pct);

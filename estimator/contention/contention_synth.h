@@ -24,8 +24,8 @@
 namespace tiergym::contention {
 
 struct SynthApp {
-  std::string model;      // bundled application model name or JSON path (traces/synth)
-  double read_pct = 75;   // share of its memory traffic that is reads
+  std::string model;     // bundled application model name or JSON path (traces/synth)
+  double read_pct = 75;  // share of its memory traffic that is reads
 };
 
 struct ContentionSynthOptions {
@@ -40,26 +40,26 @@ struct ContentionSynthOptions {
   std::vector<double> interferer_scales = {1.0, 0.5, 0.25};
 
   // Memory and interconnect (CONTENTION.md, section 2).
-  double write_weight = 1.6;         // channel time of a written byte / of a read byte
-  double link_read_gbps = 45;        // most a read-only remote stream reaches
-  double link_write_factor = 0.6;    // at 0 % reads the link reaches this share of it
-  double remote_latency_ns = 60;     // added to the tier's latency for a remote access
-  double queueing = 0.8;             // kappa in latency x (1 + kappa u^2 / (1 - u))
-  double fair_share = 0.5;           // bandwidth the target keeps at least, share of tier
-  double max_utilization = 0.95;     // cap of the interferer's utilization u
+  double write_weight = 1.6;       // channel time of a written byte / of a read byte
+  double link_read_gbps = 45;      // most a read-only remote stream reaches
+  double link_write_factor = 0.6;  // at 0 % reads the link reaches this share of it
+  double remote_latency_ns = 60;   // added to the tier's latency for a remote access
+  double queueing = 0.8;           // kappa in latency x (1 + kappa u^2 / (1 - u))
+  double fair_share = 0.5;         // bandwidth the target keeps at least, share of tier
+  double max_utilization = 0.95;   // cap of the interferer's utilization u
 
   // Measurement campaign (CONTENTION.md, section 3).
   std::vector<double> read_pcts = {50, 55, 60, 65, 70, 75, 80, 85, 90, 95, 100};
-  std::vector<double> level_fractions = {0.10, 0.15, 0.20, 0.25, 0.30, 0.35, 0.40, 0.45,
+  std::vector<double> level_fractions = {0.10, 0.15, 0.20,  0.25, 0.30, 0.35, 0.40, 0.45,
                                          0.50, 0.55, 0.625, 0.70, 0.75, 0.83, 0.92, 1.00};
-  int repeats = 2;                      // measurements per curve point
-  double level_noise = 0.01;            // relative SD of a level's measured bandwidth
-  double curve_noise = 0.015;           // relative SD of one curve measurement
-  double outlier_probability = 0.08;    // of one curve measurement
-  double outlier_min_drop = 0.04;       // an outlier loses U(min, max) of its performance
+  int repeats = 2;                    // measurements per curve point
+  double level_noise = 0.01;          // relative SD of a level's measured bandwidth
+  double curve_noise = 0.015;         // relative SD of one curve measurement
+  double outlier_probability = 0.08;  // of one curve measurement
+  double outlier_min_drop = 0.04;     // an outlier loses U(min, max) of its performance
   double outlier_max_drop = 0.25;
-  double solo_noise = 0.01;             // relative SD of a measured solo bandwidth
-  double pair_noise = 0.004;            // relative SD of a measured pair (mean of 10 runs)
+  double solo_noise = 0.01;   // relative SD of a measured solo bandwidth
+  double pair_noise = 0.004;  // relative SD of a measured pair (mean of 10 runs)
 
   static std::vector<SynthApp> DefaultSynthApps();
 };

@@ -60,10 +60,9 @@ const SensitivityCurve* SensitivityFamily::FindCurve(double read_pct) const {
 
 absl::StatusOr<std::vector<SensitivityFamily>> ParseCurvesCsv(std::string_view text,
                                                               const std::string& path) {
-  TG_ASSIGN_OR_RETURN(
-      internal::CsvTable table,
-      internal::ParseCsvTable(text, path,
-                              {"app", "read_pct", "interference_gbps", "normalized_perf"}));
+  TG_ASSIGN_OR_RETURN(internal::CsvTable table,
+                      internal::ParseCsvTable(
+                          text, path, {"app", "read_pct", "interference_gbps", "normalized_perf"}));
   std::map<std::string, std::map<double, SensitivityCurve>> by_app;
   for (const CsvRow& row : table.rows) {
     if (row.fields[0].empty()) return RuleError(path, row.line, "empty-app", "the app is empty");

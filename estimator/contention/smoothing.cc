@@ -96,13 +96,14 @@ absl::StatusOr<SmoothedCurve> SmoothCurve(const SensitivityCurve& curve, Smoothi
   const std::vector<CurvePoint> points =
       point_set == PointSet::kAll ? curve.points : SampledPoints(curve);
   std::vector<std::pair<double, double>> levels = LevelMeans(points);
-  const size_t needed =
-      smoothing == Smoothing::kPoly2 ? 3 : smoothing == Smoothing::kLinear ? 2 : 1;
+  const size_t needed = smoothing == Smoothing::kPoly2    ? 3
+                        : smoothing == Smoothing::kLinear ? 2
+                                                          : 1;
   if (levels.size() < needed) {
     return absl::FailedPreconditionError(
         StrCat("the ", curve.read_pct, " % read curve has ", levels.size(),
-               " distinct interference level(s) among its ", PointSetName(point_set),
-               " points; ", SmoothingName(smoothing), " smoothing needs ", needed));
+               " distinct interference level(s) among its ", PointSetName(point_set), " points; ",
+               SmoothingName(smoothing), " smoothing needs ", needed));
   }
   SmoothedCurve out;
   out.smoothing_ = smoothing;
@@ -124,8 +125,9 @@ double SmoothedCurve::Body(double gbps) const {
     return coefficients_[0] + gbps * (coefficients_[1] + gbps * coefficients_[2]);
   }
   // REQUIRES: first_gbps_ <= gbps <= max_gbps_.
-  auto hi = std::lower_bound(knots_.begin(), knots_.end(), gbps,
-                             [](const std::pair<double, double>& k, double x) { return k.first < x; });
+  auto hi =
+      std::lower_bound(knots_.begin(), knots_.end(), gbps,
+                       [](const std::pair<double, double>& k, double x) { return k.first < x; });
   if (hi == knots_.end()) return knots_.back().second;
   if (hi->first == gbps || hi == knots_.begin()) return hi->second;
   const auto lo = hi - 1;

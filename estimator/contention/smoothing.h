@@ -61,8 +61,7 @@ class SmoothedCurve {
   double Envelope(double gbps) const;
 
  private:
-  friend absl::StatusOr<SmoothedCurve> SmoothCurve(const SensitivityCurve&, Smoothing,
-                                                   PointSet);
+  friend absl::StatusOr<SmoothedCurve> SmoothCurve(const SensitivityCurve&, Smoothing, PointSet);
   double Body(double gbps) const;
 
   Smoothing smoothing_ = Smoothing::kInterpolation;

@@ -18,11 +18,11 @@ namespace tiergym::contention {
 
 struct ValidationRow {
   Method method;
-  size_t pairs = 0;   // predictions made
-  double mean = 0;    // mean absolute error, percentage points
-  double sd = 0;      // sample standard deviation of the errors (n - 1), percentage points
-  double max = 0;     // largest error, percentage points
-  double cost = 0;    // ProfilingCost(), averaged over the target families
+  size_t pairs = 0;  // predictions made
+  double mean = 0;   // mean absolute error, percentage points
+  double sd = 0;     // sample standard deviation of the errors (n - 1), percentage points
+  double max = 0;    // largest error, percentage points
+  double cost = 0;   // ProfilingCost(), averaged over the target families
 };
 
 struct SkippedMethod {
@@ -33,7 +33,7 @@ struct SkippedMethod {
 struct ValidationReport {
   std::vector<ValidationRow> rows;  // in the order of the methods asked for
   std::vector<SkippedMethod> skipped;
-  size_t targets = 0;               // distinct target applications among the pairs
+  size_t targets = 0;  // distinct target applications among the pairs
 };
 
 // The methods of the seed's Tables 1-3, in table order: for each smoothing (poly2,

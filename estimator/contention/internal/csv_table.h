@@ -28,7 +28,7 @@
 namespace tiergym::contention::internal {
 
 struct CsvRow {
-  int line = 0;                              // 1-based line number in the file
+  int line = 0;                          // 1-based line number in the file
   std::vector<std::string_view> fields;  // one per required column, in `required` order
 };
 
