@@ -52,6 +52,14 @@ std::array<double, 3> FitPolynomial(const std::vector<CurvePoint>& points, int d
   return c;
 }
 
+// The points ascending by interference, repeats in their given order.
+std::vector<CurvePoint> Sorted(std::vector<CurvePoint> points) {
+  std::stable_sort(points.begin(), points.end(), [](const CurvePoint& a, const CurvePoint& b) {
+    return a.interference_gbps < b.interference_gbps;
+  });
+  return points;
+}
+
 }  // namespace
 
 std::string_view SmoothingName(Smoothing s) {
@@ -70,7 +78,8 @@ std::string_view PointSetName(PointSet p) { return p == PointSet::kAll ? "all" :
 
 std::vector<CurvePoint> SampledPoints(const SensitivityCurve& curve) {
   if (curve.points.empty()) return {};
-  const std::vector<std::pair<double, double>> levels = LevelMeans(curve.points);
+  const std::vector<CurvePoint> sorted = Sorted(curve.points);
+  const std::vector<std::pair<double, double>> levels = LevelMeans(sorted);
   const double max_gbps = levels.back().first;
   std::vector<double> chosen;
   for (double fraction : {0.25, 0.5, 0.75, 1.0}) {
@@ -83,7 +92,7 @@ std::vector<CurvePoint> SampledPoints(const SensitivityCurve& curve) {
     if (std::find(chosen.begin(), chosen.end(), best) == chosen.end()) chosen.push_back(best);
   }
   std::vector<CurvePoint> out;
-  for (const CurvePoint& p : curve.points) {
+  for (const CurvePoint& p : sorted) {
     if (std::find(chosen.begin(), chosen.end(), p.interference_gbps) != chosen.end()) {
       out.push_back(p);
     }
@@ -94,7 +103,7 @@ std::vector<CurvePoint> SampledPoints(const SensitivityCurve& curve) {
 absl::StatusOr<SmoothedCurve> SmoothCurve(const SensitivityCurve& curve, Smoothing smoothing,
                                           PointSet point_set) {
   const std::vector<CurvePoint> points =
-      point_set == PointSet::kAll ? curve.points : SampledPoints(curve);
+      point_set == PointSet::kAll ? Sorted(curve.points) : SampledPoints(curve);
   std::vector<std::pair<double, double>> levels = LevelMeans(points);
   const size_t needed = smoothing == Smoothing::kPoly2    ? 3
                         : smoothing == Smoothing::kLinear ? 2

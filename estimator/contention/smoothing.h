@@ -7,7 +7,8 @@
 //                   measurements of one interference level averaged
 // applied to all points (PointSet::kAll) or only to those nearest 25/50/75/100 % of the
 // curve's maximum interference, as prior work measures curves (PointSet::kSampled, see
-// SampledPoints). Fits use every repeated measurement as its own observation.
+// SampledPoints). Fits use every repeated measurement as its own observation. The
+// curve's points may come in any order.
 //
 // Shape of every smoothed curve, with x0 the smallest and xmax the largest interference
 // used and body() the fit or the interpolation:
