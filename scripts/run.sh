@@ -30,3 +30,8 @@ printf '%-10s %s\n' app "result"
 for app in "${apps[@]}"; do
   printf '%-10s %s\n' "$app" "$("$tg" validate --profile "$out/$app/profile" --runs "$out/$app/runs/runs.csv" | tail -n 1)"
 done
+
+echo
+echo "== Contention estimator on the bundled sensitivity data (seed 000, Tables 1-3)"
+data=estimator/contention/data
+"$tg" contention validate --curves "$data/curves.csv" --apps "$data/apps.csv" --pairs "$data/pairs.csv"
