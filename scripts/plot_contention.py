@@ -61,7 +61,7 @@ def plot(data, out):
     shares = [c["read_pct"] for c in data["curves"]]
     norm = colors.Normalize(vmin=min(shares), vmax=max(shares) if max(shares) > min(shares)
                             else min(shares) + 1)
-    cmap = cm.get_cmap("viridis")
+    cmap = plt.get_cmap("viridis")
     fig, axes = plt.subplots(2, 2, figsize=(12, 9), sharex=True, sharey=True)
     for ax, (key, title) in zip(axes.flat, PANELS):
         for c in data["curves"]:

@@ -175,7 +175,8 @@ int ValidateCommand(const std::vector<std::string>& args) {
       "points; mean, SD (n - 1) and max over the pairs. Cost: distinct interference levels of\n"
       "the curves a method uses / 4 (one static curve of four points = 1), mean over targets.\n"
       "JSON output: [{smoothing: linear|poly2|interpolation, points: all|sampled,\n"
-      "curve: right|50|75|100|estimated|memgen, mean, sd, max, cost}, ...].");
+      "curve: right|50|75|100|estimated|memgen, mean, sd, max, cost}, ...]. A method the data\n"
+      "cannot serve (e.g. no 75 % curve) is left out with a note on stderr.");
   if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
   for (const char* required : {"curves", "apps", "pairs"}) {
     if (absl::Status s = p.Require(required); !s.ok()) return UsageFail(s);
@@ -397,7 +398,7 @@ int SynthCommand(const std::vector<std::string>& args) {
 }  // namespace
 
 std::string ContentionCommandsHelp() {
-  return "  contention validate    contention estimator: prediction error per method (Tables 1-3)\n"
+  return "  contention validate    prediction error of each contention method (Tables 1-3)\n"
          "  contention predict     predict a slowdown under co-runners' memory bandwidth\n"
          "  contention synth       generate synthetic curves, solo bandwidths and pairs\n";
 }
