@@ -51,7 +51,11 @@ struct Method {
   static Method Memgen();
   bool IsMemgen() const;
 
-  friend bool operator==(const Method&, const Method&) = default;
+  // Same smoothing, points and curve choice (static_read_pct counts for kStatic only).
+  friend bool operator==(const Method& a, const Method& b) {
+    return a.smoothing == b.smoothing && a.points == b.points && a.curve == b.curve &&
+           (a.curve != CurveChoice::kStatic || a.static_read_pct == b.static_read_pct);
+  }
 };
 
 // The read-curve key of validate --json: "right", "50", "75", "100", "estimated", or

@@ -218,6 +218,10 @@ TEST(MethodTest, NamesRoundTripAndMemgenIsItsOwnName) {
     EXPECT_EQ(MethodName(*m), name);
   }
   EXPECT_EQ(*ParseMethod("interpolation/sampled/75"), Method::Memgen());
+  // The static share only tells static methods apart.
+  EXPECT_EQ(M(Smoothing::kLinear, PointSet::kAll, CurveChoice::kRight, 50), Method());
+  EXPECT_NE(M(Smoothing::kLinear, PointSet::kAll, CurveChoice::kStatic, 50),
+            M(Smoothing::kLinear, PointSet::kAll, CurveChoice::kStatic, 100));
   EXPECT_EQ(CurveName(Method::Memgen()), "memgen");
   EXPECT_EQ(*ParseMethod("none/all/right"),
             M(Smoothing::kInterpolation, PointSet::kAll, CurveChoice::kRight));
