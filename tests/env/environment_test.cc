@@ -33,7 +33,9 @@ TEST(RegionsTest, CoverEveryPageWithoutSpanningGaps) {
   for (size_t i = 0; i < regions.size(); ++i) {
     covered += regions[i].footprint_pages;
     EXPECT_LT(regions[i].start_page, regions[i].end_page);
-    if (i > 0) EXPECT_LE(regions[i - 1].end_page, regions[i].start_page);
+    if (i > 0) {
+      EXPECT_LE(regions[i - 1].end_page, regions[i].start_page);
+    }
     // No region spans the gap.
     EXPECT_FALSE(regions[i].start_page < 1300 && regions[i].end_page > 900000) << i;
   }
