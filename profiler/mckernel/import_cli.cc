@@ -17,7 +17,6 @@ namespace {
 constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
-constexpr char kCommand[] = "tiergym-import-mckernel";
 
 int UsageFailure(const absl::Status& s) {
   std::cerr << s.message() << "\n";
@@ -76,11 +75,12 @@ void SplitArguments(const std::vector<std::string>& args, std::vector<std::strin
 
 }  // namespace
 
-int RunImportMckernelCommand(const std::vector<std::string>& args) {
+int RunImportMckernelCommand(const std::vector<std::string>& args, std::string_view command) {
+  const std::string cmd(command);
   std::vector<std::string> a, dump_paths;
   SplitArguments(args, a, dump_paths);
 
-  ArgParser p(kCommand,
+  ArgParser p(cmd,
               "Convert the PEBS dumps of one McKernel run (kernel_patches/: one dump per "
               "thread, named EXEC-PEBS-countdown-N-PEBS-buffer-B-pid-P-tid-T.dat) into one "
               "trace, CSV v1 or binary. Dumps are checked whole before anything is written.");
@@ -97,13 +97,13 @@ int RunImportMckernelCommand(const std::vector<std::string>& args) {
       "other threads take the phase in effect at their time and the first thread's\n"
       "instruction progress. Layout and rules: kernel_patches/DUMP_FORMAT.md.\n"
       "Example:\n"
-      "  tiergym-import-mckernel lulesh-PEBS-countdown-16-*.dat --device mcdram "
-      "-o profile/mcdram.tgt");
+      "  " +
+      cmd + " lulesh-PEBS-countdown-16-*.dat --device mcdram -o profile/mcdram.tgt");
   if (std::optional<int> rc = p.ParseOrExit(a)) return *rc;
   if (absl::Status s = p.Require("output"); !s.ok()) return UsageFailure(s);
   if (absl::Status s = p.Require("device"); !s.ok()) return UsageFailure(s);
   if (dump_paths.empty()) {
-    std::cerr << kCommand << ": no DUMP given (see '" << kCommand << " --help')\n";
+    std::cerr << cmd << ": no DUMP given (see '" << cmd << " --help')\n";
     return kExitUsage;
   }
 
@@ -115,7 +115,7 @@ int RunImportMckernelCommand(const std::vector<std::string>& args) {
   auto ghz = p.GetDouble("tsc-ghz");
   if (!ghz.ok()) return UsageFailure(ghz.status());
   if (!(*ghz > 0)) {
-    std::cerr << kCommand << ": --tsc-ghz must be positive\n";
+    std::cerr << cmd << ": --tsc-ghz must be positive\n";
     return kExitUsage;
   }
   options.tsc_ghz = *ghz;
@@ -137,7 +137,7 @@ int RunImportMckernelCommand(const std::vector<std::string>& args) {
     } else if (p.Get("format") == "bin") {
       format = TraceFormat::kBinary;
     } else {
-      std::cerr << kCommand << ": --format is csv or bin, not '" << p.Get("format") << "'\n";
+      std::cerr << cmd << ": --format is csv or bin, not '" << p.Get("format") << "'\n";
       return kExitUsage;
     }
   }

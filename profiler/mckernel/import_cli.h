@@ -6,13 +6,17 @@
 #define TIERGYM_PROFILER_MCKERNEL_IMPORT_CLI_H_
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tiergym::mckernel {
 
-// `args` are the arguments after the command name. Returns the exit status: 0 success,
-// 1 a dump was refused or the output could not be written, 2 a usage error.
-int RunImportMckernelCommand(const std::vector<std::string>& args);
+// `args` are the arguments after the command name; `command` names the command in the
+// usage and in error messages (e.g. "tiergym-prof import-mckernel"). Returns the exit
+// status: 0 success, 1 a dump was refused or the output could not be written, 2 a usage
+// error.
+int RunImportMckernelCommand(const std::vector<std::string>& args,
+                             std::string_view command = "tiergym-import-mckernel");
 
 }  // namespace tiergym::mckernel
 

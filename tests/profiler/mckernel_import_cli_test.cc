@@ -96,6 +96,13 @@ TEST(ImportMckernelCliTest, UsageErrorsExitWithTwoAndWriteNothing) {
   EXPECT_EQ(RunImportMckernelCommand({"--help"}), 0);
 }
 
+TEST(ImportMckernelCliTest, NamesTheCommandItRunsAs) {
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(RunImportMckernelCommand({"--device", "ddr"}, "tiergym-prof import-mckernel"), 2);
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(),
+              StartsWith("tiergym-prof import-mckernel: --output OUT is required"));
+}
+
 TEST(ImportMckernelCliTest, ARefusedDumpExitsWithOneAndWritesNothing) {
   const std::string dir = FreshDir("refused");
   std::vector<std::string> args = TwoThreadDumps(dir);
