@@ -9,10 +9,10 @@
 #       touched) and checks that the ABI header the series adds is byte-identical to
 #       kernel_patches/abi/tiergym_mckernel.h.
 #       IHK_DIR (optional): a git clone of github.com/RIKEN-SysSoft/ihk at its PEBS-squashed
-#       branch (38dd5f68). Then every C file the series changes is also compiled
-#       (gcc -fsyntax-only, McKernel's kernel flags against IHK's headers; mcexec against
-#       stand-ins for the generated headers) before and after the series, and any
-#       diagnostic the series adds fails the check: no undeclared symbol, no type error.
+#       branch (38dd5f68). Then, after each patch, every C file the series changes is
+#       compiled (gcc -fsyntax-only, McKernel's kernel flags against IHK's headers; mcexec
+#       against stand-ins for the generated headers) and compared with the base tree: any
+#       diagnostic a patch adds fails the check (no undeclared symbol, no type error).
 #   kernel_patches/check.sh --static
 #       The checks that need no McKernel tree (run by CTest as kernel_patches_abi): every
 #       patch parses, the series is numbered 0001.. without gaps, the ABI header in 0001 is
@@ -124,29 +124,36 @@ make_stubs() {
   echo '/* stand-in: mcexec uses nothing from bfd.h */' > "$stubs/ihkinc/bfd.h"
 }
 
+# Compiles the files the series changes in the tree of the temporary index, after the
+# patches applied so far, and fails on any diagnostic the base tree does not have.
 compile_checks() {
-  local mck="$1" ihk="$2" index="$3" work="$4"
-  [[ -f "$ihk/cokernel/smp/x86_64/include/march.h" ]] || fail "$ihk is not an IHK tree"
-  grep -q MSR_IA32_PEBS_ENABLE "$ihk/cokernel/smp/x86_64/include/march.h" ||
-    fail "$ihk lacks the PEBS MSRs: check out IHK's PEBS-squashed branch (38dd5f68)"
+  local mck="$1" ihk="$2" index="$3" label="$4"
   local stubs="$work/stubs" before="$work/before" after="$work/after"
-  make_stubs "$stubs" "$ihk"
-  mkdir -p "$before" "$after"
-  git -C "$mck" archive "$BASE_COMMIT" | tar -x -C "$before"
+  if [[ ! -d "$before" ]]; then
+    [[ -f "$ihk/cokernel/smp/x86_64/include/march.h" ]] || fail "$ihk is not an IHK tree"
+    grep -q MSR_IA32_PEBS_ENABLE "$ihk/cokernel/smp/x86_64/include/march.h" ||
+      fail "$ihk lacks the PEBS MSRs: check out IHK's PEBS-squashed branch (38dd5f68)"
+    make_stubs "$stubs" "$ihk"
+    mkdir -p "$before"
+    git -C "$mck" archive "$BASE_COMMIT" | tar -x -C "$before"
+    cp "$stubs/config.h" "$before/config.h"
+  fi
+  rm -rf "$after"
+  mkdir -p "$after"
   GIT_INDEX_FILE="$index" git -C "$mck" checkout-index -a --prefix="$after/"
-  cp "$stubs/config.h" "$before/config.h"
   cp "$stubs/config.h" "$after/config.h"
-  local files f new
+  local files f new count=0
   files="$(cat "${patches[@]}" | sed -n 's|^+++ b/||p' | grep -E '^(kernel|arch/x86_64)/.*\.c$' | sort -u)"
   for f in $files; do
+    [[ -f "$after/$f" ]] || continue  # added by a later patch
+    count=$((count + 1))
     new="$(comm -13 <( [[ -f "$before/$f" ]] && compile_kernel_file "$before" "$ihk" "$stubs" "$f") \
                     <(compile_kernel_file "$after" "$ihk" "$stubs" "$f"))"
-    [[ -z "$new" ]] || { echo "$new" >&2; fail "the series adds diagnostics to $f"; }
-    ok "compiles: $f"
+    [[ -z "$new" ]] || { echo "$new" >&2; fail "after $label: new diagnostics in $f"; }
   done
   new="$(comm -13 <(compile_mcexec "$before" "$ihk" "$stubs") <(compile_mcexec "$after" "$ihk" "$stubs"))"
-  [[ -z "$new" ]] || { echo "$new" >&2; fail "the series adds diagnostics to executer/user/mcexec.c"; }
-  ok "compiles: executer/user/mcexec.c"
+  [[ -z "$new" ]] || { echo "$new" >&2; fail "after $label: new diagnostics in executer/user/mcexec.c"; }
+  ok "compiles after $label: $count kernel files and mcexec.c, no new diagnostics"
 }
 
 tree_checks() {
@@ -168,14 +175,13 @@ tree_checks() {
       fail "$(basename "$p") does not apply after the patches before it"
     GIT_INDEX_FILE="$index" git -C "$mck" apply --cached "$p"
     ok "applies: $(basename "$p")"
+    if [[ -n "$ihk" ]]; then
+      compile_checks "$mck" "$ihk" "$index" "$(basename "$p" | cut -c1-4)"
+    fi
   done
   GIT_INDEX_FILE="$index" git -C "$mck" show ":$ABI_PATH_IN_MCKERNEL" | cmp -s - "$abi_header" ||
     fail "$ABI_PATH_IN_MCKERNEL after the series differs from kernel_patches/abi/tiergym_mckernel.h"
   ok "$ABI_PATH_IN_MCKERNEL after the series is byte-identical to abi/tiergym_mckernel.h"
-
-  if [[ -n "$ihk" ]]; then
-    compile_checks "$mck" "$ihk" "$index" "$work"
-  fi
 }
 
 case "${1:-}" in
