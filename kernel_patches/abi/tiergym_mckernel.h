@@ -60,7 +60,8 @@
  *      linear addresses of the PEBS records in the order the CPU wrote them. A phasemark
  *      word follows the batch harvested by the phasemark() call (or, in the other threads
  *      of the process, their next batch), so every phasemark word has a batch before it.
- *      The stream ends with the batch harvested when the thread exits.
+ *      The last harvest, when the thread exits, ends the stream (followed only by the
+ *      phasemark words the thread had not written yet).
  */
 #define TIERGYM_DUMP_WORD_BYTES 8
 /* Ends the mmap and munmap sections; starts every batch. */
