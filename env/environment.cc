@@ -6,6 +6,7 @@
 
 #include "env/regions.h"
 #include "estimator/estimator.h"
+#include "estimator/interference.h"
 #include "estimator/page_placement.h"
 #include "traces/util/status_macros.h"
 #include "traces/util/strings.h"
@@ -51,6 +52,7 @@ const std::vector<ConfigKey>& EnvConfigKeys() {
       {"history_decay", "0.5", "decay of the per-region access history, in [0, 1)"},
       {"migration_gbps", "0", "migration bandwidth of every tier in GB/s; 0 keeps the machine's"},
       {"window_instructions", "1000000", "estimator window in base-run instructions"},
+      {"interference", "", "contention scenario: interference schedule JSON (co-runners per tier)"},
   };
   return *keys;
 }
@@ -96,6 +98,8 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string
     } else if (key == "migration_gbps") {
       TG_ASSIGN_OR_RETURN(double v, ParseReal(key, value, 0, 1e6));
       c.migration_gbps = v;
+    } else if (key == "interference") {
+      c.interference = value;
     } else if (key == "window_instructions") {
       TG_ASSIGN_OR_RETURN(int64_t v, ParseInt(key, value, 1, int64_t{1} << 40));
       c.window_instructions = static_cast<uint64_t>(v);
@@ -126,6 +130,8 @@ struct ProfileAssets {
   std::vector<double> default_interval_ns;      // per step, all on the default tier
   double default_total_ns = 0;
   std::vector<float> region_share;              // [step * K + r]: share of the step's accesses
+  std::optional<InterferenceComposer> interference;  // the contention scenario, if any
+  std::vector<float> interference_level;        // [step * tiers + t], at the step's start
 };
 
 struct EnvAssets::Impl {
@@ -217,12 +223,33 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
             static_cast<unsigned __int128>(total) * static_cast<unsigned>(i) / config.steps));
       }
     }
+    if (!config.interference.empty()) {
+      TG_ASSIGN_OR_RETURN(InterferenceSchedule schedule, ReadInterferenceSchedule(config.interference));
+      auto composer = InterferenceComposer::Create(schedule, pa.estimator->profile().devices(),
+                                                   pa.estimator->profile().app());
+      if (!composer.ok()) {
+        return absl::Status(composer.status().code(),
+                            StrCat("config key 'interference' (", config.interference,
+                                   "): ", composer.status().message()));
+      }
+      pa.interference.emplace(*std::move(composer));
+    }
     TG_ASSIGN_OR_RETURN(ResolvedPlacement all_default, x.Resolve(Placement{m.tiers[0].name, {}, {}}));
     PlacementState base(pa.index, all_default, config.model);
     const size_t steps = pa.bounds.size() - 1;
     pa.region_share.assign(steps * k, 0.0f);
     for (size_t i = 0; i < steps; ++i) {
-      pa.default_interval_ns.push_back(base.IntervalNs(pa.bounds[i], pa.bounds[i + 1]));
+      pa.default_interval_ns.push_back(
+          pa.interference ? pa.interference->IntervalNs(base, pa.bounds[i], pa.bounds[i + 1])
+                          : base.IntervalNs(pa.bounds[i], pa.bounds[i + 1]));
+      if (pa.interference) {
+        const std::vector<double> bw = pa.interference->BandwidthAt(
+            static_cast<double>(pa.bounds[i]) / static_cast<double>(std::max<uint64_t>(1, total)));
+        for (size_t t = 0; t < tiers; ++t) {
+          pa.interference_level.push_back(static_cast<float>(
+              std::min(1.0, bw[pa.device_of_tier[t]] / m.tiers[t].bandwidth_gbps)));
+        }
+      }
       pa.default_total_ns += pa.default_interval_ns.back();
       const std::vector<double> counts =
           x.AccessesPerGroup(pa.bounds[i], pa.bounds[i + 1], pa.region_of_page, k);
@@ -243,7 +270,10 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
   spec.obs_global_offset = config.num_regions * kRegionFeatures;
   spec.observation.kind = Space::kBox;
   // Global: fill per tier, progress, last interval's time against the default (halved).
-  spec.observation.shape = {static_cast<int64_t>(spec.obs_global_offset + tiers + 2)};
+  // With a contention scenario: the interference level of each tier.
+  const size_t interference_features = config.interference.empty() ? 0 : tiers;
+  spec.observation.shape = {
+      static_cast<int64_t>(spec.obs_global_offset + tiers + 2 + interference_features)};
   spec.observation.low = 0;
   spec.observation.high = 1;
   if (config.action_mode == ActionMode::kPlacement) {
@@ -366,6 +396,9 @@ absl::StatusOr<StepResult> Environment::Reset(std::optional<uint64_t> seed,
         std::min(1.0, static_cast<double>(s.used_bytes[t]) / a.machine.tiers[t].capacity_bytes));
   }
   out.observation[g + tiers + 1] = 0.5f;  // time ratio 1, halved
+  if (p.interference) {
+    for (size_t t = 0; t < tiers; ++t) out.observation[g + tiers + 2 + t] = p.interference_level[t];
+  }
   return out;
 }
 
@@ -438,7 +471,8 @@ absl::StatusOr<StepResult> Environment::Step(const Action& action) {
 
   // Charge the interval.
   const uint64_t from = p.bounds[s.step], to = p.bounds[s.step + 1];
-  const double interval = s.placement->IntervalNs(from, to);
+  const double interval = p.interference ? p.interference->IntervalNs(*s.placement, from, to)
+                                         : s.placement->IntervalNs(from, to);
   const double base = p.default_interval_ns[s.step];
   s.elapsed_ns += interval + migration_ns;
   s.default_elapsed_ns += base;
@@ -485,6 +519,11 @@ absl::StatusOr<StepResult> Environment::Step(const Action& action) {
   out.observation[g + tiers] =
       static_cast<float>(static_cast<double>(s.step) / static_cast<double>(p.bounds.size() - 1));
   out.observation[g + tiers + 1] = static_cast<float>(std::clamp(s.last_ratio / 2, 0.0, 1.0));
+  if (p.interference && !s.done) {  // the level now in force (known to a deployed agent)
+    for (size_t t = 0; t < tiers; ++t) {
+      out.observation[g + tiers + 2 + t] = p.interference_level[s.step * tiers + t];
+    }
+  }
   for (float& v : out.observation) v = std::clamp(v, 0.0f, 1.0f);
   return out;
 }

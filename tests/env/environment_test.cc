@@ -323,5 +323,43 @@ TEST(EnvironmentTest, ThreeTiersAndTheConcurrentModel) {
   EXPECT_LT(ret, 0);
 }
 
+TEST(EnvironmentTest, ContentionScenarioSlowsTheSharedTierAndIsObserved) {
+  const std::string schedule =
+      fs::temp_directory_path() / ("scenario-" + std::to_string(getpid()) + ".json");
+  {
+    std::ofstream(schedule) << R"({"sensitivity": {"curves": ")" << TIERGYM_SOURCE_DIR
+                            << R"(/estimator/contention/data/curves.csv"},
+      "schedule": [{"tier": "ddr", "from": 0.5, "to": 1.0,
+                    "co_runners": [{"bandwidth_gbps": 30, "read_pct": 80}]}]})";
+  }
+  EnvFixture plain = Make({{"num_regions", "8"}});
+  EnvFixture busy = Make({{"num_regions", "8"}, {"interference", schedule}});
+  const int64_t base_len = plain.env->spec().observation.shape[0];
+  EXPECT_EQ(busy.env->spec().observation.shape[0], base_len + 2);  // a level per tier
+  auto run = [](Environment& env, int tier, std::vector<float>* late_obs) {
+    EXPECT_TRUE(env.Reset(1, {}).ok());
+    double ret = 0, total = 0;
+    for (bool done = false; !done;) {
+      auto r = env.Step(Action{std::vector<int64_t>(8, tier)});
+      EXPECT_TRUE(r.ok()) << r.status();
+      ret += r->reward;
+      total = r->info.default_total_ns;
+      done = r->terminated;
+      if (r->info.step == 70 && late_obs) *late_obs = r->observation;
+    }
+    return std::make_pair(ret, total);
+  };
+  std::vector<float> obs;
+  const auto [plain_ret, plain_total] = run(*plain.env, 1, nullptr);
+  const auto [busy_ret, busy_total] = run(*busy.env, 1, &obs);
+  EXPECT_GT(busy_total, plain_total);  // the default run (all ddr) is slowed
+  EXPECT_GT(busy_ret, plain_ret);      // so escaping ddr gains more
+  EXPECT_NEAR(run(*busy.env, 0, nullptr).first, 0, 1e-9);  // staying gains nothing
+  ASSERT_EQ(obs.size(), static_cast<size_t>(base_len + 2));
+  EXPECT_NEAR(obs[base_len], 30.0f / 90.0f, 1e-6);  // ddr: 30 of its 90 GB/s
+  EXPECT_EQ(obs[base_len + 1], 0.0f);               // hbm: nobody
+  fs::remove(schedule);
+}
+
 }  // namespace
 }  // namespace tiergym::env
