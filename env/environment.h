@@ -61,12 +61,17 @@ struct EnvConfig {
   double migration_gbps = 0;
   // Estimator window (base-run instructions). Default 1,000,000.
   uint64_t window_instructions = 1'000'000;
+  // Contention scenario: an interference schedule file (estimator/interference.h) whose
+  // co-runners slow the tiers they share; its sensitivity family is looked up by each
+  // profile's app. Default "": none. When set, observations end with the interference
+  // level of each tier (co-runner bandwidth / tier bandwidth, at most 1).
+  std::string interference;
 };
 
 // Parses configuration keys (as strings, e.g. from a protocol message or the command line);
 // InvalidArgument names the key and the rule. Keys: profiles (comma-separated), machine,
 // num_regions, steps, action_mode (placement|move), model (paper|concurrent),
-// history_decay, migration_gbps, window_instructions.
+// history_decay, migration_gbps, window_instructions, interference.
 absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string>& keys);
 // The keys ParseEnvConfig accepts, with their defaults and one line of help each.
 struct ConfigKey {

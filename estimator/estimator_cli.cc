@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "estimator/estimator.h"
+#include "estimator/interference.h"
 #include "estimator/replay_estimator.h"
 #include "traces/measured_runs.h"
 #include "traces/trace_summary.h"
@@ -147,6 +148,29 @@ absl::Status Plot(const std::string& json_text, const std::string& png, const st
   return absl::OkStatus();
 }
 
+// Replaces the estimate's runtime and per-phase times by those under the schedule's
+// interference (estimator/interference.h).
+absl::Status ApplyInterference(Estimator& estimator, const Placement& placement, Model model,
+                               const std::string& path, Estimate* est) {
+  auto schedule = ReadInterferenceSchedule(path);
+  if (!schedule.ok()) return schedule.status();
+  auto composer = InterferenceComposer::Create(*schedule, estimator.profile().devices(),
+                                               estimator.profile().app());
+  if (!composer.ok()) return absl::Status(composer.status().code(), StrCat(path, ": ", composer.status().message()));
+  auto index = estimator.IndexFor(placement.default_tier);
+  if (!index.ok()) return index.status();
+  auto resolved = (*index)->Resolve(placement);
+  if (!resolved.ok()) return resolved.status();
+  const PlacementState state(*index, *resolved, model);
+  const EstimatorIndex& x = **index;
+  est->runtime_ns = 0;
+  for (size_t s = 0; s < x.num_segments() && s < est->phases.size(); ++s) {
+    est->phases[s].estimated_ns = composer->IntervalNs(state, x.segment_begin(s), x.segment_begin(s + 1));
+    est->runtime_ns += est->phases[s].estimated_ns;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string EstimatorCommandsHelp() {
@@ -160,10 +184,14 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
               "(one sampled run per device), with the differential-trace estimator.");
   AddEstimateOptions(p);
   p.AddOption("placement", "FILE", "placement JSON (ranges or fractions)");
+  p.AddOption("interference", "FILE",
+              "interference schedule JSON: co-runners per tier and part of the run, and the "
+              "target's sensitivity curves (estimator/README.md, \"Interference\")");
   p.SetEpilog(
       "JSON output: {runtime_ns, model, devices: [..], device_runtime_ns: [..],\n"
       "access_share: [..], time_share: [..], phases: [{phase, estimated_ns, measured_ns: [..],\n"
-      "windows}]}; per-device lists follow `devices`.");
+      "windows}]}; per-device lists follow `devices`. With --interference also\n"
+      "runtime_without_interference_ns; runtime_ns and the phases include the slowdowns.");
   CommonArgs common;
   if (std::optional<int> rc = ParseArgs(p, args, "placement", &common)) return *rc;
   auto estimator = MakeEstimator(p, common);
@@ -172,11 +200,24 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
   if (!placement.ok()) return Fail(placement.status());
   auto est = EstimateWith(**estimator, common, *placement, common.model);
   if (!est.ok()) return Fail(est.status());
+  const double without_interference = est->runtime_ns;
+  if (p.Given("interference")) {
+    if (common.replay) return Fail(absl::InvalidArgumentError("--interference needs --engine index"));
+    if (absl::Status s = ApplyInterference(**estimator, *placement, common.model,
+                                           p.Get("interference"), &*est);
+        !s.ok()) {
+      return Fail(s);
+    }
+  }
   if (p.Flag("json")) {
     json::Writer w;
     w.BeginObject();
     w.Key("runtime_ns");
     w.Double(std::round(est->runtime_ns));
+    if (p.Given("interference")) {
+      w.Key("runtime_without_interference_ns");
+      w.Double(std::round(without_interference));
+    }
     w.Key("model");
     w.String(ModelName(common.model));
     w.Key("devices");
@@ -212,6 +253,10 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
   }
   std::cout << "estimated runtime " << FormatDuration(static_cast<uint64_t>(est->runtime_ns))
             << " for " << p.Get("placement") << " (" << ModelName(common.model) << " model)\n";
+  if (p.Given("interference")) {
+    std::cout << "  with the co-runners of " << p.Get("interference") << "; without them "
+              << FormatDuration(static_cast<uint64_t>(without_interference)) << "\n";
+  }
   for (size_t d = 0; d < est->devices.size(); ++d) {
     char line[200];
     std::snprintf(line, sizeof line,

@@ -384,12 +384,13 @@ std::vector<uint8_t> EstimatorIndex::TierArray(const ResolvedPlacement& placemen
   return tier;
 }
 
-double EstimatorIndex::Correction(size_t k, const uint64_t* hits) const {
+double EstimatorIndex::Correction(size_t k, const uint64_t* hits, const double* factor) const {
   const double total = static_cast<double>(blk_total_[k]);
   if (total == 0) return 0;
   double sum = 0, max = 0;
   for (size_t d = 0; d < n_; ++d) {
-    const double part = static_cast<double>(hits[d]) / total * blk_bw_[k * n_ + d];
+    const double part = static_cast<double>(hits[d]) / total * blk_bw_[k * n_ + d] *
+                        (factor ? factor[d] : 1.0);
     sum += part;
     max = std::max(max, part);
   }
@@ -535,9 +536,10 @@ double EstimatorIndex::RunTimeAt(size_t s, size_t d, double x) const {
 }
 
 double EstimatorIndex::PaperIntervalNs(size_t s, double a, double b, const uint8_t* tier,
-                                       const uint64_t* seg_hits) const {
+                                       const uint64_t* seg_hits, const double* factor) const {
   const size_t n = n_;
-  if (seg_total_[s] == 0) return RunTimeAt(s, base_, b) - RunTimeAt(s, base_, a);
+  auto f_of = [&](size_t d) { return factor ? factor[d] : 1.0; };
+  if (seg_total_[s] == 0) return f_of(base_) * (RunTimeAt(s, base_, b) - RunTimeAt(s, base_, a));
   double total = 0;
   std::vector<double> nonempty(n, 0.0);
   std::vector<uint64_t> hits(n);
@@ -560,7 +562,7 @@ double EstimatorIndex::PaperIntervalNs(size_t s, double a, double b, const uint8
     }
     const double h = static_cast<double>(win_total_[i]);
     for (size_t d = 0; d < n; ++d) {
-      total += f * static_cast<double>(hits[d]) / h * win_time_[i * n + d];
+      total += f * static_cast<double>(hits[d]) / h * win_time_[i * n + d] * f_of(d);
       nonempty[d] += f * win_time_[i * n + d];
     }
   }
@@ -569,7 +571,7 @@ double EstimatorIndex::PaperIntervalNs(size_t s, double a, double b, const uint8
     if (seg_hits[d] == 0) continue;
     const double empty =
         std::max(0.0, RunTimeAt(s, d, b) - RunTimeAt(s, d, a) - nonempty[d]);
-    total += static_cast<double>(seg_hits[d]) / h * empty;
+    total += static_cast<double>(seg_hits[d]) / h * empty * f_of(d);
   }
   return total;
 }
@@ -652,7 +654,8 @@ absl::Status PlacementState::Move(uint64_t start_address, uint64_t end_address, 
   return absl::OkStatus();
 }
 
-double PlacementState::IntervalNs(uint64_t from, uint64_t to) const {
+double PlacementState::IntervalNs(uint64_t from, uint64_t to,
+                                  const std::vector<double>& device_factor) const {
   const EstimatorIndex& x = *index_;
   const size_t n = x.n_;
   const uint64_t total = x.total_instructions_;
@@ -676,33 +679,53 @@ double PlacementState::IntervalNs(uint64_t from, uint64_t to) const {
       a = static_cast<double>(std::max(from, begin) - begin);
       b = static_cast<double>(std::min(to, begin + len) - begin);
     }
-    sum += x.PaperIntervalNs(s, a, b, tier_.data(), &seg_hits_[s * n]);
+    const double* factor = device_factor.empty() ? nullptr : device_factor.data();
+    sum += x.PaperIntervalNs(s, a, b, tier_.data(), &seg_hits_[s * n], factor);
     if (model_ == Model::kConcurrent) {
       for (size_t k = x.seg_first_blk_[s]; k < x.seg_first_blk_[s + 1]; ++k) {
         const double lo = x.WinLo(x.blk_first_win_[k]);
         const double hi = x.WinHi(x.blk_first_win_[k + 1] - 1);
-        sum -= blk_corr_[k] * Overlap(lo, hi, a, b);
+        const double overlap = Overlap(lo, hi, a, b);
+        if (overlap == 0) continue;
+        const double c = factor ? x.Correction(k, &blk_hits_[k * n], factor) : blk_corr_[k];
+        sum -= c * overlap;
       }
     }
   }
   return sum;
 }
 
-std::vector<double> PlacementState::AccessesPerDevice(uint64_t from, uint64_t to) const {
-  const EstimatorIndex& x = *index_;
-  std::vector<double> out(x.n_, 0.0);
-  from = std::min(from, x.total_instructions_);
-  to = std::min(to, x.total_instructions_);
-  for (size_t i = 0; i < x.win_index_.size(); ++i) {
-    const double begin = static_cast<double>(x.seg_begin_pos_[x.win_segment_[i]]);
-    const double f = Overlap(begin + x.WinLo(i), begin + x.WinHi(i), static_cast<double>(from),
-                             static_cast<double>(to));
-    if (f == 0) continue;
-    for (size_t e = x.win_offset_[i]; e < x.win_offset_[i + 1]; ++e) {
-      out[tier_[x.win_page_[e]]] += f * x.win_count_[e];
+std::vector<double> EstimatorIndex::AccessesPerGroup(uint64_t from, uint64_t to,
+                                                     const std::vector<uint32_t>& group_of_page,
+                                                     size_t num_groups) const {
+  std::vector<double> out(num_groups, 0.0);
+  from = std::min(from, total_instructions_);
+  to = std::min(to, total_instructions_);
+  if (from >= to) return out;
+  // Segments overlapping [from, to), then their non-empty windows.
+  size_t s = std::upper_bound(seg_begin_pos_.begin(), seg_begin_pos_.end() - 1, from) -
+             seg_begin_pos_.begin();
+  s = s == 0 ? 0 : s - 1;
+  const size_t segs = seg_begin_pos_.size() - 1;
+  for (; s < segs && seg_begin_pos_[s] < to; ++s) {
+    const double begin = static_cast<double>(seg_begin_pos_[s]);
+    const double a = static_cast<double>(from) - begin, b = static_cast<double>(to) - begin;
+    for (size_t i = seg_first_win_[s]; i < seg_first_win_[s + 1]; ++i) {
+      if (WinLo(i) >= b) break;
+      const double f = Overlap(WinLo(i), WinHi(i), a, b);
+      if (f == 0) continue;
+      for (size_t e = win_offset_[i]; e < win_offset_[i + 1]; ++e) {
+        out[group_of_page[win_page_[e]]] += f * win_count_[e];
+      }
     }
   }
   return out;
+}
+
+std::vector<double> PlacementState::AccessesPerDevice(uint64_t from, uint64_t to) const {
+  const EstimatorIndex& x = *index_;
+  std::vector<uint32_t> tiers(tier_.begin(), tier_.end());
+  return x.AccessesPerGroup(from, to, tiers, x.n_);
 }
 
 }  // namespace tiergym

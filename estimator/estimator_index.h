@@ -112,6 +112,15 @@ class EstimatorIndex {
   // Base-run instructions of the whole run (the position axis of PlacementState).
   uint64_t total_instructions() const { return total_instructions_; }
   size_t num_segments() const { return seg_begin_pos_.size() - 1; }
+  // Base-run position of segment s's start; segment_begin(num_segments()) is the total.
+  uint64_t segment_begin(size_t s) const { return seg_begin_pos_[s]; }
+
+  // Weighted sampled accesses (all runs) in base-run positions [from, to), summed per
+  // group: group_of_page[id] in [0, num_groups) for every page id. Partial windows count
+  // pro rata. Independent of any placement. Cost: the interval's windows.
+  std::vector<double> AccessesPerGroup(uint64_t from, uint64_t to,
+                                       const std::vector<uint32_t>& group_of_page,
+                                       size_t num_groups) const;
   size_t num_nonempty_windows() const { return win_index_.size(); }
   uint64_t num_windows() const { return num_windows_; }
   size_t num_blocks() const { return blk_first_win_.size() - 1; }
@@ -126,12 +135,13 @@ class EstimatorIndex {
   // Estimated time of segment-local base positions [a, b) of segment s, given the tier of
   // every page (`tier`) and the segment's current hits per device (`seg_hits`, size N),
   // without the concurrency correction.
+  // `factor` (size N, or null for all 1) scales each device's time (interference).
   double PaperIntervalNs(size_t s, double a, double b, const uint8_t* tier,
-                         const uint64_t* seg_hits) const;
+                         const uint64_t* seg_hits, const double* factor = nullptr) const;
   // Time of run d at segment-local base position x of segment s (ns since segment start).
   double RunTimeAt(size_t s, size_t d, double x) const;
   // Concurrency correction of block k (>= 0) given its hits per device.
-  double Correction(size_t k, const uint64_t* hits) const;
+  double Correction(size_t k, const uint64_t* hits, const double* factor = nullptr) const;
   // Base position range [lo, hi) (segment-local) of non-empty window i.
   double WinLo(size_t i) const;
   double WinHi(size_t i) const;
@@ -207,7 +217,12 @@ class PlacementState {
   // Estimated time of base-run instruction positions [from, to) (counted from the run
   // start, clamped to [0, total_instructions]); partial windows count pro rata.
   // IntervalNs(0, total_instructions()) == runtime_ns(). Cost: the interval's windows.
-  double IntervalNs(uint64_t from, uint64_t to) const;
+  double IntervalNs(uint64_t from, uint64_t to) const { return IntervalNs(from, to, {}); }
+  // The same with each device's time multiplied by device_factor[d] (>= 1: the slowdown
+  // co-runners cause on that device's memory during the interval; empty: all 1). Under
+  // the concurrent model the bandwidth floors scale alike. Cost: the interval's windows
+  // and blocks (the cached block corrections are not used when factors are given).
+  double IntervalNs(uint64_t from, uint64_t to, const std::vector<double>& device_factor) const;
 
   // Weighted sampled accesses per device in [from, to) under the current placement.
   std::vector<double> AccessesPerDevice(uint64_t from, uint64_t to) const;

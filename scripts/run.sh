@@ -51,3 +51,8 @@ if [[ -e /usr/bin/python3 ]] && /usr/bin/python3 -c 'import matplotlib' 2>/dev/n
   "$tg" validate --profile "$out/lulesh/profile" --runs "$out/lulesh/runs/runs.csv" --machine knl \
     --plot "$out/lulesh-validation.png" >/dev/null
 fi
+
+echo
+echo "== Contention estimator on the bundled sensitivity data (seed 000, Tables 1-3)"
+data=estimator/contention/data
+"$tg" contention validate --curves "$data/curves.csv" --apps "$data/apps.csv" --pairs "$data/pairs.csv"

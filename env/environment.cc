@@ -1,0 +1,543 @@
+#include "env/environment.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "env/regions.h"
+#include "estimator/estimator.h"
+#include "estimator/interference.h"
+#include "estimator/page_placement.h"
+#include "traces/util/status_macros.h"
+#include "traces/util/strings.h"
+
+namespace tiergym::env {
+namespace {
+
+constexpr int kRegionFeatures = 4;  // tier, last share, history, size share
+
+absl::StatusOr<int64_t> ParseInt(const std::string& key, const std::string& value, int64_t lo,
+                                 int64_t hi) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || errno != 0 || v < lo || v > hi) {
+    return absl::InvalidArgumentError(StrCat("config key '", key, "': '", value,
+                                             "' is not an integer in [", lo, ", ", hi, "]"));
+  }
+  return v;
+}
+
+absl::StatusOr<double> ParseReal(const std::string& key, const std::string& value, double lo,
+                                 double hi) {
+  char* end = nullptr;
+  const double v = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || !std::isfinite(v) || v < lo || v > hi) {
+    return absl::InvalidArgumentError(StrCat("config key '", key, "': '", value,
+                                             "' is not a number in [", lo, ", ", hi, "]"));
+  }
+  return v;
+}
+
+}  // namespace
+
+const std::vector<ConfigKey>& EnvConfigKeys() {
+  static const auto* keys = new std::vector<ConfigKey>{
+      {"profiles", "", "comma-separated profile directories (one trace per tier each)"},
+      {"machine", "knl", "machine description: knl, disagg or a JSON file"},
+      {"num_regions", "64", "regions the footprint is cut into (1..65536)"},
+      {"steps", "100", "decision intervals per episode; 0 = one step per phase"},
+      {"action_mode", "placement", "placement (a tier per region) or move (one region)"},
+      {"model", "paper", "estimator model: paper or concurrent"},
+      {"history_decay", "0.5", "decay of the per-region access history, in [0, 1)"},
+      {"migration_gbps", "0", "migration bandwidth of every tier in GB/s; 0 keeps the machine's"},
+      {"window_instructions", "1000000", "estimator window in base-run instructions"},
+      {"interference", "", "contention scenario: interference schedule JSON (co-runners per tier)"},
+  };
+  return *keys;
+}
+
+absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string>& keys) {
+  EnvConfig c;
+  for (const auto& [key, value] : keys) {
+    if (key == "profiles") {
+      c.profiles.clear();
+      size_t start = 0;
+      while (start <= value.size()) {
+        const size_t comma = value.find(',', start);
+        const std::string item =
+            value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (!item.empty()) c.profiles.push_back(item);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+    } else if (key == "machine") {
+      c.machine = value;
+    } else if (key == "num_regions") {
+      TG_ASSIGN_OR_RETURN(int64_t v, ParseInt(key, value, 1, 65536));
+      c.num_regions = static_cast<int>(v);
+    } else if (key == "steps") {
+      TG_ASSIGN_OR_RETURN(int64_t v, ParseInt(key, value, 0, 1'000'000));
+      c.steps = static_cast<int>(v);
+    } else if (key == "action_mode") {
+      if (value == "placement") {
+        c.action_mode = ActionMode::kPlacement;
+      } else if (value == "move") {
+        c.action_mode = ActionMode::kMove;
+      } else {
+        return absl::InvalidArgumentError(
+            StrCat("config key 'action_mode': '", value, "' is not placement or move"));
+      }
+    } else if (key == "model") {
+      auto m = ParseModel(value);
+      if (!m.ok()) return absl::InvalidArgumentError(StrCat("config key 'model': ", m.status().message()));
+      c.model = *m;
+    } else if (key == "history_decay") {
+      TG_ASSIGN_OR_RETURN(double v, ParseReal(key, value, 0, 0.999999));
+      c.history_decay = v;
+    } else if (key == "migration_gbps") {
+      TG_ASSIGN_OR_RETURN(double v, ParseReal(key, value, 0, 1e6));
+      c.migration_gbps = v;
+    } else if (key == "interference") {
+      c.interference = value;
+    } else if (key == "window_instructions") {
+      TG_ASSIGN_OR_RETURN(int64_t v, ParseInt(key, value, 1, int64_t{1} << 40));
+      c.window_instructions = static_cast<uint64_t>(v);
+    } else {
+      std::string known;
+      for (const ConfigKey& k : EnvConfigKeys()) StrAppend(&known, known.empty() ? "" : ", ", k.name);
+      return absl::InvalidArgumentError(
+          StrCat("unknown config key '", key, "' (known: ", known, ")"));
+    }
+  }
+  if (c.profiles.empty()) {
+    return absl::InvalidArgumentError("config key 'profiles': at least one profile is required");
+  }
+  return c;
+}
+
+// --- Assets ------------------------------------------------------------------------------
+
+struct ProfileAssets {
+  std::string name;
+  std::unique_ptr<Estimator> estimator;
+  std::shared_ptr<const EstimatorIndex> index;  // base: the machine's default tier
+  std::vector<int> device_of_tier;              // machine tier -> profile device
+  std::vector<Region> regions;                  // exactly num_regions (empty ones at the end)
+  std::vector<uint64_t> region_bytes;
+  std::vector<uint32_t> region_of_page;         // per index page id
+  std::vector<uint64_t> bounds;                 // interval boundaries: steps + 1
+  std::vector<double> default_interval_ns;      // per step, all on the default tier
+  double default_total_ns = 0;
+  std::vector<float> region_share;              // [step * K + r]: share of the step's accesses
+  std::optional<InterferenceComposer> interference;  // the contention scenario, if any
+  std::vector<float> interference_level;        // [step * tiers + t], at the step's start
+};
+
+struct EnvAssets::Impl {
+  EnvConfig config;
+  Machine machine;
+  EnvSpec spec;
+  std::vector<ProfileAssets> profiles;
+  std::vector<double> migration_bytes_per_ns;  // per machine tier
+};
+
+EnvAssets::~EnvAssets() = default;
+const EnvConfig& EnvAssets::config() const { return impl_->config; }
+const EnvSpec& EnvAssets::spec() const { return impl_->spec; }
+
+size_t EnvAssets::MemoryBytes() const {
+  size_t bytes = sizeof(Impl);
+  for (const ProfileAssets& p : impl_->profiles) {
+    bytes += p.index->MemoryBytes() + p.regions.size() * sizeof(Region) +
+             p.region_of_page.size() * 4 + p.bounds.size() * 8 +
+             p.default_interval_ns.size() * 8 + p.region_share.size() * 4;
+  }
+  return bytes;
+}
+
+absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig& config) {
+  if (config.profiles.empty()) {
+    return absl::InvalidArgumentError("config key 'profiles': at least one profile is required");
+  }
+  if (config.num_regions < 1) {
+    return absl::InvalidArgumentError("config key 'num_regions': must be at least 1");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  TG_ASSIGN_OR_RETURN(impl->machine, LoadMachine(config.machine));
+  const Machine& m = impl->machine;
+  const size_t tiers = m.tiers.size();
+  for (const TierSpec& t : m.tiers) {
+    impl->migration_bytes_per_ns.push_back(config.migration_gbps > 0 ? config.migration_gbps
+                                                                     : t.migration_gbps);
+  }
+  const size_t k = static_cast<size_t>(config.num_regions);
+  for (const std::string& path : config.profiles) {
+    TG_ASSIGN_OR_RETURN(Profile profile, LoadProfile(path));
+    ProfileAssets pa;
+    pa.name = profile.app().empty() ? path : profile.app();
+    std::vector<std::string> devices = profile.devices();
+    for (const TierSpec& t : m.tiers) {
+      const auto it = std::find(devices.begin(), devices.end(), t.name);
+      if (it == devices.end()) {
+        return absl::InvalidArgumentError(StrCat("profile ", path, " has no run for tier '",
+                                                 t.name, "' of machine ", m.name));
+      }
+      pa.device_of_tier.push_back(static_cast<int>(it - devices.begin()));
+    }
+    if (devices.size() != tiers) {
+      return absl::InvalidArgumentError(StrCat("profile ", path, " has runs for ", devices.size(),
+                                               " devices but machine ", m.name, " has ", tiers,
+                                               " tiers; they must match"));
+    }
+    EstimatorOptions eo;
+    eo.window_instructions = config.window_instructions;
+    eo.machine = m;
+    TG_ASSIGN_OR_RETURN(pa.estimator, Estimator::Create(std::move(profile), eo));
+    TG_ASSIGN_OR_RETURN(pa.index, pa.estimator->IndexFor(m.tiers[0].name));
+    const EstimatorIndex& x = *pa.index;
+
+    pa.regions = MakeRegions(x.pages(), config.num_regions);
+    const uint64_t page_bytes = uint64_t{1} << x.page_shift();
+    pa.region_of_page.assign(x.pages().size(), 0);
+    for (size_t r = 0; r < pa.regions.size(); ++r) {
+      const auto [begin, end] = x.IdsOfPages(pa.regions[r].start_page, pa.regions[r].end_page);
+      for (uint32_t id = begin; id < end; ++id) pa.region_of_page[id] = static_cast<uint32_t>(r);
+    }
+    pa.regions.resize(k);  // profiles with fewer pages than regions: empty regions at the end
+    for (const Region& r : pa.regions) pa.region_bytes.push_back((r.end_page - r.start_page) * page_bytes);
+
+    const uint64_t total = x.total_instructions();
+    if (config.steps == 0) {
+      // One step per phase; phases without instructions join the step that holds them.
+      for (size_t seg = 0; seg <= x.num_segments(); ++seg) {
+        if (pa.bounds.empty() || x.segment_begin(seg) > pa.bounds.back()) {
+          pa.bounds.push_back(x.segment_begin(seg));
+        }
+      }
+      if (pa.bounds.size() < 2) pa.bounds = {0, total};
+    } else {
+      for (int i = 0; i <= config.steps; ++i) {
+        pa.bounds.push_back(static_cast<uint64_t>(
+            static_cast<unsigned __int128>(total) * static_cast<unsigned>(i) / config.steps));
+      }
+    }
+    if (!config.interference.empty()) {
+      TG_ASSIGN_OR_RETURN(InterferenceSchedule schedule, ReadInterferenceSchedule(config.interference));
+      auto composer = InterferenceComposer::Create(schedule, pa.estimator->profile().devices(),
+                                                   pa.estimator->profile().app());
+      if (!composer.ok()) {
+        return absl::Status(composer.status().code(),
+                            StrCat("config key 'interference' (", config.interference,
+                                   "): ", composer.status().message()));
+      }
+      pa.interference.emplace(*std::move(composer));
+    }
+    TG_ASSIGN_OR_RETURN(ResolvedPlacement all_default, x.Resolve(Placement{m.tiers[0].name, {}, {}}));
+    PlacementState base(pa.index, all_default, config.model);
+    const size_t steps = pa.bounds.size() - 1;
+    pa.region_share.assign(steps * k, 0.0f);
+    for (size_t i = 0; i < steps; ++i) {
+      pa.default_interval_ns.push_back(
+          pa.interference ? pa.interference->IntervalNs(base, pa.bounds[i], pa.bounds[i + 1])
+                          : base.IntervalNs(pa.bounds[i], pa.bounds[i + 1]));
+      if (pa.interference) {
+        const std::vector<double> bw = pa.interference->BandwidthAt(
+            static_cast<double>(pa.bounds[i]) / static_cast<double>(std::max<uint64_t>(1, total)));
+        for (size_t t = 0; t < tiers; ++t) {
+          pa.interference_level.push_back(static_cast<float>(
+              std::min(1.0, bw[pa.device_of_tier[t]] / m.tiers[t].bandwidth_gbps)));
+        }
+      }
+      pa.default_total_ns += pa.default_interval_ns.back();
+      const std::vector<double> counts =
+          x.AccessesPerGroup(pa.bounds[i], pa.bounds[i + 1], pa.region_of_page, k);
+      double sum = 0;
+      for (double c : counts) sum += c;
+      for (size_t r = 0; r < k; ++r) {
+        pa.region_share[i * k + r] = sum > 0 ? static_cast<float>(counts[r] / sum) : 0.0f;
+      }
+    }
+    impl->profiles.push_back(std::move(pa));
+  }
+
+  EnvSpec& spec = impl->spec;
+  spec.num_regions = config.num_regions;
+  for (const TierSpec& t : m.tiers) spec.tiers.push_back(t.name);
+  for (const ProfileAssets& p : impl->profiles) spec.profiles.push_back(p.name);
+  spec.obs_region_features = kRegionFeatures;
+  spec.obs_global_offset = config.num_regions * kRegionFeatures;
+  spec.observation.kind = Space::kBox;
+  // Global: fill per tier, progress, last interval's time against the default (halved).
+  // With a contention scenario: the interference level of each tier.
+  const size_t interference_features = config.interference.empty() ? 0 : tiers;
+  spec.observation.shape = {
+      static_cast<int64_t>(spec.obs_global_offset + tiers + 2 + interference_features)};
+  spec.observation.low = 0;
+  spec.observation.high = 1;
+  if (config.action_mode == ActionMode::kPlacement) {
+    spec.action.kind = Space::kMultiDiscrete;
+    spec.action.shape = {config.num_regions};
+    spec.action.n = static_cast<int64_t>(tiers);
+  } else {
+    spec.action.kind = Space::kDiscrete;
+    spec.action.n = static_cast<int64_t>(config.num_regions) * static_cast<int64_t>(tiers) + 1;
+  }
+  auto assets = std::shared_ptr<EnvAssets>(new EnvAssets());
+  assets->impl_ = std::move(impl);
+  return std::shared_ptr<const EnvAssets>(std::move(assets));
+}
+
+// --- Episodes ------------------------------------------------------------------------------
+
+struct Environment::State {
+  std::mt19937_64 rng{0};
+  bool started = false;
+  bool done = false;
+  const ProfileAssets* profile = nullptr;
+  std::unique_ptr<PlacementState> placement;
+  std::vector<int> region_tier;        // machine tier per region
+  std::vector<float> history;          // per region
+  std::vector<uint64_t> used_bytes;    // per machine tier
+  size_t step = 0;
+  double elapsed_ns = 0;
+  double default_elapsed_ns = 0;
+  double last_ratio = 1;               // last interval's time / default
+};
+
+Environment::Environment(std::shared_ptr<const EnvAssets> assets)
+    : assets_(std::move(assets)), state_(std::make_unique<State>()) {}
+Environment::~Environment() = default;
+
+absl::StatusOr<std::unique_ptr<Environment>> Environment::Create(
+    std::shared_ptr<const EnvAssets> assets) {
+  if (assets == nullptr) return absl::InvalidArgumentError("no assets");
+  return std::unique_ptr<Environment>(new Environment(std::move(assets)));
+}
+
+const EnvSpec& Environment::spec() const { return assets_->spec(); }
+
+namespace {
+
+std::vector<uint8_t> ActionMask(const EnvAssets::Impl& a, const ProfileAssets& p,
+                                const std::vector<int>& region_tier,
+                                const std::vector<uint64_t>& used) {
+  const size_t k = region_tier.size(), tiers = a.machine.tiers.size();
+  std::vector<uint8_t> mask;
+  for (size_t r = 0; r < k; ++r) {
+    for (size_t t = 0; t < tiers; ++t) {
+      const bool fits = static_cast<int>(t) == region_tier[r] ||
+                        used[t] + p.region_bytes[r] <= a.machine.tiers[t].capacity_bytes;
+      mask.push_back(fits ? 1 : 0);
+    }
+  }
+  if (a.config.action_mode == ActionMode::kMove) mask.push_back(1);  // the no-op
+  return mask;
+}
+
+}  // namespace
+
+absl::StatusOr<StepResult> Environment::Reset(std::optional<uint64_t> seed,
+                                              const ResetOptions& options) {
+  const EnvAssets::Impl& a = assets_->impl();
+  State& s = *state_;
+  if (seed) s.rng.seed(*seed);
+  size_t chosen = 0;
+  if (options.profile) {
+    bool found = false;
+    for (size_t i = 0; i < a.profiles.size() && !found; ++i) {
+      if (a.profiles[i].name == *options.profile || std::to_string(i) == *options.profile) {
+        chosen = i;
+        found = true;
+      }
+    }
+    if (!found) {
+      std::string known;
+      for (const ProfileAssets& p : a.profiles) StrAppend(&known, known.empty() ? "" : ", ", p.name);
+      return absl::InvalidArgumentError(StrCat("options.profile: unknown profile '",
+                                               *options.profile, "' (known: ", known, ")"));
+    }
+  } else {
+    chosen = static_cast<size_t>(s.rng() % a.profiles.size());
+  }
+  s.profile = &a.profiles[chosen];
+  const ProfileAssets& p = *s.profile;
+  const size_t k = p.regions.size(), tiers = a.machine.tiers.size();
+  TG_ASSIGN_OR_RETURN(ResolvedPlacement all_default,
+                      p.index->Resolve(Placement{a.machine.tiers[0].name, {}, {}}));
+  s.placement = std::make_unique<PlacementState>(p.index, all_default, a.config.model);
+  s.region_tier.assign(k, 0);
+  s.history.assign(k, 0.0f);
+  s.used_bytes.assign(tiers, 0);
+  for (uint64_t b : p.region_bytes) s.used_bytes[0] += b;
+  s.step = 0;
+  s.elapsed_ns = s.default_elapsed_ns = 0;
+  s.last_ratio = 1;
+  s.started = true;
+  s.done = false;
+
+  StepResult out;
+  out.info.profile = p.name;
+  out.info.default_total_ns = p.default_total_ns;
+  out.info.tier_used_bytes = s.used_bytes;
+  out.info.action_mask = ActionMask(a, p, s.region_tier, s.used_bytes);
+  // Observation: nothing observed yet.
+  out.observation.assign(static_cast<size_t>(spec().observation.shape[0]), 0.0f);
+  uint64_t all_bytes = 0;
+  for (uint64_t b : p.region_bytes) all_bytes += b;
+  for (size_t r = 0; r < k; ++r) {
+    out.observation[r * kRegionFeatures + 3] =
+        all_bytes ? static_cast<float>(static_cast<double>(p.region_bytes[r]) / all_bytes) : 0.0f;
+  }
+  const size_t g = static_cast<size_t>(spec().obs_global_offset);
+  for (size_t t = 0; t < tiers; ++t) {
+    out.observation[g + t] = static_cast<float>(
+        std::min(1.0, static_cast<double>(s.used_bytes[t]) / a.machine.tiers[t].capacity_bytes));
+  }
+  out.observation[g + tiers + 1] = 0.5f;  // time ratio 1, halved
+  if (p.interference) {
+    for (size_t t = 0; t < tiers; ++t) out.observation[g + tiers + 2 + t] = p.interference_level[t];
+  }
+  return out;
+}
+
+absl::StatusOr<StepResult> Environment::Step(const Action& action) {
+  const EnvAssets::Impl& a = assets_->impl();
+  State& s = *state_;
+  if (!s.started) return absl::FailedPreconditionError("step before reset");
+  if (s.done) return absl::FailedPreconditionError("step after the episode ended; call reset");
+  const ProfileAssets& p = *s.profile;
+  const size_t k = p.regions.size(), tiers = a.machine.tiers.size();
+
+  // Desired tier per region.
+  std::vector<int> want = s.region_tier;
+  if (a.config.action_mode == ActionMode::kPlacement) {
+    if (action.values.size() != k) {
+      return absl::InvalidArgumentError(StrCat("action: expected ", k, " values (a tier per region), got ",
+                                               action.values.size()));
+    }
+    for (size_t r = 0; r < k; ++r) {
+      const int64_t t = action.values[r];
+      if (t < 0 || t >= static_cast<int64_t>(tiers)) {
+        return absl::InvalidArgumentError(StrCat("action[", r, "]: tier ", t, " out of range [0, ",
+                                                 tiers, ")"));
+      }
+      want[r] = static_cast<int>(t);
+    }
+  } else {
+    if (action.values.size() != 1) {
+      return absl::InvalidArgumentError(
+          StrCat("action: expected one value (region * tiers + tier), got ", action.values.size()));
+    }
+    const int64_t v = action.values[0];
+    const int64_t n = static_cast<int64_t>(k * tiers);
+    if (v < 0 || v > n) {
+      return absl::InvalidArgumentError(StrCat("action: ", v, " out of range [0, ", n, "]"));
+    }
+    if (v < n) want[static_cast<size_t>(v) / tiers] = static_cast<int>(v % tiers);
+  }
+
+  // Moves in region order; a second pass retries the refused ones, space freed by the
+  // first pass's departures. What still does not fit stays where it is.
+  StepResult out;
+  std::vector<int> pending;
+  for (size_t r = 0; r < k; ++r) {
+    if (want[r] != s.region_tier[r]) pending.push_back(static_cast<int>(r));
+  }
+  double migration_ns = 0;
+  uint64_t migrated = 0;
+  for (int pass = 0; pass < 2 && !pending.empty(); ++pass) {
+    std::vector<int> refused;
+    for (int r : pending) {
+      const int to = want[r];
+      const uint64_t bytes = p.region_bytes[r];
+      if (s.used_bytes[to] + bytes > a.machine.tiers[to].capacity_bytes) {
+        refused.push_back(r);
+        continue;
+      }
+      const uint64_t page = uint64_t{1} << p.index->page_shift();
+      TG_RETURN_IF_ERROR(s.placement->Move(p.regions[r].start_page * page,
+                                           p.regions[r].end_page * page, p.device_of_tier[to]));
+      s.used_bytes[s.region_tier[r]] -= bytes;
+      s.used_bytes[to] += bytes;
+      s.region_tier[r] = to;
+      migration_ns += static_cast<double>(bytes) / a.migration_bytes_per_ns[to];
+      migrated += bytes;
+    }
+    pending = std::move(refused);
+  }
+  out.info.refused_regions = pending;
+
+  // Charge the interval.
+  const uint64_t from = p.bounds[s.step], to = p.bounds[s.step + 1];
+  const double interval = p.interference ? p.interference->IntervalNs(*s.placement, from, to)
+                                         : s.placement->IntervalNs(from, to);
+  const double base = p.default_interval_ns[s.step];
+  s.elapsed_ns += interval + migration_ns;
+  s.default_elapsed_ns += base;
+  s.last_ratio = base > 0 ? interval / base : 1.0;
+  out.reward = p.default_total_ns > 0 ? (base - interval - migration_ns) / p.default_total_ns : 0;
+  const float decay = static_cast<float>(a.config.history_decay);
+  for (size_t r = 0; r < k; ++r) {
+    s.history[r] = decay * s.history[r] + (1 - decay) * p.region_share[s.step * k + r];
+  }
+
+  StepInfo& info = out.info;
+  info.profile = p.name;
+  info.step = s.step;
+  info.interval_ns = interval;
+  info.default_interval_ns = base;
+  info.migration_ns = migration_ns;
+  info.migrated_bytes = migrated;
+  info.elapsed_ns = s.elapsed_ns;
+  info.default_elapsed_ns = s.default_elapsed_ns;
+  info.default_total_ns = p.default_total_ns;
+  info.tier_used_bytes = s.used_bytes;
+  info.action_mask = ActionMask(a, p, s.region_tier, s.used_bytes);
+
+  const size_t shown = s.step;  // the interval just charged: now in the past
+  ++s.step;
+  out.terminated = s.step + 1 >= p.bounds.size();
+  s.done = out.terminated;
+
+  out.observation.assign(static_cast<size_t>(spec().observation.shape[0]), 0.0f);
+  uint64_t all_bytes = 0;
+  for (uint64_t b : p.region_bytes) all_bytes += b;
+  for (size_t r = 0; r < k; ++r) {
+    float* f = &out.observation[r * kRegionFeatures];
+    f[0] = tiers > 1 ? static_cast<float>(s.region_tier[r]) / static_cast<float>(tiers - 1) : 0.0f;
+    f[1] = p.region_share[shown * k + r];
+    f[2] = s.history[r];
+    f[3] = all_bytes ? static_cast<float>(static_cast<double>(p.region_bytes[r]) / all_bytes) : 0.0f;
+  }
+  const size_t g = static_cast<size_t>(spec().obs_global_offset);
+  for (size_t t = 0; t < tiers; ++t) {
+    out.observation[g + t] = static_cast<float>(
+        std::min(1.0, static_cast<double>(s.used_bytes[t]) / a.machine.tiers[t].capacity_bytes));
+  }
+  out.observation[g + tiers] =
+      static_cast<float>(static_cast<double>(s.step) / static_cast<double>(p.bounds.size() - 1));
+  out.observation[g + tiers + 1] = static_cast<float>(std::clamp(s.last_ratio / 2, 0.0, 1.0));
+  if (p.interference && !s.done) {  // the level now in force (known to a deployed agent)
+    for (size_t t = 0; t < tiers; ++t) {
+      out.observation[g + tiers + 2 + t] = p.interference_level[s.step * tiers + t];
+    }
+  }
+  for (float& v : out.observation) v = std::clamp(v, 0.0f, 1.0f);
+  return out;
+}
+
+absl::StatusOr<double> Environment::EstimatePlacementNs(const std::string& profile,
+                                                        const Placement& placement) const {
+  const EnvAssets::Impl& a = assets_->impl();
+  for (const ProfileAssets& p : a.profiles) {
+    if (p.name == profile) {
+      TG_ASSIGN_OR_RETURN(Estimate e, p.estimator->EstimatePlacement(placement, a.config.model));
+      return e.runtime_ns;
+    }
+  }
+  return absl::NotFoundError(StrCat("no profile '", profile, "' in this environment"));
+}
+
+}  // namespace tiergym::env

@@ -1,0 +1,365 @@
+#include "env/environment.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <random>
+
+#include "env/regions.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "traces/synth/app_model.h"
+#include "traces/synth/generator.h"
+
+namespace tiergym::env {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+// --- Regions ---------------------------------------------------------------------------
+
+TEST(RegionsTest, CoverEveryPageWithoutSpanningGaps) {
+  // Two mapped areas far apart: 300 pages and 100 pages.
+  std::vector<uint64_t> pages;
+  for (uint64_t p = 1000; p < 1300; ++p) pages.push_back(p);
+  for (uint64_t p = 900000; p < 900100; ++p) pages.push_back(p);
+  const std::vector<Region> regions = MakeRegions(pages, 8);
+  ASSERT_EQ(regions.size(), 8u);
+  uint64_t covered = 0;
+  for (size_t i = 0; i < regions.size(); ++i) {
+    covered += regions[i].footprint_pages;
+    EXPECT_LT(regions[i].start_page, regions[i].end_page);
+    if (i > 0) {
+      EXPECT_LE(regions[i - 1].end_page, regions[i].start_page);
+    }
+    // No region spans the gap.
+    EXPECT_FALSE(regions[i].start_page < 1300 && regions[i].end_page > 900000) << i;
+  }
+  EXPECT_EQ(covered, pages.size());
+  // Regions in proportion to the areas: 6 for the big one, 2 for the small one.
+  EXPECT_EQ(std::count_if(regions.begin(), regions.end(),
+                          [](const Region& r) { return r.start_page < 1300; }),
+            6);
+  EXPECT_EQ(MakeRegions(pages, 8)[3].start_page, regions[3].start_page);  // deterministic
+}
+
+TEST(RegionsTest, MergesTheClosestAreasWhenThereAreMoreAreasThanRegions) {
+  // Four single pages; gaps 1000, 10, 5000 pages: with two regions, pages 2 and 3 share one.
+  const std::vector<uint64_t> pages = {0, 1000, 1010, 6010};
+  const std::vector<Region> regions = MakeRegions(pages, 2, /*gap_pages=*/4);
+  ASSERT_EQ(regions.size(), 2u);
+  EXPECT_EQ(regions[0].footprint_pages + regions[1].footprint_pages, 4u);
+  const std::vector<Region> three = MakeRegions(pages, 3, 4);
+  ASSERT_EQ(three.size(), 3u);
+  EXPECT_EQ(three[1].start_page, 1000u);
+  EXPECT_EQ(three[1].end_page, 1011u);
+  EXPECT_EQ(MakeRegions({5, 6}, 64).size(), 2u);  // fewer pages than regions
+}
+
+// --- Episodes ----------------------------------------------------------------------------
+
+const std::string& TestRoot() {
+  static const std::string* root = new std::string(
+      (fs::temp_directory_path() / ("tiergym-env-test-" + std::to_string(getpid()))).string());
+  return *root;
+}
+
+// Removes the generated profiles when the test program ends.
+class RemoveTestRoot : public ::testing::Environment {
+ public:
+  void TearDown() override { fs::remove_all(TestRoot()); }
+};
+const auto* const kRemoveTestRoot = ::testing::AddGlobalTestEnvironment(new RemoveTestRoot);
+
+// A small synthetic profile directory per (app, machine), generated once.
+std::string ProfileDir(const std::string& app, const std::string& machine) {
+  const std::string& root = TestRoot();
+  const std::string dir = root + "/" + machine;
+  const std::string profile = dir + "/" + app + "/profile";
+  if (!fs::exists(profile)) {
+    auto model = synth::LoadAppModel(app);
+    auto m = LoadMachine(machine);
+    synth::SynthOptions options;
+    options.target_samples = 20000;
+    options.chunks_per_phase = 40;
+    options.measured_runs = false;
+    auto generated = synth::GenerateProfile(*model, *m, options);
+    EXPECT_TRUE(generated.ok()) << generated.status();
+    EXPECT_TRUE(synth::WriteSynthProfile(*generated, dir, TraceFormat::kBinary).ok());
+  }
+  return profile;
+}
+
+struct EnvFixture {
+  std::shared_ptr<const EnvAssets> assets;
+  std::unique_ptr<Environment> env;
+};
+
+EnvFixture Make(std::map<std::string, std::string> keys) {
+  EnvFixture f;
+  if (!keys.count("profiles")) keys["profiles"] = ProfileDir("lulesh", "knl");
+  auto config = ParseEnvConfig(keys);
+  EXPECT_TRUE(config.ok()) << config.status();
+  auto assets = EnvAssets::Load(*config);
+  EXPECT_TRUE(assets.ok()) << assets.status();
+  f.assets = *assets;
+  f.env = *Environment::Create(f.assets);
+  return f;
+}
+
+Action AllOn(const Environment& env, int tier) {
+  return Action{std::vector<int64_t>(env.spec().num_regions, tier)};
+}
+
+TEST(EnvironmentTest, SpacesDescribeTheObservationAndAction) {
+  EnvFixture f = Make({{"num_regions", "16"}});
+  const EnvSpec& spec = f.env->spec();
+  EXPECT_EQ(spec.num_regions, 16);
+  EXPECT_EQ(spec.tiers, (std::vector<std::string>{"ddr", "hbm"}));
+  EXPECT_EQ(spec.action.kind, Space::kMultiDiscrete);
+  EXPECT_EQ(spec.action.n, 2);
+  EXPECT_EQ(spec.observation.shape, (std::vector<int64_t>{16 * 4 + 2 + 2}));
+  auto first = f.env->Reset(1, {});
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->observation.size(), static_cast<size_t>(spec.observation.shape[0]));
+  EXPECT_EQ(first->info.profile, "lulesh");
+}
+
+TEST(EnvironmentTest, ReturnIsTheFractionalSpeedup) {
+  EnvFixture f = Make({});
+  ASSERT_TRUE(f.env->Reset(1, {}).ok());
+  double ret = 0;
+  uint64_t migrated = 0;
+  StepResult last;
+  int steps = 0;
+  for (bool done = false; !done; ++steps) {
+    // Everything on hbm: lulesh's 2.1 GB footprint fits KNL's 16 GiB.
+    auto r = f.env->Step(AllOn(*f.env, 1));
+    ASSERT_TRUE(r.ok()) << r.status();
+    ret += r->reward;
+    migrated += r->info.migrated_bytes;
+    done = r->terminated;
+    last = *r;
+  }
+  EXPECT_EQ(steps, 100);
+  const double total = last.info.default_total_ns;
+  EXPECT_NEAR(ret, (total - last.info.elapsed_ns) / total, 1e-9);
+  EXPECT_NEAR(last.info.default_elapsed_ns, total, 1e-6 * total);
+  // All on hbm, migration included: about the hbm run's speedup (77.9 s -> 40.1 s).
+  EXPECT_GT(ret, 0.4);
+  EXPECT_LT(ret, 0.5);
+  EXPECT_EQ(migrated, last.info.tier_used_bytes[1]);  // moved once, in the first step
+  // Doing nothing gains nothing.
+  ASSERT_TRUE(f.env->Reset(1, {}).ok());
+  double idle = 0;
+  for (bool done = false; !done;) {
+    auto r = f.env->Step(AllOn(*f.env, 0));
+    idle += r->reward;
+    done = r->terminated;
+  }
+  EXPECT_NEAR(idle, 0, 1e-9);
+}
+
+TEST(EnvironmentTest, MigrationIsChargedOnceAtTheMigrationBandwidth) {
+  EnvFixture f = Make({{"migration_gbps", "2"}});
+  ASSERT_TRUE(f.env->Reset(3, {}).ok());
+  Action a = AllOn(*f.env, 0);
+  a.values[0] = 1;
+  auto r = f.env->Step(a);
+  ASSERT_TRUE(r.ok());
+  ASSERT_GT(r->info.migrated_bytes, 0u);
+  EXPECT_NEAR(r->info.migration_ns, r->info.migrated_bytes / 2.0, 1e-6);
+  EXPECT_NEAR(r->reward,
+              (r->info.default_interval_ns - r->info.interval_ns - r->info.migration_ns) /
+                  r->info.default_total_ns,
+              1e-12);
+  auto again = f.env->Step(a);  // already there: nothing moves
+  EXPECT_EQ(again->info.migrated_bytes, 0u);
+  EXPECT_EQ(again->info.migration_ns, 0);
+}
+
+TEST(EnvironmentTest, CapacityRefusesWhatDoesNotFitAndMasksIt) {
+  // A machine whose hbm holds 600 MiB: not the whole of lulesh.
+  auto knl = LoadMachine("knl");
+  std::string json = MachineToJson(*knl);
+  const std::string cap = std::to_string(uint64_t{16} << 30);
+  ASSERT_NE(json.find(cap), std::string::npos);
+  json.replace(json.find(cap), cap.size(), std::to_string(uint64_t{600} << 20));
+  const std::string path = fs::temp_directory_path() / ("small-hbm-" + std::to_string(getpid()) + ".json");
+  { std::ofstream(path) << json; }
+  EnvFixture f = Make({{"machine", path}, {"num_regions", "8"}});
+  ASSERT_TRUE(f.env->Reset(1, {}).ok());
+  auto r = f.env->Step(AllOn(*f.env, 1));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->info.refused_regions.empty());
+  EXPECT_LE(r->info.tier_used_bytes[1], uint64_t{600} << 20);
+  // Refused regions stay on ddr and are masked for hbm.
+  for (int region : r->info.refused_regions) {
+    EXPECT_EQ(r->info.action_mask[region * 2 + 1], 0) << region;
+    EXPECT_EQ(r->info.action_mask[region * 2 + 0], 1) << region;
+  }
+  // Deterministic order: region order, so the refused ones are the last that were tried.
+  EXPECT_TRUE(std::is_sorted(r->info.refused_regions.begin(), r->info.refused_regions.end()));
+  fs::remove(path);
+}
+
+TEST(EnvironmentTest, SameSeedAndActionsGiveIdenticalEpisodes) {
+  EnvFixture a = Make({{"profiles", ProfileDir("lulesh", "knl") + "," + ProfileDir("minife", "knl")}});
+  EnvFixture b = Make({{"profiles", ProfileDir("lulesh", "knl") + "," + ProfileDir("minife", "knl")}});
+  for (uint64_t seed : {1u, 2u, 3u, 4u}) {
+    auto ra = a.env->Reset(seed, {});
+    auto rb = b.env->Reset(seed, {});
+    ASSERT_TRUE(ra.ok() && rb.ok());
+    EXPECT_EQ(ra->info.profile, rb->info.profile);
+    EXPECT_EQ(ra->observation, rb->observation);
+    std::mt19937_64 actions(seed);
+    for (int i = 0; i < 30; ++i) {
+      Action act = AllOn(*a.env, 0);
+      for (int64_t& v : act.values) v = static_cast<int64_t>(actions() % 2);
+      auto sa = a.env->Step(act);
+      auto sb = b.env->Step(act);
+      ASSERT_TRUE(sa.ok() && sb.ok());
+      EXPECT_EQ(sa->observation, sb->observation);
+      EXPECT_EQ(sa->reward, sb->reward);  // bit-identical
+    }
+  }
+}
+
+TEST(EnvironmentTest, ObservationsStayInTheirBoundsAndShowOnlyThePast) {
+  EnvFixture f = Make({{"num_regions", "32"}});
+  auto first = f.env->Reset(5, {});
+  ASSERT_TRUE(first.ok());
+  const int k = 32;
+  for (int i = 0; i < k; ++i) {
+    EXPECT_EQ(first->observation[i * 4 + 1], 0.0f);  // no interval seen yet
+  }
+  for (bool done = false; !done;) {
+    auto r = f.env->Step(AllOn(*f.env, 0));
+    ASSERT_TRUE(r.ok());
+    float shares = 0;
+    for (float v : r->observation) {
+      EXPECT_GE(v, 0.0f);
+      EXPECT_LE(v, 1.0f);
+    }
+    for (int i = 0; i < k; ++i) shares += r->observation[i * 4 + 1];
+    EXPECT_TRUE(shares == 0 || std::fabs(shares - 1) < 1e-4) << shares;
+    done = r->terminated;
+  }
+}
+
+TEST(EnvironmentTest, MoveModeMovesOneRegion) {
+  EnvFixture f = Make({{"action_mode", "move"}, {"num_regions", "8"}});
+  EXPECT_EQ(f.env->spec().action.kind, Space::kDiscrete);
+  EXPECT_EQ(f.env->spec().action.n, 8 * 2 + 1);
+  ASSERT_TRUE(f.env->Reset(1, {}).ok());
+  auto r = f.env->Step(Action{{3 * 2 + 1}});  // region 3 to hbm
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->info.tier_used_bytes[1], 0u);
+  EXPECT_EQ(r->observation[3 * 4], 1.0f);
+  auto noop = f.env->Step(Action{{16}});
+  ASSERT_TRUE(noop.ok());
+  EXPECT_EQ(noop->info.migrated_bytes, 0u);
+  EXPECT_EQ(r->info.action_mask.size(), 17u);
+}
+
+TEST(EnvironmentTest, OneStepPerPhase) {
+  EnvFixture f = Make({{"steps", "0"}});
+  ASSERT_TRUE(f.env->Reset(1, {}).ok());
+  int steps = 0;
+  for (bool done = false; !done; ++steps) done = f.env->Step(AllOn(*f.env, 0))->terminated;
+  EXPECT_EQ(steps, 481);  // lulesh's phases
+}
+
+TEST(EnvironmentTest, RefusesBadActionsAndOutOfOrderCalls) {
+  EnvFixture f = Make({{"num_regions", "4"}});
+  auto early = f.env->Step(AllOn(*f.env, 0));
+  ASSERT_FALSE(early.ok());
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(f.env->Reset(1, {}).ok());
+  auto shape = f.env->Step(Action{{0, 1}});
+  ASSERT_FALSE(shape.ok());
+  EXPECT_THAT(std::string(shape.status().message()), HasSubstr("expected 4 values"));
+  auto range = f.env->Step(Action{{0, 1, 7, 0}});
+  ASSERT_FALSE(range.ok());
+  EXPECT_THAT(std::string(range.status().message()), HasSubstr("action[2]: tier 7 out of range"));
+  EXPECT_TRUE(f.env->Step(AllOn(*f.env, 1)).ok());  // the episode goes on
+  auto unknown = f.env->Reset(1, ResetOptions{"hpcg"});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("unknown profile 'hpcg' (known: lulesh)"));
+}
+
+TEST(EnvironmentTest, RefusesBadConfiguration) {
+  auto bad = ParseEnvConfig({{"profiles", "x"}, {"num_regions", "0"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("config key 'num_regions'"));
+  auto unknown = ParseEnvConfig({{"profiles", "x"}, {"regions", "4"}});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("unknown config key 'regions'"));
+  EXPECT_FALSE(ParseEnvConfig({}).ok());  // profiles required
+  // A knl profile on the three-tier machine: no run for 'remote'.
+  auto config = ParseEnvConfig({{"profiles", ProfileDir("lulesh", "knl")}, {"machine", "disagg"}});
+  ASSERT_TRUE(config.ok());
+  auto assets = EnvAssets::Load(*config);
+  ASSERT_FALSE(assets.ok());
+  EXPECT_THAT(std::string(assets.status().message()), HasSubstr("has no run for tier 'remote'"));
+}
+
+TEST(EnvironmentTest, ThreeTiersAndTheConcurrentModel) {
+  EnvFixture f = Make({{"profiles", ProfileDir("minife", "disagg")}, {"machine", "disagg"},
+                       {"model", "concurrent"}});
+  EXPECT_EQ(f.env->spec().action.n, 3);
+  ASSERT_TRUE(f.env->Reset(1, {}).ok());
+  double ret = 0;
+  for (bool done = false; !done;) {
+    auto r = f.env->Step(AllOn(*f.env, 2));  // all remote: slower
+    ASSERT_TRUE(r.ok());
+    ret += r->reward;
+    done = r->terminated;
+  }
+  EXPECT_LT(ret, 0);
+}
+
+TEST(EnvironmentTest, ContentionScenarioSlowsTheSharedTierAndIsObserved) {
+  const std::string schedule =
+      fs::temp_directory_path() / ("scenario-" + std::to_string(getpid()) + ".json");
+  {
+    std::ofstream(schedule) << R"({"sensitivity": {"curves": ")" << TIERGYM_SOURCE_DIR
+                            << R"(/estimator/contention/data/curves.csv"},
+      "schedule": [{"tier": "ddr", "from": 0.5, "to": 1.0,
+                    "co_runners": [{"bandwidth_gbps": 30, "read_pct": 80}]}]})";
+  }
+  EnvFixture plain = Make({{"num_regions", "8"}});
+  EnvFixture busy = Make({{"num_regions", "8"}, {"interference", schedule}});
+  const int64_t base_len = plain.env->spec().observation.shape[0];
+  EXPECT_EQ(busy.env->spec().observation.shape[0], base_len + 2);  // a level per tier
+  auto run = [](Environment& env, int tier, std::vector<float>* late_obs) {
+    EXPECT_TRUE(env.Reset(1, {}).ok());
+    double ret = 0, total = 0;
+    for (bool done = false; !done;) {
+      auto r = env.Step(Action{std::vector<int64_t>(8, tier)});
+      EXPECT_TRUE(r.ok()) << r.status();
+      ret += r->reward;
+      total = r->info.default_total_ns;
+      done = r->terminated;
+      if (r->info.step == 70 && late_obs) *late_obs = r->observation;
+    }
+    return std::make_pair(ret, total);
+  };
+  std::vector<float> obs;
+  const auto [plain_ret, plain_total] = run(*plain.env, 1, nullptr);
+  const auto [busy_ret, busy_total] = run(*busy.env, 1, &obs);
+  EXPECT_GT(busy_total, plain_total);  // the default run (all ddr) is slowed
+  EXPECT_GT(busy_ret, plain_ret);      // so escaping ddr gains more
+  EXPECT_NEAR(run(*busy.env, 0, nullptr).first, 0, 1e-9);  // staying gains nothing
+  ASSERT_EQ(obs.size(), static_cast<size_t>(base_len + 2));
+  EXPECT_NEAR(obs[base_len], 30.0f / 90.0f, 1e-6);  // ddr: 30 of its 90 GB/s
+  EXPECT_EQ(obs[base_len + 1], 0.0f);               // hbm: nobody
+  fs::remove(schedule);
+}
+
+}  // namespace
+}  // namespace tiergym::env
