@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "env/server/serve_cli.h"
 #include "estimator/contention/contention_cli.h"
 #include "estimator/estimator_cli.h"
 #include "traces/trace_cli.h"
@@ -17,7 +18,7 @@ std::string Usage() {
              "tiergym: reinforcement-learning environment for heterogeneous-memory data "
              "placement.\n\ncommands:\n") +
          tiergym::TraceCommandsHelp() + tiergym::EstimatorCommandsHelp() +
-         tiergym::ContentionCommandsHelp() +
+         tiergym::ContentionCommandsHelp() + tiergym::env::ServeCommandHelp() +
          "\nRun 'tiergym COMMAND SUBCOMMAND --help' for the options of one command.\n";
 }
 
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
   if (command == "estimate") return tiergym::RunEstimateCommand(rest);
   if (command == "validate") return tiergym::RunValidateCommand(rest);
   if (command == "contention") return tiergym::RunContentionCommand(rest);
+  if (command == "serve") return tiergym::env::RunServeCommand(rest);
   std::cerr << "tiergym: unknown command '" << command << "'\n\n" << Usage();
   return 2;
 }

@@ -1,0 +1,44 @@
+// The profiles `tiergym serve` serves when it is given none: the synthetic profiles of the
+// bundled application models (traces/synth/models/) on the KNL machine, generated on first
+// use into a cache directory and reused afterwards.
+//
+// Each profile is generated like `tiergym trace synth --app APP --machine knl --seed 1
+// --samples 200000 --format bin` into CACHE/profiles-v1/knl-seed1-s200000/APP/, written to
+// a temporary directory first and renamed into place, so a profile directory that exists
+// is complete even when several servers start at once. Thread-compatible.
+#ifndef TIERGYM_ENV_SERVER_BUNDLED_PROFILES_H_
+#define TIERGYM_ENV_SERVER_BUNDLED_PROFILES_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tiergym::env {
+
+struct ServedProfile {
+  std::string name;  // "minife"
+  std::string dir;   // the profile directory (one trace per tier)
+};
+
+// The applications served by default.
+const std::vector<std::string>& BundledProfileApps();
+
+// $XDG_CACHE_HOME/tiergym, else $HOME/.cache/tiergym. FailedPrecondition when neither
+// variable is set.
+absl::StatusOr<std::string> DefaultCacheDir();
+
+// The bundled profiles under `cache_dir`, generated when missing. `progress` (may be
+// empty) gets one line per profile generated.
+absl::StatusOr<std::vector<ServedProfile>> EnsureBundledProfiles(
+    const std::string& cache_dir, const std::function<void(const std::string&)>& progress);
+
+// Profiles given as comma-separated directories; a profile is named after its directory,
+// or after the parent of a directory called "profile" (".../minife/profile" -> "minife").
+// InvalidArgument for an empty list or two profiles of one name.
+absl::StatusOr<std::vector<ServedProfile>> ProfilesFromDirs(const std::string& dirs);
+
+}  // namespace tiergym::env
+
+#endif  // TIERGYM_ENV_SERVER_BUNDLED_PROFILES_H_

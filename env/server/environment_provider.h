@@ -1,0 +1,66 @@
+// The EnvProvider of `tiergym serve`: environments of env/environment.h, with their
+// assets (profiles, estimator indexes, regions) loaded once per distinct configuration and
+// shared read-only by every session made from it.
+//
+// Configurations without `profiles` use the served profiles; a `profiles` entry that names
+// a served profile ("minife") is replaced by its directory. Two requests for the same new
+// configuration load it once (the second waits for the first). Asset sets no session uses
+// are evicted when more than `max_asset_sets` are held.
+//
+// Thread-safe.
+#ifndef TIERGYM_ENV_SERVER_ENVIRONMENT_PROVIDER_H_
+#define TIERGYM_ENV_SERVER_ENVIRONMENT_PROVIDER_H_
+
+#include <cstddef>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "env/environment.h"
+#include "env/server/env_provider.h"
+
+namespace tiergym::env {
+
+struct EnvironmentProviderOptions {
+  // Profile directories used when a configuration names none. Default none (then
+  // configurations must name profiles).
+  std::vector<std::string> default_profiles;
+  // Served profiles by name ("minife" -> its directory). Default none.
+  std::map<std::string, std::string> named_profiles;
+  // Distinct configurations held at once (unused ones are evicted). Default 16.
+  size_t max_asset_sets = 16;
+};
+
+class EnvironmentProvider : public EnvProvider {
+ public:
+  explicit EnvironmentProvider(EnvironmentProviderOptions options);
+  ~EnvironmentProvider() override;
+
+  std::string Description() const override;
+  const std::vector<ConfigKey>& ConfigKeys() const override;
+  absl::StatusOr<std::unique_ptr<SessionEnv>> Make(
+      const std::map<std::string, std::string>& config) override;
+  Stats GetStats() const override;
+
+  // The configuration as ParseEnvConfig will see it: served profiles resolved, and the
+  // default profiles filled in. Exposed for tests.
+  std::map<std::string, std::string> Resolve(const std::map<std::string, std::string>& config) const;
+
+ private:
+  using AssetsOr = absl::StatusOr<std::shared_ptr<const EnvAssets>>;
+  absl::StatusOr<std::shared_ptr<const EnvAssets>> Assets(
+      const std::map<std::string, std::string>& config);
+  void EvictUnusedLocked();
+
+  EnvironmentProviderOptions options_;
+  mutable std::mutex mu_;
+  // Canonical configuration -> its assets (or their loading, in progress).
+  std::map<std::string, std::shared_future<AssetsOr>> cache_;
+};
+
+}  // namespace tiergym::env
+
+#endif  // TIERGYM_ENV_SERVER_ENVIRONMENT_PROVIDER_H_
