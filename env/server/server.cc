@@ -2,9 +2,12 @@
 
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <iostream>
 #include <utility>
@@ -39,12 +42,38 @@ absl::Status BindError(const zmq::error_t& e, const std::string& endpoint) {
   return absl::UnavailableError(StrCat(endpoint, ": cannot bind: ", e.what()));
 }
 
+// The file of an ipc:// endpoint ("" for other transports and abstract sockets).
+std::string IpcPath(const std::string& endpoint) {
+  constexpr std::string_view kIpc = "ipc://";
+  if (endpoint.compare(0, kIpc.size(), kIpc) != 0) return "";
+  std::string path = endpoint.substr(kIpc.size());
+  return !path.empty() && path[0] == '@' ? "" : path;
+}
+
+// Whether a process accepts connections on the Unix socket `path` (ZeroMQ would silently
+// take the path over from it).
+bool SomeoneListens(const std::string& path) {
+  sockaddr_un addr = {};
+  if (path.size() >= sizeof addr.sun_path) return false;
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool connected = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return connected;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& options,
                                                        ServiceOptions service_options,
                                                        std::shared_ptr<EnvProvider> provider) {
   if (options.threads < 1) return absl::InvalidArgumentError("threads: must be at least 1");
+  if (const std::string path = IpcPath(options.endpoint); !path.empty() && SomeoneListens(path)) {
+    return absl::FailedPreconditionError(
+        StrCat(options.endpoint, ": address in use (another tiergym serve?); choose another path"));
+  }
   const int event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (event_fd < 0) return absl::InternalError(StrCat("eventfd: ", std::strerror(errno)));
   try {
@@ -91,6 +120,8 @@ Server::~Server() {
   } catch (const zmq::error_t&) {
   }
   close(event_fd_);
+  // libzmq 4.3 leaves the socket file of an ipc:// endpoint behind.
+  if (const std::string path = IpcPath(endpoint_); !path.empty()) unlink(path.c_str());
 }
 
 void Server::Stop() {

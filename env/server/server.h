@@ -9,7 +9,9 @@
 //
 // Stop() (thread-safe and async-signal-safe, for SIGINT/SIGTERM handlers) ends Run():
 // requests being handled finish and get their replies, requests still queued get an
-// UNAVAILABLE reply, and the socket closes (an ipc:// socket file is removed).
+// UNAVAILABLE reply. The destructor closes the socket and removes an ipc:// socket file.
+// Binding an ipc:// path on which another process listens is refused (ZeroMQ alone would
+// silently take it over).
 // Exceptions from cppzmq never leave this class: they become statuses or, per message,
 // are logged and the loop goes on.
 #ifndef TIERGYM_ENV_SERVER_SERVER_H_

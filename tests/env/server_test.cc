@@ -1,0 +1,460 @@
+// The server over real ZeroMQ sockets: malformed requests on one connection get error
+// replies naming the field while other connections are served; REQ and DEALER clients;
+// ordering of pipelined requests; endpoints; shutdown; the C++ client's timeouts; and an
+// end-to-end session over ipc:// on a real (synthetic) profile, in-process and through
+// the `tiergym serve` binary.
+#include "env/server/server.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "env/client/client.h"
+#include "env/server/environment_provider.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/env/fake_env.h"
+#include "tests/env/msgpack_builder.h"
+#include "traces/machine.h"
+#include "traces/synth/app_model.h"
+#include "traces/synth/generator.h"
+#include "zmq.hpp"
+
+namespace tiergym::env {
+namespace {
+
+namespace fs = std::filesystem;
+namespace mp = tiergym::testing::mp;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+std::string TempDir(const std::string& tag) {
+  const fs::path p = fs::temp_directory_path() / ("tiergym-" + tag + "-" + std::to_string(getpid()));
+  fs::create_directories(p);
+  return p.string();
+}
+
+// A server on a background thread, stopped and joined at the end of the scope.
+class RunningServer {
+ public:
+  RunningServer(ServerOptions options, ServiceOptions service, std::shared_ptr<EnvProvider> provider) {
+    absl::StatusOr<std::unique_ptr<Server>> s = Server::Create(options, service, std::move(provider));
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (!s.ok()) return;
+    server_ = std::move(*s);
+    thread_ = std::thread([this] { run_status_ = server_->Run(); });
+  }
+  ~RunningServer() { Stop(); }
+  void Stop() {
+    if (server_ == nullptr) return;
+    server_->Stop();
+    if (thread_.joinable()) thread_.join();
+    EXPECT_TRUE(run_status_.ok()) << run_status_;
+  }
+  Server* get() { return server_.get(); }
+  const std::string& endpoint() const { return server_->endpoint(); }
+
+ private:
+  std::unique_ptr<Server> server_;
+  std::thread thread_;
+  absl::Status run_status_;
+};
+
+// A raw DEALER connection for payloads no client library would send.
+class RawConnection {
+ public:
+  explicit RawConnection(const std::string& endpoint, zmq::socket_type type = zmq::socket_type::dealer)
+      : socket_(context_, type) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.set(zmq::sockopt::rcvtimeo, 10000);
+    socket_.connect(endpoint);
+  }
+  void Send(const std::string& payload) { socket_.send(zmq::buffer(payload), zmq::send_flags::none); }
+  std::string Receive() {
+    zmq::message_t m;
+    const auto got = socket_.recv(m, zmq::recv_flags::none);
+    EXPECT_TRUE(got.has_value()) << "no reply within 10 s";
+    return m.to_string();
+  }
+  std::string Ask(const std::string& payload) {
+    Send(payload);
+    return Receive();
+  }
+
+ private:
+  zmq::context_t context_{1};
+  zmq::socket_t socket_;
+};
+
+protocol::Error ErrorOf(const std::string& reply) {
+  absl::StatusOr<protocol::Reply> r = protocol::DecodeReply(reply, protocol::Op::kStep);
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok() || !std::holds_alternative<protocol::Error>(r->body)) {
+    ADD_FAILURE() << "not an error reply";
+    return {};
+  }
+  return std::get<protocol::Error>(r->body);
+}
+
+class FakeServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TempDir("server-test");
+    ServerOptions options;
+    options.endpoint = "ipc://" + dir_ + "/s.sock";
+    options.threads = 3;
+    ServiceOptions service;
+    service.max_message_bytes = 4096;
+    server_ = std::make_unique<RunningServer>(options, service, std::make_shared<testing::FakeProvider>());
+  }
+  void TearDown() override {
+    server_.reset();
+    fs::remove_all(dir_);
+  }
+  std::unique_ptr<Client> Connect() {
+    absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect({server_->endpoint(), 10});
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  std::string dir_;
+  std::unique_ptr<RunningServer> server_;
+};
+
+TEST_F(FakeServerTest, EveryMalformedRequestGetsAnErrorNamingTheFieldAndOthersAreStillServed) {
+  std::unique_ptr<Client> good = Connect();
+  ASSERT_NE(good, nullptr);
+  absl::StatusOr<protocol::MakeReply> made = good->Make({{"steps", "100"}});
+  ASSERT_TRUE(made.ok()) << made.status();
+  const uint64_t s = made->session;
+  ASSERT_TRUE(good->Reset(s, 1).ok());
+
+  RawConnection bad(server_->endpoint());
+  struct Case {
+    std::string what, payload;
+    absl::StatusCode code;
+    std::string field;
+  };
+  const std::string sid = mp::U(s);
+  const std::vector<Case> cases = {
+      {"not msgpack", "\xc1\xc1 garbage", absl::StatusCode::kInvalidArgument, protocol::kPayloadField},
+      {"truncated", mp::Req("step", {{"session", sid}}).substr(0, 9),
+       absl::StatusCode::kInvalidArgument, protocol::kPayloadField},
+      {"not a map", mp::Arr({mp::S("step")}), absl::StatusCode::kInvalidArgument,
+       protocol::kPayloadField},
+      {"wrong type", mp::Req("step", {{"session", mp::S("one")}, {"action", mp::U(0)}}),
+       absl::StatusCode::kInvalidArgument, "session"},
+      {"wrong action type", mp::Req("step", {{"session", sid}, {"action", mp::S("up")}}),
+       absl::StatusCode::kInvalidArgument, "action"},
+      {"unknown op", mp::Req("jump"), absl::StatusCode::kUnimplemented, "op"},
+      {"unknown key", mp::Req("stats", {{"verbose", mp::B(true)}}),
+       absl::StatusCode::kInvalidArgument, "verbose"},
+      {"unknown session", mp::Req("step", {{"session", mp::U(3)}, {"action", mp::Arr({})}}),
+       absl::StatusCode::kNotFound, "session"},
+      {"wrong action shape",
+       mp::Req("step", {{"session", sid}, {"action", mp::Arr({mp::U(0), mp::U(1)})}}),
+       absl::StatusCode::kInvalidArgument, "action"},
+      {"out-of-range value",
+       mp::Req("step", {{"session", sid}, {"action", mp::Nd<int64_t>("int64", {4}, {0, 1, 1, 5})}}),
+       absl::StatusCode::kInvalidArgument, "action[3]"},
+      {"negative value",
+       mp::Req("step", {{"session", sid}, {"action", mp::Arr({mp::U(0), mp::I(-2), mp::U(0), mp::U(0)})}}),
+       absl::StatusCode::kInvalidArgument, "action[1]"},
+      {"oversized", mp::Req("hello", {{"pad", mp::Bin(std::string(5000, 'x'))}}),
+       absl::StatusCode::kResourceExhausted, protocol::kPayloadField},
+      {"missing field", mp::Req("reset"), absl::StatusCode::kInvalidArgument, "session"},
+      {"missing version", mp::Map({{"op", mp::S("list")}}), absl::StatusCode::kInvalidArgument, "v"},
+      {"other version", mp::Map({{"v", mp::U(7)}, {"op", mp::S("list")}}),
+       absl::StatusCode::kFailedPrecondition, "v"},
+      {"bad config", mp::Req("make", {{"env", mp::S(protocol::kEnvId)},
+                                      {"config", mp::Map({{"num_regions", mp::I(-3)}})}}),
+       absl::StatusCode::kInvalidArgument, "config.num_regions"},
+      {"unknown env", mp::Req("make", {{"env", mp::S("tiergym/Other-v0")}}),
+       absl::StatusCode::kNotFound, "env"},
+  };
+  uint64_t expected_step = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const protocol::Error e = ErrorOf(bad.Ask(c.payload));
+    EXPECT_EQ(e.code, c.code) << e.message;
+    EXPECT_EQ(e.field, c.field) << e.message;
+    EXPECT_THAT(e.message, StartsWith(c.field + ": "));
+    // The well-behaved client's session goes on, undisturbed.
+    absl::StatusOr<StepResult> r = good->Step(s, Action{{1, 0, 0, 1}});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->info.step, ++expected_step);
+  }
+  absl::StatusOr<protocol::StatsReply> stats = good->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->errors, cases.size());
+}
+
+TEST_F(FakeServerTest, ReqSocketsWorkToo) {
+  RawConnection req(server_->endpoint(), zmq::socket_type::req);
+  absl::StatusOr<protocol::Reply> r =
+      protocol::DecodeReply(req.Ask(mp::Req("hello", {{"id", mp::U(5)}})), protocol::Op::kHello);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->id, 5u);
+  EXPECT_TRUE(std::holds_alternative<protocol::HelloReply>(r->body));
+}
+
+TEST_F(FakeServerTest, PipelinedRequestsOfOneConnectionAreHandledInOrder) {
+  std::unique_ptr<Client> c = Connect();
+  absl::StatusOr<protocol::MakeReply> made = c->Make({{"steps", "1000"}});
+  ASSERT_TRUE(made.ok());
+  ASSERT_TRUE(c->Reset(made->session, 3).ok());
+  RawConnection pipe(server_->endpoint());
+  constexpr int kN = 50;
+  for (int i = 0; i < kN; ++i) {
+    pipe.Send(mp::Req("step", {{"id", mp::U(i)}, {"session", mp::U(made->session)},
+                               {"action", mp::Arr({mp::U(i % 2), mp::U(0), mp::U(0), mp::U(0)})}}));
+  }
+  for (int i = 0; i < kN; ++i) {
+    absl::StatusOr<protocol::Reply> r = protocol::DecodeReply(pipe.Receive(), protocol::Op::kStep);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->id, static_cast<uint64_t>(i));
+    ASSERT_TRUE(std::holds_alternative<protocol::StepReply>(r->body));
+    EXPECT_EQ(std::get<protocol::StepReply>(r->body).result.info.step, static_cast<uint64_t>(i + 1));
+  }
+}
+
+TEST_F(FakeServerTest, ManyClientsAtOnce) {
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, t] {
+      absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect({server_->endpoint(), 10});
+      if (!c.ok()) return void(failures.fetch_add(1));
+      absl::StatusOr<protocol::MakeReply> m = (*c)->Make({{"steps", "20"}});
+      if (!m.ok() || !(*c)->Reset(m->session, t).ok()) return void(failures.fetch_add(1));
+      for (int i = 0; i < 20; ++i) {
+        absl::StatusOr<StepResult> r = (*c)->Step(m->session, Action{{t % 2, 1, 0, 1}});
+        if (!r.ok() || r->info.step != static_cast<uint64_t>(i + 1)) failures.fetch_add(1);
+      }
+      if (!(*c)->Close(m->session).ok()) failures.fetch_add(1);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST_F(FakeServerTest, AnIpcPathInUseIsRefusedAndRemovedAfterShutdown) {
+  const std::string path = dir_ + "/s.sock";
+  EXPECT_TRUE(fs::exists(path));
+  ServerOptions o;
+  o.endpoint = "ipc://" + path;
+  absl::StatusOr<std::unique_ptr<Server>> second =
+      Server::Create(o, {}, std::make_shared<testing::FakeProvider>());
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  server_.reset();
+  EXPECT_FALSE(fs::exists(path));
+  // A stale file (no one listening) does not stop a new server.
+  std::ofstream(path) << "stale";
+  second = Server::Create(o, {}, std::make_shared<testing::FakeProvider>());
+  EXPECT_TRUE(second.ok()) << second.status();
+}
+
+TEST(ServerEndpointTest, PortZeroPicksAFreePortAndABusyPortIsRefused) {
+  ServerOptions o;
+  o.endpoint = "tcp://127.0.0.1:0";
+  RunningServer a(o, {}, std::make_shared<testing::FakeProvider>());
+  ASSERT_NE(a.get(), nullptr);
+  EXPECT_THAT(a.endpoint(), StartsWith("tcp://127.0.0.1:"));
+  EXPECT_NE(a.endpoint(), "tcp://127.0.0.1:0");
+  o.endpoint = a.endpoint();
+  absl::StatusOr<std::unique_ptr<Server>> b =
+      Server::Create(o, {}, std::make_shared<testing::FakeProvider>());
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(b.status().message()), HasSubstr("address in use"));
+  o.endpoint = "carrier-pigeon://home";
+  b = Server::Create(o, {}, std::make_shared<testing::FakeProvider>());
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ClientTimeoutTest, NoServerIsDeadlineExceededNotAHang) {
+  const std::string dir = TempDir("no-server");
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect({"ipc://" + dir + "/nobody.sock", 0.3});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("nobody.sock"));
+  fs::remove_all(dir);
+}
+
+TEST(ClientTimeoutTest, AServerThatStopsIsDeadlineExceededForTheNextCall) {
+  const std::string dir = TempDir("stopping");
+  ServerOptions o;
+  o.endpoint = "ipc://" + dir + "/s.sock";
+  auto server = std::make_unique<RunningServer>(o, ServiceOptions{}, std::make_shared<testing::FakeProvider>());
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect({server->endpoint(), 0.3});
+  ASSERT_TRUE(c.ok()) << c.status();
+  server.reset();
+  absl::StatusOr<protocol::StatsReply> s = (*c)->Stats();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kDeadlineExceeded);
+  fs::remove_all(dir);
+}
+
+// --- End to end on a real profile ----------------------------------------------------------
+
+class EndToEndTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(TempDir("e2e"));
+    absl::StatusOr<synth::AppModel> app = synth::LoadAppModel("minife");
+    ASSERT_TRUE(app.ok()) << app.status();
+    absl::StatusOr<Machine> knl = LoadMachine("knl");
+    ASSERT_TRUE(knl.ok());
+    synth::SynthOptions o;
+    o.target_samples = 20000;
+    o.chunks_per_phase = 40;
+    o.measured_runs = false;
+    absl::StatusOr<synth::SynthProfile> p = synth::GenerateProfile(*app, *knl, o);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_TRUE(synth::WriteSynthProfile(*p, *dir_, TraceFormat::kBinary).ok());
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+  static std::string ProfileDir() { return *dir_ + "/minife/profile"; }
+
+  static std::string* dir_;
+};
+std::string* EndToEndTest::dir_ = nullptr;
+
+// One whole episode through a client; returns the sum of rewards and checks invariants.
+double RunEpisode(Client& c, uint64_t session, uint64_t seed, int64_t tier,
+                  std::vector<std::vector<float>>* observations = nullptr) {
+  absl::StatusOr<StepResult> r = c.Reset(session, seed);
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return NAN;
+  if (observations) observations->push_back(r->observation);
+  double total = 0;
+  const size_t regions = r->info.action_mask.size() / r->info.tier_used_bytes.size();
+  for (int i = 0; i < 1000; ++i) {
+    r = c.Step(session, Action{std::vector<int64_t>(regions, tier)});
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return NAN;
+    for (float v : r->observation) {
+      EXPECT_GE(v, 0.0f);
+      EXPECT_LE(v, 1.0f);
+    }
+    if (observations) observations->push_back(r->observation);
+    total += r->reward;
+    if (r->terminated || r->truncated) {
+      // The return is the fractional speedup: time saved over the default run's total.
+      EXPECT_NEAR(total, (r->info.default_total_ns - r->info.elapsed_ns) / r->info.default_total_ns, 1e-9);
+      return total;
+    }
+  }
+  ADD_FAILURE() << "the episode did not end";
+  return NAN;
+}
+
+TEST_F(EndToEndTest, AnEpisodeOverIpcInProcess) {
+  ServerOptions o;
+  o.endpoint = "ipc://" + *dir_ + "/e2e.sock";
+  EnvironmentProviderOptions po;
+  po.default_profiles = {ProfileDir()};
+  po.named_profiles = {{"minife", ProfileDir()}};
+  RunningServer server(o, ServiceOptions{}, std::make_shared<EnvironmentProvider>(po));
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect({server.endpoint(), 60});
+  ASSERT_TRUE(c.ok()) << c.status();
+  Client& client = **c;
+
+  absl::StatusOr<protocol::ListReply> list = client.List();
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->envs[0].id, protocol::kEnvId);
+
+  absl::StatusOr<protocol::MakeReply> a = client.Make({{"num_regions", "8"}, {"steps", "10"}});
+  ASSERT_TRUE(a.ok()) << a.status();
+  absl::StatusOr<protocol::MakeReply> b =
+      client.Make({{"num_regions", "8"}, {"steps", "10"}, {"profiles", "minife"}});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(a->spec.tiers, (std::vector<std::string>{"ddr", "hbm"}));
+  EXPECT_EQ(a->spec.profiles, (std::vector<std::string>{"minife"}));
+
+  std::vector<std::vector<float>> obs_a, obs_b;
+  const double hbm = RunEpisode(client, a->session, 4, 1, &obs_a);
+  RunEpisode(client, b->session, 4, 1, &obs_b);
+  EXPECT_EQ(obs_a, obs_b);  // same seed, same actions: the same episode
+  EXPECT_GT(hbm, 0.0);      // all of minife in HBM beats DDR
+  EXPECT_NEAR(RunEpisode(client, a->session, 5, 0), 0.0, 1e-12);  // staying on DDR saves nothing
+
+  // The batched path gives what stepping one by one gives.
+  ASSERT_TRUE(client.Reset(a->session, 9).ok());
+  ASSERT_TRUE(client.Reset(b->session, 9).ok());
+  protocol::StepBatchRequest batch;
+  batch.sessions = {a->session, b->session};
+  batch.actions = {Action{{1, 1, 1, 1, 0, 0, 0, 0}}, Action{{1, 1, 1, 1, 0, 0, 0, 0}}};
+  absl::StatusOr<protocol::StepBatchReply> br = client.StepBatch(batch);
+  ASSERT_TRUE(br.ok()) << br.status();
+  EXPECT_EQ(br->results[0].observation, br->results[1].observation);
+  EXPECT_EQ(br->results[0].reward, br->results[1].reward);
+
+  protocol::EstimateRequest e;
+  e.session = a->session;
+  e.profile = "minife";
+  e.placement_json = R"({"default": "hbm"})";
+  absl::StatusOr<protocol::EstimateReply> est = client.Estimate(e);
+  ASSERT_TRUE(est.ok()) << est.status();
+  EXPECT_LT(est->runtime_ns, est->default_runtime_ns);
+
+  absl::StatusOr<StepResult> wrong = client.Step(a->session, Action{{1, 1}});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(wrong.status().message()), StartsWith("action: expected 8 values"));
+
+  absl::StatusOr<protocol::StatsReply> stats = client.Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->sessions, 2u);
+  EXPECT_EQ(stats->asset_sets, 1u);  // two sessions, one configuration loaded once
+  EXPECT_TRUE(client.Close(a->session).ok());
+  EXPECT_EQ(client.Close(a->session).code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(EndToEndTest, TheServeCommandServesUntilSigterm) {
+  const std::string sock = *dir_ + "/cli.sock";
+  const std::string out = *dir_ + "/serve.out";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    FILE* f = freopen(out.c_str(), "w", stdout);
+    (void)f;
+    execl((std::string(TIERGYM_BIN_DIR) + "/tiergym").c_str(), "tiergym", "serve", "--endpoint",
+          ("ipc://" + sock).c_str(), "--profiles", ProfileDir().c_str(), "--threads", "2",
+          "--quiet", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // The line appears once the server serves (loading the profile takes a moment).
+  std::string line;
+  for (int i = 0; i < 600 && line.empty(); ++i) {
+    std::ifstream in(out);
+    std::getline(in, line);
+    if (line.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(line, "listening on ipc://" + sock);
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect({"ipc://" + sock, 60});
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<protocol::MakeReply> m = (*c)->Make({{"steps", "5"}});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(std::isfinite(RunEpisode(**c, m->session, 1, 1)));
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_FALSE(fs::exists(sock));
+}
+
+}  // namespace
+}  // namespace tiergym::env
