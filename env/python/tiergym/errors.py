@@ -1,0 +1,25 @@
+"""Exceptions raised by the tiergym client."""
+
+
+class TierGymError(Exception):
+    """Base class of every tiergym client error."""
+
+
+class ServerError(TierGymError):
+    """The server refused a request. `code` is an absl status name (INVALID_ARGUMENT,
+    NOT_FOUND, FAILED_PRECONDITION, RESOURCE_EXHAUSTED, ...), `field` the request field at
+    fault ("action[3]"), `message` the server's explanation (it starts with the field)."""
+
+    def __init__(self, code, field, message):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.field = field
+        self.message = message
+
+
+class ServerUnavailable(TierGymError, ConnectionError):
+    """No reply: the server is not running, has died, or did not answer in time."""
+
+
+class BinaryNotFound(TierGymError, FileNotFoundError):
+    """The `tiergym` binary needed to start a private server was not found."""
