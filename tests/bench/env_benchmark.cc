@@ -1,0 +1,455 @@
+// How fast agents can step placement environments: in-process (the C++ API), through the
+// server with one synchronous client over ipc:// and over tcp loopback, and through the
+// batched path (step_batch); each transport against a raw ZeroMQ + msgpack echo of the
+// same message sizes measured in the same run. Then the server's memory per session with
+// 1000 sessions open.
+//
+//   build/bin/tiergym-bench-env [--threads T] [--batch N] [--action static|two|half]
+//                               [Google Benchmark options]
+//
+// Serves the bundled profiles (minife, lulesh, nekbone, lammps on knl, 200000 samples,
+// generated into a temporary directory) with the default configuration (64 regions, 100
+// steps, placement actions); by default each action moves two regions (--action). Benchmarks:
+//   BM_InProcess            Environment::Step, one environment, one thread
+//   BM_InProcessRoundRobin  N environments stepped in turn by one thread
+//   BM_InProcessParallel    N environments stepped by T threads (ThreadPool::ParallelFor)
+//   BM_ClientStep/ipc|tcp   Client::Step against a server with T worker threads
+//   BM_Echo/ipc|tcp         DEALER -> ROUTER echo: msgpack messages of a step's sizes
+//   BM_Batch                Client::StepBatch of N sessions (autoreset same_step), ipc
+//   BM_EchoBatch            the echo with a batch's message sizes, ipc
+// and prints the ratios the environment issue sets as goals (synchronous client >= 0.5 of
+// the echo rate; batched path >= 0.8 of in-process steps/s with the same thread count).
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "env/client/client.h"
+#include "env/environment.h"
+#include "env/server/bundled_profiles.h"
+#include "env/server/environment_provider.h"
+#include "env/server/protocol.h"
+#include "env/server/server.h"
+#include "env/server/thread_pool.h"
+#include "msgpack.hpp"
+#include "tests/bench/summary_reporter.h"
+#include "zmq.hpp"
+
+namespace tiergym::env {
+namespace {
+
+namespace fs = std::filesystem;
+
+// What the agent does each step (--action): kTwo (default) puts region step % regions on
+// tier 1 and the rest on tier 0, so that two regions move per step (one in, one back);
+// kStatic keeps everything on tier 0 (no migration: the interval estimate alone); kHalf
+// flips every region, moving all of them each step.
+enum class ActionKind { kStatic, kTwo, kHalf };
+ActionKind g_action = ActionKind::kTwo;
+
+Action Alternating(int regions, uint64_t step) {
+  Action a;
+  for (int r = 0; r < regions; ++r) {
+    switch (g_action) {
+      case ActionKind::kStatic: a.values.push_back(0); break;
+      case ActionKind::kTwo: a.values.push_back(static_cast<uint64_t>(r) == step % regions ? 1 : 0); break;
+      case ActionKind::kHalf: a.values.push_back(static_cast<int64_t>((r + step) % 2)); break;
+    }
+  }
+  return a;
+}
+const char* ActionName() {
+  return g_action == ActionKind::kStatic ? "static (no moves)"
+         : g_action == ActionKind::kTwo  ? "two regions move per step"
+                                         : "every region moves each step";
+}
+
+// A raw ZeroMQ + msgpack echo: answers every request with a msgpack message of a fixed
+// size, after unpacking the request (the least a msgpack server does).
+class EchoServer {
+ public:
+  EchoServer(zmq::context_t& context, const std::string& endpoint) : socket_(context, zmq::socket_type::router) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.bind(endpoint);
+    endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~EchoServer() {
+    stop_.store(true);
+    thread_.join();
+  }
+  const std::string& endpoint() const { return endpoint_; }
+  void set_reply_bytes(size_t n) { reply_bytes_.store(n); }
+
+ private:
+  void Loop() {
+    while (!stop_.load()) {
+      zmq::pollitem_t item = {socket_.handle(), 0, ZMQ_POLLIN, 0};
+      if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) == 0) continue;
+      zmq::message_t id, payload;
+      if (!socket_.recv(id, zmq::recv_flags::none)) continue;
+      if (!socket_.recv(payload, zmq::recv_flags::none)) continue;
+      msgpack::object_handle oh =
+          msgpack::unpack(static_cast<const char*>(payload.data()), payload.size());
+      benchmark::DoNotOptimize(oh.get().type);
+      msgpack::sbuffer buf;
+      msgpack::packer<msgpack::sbuffer> pk(buf);
+      const size_t n = reply_bytes_.load();
+      pk.pack_map(1);
+      pk.pack_str(4);
+      pk.pack_str_body("data", 4);
+      const std::string body(n > 16 ? n - 16 : 1, 'x');
+      pk.pack_bin(static_cast<uint32_t>(body.size()));
+      pk.pack_bin_body(body.data(), static_cast<uint32_t>(body.size()));
+      socket_.send(id, zmq::send_flags::sndmore);
+      socket_.send(zmq::buffer(buf.data(), buf.size()), zmq::send_flags::none);
+    }
+  }
+
+  zmq::socket_t socket_;
+  std::string endpoint_;
+  std::atomic<bool> stop_{false};
+  std::atomic<size_t> reply_bytes_{64};
+  std::thread thread_;
+};
+
+struct World {
+  std::string dir;
+  int threads = 2;
+  int batch = 64;
+  EnvironmentProviderOptions provider_options;
+  std::shared_ptr<EnvironmentProvider> provider;
+  std::unique_ptr<Server> ipc_server, tcp_server;
+  std::thread ipc_thread, tcp_thread;
+  zmq::context_t echo_context{1};
+  std::unique_ptr<EchoServer> ipc_echo, tcp_echo;
+  size_t step_request_bytes = 0, step_reply_bytes = 0;
+  size_t batch_request_bytes = 0, batch_reply_bytes = 0;
+};
+
+World& TheWorld() {
+  static World* w = new World();
+  return *w;
+}
+
+std::unique_ptr<SessionEnv> MakeEnv() {
+  absl::StatusOr<std::unique_ptr<SessionEnv>> env = TheWorld().provider->Make({});
+  if (!env.ok()) {
+    std::fprintf(stderr, "%s\n", env.status().ToString().c_str());
+    std::exit(1);
+  }
+  return std::move(*env);
+}
+
+void BM_InProcess(benchmark::State& state) {
+  std::unique_ptr<SessionEnv> env = MakeEnv();
+  const int regions = env->spec().num_regions;
+  (void)env->Reset(1, {});
+  uint64_t step = 0;
+  for (auto _ : state) {
+    absl::StatusOr<StepResult> r = env->Step(Alternating(regions, step++));
+    if (!r.ok()) state.SkipWithError(r.status().ToString().c_str());
+    if (r->terminated) (void)env->Reset(std::nullopt, {});
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+// N environments stepped in turn by one thread: what a batch costs without parallelism
+// (N environments' state does not stay in cache as one environment's does).
+void BM_InProcessRoundRobin(benchmark::State& state) {
+  const World& w = TheWorld();
+  std::vector<std::unique_ptr<SessionEnv>> envs;
+  for (int i = 0; i < w.batch; ++i) {
+    envs.push_back(MakeEnv());
+    (void)envs.back()->Reset(i, {});
+  }
+  const int regions = envs[0]->spec().num_regions;
+  uint64_t step = 0;
+  for (auto _ : state) {
+    const Action a = Alternating(regions, step++);
+    for (auto& env : envs) {
+      absl::StatusOr<StepResult> r = env->Step(a);
+      if (r.ok() && r->terminated) (void)env->Reset(std::nullopt, {});
+      benchmark::DoNotOptimize(r);
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * envs.size());
+}
+
+void BM_InProcessParallel(benchmark::State& state) {
+  const World& w = TheWorld();
+  std::vector<std::unique_ptr<SessionEnv>> envs;
+  for (int i = 0; i < w.batch; ++i) {
+    envs.push_back(MakeEnv());
+    (void)envs.back()->Reset(i, {});
+  }
+  const int regions = envs[0]->spec().num_regions;
+  ThreadPool pool(w.threads);
+  uint64_t step = 0;
+  for (auto _ : state) {
+    const Action a = Alternating(regions, step++);
+    pool.ParallelFor(envs.size(), [&](size_t i) {
+      absl::StatusOr<StepResult> r = envs[i]->Step(a);
+      if (r.ok() && r->terminated) (void)envs[i]->Reset(std::nullopt, {});
+      benchmark::DoNotOptimize(r);
+    });
+  }
+  state.SetItemsProcessed(state.iterations() * envs.size());
+}
+
+void ClientStep(benchmark::State& state, const std::string& endpoint) {
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect({endpoint, 30});
+  if (!c.ok()) return state.SkipWithError(c.status().ToString().c_str());
+  absl::StatusOr<protocol::MakeReply> m = (*c)->Make({});
+  if (!m.ok()) return state.SkipWithError(m.status().ToString().c_str());
+  (void)(*c)->Reset(m->session, 1);
+  uint64_t step = 0;
+  for (auto _ : state) {
+    absl::StatusOr<StepResult> r = (*c)->Step(m->session, Alternating(m->spec.num_regions, step++));
+    if (!r.ok()) return state.SkipWithError(r.status().ToString().c_str());
+    if (r->terminated) (void)(*c)->Reset(m->session);
+  }
+  (void)(*c)->Close(m->session);
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_ClientStepIpc(benchmark::State& state) { ClientStep(state, TheWorld().ipc_server->endpoint()); }
+void BM_ClientStepTcp(benchmark::State& state) { ClientStep(state, TheWorld().tcp_server->endpoint()); }
+
+void Echo(benchmark::State& state, EchoServer& echo, size_t request_bytes, size_t reply_bytes) {
+  echo.set_reply_bytes(reply_bytes);
+  zmq::context_t context(1);
+  zmq::socket_t s(context, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.connect(echo.endpoint());
+  const std::string body(request_bytes > 16 ? request_bytes - 16 : 1, 'a');
+  for (auto _ : state) {
+    msgpack::sbuffer buf;
+    msgpack::packer<msgpack::sbuffer> pk(buf);
+    pk.pack_map(1);
+    pk.pack_str(4);
+    pk.pack_str_body("data", 4);
+    pk.pack_bin(static_cast<uint32_t>(body.size()));
+    pk.pack_bin_body(body.data(), static_cast<uint32_t>(body.size()));
+    s.send(zmq::buffer(buf.data(), buf.size()), zmq::send_flags::none);
+    zmq::message_t reply;
+    if (!s.recv(reply, zmq::recv_flags::none)) return state.SkipWithError("no echo");
+    msgpack::object_handle oh = msgpack::unpack(static_cast<const char*>(reply.data()), reply.size());
+    benchmark::DoNotOptimize(oh.get().type);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_EchoIpc(benchmark::State& state) {
+  World& w = TheWorld();
+  Echo(state, *w.ipc_echo, w.step_request_bytes, w.step_reply_bytes);
+}
+void BM_EchoTcp(benchmark::State& state) {
+  World& w = TheWorld();
+  Echo(state, *w.tcp_echo, w.step_request_bytes, w.step_reply_bytes);
+}
+void BM_EchoBatch(benchmark::State& state) {
+  World& w = TheWorld();
+  Echo(state, *w.ipc_echo, w.batch_request_bytes, w.batch_reply_bytes);
+  state.SetItemsProcessed(state.iterations() * w.batch);
+}
+
+void BM_Batch(benchmark::State& state) {
+  const World& w = TheWorld();
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect({w.ipc_server->endpoint(), 60});
+  if (!c.ok()) return state.SkipWithError(c.status().ToString().c_str());
+  protocol::StepBatchRequest batch;
+  int regions = 0;
+  for (int i = 0; i < w.batch; ++i) {
+    absl::StatusOr<protocol::MakeReply> m = (*c)->Make({});
+    if (!m.ok()) return state.SkipWithError(m.status().ToString().c_str());
+    (void)(*c)->Reset(m->session, i);
+    batch.sessions.push_back(m->session);
+    regions = m->spec.num_regions;
+  }
+  batch.autoreset = protocol::Autoreset::kSameStep;
+  uint64_t step = 0;
+  for (auto _ : state) {
+    batch.actions.assign(batch.sessions.size(), Alternating(regions, step++));
+    absl::StatusOr<protocol::StepBatchReply> r = (*c)->StepBatch(batch);
+    if (!r.ok()) return state.SkipWithError(r.status().ToString().c_str());
+    benchmark::DoNotOptimize(r);
+  }
+  for (uint64_t s : batch.sessions) (void)(*c)->Close(s);
+  state.SetItemsProcessed(state.iterations() * batch.sessions.size());
+}
+
+// The sizes of a real step and step_batch exchange, for the echoes.
+void MeasureMessageSizes(World& w) {
+  std::unique_ptr<SessionEnv> env = MakeEnv();
+  absl::StatusOr<StepResult> first = env->Reset(1, {});
+  absl::StatusOr<StepResult> r = env->Step(Alternating(env->spec().num_regions, 0));
+  const Action a = Alternating(env->spec().num_regions, 1);
+  w.step_request_bytes = protocol::EncodeRequest(
+      protocol::Request{protocol::Op::kStep, protocol::kVersion, 1, protocol::StepRequest{123456789, a}}).size();
+  w.step_reply_bytes = protocol::EncodeReply(protocol::Reply{1, protocol::StepReply{*r}}).size();
+  protocol::StepBatchRequest b;
+  protocol::StepBatchReply br;
+  for (int i = 0; i < w.batch; ++i) {
+    b.sessions.push_back(123456789 + i);
+    b.actions.push_back(a);
+    br.results.push_back(*r);
+    br.was_reset.push_back(0);
+  }
+  b.autoreset = protocol::Autoreset::kSameStep;
+  w.batch_request_bytes = protocol::EncodeRequest(
+      protocol::Request{protocol::Op::kStepBatch, protocol::kVersion, 1, b}).size();
+  w.batch_reply_bytes = protocol::EncodeReply(protocol::Reply{1, br}).size();
+}
+
+double SessionMemoryBytes(const World& w, int sessions, uint64_t* asset_bytes) {
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect({w.ipc_server->endpoint(), 120});
+  if (!c.ok()) return -1;
+  const uint64_t before = (*c)->Stats()->rss_bytes;
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < sessions; ++i) {
+    absl::StatusOr<protocol::MakeReply> m = (*c)->Make({});
+    if (!m.ok()) return -1;
+    (void)(*c)->Reset(m->session, i);  // an episode in progress holds its state
+    (void)(*c)->Step(m->session, Alternating(m->spec.num_regions, i));
+    ids.push_back(m->session);
+  }
+  absl::StatusOr<protocol::StatsReply> after = (*c)->Stats();
+  *asset_bytes = after->asset_bytes;
+  for (uint64_t id : ids) (void)(*c)->Close(id);
+  return static_cast<double>(after->rss_bytes - before) / sessions;
+}
+
+int Main(int argc, char** argv) {
+  World& w = TheWorld();
+  std::vector<char*> rest = {argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+      w.threads = std::max(1, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--action") == 0 && i + 1 < argc) {
+      const std::string a = argv[++i];
+      g_action = a == "static" ? ActionKind::kStatic : a == "half" ? ActionKind::kHalf : ActionKind::kTwo;
+    } else if (std::strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
+      w.batch = std::max(1, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--help") == 0) {
+      std::printf("usage: %s [--threads T] [--batch N] [--action static|two|half] "
+                  "[Google Benchmark options]\n", argv[0]);
+      return 0;
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  int rest_argc = static_cast<int>(rest.size());
+  benchmark::Initialize(&rest_argc, rest.data());
+
+  w.dir = (fs::temp_directory_path() / ("tiergym-bench-env-" + std::to_string(getpid()))).string();
+  fs::create_directories(w.dir);
+  std::fprintf(stderr, "generating the bundled profiles into %s ...\n", w.dir.c_str());
+  absl::StatusOr<std::vector<ServedProfile>> profiles = EnsureBundledProfiles(w.dir, nullptr);
+  if (!profiles.ok()) {
+    std::fprintf(stderr, "%s\n", profiles.status().ToString().c_str());
+    return 1;
+  }
+  for (const ServedProfile& p : *profiles) w.provider_options.default_profiles.push_back(p.dir);
+  w.provider = std::make_shared<EnvironmentProvider>(w.provider_options);
+  MeasureMessageSizes(w);
+
+  ServerOptions so;
+  so.threads = w.threads;
+  ServiceOptions service;
+  service.max_sessions = 100000;
+  so.endpoint = "ipc://" + w.dir + "/bench.sock";
+  w.ipc_server = std::move(*Server::Create(so, service, w.provider));
+  so.endpoint = "tcp://127.0.0.1:0";
+  w.tcp_server = std::move(*Server::Create(so, service, w.provider));
+  w.ipc_thread = std::thread([&] { (void)w.ipc_server->Run(); });
+  w.tcp_thread = std::thread([&] { (void)w.tcp_server->Run(); });
+  w.ipc_echo = std::make_unique<EchoServer>(w.echo_context, "ipc://" + w.dir + "/echo.sock");
+  w.tcp_echo = std::make_unique<EchoServer>(w.echo_context, "tcp://127.0.0.1:0");
+
+  benchmark::RegisterBenchmark("BM_InProcess", BM_InProcess)->Unit(benchmark::kMicrosecond)->UseRealTime();
+  benchmark::RegisterBenchmark("BM_InProcessRoundRobin", BM_InProcessRoundRobin)->Unit(benchmark::kMicrosecond)->UseRealTime();
+  benchmark::RegisterBenchmark("BM_InProcessParallel", BM_InProcessParallel)->Unit(benchmark::kMicrosecond)->UseRealTime();
+  benchmark::RegisterBenchmark("BM_ClientStepIpc", BM_ClientStepIpc)->Unit(benchmark::kMicrosecond)->UseRealTime();
+  benchmark::RegisterBenchmark("BM_EchoIpc", BM_EchoIpc)->Unit(benchmark::kMicrosecond)->UseRealTime();
+  benchmark::RegisterBenchmark("BM_ClientStepTcp", BM_ClientStepTcp)->Unit(benchmark::kMicrosecond)->UseRealTime();
+  benchmark::RegisterBenchmark("BM_EchoTcp", BM_EchoTcp)->Unit(benchmark::kMicrosecond)->UseRealTime();
+  benchmark::RegisterBenchmark("BM_Batch", BM_Batch)->Unit(benchmark::kMicrosecond)->UseRealTime();
+  benchmark::RegisterBenchmark("BM_EchoBatch", BM_EchoBatch)->Unit(benchmark::kMicrosecond)->UseRealTime();
+  SummaryReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+
+  uint64_t asset_bytes = 0;
+  const double per_session = SessionMemoryBytes(w, 1000, &asset_bytes);
+
+  const double in_process = reporter.Seconds("BM_InProcess");
+  const double round_robin = reporter.Seconds("BM_InProcessRoundRobin") / w.batch;  // per step
+  const double parallel = reporter.Seconds("BM_InProcessParallel") / w.batch;        // per step
+  const double ipc = reporter.Seconds("BM_ClientStepIpc"), echo_ipc = reporter.Seconds("BM_EchoIpc");
+  const double tcp = reporter.Seconds("BM_ClientStepTcp"), echo_tcp = reporter.Seconds("BM_EchoTcp");
+  const double batch = reporter.Seconds("BM_Batch") / w.batch;  // per step
+  const double echo_batch = reporter.Seconds("BM_EchoBatch");
+
+  std::printf("\n=== environment summary: 4 bundled profiles on knl, 64 regions, 100 steps, "
+              "%s; %d server threads, batch of %d ===\n", ActionName(), w.threads, w.batch);
+  std::printf("message sizes: step %zu B request / %zu B reply; batch %zu B / %zu B\n",
+              w.step_request_bytes, w.step_reply_bytes, w.batch_request_bytes, w.batch_reply_bytes);
+  auto rate = [](const char* what, double seconds) {
+    if (seconds > 0) std::printf("%-50s %12.0f steps/s\n", what, 1 / seconds);
+  };
+  rate("in-process, 1 thread (C++ API)", in_process);
+  rate("in-process, N envs in turn, 1 thread", round_robin);
+  rate("in-process, N envs, T threads", parallel);
+  rate("synchronous client, ipc", ipc);
+  rate("synchronous client, tcp loopback", tcp);
+  rate("batched (step_batch), ipc", batch);
+  std::printf("%-50s %12.0f round trips/s\n", "echo, ipc (step sizes)", echo_ipc > 0 ? 1 / echo_ipc : 0);
+  std::printf("%-50s %12.0f round trips/s\n", "echo, tcp (step sizes)", echo_tcp > 0 ? 1 / echo_tcp : 0);
+  std::printf("%-50s %12.0f round trips/s\n", "echo, ipc (batch sizes)", echo_batch > 0 ? w.batch / echo_batch : 0);
+  auto ratio = [](const char* what, double fast_seconds, double slow_seconds, double goal) {
+    if (fast_seconds <= 0 || slow_seconds <= 0) return;
+    const double r = fast_seconds / slow_seconds;  // rate of the second / rate of the first
+    std::printf("%-58s %6.2f", what, r);
+    if (goal > 0) std::printf("   (goal >= %.2f: %s)", goal, r >= goal ? "met" : "NOT met");
+    std::printf("\n");
+  };
+  ratio("synchronous client ipc / echo ipc", echo_ipc, ipc, 0.5);
+  ratio("synchronous client tcp / echo tcp", echo_tcp, tcp, 0.5);
+  ratio("batched ipc / in-process parallel (same threads)", parallel, batch, 0.8);
+  ratio("batched ipc / echo of the batch sizes", echo_batch / w.batch, batch, 0);
+  ratio("synchronous client ipc / in-process 1 thread", in_process, ipc, 0);
+  // What the server adds to a step beyond the environment itself, against the echo's
+  // round trip: 1 means the server costs exactly a bare ZeroMQ + msgpack exchange.
+  if (ipc > 0 && in_process > 0 && echo_ipc > 0) {
+    std::printf("%-58s %6.2f\n", "server overhead per step (ipc) / echo round trip",
+                (ipc - in_process) / echo_ipc);
+  }
+  if (tcp > 0 && in_process > 0 && echo_tcp > 0) {
+    std::printf("%-58s %6.2f\n", "server overhead per step (tcp) / echo round trip",
+                (tcp - in_process) / echo_tcp);
+  }
+  std::printf("server memory per session (1000 sessions open, one episode each): %.1f KB;"
+              " shared assets %.1f MB\n", per_session / 1024, asset_bytes / 1e6);
+
+  w.ipc_server->Stop();
+  w.tcp_server->Stop();
+  w.ipc_thread.join();
+  w.tcp_thread.join();
+  w.ipc_echo.reset();
+  w.tcp_echo.reset();
+  benchmark::Shutdown();
+  fs::remove_all(w.dir);
+  return 0;
+}
+
+}  // namespace
+}  // namespace tiergym::env
+
+int main(int argc, char** argv) { return tiergym::env::Main(argc, argv); }
