@@ -963,7 +963,7 @@ struct ReplyPacker {
     p.Str("default_runtime_ns");
     p.Double(r.default_runtime_ns);
     p.Str("speedup");
-    p.Double(r.runtime_ns > 0 ? r.default_runtime_ns / r.runtime_ns - 1 : 0);
+    p.Double(r.default_runtime_ns > 0 ? 1 - r.runtime_ns / r.default_runtime_ns : 0);
   }
   void operator()(const CloseReply&) { Head(0); }
   void operator()(const StatsReply& r) {

@@ -120,6 +120,9 @@ def test_an_end_to_end_episode_returns_the_fractional_speedup(env):
     assert total > 0  # the bundled applications run faster with everything in HBM
     estimate = env.estimate(info["profile"], '{"default": "hbm"}')
     assert estimate["runtime_ns"] < estimate["default_runtime_ns"]
+    # The same measure as an episode's return: time saved over the default run.
+    assert estimate["speedup"] == pytest.approx(
+        1 - estimate["runtime_ns"] / estimate["default_runtime_ns"])
 
 
 @needs_binary

@@ -110,7 +110,8 @@ class TierEnv(_Base):
 
     def estimate(self, profile, placement_json):
         """Estimated runtime of `profile` under a placement (JSON text), without an episode:
-        {"runtime_ns", "default_runtime_ns", "speedup"}."""
+        {"runtime_ns", "default_runtime_ns", "speedup"}, speedup = 1 - runtime / default
+        (the fractional speedup, as an episode's return measures it)."""
         reply = self._connection.call("estimate", session=self.session, profile=profile,
                                       placement=placement_json)
         return {k: reply[k] for k in ("runtime_ns", "default_runtime_ns", "speedup")}
