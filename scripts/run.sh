@@ -2,7 +2,8 @@
 # The main job on the bundled applications: sets up (dependencies, build), generates the
 # synthetic profiles of the four bundled application models on a KNL-like machine, then
 # summarises one profile, estimates a placement, and validates the estimator against the
-# measured runs of every application.
+# measured runs of every application; ends with an episode of the example placement policy on
+# a private environment server (agents_examples/greedy_policy.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh
@@ -56,3 +57,7 @@ echo
 echo "== Contention estimator on the bundled sensitivity data (seed 000, Tables 1-3)"
 data=estimator/contention/data
 "$tg" contention validate --curves "$data/curves.csv" --apps "$data/apps.csv" --pairs "$data/pairs.csv"
+
+echo
+echo "== The environment: a private 'tiergym serve' on the bundled profiles, one episode of the example greedy policy"
+/usr/bin/python3 agents_examples/greedy_policy.py --profile lulesh --steps 50
