@@ -20,20 +20,6 @@ absl::Status RuleError(const std::string& path, int line, std::string_view rule,
   return absl::InvalidArgumentError(StrCat(path, ":", line, ": ", rule, ": ", detail));
 }
 
-std::vector<std::string_view> SplitFields(std::string_view line) {
-  std::vector<std::string_view> fields;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = line.find(',', start);
-    if (comma == std::string_view::npos) {
-      fields.push_back(line.substr(start));
-      return fields;
-    }
-    fields.push_back(line.substr(start, comma - start));
-    start = comma + 1;
-  }
-}
-
 std::optional<uint64_t> ParseDecimal(std::string_view s) {
   if (s.empty()) return std::nullopt;
   for (char c : s) {

@@ -9,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/run_tiergym.h"
 #include "traces/util/file.h"
 #include "traces/util/json.h"
 
@@ -19,24 +20,8 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code = -1;
-  std::string out;  // stdout, or stdout and stderr with merge_stderr
-};
-
-Result Tiergym(const std::string& args, bool merge_stderr = false) {
-  const std::string cmd =
-      std::string(TIERGYM_BIN_DIR) + "/tiergym " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
-  Result r;
-  FILE* f = popen(cmd.c_str(), "r");
-  if (f == nullptr) return r;
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, n);
-  const int status = pclose(f);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using testing::Result;
+using testing::Tiergym;
 
 std::string Bundled() { return std::string(TIERGYM_SOURCE_DIR) + "/estimator/contention/data"; }
 

@@ -10,6 +10,7 @@
 #include <charconv>
 #include <concepts>
 #include <string>
+#include <vector>
 #include <string_view>
 #include <type_traits>
 
@@ -59,6 +60,10 @@ void StrAppend(std::string* out, const Args&... args) {
 
 // `value` with `digits` digits after the decimal point ("12.35").
 std::string FixedDecimal(double value, int digits);
+
+// The fields of one line of a CSV without quoting: split at every `separator`; an empty
+// line gives one empty field.
+std::vector<std::string_view> SplitFields(std::string_view line, char separator = ',');
 
 }  // namespace tiergym
 
