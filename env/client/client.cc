@@ -43,9 +43,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
       BodyAs<protocol::HelloReply>(client->Call(protocol::Op::kHello, std::monostate{}));
   if (!hello.ok()) return hello.status();
   if (hello->protocol != protocol::kVersion) {
-    return absl::FailedPreconditionError(
-        StrCat(options.endpoint, " speaks protocol version ", hello->protocol,
-               "; this client speaks ", protocol::kVersion));
+    return absl::FailedPreconditionError(StrCat(options.endpoint, " speaks protocol version ",
+                                                hello->protocol, "; this client speaks ",
+                                                protocol::kVersion));
   }
   client->hello_ = std::move(*hello);
   return client;
@@ -107,7 +107,8 @@ absl::StatusOr<protocol::ListReply> Client::List() {
 
 absl::StatusOr<protocol::MakeReply> Client::Make(const protocol::ConfigMap& config,
                                                  const std::string& env_id) {
-  return BodyAs<protocol::MakeReply>(Call(protocol::Op::kMake, protocol::MakeRequest{env_id, config}));
+  return BodyAs<protocol::MakeReply>(
+      Call(protocol::Op::kMake, protocol::MakeRequest{env_id, config}));
 }
 
 absl::StatusOr<StepResult> Client::Reset(uint64_t session, std::optional<uint64_t> seed,
@@ -125,7 +126,8 @@ absl::StatusOr<StepResult> Client::Step(uint64_t session, const Action& action) 
   return std::move(r->result);
 }
 
-absl::StatusOr<protocol::StepBatchReply> Client::StepBatch(const protocol::StepBatchRequest& request) {
+absl::StatusOr<protocol::StepBatchReply> Client::StepBatch(
+    const protocol::StepBatchRequest& request) {
   return BodyAs<protocol::StepBatchReply>(Call(protocol::Op::kStepBatch, request));
 }
 

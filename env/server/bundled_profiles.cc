@@ -53,7 +53,8 @@ absl::StatusOr<std::vector<ServedProfile>> EnsureBundledProfiles(
   for (const std::string& app : BundledProfileApps()) {
     const fs::path dir = root / app;
     if (!fs::is_directory(dir / "profile")) {
-      if (progress) progress(StrCat("generating the bundled profile ", app, " into ", dir.string()));
+      if (progress)
+        progress(StrCat("generating the bundled profile ", app, " into ", dir.string()));
       TG_ASSIGN_OR_RETURN(synth::AppModel model, synth::LoadAppModel(app));
       TG_ASSIGN_OR_RETURN(Machine machine, LoadMachine(kMachine));
       synth::SynthOptions options;

@@ -52,7 +52,8 @@ std::map<std::string, std::string> EnvironmentProvider::Resolve(
   auto it = out.find("profiles");
   if (it == out.end() || it->second.empty()) {
     std::string dirs;
-    for (const std::string& d : options_.default_profiles) StrAppend(&dirs, dirs.empty() ? "" : ",", d);
+    for (const std::string& d : options_.default_profiles)
+      StrAppend(&dirs, dirs.empty() ? "" : ",", d);
     out["profiles"] = dirs;
     return out;
   }
@@ -64,7 +65,8 @@ std::map<std::string, std::string> EnvironmentProvider::Resolve(
     if (comma == std::string::npos) comma = value.size();
     const std::string item = value.substr(start, comma - start);
     auto named = options_.named_profiles.find(item);
-    StrAppend(&dirs, dirs.empty() ? "" : ",", named != options_.named_profiles.end() ? named->second : item);
+    StrAppend(&dirs, dirs.empty() ? "" : ",",
+              named != options_.named_profiles.end() ? named->second : item);
     start = comma + 1;
   }
   it->second = dirs;

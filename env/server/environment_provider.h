@@ -47,7 +47,8 @@ class EnvironmentProvider : public EnvProvider {
 
   // The configuration as ParseEnvConfig will see it: served profiles resolved, and the
   // default profiles filled in. Exposed for tests.
-  std::map<std::string, std::string> Resolve(const std::map<std::string, std::string>& config) const;
+  std::map<std::string, std::string> Resolve(
+      const std::map<std::string, std::string>& config) const;
 
  private:
   using AssetsOr = absl::StatusOr<std::shared_ptr<const EnvAssets>>;

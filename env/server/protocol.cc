@@ -20,8 +20,8 @@ static_assert(std::endian::native == std::endian::little,
 using msgpack::object;
 namespace mtype = msgpack::type;
 
-constexpr std::string_view kOpNames[kNumOps] = {
-    "hello", "list", "make", "reset", "step", "step_batch", "estimate", "close", "stats"};
+constexpr std::string_view kOpNames[kNumOps] = {"hello",      "list",     "make",  "reset", "step",
+                                                "step_batch", "estimate", "close", "stats"};
 
 // --- Errors inside the codec: a Status whose message is "FIELD: detail" ----------------
 
@@ -47,17 +47,26 @@ std::string Index(std::string_view path, size_t i) { return StrCat(path, "[", i,
 
 std::string_view TypeName(const object& o) {
   switch (o.type) {
-    case mtype::NIL: return "nil";
-    case mtype::BOOLEAN: return "bool";
+    case mtype::NIL:
+      return "nil";
+    case mtype::BOOLEAN:
+      return "bool";
     case mtype::POSITIVE_INTEGER:
-    case mtype::NEGATIVE_INTEGER: return "integer";
+    case mtype::NEGATIVE_INTEGER:
+      return "integer";
     case mtype::FLOAT32:
-    case mtype::FLOAT64: return "float";
-    case mtype::STR: return "str";
-    case mtype::BIN: return "bin";
-    case mtype::ARRAY: return "array";
-    case mtype::MAP: return "map";
-    case mtype::EXT: return "ext";
+    case mtype::FLOAT64:
+      return "float";
+    case mtype::STR:
+      return "str";
+    case mtype::BIN:
+      return "bin";
+    case mtype::ARRAY:
+      return "array";
+    case mtype::MAP:
+      return "map";
+    case mtype::EXT:
+      return "ext";
   }
   return "unknown";
 }
@@ -233,9 +242,9 @@ absl::StatusOr<NdarrayView> ReadNdarray(const object& o, std::string_view field)
   if (data->type != mtype::BIN) return Expected(r.Field("data"), "bin", *data);
   a.data = std::string_view(data->via.bin.ptr, data->via.bin.size);
   if (a.data.size() != a.size * a.dtype->itemsize) {
-    return Invalid(r.Field("data"), StrCat(a.data.size(), " bytes for ", a.size, " elements of ",
-                                           a.dtype->name, " (", a.size * a.dtype->itemsize,
-                                           " bytes expected)"));
+    return Invalid(r.Field("data"),
+                   StrCat(a.data.size(), " bytes for ", a.size, " elements of ", a.dtype->name,
+                          " (", a.size * a.dtype->itemsize, " bytes expected)"));
   }
   TG_RETURN_IF_ERROR(r.NoOtherKeys());
   return a;
@@ -260,11 +269,15 @@ absl::StatusOr<std::vector<int64_t>> IntegersOf(const NdarrayView& a, std::strin
   const size_t w = a.dtype->itemsize;
   for (uint64_t i = 0; i < a.size; ++i, p += w) {
     if (a.dtype->is_signed) {
-      out[i] = w == 1 ? Load<int8_t>(p) : w == 2 ? Load<int16_t>(p) : w == 4 ? Load<int32_t>(p)
-                                                                     : Load<int64_t>(p);
+      out[i] = w == 1   ? Load<int8_t>(p)
+               : w == 2 ? Load<int16_t>(p)
+               : w == 4 ? Load<int32_t>(p)
+                        : Load<int64_t>(p);
     } else {
-      const uint64_t u = w == 1 ? Load<uint8_t>(p) : w == 2 ? Load<uint16_t>(p)
-                                                   : w == 4 ? Load<uint32_t>(p) : Load<uint64_t>(p);
+      const uint64_t u = w == 1   ? Load<uint8_t>(p)
+                         : w == 2 ? Load<uint16_t>(p)
+                         : w == 4 ? Load<uint32_t>(p)
+                                  : Load<uint64_t>(p);
       if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
         return Invalid(Index(field, i), StrCat(u, " is out of the int64 range"));
       }
@@ -320,7 +333,8 @@ absl::StatusOr<std::vector<uint8_t>> ReadBoolVector(const object& o, std::string
     if (a.shape.size() != 1) return Invalid(StrCat(field, ".shape"), "expected 1 dimension");
     TG_ASSIGN_OR_RETURN(std::vector<int64_t> v, IntegersOf(a, field));
     for (size_t i = 0; i < v.size(); ++i) {
-      if (v[i] != 0 && v[i] != 1) return Invalid(Index(field, i), StrCat("expected 0 or 1, got ", v[i]));
+      if (v[i] != 0 && v[i] != 1)
+        return Invalid(Index(field, i), StrCat("expected 0 or 1, got ", v[i]));
       out.push_back(static_cast<uint8_t>(v[i]));
     }
     return out;
@@ -355,12 +369,22 @@ absl::StatusOr<ConfigMap> ReadConfig(const object& o, std::string_view field) {
     const std::string f = Member(field, key);
     std::string value;
     switch (v.type) {
-      case mtype::STR: value = std::string(AsView(v)); break;
-      case mtype::POSITIVE_INTEGER: value = StrCat(v.via.u64); break;
-      case mtype::NEGATIVE_INTEGER: value = StrCat(v.via.i64); break;
+      case mtype::STR:
+        value = std::string(AsView(v));
+        break;
+      case mtype::POSITIVE_INTEGER:
+        value = StrCat(v.via.u64);
+        break;
+      case mtype::NEGATIVE_INTEGER:
+        value = StrCat(v.via.i64);
+        break;
       case mtype::FLOAT32:
-      case mtype::FLOAT64: value = StrCat(v.via.f64); break;
-      case mtype::BOOLEAN: value = v.via.boolean ? "true" : "false"; break;
+      case mtype::FLOAT64:
+        value = StrCat(v.via.f64);
+        break;
+      case mtype::BOOLEAN:
+        value = v.via.boolean ? "true" : "false";
+        break;
       case mtype::ARRAY:
         for (uint32_t j = 0; j < v.via.array.size; ++j) {
           TG_ASSIGN_OR_RETURN(std::string s, ReadString(v.via.array.ptr[j], Index(f, j)));
@@ -561,8 +585,9 @@ absl::StatusOr<msgpack::object_handle> Unpack(std::string_view payload, uint64_t
   } catch (const msgpack::insufficient_bytes&) {
     return Invalid(kPayloadField, "not msgpack: the message ends in the middle of a value");
   } catch (const msgpack::size_overflow& e) {
-    return FieldError(absl::StatusCode::kResourceExhausted, kPayloadField,
-                      StrCat("a msgpack array, map, string or nesting over the limit (", e.what(), ")"));
+    return FieldError(
+        absl::StatusCode::kResourceExhausted, kPayloadField,
+        StrCat("a msgpack array, map, string or nesting over the limit (", e.what(), ")"));
   } catch (const std::bad_alloc&) {
     return FieldError(absl::StatusCode::kResourceExhausted, kPayloadField, "out of memory");
   } catch (const std::exception& e) {
@@ -749,8 +774,7 @@ void PackInfo(Packer& p, const StepInfo& info) {
     p.Ndarray("uint8", {info.action_mask.size() / tiers, tiers}, info.action_mask.data(),
               info.action_mask.size());
   } else {
-    p.Ndarray("uint8", {info.action_mask.size()}, info.action_mask.data(),
-              info.action_mask.size());
+    p.Ndarray("uint8", {info.action_mask.size()}, info.action_mask.data(), info.action_mask.size());
   }
 }
 
@@ -785,7 +809,8 @@ void PackInfoColumns(Packer& p, const std::vector<const StepInfo*>& infos) {
   doubles("default_total_ns", &StepInfo::default_total_ns);
   std::vector<uint64_t> used;
   used.reserve(n * tiers);
-  for (const StepInfo* i : infos) used.insert(used.end(), i->tier_used_bytes.begin(), i->tier_used_bytes.end());
+  for (const StepInfo* i : infos)
+    used.insert(used.end(), i->tier_used_bytes.begin(), i->tier_used_bytes.end());
   p.Str("tier_used_bytes");
   p.Ndarray("uint64", {n, tiers}, used.data(), used.size() * sizeof(uint64_t));
   p.Str("refused_regions");
@@ -796,7 +821,8 @@ void PackInfoColumns(Packer& p, const std::vector<const StepInfo*>& infos) {
   }
   std::vector<uint8_t> masks;
   masks.reserve(n * mask);
-  for (const StepInfo* i : infos) masks.insert(masks.end(), i->action_mask.begin(), i->action_mask.end());
+  for (const StepInfo* i : infos)
+    masks.insert(masks.end(), i->action_mask.begin(), i->action_mask.end());
   p.Str("action_mask");
   if (tiers > 1 && mask % tiers == 0) {
     p.Ndarray("uint8", {n, mask / tiers, tiers}, masks.data(), masks.size());
@@ -810,7 +836,8 @@ void PackObservations(Packer& p, const std::vector<const StepResult*>& results) 
   const size_t width = n == 0 ? 0 : results[0]->observation.size();
   std::vector<float> obs;
   obs.reserve(n * width);
-  for (const StepResult* r : results) obs.insert(obs.end(), r->observation.begin(), r->observation.end());
+  for (const StepResult* r : results)
+    obs.insert(obs.end(), r->observation.begin(), r->observation.end());
   p.Ndarray("float32", {n, width}, obs.data(), obs.size() * sizeof(float));
 }
 
@@ -1053,7 +1080,8 @@ absl::StatusOr<std::vector<std::string>> NeedStrings(const object& map, std::str
   if (o->type != mtype::ARRAY) return Expected(Member(path, key), "an array", *o);
   std::vector<std::string> out;
   for (uint32_t i = 0; i < o->via.array.size; ++i) {
-    TG_ASSIGN_OR_RETURN(std::string s, ReadString(o->via.array.ptr[i], Index(Member(path, key), i)));
+    TG_ASSIGN_OR_RETURN(std::string s,
+                        ReadString(o->via.array.ptr[i], Index(Member(path, key), i)));
     out.push_back(std::move(s));
   }
   return out;
@@ -1130,8 +1158,10 @@ absl::StatusOr<StepInfo> DecodeInfo(const object& o, std::string_view path) {
   TG_ASSIGN_OR_RETURN(info.elapsed_ns, NeedDouble(o, "elapsed_ns", path));
   TG_ASSIGN_OR_RETURN(info.default_elapsed_ns, NeedDouble(o, "default_elapsed_ns", path));
   TG_ASSIGN_OR_RETURN(info.default_total_ns, NeedDouble(o, "default_total_ns", path));
-  TG_ASSIGN_OR_RETURN(info.tier_used_bytes, ReadTyped<uint64_t>(o, "tier_used_bytes", "uint64", path));
-  TG_ASSIGN_OR_RETURN(std::vector<int32_t> refused, ReadTyped<int32_t>(o, "refused_regions", "int32", path));
+  TG_ASSIGN_OR_RETURN(info.tier_used_bytes,
+                      ReadTyped<uint64_t>(o, "tier_used_bytes", "uint64", path));
+  TG_ASSIGN_OR_RETURN(std::vector<int32_t> refused,
+                      ReadTyped<int32_t>(o, "refused_regions", "int32", path));
   info.refused_regions.assign(refused.begin(), refused.end());
   TG_ASSIGN_OR_RETURN(info.action_mask, ReadTyped<uint8_t>(o, "action_mask", "uint8", path));
   return info;
@@ -1142,7 +1172,8 @@ absl::StatusOr<std::vector<float>> DecodeObservation(const object& o, std::strin
 }
 
 // Column-wise infos back into one StepInfo per row.
-absl::Status DecodeInfoColumns(const object& o, std::string_view path, std::vector<StepResult>& rows) {
+absl::Status DecodeInfoColumns(const object& o, std::string_view path,
+                               std::vector<StepResult>& rows) {
   const size_t n = rows.size();
   TG_ASSIGN_OR_RETURN(std::vector<std::string> profiles, NeedStrings(o, "profile", path));
   if (profiles.size() != n) return Invalid(Member(path, "profile"), "wrong number of rows");
@@ -1169,12 +1200,13 @@ absl::Status DecodeInfoColumns(const object& o, std::string_view path, std::vect
     TG_ASSIGN_OR_RETURN(std::vector<T> v, ReadTyped<T>(o, key, dtype, path, &shape));
     if (shape.empty() || shape[0] != n) return Invalid(Member(path, key), "wrong number of rows");
     const size_t width = n == 0 ? 0 : v.size() / n;
-    for (size_t i = 0; i < n; ++i) assign(rows[i].info, v.begin() + i * width, v.begin() + (i + 1) * width);
+    for (size_t i = 0; i < n; ++i)
+      assign(rows[i].info, v.begin() + i * width, v.begin() + (i + 1) * width);
     return absl::OkStatus();
   };
-  TG_RETURN_IF_ERROR(rows_of("tier_used_bytes", uint64_t{}, "uint64", [](StepInfo& info, auto b, auto e) {
-    info.tier_used_bytes.assign(b, e);
-  }));
+  TG_RETURN_IF_ERROR(
+      rows_of("tier_used_bytes", uint64_t{}, "uint64",
+              [](StepInfo& info, auto b, auto e) { info.tier_used_bytes.assign(b, e); }));
   TG_RETURN_IF_ERROR(rows_of("action_mask", uint8_t{}, "uint8", [](StepInfo& info, auto b, auto e) {
     info.action_mask.assign(b, e);
   }));
@@ -1183,14 +1215,17 @@ absl::Status DecodeInfoColumns(const object& o, std::string_view path, std::vect
     return Invalid(Member(path, "refused_regions"), "expected one array per row");
   }
   for (size_t i = 0; i < n; ++i) {
-    TG_ASSIGN_OR_RETURN(NdarrayView a, ReadNdarray(refused->via.array.ptr[i], Member(path, "refused_regions")));
-    TG_ASSIGN_OR_RETURN(std::vector<int32_t> v, NumbersOf<int32_t>(a, "int32", Member(path, "refused_regions")));
+    TG_ASSIGN_OR_RETURN(NdarrayView a,
+                        ReadNdarray(refused->via.array.ptr[i], Member(path, "refused_regions")));
+    TG_ASSIGN_OR_RETURN(std::vector<int32_t> v,
+                        NumbersOf<int32_t>(a, "int32", Member(path, "refused_regions")));
     rows[i].info.refused_regions.assign(v.begin(), v.end());
   }
   return absl::OkStatus();
 }
 
-absl::Status DecodeObservationRows(const object& o, std::string_view key, std::vector<StepResult>& rows) {
+absl::Status DecodeObservationRows(const object& o, std::string_view key,
+                                   std::vector<StepResult>& rows) {
   std::vector<uint64_t> shape;
   TG_ASSIGN_OR_RETURN(std::vector<float> obs, ReadTyped<float>(o, key, "float32", "", &shape));
   if (shape.size() != 2) return Invalid(key, "expected 2 dimensions");
@@ -1227,7 +1262,8 @@ absl::StatusOr<ReplyBody> DecodeOk(const object& o, Op op) {
         TG_ASSIGN_OR_RETURN(d.id, NeedString(e, "id", path));
         TG_ASSIGN_OR_RETURN(d.description, NeedString(e, "description", path));
         TG_ASSIGN_OR_RETURN(const object* keys, Need(e, "config_keys", path));
-        if (keys->type != mtype::ARRAY) return Expected(Member(path, "config_keys"), "an array", *keys);
+        if (keys->type != mtype::ARRAY)
+          return Expected(Member(path, "config_keys"), "an array", *keys);
         for (uint32_t j = 0; j < keys->via.array.size; ++j) {
           const object& k = keys->via.array.ptr[j];
           const std::string kp = Index(Member(path, "config_keys"), j);
@@ -1268,9 +1304,12 @@ absl::StatusOr<ReplyBody> DecodeOk(const object& o, Op op) {
       StepBatchReply r;
       TG_RETURN_IF_ERROR(DecodeObservationRows(o, "obs", r.results));
       const size_t n = r.results.size();
-      TG_ASSIGN_OR_RETURN(std::vector<double> reward, ReadTyped<double>(o, "reward", "float64", ""));
-      TG_ASSIGN_OR_RETURN(std::vector<uint8_t> terminated, ReadTyped<uint8_t>(o, "terminated", "bool", ""));
-      TG_ASSIGN_OR_RETURN(std::vector<uint8_t> truncated, ReadTyped<uint8_t>(o, "truncated", "bool", ""));
+      TG_ASSIGN_OR_RETURN(std::vector<double> reward,
+                          ReadTyped<double>(o, "reward", "float64", ""));
+      TG_ASSIGN_OR_RETURN(std::vector<uint8_t> terminated,
+                          ReadTyped<uint8_t>(o, "terminated", "bool", ""));
+      TG_ASSIGN_OR_RETURN(std::vector<uint8_t> truncated,
+                          ReadTyped<uint8_t>(o, "truncated", "bool", ""));
       TG_ASSIGN_OR_RETURN(r.was_reset, ReadTyped<uint8_t>(o, "reset", "bool", ""));
       if (reward.size() != n || terminated.size() != n || truncated.size() != n ||
           r.was_reset.size() != n) {
@@ -1347,8 +1386,9 @@ Error MakeError(absl::StatusCode code, std::string field, std::string_view detai
   // Kept as is: "FIELD: ..." and messages about a part of the field ("FIELD[3]: ...",
   // "FIELD.key: ..."); anything else ("placement:1:13: ...") gets the prefix.
   const std::string_view rest = detail.substr(std::min(detail.size(), field.size()));
-  const bool prefixed = detail.substr(0, field.size()) == field &&
-                        (rest.substr(0, 2) == ": " || (!rest.empty() && (rest[0] == '[' || rest[0] == '.')));
+  const bool prefixed =
+      detail.substr(0, field.size()) == field &&
+      (rest.substr(0, 2) == ": " || (!rest.empty() && (rest[0] == '[' || rest[0] == '.')));
   e.message = prefixed ? std::string(detail) : StrCat(field, ": ", detail);
   e.field = std::move(field);
   return e;
@@ -1468,11 +1508,13 @@ std::string EncodeRequest(const Request& request) {
           p.Str("actions");
           const size_t width = body.actions.empty() ? 0 : body.actions[0].values.size();
           bool rectangular = body.actions.size() == n;
-          for (const Action& a : body.actions) rectangular = rectangular && a.values.size() == width;
+          for (const Action& a : body.actions)
+            rectangular = rectangular && a.values.size() == width;
           if (rectangular) {
             std::vector<int64_t> flat;
             flat.reserve(n * width);
-            for (const Action& a : body.actions) flat.insert(flat.end(), a.values.begin(), a.values.end());
+            for (const Action& a : body.actions)
+              flat.insert(flat.end(), a.values.begin(), a.values.end());
             p.Ndarray("int64", {n, width}, flat.data(), flat.size() * sizeof(int64_t));
           } else {
             p.Array(body.actions.size());
@@ -1535,7 +1577,8 @@ absl::StatusOr<Reply> DecodeReply(std::string_view payload, Op op) {
     }
     TG_ASSIGN_OR_RETURN(uint64_t version, NeedUint(root, "v", ""));
     if (version != kVersion) {
-      return Invalid("v", StrCat("reply of protocol version ", version, "; this client speaks ", kVersion));
+      return Invalid(
+          "v", StrCat("reply of protocol version ", version, "; this client speaks ", kVersion));
     }
     TG_ASSIGN_OR_RETURN(const object* ok, Need(root, "ok", ""));
     TG_ASSIGN_OR_RETURN(bool is_ok, ReadBool(*ok, "ok"));

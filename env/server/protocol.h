@@ -83,9 +83,9 @@ struct StepBatchRequest {
 };
 
 struct EstimateRequest {
-  uint64_t session = 0;              // 0: use `config`
-  std::optional<ConfigMap> config;   // neither: the server's default configuration
-  std::string profile;               // name or index
+  uint64_t session = 0;             // 0: use `config`
+  std::optional<ConfigMap> config;  // neither: the server's default configuration
+  std::string profile;              // name or index
   std::string placement_json;
 };
 

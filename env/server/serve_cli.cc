@@ -27,7 +27,8 @@ constexpr char kEpilog[] =
     "Examples:\n"
     "  tiergym serve\n"
     "  tiergym serve --endpoint ipc:///tmp/tiergym.sock --threads 4\n"
-    "  tiergym serve --endpoint tcp://127.0.0.1:0 --profiles data/minife/profile,data/lulesh/profile\n";
+    "  tiergym serve --endpoint tcp://127.0.0.1:0 --profiles "
+    "data/minife/profile,data/lulesh/profile\n";
 
 std::atomic<Server*> g_server{nullptr};
 
@@ -135,8 +136,8 @@ int RunServeCommand(const std::vector<std::string>& args) {
   g_server.store(nullptr);
   if (!quiet) {
     const protocol::StatsReply st = (*server)->service().Stats();
-    std::cerr << "tiergym serve: stopped after " << st.requests << " requests, "
-              << st.sessions_made << " sessions\n";
+    std::cerr << "tiergym serve: stopped after " << st.requests << " requests, " << st.sessions_made
+              << " sessions\n";
   }
   if (!run.ok()) return Fail(run, 1);
   return 0;

@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <chrono>
+#include <cstring>
 #include <iostream>
 #include <utility>
 #include <vector>
@@ -22,8 +22,8 @@ namespace tiergym::env {
 struct Server::Job {
   std::vector<zmq::message_t> envelope;  // identity (and a REQ socket's empty delimiter)
   zmq::message_t payload;
-  std::string client;                    // the identity, as a map key
-  std::string reply;                     // set by the worker
+  std::string client;  // the identity, as a map key
+  std::string reply;   // set by the worker
 };
 
 namespace {
@@ -31,8 +31,9 @@ namespace {
 absl::Status BindError(const zmq::error_t& e, const std::string& endpoint) {
   if (e.num() == EADDRINUSE) {
     return absl::FailedPreconditionError(
-        StrCat(endpoint, ": address in use (another tiergym serve?); choose another endpoint, "
-                         "or tcp://127.0.0.1:0 for a free port"));
+        StrCat(endpoint,
+               ": address in use (another tiergym serve?); choose another endpoint, "
+               "or tcp://127.0.0.1:0 for a free port"));
   }
   if (e.num() == EINVAL || e.num() == EPROTONOSUPPORT || e.num() == ENOCOMPATPROTO) {
     return absl::InvalidArgumentError(
@@ -109,7 +110,8 @@ Server::Server(const ServerOptions& options, std::unique_ptr<zmq::context_t> con
       endpoint_(std::move(endpoint)),
       event_fd_(event_fd) {
   pool_ = std::make_unique<ThreadPool>(options.threads);
-  service_ = std::make_unique<Service>(std::move(service_options), std::move(provider), pool_.get());
+  service_ =
+      std::make_unique<Service>(std::move(service_options), std::move(provider), pool_.get());
 }
 
 Server::~Server() {
@@ -185,13 +187,13 @@ void Server::ReceiveAll() {
     } else if (client.queued.size() >= options_.max_pending_per_client) {
       const std::optional<uint64_t> id = protocol::PeekReplyId(
           std::string_view(static_cast<const char*>(job->payload.data()), job->payload.size()));
-      SendReply(*job, protocol::EncodeReply(protocol::Reply{
-                          id, protocol::MakeError(absl::StatusCode::kResourceExhausted,
-                                                  protocol::kPayloadField,
-                                                  StrCat("more than ",
-                                                         options_.max_pending_per_client,
-                                                         " requests outstanding on this "
-                                                         "connection; wait for replies"))}));
+      SendReply(
+          *job,
+          protocol::EncodeReply(protocol::Reply{
+              id, protocol::MakeError(absl::StatusCode::kResourceExhausted, protocol::kPayloadField,
+                                      StrCat("more than ", options_.max_pending_per_client,
+                                             " requests outstanding on this "
+                                             "connection; wait for replies"))}));
     } else {
       client.queued.push_back(std::move(job));
     }

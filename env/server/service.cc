@@ -34,8 +34,7 @@ class Service::Lease {
  public:
   Lease(std::shared_ptr<Session> session, const Service* service)
       : session_(std::move(session)), service_(service) {}
-  Lease(Lease&& other) noexcept
-      : session_(std::move(other.session_)), service_(other.service_) {}
+  Lease(Lease&& other) noexcept : session_(std::move(other.session_)), service_(other.service_) {}
   Lease& operator=(Lease&&) = delete;
   ~Lease() {
     if (session_ == nullptr) return;
@@ -82,7 +81,8 @@ std::string KeyNamedIn(std::string_view message, const std::vector<ConfigKey>& k
 }
 
 Error ConfigError(const absl::Status& status, const std::vector<ConfigKey>& keys) {
-  std::string key = KeyNamedIn(std::string_view(status.message().data(), status.message().size()), keys);
+  std::string key =
+      KeyNamedIn(std::string_view(status.message().data(), status.message().size()), keys);
   if (key.empty() && status.code() == absl::StatusCode::kNotFound) key = "profiles";
   return protocol::ErrorFromStatus(status, key.empty() ? "config" : "config." + key);
 }
@@ -93,14 +93,13 @@ absl::Status CheckAction(const EnvSpec& spec, const Action& action, const std::s
   if (s.kind == Space::kMultiDiscrete) {
     const int64_t want = s.shape.empty() ? 0 : s.shape[0];
     if (static_cast<int64_t>(action.values.size()) != want) {
-      return absl::InvalidArgumentError(StrCat(field, ": expected ", want,
-                                               " values (one tier per region), got ",
-                                               action.values.size()));
+      return absl::InvalidArgumentError(StrCat(
+          field, ": expected ", want, " values (one tier per region), got ", action.values.size()));
     }
     for (size_t i = 0; i < action.values.size(); ++i) {
       if (action.values[i] < 0 || action.values[i] >= s.n) {
-        return absl::InvalidArgumentError(StrCat(field, "[", i, "]: tier ", action.values[i],
-                                                 " out of range [0, ", s.n, ")"));
+        return absl::InvalidArgumentError(
+            StrCat(field, "[", i, "]: tier ", action.values[i], " out of range [0, ", s.n, ")"));
       }
     }
     return absl::OkStatus();
@@ -133,7 +132,8 @@ Error StepError(const absl::Status& status, const std::string& session_field,
 
 Error NoEpisode(const std::string& field, uint64_t id) {
   return MakeError(absl::StatusCode::kFailedPrecondition, field,
-                   StrCat("session ", id, " has no episode running: call reset first (the "
+                   StrCat("session ", id,
+                          " has no episode running: call reset first (the "
                           "last episode ended, or none began)"));
 }
 
@@ -194,10 +194,10 @@ std::string Service::Handle(std::string_view payload) {
       } else {
         ops_[static_cast<int>(d.request.op)].fetch_add(1, std::memory_order_relaxed);
         if (d.request.version != protocol::kVersion && d.request.op != protocol::Op::kHello) {
-          reply.body = MakeError(absl::StatusCode::kFailedPrecondition, "v",
-                                 StrCat("protocol version ", d.request.version,
-                                        " is not supported; this server speaks ",
-                                        protocol::kVersion));
+          reply.body =
+              MakeError(absl::StatusCode::kFailedPrecondition, "v",
+                        StrCat("protocol version ", d.request.version,
+                               " is not supported; this server speaks ", protocol::kVersion));
         } else {
           reply.body = Dispatch(d.request);
         }
@@ -223,15 +223,24 @@ std::string Service::Handle(std::string_view payload) {
 ReplyBody Service::Dispatch(const protocol::Request& request) {
   using protocol::Op;
   switch (request.op) {
-    case Op::kHello: return Hello();
-    case Op::kList: return List();
-    case Op::kMake: return Make(std::get<protocol::MakeRequest>(request.body));
-    case Op::kReset: return Reset(std::get<protocol::ResetRequest>(request.body));
-    case Op::kStep: return Step(std::get<protocol::StepRequest>(request.body));
-    case Op::kStepBatch: return StepBatch(std::get<protocol::StepBatchRequest>(request.body));
-    case Op::kEstimate: return Estimate(std::get<protocol::EstimateRequest>(request.body));
-    case Op::kClose: return Close(std::get<protocol::CloseRequest>(request.body));
-    case Op::kStats: return Stats();
+    case Op::kHello:
+      return Hello();
+    case Op::kList:
+      return List();
+    case Op::kMake:
+      return Make(std::get<protocol::MakeRequest>(request.body));
+    case Op::kReset:
+      return Reset(std::get<protocol::ResetRequest>(request.body));
+    case Op::kStep:
+      return Step(std::get<protocol::StepRequest>(request.body));
+    case Op::kStepBatch:
+      return StepBatch(std::get<protocol::StepBatchRequest>(request.body));
+    case Op::kEstimate:
+      return Estimate(std::get<protocol::EstimateRequest>(request.body));
+    case Op::kClose:
+      return Close(std::get<protocol::CloseRequest>(request.body));
+    case Op::kStats:
+      return Stats();
   }
   return MakeError(absl::StatusCode::kInternal, "op", "unhandled op");
 }
@@ -249,8 +258,8 @@ ReplyBody Service::Hello() const {
 }
 
 ReplyBody Service::List() const {
-  return protocol::ListReply{{protocol::EnvDescription{
-      protocol::kEnvId, provider_->Description(), provider_->ConfigKeys()}}};
+  return protocol::ListReply{{protocol::EnvDescription{protocol::kEnvId, provider_->Description(),
+                                                       provider_->ConfigKeys()}}};
 }
 
 absl::Status Service::CheckConfigKeys(const protocol::ConfigMap& config) const {
@@ -280,8 +289,9 @@ absl::StatusOr<Service::Lease> Service::Acquire(uint64_t id, std::string_view fi
 
 ReplyBody Service::Make(const protocol::MakeRequest& r) {
   if (r.env != protocol::kEnvId) {
-    return MakeError(absl::StatusCode::kNotFound, "env",
-                     StrCat("unknown environment \"", r.env, "\" (served: ", protocol::kEnvId, ")"));
+    return MakeError(
+        absl::StatusCode::kNotFound, "env",
+        StrCat("unknown environment \"", r.env, "\" (served: ", protocol::kEnvId, ")"));
   }
   if (absl::Status s = CheckConfigKeys(r.config); !s.ok()) {
     return protocol::ErrorFromStatus(s, std::string(s.message().substr(0, s.message().find(':'))));
@@ -362,9 +372,9 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r) {
       const std::string field = StrCat("sessions[", i, "]");
       auto [it, inserted] = seen.emplace(r.sessions[i], i);
       if (!inserted) {
-        return MakeError(absl::StatusCode::kInvalidArgument, field,
-                         StrCat("session ", r.sessions[i], " appears twice (also sessions[",
-                                it->second, "])"));
+        return MakeError(
+            absl::StatusCode::kInvalidArgument, field,
+            StrCat("session ", r.sessions[i], " appears twice (also sessions[", it->second, "])"));
       }
       absl::StatusOr<Lease> lease = Acquire(r.sessions[i], field);
       if (!lease.ok()) return FieldOf(lease.status(), field);
@@ -383,7 +393,8 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r) {
   // 3. Lock every session, in id order (so that concurrent batches cannot deadlock).
   std::vector<size_t> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return r.sessions[a] < r.sessions[b]; });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return r.sessions[a] < r.sessions[b]; });
   std::vector<std::unique_lock<std::mutex>> locks;
   locks.reserve(n);
   for (size_t i : order) locks.emplace_back(leases[i]->mu);
@@ -409,8 +420,9 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r) {
   auto body = [&](size_t i) {
     Session& s = *leases[i];
     if (resetting(i)) {
-      absl::StatusOr<StepResult> res = s.env->Reset(
-          r.seeds.empty() ? std::nullopt : r.seeds[i], r.options.empty() ? ResetOptions{} : r.options[i]);
+      absl::StatusOr<StepResult> res =
+          s.env->Reset(r.seeds.empty() ? std::nullopt : r.seeds[i],
+                       r.options.empty() ? ResetOptions{} : r.options[i]);
       if (!res.ok()) {
         s.in_episode = false;
         errors[i] = res.status();
@@ -478,8 +490,9 @@ ReplyBody Service::Estimate(const protocol::EstimateRequest& r) {
     const std::string profile = ProfileName(r.profile, env.spec());
     absl::StatusOr<double> runtime = env.EstimatePlacementNs(profile, *placement);
     if (!runtime.ok()) {
-      return FieldOf(runtime.status(),
-                     runtime.status().code() == absl::StatusCode::kNotFound ? "profile" : "placement");
+      return FieldOf(runtime.status(), runtime.status().code() == absl::StatusCode::kNotFound
+                                           ? "profile"
+                                           : "placement");
     }
     Placement all_default;
     all_default.default_tier = env.spec().tiers.empty() ? "" : env.spec().tiers[0];
@@ -506,8 +519,9 @@ ReplyBody Service::Estimate(const protocol::EstimateRequest& r) {
 ReplyBody Service::Close(const protocol::CloseRequest& r) {
   std::lock_guard<std::mutex> lock(mu_);
   if (sessions_.erase(r.session) == 0) {
-    return MakeError(absl::StatusCode::kNotFound, "session",
-                     StrCat("session ", r.session, " not found (never made, closed, or reclaimed)"));
+    return MakeError(
+        absl::StatusCode::kNotFound, "session",
+        StrCat("session ", r.session, " not found (never made, closed, or reclaimed)"));
   }
   sessions_closed_.fetch_add(1, std::memory_order_relaxed);
   return protocol::CloseReply{};
@@ -516,10 +530,10 @@ ReplyBody Service::Close(const protocol::CloseRequest& r) {
 size_t Service::ReclaimIdle() {
   if (options_.idle_timeout_s <= 0) return 0;
   const int64_t now = Now().time_since_epoch().count();
-  const int64_t timeout = static_cast<int64_t>(
-      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-          std::chrono::duration<double>(options_.idle_timeout_s))
-          .count());
+  const int64_t timeout =
+      static_cast<int64_t>(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                               std::chrono::duration<double>(options_.idle_timeout_s))
+                               .count());
   std::vector<std::shared_ptr<Session>> doomed;  // destroyed outside the lock
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -58,9 +58,15 @@ Action Alternating(int regions, uint64_t step) {
   Action a;
   for (int r = 0; r < regions; ++r) {
     switch (g_action) {
-      case ActionKind::kStatic: a.values.push_back(0); break;
-      case ActionKind::kTwo: a.values.push_back(static_cast<uint64_t>(r) == step % regions ? 1 : 0); break;
-      case ActionKind::kHalf: a.values.push_back(static_cast<int64_t>((r + step) % 2)); break;
+      case ActionKind::kStatic:
+        a.values.push_back(0);
+        break;
+      case ActionKind::kTwo:
+        a.values.push_back(static_cast<uint64_t>(r) == step % regions ? 1 : 0);
+        break;
+      case ActionKind::kHalf:
+        a.values.push_back(static_cast<int64_t>((r + step) % 2));
+        break;
     }
   }
   return a;
@@ -75,7 +81,8 @@ const char* ActionName() {
 // size, after unpacking the request (the least a msgpack server does).
 class EchoServer {
  public:
-  EchoServer(zmq::context_t& context, const std::string& endpoint) : socket_(context, zmq::socket_type::router) {
+  EchoServer(zmq::context_t& context, const std::string& endpoint)
+      : socket_(context, zmq::socket_type::router) {
     socket_.set(zmq::sockopt::linger, 0);
     socket_.bind(endpoint);
     endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
@@ -220,8 +227,12 @@ void ClientStep(benchmark::State& state, const std::string& endpoint) {
   state.SetItemsProcessed(state.iterations());
 }
 
-void BM_ClientStepIpc(benchmark::State& state) { ClientStep(state, TheWorld().ipc_server->endpoint()); }
-void BM_ClientStepTcp(benchmark::State& state) { ClientStep(state, TheWorld().tcp_server->endpoint()); }
+void BM_ClientStepIpc(benchmark::State& state) {
+  ClientStep(state, TheWorld().ipc_server->endpoint());
+}
+void BM_ClientStepTcp(benchmark::State& state) {
+  ClientStep(state, TheWorld().tcp_server->endpoint());
+}
 
 void Echo(benchmark::State& state, EchoServer& echo, size_t request_bytes, size_t reply_bytes) {
   echo.set_reply_bytes(reply_bytes);
@@ -241,7 +252,8 @@ void Echo(benchmark::State& state, EchoServer& echo, size_t request_bytes, size_
     s.send(zmq::buffer(buf.data(), buf.size()), zmq::send_flags::none);
     zmq::message_t reply;
     if (!s.recv(reply, zmq::recv_flags::none)) return state.SkipWithError("no echo");
-    msgpack::object_handle oh = msgpack::unpack(static_cast<const char*>(reply.data()), reply.size());
+    msgpack::object_handle oh =
+        msgpack::unpack(static_cast<const char*>(reply.data()), reply.size());
     benchmark::DoNotOptimize(oh.get().type);
   }
   state.SetItemsProcessed(state.iterations());
@@ -292,8 +304,10 @@ void MeasureMessageSizes(World& w) {
   absl::StatusOr<StepResult> first = env->Reset(1, {});
   absl::StatusOr<StepResult> r = env->Step(Alternating(env->spec().num_regions, 0));
   const Action a = Alternating(env->spec().num_regions, 1);
-  w.step_request_bytes = protocol::EncodeRequest(
-      protocol::Request{protocol::Op::kStep, protocol::kVersion, 1, protocol::StepRequest{123456789, a}}).size();
+  w.step_request_bytes =
+      protocol::EncodeRequest(protocol::Request{protocol::Op::kStep, protocol::kVersion, 1,
+                                                protocol::StepRequest{123456789, a}})
+          .size();
   w.step_reply_bytes = protocol::EncodeReply(protocol::Reply{1, protocol::StepReply{*r}}).size();
   protocol::StepBatchRequest b;
   protocol::StepBatchReply br;
@@ -304,8 +318,9 @@ void MeasureMessageSizes(World& w) {
     br.was_reset.push_back(0);
   }
   b.autoreset = protocol::Autoreset::kSameStep;
-  w.batch_request_bytes = protocol::EncodeRequest(
-      protocol::Request{protocol::Op::kStepBatch, protocol::kVersion, 1, b}).size();
+  w.batch_request_bytes =
+      protocol::EncodeRequest(protocol::Request{protocol::Op::kStepBatch, protocol::kVersion, 1, b})
+          .size();
   w.batch_reply_bytes = protocol::EncodeReply(protocol::Reply{1, br}).size();
 }
 
@@ -335,12 +350,16 @@ int Main(int argc, char** argv) {
       w.threads = std::max(1, std::atoi(argv[++i]));
     } else if (std::strcmp(argv[i], "--action") == 0 && i + 1 < argc) {
       const std::string a = argv[++i];
-      g_action = a == "static" ? ActionKind::kStatic : a == "half" ? ActionKind::kHalf : ActionKind::kTwo;
+      g_action = a == "static" ? ActionKind::kStatic
+                 : a == "half" ? ActionKind::kHalf
+                               : ActionKind::kTwo;
     } else if (std::strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
       w.batch = std::max(1, std::atoi(argv[++i]));
     } else if (std::strcmp(argv[i], "--help") == 0) {
-      std::printf("usage: %s [--threads T] [--batch N] [--action static|two|half] "
-                  "[Google Benchmark options]\n", argv[0]);
+      std::printf(
+          "usage: %s [--threads T] [--batch N] [--action static|two|half] "
+          "[Google Benchmark options]\n",
+          argv[0]);
       return 0;
     } else {
       rest.push_back(argv[i]);
@@ -374,15 +393,31 @@ int Main(int argc, char** argv) {
   w.ipc_echo = std::make_unique<EchoServer>(w.echo_context, "ipc://" + w.dir + "/echo.sock");
   w.tcp_echo = std::make_unique<EchoServer>(w.echo_context, "tcp://127.0.0.1:0");
 
-  benchmark::RegisterBenchmark("BM_InProcess", BM_InProcess)->Unit(benchmark::kMicrosecond)->UseRealTime();
-  benchmark::RegisterBenchmark("BM_InProcessRoundRobin", BM_InProcessRoundRobin)->Unit(benchmark::kMicrosecond)->UseRealTime();
-  benchmark::RegisterBenchmark("BM_InProcessParallel", BM_InProcessParallel)->Unit(benchmark::kMicrosecond)->UseRealTime();
-  benchmark::RegisterBenchmark("BM_ClientStepIpc", BM_ClientStepIpc)->Unit(benchmark::kMicrosecond)->UseRealTime();
-  benchmark::RegisterBenchmark("BM_EchoIpc", BM_EchoIpc)->Unit(benchmark::kMicrosecond)->UseRealTime();
-  benchmark::RegisterBenchmark("BM_ClientStepTcp", BM_ClientStepTcp)->Unit(benchmark::kMicrosecond)->UseRealTime();
-  benchmark::RegisterBenchmark("BM_EchoTcp", BM_EchoTcp)->Unit(benchmark::kMicrosecond)->UseRealTime();
+  benchmark::RegisterBenchmark("BM_InProcess", BM_InProcess)
+      ->Unit(benchmark::kMicrosecond)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_InProcessRoundRobin", BM_InProcessRoundRobin)
+      ->Unit(benchmark::kMicrosecond)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_InProcessParallel", BM_InProcessParallel)
+      ->Unit(benchmark::kMicrosecond)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_ClientStepIpc", BM_ClientStepIpc)
+      ->Unit(benchmark::kMicrosecond)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_EchoIpc", BM_EchoIpc)
+      ->Unit(benchmark::kMicrosecond)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_ClientStepTcp", BM_ClientStepTcp)
+      ->Unit(benchmark::kMicrosecond)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_EchoTcp", BM_EchoTcp)
+      ->Unit(benchmark::kMicrosecond)
+      ->UseRealTime();
   benchmark::RegisterBenchmark("BM_Batch", BM_Batch)->Unit(benchmark::kMicrosecond)->UseRealTime();
-  benchmark::RegisterBenchmark("BM_EchoBatch", BM_EchoBatch)->Unit(benchmark::kMicrosecond)->UseRealTime();
+  benchmark::RegisterBenchmark("BM_EchoBatch", BM_EchoBatch)
+      ->Unit(benchmark::kMicrosecond)
+      ->UseRealTime();
   SummaryReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
 
@@ -391,14 +426,18 @@ int Main(int argc, char** argv) {
 
   const double in_process = reporter.Seconds("BM_InProcess");
   const double round_robin = reporter.Seconds("BM_InProcessRoundRobin") / w.batch;  // per step
-  const double parallel = reporter.Seconds("BM_InProcessParallel") / w.batch;        // per step
-  const double ipc = reporter.Seconds("BM_ClientStepIpc"), echo_ipc = reporter.Seconds("BM_EchoIpc");
-  const double tcp = reporter.Seconds("BM_ClientStepTcp"), echo_tcp = reporter.Seconds("BM_EchoTcp");
+  const double parallel = reporter.Seconds("BM_InProcessParallel") / w.batch;       // per step
+  const double ipc = reporter.Seconds("BM_ClientStepIpc"),
+               echo_ipc = reporter.Seconds("BM_EchoIpc");
+  const double tcp = reporter.Seconds("BM_ClientStepTcp"),
+               echo_tcp = reporter.Seconds("BM_EchoTcp");
   const double batch = reporter.Seconds("BM_Batch") / w.batch;  // per step
   const double echo_batch = reporter.Seconds("BM_EchoBatch");
 
-  std::printf("\n=== environment summary: 4 bundled profiles on knl, 64 regions, 100 steps, "
-              "%s; %d server threads, batch of %d ===\n", ActionName(), w.threads, w.batch);
+  std::printf(
+      "\n=== environment summary: 4 bundled profiles on knl, 64 regions, 100 steps, "
+      "%s; %d server threads, batch of %d ===\n",
+      ActionName(), w.threads, w.batch);
   std::printf("message sizes: step %zu B request / %zu B reply; batch %zu B / %zu B\n",
               w.step_request_bytes, w.step_reply_bytes, w.batch_request_bytes, w.batch_reply_bytes);
   auto rate = [](const char* what, double seconds) {
@@ -410,9 +449,12 @@ int Main(int argc, char** argv) {
   rate("synchronous client, ipc", ipc);
   rate("synchronous client, tcp loopback", tcp);
   rate("batched (step_batch), ipc", batch);
-  std::printf("%-50s %12.0f round trips/s\n", "echo, ipc (step sizes)", echo_ipc > 0 ? 1 / echo_ipc : 0);
-  std::printf("%-50s %12.0f round trips/s\n", "echo, tcp (step sizes)", echo_tcp > 0 ? 1 / echo_tcp : 0);
-  std::printf("%-50s %12.0f round trips/s\n", "echo, ipc (batch sizes)", echo_batch > 0 ? w.batch / echo_batch : 0);
+  std::printf("%-50s %12.0f round trips/s\n", "echo, ipc (step sizes)",
+              echo_ipc > 0 ? 1 / echo_ipc : 0);
+  std::printf("%-50s %12.0f round trips/s\n", "echo, tcp (step sizes)",
+              echo_tcp > 0 ? 1 / echo_tcp : 0);
+  std::printf("%-50s %12.0f round trips/s\n", "echo, ipc (batch sizes)",
+              echo_batch > 0 ? w.batch / echo_batch : 0);
   auto ratio = [](const char* what, double fast_seconds, double slow_seconds, double goal) {
     if (fast_seconds <= 0 || slow_seconds <= 0) return;
     const double r = fast_seconds / slow_seconds;  // rate of the second / rate of the first
@@ -435,8 +477,10 @@ int Main(int argc, char** argv) {
     std::printf("%-58s %6.2f\n", "server overhead per step (tcp) / echo round trip",
                 (tcp - in_process) / echo_tcp);
   }
-  std::printf("server memory per session (1000 sessions open, one episode each): %.1f KB;"
-              " shared assets %.1f MB\n", per_session / 1024, asset_bytes / 1e6);
+  std::printf(
+      "server memory per session (1000 sessions open, one episode each): %.1f KB;"
+      " shared assets %.1f MB\n",
+      per_session / 1024, asset_bytes / 1e6);
 
   w.ipc_server->Stop();
   w.tcp_server->Stop();

@@ -27,7 +27,10 @@ namespace tiergym::env::testing {
 class FakeEnv : public SessionEnv {
  public:
   FakeEnv(EnvSpec spec, int steps, bool fail_step)
-      : spec_(std::move(spec)), steps_(steps), fail_step_(fail_step), tiers_(spec_.num_regions, 0) {}
+      : spec_(std::move(spec)),
+        steps_(steps),
+        fail_step_(fail_step),
+        tiers_(spec_.num_regions, 0) {}
 
   const EnvSpec& spec() const override { return spec_; }
 
@@ -38,7 +41,8 @@ class FakeEnv : public SessionEnv {
     if (options.profile) {
       profile = spec_.profiles.size();
       for (size_t i = 0; i < spec_.profiles.size(); ++i) {
-        if (spec_.profiles[i] == *options.profile || std::to_string(i) == *options.profile) profile = i;
+        if (spec_.profiles[i] == *options.profile || std::to_string(i) == *options.profile)
+          profile = i;
       }
       if (profile == spec_.profiles.size()) {
         return absl::NotFoundError(StrCat("no profile \"", *options.profile, "\""));
@@ -56,7 +60,8 @@ class FakeEnv : public SessionEnv {
     if (spec_.action.kind == Space::kMultiDiscrete) {
       for (size_t i = 0; i < tiers_.size(); ++i) tiers_[i] = static_cast<int>(action.values[i]);
     } else if (action.values[0] < spec_.num_regions * static_cast<int64_t>(spec_.tiers.size())) {
-      tiers_[action.values[0] / spec_.tiers.size()] = static_cast<int>(action.values[0] % spec_.tiers.size());
+      tiers_[action.values[0] / spec_.tiers.size()] =
+          static_cast<int>(action.values[0] % spec_.tiers.size());
     }
     ++step_;
     double on_fast = 0;
@@ -110,9 +115,9 @@ class FakeProvider : public EnvProvider {
   std::string Description() const override { return "a fake environment for tests"; }
   const std::vector<ConfigKey>& ConfigKeys() const override {
     static const std::vector<ConfigKey> kKeys = {
-        {"num_regions", "4", "regions"},         {"tiers", "2", "tiers"},
-        {"steps", "3", "steps per episode"},      {"action_mode", "placement", "placement|move"},
-        {"profiles", "alpha,beta", "profiles"},  {"fail", "", "load|step"},
+        {"num_regions", "4", "regions"},        {"tiers", "2", "tiers"},
+        {"steps", "3", "steps per episode"},    {"action_mode", "placement", "placement|move"},
+        {"profiles", "alpha,beta", "profiles"}, {"fail", "", "load|step"},
     };
     return kKeys;
   }
@@ -134,8 +139,8 @@ class FakeProvider : public EnvProvider {
       regions = 0;
     }
     if (regions < 1 || regions > 4096) {
-      return absl::InvalidArgumentError(StrCat("num_regions: must be in [1, 4096], got \"",
-                                               get("num_regions"), "\""));
+      return absl::InvalidArgumentError(
+          StrCat("num_regions: must be in [1, 4096], got \"", get("num_regions"), "\""));
     }
     EnvSpec spec;
     const int tiers = std::stoi(get("tiers"));

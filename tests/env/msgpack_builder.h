@@ -71,7 +71,8 @@ inline std::string Map(const std::vector<std::pair<std::string, std::string>>& m
 }
 // An ndarray map (env/PROTOCOL.md "Arrays").
 template <typename T>
-std::string Nd(std::string_view dtype, const std::vector<uint64_t>& shape, const std::vector<T>& v) {
+std::string Nd(std::string_view dtype, const std::vector<uint64_t>& shape,
+               const std::vector<T>& v) {
   std::vector<std::string> dims;
   for (uint64_t d : shape) dims.push_back(U(d));
   return Map({{"dtype", S(dtype)},

@@ -152,8 +152,8 @@ TEST(ProtocolRequestTest, ActionsInEveryAcceptedForm) {
   EXPECT_THAT(action_of(Nd<int64_t>("int64", {}, {4})), ElementsAre(4));
 
   // Batch actions as a list of actions, and as a 1-D array for move mode.
-  Request r = MustDecode(Req("step_batch", {{"sessions", Arr({U(1), U(2)})},
-                                            {"actions", Arr({Arr({U(1)}), I(3)})}}));
+  Request r = MustDecode(
+      Req("step_batch", {{"sessions", Arr({U(1), U(2)})}, {"actions", Arr({Arr({U(1)}), I(3)})}}));
   EXPECT_THAT(std::get<StepBatchRequest>(r.body).actions[1].values, ElementsAre(3));
   r = MustDecode(Req("step_batch", {{"sessions", Arr({U(1), U(2)})},
                                     {"actions", Nd<int64_t>("int64", {2}, {7, 8})}}));
@@ -161,13 +161,13 @@ TEST(ProtocolRequestTest, ActionsInEveryAcceptedForm) {
 }
 
 TEST(ProtocolRequestTest, ConfigValuesBecomeStrings) {
-  Request r = MustDecode(Req(
-      "make", {{"env", S(kEnvId)},
-               {"config", Map({{"num_regions", U(16)},
-                               {"history_decay", F(0.25)},
-                               {"steps", I(-1)},
-                               {"flag", B(true)},
-                               {"profiles", Arr({S("minife"), S("/data/lulesh")})}})}}));
+  Request r = MustDecode(
+      Req("make", {{"env", S(kEnvId)},
+                   {"config", Map({{"num_regions", U(16)},
+                                   {"history_decay", F(0.25)},
+                                   {"steps", I(-1)},
+                                   {"flag", B(true)},
+                                   {"profiles", Arr({S("minife"), S("/data/lulesh")})}})}}));
   const ConfigMap& c = std::get<MakeRequest>(r.body).config;
   EXPECT_EQ(c.at("num_regions"), "16");
   EXPECT_EQ(c.at("history_decay"), "0.25");
@@ -191,8 +191,8 @@ TEST(ProtocolMalformedTest, NotMsgpack) {
 
 TEST(ProtocolMalformedTest, TruncatedMessage) {
   const std::string full = Req("step", {{"session", U(1)}, {"action", Arr({U(1), U(0)})}});
-  ExpectError(full.substr(0, full.size() - 1), absl::StatusCode::kInvalidArgument,
-              kPayloadField, "ends in the middle");
+  ExpectError(full.substr(0, full.size() - 1), absl::StatusCode::kInvalidArgument, kPayloadField,
+              "ends in the middle");
 }
 
 TEST(ProtocolMalformedTest, TrailingBytes) {
@@ -261,8 +261,8 @@ TEST(ProtocolMalformedTest, UnknownOpAndUnknownKeys) {
   ExpectError(Req("teleport"), absl::StatusCode::kUnimplemented, "op", "unknown op \"teleport\"");
   ExpectError(Req("hello", {{"colour", S("red")}}), absl::StatusCode::kInvalidArgument, "colour",
               "unknown key");
-  ExpectError(Req("reset", {{"session", U(1)}, {"sed", U(3)}}),
-              absl::StatusCode::kInvalidArgument, "sed", "unknown key");
+  ExpectError(Req("reset", {{"session", U(1)}, {"sed", U(3)}}), absl::StatusCode::kInvalidArgument,
+              "sed", "unknown key");
   ExpectError(Req("reset", {{"session", U(1)}, {"options", Map({{"profil", S("x")}})}}),
               absl::StatusCode::kInvalidArgument, "options.profil", "unknown key");
 }
@@ -283,15 +283,18 @@ TEST(ProtocolMalformedTest, BadArrays) {
               absl::StatusCode::kInvalidArgument, "action.data", "expected bin");
   ExpectError(step(Map({{"dtype", S("int64")}, {"shape", Arr({U(1)})}})),
               absl::StatusCode::kInvalidArgument, "action.data", "missing");
-  ExpectError(step(Nd<uint64_t>("uint64", {1}, {~uint64_t{0}})),
-              absl::StatusCode::kInvalidArgument, "action[0]", "int64 range");
-  ExpectError(step(Map({{"dtype", S("int64")}, {"shape", Arr({U(1) , U(1u << 31), U(1u << 31)})},
+  ExpectError(step(Nd<uint64_t>("uint64", {1}, {~uint64_t{0}})), absl::StatusCode::kInvalidArgument,
+              "action[0]", "int64 range");
+  ExpectError(step(Map({{"dtype", S("int64")},
+                        {"shape", Arr({U(1), U(1u << 31), U(1u << 31)})},
                         {"data", Bin("")}})),
               absl::StatusCode::kInvalidArgument, "action.shape", "too many elements");
 }
 
 TEST(ProtocolMalformedTest, BadBatches) {
-  auto batch = [](std::vector<std::pair<std::string, std::string>> m) { return Req("step_batch", m); };
+  auto batch = [](std::vector<std::pair<std::string, std::string>> m) {
+    return Req("step_batch", m);
+  };
   const std::string two = Arr({U(1), U(2)});
   ExpectError(batch({{"sessions", Arr({})}, {"actions", Arr({})}}),
               absl::StatusCode::kInvalidArgument, "sessions", "no sessions");
@@ -305,13 +308,15 @@ TEST(ProtocolMalformedTest, BadBatches) {
               absl::StatusCode::kInvalidArgument, "actions[1][1]");
   ExpectError(batch({{"sessions", two}, {"actions", Arr({U(1), U(1)})}, {"reset", Arr({B(true)})}}),
               absl::StatusCode::kInvalidArgument, "reset", "1 entries for 2 sessions");
-  ExpectError(batch({{"sessions", two}, {"actions", Arr({U(1), U(1)})},
+  ExpectError(batch({{"sessions", two},
+                     {"actions", Arr({U(1), U(1)})},
                      {"reset", Nd<uint8_t>("bool", {2}, {1, 2})}}),
               absl::StatusCode::kInvalidArgument, "reset[1]", "0 or 1");
-  ExpectError(batch({{"sessions", two}, {"actions", Arr({U(1), U(1)})},
-                     {"seeds", Arr({Nil(), I(-1)})}}),
-              absl::StatusCode::kInvalidArgument, "seeds[1]", ">= 0");
-  ExpectError(batch({{"sessions", two}, {"actions", Arr({U(1), U(1)})},
+  ExpectError(
+      batch({{"sessions", two}, {"actions", Arr({U(1), U(1)})}, {"seeds", Arr({Nil(), I(-1)})}}),
+      absl::StatusCode::kInvalidArgument, "seeds[1]", ">= 0");
+  ExpectError(batch({{"sessions", two},
+                     {"actions", Arr({U(1), U(1)})},
                      {"options", Arr({Nil(), Map({{"x", U(1)}})})}}),
               absl::StatusCode::kInvalidArgument, "options[1].x", "unknown key");
   ExpectError(batch({{"sessions", two}, {"actions", Arr({U(1), U(1)})}, {"autoreset", S("later")}}),
@@ -323,7 +328,8 @@ TEST(ProtocolMalformedTest, OversizedBatchIsResourceExhausted) {
   DecodeLimits limits;
   limits.max_batch = 4;
   DecodedRequest d = DecodeRequest(
-      Req("step_batch", {{"sessions", Arr(ids)}, {"actions", Arr(std::vector<std::string>(5, U(0)))}}),
+      Req("step_batch",
+          {{"sessions", Arr(ids)}, {"actions", Arr(std::vector<std::string>(5, U(0)))}}),
       limits);
   ASSERT_TRUE(d.error.has_value());
   EXPECT_EQ(d.error->code, absl::StatusCode::kResourceExhausted);
@@ -343,9 +349,10 @@ TEST(ProtocolMalformedTest, DeclaredSizesBeyondThePayloadAreRefusedWithoutAlloca
 }
 
 TEST(ProtocolMalformedTest, EstimateTakesSessionOrConfig) {
-  ExpectError(Req("estimate", {{"session", U(1)}, {"config", Map({})}, {"profile", S("a")},
-                               {"placement", S("{}")}}),
-              absl::StatusCode::kInvalidArgument, "config", "not both");
+  ExpectError(
+      Req("estimate",
+          {{"session", U(1)}, {"config", Map({})}, {"profile", S("a")}, {"placement", S("{}")}}),
+      absl::StatusCode::kInvalidArgument, "config", "not both");
   ExpectError(Req("estimate", {{"session", U(0)}, {"profile", S("a")}, {"placement", S("{}")}}),
               absl::StatusCode::kInvalidArgument, "session");
 }

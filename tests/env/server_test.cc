@@ -35,7 +35,8 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 std::string TempDir(const std::string& tag) {
-  const fs::path p = fs::temp_directory_path() / ("tiergym-" + tag + "-" + std::to_string(getpid()));
+  const fs::path p =
+      fs::temp_directory_path() / ("tiergym-" + tag + "-" + std::to_string(getpid()));
   fs::create_directories(p);
   return p.string();
 }
@@ -43,8 +44,10 @@ std::string TempDir(const std::string& tag) {
 // A server on a background thread, stopped and joined at the end of the scope.
 class RunningServer {
  public:
-  RunningServer(ServerOptions options, ServiceOptions service, std::shared_ptr<EnvProvider> provider) {
-    absl::StatusOr<std::unique_ptr<Server>> s = Server::Create(options, service, std::move(provider));
+  RunningServer(ServerOptions options, ServiceOptions service,
+                std::shared_ptr<EnvProvider> provider) {
+    absl::StatusOr<std::unique_ptr<Server>> s =
+        Server::Create(options, service, std::move(provider));
     EXPECT_TRUE(s.ok()) << s.status();
     if (!s.ok()) return;
     server_ = std::move(*s);
@@ -69,13 +72,16 @@ class RunningServer {
 // A raw DEALER connection for payloads no client library would send.
 class RawConnection {
  public:
-  explicit RawConnection(const std::string& endpoint, zmq::socket_type type = zmq::socket_type::dealer)
+  explicit RawConnection(const std::string& endpoint,
+                         zmq::socket_type type = zmq::socket_type::dealer)
       : socket_(context_, type) {
     socket_.set(zmq::sockopt::linger, 0);
     socket_.set(zmq::sockopt::rcvtimeo, 10000);
     socket_.connect(endpoint);
   }
-  void Send(const std::string& payload) { socket_.send(zmq::buffer(payload), zmq::send_flags::none); }
+  void Send(const std::string& payload) {
+    socket_.send(zmq::buffer(payload), zmq::send_flags::none);
+  }
   std::string Receive() {
     zmq::message_t m;
     const auto got = socket_.recv(m, zmq::recv_flags::none);
@@ -111,7 +117,8 @@ class FakeServerTest : public ::testing::Test {
     options.threads = 3;
     ServiceOptions service;
     service.max_message_bytes = 4096;
-    server_ = std::make_unique<RunningServer>(options, service, std::make_shared<testing::FakeProvider>());
+    server_ = std::make_unique<RunningServer>(options, service,
+                                              std::make_shared<testing::FakeProvider>());
   }
   void TearDown() override {
     server_.reset();
@@ -143,7 +150,8 @@ TEST_F(FakeServerTest, EveryMalformedRequestGetsAnErrorNamingTheFieldAndOthersAr
   };
   const std::string sid = mp::U(s);
   const std::vector<Case> cases = {
-      {"not msgpack", "\xc1\xc1 garbage", absl::StatusCode::kInvalidArgument, protocol::kPayloadField},
+      {"not msgpack", "\xc1\xc1 garbage", absl::StatusCode::kInvalidArgument,
+       protocol::kPayloadField},
       {"truncated", mp::Req("step", {{"session", sid}}).substr(0, 9),
        absl::StatusCode::kInvalidArgument, protocol::kPayloadField},
       {"not a map", mp::Arr({mp::S("step")}), absl::StatusCode::kInvalidArgument,
@@ -164,16 +172,19 @@ TEST_F(FakeServerTest, EveryMalformedRequestGetsAnErrorNamingTheFieldAndOthersAr
        mp::Req("step", {{"session", sid}, {"action", mp::Nd<int64_t>("int64", {4}, {0, 1, 1, 5})}}),
        absl::StatusCode::kInvalidArgument, "action[3]"},
       {"negative value",
-       mp::Req("step", {{"session", sid}, {"action", mp::Arr({mp::U(0), mp::I(-2), mp::U(0), mp::U(0)})}}),
+       mp::Req("step",
+               {{"session", sid}, {"action", mp::Arr({mp::U(0), mp::I(-2), mp::U(0), mp::U(0)})}}),
        absl::StatusCode::kInvalidArgument, "action[1]"},
       {"oversized", mp::Req("hello", {{"pad", mp::Bin(std::string(5000, 'x'))}}),
        absl::StatusCode::kResourceExhausted, protocol::kPayloadField},
       {"missing field", mp::Req("reset"), absl::StatusCode::kInvalidArgument, "session"},
-      {"missing version", mp::Map({{"op", mp::S("list")}}), absl::StatusCode::kInvalidArgument, "v"},
+      {"missing version", mp::Map({{"op", mp::S("list")}}), absl::StatusCode::kInvalidArgument,
+       "v"},
       {"other version", mp::Map({{"v", mp::U(7)}, {"op", mp::S("list")}}),
        absl::StatusCode::kFailedPrecondition, "v"},
-      {"bad config", mp::Req("make", {{"env", mp::S(protocol::kEnvId)},
-                                      {"config", mp::Map({{"num_regions", mp::I(-3)}})}}),
+      {"bad config",
+       mp::Req("make", {{"env", mp::S(protocol::kEnvId)},
+                        {"config", mp::Map({{"num_regions", mp::I(-3)}})}}),
        absl::StatusCode::kInvalidArgument, "config.num_regions"},
       {"unknown env", mp::Req("make", {{"env", mp::S("tiergym/Other-v0")}}),
        absl::StatusCode::kNotFound, "env"},
@@ -212,7 +223,8 @@ TEST_F(FakeServerTest, PipelinedRequestsOfOneConnectionAreHandledInOrder) {
   RawConnection pipe(server_->endpoint());
   constexpr int kN = 50;
   for (int i = 0; i < kN; ++i) {
-    pipe.Send(mp::Req("step", {{"id", mp::U(i)}, {"session", mp::U(made->session)},
+    pipe.Send(mp::Req("step", {{"id", mp::U(i)},
+                               {"session", mp::U(made->session)},
                                {"action", mp::Arr({mp::U(i % 2), mp::U(0), mp::U(0), mp::U(0)})}}));
   }
   for (int i = 0; i < kN; ++i) {
@@ -220,7 +232,8 @@ TEST_F(FakeServerTest, PipelinedRequestsOfOneConnectionAreHandledInOrder) {
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->id, static_cast<uint64_t>(i));
     ASSERT_TRUE(std::holds_alternative<protocol::StepReply>(r->body));
-    EXPECT_EQ(std::get<protocol::StepReply>(r->body).result.info.step, static_cast<uint64_t>(i + 1));
+    EXPECT_EQ(std::get<protocol::StepReply>(r->body).result.info.step,
+              static_cast<uint64_t>(i + 1));
   }
 }
 
@@ -282,7 +295,8 @@ TEST(ServerEndpointTest, PortZeroPicksAFreePortAndABusyPortIsRefused) {
 
 TEST(ClientTimeoutTest, NoServerIsDeadlineExceededNotAHang) {
   const std::string dir = TempDir("no-server");
-  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect({"ipc://" + dir + "/nobody.sock", 0.3});
+  absl::StatusOr<std::unique_ptr<Client>> c =
+      Client::Connect({"ipc://" + dir + "/nobody.sock", 0.3});
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("nobody.sock"));
@@ -293,7 +307,8 @@ TEST(ClientTimeoutTest, AServerThatStopsIsDeadlineExceededForTheNextCall) {
   const std::string dir = TempDir("stopping");
   ServerOptions o;
   o.endpoint = "ipc://" + dir + "/s.sock";
-  auto server = std::make_unique<RunningServer>(o, ServiceOptions{}, std::make_shared<testing::FakeProvider>());
+  auto server = std::make_unique<RunningServer>(o, ServiceOptions{},
+                                                std::make_shared<testing::FakeProvider>());
   absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect({server->endpoint(), 0.3});
   ASSERT_TRUE(c.ok()) << c.status();
   server.reset();
@@ -352,7 +367,8 @@ double RunEpisode(Client& c, uint64_t session, uint64_t seed, int64_t tier,
     total += r->reward;
     if (r->terminated || r->truncated) {
       // The return is the fractional speedup: time saved over the default run's total.
-      EXPECT_NEAR(total, (r->info.default_total_ns - r->info.elapsed_ns) / r->info.default_total_ns, 1e-9);
+      EXPECT_NEAR(total, (r->info.default_total_ns - r->info.elapsed_ns) / r->info.default_total_ns,
+                  1e-9);
       return total;
     }
   }

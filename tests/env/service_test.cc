@@ -31,12 +31,14 @@ class ServiceTest : public ::testing::Test {
 
   void MakeService(ServiceOptions options) {
     options.clock = [this] { return now_; };
-    service_ = std::make_unique<Service>(options, std::make_shared<testing::FakeProvider>(), &pool_);
+    service_ =
+        std::make_unique<Service>(options, std::make_shared<testing::FakeProvider>(), &pool_);
   }
 
   protocol::ReplyBody Call(Op op, protocol::RequestBody body = std::monostate{}) {
     Request req{op, protocol::kVersion, ++id_, std::move(body)};
-    absl::StatusOr<Reply> r = protocol::DecodeReply(service_->Handle(protocol::EncodeRequest(req)), op);
+    absl::StatusOr<Reply> r =
+        protocol::DecodeReply(service_->Handle(protocol::EncodeRequest(req)), op);
     EXPECT_TRUE(r.ok()) << r.status();
     if (!r.ok()) return protocol::Error{};
     EXPECT_EQ(r->id, id_);
@@ -67,13 +69,15 @@ class ServiceTest : public ::testing::Test {
   }
 
   uint64_t Make(protocol::ConfigMap config = {}) {
-    return Ok<protocol::MakeReply>(Op::kMake, protocol::MakeRequest{protocol::kEnvId, config}).session;
+    return Ok<protocol::MakeReply>(Op::kMake, protocol::MakeRequest{protocol::kEnvId, config})
+        .session;
   }
   StepResult Reset(uint64_t s, std::optional<uint64_t> seed = std::nullopt) {
     return Ok<protocol::ResetReply>(Op::kReset, protocol::ResetRequest{s, seed, {}}).result;
   }
   StepResult Step(uint64_t s, std::vector<int64_t> action) {
-    return Ok<protocol::StepReply>(Op::kStep, protocol::StepRequest{s, Action{std::move(action)}}).result;
+    return Ok<protocol::StepReply>(Op::kStep, protocol::StepRequest{s, Action{std::move(action)}})
+        .result;
   }
 
   ThreadPool pool_;
@@ -253,7 +257,8 @@ TEST_F(ServiceTest, IdleSessionsAreReclaimed) {
 TEST_F(ServiceTest, EstimateBySessionOrConfiguration) {
   const uint64_t s = Make();
   const std::string hbm = R"({"default": "fast1"})";
-  auto e = Ok<protocol::EstimateReply>(Op::kEstimate, protocol::EstimateRequest{s, {}, "alpha", hbm});
+  auto e =
+      Ok<protocol::EstimateReply>(Op::kEstimate, protocol::EstimateRequest{s, {}, "alpha", hbm});
   EXPECT_EQ(e.runtime_ns, 500.0);
   EXPECT_EQ(e.default_runtime_ns, 1000.0);
   e = Ok<protocol::EstimateReply>(Op::kEstimate,
@@ -263,7 +268,8 @@ TEST_F(ServiceTest, EstimateBySessionOrConfiguration) {
       "profile");
   Err(Op::kEstimate, protocol::EstimateRequest{s, {}, "alpha", "{\"default\": 3}"},
       absl::StatusCode::kInvalidArgument, "placement");
-  Err(Op::kEstimate, protocol::EstimateRequest{0, protocol::ConfigMap{{"bogus", "1"}}, "alpha", hbm},
+  Err(Op::kEstimate,
+      protocol::EstimateRequest{0, protocol::ConfigMap{{"bogus", "1"}}, "alpha", hbm},
       absl::StatusCode::kInvalidArgument, "config.bogus");
 }
 
@@ -346,8 +352,8 @@ TEST_F(StepBatchTest, SameStepAutoresetReturnsTheFinalStepAndTheNewEpisode) {
   EXPECT_TRUE(reply.results[0].terminated);
   EXPECT_EQ(reply.results[0].reward, 4.0 / 4);
   EXPECT_EQ(reply.was_reset[0], 1);
-  EXPECT_EQ(reply.results[0].info.step, 0u);   // the new episode
-  EXPECT_EQ(reply.finals[0].info.step, 1u);    // the step that ended the old one
+  EXPECT_EQ(reply.results[0].info.step, 0u);  // the new episode
+  EXPECT_EQ(reply.finals[0].info.step, 1u);   // the step that ended the old one
   EXPECT_FLOAT_EQ(reply.finals[0].observation[0], 1.0f);
   EXPECT_FALSE(reply.results[1].terminated);
   EXPECT_EQ(reply.was_reset[1], 0);
