@@ -151,7 +151,7 @@ void Server::SendReply(Job& job, const std::string& reply) {
 void Server::Dispatch(std::shared_ptr<Job> job) {
   clients_[job->client].busy = true;
   ++in_flight_;
-  pool_->Submit([this, job] {
+  pool_->Submit([this, job = std::move(job)] {
     job->reply = service_->Handle(
         std::string_view(static_cast<const char*>(job->payload.data()), job->payload.size()));
     {

@@ -51,11 +51,6 @@ class Service::Lease {
 
 namespace {
 
-constexpr char kDescription[] =
-    "Place an application's memory regions on the tiers of a heterogeneous-memory node; "
-    "reward: interval time saved against the all-default-tier run, so that an episode's "
-    "return is its fractional speedup.";
-
 // The configuration key a provider's message is about: the earliest key named in it as a
 // whole word, or "" when none is.
 std::string KeyNamedIn(std::string_view message, const std::vector<ConfigKey>& keys) {
@@ -264,7 +259,8 @@ ReplyBody Service::List() const {
 
 absl::Status Service::CheckConfigKeys(const protocol::ConfigMap& config) const {
   const std::vector<ConfigKey>& keys = provider_->ConfigKeys();
-  for (const auto& [key, value] : config) {
+  for (const auto& entry : config) {
+    const std::string& key = entry.first;
     if (std::none_of(keys.begin(), keys.end(), [&](const ConfigKey& k) { return k.name == key; })) {
       std::string known;
       for (const ConfigKey& k : keys) StrAppend(&known, known.empty() ? "" : ", ", k.name);
