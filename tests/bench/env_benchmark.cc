@@ -12,7 +12,8 @@
 // steps, placement actions); by default each action moves two regions (--action). Benchmarks:
 //   BM_InProcess            Environment::Step, one environment, one thread
 //   BM_InProcessRoundRobin  N environments stepped in turn by one thread
-//   BM_InProcessParallel    N environments stepped by T threads (ThreadPool::ParallelFor)
+//   BM_InProcessParallel    N environments stepped by T threads (ThreadPool::ParallelFor;
+//                           the calling thread and T - 1 workers, as in the server)
 //   BM_ClientStep/ipc|tcp   Client::Step against a server with T worker threads
 //   BM_Echo/ipc|tcp         DEALER -> ROUTER echo: msgpack messages of a step's sizes
 //   BM_Batch                Client::StepBatch of N sessions (autoreset same_step), ipc
@@ -198,7 +199,8 @@ void BM_InProcessParallel(benchmark::State& state) {
     (void)envs.back()->Reset(i, {});
   }
   const int regions = envs[0]->spec().num_regions;
-  ThreadPool pool(w.threads);
+  // The calling thread works too: T threads in all, as in a server worker's step_batch.
+  ThreadPool pool(std::max(1, w.threads - 1));
   uint64_t step = 0;
   for (auto _ : state) {
     const Action a = Alternating(regions, step++);
