@@ -1611,4 +1611,16 @@ std::optional<uint64_t> PeekReplyId(std::string_view payload) {
   }
 }
 
+std::optional<Op> PeekRequestOp(std::string_view payload) {
+  try {
+    absl::StatusOr<msgpack::object_handle> oh = Unpack(payload, 1 << 16);
+    if (!oh.ok()) return std::nullopt;
+    const object* op = Get(oh->get(), "op");
+    if (op == nullptr || op->type != mtype::STR) return std::nullopt;
+    return ParseOp(AsView(*op));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace tiergym::env::protocol

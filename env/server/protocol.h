@@ -214,6 +214,10 @@ absl::StatusOr<Reply> DecodeReply(std::string_view payload, Op op);
 // The reply id of a payload without decoding the rest; nullopt when absent or unreadable.
 std::optional<uint64_t> PeekReplyId(std::string_view payload);
 
+// The op of a request payload without decoding the rest; nullopt when it has none or is
+// unreadable. Never throws.
+std::optional<Op> PeekRequestOp(std::string_view payload);
+
 }  // namespace tiergym::env::protocol
 
 #endif  // TIERGYM_ENV_SERVER_PROTOCOL_H_

@@ -163,6 +163,15 @@ void Server::Dispatch(std::shared_ptr<Job> job) {
   });
 }
 
+bool Server::Quick(const Job& job) const {
+  if (!options_.inline_quick_requests || in_flight_ > 0 || job.payload.size() > 4096) return false;
+  const std::optional<protocol::Op> op = protocol::PeekRequestOp(
+      std::string_view(static_cast<const char*>(job.payload.data()), job.payload.size()));
+  using protocol::Op;
+  return op == Op::kStep || op == Op::kReset || op == Op::kClose || op == Op::kHello ||
+         op == Op::kList || op == Op::kStats;
+}
+
 void Server::ReceiveAll() {
   // At most a bounded number per wake-up, so that replies keep flowing under load.
   for (int i = 0; i < 1024; ++i) {
@@ -182,7 +191,11 @@ void Server::ReceiveAll() {
     job->client = frames[0].to_string();
     job->envelope = std::move(frames);
     Client& client = clients_[job->client];
-    if (!client.busy) {
+    if (!client.busy && client.queued.empty() && Quick(*job)) {
+      SendReply(*job, service_->Handle(std::string_view(
+                          static_cast<const char*>(job->payload.data()), job->payload.size())));
+      clients_.erase(job->client);
+    } else if (!client.busy) {
       Dispatch(std::move(job));
     } else if (client.queued.size() >= options_.max_pending_per_client) {
       const std::optional<uint64_t> id = protocol::PeekReplyId(

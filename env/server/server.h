@@ -2,7 +2,8 @@
 //
 // The thread that calls Run() owns the socket (ZeroMQ sockets are not thread-safe): it
 // receives requests, hands them to the workers (Service::Handle) and sends the replies the
-// workers hand back through a queue signalled by an eventfd. Requests of one connection
+// workers hand back through a queue signalled by an eventfd. When every worker is idle it
+// answers quick small requests itself (ServerOptions::inline_quick_requests). Requests of one connection
 // are handled one at a time in the order they arrived (a connection may pipeline up to
 // `max_pending_per_client`); different connections are served concurrently. Idle sessions
 // are reclaimed every `reclaim_interval_s`.
@@ -52,6 +53,11 @@ struct ServerOptions {
   int parent_pid = 0;
   // How long Stop() waits for requests being handled. Default 10 s.
   double drain_timeout_s = 10;
+  // When no worker is busy, the I/O thread answers a small request of a quick op (step,
+  // reset, close, hello, list, stats; under 4 KiB) itself instead of handing it to a
+  // worker and back: this saves two thread hand-offs for the common single synchronous
+  // client. Others' requests then wait at most one such op. Default true.
+  bool inline_quick_requests = true;
 };
 
 class Server {
@@ -87,6 +93,8 @@ class Server {
 
   void ReceiveAll();
   void Dispatch(std::shared_ptr<Job> job);
+  // Whether the I/O thread may answer this request itself (see inline_quick_requests).
+  bool Quick(const Job& job) const;
   void SendFinished();
   void SendReply(Job& job, const std::string& reply);
   bool ParentGone() const;

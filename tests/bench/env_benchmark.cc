@@ -15,6 +15,7 @@
 //   BM_InProcessParallel    N environments stepped by T threads (ThreadPool::ParallelFor;
 //                           the calling thread and T - 1 workers, as in the server)
 //   BM_ClientStep/ipc|tcp   Client::Step against a server with T worker threads
+//   BM_ClientStepIpcHandoff the same with ServerOptions::inline_quick_requests off
 //   BM_Echo/ipc|tcp         DEALER -> ROUTER echo: msgpack messages of a step's sizes
 //   BM_Batch                Client::StepBatch of N sessions (autoreset same_step), ipc
 //   BM_EchoBatch            the echo with a batch's message sizes, ipc
@@ -134,8 +135,8 @@ struct World {
   int batch = 64;
   EnvironmentProviderOptions provider_options;
   std::shared_ptr<EnvironmentProvider> provider;
-  std::unique_ptr<Server> ipc_server, tcp_server;
-  std::thread ipc_thread, tcp_thread;
+  std::unique_ptr<Server> ipc_server, tcp_server, handoff_server;
+  std::thread ipc_thread, tcp_thread, handoff_thread;
   zmq::context_t echo_context{1};
   std::unique_ptr<EchoServer> ipc_echo, tcp_echo;
   size_t step_request_bytes = 0, step_reply_bytes = 0;
@@ -234,6 +235,10 @@ void BM_ClientStepIpc(benchmark::State& state) {
 }
 void BM_ClientStepTcp(benchmark::State& state) {
   ClientStep(state, TheWorld().tcp_server->endpoint());
+}
+// The server with inline_quick_requests off: every step goes to a worker and back.
+void BM_ClientStepIpcHandoff(benchmark::State& state) {
+  ClientStep(state, TheWorld().handoff_server->endpoint());
 }
 
 void Echo(benchmark::State& state, EchoServer& echo, size_t request_bytes, size_t reply_bytes) {
@@ -390,8 +395,12 @@ int Main(int argc, char** argv) {
   w.ipc_server = std::move(*Server::Create(so, service, w.provider));
   so.endpoint = "tcp://127.0.0.1:0";
   w.tcp_server = std::move(*Server::Create(so, service, w.provider));
+  so.endpoint = "ipc://" + w.dir + "/handoff.sock";
+  so.inline_quick_requests = false;
+  w.handoff_server = std::move(*Server::Create(so, service, w.provider));
   w.ipc_thread = std::thread([&] { (void)w.ipc_server->Run(); });
   w.tcp_thread = std::thread([&] { (void)w.tcp_server->Run(); });
+  w.handoff_thread = std::thread([&] { (void)w.handoff_server->Run(); });
   w.ipc_echo = std::make_unique<EchoServer>(w.echo_context, "ipc://" + w.dir + "/echo.sock");
   w.tcp_echo = std::make_unique<EchoServer>(w.echo_context, "tcp://127.0.0.1:0");
 
@@ -405,6 +414,9 @@ int Main(int argc, char** argv) {
       ->Unit(benchmark::kMicrosecond)
       ->UseRealTime();
   benchmark::RegisterBenchmark("BM_ClientStepIpc", BM_ClientStepIpc)
+      ->Unit(benchmark::kMicrosecond)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_ClientStepIpcHandoff", BM_ClientStepIpcHandoff)
       ->Unit(benchmark::kMicrosecond)
       ->UseRealTime();
   benchmark::RegisterBenchmark("BM_EchoIpc", BM_EchoIpc)
@@ -433,6 +445,7 @@ int Main(int argc, char** argv) {
                echo_ipc = reporter.Seconds("BM_EchoIpc");
   const double tcp = reporter.Seconds("BM_ClientStepTcp"),
                echo_tcp = reporter.Seconds("BM_EchoTcp");
+  const double handoff = reporter.Seconds("BM_ClientStepIpcHandoff");
   const double batch = reporter.Seconds("BM_Batch") / w.batch;  // per step
   const double echo_batch = reporter.Seconds("BM_EchoBatch");
 
@@ -450,6 +463,7 @@ int Main(int argc, char** argv) {
   rate("in-process, N envs, T threads", parallel);
   rate("synchronous client, ipc", ipc);
   rate("synchronous client, tcp loopback", tcp);
+  rate("synchronous client, ipc, every step via a worker", handoff);
   rate("batched (step_batch), ipc", batch);
   std::printf("%-50s %12.0f round trips/s\n", "echo, ipc (step sizes)",
               echo_ipc > 0 ? 1 / echo_ipc : 0);
@@ -469,6 +483,7 @@ int Main(int argc, char** argv) {
   ratio("batched ipc / in-process parallel (same threads)", parallel, batch, 0.8);
   ratio("batched ipc / echo of the batch sizes", echo_batch / w.batch, batch, 0);
   ratio("synchronous client ipc / in-process 1 thread", in_process, ipc, 0);
+  ratio("synchronous client ipc: answered inline / via a worker", handoff, ipc, 0);
   // What the server adds to a step beyond the environment itself, against the echo's
   // round trip: 1 means the server costs exactly a bare ZeroMQ + msgpack exchange.
   if (ipc > 0 && in_process > 0 && echo_ipc > 0) {
@@ -486,8 +501,10 @@ int Main(int argc, char** argv) {
 
   w.ipc_server->Stop();
   w.tcp_server->Stop();
+  w.handoff_server->Stop();
   w.ipc_thread.join();
   w.tcp_thread.join();
+  w.handoff_thread.join();
   w.ipc_echo.reset();
   w.tcp_echo.reset();
   benchmark::Shutdown();

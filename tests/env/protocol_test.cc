@@ -467,6 +467,14 @@ TEST(ProtocolReplyTest, ErrorsRoundTripWithCodeAndField) {
             "action[3]: too big");
 }
 
+TEST(ProtocolRequestTest, PeekRequestOpReadsOnlyTheOp) {
+  EXPECT_EQ(PeekRequestOp(Req("step", {{"session", U(1)}})), Op::kStep);
+  EXPECT_EQ(PeekRequestOp(Req("make")), Op::kMake);
+  EXPECT_FALSE(PeekRequestOp(Req("fly")).has_value());
+  EXPECT_FALSE(PeekRequestOp(Map({{"v", U(1)}})).has_value());
+  EXPECT_FALSE(PeekRequestOp("\xc1").has_value());
+}
+
 TEST(ProtocolReplyTest, CodeNamesAreAbslNames) {
   EXPECT_EQ(CodeName(absl::StatusCode::kResourceExhausted), "RESOURCE_EXHAUSTED");
   EXPECT_EQ(ParseCodeName("FAILED_PRECONDITION"), absl::StatusCode::kFailedPrecondition);

@@ -108,13 +108,16 @@ protocol::Error ErrorOf(const std::string& reply) {
   return std::get<protocol::Error>(r->body);
 }
 
-class FakeServerTest : public ::testing::Test {
+// Parameter: ServerOptions::inline_quick_requests (quick requests answered by the I/O
+// thread when no worker is busy, or every request through a worker).
+class FakeServerTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     dir_ = TempDir("server-test");
     ServerOptions options;
     options.endpoint = "ipc://" + dir_ + "/s.sock";
     options.threads = 3;
+    options.inline_quick_requests = GetParam();
     ServiceOptions service;
     service.max_message_bytes = 4096;
     server_ = std::make_unique<RunningServer>(options, service,
@@ -134,7 +137,7 @@ class FakeServerTest : public ::testing::Test {
   std::unique_ptr<RunningServer> server_;
 };
 
-TEST_F(FakeServerTest, EveryMalformedRequestGetsAnErrorNamingTheFieldAndOthersAreStillServed) {
+TEST_P(FakeServerTest, EveryMalformedRequestGetsAnErrorNamingTheFieldAndOthersAreStillServed) {
   std::unique_ptr<Client> good = Connect();
   ASSERT_NE(good, nullptr);
   absl::StatusOr<protocol::MakeReply> made = good->Make({{"steps", "100"}});
@@ -206,7 +209,7 @@ TEST_F(FakeServerTest, EveryMalformedRequestGetsAnErrorNamingTheFieldAndOthersAr
   EXPECT_EQ(stats->errors, cases.size());
 }
 
-TEST_F(FakeServerTest, ReqSocketsWorkToo) {
+TEST_P(FakeServerTest, ReqSocketsWorkToo) {
   RawConnection req(server_->endpoint(), zmq::socket_type::req);
   absl::StatusOr<protocol::Reply> r =
       protocol::DecodeReply(req.Ask(mp::Req("hello", {{"id", mp::U(5)}})), protocol::Op::kHello);
@@ -215,7 +218,7 @@ TEST_F(FakeServerTest, ReqSocketsWorkToo) {
   EXPECT_TRUE(std::holds_alternative<protocol::HelloReply>(r->body));
 }
 
-TEST_F(FakeServerTest, PipelinedRequestsOfOneConnectionAreHandledInOrder) {
+TEST_P(FakeServerTest, PipelinedRequestsOfOneConnectionAreHandledInOrder) {
   std::unique_ptr<Client> c = Connect();
   absl::StatusOr<protocol::MakeReply> made = c->Make({{"steps", "1000"}});
   ASSERT_TRUE(made.ok());
@@ -237,7 +240,7 @@ TEST_F(FakeServerTest, PipelinedRequestsOfOneConnectionAreHandledInOrder) {
   }
 }
 
-TEST_F(FakeServerTest, ManyClientsAtOnce) {
+TEST_P(FakeServerTest, ManyClientsAtOnce) {
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
   for (int t = 0; t < 6; ++t) {
@@ -257,7 +260,7 @@ TEST_F(FakeServerTest, ManyClientsAtOnce) {
   EXPECT_EQ(failures.load(), 0);
 }
 
-TEST_F(FakeServerTest, AnIpcPathInUseIsRefusedAndRemovedAfterShutdown) {
+TEST_P(FakeServerTest, AnIpcPathInUseIsRefusedAndRemovedAfterShutdown) {
   const std::string path = dir_ + "/s.sock";
   EXPECT_TRUE(fs::exists(path));
   ServerOptions o;
@@ -273,6 +276,11 @@ TEST_F(FakeServerTest, AnIpcPathInUseIsRefusedAndRemovedAfterShutdown) {
   second = Server::Create(o, {}, std::make_shared<testing::FakeProvider>());
   EXPECT_TRUE(second.ok()) << second.status();
 }
+
+INSTANTIATE_TEST_SUITE_P(InlineAndHandoff, FakeServerTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Inline" : "ViaWorkers";
+                         });
 
 TEST(ServerEndpointTest, PortZeroPicksAFreePortAndABusyPortIsRefused) {
   ServerOptions o;
