@@ -103,7 +103,9 @@ int RunServeCommand(const std::vector<std::string>& args) {
   // Load the default configuration now: a bad profile fails here, and the first session
   // does not wait for it.
   if (absl::StatusOr<std::unique_ptr<SessionEnv>> env = provider->Make({}); !env.ok()) {
-    return Fail(env.status(), 1);
+    return Fail(absl::Status(env.status().code(), StrCat("cannot load the served profiles: ",
+                                                         env.status().message())),
+                1);
   }
 
   ServerOptions so;
