@@ -7,10 +7,13 @@
 #include <vector>
 
 #include "traces/util/status_macros.h"
+#include "profiler/internal/format.h"
 #include "traces/util/strings.h"
 
 namespace tiergym::prof {
 namespace {
+
+using internal::Hex;
 
 constexpr uint64_t kSupportedSampleType =
     PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
@@ -201,12 +204,6 @@ absl::Status ParseSampleIdTrailer(std::span<const uint8_t> bytes, const RecordLa
   if (st & PERF_SAMPLE_CPU) TG_RETURN_IF_ERROR(c.U32Pair(&out->cpu, &res, "sample_id.cpu"));
   if (st & PERF_SAMPLE_IDENTIFIER) TG_RETURN_IF_ERROR(c.U64(&out->id, "sample_id.identifier"));
   return absl::OkStatus();
-}
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
 }
 
 }  // namespace

@@ -1,0 +1,201 @@
+#include "profiler/prof_cli.h"
+
+#include <sys/wait.h>
+
+#include <iostream>
+#include <optional>
+
+#include "profiler/event_presets.h"
+#include "profiler/recorder.h"
+#include "traces/machine.h"
+#include "traces/util/args.h"
+#include "traces/util/status_macros.h"
+#include "traces/util/strings.h"
+
+namespace tiergym::prof {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+
+int Fail(const absl::Status& s) {
+  std::cerr << "error: " << s.message() << "\n";
+  return kExitFailed;
+}
+
+int Usage(const absl::Status& s) {
+  std::cerr << s.message() << "\n";
+  return kExitUsage;
+}
+
+// The NUMA node of --device on --machine, or of --numa-node, into `node` (-1: unbound).
+absl::Status ResolveNode(const ArgParser& p, std::string* device, int* node) {
+  *device = p.Get("device");
+  *node = -1;
+  if (p.Given("numa-node")) {
+    TG_ASSIGN_OR_RETURN(int64_t n, p.GetInt64("numa-node"));
+    if (n < 0) return absl::InvalidArgumentError("--numa-node must be >= 0");
+    *node = static_cast<int>(n);
+  }
+  if (p.Given("machine")) {
+    if (device->empty()) {
+      return absl::InvalidArgumentError("--machine needs --device NAME (one of its tiers)");
+    }
+    auto machine = LoadMachine(p.Get("machine"));
+    if (!machine.ok()) return machine.status();
+    const TierSpec* tier = machine->Find(*device);
+    if (tier == nullptr) {
+      std::string names;
+      for (const TierSpec& t : machine->tiers) StrAppend(&names, names.empty() ? "" : ", ", t.name);
+      return absl::InvalidArgumentError(StrCat("machine ", machine->name, " has no tier '",
+                                               *device, "' (tiers: ", names, ")"));
+    }
+    if (*node < 0) {
+      if (tier->numa_node < 0) {
+        return absl::InvalidArgumentError(
+            StrCat("tier ", *device, " of machine ", machine->name,
+                   " names no NUMA node (numa_node -1); give --numa-node N"));
+      }
+      *node = tier->numa_node;
+    }
+  }
+  if (device->empty()) {
+    if (*node < 0) {
+      return absl::InvalidArgumentError(
+          "name the tier the run is placed on: --device NAME [--machine knl|FILE] and/or "
+          "--numa-node N");
+    }
+    *device = StrCat("node", *node);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<std::string> ExpandShortOptions(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  bool done = false;
+  for (const std::string& a : args) {
+    if (a == "--") done = true;
+    out.push_back(!done && a == "-o" ? std::string("--output") : a);
+  }
+  return out;
+}
+
+std::string ProfCommandsHelp() {
+  return "  record           record a sampled memory trace of a command (PEBS or software)\n"
+         "  interfere        generate memory bandwidth at a set level and read share\n"
+         "  contentiousness  a command's solo read/write bandwidth from uncore CAS counters\n"
+         "  sweep            a command's sensitivity curves under interference (curves.csv)\n"
+         "  run-placed       run a command with a placement applied, append to runs.csv\n";
+}
+
+int RunRecordCommand(const std::vector<std::string>& raw_args) {
+  ArgParser p("tiergym-prof record",
+              "Run CMD with all its memory on one tier and record its sampled memory "
+              "accesses with phasemarks, as a trace CSV v1 (or binary) file; the address "
+              "space layout goes beside it in OUT.mmaps.");
+  p.AddOption("output", "OUT", "trace file to write (-o); .tgt means binary unless --format");
+  p.AddOption("format", "csv|bin", "trace format (default from the extension of OUT)");
+  p.AddOption("device", "NAME", "the tier the run is placed on (the trace's device)");
+  p.AddOption("machine", "knl|FILE", "machine description giving the NUMA node of --device");
+  p.AddOption("numa-node", "N", "bind the run's memory to NUMA node N (overrides --machine)");
+  p.AddOption("cpu-node", "N", "run the command's threads on the CPUs of NUMA node N");
+  p.AddOption("app", "NAME", "the trace's app name (default: the command's file name)");
+  p.AddOption("backend", "pebs|software|auto", "how to sample", "auto");
+  p.AddOption("event", "NAME", "libpfm4 PEBS event (default: the CPU model's preset)");
+  p.AddOption("period", "N", "sample period / PEBS reset (default 2003 PEBS, 1 software)");
+  p.AddOption("precise", "N", "precise_ip asked for PEBS (1..3)", "2");
+  p.AddOption("ldlat", "CYCLES", "latency threshold of load-latency presets (SPR)", "128");
+  p.AddRepeatedOption("phasemark-at", "SYMBOL",
+                      "also mark a phase at each entry of SYMBOL (or PATH:SYMBOL)");
+  p.AddOption("phasemark-lib", "PATH|none",
+              "the library whose phasemark() is probed (default: the one CMD loads)");
+  p.AddOption("mmap-pages", "N", "ring buffer data pages per CPU (power of two)", "512");
+  p.AddFlag("no-inherit", "follow the first thread only (kernels before 6.12)");
+  p.AddFlag("aslr", "keep address-space randomisation (default: off, for comparable runs)");
+  p.AddOption("agent", "PATH", "software backend agent (default: ../lib/libtiergym_swsample.so)");
+  p.AddOption("rearm-us", "MICROSECONDS", "software backend: re-arm interval", "10000");
+  p.AddOption("granule", "BYTES", "software backend: granule (0: the agent picks)", "0");
+  p.AddOption("min-region", "BYTES", "software backend: smallest mapping re-armed", "1048576");
+  p.AddFlag("list-presets", "print the PEBS presets and the detected CPU's, then exit");
+  p.AddRestPositional("CMD", "the command and its arguments, after --");
+  p.SetEpilog(
+      "Examples:\n"
+      "  tiergym-prof record --device ddr --machine knl -o prof/ddr.csv -- ./app\n"
+      "  tiergym-prof record --device hbm --numa-node 1 -o prof/hbm.csv -- ./app\n"
+      "  tiergym-prof record --backend software --device ddr --numa-node 0 -o t.csv -- ./app\n"
+      "Exit status 1 when the command failed (the trace is still written).");
+  const std::vector<std::string> args = ExpandShortOptions(raw_args);
+  if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
+  if (p.Flag("list-presets")) {
+    for (const EventPreset& e : EventPresets()) {
+      std::cout << e.pmu << "\t" << e.event << (e.load_latency ? ":ldlat=N" : "") << "\t"
+                << e.model << "\n";
+    }
+    auto pmu = ActiveCorePmu();
+    std::cout << "this CPU: " << (pmu.ok() ? *pmu : std::string(pmu.status().message()))
+              << "\n";
+    return kExitOk;
+  }
+  RecordOptions o;
+  o.command = p.Rest();
+  if (o.command.empty()) return Usage(absl::InvalidArgumentError(
+      "tiergym-prof record: no command to record (give it after --; see --help)"));
+  if (absl::Status s = p.Require("output"); !s.ok()) return Usage(s);
+  o.output = p.Get("output");
+  o.format = FormatForPath(o.output);
+  if (p.Given("format")) {
+    const std::string f = p.Get("format");
+    if (f == "csv") o.format = TraceFormat::kCsv;
+    else if (f == "bin") o.format = TraceFormat::kBinary;
+    else return Usage(absl::InvalidArgumentError("--format must be csv or bin"));
+  }
+  absl::Status s = ResolveNode(p, &o.device, &o.numa_node);
+  if (!s.ok()) return Usage(s);
+  auto backend = ParseBackend(p.Get("backend"));
+  if (!backend.ok()) return Usage(backend.status());
+  o.backend = *backend;
+  o.app = p.Get("app");
+  o.event = p.Get("event");
+  o.phasemark_at = p.GetAll("phasemark-at");
+  o.phasemark_lib = p.Get("phasemark-lib");
+  o.no_inherit = p.Flag("no-inherit");
+  o.keep_aslr = p.Flag("aslr");
+  o.agent_path = p.Get("agent");
+  auto period = p.Given("period") ? p.GetUint64("period") : absl::StatusOr<uint64_t>(0);
+  auto precise = p.GetUint64("precise");
+  auto ldlat = p.GetUint64("ldlat");
+  auto pages = p.GetUint64("mmap-pages");
+  auto rearm = p.GetUint64("rearm-us");
+  auto granule = p.GetUint64("granule");
+  auto min_region = p.GetUint64("min-region");
+  for (const auto* v : {&period, &precise, &ldlat, &pages, &rearm, &granule, &min_region}) {
+    if (!v->ok()) return Usage(v->status());
+  }
+  if (p.Given("period") && *period == 0) return Usage(absl::InvalidArgumentError("--period must be positive"));
+  if (*precise > 3) return Usage(absl::InvalidArgumentError("--precise must be 0..3"));
+  if (*pages == 0 || (*pages & (*pages - 1)) != 0) {
+    return Usage(absl::InvalidArgumentError("--mmap-pages must be a power of two"));
+  }
+  o.period = *period;
+  o.precise_ip = static_cast<int>(*precise);
+  o.ldlat_cycles = static_cast<uint32_t>(*ldlat);
+  o.ring_data_pages = *pages;
+  o.rearm_interval_us = static_cast<uint32_t>(*rearm);
+  o.granule_bytes = *granule;
+  o.min_region_bytes = *min_region;
+  if (p.Given("cpu-node")) {
+    auto n = p.GetInt64("cpu-node");
+    if (!n.ok()) return Usage(n.status());
+    o.cpu_node = static_cast<int>(*n);
+  }
+  auto summary = RecordCommand(o);
+  if (!summary.ok()) return Fail(summary.status());
+  std::cerr << FormatRecordSummary(*summary);
+  const int ws = summary->wait_status;
+  return (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) ? kExitOk : kExitFailed;
+}
+
+}  // namespace tiergym::prof
