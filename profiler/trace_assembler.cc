@@ -158,24 +158,45 @@ std::vector<MmapEntry> TraceAssembler::Mmaps(uint64_t start_time_ns) const {
   std::vector<MmapEntry> sorted = mmaps_;
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const MmapEntry& a, const MmapEntry& b) { return a.time_ns < b.time_ns; });
-  // mprotect() also produces MMAP2 records (one per changed piece of a mapping); the
-  // layout keeps mappings: pieces revoked to PROT_NONE and anonymous pieces inside an
-  // anonymous mapping already listed are protection changes, not new mappings.
+  // mprotect() also produces MMAP2 records (one per changed piece of a mapping, or the
+  // piece merged with its neighbours); the layout keeps mappings: pieces revoked to
+  // PROT_NONE are dropped and an anonymous piece overlapping an anonymous mapping already
+  // listed widens that mapping instead of being listed again.
   std::vector<MmapEntry> out;
   for (MmapEntry& m : sorted) {
     if (m.has_prot && m.prot == 0) continue;
     const bool anon = m.filename.empty() || m.filename == "//anon";
-    bool inside = false;
-    for (const MmapEntry& k : out) {
-      const bool k_anon = k.filename.empty() || k.filename == "//anon";
-      if (anon && k_anon && k.pid == m.pid && k.start <= m.start && m.end <= k.end) {
-        inside = true;
-        break;
+    bool merged = false;
+    if (anon) {
+      for (MmapEntry& k : out) {
+        const bool k_anon = k.filename.empty() || k.filename == "//anon";
+        if (k_anon && k.pid == m.pid && m.start < k.end && k.start < m.end) {
+          k.start = std::min(k.start, m.start);
+          k.end = std::max(k.end, m.end);
+          merged = true;
+          break;
+        }
       }
     }
-    if (inside) continue;
+    if (merged) continue;
     m.time_ns = m.time_ns > start_time_ns ? m.time_ns - start_time_ns : 0;
     out.push_back(std::move(m));
+  }
+  // Widening may make two listed anonymous mappings overlap: fold them into the first.
+  for (size_t i = 0; i < out.size(); ++i) {
+    const bool i_anon = out[i].filename.empty() || out[i].filename == "//anon";
+    for (size_t j = i + 1; i_anon && j < out.size();) {
+      const bool j_anon = out[j].filename.empty() || out[j].filename == "//anon";
+      if (j_anon && out[j].pid == out[i].pid && out[j].start < out[i].end &&
+          out[i].start < out[j].end) {
+        out[i].start = std::min(out[i].start, out[j].start);
+        out[i].end = std::max(out[i].end, out[j].end);
+        out.erase(out.begin() + static_cast<ptrdiff_t>(j));
+        j = i + 1;
+      } else {
+        ++j;
+      }
+    }
   }
   return out;
 }

@@ -89,8 +89,8 @@ class TraceAssembler {
                                uint64_t start_time_ns, uint64_t end_time_ns);
 
   // The mappings seen, in time order, times relative to `start_time_ns`. Protection
-  // changes (MMAP2 records of mprotect: pieces set to PROT_NONE, anonymous pieces inside
-  // an anonymous mapping already listed) are left out.
+  // changes (MMAP2 records of mprotect) are folded away: pieces set to PROT_NONE are left
+  // out, an anonymous piece overlapping an anonymous mapping already listed widens it.
   std::vector<MmapEntry> Mmaps(uint64_t start_time_ns) const;
 
  private:
