@@ -7,11 +7,13 @@
  * arrays, so a recorded trace shows them apart.
  *
  *   tiergym-testapp [--size-mb N] [--iterations K] [--chase-mb M] [--chase-steps S]
- *                   [--threads T]
+ *                   [--threads T] [--print-layout]
  *
  * Phases: 1 init (first touch of all arrays), then per iteration copy, scale, add,
- * triad, chase. The result line (checksum) lets a run check the others did the same
+ * triad, chase, and a last one that sums the arrays (the result line). The result line (checksum) lets a run check the others did the same
  * work. Deterministic: the chase cycle comes from a fixed-seed generator.
+ * --print-layout prints where the arrays are ("layout a=0x... b=... c=... chase=...
+ * array_bytes=N chase_bytes=M"), so that tests can check where samples land.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -135,9 +137,14 @@ static int ParseSize(const char* flag, const char* value, size_t* out) {
 
 int main(int argc, char** argv) {
   size_t size_mb = 8, iterations = 3, chase_mb = 8, chase_steps = 1000000, threads = 1;
+  int print_layout = 0;
   for (int i = 1; i < argc; ++i) {
     const char* value = i + 1 < argc ? argv[i + 1] : "";
     size_t* target = NULL;
+    if (strcmp(argv[i], "--print-layout") == 0) {
+      print_layout = 1;
+      continue;
+    }
     if (strcmp(argv[i], "--size-mb") == 0) target = &size_mb;
     else if (strcmp(argv[i], "--iterations") == 0) target = &iterations;
     else if (strcmp(argv[i], "--chase-mb") == 0) target = &chase_mb;
@@ -146,7 +153,7 @@ int main(int argc, char** argv) {
     else {
       fprintf(stderr,
               "usage: tiergym-testapp [--size-mb N] [--iterations K] [--chase-mb M]"
-              " [--chase-steps S] [--threads T]\n");
+              " [--chase-steps S] [--threads T] [--print-layout]\n");
       return strcmp(argv[i], "--help") == 0 ? 0 : 2;
     }
     if (!ParseSize(argv[i], value, target)) return 2;
@@ -168,6 +175,11 @@ int main(int argc, char** argv) {
   RunKernel(kInit);
   Node* chase = BuildChase(nodes);
   if (chase == NULL) return 1;
+  if (print_layout) {
+    printf("layout a=%p b=%p c=%p chase=%p array_bytes=%zu chase_bytes=%zu\n", (void*)g_a,
+           (void*)g_b, (void*)g_c, (void*)chase, g_n * sizeof(double), nodes * sizeof(Node));
+    fflush(stdout);
+  }
 
   uint64_t chased = 0;
   for (size_t it = 0; it < iterations; ++it) {
@@ -182,9 +194,10 @@ int main(int argc, char** argv) {
     phasemark();
     chased += Chase(chase, chase_steps);
   }
+  phasemark(); /* the last phase: the checksum */
   double checksum = 0;
   for (size_t i = 0; i < g_n; i += 4096) checksum += g_a[i] + g_b[i] + g_c[i];
-  printf("tiergym-testapp: phases %zu checksum %.1f chase %llu\n", 1 + 5 * iterations,
+  printf("tiergym-testapp: phases %zu checksum %.1f chase %llu\n", 2 + 5 * iterations,
          checksum, (unsigned long long)chased);
   free(chase);
   free(g_a);
