@@ -2,6 +2,9 @@
 
 #include <perfmon/pfmlib_perf_event.h>
 
+#include <strings.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -30,12 +33,20 @@ absl::Status InitLocked(bool reinitialize) {
 }
 
 absl::StatusOr<std::string> ActiveCorePmuLocked() {
+  // A forced PMU comes first: libpfm4 keeps PMUs of an earlier initialisation flagged
+  // present after pfm_terminate(), so after re-initialising with another forced PMU the
+  // first present one may be stale.
+  const char* forced = std::getenv("LIBPFM_FORCE_PMU");
   pfm_pmu_info_t info;
-  for (int p = PFM_PMU_NONE + 1; p < PFM_PMU_MAX; ++p) {
-    std::memset(&info, 0, sizeof info);
-    info.size = sizeof info;
-    if (pfm_get_pmu_info(static_cast<pfm_pmu_t>(p), &info) != PFM_SUCCESS) continue;
-    if (info.is_present && info.type == PFM_PMU_TYPE_CORE) return std::string(info.name);
+  for (int pass = forced != nullptr ? 0 : 1; pass < 2; ++pass) {
+    for (int p = PFM_PMU_NONE + 1; p < PFM_PMU_MAX; ++p) {
+      std::memset(&info, 0, sizeof info);
+      info.size = sizeof info;
+      if (pfm_get_pmu_info(static_cast<pfm_pmu_t>(p), &info) != PFM_SUCCESS) continue;
+      if (!info.is_present || info.type != PFM_PMU_TYPE_CORE) continue;
+      if (pass == 0 && strcasecmp(info.name, forced) != 0) continue;
+      return std::string(info.name);
+    }
   }
   return absl::NotFoundError(
       "libpfm4 finds no core PMU on this CPU (virtual machines often expose none)");
@@ -106,7 +117,18 @@ absl::StatusOr<EncodedEvent> EncodeEvent(const std::string& name, int precise_ip
   arg.attr = &out.attr;
   char* fstr = nullptr;
   arg.fstr = &fstr;
-  const int r = pfm_get_os_event_encoding(name.c_str(), PFM_PLM3, PFM_OS_PERF_EVENT_EXT, &arg);
+  // An unqualified name is looked up on the core PMU first (libpfm4 would otherwise take
+  // the first active PMU that knows it, which need not be the core's).
+  int r = PFM_ERR_NOTFOUND;
+  auto core = ActiveCorePmuLocked();
+  if (core.ok() && name.find("::") == std::string::npos) {
+    const std::string qualified = *core + "::" + name;
+    r = pfm_get_os_event_encoding(qualified.c_str(), PFM_PLM3, PFM_OS_PERF_EVENT_EXT, &arg);
+  }
+  if (r == PFM_ERR_NOTFOUND) {
+    std::memset(&out.attr, 0, sizeof out.attr);
+    r = pfm_get_os_event_encoding(name.c_str(), PFM_PLM3, PFM_OS_PERF_EVENT_EXT, &arg);
+  }
   if (r != PFM_SUCCESS) {
     auto pmu = ActiveCorePmuLocked();
     const std::string on = pmu.ok() ? StrCat("core PMU ", *pmu) : std::string("no core PMU");

@@ -15,6 +15,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "profiler/event_presets.h"
 #include "profiler/perf_session.h"
 #include "traces/profile.h"
 #include "traces/trace_file.h"
@@ -209,6 +210,22 @@ TEST_F(RecordEndToEndTest, WritesTheBinaryFormatAndReportsAFailingCommand) {
   auto t = LoadTrace(out);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->metadata().device, "ddr");
+}
+
+TEST_F(RecordEndToEndTest, RecordsDataAddressesWithPebs) {
+  const std::string out = (dir_ / "pebs_run.csv").string();
+  const CommandResult r = Shell(kBin + "/tiergym-prof record --backend pebs --device ddr -o " +
+                                out + " -- " + kBin + "/tiergym-testapp --size-mb 16 "
+                                "--chase-mb 16 --iterations 2");
+  if (r.exit_code != 0 && r.output.find("--backend software") != std::string::npos) {
+    GTEST_SKIP() << "PEBS is not available on this machine: " << r.output;
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto t = LoadTrace(out);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->metadata().event, PresetEventName(*PresetForThisCpu(), 128));
+  EXPECT_GT(t->num_samples(), 100u);
+  EXPECT_EQ(t->num_phases(), 1u + 1u + 5u * 2u + 1u);
 }
 
 TEST_F(RecordEndToEndTest, ExplainsWhatToDoWhenPebsIsAbsent) {
