@@ -2,10 +2,16 @@
 
 #include <sys/wait.h>
 
+#include <atomic>
+#include <chrono>
+#include <csignal>
 #include <iostream>
+#include <thread>
 #include <optional>
 
 #include "profiler/event_presets.h"
+#include "profiler/interference.h"
+#include "profiler/launcher.h"
 #include "profiler/recorder.h"
 #include "traces/machine.h"
 #include "traces/util/args.h"
@@ -71,7 +77,104 @@ absl::Status ResolveNode(const ArgParser& p, std::string* device, int* node) {
   return absl::OkStatus();
 }
 
+std::atomic<bool> g_interrupted{false};
+void OnInterrupt(int) { g_interrupted = true; }
+
+// The interference options every command that runs the generator takes.
+void AddInterferenceOptions(ArgParser& p) {
+  p.AddOption("threads", "N", "generator threads", "1");
+  p.AddOption("cpus", "LIST", "pin the threads to these CPUs (e.g. 0-3,8)");
+  p.AddOption("cpu-node", "N", "run the threads on the CPUs of NUMA node N");
+  p.AddOption("mem-node", "N", "bind the buffers to NUMA node N (the target's memory)");
+  p.AddOption("buffer-mb", "MB", "buffer per thread", "64");
+  p.AddOption("slice-us", "MICROSECONDS", "duty-cycle slice", "1000");
+}
+
+absl::Status ReadInterferenceOptions(const ArgParser& p, InterferenceOptions* o) {
+  TG_ASSIGN_OR_RETURN(uint64_t threads, p.GetUint64("threads"));
+  TG_ASSIGN_OR_RETURN(uint64_t buffer_mb, p.GetUint64("buffer-mb"));
+  TG_ASSIGN_OR_RETURN(uint64_t slice_us, p.GetUint64("slice-us"));
+  o->threads = static_cast<int>(threads);
+  o->buffer_bytes = buffer_mb << 20;
+  o->slice_us = static_cast<uint32_t>(slice_us);
+  if (p.Given("cpus")) {
+    TG_ASSIGN_OR_RETURN(o->cpus, ParseCpuList(p.Get("cpus")));
+  }
+  if (p.Given("cpu-node")) {
+    TG_ASSIGN_OR_RETURN(int64_t n, p.GetInt64("cpu-node"));
+    o->cpu_node = static_cast<int>(n);
+  }
+  if (p.Given("mem-node")) {
+    TG_ASSIGN_OR_RETURN(int64_t n, p.GetInt64("mem-node"));
+    o->mem_node = static_cast<int>(n);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+int RunInterfereCommand(const std::vector<std::string>& args) {
+  ArgParser p("tiergym-prof interfere",
+              "Stream memory at a target bandwidth and read share (seed 000's STREAM-derived "
+              "interferer): reads, and non-temporal stores for the write part, held at the "
+              "target by duty-cycle throttling. Prints the achieved bandwidth every second.");
+  p.AddOption("gbps", "GB/S", "target bandwidth over all threads (0: as fast as possible)", "0");
+  p.AddOption("read-pct", "PCT", "share of the bytes that are reads, 50..100", "100");
+  p.AddOption("duration", "SECONDS", "stop after this long (0: at SIGINT/SIGTERM)", "0");
+  AddInterferenceOptions(p);
+  p.AddFlag("json", "print one JSON object at the end instead of the summary line");
+  p.SetEpilog(
+      "The achieved bandwidth is what the generator moved (bytes read + bytes written) per\n"
+      "second of wall time. JSON output: {seconds, gbps, read_share, read_bytes, write_bytes}.");
+  if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
+  InterferenceOptions o;
+  auto gbps = p.GetDouble("gbps");
+  auto read_pct = p.GetUint64("read-pct");
+  auto duration = p.GetDouble("duration");
+  for (const absl::Status& s : {gbps.status(), read_pct.status(), duration.status(),
+                                ReadInterferenceOptions(p, &o)}) {
+    if (!s.ok()) return Usage(s);
+  }
+  o.target_gbps = *gbps;
+  o.read_pct = static_cast<int>(*read_pct);
+  auto gen = InterferenceGenerator::Start(o);
+  if (!gen.ok()) return Fail(gen.status());
+  g_interrupted = false;
+  std::signal(SIGINT, OnInterrupt);
+  std::signal(SIGTERM, OnInterrupt);
+  const bool json_out = p.Flag("json");
+  InterferenceStats last;
+  double next_report = 1.0;
+  while (!g_interrupted) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const InterferenceStats now = (*gen)->Stats();
+    if (*duration > 0 && now.seconds >= *duration) break;
+    if (now.seconds >= next_report) {
+      InterferenceStats interval;
+      interval.seconds = now.seconds - last.seconds;
+      interval.read_bytes = now.read_bytes - last.read_bytes;
+      interval.write_bytes = now.write_bytes - last.write_bytes;
+      if (!json_out) std::cout << FormatInterferenceLine(interval, now.seconds) << std::endl;
+      last = now;
+      next_report += 1.0;
+    }
+  }
+  (*gen)->Stop();
+  const InterferenceStats total = (*gen)->Stats();
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  if (json_out) {
+    std::cout << "{\"seconds\": " << total.seconds << ", \"gbps\": " << total.gbps()
+              << ", \"read_share\": " << total.read_share() << ", \"read_bytes\": "
+              << total.read_bytes << ", \"write_bytes\": " << total.write_bytes << "}\n";
+  } else {
+    std::cout << "total: " << FormatInterferenceLine(total, total.seconds) << " (target "
+              << (o.target_gbps > 0 ? FixedDecimal(o.target_gbps, 3) + " GB/s"
+                                    : std::string("maximum"))
+              << ", read " << o.read_pct << " %)\n";
+  }
+  return kExitOk;
+}
 
 std::vector<std::string> ExpandShortOptions(const std::vector<std::string>& args) {
   std::vector<std::string> out;

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (command == "record") return tiergym::prof::RunRecordCommand(rest);
+  if (command == "interfere") return tiergym::prof::RunInterfereCommand(rest);
   std::cerr << "tiergym-prof: unknown command '" << command << "'\n\n" << Usage();
   return 2;
 }
