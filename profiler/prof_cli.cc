@@ -13,6 +13,7 @@
 #include "profiler/interference.h"
 #include "profiler/launcher.h"
 #include "profiler/recorder.h"
+#include "profiler/run_placed.h"
 #include "traces/machine.h"
 #include "traces/util/args.h"
 #include "traces/util/status_macros.h"
@@ -174,6 +175,82 @@ int RunInterfereCommand(const std::vector<std::string>& args) {
               << ", read " << o.read_pct << " %)\n";
   }
   return kExitOk;
+}
+
+int RunPlacedCommand(const std::vector<std::string>& args) {
+  ArgParser p("tiergym-prof run-placed",
+              "Run CMD with a placement applied (pages of the placement's ranges moved to "
+              "their tiers' NUMA nodes with move_pages, re-applied every interval and, with a "
+              "schedule, when a phase begins), measure its runtime and append it to a "
+              "measured-runs CSV.");
+  p.AddOption("placement", "P.json", "placement (ranges; the default tier backs the rest)");
+  p.AddOption("schedule", "S.json", "placements that take over at given phases");
+  p.AddOption("machine", "knl|FILE", "machine description: the NUMA node of each tier");
+  p.AddRepeatedOption("tier-node", "TIER=N", "NUMA node of a tier (adds to / overrides --machine)");
+  p.AddOption("runs", "runs.csv", "append the run to this measured-runs CSV");
+  p.AddOption("name", "NAME", "the run's name (default: the placement's file name)");
+  p.AddOption("interval-ms", "MS", "how often the placement is applied again", "50");
+  p.AddOption("phasemark-lib", "PATH", "the library whose phasemark() marks phases");
+  p.AddFlag("aslr", "keep address-space randomisation (default: off, as when recording)");
+  p.AddRestPositional("CMD", "the command and its arguments, after --");
+  p.SetEpilog(
+      "Schedule JSON: {\"steps\": [{\"from_phase\": 3, \"placement\": \"solve.json\"}, ...]}\n"
+      "(from_phase increasing, paths relative to the schedule; --placement applies before\n"
+      "the first step). On a single-node machine every tier maps to node 0: the calls are\n"
+      "made and counted, and no page moves.");
+  if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
+  PlacedRunOptions o;
+  o.command = p.Rest();
+  if (o.command.empty()) {
+    return Usage(absl::InvalidArgumentError(
+        "tiergym-prof run-placed: no command to run (give it after --; see --help)"));
+  }
+  if (absl::Status s = p.Require("placement"); !s.ok()) return Usage(s);
+  o.placement_path = p.Get("placement");
+  o.schedule_path = p.Get("schedule");
+  o.runs_csv = p.Get("runs");
+  o.run_name = p.Get("name");
+  o.keep_aslr = p.Flag("aslr");
+  o.phasemark_lib = p.Get("phasemark-lib");
+  auto interval = p.GetUint64("interval-ms");
+  if (!interval.ok() || *interval == 0) {
+    return Usage(interval.ok() ? absl::InvalidArgumentError("--interval-ms must be positive")
+                               : interval.status());
+  }
+  o.interval_ms = static_cast<uint32_t>(*interval);
+  if (p.Given("machine")) {
+    auto machine = LoadMachine(p.Get("machine"));
+    if (!machine.ok()) return Fail(machine.status());
+    for (const TierSpec& t : machine->tiers) {
+      if (t.numa_node >= 0) o.tier_nodes[t.name] = t.numa_node;
+    }
+  }
+  for (const std::string& spec : p.GetAll("tier-node")) {
+    const size_t eq = spec.find('=');
+    int node = -1;
+    if (eq == std::string::npos || eq == 0 || std::sscanf(spec.c_str() + eq + 1, "%d", &node) != 1 ||
+        node < 0) {
+      return Usage(absl::InvalidArgumentError(
+          StrCat("--tier-node '", spec, "' is not TIER=N (N a NUMA node)")));
+    }
+    o.tier_nodes[spec.substr(0, eq)] = node;
+  }
+  auto result = RunPlaced(o);
+  if (!result.ok()) return Fail(result.status());
+  const PlacedRunResult& r = *result;
+  std::cout << "run " << r.run_name << ": runtime "
+            << FixedDecimal(static_cast<double>(r.runtime_ns) / 1e9, 3) << " s ("
+            << r.runtime_ns << " ns), " << DescribeWaitStatus(r.wait_status) << "\n"
+            << "  placement applied " << r.applications << " times: pages " << r.counts.pages
+            << ", moved " << r.counts.moved << ", already in place " << r.counts.in_place
+            << ", not yet touched " << r.counts.absent << ", refused " << r.counts.failed << "\n";
+  if (!o.schedule_path.empty()) {
+    std::cout << "  phasemarks " << r.phases << ", schedule steps applied " << r.steps_applied
+              << "\n";
+  }
+  if (!o.runs_csv.empty()) std::cout << "  appended to " << o.runs_csv << "\n";
+  const int ws = r.wait_status;
+  return (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) ? kExitOk : kExitFailed;
 }
 
 std::vector<std::string> ExpandShortOptions(const std::vector<std::string>& args) {
