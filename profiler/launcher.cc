@@ -170,18 +170,30 @@ absl::StatusOr<StoppedChild> StoppedChild::Spawn(const LaunchOptions& options) {
   for (const std::string& a : options.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
 
+  int out_fd = -1;
+  if (!options.stdout_path.empty()) {
+    out_fd = ::open(options.stdout_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (out_fd < 0) return ErrnoStatus(errno, StrCat("cannot open ", options.stdout_path));
+  }
   int go[2], err[2];
-  if (::pipe2(go, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe");
+  if (::pipe2(go, O_CLOEXEC) != 0) {
+    const int e = errno;
+    if (out_fd >= 0) ::close(out_fd);
+    return ErrnoStatus(e, "pipe");
+  }
   if (::pipe2(err, O_CLOEXEC) != 0) {
     int e = errno;
     ::close(go[0]);
     ::close(go[1]);
+    if (out_fd >= 0) ::close(out_fd);
     return ErrnoStatus(e, "pipe");
   }
   const pid_t pid = ::fork();
   if (pid < 0) {
     int e = errno;
-    for (int fd : {go[0], go[1], err[0], err[1]}) ::close(fd);
+    for (int fd : {go[0], go[1], err[0], err[1], out_fd}) {
+      if (fd >= 0) ::close(fd);
+    }
     return ErrnoStatus(e, "fork");
   }
   if (pid == 0) {
@@ -205,11 +217,13 @@ absl::StatusOr<StoppedChild> StoppedChild::Spawn(const LaunchOptions& options) {
       const int persona = ::personality(0xffffffff);
       if (persona != -1) ::personality(persona | ADDR_NO_RANDOMIZE);
     }
+    if (out_fd >= 0 && ::dup2(out_fd, STDOUT_FILENO) < 0) ChildFail(err[1], errno);
     ::execvpe(argv[0], argv.data(), envp.data());
     ChildFail(err[1], errno);
   }
   ::close(go[0]);
   ::close(err[1]);
+  if (out_fd >= 0) ::close(out_fd);
   StoppedChild child;
   child.pid_ = pid;
   child.go_fd_ = go[1];

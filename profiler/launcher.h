@@ -40,6 +40,9 @@ struct LaunchOptions {
   bool keep_aslr = false;
   // Environment variables set (or replaced) in the child.
   std::vector<std::pair<std::string, std::string>> env;
+  // Send the command's standard output here (appending; "/dev/null" to discard). Empty
+  // (default): inherit the caller's.
+  std::string stdout_path;
 };
 
 class StoppedChild {

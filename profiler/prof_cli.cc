@@ -14,6 +14,7 @@
 #include "profiler/launcher.h"
 #include "profiler/recorder.h"
 #include "profiler/run_placed.h"
+#include "profiler/sweep.h"
 #include "traces/machine.h"
 #include "traces/util/args.h"
 #include "traces/util/status_macros.h"
@@ -174,6 +175,88 @@ int RunInterfereCommand(const std::vector<std::string>& args) {
                                     : std::string("maximum"))
               << ", read " << o.read_pct << " %)\n";
   }
+  return kExitOk;
+}
+
+int RunSweepCommand(const std::vector<std::string>& raw_args) {
+  ArgParser p("tiergym-prof sweep",
+              "Measure CMD's sensitivity curves (seed 000): its runtime solo, then under the "
+              "interference generator at LEVELS bandwidths from 10 % to 100 % of the "
+              "generator's maximum, for each read share; writes curves.csv (normalized "
+              "performance = solo runtime / runtime). Resumable: run it again to continue.");
+  p.AddOption("output", "curves.csv", "curves file to append to (-o)");
+  p.AddOption("app", "NAME", "the curves' app name (default: the command's file name)");
+  p.AddOption("levels", "N", "bandwidth levels per read share", "16");
+  p.AddOption("read-pcts", "LIST", "read shares in percent, e.g. 50,75,100 (default 50..100 step 5)");
+  p.AddOption("solo-repeats", "N", "solo runs averaged into the reference", "3");
+  p.AddOption("repeats", "N", "measurements per point", "1");
+  p.AddOption("max-gbps", "GB/S", "the generator's maximum (default: measured per read share)");
+  p.AddOption("calibrate-s", "SECONDS", "length of each maximum measurement", "1");
+  AddInterferenceOptions(p);
+  p.AddOption("target-mem-node", "N", "bind the target's memory to NUMA node N");
+  p.AddOption("target-cpu-node", "N", "run the target on the CPUs of NUMA node N");
+  p.AddOption("target-cpus", "LIST", "run the target on these CPUs");
+  p.AddFlag("show-output", "let the target's standard output through (default: discarded)");
+  p.AddFlag("no-progress", "no progress bar on stderr");
+  p.AddRestPositional("CMD", "the target command and its arguments, after --");
+  p.SetEpilog(
+      "Seed 000's setting: the interferer on the other socket (--cpu-node 1) streams to the\n"
+      "target's memory (--mem-node 0 --target-mem-node 0 --target-cpu-node 0). State beside\n"
+      "the output: OUT.state.json (solo runtimes, calibrated maxima).");
+  const std::vector<std::string> args = ExpandShortOptions(raw_args);
+  if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
+  SweepOptions o;
+  o.command = p.Rest();
+  if (o.command.empty()) {
+    return Usage(absl::InvalidArgumentError(
+        "tiergym-prof sweep: no target command (give it after --; see --help)"));
+  }
+  if (absl::Status s = p.Require("output"); !s.ok()) return Usage(s);
+  o.output = p.Get("output");
+  o.app = p.Get("app");
+  o.show_target_output = p.Flag("show-output");
+  o.progress = !p.Flag("no-progress");
+  auto levels = p.GetUint64("levels");
+  auto solo = p.GetUint64("solo-repeats");
+  auto repeats = p.GetUint64("repeats");
+  auto calibrate = p.GetDouble("calibrate-s");
+  for (const absl::Status& s : {levels.status(), solo.status(), repeats.status(),
+                                calibrate.status(), ReadInterferenceOptions(p, &o.interferer)}) {
+    if (!s.ok()) return Usage(s);
+  }
+  o.levels = static_cast<int>(*levels);
+  o.solo_repeats = static_cast<int>(*solo);
+  o.repeats = static_cast<int>(*repeats);
+  o.calibrate_seconds = *calibrate;
+  if (p.Given("max-gbps")) {
+    auto max = p.GetDouble("max-gbps");
+    if (!max.ok() || *max <= 0) {
+      return Usage(max.ok() ? absl::InvalidArgumentError("--max-gbps must be positive") : max.status());
+    }
+    o.max_gbps = *max;
+  }
+  if (p.Given("read-pcts")) {
+    auto list = ParseCpuList(p.Get("read-pcts"));  // the same "N,N-M" syntax
+    if (!list.ok()) return Usage(absl::InvalidArgumentError("--read-pcts: a list like 50,75,100"));
+    o.read_pcts = *list;
+  }
+  for (const char* name : {"target-mem-node", "target-cpu-node"}) {
+    if (!p.Given(name)) continue;
+    auto n = p.GetInt64(name);
+    if (!n.ok()) return Usage(n.status());
+    (std::string(name) == "target-mem-node" ? o.target_mem_node : o.target_cpu_node) =
+        static_cast<int>(*n);
+  }
+  if (p.Given("target-cpus")) {
+    auto cpus = ParseCpuList(p.Get("target-cpus"));
+    if (!cpus.ok()) return Usage(cpus.status());
+    o.target_cpus = *cpus;
+  }
+  auto result = RunSweep(o);
+  if (!result.ok()) return Fail(result.status());
+  std::cout << "sweep " << o.output << ": solo "
+            << FixedDecimal(result->solo_mean_ns / 1e9, 4) << " s, " << result->points_measured
+            << " points measured, " << result->points_skipped << " already there\n";
   return kExitOk;
 }
 

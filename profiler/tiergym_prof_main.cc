@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   if (command == "record") return tiergym::prof::RunRecordCommand(rest);
   if (command == "interfere") return tiergym::prof::RunInterfereCommand(rest);
   if (command == "run-placed") return tiergym::prof::RunPlacedCommand(rest);
+  if (command == "sweep") return tiergym::prof::RunSweepCommand(rest);
   std::cerr << "tiergym-prof: unknown command '" << command << "'\n\n" << Usage();
   return 2;
 }
