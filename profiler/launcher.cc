@@ -70,9 +70,8 @@ std::string ResolveCommand(const std::string& command) {
   while (start <= path.size()) {
     size_t end = path.find(':', start);
     if (end == std::string::npos) end = path.size();
-    std::string dir = path.substr(start, end - start);
-    if (dir.empty()) dir = ".";
-    const std::string candidate = dir + "/" + command;
+    const std::string dir = end > start ? path.substr(start, end - start) : std::string(".");
+    const std::string candidate = StrCat(dir, "/", command);
     if (executable(candidate)) {
       char buf[PATH_MAX];
       return ::realpath(candidate.c_str(), buf) != nullptr ? std::string(buf) : candidate;

@@ -5,10 +5,12 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 #include <optional>
 
+#include "profiler/contentiousness.h"
 #include "profiler/event_presets.h"
 #include "profiler/interference.h"
 #include "profiler/launcher.h"
@@ -176,6 +178,65 @@ int RunInterfereCommand(const std::vector<std::string>& args) {
               << ", read " << o.read_pct << " %)\n";
   }
   return kExitOk;
+}
+
+int RunContentiousnessCommand(const std::vector<std::string>& args) {
+  ArgParser p("tiergym-prof contentiousness",
+              "Run CMD solo and measure the read and write bandwidth it puts on the memory "
+              "from the uncore memory-controller CAS counters (bytes = 64 x CAS; on KNL the "
+              "MCDRAM EDC counters too); append a row to apps.csv.");
+  p.AddOption("app", "NAME", "the row's app name (default: the command's file name)");
+  p.AddOption("apps", "apps.csv", "append the row to this file (default: print only)");
+  p.AddOption("numa-node", "N", "bind the command's memory to NUMA node N");
+  p.AddOption("cpu-node", "N", "run the command on the CPUs of NUMA node N");
+  p.AddRestPositional("CMD", "the command and its arguments, after --");
+  p.SetEpilog(
+      "Needs uncore PMUs (libpfm4: knl_unc_imc*, knl_unc_edc_eclk*, skx_unc_imc*, icx_unc_imc*,\n"
+      "spr_unc_imc*) and root or kernel.perf_event_paranoid <= 0; without them it stops with\n"
+      "\"skipped:\" and the reason (exit status 1). Run on an otherwise idle node: the\n"
+      "counters see all traffic.");
+  if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
+  LaunchOptions launch;
+  launch.argv = p.Rest();
+  if (launch.argv.empty()) {
+    return Usage(absl::InvalidArgumentError(
+        "tiergym-prof contentiousness: no command (give it after --; see --help)"));
+  }
+  for (const char* name : {"numa-node", "cpu-node"}) {
+    if (!p.Given(name)) continue;
+    auto n = p.GetInt64(name);
+    if (!n.ok()) return Usage(n.status());
+    (std::string(name) == "numa-node" ? launch.membind_node : launch.cpu_node) =
+        static_cast<int>(*n);
+  }
+  const std::string app = p.Given("app") ? p.Get("app")
+                                         : std::filesystem::path(launch.argv[0]).filename().string();
+  auto r = MeasureContentiousness(launch);
+  if (!r.ok()) {
+    if (r.status().code() == absl::StatusCode::kUnimplemented) {
+      std::cerr << "skipped: " << r.status().message() << "\n";
+      return kExitFailed;
+    }
+    return Fail(r.status());
+  }
+  std::string boxes;
+  for (const std::string& b : r->boxes) StrAppend(&boxes, boxes.empty() ? "" : " ", b);
+  std::cout << app << ": read " << FixedDecimal(r->read_gbps(), 4) << " GB/s, write "
+            << FixedDecimal(r->write_gbps(), 4) << " GB/s over "
+            << FixedDecimal(static_cast<double>(r->runtime_ns) / 1e9, 3) << " s ("
+            << DescribeWaitStatus(r->wait_status) << "); CAS read " << r->read_cas << ", write "
+            << r->write_cas;
+  if (r->mcdram_read + r->mcdram_write > 0) {
+    std::cout << " (MCDRAM read " << r->mcdram_read << ", write " << r->mcdram_write << ")";
+  }
+  std::cout << "\n  counters: " << boxes << "\n";
+  if (p.Given("apps")) {
+    absl::Status s = AppendAppsCsv(p.Get("apps"), app, r->read_gbps(), r->write_gbps());
+    if (!s.ok()) return Fail(s);
+    std::cout << "  appended to " << p.Get("apps") << "\n";
+  }
+  const int ws = r->wait_status;
+  return (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) ? kExitOk : kExitFailed;
 }
 
 int RunSweepCommand(const std::vector<std::string>& raw_args) {

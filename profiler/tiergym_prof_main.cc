@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   if (command == "interfere") return tiergym::prof::RunInterfereCommand(rest);
   if (command == "run-placed") return tiergym::prof::RunPlacedCommand(rest);
   if (command == "sweep") return tiergym::prof::RunSweepCommand(rest);
+  if (command == "contentiousness") return tiergym::prof::RunContentiousnessCommand(rest);
   std::cerr << "tiergym-prof: unknown command '" << command << "'\n\n" << Usage();
   return 2;
 }
