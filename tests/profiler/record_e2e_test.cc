@@ -212,6 +212,34 @@ TEST_F(RecordEndToEndTest, WritesTheBinaryFormatAndReportsAFailingCommand) {
   EXPECT_EQ(t->metadata().device, "ddr");
 }
 
+TEST_F(RecordEndToEndTest, CountsRecordsLostToASmallRing) {
+  // A one-page ring holds about 40 records: the first touch of the test app's 4 arrays
+  // (4 x 1024 page faults within milliseconds) overflows it unless the drain thread keeps
+  // up. Whatever was lost, samples + lost records cover every first-touch fault, and the
+  // trace header carries the count the summary reports.
+  const std::string out = (dir_ / "small_ring.csv").string();
+  const CommandResult r = Shell(kBin + "/tiergym-prof record --backend software --device ddr "
+                                "--mmap-pages 1 --phasemark-lib none -o " + out + " -- " + kBin +
+                                "/tiergym-testapp --size-mb 4 --chase-mb 4 --iterations 1 "
+                                "--chase-steps 1000");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const size_t at = r.output.find("lost records ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const uint64_t lost = std::stoull(r.output.substr(at + 13));
+  auto t = LoadTrace(out);
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::string header_lost;
+  for (const auto& [k, v] : t->metadata().entries) {
+    if (k == "lost_records") header_lost = v;
+  }
+  EXPECT_EQ(header_lost, std::to_string(lost));
+  EXPECT_GE(t->num_samples() + lost, 4u * 1024u);
+  if (lost > 0) {
+    EXPECT_THAT(r.output, HasSubstr("Use a larger --mmap-pages (now 1)"));
+  }
+  RecordProperty("lost_records", std::to_string(lost));
+}
+
 TEST_F(RecordEndToEndTest, RecordsDataAddressesWithPebs) {
   const std::string out = (dir_ / "pebs_run.csv").string();
   const CommandResult r = Shell(kBin + "/tiergym-prof record --backend pebs --device ddr -o " +
