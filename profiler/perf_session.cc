@@ -64,7 +64,7 @@ absl::Status ExplainOpenFailure(const perf_event_attr& attr, const std::string& 
           what, " refused (", std::strerror(err),
           "): uprobe events (the phasemark probes) need root or CAP_PERFMON; "
           "kernel.perf_event_paranoid is ", paranoid,
-          ". Run tiergym-prof as root, or record without phasemarks"));
+          ". Run tiergym-prof as root, or record without phasemarks (--phasemark-lib none)"));
     }
     return absl::PermissionDeniedError(StrCat(
         what, " refused (", std::strerror(err), "): kernel.perf_event_paranoid is ", paranoid,

@@ -256,6 +256,22 @@ TEST_F(RecordEndToEndTest, RecordsDataAddressesWithPebs) {
   EXPECT_EQ(t->num_phases(), 1u + 1u + 5u * 2u + 1u);
 }
 
+TEST_F(RecordEndToEndTest, ExplainsWhatToDoWithoutThePrivilegeForProbes) {
+  if (::geteuid() != 0 || ::access("/usr/bin/setpriv", X_OK) != 0) {
+    GTEST_SKIP() << "needs root and setpriv to run the recorder as an unprivileged user";
+  }
+  // As user nobody: per-process sampling stays allowed (perf_event_paranoid <= 2), uprobe
+  // events need CAP_PERFMON.
+  const CommandResult r = Shell("/usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups " +
+                                kBin + "/tiergym-prof record --backend software --device ddr -o "
+                                "/tmp/tiergym_nobody." + std::to_string(::getpid()) + ".csv -- " +
+                                kBin + "/tiergym-testapp --size-mb 1 --iterations 1");
+  ::unlink(("/tmp/tiergym_nobody." + std::to_string(::getpid()) + ".csv").c_str());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("need root or CAP_PERFMON"));
+  EXPECT_THAT(r.output, HasSubstr("--phasemark-lib none"));
+}
+
 TEST_F(RecordEndToEndTest, ExplainsWhatToDoWhenPebsIsAbsent) {
   const CommandResult r = Shell(kBin + "/tiergym-prof record --backend pebs --device ddr -o " +
                                 (dir_ / "pebs.csv").string() + " -- true");
