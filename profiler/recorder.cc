@@ -350,26 +350,37 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
         probe.sample_type = PERF_SAMPLE_ADDR;
         probe.disabled = 1;
         probe.exclude_kernel = 1;
-        const int fd = static_cast<int>(
-            ::syscall(SYS_perf_event_open, &probe, 0, -1, -1, PERF_FLAG_FD_CLOEXEC));
-        if (fd >= 0) {
-          ::close(fd);
-        } else {
-          const int err = errno;
-          why_not = absl::UnimplementedError(StrCat(
-              "the CPU refuses ", name, " with precise_ip=", options.precise_ip, " (",
-              std::strerror(err), "): PEBS is absent or not exposed",
-              err == EACCES || err == EPERM
-                  ? StrCat(" or kernel.perf_event_paranoid (", PerfEventParanoid(),
-                           ") forbids it; run as root")
-                  : std::string("")));
+        auto open_probe = [](perf_event_attr a) {
+          const int fd = static_cast<int>(
+              ::syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC));
+          const int err = fd < 0 ? errno : 0;
+          if (fd >= 0) ::close(fd);
+          return err;
+        };
+        const int err = open_probe(probe);
+        if (err == EACCES || err == EPERM) {
+          why_not = absl::PermissionDeniedError(StrCat(
+              "perf_event_open(", name, ") refused: kernel.perf_event_paranoid is ",
+              PerfEventParanoid(), "; run as root or `sudo sysctl -w kernel.perf_event_paranoid=1`"));
+        } else if (err != 0) {
+          perf_event_attr imprecise = probe;
+          imprecise.precise_ip = 0;
+          if (probe.precise_ip > 0 && open_probe(imprecise) == 0) {
+            why_not = absl::UnimplementedError(StrCat(
+                "the CPU counts ", name, " but refuses precise_ip=", probe.precise_ip, " (",
+                std::strerror(err), "): PEBS is absent or disabled"));
+          } else {
+            why_not = absl::UnimplementedError(StrCat(
+                "the CPU refuses ", name, " (", std::strerror(err),
+                "): no hardware PMU for it (a VM without a virtual PMU?)"));
+          }
         }
       } else {
         why_not = encoded.status();
       }
     }
     if (!why_not.ok()) {
-      if (backend == Backend::kPebs) {
+      if (backend == Backend::kPebs || why_not.code() == absl::StatusCode::kPermissionDenied) {
         return absl::Status(why_not.code(),
                             StrCat(why_not.message(),
                                    ". Without PEBS, record with --backend software"));
