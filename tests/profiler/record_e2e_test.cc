@@ -81,11 +81,13 @@ class RecordEndToEndTest : public ::testing::Test {
 
   // Records the test app placed on `device` and returns the command's result.
   CommandResult RecordApp(const std::string& device) {
-    return Shell(kBin + "/tiergym-prof record --backend software --device " + device +
-                 " --numa-node 0 -o " + (dir_ / "profile" / (device + ".csv")).string() +
-                 " -- " + kBin +
+    // The chase phases last several re-arm intervals (5 ms), so they get samples even
+    // when the machine is busy with other tests.
+    return Shell(kBin + "/tiergym-prof record --backend software --rearm-us 5000 --device " +
+                 device + " --numa-node 0 -o " +
+                 (dir_ / "profile" / (device + ".csv")).string() + " -- " + kBin +
                  "/tiergym-testapp --print-layout --size-mb 4 --chase-mb 4 --iterations 2 "
-                 "--chase-steps 300000");
+                 "--chase-steps 1500000");
   }
 
   fs::path dir_;
