@@ -22,4 +22,4 @@ __attribute__((noinline, used, visibility("default"))) void phasemark(void) {
   __asm__ __volatile__("" ::: "memory");
 }
 
-int phasemark_uses_syscall(void) { return g_use_syscall; }
+__attribute__((visibility("default"))) int phasemark_uses_syscall(void) { return g_use_syscall; }
