@@ -65,7 +65,8 @@ const std::vector<CasCounterSet>& CasCounterSets() {
 }
 
 double ContentiousnessResult::read_gbps() const {
-  return runtime_ns > 0 ? 64.0 * static_cast<double>(read_cas) / static_cast<double>(runtime_ns) : 0;
+  return runtime_ns > 0 ? 64.0 * static_cast<double>(read_cas) / static_cast<double>(runtime_ns)
+                        : 0;
 }
 
 double ContentiousnessResult::write_gbps() const {
@@ -96,8 +97,7 @@ absl::StatusOr<ContentiousnessResult> MeasureContentiousness(const LaunchOptions
   };
   std::string looked_for;
   for (const CasCounterSet& set : CasCounterSets()) {
-    StrAppend(&looked_for, looked_for.empty() ? "" : ", ", set.pmu_prefix, "0..",
-              set.boxes - 1);
+    StrAppend(&looked_for, looked_for.empty() ? "" : ", ", set.pmu_prefix, "0..", set.boxes - 1);
     for (int box = 0; box < set.boxes; ++box) {
       const std::string pmu = StrCat(set.pmu_prefix, box);
       if (!PmuPresent(pmu)) continue;
@@ -109,8 +109,8 @@ absl::StatusOr<ContentiousnessResult> MeasureContentiousness(const LaunchOptions
         std::memset(&arg, 0, sizeof arg);
         arg.size = sizeof arg;
         arg.attr = &attr;
-        const int r = pfm_get_os_event_encoding(name.c_str(), PFM_PLM0 | PFM_PLM3,
-                                                PFM_OS_PERF_EVENT, &arg);
+        const int r =
+            pfm_get_os_event_encoding(name.c_str(), PFM_PLM0 | PFM_PLM3, PFM_OS_PERF_EVENT, &arg);
         if (r != PFM_SUCCESS) {
           close_all();
           return absl::InternalError(StrCat("libpfm4 cannot encode ", name, ": ", pfm_strerror(r)));
@@ -121,7 +121,8 @@ absl::StatusOr<ContentiousnessResult> MeasureContentiousness(const LaunchOptions
         attr.exclude_user = 0;
         // The PMU's socket representatives: its sysfs cpumask ("0,28").
         std::vector<int> cpus = {0};
-        for (const std::string& sysfs : {StrCat("uncore_imc_", box), StrCat("uncore_edc_eclk_", box)}) {
+        for (const std::string& sysfs :
+             {StrCat("uncore_imc_", box), StrCat("uncore_edc_eclk_", box)}) {
           auto mask = ReadFile(StrCat("/sys/bus/event_source/devices/", sysfs, "/cpumask"));
           if (!mask.ok()) continue;
           std::string text = *mask;
@@ -137,10 +138,11 @@ absl::StatusOr<ContentiousnessResult> MeasureContentiousness(const LaunchOptions
             const int err = errno;
             close_all();
             if (err == EACCES || err == EPERM) {
-              return absl::PermissionDeniedError(StrCat(
-                  "cannot count ", name, " on cpu ", cpu, ": uncore counters are CPU-wide and "
-                  "need root or `sudo sysctl -w kernel.perf_event_paranoid=0` (now ",
-                  PerfEventParanoid(), ")"));
+              return absl::PermissionDeniedError(
+                  StrCat("cannot count ", name, " on cpu ", cpu,
+                         ": uncore counters are CPU-wide and "
+                         "need root or `sudo sysctl -w kernel.perf_event_paranoid=0` (now ",
+                         PerfEventParanoid(), ")"));
             }
             return ErrnoStatus(err, StrCat("perf_event_open(", name, ", cpu ", cpu, ")"));
           }
@@ -191,8 +193,8 @@ absl::Status AppendAppsCsv(const std::string& path, const std::string& app, doub
     std::string header = first;
     if (!header.empty() && header.back() == '\r') header.pop_back();
     if (header.rfind(kAppsHeader, 0) != 0) {
-      return absl::InvalidArgumentError(StrCat(path, ":1: column-line: expected ", kAppsHeader,
-                                               ", found '", header, "'"));
+      return absl::InvalidArgumentError(
+          StrCat(path, ":1: column-line: expected ", kAppsHeader, ", found '", header, "'"));
     }
     if (!text.empty() && text.back() != '\n') text += '\n';
   } else {

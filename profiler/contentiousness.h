@@ -49,9 +49,9 @@ absl::StatusOr<uint64_t> EncodeRawEvent(const std::string& name);
 struct ContentiousnessResult {
   uint64_t runtime_ns = 0;
   int wait_status = 0;
-  uint64_t read_cas = 0, write_cas = 0;  // summed over boxes and sockets
+  uint64_t read_cas = 0, write_cas = 0;        // summed over boxes and sockets
   uint64_t mcdram_read = 0, mcdram_write = 0;  // KNL EDC, included in the above
-  double read_gbps() const;   // 64 B x read_cas / runtime
+  double read_gbps() const;                    // 64 B x read_cas / runtime
   double write_gbps() const;
   std::vector<std::string> boxes;  // the PMUs counted, e.g. "skx_unc_imc0"
 };

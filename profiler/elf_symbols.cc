@@ -79,8 +79,8 @@ absl::StatusOr<ElfFile> ElfFile::Open(const std::string& path) {
   for (const Elf64_Shdr& sh : sections) {
     if (sh.sh_type != table_type || sh.sh_entsize < sizeof(Elf64_Sym)) continue;
     if (sh.sh_link >= sections.size()) {
-      return absl::DataLossError(StrCat(path, ": symbol table links to section ", sh.sh_link,
-                                        " of ", sections.size()));
+      return absl::DataLossError(
+          StrCat(path, ": symbol table links to section ", sh.sh_link, " of ", sections.size()));
     }
     const Elf64_Shdr& strtab = sections[sh.sh_link];
     if (!b.Contains(sh.sh_offset, sh.sh_size) || !b.Contains(strtab.sh_offset, strtab.sh_size)) {

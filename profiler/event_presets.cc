@@ -1,7 +1,6 @@
 #include "profiler/event_presets.h"
 
 #include <perfmon/pfmlib_perf_event.h>
-
 #include <strings.h>
 
 #include <cstdlib>
@@ -68,8 +67,8 @@ const std::vector<EventPreset>& EventPresets() {
 std::string DescribePresets() {
   std::string out;
   for (const EventPreset& p : EventPresets()) {
-    StrAppend(&out, out.empty() ? "" : ", ", p.pmu, " ", p.event,
-              p.load_latency ? ":ldlat=N" : "", " (", p.model, ")");
+    StrAppend(&out, out.empty() ? "" : ", ", p.pmu, " ", p.event, p.load_latency ? ":ldlat=N" : "",
+              " (", p.model, ")");
   }
   return out;
 }
@@ -89,8 +88,8 @@ absl::StatusOr<std::string> ActiveCorePmu() {
 absl::StatusOr<EventPreset> PresetForThisCpu() {
   auto pmu = ActiveCorePmu();
   if (!pmu.ok()) {
-    return absl::NotFoundError(StrCat(pmu.status().message(), "; presets exist for ",
-                                      DescribePresets()));
+    return absl::NotFoundError(
+        StrCat(pmu.status().message(), "; presets exist for ", DescribePresets()));
   }
   for (const EventPreset& p : EventPresets()) {
     if (p.pmu == *pmu) return p;

@@ -31,9 +31,9 @@
 namespace tiergym::prof {
 
 struct EventPreset {
-  std::string pmu;    // libpfm4 core PMU name: "knl", "skx", "clx", "icx", "spr"
-  std::string model;  // "Knights Landing", ...
-  std::string event;  // libpfm4 event name without the latency threshold
+  std::string pmu;            // libpfm4 core PMU name: "knl", "skx", "clx", "icx", "spr"
+  std::string model;          // "Knights Landing", ...
+  std::string event;          // libpfm4 event name without the latency threshold
   bool load_latency = false;  // takes a ldlat threshold (appended as ":ldlat=N")
 };
 
@@ -59,7 +59,8 @@ std::string PresetEventName(const EventPreset& preset, uint32_t ldlat_cycles);
 
 struct EncodedEvent {
   perf_event_attr attr{};  // type, config, config1 (and exclude_* for user level)
-  std::string fully_qualified;  // libpfm4's canonical form, e.g. "skx::MEM_LOAD_RETIRED:L3_MISS:..."
+  std::string
+      fully_qualified;  // libpfm4's canonical form, e.g. "skx::MEM_LOAD_RETIRED:L3_MISS:..."
 };
 
 // Encodes `name` for perf_event_open with pfm_get_os_event_encoding (user level only) and

@@ -157,10 +157,9 @@ void InterferenceGenerator::Run(Worker* w) {
   }
   const uint64_t slice_ns = uint64_t{options_.slice_us} * 1000;
   // Bytes this thread may move per slice; 0 means no limit.
-  const double quota = options_.target_gbps > 0
-                           ? options_.target_gbps * 1e9 / options_.threads *
-                                 static_cast<double>(slice_ns) / 1e9
-                           : 0;
+  const double quota = options_.target_gbps > 0 ? options_.target_gbps * 1e9 / options_.threads *
+                                                      static_cast<double>(slice_ns) / 1e9
+                                                : 0;
   const size_t chunks = w->bytes / kChunkBytes;
   size_t read_at = 0, write_at = chunks / 2;
   uint64_t read = 0, written = 0;

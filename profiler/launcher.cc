@@ -266,8 +266,9 @@ absl::Status StoppedChild::Release() {
     int status = 0;
     ::waitpid(pid_, &status, 0);
     reaped_ = true;
-    return ErrnoStatus(child_errno, "cannot start the command (set_mempolicy, "
-                                    "sched_setaffinity or exec failed)");
+    return ErrnoStatus(child_errno,
+                       "cannot start the command (set_mempolicy, "
+                       "sched_setaffinity or exec failed)");
   }
   return absl::OkStatus();
 }

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <vector>
 
-#include "traces/util/status_macros.h"
 #include "profiler/internal/format.h"
+#include "traces/util/status_macros.h"
 #include "traces/util/strings.h"
 
 namespace tiergym::prof {
@@ -19,13 +19,12 @@ constexpr uint64_t kSupportedSampleType =
     PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
     PERF_SAMPLE_ADDR | PERF_SAMPLE_ID | PERF_SAMPLE_STREAM_ID | PERF_SAMPLE_CPU |
     PERF_SAMPLE_PERIOD | PERF_SAMPLE_READ | PERF_SAMPLE_RAW | PERF_SAMPLE_WEIGHT |
-    PERF_SAMPLE_DATA_SRC | PERF_SAMPLE_TRANSACTION | PERF_SAMPLE_PHYS_ADDR |
-    PERF_SAMPLE_CGROUP | PERF_SAMPLE_DATA_PAGE_SIZE | PERF_SAMPLE_CODE_PAGE_SIZE |
-    PERF_SAMPLE_WEIGHT_STRUCT;
+    PERF_SAMPLE_DATA_SRC | PERF_SAMPLE_TRANSACTION | PERF_SAMPLE_PHYS_ADDR | PERF_SAMPLE_CGROUP |
+    PERF_SAMPLE_DATA_PAGE_SIZE | PERF_SAMPLE_CODE_PAGE_SIZE | PERF_SAMPLE_WEIGHT_STRUCT;
 
-constexpr uint64_t kSupportedReadFormat =
-    PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING | PERF_FORMAT_ID |
-    PERF_FORMAT_GROUP | PERF_FORMAT_LOST;
+constexpr uint64_t kSupportedReadFormat = PERF_FORMAT_TOTAL_TIME_ENABLED |
+                                          PERF_FORMAT_TOTAL_TIME_RUNNING | PERF_FORMAT_ID |
+                                          PERF_FORMAT_GROUP | PERF_FORMAT_LOST;
 
 // Reads fields front to back, refusing to run past the end of the record.
 class Cursor {
@@ -68,8 +67,8 @@ class Cursor {
   }
   absl::Status Error(const char* field) const {
     return absl::DataLossError(StrCat("perf record type ", type_, " of ", bytes_.size(),
-                                      " bytes is truncated: no room for ", field,
-                                      " at offset ", offset_));
+                                      " bytes is truncated: no room for ", field, " at offset ",
+                                      offset_));
   }
 
  private:
@@ -233,8 +232,8 @@ absl::StatusOr<PerfRecord> ParsePerfRecord(std::span<const uint8_t> bytes,
   perf_event_header h;
   std::memcpy(&h, bytes.data(), sizeof h);
   if (h.size != bytes.size()) {
-    return absl::DataLossError(StrCat("perf record type ", h.type, " says ", h.size,
-                                      " bytes but ", bytes.size(), " were given"));
+    return absl::DataLossError(StrCat("perf record type ", h.type, " says ", h.size, " bytes but ",
+                                      bytes.size(), " were given"));
   }
   PerfRecord r;
   r.type_raw = h.type;
@@ -246,9 +245,15 @@ absl::StatusOr<PerfRecord> ParsePerfRecord(std::span<const uint8_t> bytes,
     return r;
   }
   switch (h.type) {
-    case PERF_RECORD_MMAP: case PERF_RECORD_MMAP2: case PERF_RECORD_LOST:
-    case PERF_RECORD_COMM: case PERF_RECORD_EXIT: case PERF_RECORD_FORK:
-    case PERF_RECORD_THROTTLE: case PERF_RECORD_UNTHROTTLE: case PERF_RECORD_READ:
+    case PERF_RECORD_MMAP:
+    case PERF_RECORD_MMAP2:
+    case PERF_RECORD_LOST:
+    case PERF_RECORD_COMM:
+    case PERF_RECORD_EXIT:
+    case PERF_RECORD_FORK:
+    case PERF_RECORD_THROTTLE:
+    case PERF_RECORD_UNTHROTTLE:
+    case PERF_RECORD_READ:
     case PERF_RECORD_LOST_SAMPLES:
       break;
     default:
@@ -316,15 +321,15 @@ absl::StatusOr<uint64_t> ForEachRingRecord(std::span<const uint8_t> ring, uint64
         StrCat("ring data area of ", size, " bytes is not a power of two"));
   }
   if (head < tail || head - tail > size) {
-    return absl::DataLossError(StrCat("ring positions out of order: tail ", tail, ", head ",
-                                      head, ", size ", size));
+    return absl::DataLossError(
+        StrCat("ring positions out of order: tail ", tail, ", head ", head, ", size ", size));
   }
   const uint64_t mask = size - 1;
   std::vector<uint8_t> scratch;
   while (tail < head) {
     if (head - tail < kPerfHeaderBytes) {
-      return absl::DataLossError(StrCat("ring holds ", head - tail,
-                                        " bytes at position ", tail, ", less than a header"));
+      return absl::DataLossError(
+          StrCat("ring holds ", head - tail, " bytes at position ", tail, ", less than a header"));
     }
     uint8_t header_bytes[kPerfHeaderBytes];
     for (size_t i = 0; i < kPerfHeaderBytes; ++i) header_bytes[i] = ring[(tail + i) & mask];
@@ -335,8 +340,8 @@ absl::StatusOr<uint64_t> ForEachRingRecord(std::span<const uint8_t> ring, uint64
                                         ") has a bad size of ", h.size, " bytes"));
     }
     if (h.size > head - tail) {
-      return absl::DataLossError(StrCat("ring record at position ", tail, " (type ", h.type,
-                                        ", ", h.size, " bytes) runs past the head at ", head));
+      return absl::DataLossError(StrCat("ring record at position ", tail, " (type ", h.type, ", ",
+                                        h.size, " bytes) runs past the head at ", head));
     }
     const uint64_t off = tail & mask;
     std::span<const uint8_t> record;
@@ -357,20 +362,38 @@ absl::StatusOr<uint64_t> ForEachRingRecord(std::span<const uint8_t> ring, uint64
 
 void RecordCounts::Add(const PerfRecord& r) {
   switch (r.type_raw) {
-    case PERF_RECORD_SAMPLE: ++samples; break;
+    case PERF_RECORD_SAMPLE:
+      ++samples;
+      break;
     case PERF_RECORD_MMAP:
-    case PERF_RECORD_MMAP2: ++mmaps; break;
-    case PERF_RECORD_COMM: ++comms; break;
-    case PERF_RECORD_FORK: ++forks; break;
-    case PERF_RECORD_EXIT: ++exits; break;
-    case PERF_RECORD_THROTTLE: ++throttles; break;
-    case PERF_RECORD_UNTHROTTLE: ++unthrottles; break;
+    case PERF_RECORD_MMAP2:
+      ++mmaps;
+      break;
+    case PERF_RECORD_COMM:
+      ++comms;
+      break;
+    case PERF_RECORD_FORK:
+      ++forks;
+      break;
+    case PERF_RECORD_EXIT:
+      ++exits;
+      break;
+    case PERF_RECORD_THROTTLE:
+      ++throttles;
+      break;
+    case PERF_RECORD_UNTHROTTLE:
+      ++unthrottles;
+      break;
     case PERF_RECORD_LOST:
       ++lost_records;
       lost += r.lost;
       break;
-    case PERF_RECORD_LOST_SAMPLES: lost_samples += r.lost; break;
-    default: ++other; break;
+    case PERF_RECORD_LOST_SAMPLES:
+      lost_samples += r.lost;
+      break;
+    default:
+      ++other;
+      break;
   }
 }
 

@@ -146,16 +146,16 @@ absl::StatusOr<uint64_t> ForEachRingRecord(std::span<const uint8_t> ring, uint64
 // What a ring delivered, for the summary and the diagnostics.
 struct RecordCounts {
   uint64_t samples = 0;
-  uint64_t mmaps = 0;      // MMAP and MMAP2
+  uint64_t mmaps = 0;  // MMAP and MMAP2
   uint64_t comms = 0;
   uint64_t forks = 0;
   uint64_t exits = 0;
   uint64_t throttles = 0;
   uint64_t unthrottles = 0;
-  uint64_t lost_records = 0;      // PERF_RECORD_LOST records seen
-  uint64_t lost = 0;              // sum of their `lost` fields: records dropped
-  uint64_t lost_samples = 0;      // sum of PERF_RECORD_LOST_SAMPLES `lost` fields
-  uint64_t other = 0;             // any other record type
+  uint64_t lost_records = 0;  // PERF_RECORD_LOST records seen
+  uint64_t lost = 0;          // sum of their `lost` fields: records dropped
+  uint64_t lost_samples = 0;  // sum of PERF_RECORD_LOST_SAMPLES `lost` fields
+  uint64_t other = 0;         // any other record type
 
   void Add(const PerfRecord& record);
   void Merge(const RecordCounts& other_counts);

@@ -39,8 +39,7 @@ std::string ReadSysctl(const char* path) {
 }
 
 bool IsHardware(const perf_event_attr& a) {
-  return a.type == PERF_TYPE_HARDWARE || a.type == PERF_TYPE_RAW ||
-         a.type == PERF_TYPE_HW_CACHE;
+  return a.type == PERF_TYPE_HARDWARE || a.type == PERF_TYPE_RAW || a.type == PERF_TYPE_HW_CACHE;
 }
 
 // Tries `attr` alone (no group) on pid/cpu; true when the kernel accepts it.
@@ -63,7 +62,8 @@ absl::Status ExplainOpenFailure(const perf_event_attr& attr, const std::string& 
       return absl::PermissionDeniedError(StrCat(
           what, " refused (", std::strerror(err),
           "): uprobe events (the phasemark probes) need root or CAP_PERFMON; "
-          "kernel.perf_event_paranoid is ", paranoid,
+          "kernel.perf_event_paranoid is ",
+          paranoid,
           ". Run tiergym-prof as root, or record without phasemarks (--phasemark-lib none)"));
     }
     return absl::PermissionDeniedError(StrCat(
@@ -72,13 +72,14 @@ absl::Status ExplainOpenFailure(const perf_event_attr& attr, const std::string& 
         "`sudo sysctl -w kernel.perf_event_paranoid=1` (values above 2 forbid it entirely)"));
   }
   if (err == EMFILE || err == ENFILE) {
-    return absl::ResourceExhaustedError(StrCat(
-        what, ": too many open files (one group of events per CPU); raise `ulimit -n`"));
+    return absl::ResourceExhaustedError(
+        StrCat(what, ": too many open files (one group of events per CPU); raise `ulimit -n`"));
   }
   if (err == EBUSY) {
-    return absl::UnavailableError(StrCat(
-        what, ": the PMU is busy (another perf session or the NMI watchdog holds the "
-              "counters); stop it or `sysctl -w kernel.nmi_watchdog=0`"));
+    return absl::UnavailableError(
+        StrCat(what,
+               ": the PMU is busy (another perf session or the NMI watchdog holds the "
+               "counters); stop it or `sysctl -w kernel.nmi_watchdog=0`"));
   }
   if (attr.precise_ip > 0 && (err == EOPNOTSUPP || err == EINVAL || err == ENOENT)) {
     perf_event_attr imprecise = attr;
@@ -87,27 +88,28 @@ absl::Status ExplainOpenFailure(const perf_event_attr& attr, const std::string& 
     imprecise.sample_type &= ~static_cast<uint64_t>(PERF_SAMPLE_READ);
     imprecise.read_format = 0;
     if (Accepts(imprecise, pid, cpu)) {
-      return absl::UnimplementedError(StrCat(
-          what, ": precise_ip=", attr.precise_ip, " refused (", std::strerror(err),
-          "), so PEBS is absent or not exposed (virtual machines rarely expose it). Record "
-          "with --backend software, or run on a host where PEBS is available"));
+      return absl::UnimplementedError(
+          StrCat(what, ": precise_ip=", attr.precise_ip, " refused (", std::strerror(err),
+                 "), so PEBS is absent or not exposed (virtual machines rarely expose it). Record "
+                 "with --backend software, or run on a host where PEBS is available"));
     }
   }
   if (IsHardware(attr) && (err == ENOENT || err == ENODEV || err == EOPNOTSUPP)) {
-    return absl::UnimplementedError(StrCat(
-        what, " refused (", std::strerror(err),
-        "): this machine exposes no hardware PMU for it (a VM without a virtual PMU?). "
-        "Record with --backend software"));
+    return absl::UnimplementedError(
+        StrCat(what, " refused (", std::strerror(err),
+               "): this machine exposes no hardware PMU for it (a VM without a virtual PMU?). "
+               "Record with --backend software"));
   }
   if (err == EINVAL && attr.inherit && (attr.sample_type & PERF_SAMPLE_READ)) {
     perf_event_attr no_read = attr;
     no_read.sample_type &= ~static_cast<uint64_t>(PERF_SAMPLE_READ);
     no_read.read_format = 0;
     if (Accepts(no_read, pid, cpu)) {
-      return absl::FailedPreconditionError(StrCat(
-          what, ": this kernel refuses PERF_SAMPLE_READ on inherited events (Linux 6.12 "
-                "added it), so the counter cannot be read with each sample of every thread. "
-                "Use --no-inherit to follow the first thread only, or a newer kernel"));
+      return absl::FailedPreconditionError(
+          StrCat(what,
+                 ": this kernel refuses PERF_SAMPLE_READ on inherited events (Linux 6.12 "
+                 "added it), so the counter cannot be read with each sample of every thread. "
+                 "Use --no-inherit to follow the first thread only, or a newer kernel"));
     }
   }
   if (err == EINVAL && attr.use_clockid) {
@@ -118,8 +120,8 @@ absl::Status ExplainOpenFailure(const perf_event_attr& attr, const std::string& 
           StrCat(what, ": this kernel refuses use_clockid CLOCK_MONOTONIC (Linux 4.1+)"));
     }
   }
-  return absl::InternalError(StrCat(what, " failed: ", std::strerror(err), " (type ",
-                                    attr.type, ", config ", Hex(attr.config), ")"));
+  return absl::InternalError(StrCat(what, " failed: ", std::strerror(err), " (type ", attr.type,
+                                    ", config ", Hex(attr.config), ")"));
 }
 
 void CommonFields(perf_event_attr& a, bool inherit) {
@@ -190,8 +192,7 @@ absl::StatusOr<std::unique_ptr<PerfSession>> PerfSession::Open(const SessionOpti
     leader.sample_id_all = options.leader_tick_period > 0 ? 1 : 0;
     const int leader_fd = PerfEventOpen(&leader, options.pid, cpu, -1);
     if (leader_fd < 0) {
-      return ExplainOpenFailure(leader, options.leader_name, errno, options.pid, cpu,
-                                uprobe_type);
+      return ExplainOpenFailure(leader, options.leader_name, errno, options.pid, cpu, uprobe_type);
     }
     s->fds_.push_back(leader_fd);
     s->leader_fds_.push_back(leader_fd);
@@ -219,7 +220,8 @@ absl::StatusOr<std::unique_ptr<PerfSession>> PerfSession::Open(const SessionOpti
                                 uprobe_type);
     }
     s->fds_.push_back(sampler_fd);
-    if (::ioctl(sampler_fd, PERF_EVENT_IOC_ID, &id) != 0) return ErrnoStatus(errno, "PERF_EVENT_IOC_ID");
+    if (::ioctl(sampler_fd, PERF_EVENT_IOC_ID, &id) != 0)
+      return ErrnoStatus(errno, "PERF_EVENT_IOC_ID");
     s->sample_ids_.insert(id);
 
     Ring ring;
@@ -231,11 +233,11 @@ absl::StatusOr<std::unique_ptr<PerfSession>> PerfSession::Open(const SessionOpti
     if (ring.base == MAP_FAILED) {
       const int err = errno;
       if (err == EPERM || err == ENOMEM) {
-        return absl::ResourceExhaustedError(StrCat(
-            "cannot map a ring of ", ring.map_bytes / 1024, " KiB for cpu ", cpu, " (",
-            std::strerror(err), "): the locked-memory budget kernel.perf_event_mlock_kb is ",
-            ReadSysctl("/proc/sys/kernel/perf_event_mlock_kb"),
-            " KiB per user; use a smaller --mmap-pages or run as root"));
+        return absl::ResourceExhaustedError(
+            StrCat("cannot map a ring of ", ring.map_bytes / 1024, " KiB for cpu ", cpu, " (",
+                   std::strerror(err), "): the locked-memory budget kernel.perf_event_mlock_kb is ",
+                   ReadSysctl("/proc/sys/kernel/perf_event_mlock_kb"),
+                   " KiB per user; use a smaller --mmap-pages or run as root"));
       }
       return ErrnoStatus(err, "mmap of the perf ring");
     }
@@ -268,9 +270,9 @@ absl::StatusOr<std::unique_ptr<PerfSession>> PerfSession::Open(const SessionOpti
       if (probe_fd < 0) {
         const int err = errno;
         if (err == ENOENT || err == EINVAL) {
-          return absl::InvalidArgumentError(StrCat(
-              "cannot attach the uprobe ", probe.label, " (", probe.path, " + ",
-              Hex(probe.offset), "): ", std::strerror(err)));
+          return absl::InvalidArgumentError(StrCat("cannot attach the uprobe ", probe.label, " (",
+                                                   probe.path, " + ", Hex(probe.offset),
+                                                   "): ", std::strerror(err)));
         }
         return ExplainOpenFailure(p, StrCat("uprobe ", probe.label), err, probe_pid, cpu,
                                   uprobe_type);
@@ -304,7 +306,8 @@ absl::StatusOr<uint64_t> PerfSession::DrainRing(size_t i, const RecordFn& fn) {
   const uint64_t head = __atomic_load_n(&page->data_head, __ATOMIC_ACQUIRE);
   const uint64_t tail = page->data_tail;
   if (head == tail) return 0;
-  const uint64_t data_offset = page->data_offset != 0 ? page->data_offset : r.map_bytes - r.data_bytes;
+  const uint64_t data_offset =
+      page->data_offset != 0 ? page->data_offset : r.map_bytes - r.data_bytes;
   std::span<const uint8_t> data(static_cast<const uint8_t*>(r.base) + data_offset, r.data_bytes);
   auto walked = ForEachRingRecord(data, tail, head, fn);
   const uint64_t new_tail = walked.ok() ? *walked : head;

@@ -7,8 +7,8 @@
 #include <csignal>
 #include <filesystem>
 #include <iostream>
-#include <thread>
 #include <optional>
+#include <thread>
 
 #include "profiler/contentiousness.h"
 #include "profiler/event_presets.h"
@@ -58,8 +58,8 @@ absl::Status ResolveNode(const ArgParser& p, std::string* device, int* node) {
     if (tier == nullptr) {
       std::string names;
       for (const TierSpec& t : machine->tiers) StrAppend(&names, names.empty() ? "" : ", ", t.name);
-      return absl::InvalidArgumentError(StrCat("machine ", machine->name, " has no tier '",
-                                               *device, "' (tiers: ", names, ")"));
+      return absl::InvalidArgumentError(
+          StrCat("machine ", machine->name, " has no tier '", *device, "' (tiers: ", names, ")"));
     }
     if (*node < 0) {
       if (tier->numa_node < 0) {
@@ -135,8 +135,8 @@ int RunInterfereCommand(const std::vector<std::string>& args) {
   auto gbps = p.GetDouble("gbps");
   auto read_pct = p.GetUint64("read-pct");
   auto duration = p.GetDouble("duration");
-  for (const absl::Status& s : {gbps.status(), read_pct.status(), duration.status(),
-                                ReadInterferenceOptions(p, &o)}) {
+  for (const absl::Status& s :
+       {gbps.status(), read_pct.status(), duration.status(), ReadInterferenceOptions(p, &o)}) {
     if (!s.ok()) return Usage(s);
   }
   o.target_gbps = *gbps;
@@ -169,8 +169,9 @@ int RunInterfereCommand(const std::vector<std::string>& args) {
   std::signal(SIGTERM, SIG_DFL);
   if (json_out) {
     std::cout << "{\"seconds\": " << total.seconds << ", \"gbps\": " << total.gbps()
-              << ", \"read_share\": " << total.read_share() << ", \"read_bytes\": "
-              << total.read_bytes << ", \"write_bytes\": " << total.write_bytes << "}\n";
+              << ", \"read_share\": " << total.read_share()
+              << ", \"read_bytes\": " << total.read_bytes
+              << ", \"write_bytes\": " << total.write_bytes << "}\n";
   } else {
     std::cout << "total: " << FormatInterferenceLine(total, total.seconds) << " (target "
               << (o.target_gbps > 0 ? FixedDecimal(o.target_gbps, 3) + " GB/s"
@@ -209,8 +210,8 @@ int RunContentiousnessCommand(const std::vector<std::string>& args) {
     (std::string(name) == "numa-node" ? launch.membind_node : launch.cpu_node) =
         static_cast<int>(*n);
   }
-  const std::string app = p.Given("app") ? p.Get("app")
-                                         : std::filesystem::path(launch.argv[0]).filename().string();
+  const std::string app =
+      p.Given("app") ? p.Get("app") : std::filesystem::path(launch.argv[0]).filename().string();
   auto r = MeasureContentiousness(launch);
   if (!r.ok()) {
     if (r.status().code() == absl::StatusCode::kUnimplemented) {
@@ -248,7 +249,8 @@ int RunSweepCommand(const std::vector<std::string>& raw_args) {
   p.AddOption("output", "curves.csv", "curves file to append to (-o)");
   p.AddOption("app", "NAME", "the curves' app name (default: the command's file name)");
   p.AddOption("levels", "N", "bandwidth levels per read share", "16");
-  p.AddOption("read-pcts", "LIST", "read shares in percent, e.g. 50,75,100 (default 50..100 step 5)");
+  p.AddOption("read-pcts", "LIST",
+              "read shares in percent, e.g. 50,75,100 (default 50..100 step 5)");
   p.AddOption("solo-repeats", "N", "solo runs averaged into the reference", "3");
   p.AddOption("repeats", "N", "measurements per point", "1");
   p.AddOption("max-gbps", "GB/S", "the generator's maximum (default: measured per read share)");
@@ -292,7 +294,8 @@ int RunSweepCommand(const std::vector<std::string>& raw_args) {
   if (p.Given("max-gbps")) {
     auto max = p.GetDouble("max-gbps");
     if (!max.ok() || *max <= 0) {
-      return Usage(max.ok() ? absl::InvalidArgumentError("--max-gbps must be positive") : max.status());
+      return Usage(max.ok() ? absl::InvalidArgumentError("--max-gbps must be positive")
+                            : max.status());
     }
     o.max_gbps = *max;
   }
@@ -315,9 +318,9 @@ int RunSweepCommand(const std::vector<std::string>& raw_args) {
   }
   auto result = RunSweep(o);
   if (!result.ok()) return Fail(result.status());
-  std::cout << "sweep " << o.output << ": solo "
-            << FixedDecimal(result->solo_mean_ns / 1e9, 4) << " s, " << result->points_measured
-            << " points measured, " << result->points_skipped << " already there\n";
+  std::cout << "sweep " << o.output << ": solo " << FixedDecimal(result->solo_mean_ns / 1e9, 4)
+            << " s, " << result->points_measured << " points measured, " << result->points_skipped
+            << " already there\n";
   return kExitOk;
 }
 
@@ -372,8 +375,8 @@ int RunPlacedCommand(const std::vector<std::string>& args) {
   for (const std::string& spec : p.GetAll("tier-node")) {
     const size_t eq = spec.find('=');
     int node = -1;
-    if (eq == std::string::npos || eq == 0 || std::sscanf(spec.c_str() + eq + 1, "%d", &node) != 1 ||
-        node < 0) {
+    if (eq == std::string::npos || eq == 0 ||
+        std::sscanf(spec.c_str() + eq + 1, "%d", &node) != 1 || node < 0) {
       return Usage(absl::InvalidArgumentError(
           StrCat("--tier-node '", spec, "' is not TIER=N (N a NUMA node)")));
     }
@@ -383,8 +386,8 @@ int RunPlacedCommand(const std::vector<std::string>& args) {
   if (!result.ok()) return Fail(result.status());
   const PlacedRunResult& r = *result;
   std::cout << "run " << r.run_name << ": runtime "
-            << FixedDecimal(static_cast<double>(r.runtime_ns) / 1e9, 3) << " s ("
-            << r.runtime_ns << " ns), " << DescribeWaitStatus(r.wait_status) << "\n"
+            << FixedDecimal(static_cast<double>(r.runtime_ns) / 1e9, 3) << " s (" << r.runtime_ns
+            << " ns), " << DescribeWaitStatus(r.wait_status) << "\n"
             << "  placement applied " << r.applications << " times: pages " << r.counts.pages
             << ", moved " << r.counts.moved << ", already in place " << r.counts.in_place
             << ", not yet touched " << r.counts.absent << ", refused " << r.counts.failed << "\n";
@@ -455,26 +458,29 @@ int RunRecordCommand(const std::vector<std::string>& raw_args) {
   if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
   if (p.Flag("list-presets")) {
     for (const EventPreset& e : EventPresets()) {
-      std::cout << e.pmu << "\t" << e.event << (e.load_latency ? ":ldlat=N" : "") << "\t"
-                << e.model << "\n";
+      std::cout << e.pmu << "\t" << e.event << (e.load_latency ? ":ldlat=N" : "") << "\t" << e.model
+                << "\n";
     }
     auto pmu = ActiveCorePmu();
-    std::cout << "this CPU: " << (pmu.ok() ? *pmu : std::string(pmu.status().message()))
-              << "\n";
+    std::cout << "this CPU: " << (pmu.ok() ? *pmu : std::string(pmu.status().message())) << "\n";
     return kExitOk;
   }
   RecordOptions o;
   o.command = p.Rest();
-  if (o.command.empty()) return Usage(absl::InvalidArgumentError(
-      "tiergym-prof record: no command to record (give it after --; see --help)"));
+  if (o.command.empty())
+    return Usage(absl::InvalidArgumentError(
+        "tiergym-prof record: no command to record (give it after --; see --help)"));
   if (absl::Status s = p.Require("output"); !s.ok()) return Usage(s);
   o.output = p.Get("output");
   o.format = FormatForPath(o.output);
   if (p.Given("format")) {
     const std::string f = p.Get("format");
-    if (f == "csv") o.format = TraceFormat::kCsv;
-    else if (f == "bin") o.format = TraceFormat::kBinary;
-    else return Usage(absl::InvalidArgumentError("--format must be csv or bin"));
+    if (f == "csv")
+      o.format = TraceFormat::kCsv;
+    else if (f == "bin")
+      o.format = TraceFormat::kBinary;
+    else
+      return Usage(absl::InvalidArgumentError("--format must be csv or bin"));
   }
   absl::Status s = ResolveNode(p, &o.device, &o.numa_node);
   if (!s.ok()) return Usage(s);
@@ -498,7 +504,8 @@ int RunRecordCommand(const std::vector<std::string>& raw_args) {
   for (const auto* v : {&period, &precise, &ldlat, &pages, &rearm, &granule, &min_region}) {
     if (!v->ok()) return Usage(v->status());
   }
-  if (p.Given("period") && *period == 0) return Usage(absl::InvalidArgumentError("--period must be positive"));
+  if (p.Given("period") && *period == 0)
+    return Usage(absl::InvalidArgumentError("--period must be positive"));
   if (*precise > 3) return Usage(absl::InvalidArgumentError("--precise must be 0..3"));
   if (*pages == 0 || (*pages & (*pages - 1)) != 0) {
     return Usage(absl::InvalidArgumentError("--mmap-pages must be a power of two"));

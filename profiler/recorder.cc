@@ -83,7 +83,9 @@ class Drainer {
     if (wake_fd_ >= 0) ::close(wake_fd_);
   }
 
-  void Start() { thread_ = std::thread([this] { Loop(); }); }
+  void Start() {
+    thread_ = std::thread([this] { Loop(); });
+  }
 
   // Drains what is left and joins the thread.
   void Stop() {
@@ -260,8 +262,8 @@ absl::StatusOr<std::vector<ProbeSpec>> ResolveProbes(const std::string& executab
       auto in_lib = ProbeAt(lib, symbol);
       if (in_lib.ok()) return in_lib;
     }
-    return absl::NotFoundError(StrCat("no function '", symbol, "' in ", executable,
-                                      " or the ", libs.size(), " libraries it loads"));
+    return absl::NotFoundError(StrCat("no function '", symbol, "' in ", executable, " or the ",
+                                      libs.size(), " libraries it loads"));
   };
 
   if (options.phasemark_lib == "none") {
@@ -282,10 +284,10 @@ absl::StatusOr<std::vector<ProbeSpec>> ResolveProbes(const std::string& executab
         break;
       }
       if (probes.empty() && notes != nullptr) {
-        notes->push_back(StrCat(
-            "the command neither defines phasemark() nor loads libphasemark.so: the trace "
-            "holds phases only from --phasemark-at probes (", options.phasemark_at.size(),
-            " given)"));
+        notes->push_back(
+            StrCat("the command neither defines phasemark() nor loads libphasemark.so: the trace "
+                   "holds phases only from --phasemark-at probes (",
+                   options.phasemark_at.size(), " given)"));
       }
     }
   }
@@ -351,28 +353,29 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
         probe.disabled = 1;
         probe.exclude_kernel = 1;
         auto open_probe = [](perf_event_attr a) {
-          const int fd = static_cast<int>(
-              ::syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC));
+          const int fd =
+              static_cast<int>(::syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC));
           const int err = fd < 0 ? errno : 0;
           if (fd >= 0) ::close(fd);
           return err;
         };
         const int err = open_probe(probe);
         if (err == EACCES || err == EPERM) {
-          why_not = absl::PermissionDeniedError(StrCat(
-              "perf_event_open(", name, ") refused: kernel.perf_event_paranoid is ",
-              PerfEventParanoid(), "; run as root or `sudo sysctl -w kernel.perf_event_paranoid=1`"));
+          why_not = absl::PermissionDeniedError(
+              StrCat("perf_event_open(", name, ") refused: kernel.perf_event_paranoid is ",
+                     PerfEventParanoid(),
+                     "; run as root or `sudo sysctl -w kernel.perf_event_paranoid=1`"));
         } else if (err != 0) {
           perf_event_attr imprecise = probe;
           imprecise.precise_ip = 0;
           if (probe.precise_ip > 0 && open_probe(imprecise) == 0) {
-            why_not = absl::UnimplementedError(StrCat(
-                "the CPU counts ", name, " but refuses precise_ip=", probe.precise_ip, " (",
-                std::strerror(err), "): PEBS is absent or disabled"));
+            why_not = absl::UnimplementedError(
+                StrCat("the CPU counts ", name, " but refuses precise_ip=", probe.precise_ip, " (",
+                       std::strerror(err), "): PEBS is absent or disabled"));
           } else {
-            why_not = absl::UnimplementedError(StrCat(
-                "the CPU refuses ", name, " (", std::strerror(err),
-                "): no hardware PMU for it (a VM without a virtual PMU?)"));
+            why_not = absl::UnimplementedError(
+                StrCat("the CPU refuses ", name, " (", std::strerror(err),
+                       "): no hardware PMU for it (a VM without a virtual PMU?)"));
           }
         }
       } else {
@@ -381,9 +384,9 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
     }
     if (!why_not.ok()) {
       if (backend == Backend::kPebs || why_not.code() == absl::StatusCode::kPermissionDenied) {
-        return absl::Status(why_not.code(),
-                            StrCat(why_not.message(),
-                                   ". Without PEBS, record with --backend software"));
+        return absl::Status(
+            why_not.code(),
+            StrCat(why_not.message(), ". Without PEBS, record with --backend software"));
       }
       summary.notes.push_back(StrCat("--backend auto: PEBS unavailable (", why_not.message(),
                                      "); using the software backend"));
@@ -423,12 +426,12 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
     session.sampler_name = "page-faults";
     session.extra_sample_type = 0;
     if (period == 0) period = 1;
-    std::string agent = options.agent_path.empty() ? FindBundledLibrary(kAgentName)
-                                                   : options.agent_path;
+    std::string agent =
+        options.agent_path.empty() ? FindBundledLibrary(kAgentName) : options.agent_path;
     if (agent.empty() || !fs::is_regular_file(agent)) {
-      return absl::NotFoundError(StrCat(
-          "the software backend needs its agent ", kAgentName,
-          " (looked in ../lib next to tiergym-prof); give its path with --agent"));
+      return absl::NotFoundError(
+          StrCat("the software backend needs its agent ", kAgentName,
+                 " (looked in ../lib next to tiergym-prof); give its path with --agent"));
     }
     const char* old_preload = std::getenv("LD_PRELOAD");
     launch.env.emplace_back("LD_PRELOAD", old_preload != nullptr && *old_preload != '\0'
@@ -436,8 +439,7 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
                                               : agent);
     launch.env.emplace_back("TIERGYM_SWSAMPLE_INTERVAL_US", StrCat(options.rearm_interval_us));
     launch.env.emplace_back("TIERGYM_SWSAMPLE_GRANULE_BYTES", StrCat(options.granule_bytes));
-    launch.env.emplace_back("TIERGYM_SWSAMPLE_MIN_REGION_BYTES",
-                            StrCat(options.min_region_bytes));
+    launch.env.emplace_back("TIERGYM_SWSAMPLE_MIN_REGION_BYTES", StrCat(options.min_region_bytes));
   }
   session.sample_period = period;
   session.ring_data_pages = options.ring_data_pages;
@@ -482,20 +484,19 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
   summary.counter_total = perf->ReadLeaderTotal();
   perf.reset();
 
-  const std::string app = options.app.empty()
-                              ? fs::path(options.command[0]).filename().string()
-                              : options.app;
+  const std::string app =
+      options.app.empty() ? fs::path(options.command[0]).filename().string() : options.app;
   std::optional<uint64_t> pebs_reset;
   if (backend == Backend::kPebs) pebs_reset = period;
-  TraceMetadata metadata = TraceMetadata::Make(
-      app, options.device, summary.event, pebs_reset,
-      static_cast<uint32_t>(::sysconf(_SC_PAGESIZE)));
+  TraceMetadata metadata = TraceMetadata::Make(app, options.device, summary.event, pebs_reset,
+                                               static_cast<uint32_t>(::sysconf(_SC_PAGESIZE)));
   metadata.entries.emplace_back("backend", summary.backend);
   metadata.entries.emplace_back("instructions_counter", summary.counter);
   metadata.entries.emplace_back("sample_period", StrCat(period));
   if (options.numa_node >= 0) metadata.entries.emplace_back("numa_node", StrCat(options.numa_node));
   std::string command_line;
-  for (const std::string& a : options.command) StrAppend(&command_line, command_line.empty() ? "" : " ", a);
+  for (const std::string& a : options.command)
+    StrAppend(&command_line, command_line.empty() ? "" : " ", a);
   metadata.entries.emplace_back("command", command_line);
 
   summary.counts = assembler.counts();
@@ -513,26 +514,27 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
   const std::vector<MmapEntry> mmaps = assembler.Mmaps(start_ns);
   summary.mmaps = mmaps.size();
   summary.layout_path = options.output + ".mmaps";
-  TG_RETURN_IF_ERROR(WriteFileAtomically(
-      summary.layout_path,
-      FormatMmapLayout(mmaps, {{"app", app}, {"device", options.device},
-                               {"pid", StrCat(child.pid())}, {"command", command_line}})));
+  TG_RETURN_IF_ERROR(WriteFileAtomically(summary.layout_path,
+                                         FormatMmapLayout(mmaps, {{"app", app},
+                                                                  {"device", options.device},
+                                                                  {"pid", StrCat(child.pid())},
+                                                                  {"command", command_line}})));
 
   if (summary.counts.lost > 0 || summary.counts.lost_samples > 0) {
-    summary.notes.push_back(StrCat(
-        summary.counts.lost, " records (", summary.counts.lost_samples,
-        " samples) were lost: the rings filled faster than they were drained. Use a larger "
-        "--mmap-pages (now ", options.ring_data_pages, ") or a larger --period (now ", period,
-        ")"));
+    summary.notes.push_back(
+        StrCat(summary.counts.lost, " records (", summary.counts.lost_samples,
+               " samples) were lost: the rings filled faster than they were drained. Use a larger "
+               "--mmap-pages (now ",
+               options.ring_data_pages, ") or a larger --period (now ", period, ")"));
   }
   if (summary.counts.throttles > 0) {
     auto rate = ReadFile("/proc/sys/kernel/perf_event_max_sample_rate");
-    summary.notes.push_back(StrCat(
-        "the kernel throttled sampling ", summary.counts.throttles,
-        " times (PERF_RECORD_THROTTLE; kernel.perf_event_max_sample_rate = ",
-        rate.ok() ? std::string(rate->substr(0, rate->find('\n'))) : std::string("?"),
-        " per second): samples are missing while throttled. Use a larger --period (now ",
-        period, ") or raise the sysctl"));
+    summary.notes.push_back(
+        StrCat("the kernel throttled sampling ", summary.counts.throttles,
+               " times (PERF_RECORD_THROTTLE; kernel.perf_event_max_sample_rate = ",
+               rate.ok() ? std::string(rate->substr(0, rate->find('\n'))) : std::string("?"),
+               " per second): samples are missing while throttled. Use a larger --period (now ",
+               period, ") or raise the sysctl"));
   }
   if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
     summary.notes.push_back(StrCat("the command ended with ", DescribeWaitStatus(wait_status),
@@ -550,15 +552,15 @@ std::string FormatRecordSummary(const RecordSummary& s) {
   std::string out;
   StrAppend(&out, "recorded ", s.trace_path, " (layout ", s.layout_path, ")\n");
   StrAppend(&out, "  backend ", s.backend, ", event ", s.event, ", counter ", s.counter, "\n");
-  StrAppend(&out, "  runtime ", FixedDecimal(static_cast<double>(s.runtime_ns) / 1e9, 3),
-            " s, ", DescribeWaitStatus(s.wait_status), "\n");
+  StrAppend(&out, "  runtime ", FixedDecimal(static_cast<double>(s.runtime_ns) / 1e9, 3), " s, ",
+            DescribeWaitStatus(s.wait_status), "\n");
   StrAppend(&out, "  samples ", s.samples, ", phasemarks ", s.marks, " (", s.phases,
             " phases), mappings ", s.mmaps, "\n");
   StrAppend(&out, "  lost records ", s.counts.lost, " (in ", s.counts.lost_records,
             " LOST records), lost samples ", s.counts.lost_samples, ", throttled ",
             s.counts.throttles, " times\n");
-  StrAppend(&out, "  threads started ", s.counts.forks, ", ended ", s.counts.exits, ", ",
-            s.counter, " total ", s.counter_total, "\n");
+  StrAppend(&out, "  threads started ", s.counts.forks, ", ended ", s.counts.exits, ", ", s.counter,
+            " total ", s.counter_total, "\n");
   std::string probes;
   for (const std::string& p : s.probes) StrAppend(&probes, probes.empty() ? "" : ", ", p);
   StrAppend(&out, "  probes ", probes.empty() ? std::string("none") : probes, "\n");

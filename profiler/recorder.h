@@ -51,9 +51,9 @@ struct RecordOptions {
   int numa_node = -1;  // bind memory here (MPOL_BIND); -1 (default): no binding
   int cpu_node = -1;   // run threads on this node's CPUs; -1 (default): anywhere
   Backend backend = Backend::kAuto;
-  std::string event;        // libpfm4 event name; default: the CPU model's preset
-  uint64_t period = 0;      // sample period (PEBS reset); 0: 2003 for PEBS, 1 for software
-  int precise_ip = 2;       // PEBS precision asked for
+  std::string event;            // libpfm4 event name; default: the CPU model's preset
+  uint64_t period = 0;          // sample period (PEBS reset); 0: 2003 for PEBS, 1 for software
+  int precise_ip = 2;           // PEBS precision asked for
   uint32_t ldlat_cycles = 128;  // load-latency threshold of load-latency presets
   // Path of the libphasemark.so (or binary) whose `phasemark` is probed; "" (default):
   // found in the command; "none": no phasemark probe.
@@ -61,20 +61,20 @@ struct RecordOptions {
   // More probe points: "SYMBOL" (searched in the command and its libraries) or
   // "PATH:SYMBOL".
   std::vector<std::string> phasemark_at;
-  bool no_inherit = false;        // follow the first thread only (old kernels)
-  size_t ring_data_pages = 512;   // per CPU, a power of two
-  bool keep_aslr = false;         // default: ASLR off, for comparable layouts
+  bool no_inherit = false;       // follow the first thread only (old kernels)
+  size_t ring_data_pages = 512;  // per CPU, a power of two
+  bool keep_aslr = false;        // default: ASLR off, for comparable layouts
   // Software backend.
-  std::string agent_path;              // default: ../lib/libtiergym_swsample.so near the binary
-  uint32_t rearm_interval_us = 10000;  // how often access is revoked again
-  uint64_t granule_bytes = 0;          // 0: the agent picks (64 KiB up)
+  std::string agent_path;               // default: ../lib/libtiergym_swsample.so near the binary
+  uint32_t rearm_interval_us = 10000;   // how often access is revoked again
+  uint64_t granule_bytes = 0;           // 0: the agent picks (64 KiB up)
   uint64_t min_region_bytes = 1 << 20;  // smaller mappings are never revoked
 };
 
 struct RecordSummary {
-  std::string backend;       // "pebs" or "software"
-  std::string event;         // what was sampled
-  std::string counter;       // what the instructions column counts
+  std::string backend;  // "pebs" or "software"
+  std::string event;    // what was sampled
+  std::string counter;  // what the instructions column counts
   std::string trace_path, layout_path;
   std::vector<std::string> probes;  // probe labels
   uint64_t samples = 0;

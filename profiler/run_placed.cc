@@ -67,16 +67,16 @@ std::vector<Vma> ReadVmas(pid_t pid) {
 absl::Status CheckTiers(const Placement& p, const std::map<std::string, int>& tier_nodes,
                         const std::string& where) {
   if (p.uses_fractions()) {
-    return absl::UnimplementedError(StrCat(
-        where, " places fractions of the footprint: that needs McKernel's first-touch "
+    return absl::UnimplementedError(
+        StrCat(where,
+               " places fractions of the footprint: that needs McKernel's first-touch "
                "quota; give a placement with address ranges"));
   }
   for (const std::string& tier : p.Tiers()) {
     if (!tier_nodes.contains(tier)) {
       return absl::InvalidArgumentError(StrCat(
           where, " names tier '", tier,
-          "', which has no NUMA node: give --machine with that tier or --tier-node ", tier,
-          "=N"));
+          "', which has no NUMA node: give --machine with that tier or --tier-node ", tier, "=N"));
     }
   }
   return absl::OkStatus();
@@ -117,8 +117,8 @@ absl::StatusOr<std::vector<ScheduleStep>> ReadSchedule(const std::string& path) 
     }
     TG_ASSIGN_OR_RETURN(std::string placement, s.RequiredString("placement"));
     if (placement.empty()) return s.Error("placement", item.Find("placement"), "empty path");
-    const fs::path resolved = fs::path(placement).is_absolute() ? fs::path(placement)
-                                                                : dir / placement;
+    const fs::path resolved =
+        fs::path(placement).is_absolute() ? fs::path(placement) : dir / placement;
     step.placement_path = resolved.lexically_normal().string();
     auto p = ReadPlacement(step.placement_path);
     if (!p.ok()) {
@@ -235,9 +235,9 @@ absl::StatusOr<PlacedRunResult> RunPlaced(const PlacedRunOptions& o) {
     TG_ASSIGN_OR_RETURN(std::vector<ProbeSpec> probes,
                         ResolveProbes(executable, probe_options, &notes));
     if (probes.empty()) {
-      return absl::FailedPreconditionError(StrCat(
-          "a schedule changes placements at phasemarks, but ", executable,
-          " neither defines phasemark() nor loads libphasemark.so (give --phasemark-lib)"));
+      return absl::FailedPreconditionError(
+          StrCat("a schedule changes placements at phasemarks, but ", executable,
+                 " neither defines phasemark() nor loads libphasemark.so (give --phasemark-lib)"));
     }
     SessionOptions session;
     session.pid = pid;
@@ -297,7 +297,8 @@ absl::StatusOr<PlacedRunResult> RunPlaced(const PlacedRunOptions& o) {
   if (perf != nullptr) {
     drainer = std::thread([&] {
       std::vector<pollfd> fds;
-      for (size_t i = 0; i < perf->num_rings(); ++i) fds.push_back(pollfd{perf->ring_fd(i), POLLIN, 0});
+      for (size_t i = 0; i < perf->num_rings(); ++i)
+        fds.push_back(pollfd{perf->ring_fd(i), POLLIN, 0});
       const RecordLayout layout = perf->layout();
       auto on_record = [&](std::span<const uint8_t> bytes) {
         auto r = ParsePerfRecord(bytes, layout);
@@ -354,16 +355,18 @@ absl::StatusOr<PlacedRunResult> RunPlaced(const PlacedRunOptions& o) {
   result.run_name = base;
   if (!o.runs_csv.empty()) {
     if (!WIFEXITED(result.wait_status) || WEXITSTATUS(result.wait_status) != 0) {
-      return absl::AbortedError(StrCat("the command ended with ", DescribeWaitStatus(result.wait_status),
-                                       "; not appended to ", o.runs_csv));
+      return absl::AbortedError(StrCat("the command ended with ",
+                                       DescribeWaitStatus(result.wait_status), "; not appended to ",
+                                       o.runs_csv));
     }
     std::vector<MeasuredRun> runs;
     if (fs::exists(o.runs_csv)) {
       TG_ASSIGN_OR_RETURN(runs, ReadMeasuredRuns(o.runs_csv));
     }
     for (int k = 2;; ++k) {
-      const bool taken = std::any_of(runs.begin(), runs.end(),
-                                     [&](const MeasuredRun& r) { return r.name == result.run_name; });
+      const bool taken = std::any_of(runs.begin(), runs.end(), [&](const MeasuredRun& r) {
+        return r.name == result.run_name;
+      });
       if (!taken) break;
       result.run_name = StrCat(base, "-", k);
     }

@@ -51,11 +51,11 @@ absl::StatusOr<std::vector<ScheduleStep>> ReadSchedule(const std::string& path);
 
 // Counts of one application of a placement to a process's pages.
 struct PlacementCounts {
-  uint64_t pages = 0;      // pages of the ranges that are mapped
-  uint64_t moved = 0;      // moved to their tier's node
-  uint64_t in_place = 0;   // already there
-  uint64_t absent = 0;     // not yet touched (nothing to move)
-  uint64_t failed = 0;     // move_pages refused them (busy, pinned, ...)
+  uint64_t pages = 0;     // pages of the ranges that are mapped
+  uint64_t moved = 0;     // moved to their tier's node
+  uint64_t in_place = 0;  // already there
+  uint64_t absent = 0;    // not yet touched (nothing to move)
+  uint64_t failed = 0;    // move_pages refused them (busy, pinned, ...)
 
   void Add(const PlacementCounts& o);
 };
@@ -70,15 +70,15 @@ absl::StatusOr<PlacementCounts> ApplyPlacement(pid_t pid, const Placement& place
                                                const std::map<std::string, int>& tier_nodes);
 
 struct PlacedRunOptions {
-  std::vector<std::string> command;  // required
-  std::string placement_path;        // required
-  std::string schedule_path;         // optional
+  std::vector<std::string> command;       // required
+  std::string placement_path;             // required
+  std::string schedule_path;              // optional
   std::map<std::string, int> tier_nodes;  // every tier named must be here
-  uint32_t interval_ms = 50;  // periodic re-application; default 50 ms
-  std::string runs_csv;        // append the run here ("" : do not)
-  std::string run_name;        // default: the placement's file stem (+ "+schedule")
-  bool keep_aslr = false;      // default off, as when the profile was recorded
-  std::string phasemark_lib;   // for schedules; as RecordOptions::phasemark_lib
+  uint32_t interval_ms = 50;              // periodic re-application; default 50 ms
+  std::string runs_csv;                   // append the run here ("" : do not)
+  std::string run_name;                   // default: the placement's file stem (+ "+schedule")
+  bool keep_aslr = false;                 // default off, as when the profile was recorded
+  std::string phasemark_lib;              // for schedules; as RecordOptions::phasemark_lib
 };
 
 struct PlacedRunResult {

@@ -108,9 +108,9 @@ absl::StatusOr<std::map<std::string, int>> ExistingRows(const std::string& path)
     if (row.empty()) continue;
     if (line == 1) {
       if (row.rfind(kHeader, 0) != 0) {
-        return absl::InvalidArgumentError(StrCat(
-            path, ":1: column-line: expected columns starting ", kHeader,
-            " (another layout: write the sweep elsewhere)"));
+        return absl::InvalidArgumentError(
+            StrCat(path, ":1: column-line: expected columns starting ", kHeader,
+                   " (another layout: write the sweep elsewhere)"));
       }
       continue;
     }
@@ -173,14 +173,15 @@ absl::StatusOr<SweepResult> RunSweep(const SweepOptions& o) {
   }
   State state;
   state.app = o.app.empty() ? fs::path(o.command[0]).filename().string() : o.app;
-  for (const std::string& a : o.command) StrAppend(&state.command, state.command.empty() ? "" : " ", a);
+  for (const std::string& a : o.command)
+    StrAppend(&state.command, state.command.empty() ? "" : " ", a);
   const std::string state_path = StatePath(o.output);
   if (fs::exists(state_path)) {
     TG_ASSIGN_OR_RETURN(State old, LoadState(state_path));
     if (old.app != state.app || old.command != state.command) {
-      return absl::FailedPreconditionError(StrCat(
-          state_path, " belongs to another sweep (app '", old.app, "', command '", old.command,
-          "'); remove it or write this sweep elsewhere"));
+      return absl::FailedPreconditionError(StrCat(state_path, " belongs to another sweep (app '",
+                                                  old.app, "', command '", old.command,
+                                                  "'); remove it or write this sweep elsewhere"));
     }
     state = std::move(old);
   }
@@ -207,11 +208,13 @@ absl::StatusOr<SweepResult> RunSweep(const SweepOptions& o) {
   };
 
   uint64_t total = 0;
-  for (size_t i = 0; i < read_pcts.size(); ++i) total += static_cast<uint64_t>(o.levels * o.repeats);
+  for (size_t i = 0; i < read_pcts.size(); ++i)
+    total += static_cast<uint64_t>(o.levels * o.repeats);
   total += static_cast<uint64_t>(o.solo_repeats);
   uint64_t done = 0;
   auto progress = [&](const std::string& what) {
-    if (o.progress) std::cerr << "\r" << ProgressBar(done, total) << "  " << what << "\x1b[K" << std::flush;
+    if (o.progress)
+      std::cerr << "\r" << ProgressBar(done, total) << "  " << what << "\x1b[K" << std::flush;
   };
 
   // Solo runs: the reference.

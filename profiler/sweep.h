@@ -35,15 +35,15 @@ struct SweepOptions {
   int levels = 16;                   // bandwidth levels per read share
   std::vector<int> read_pcts;        // default 50, 55, ..., 100
   int solo_repeats = 3;
-  int repeats = 1;                   // measurements per point
-  double max_gbps = 0;               // 0 (default): calibrate per read share
+  int repeats = 1;      // measurements per point
+  double max_gbps = 0;  // 0 (default): calibrate per read share
   double calibrate_seconds = 1.0;
-  InterferenceOptions interferer;    // threads, cpus/cpu_node, mem_node, buffer
-  int target_mem_node = -1;          // bind the target's memory (-1: no binding)
-  int target_cpu_node = -1;          // run the target on this node's CPUs (-1: anywhere)
-  std::vector<int> target_cpus;      // or on these CPUs
-  bool show_target_output = false;   // default: the target's stdout goes to /dev/null
-  bool progress = true;              // progress bar on stderr
+  InterferenceOptions interferer;   // threads, cpus/cpu_node, mem_node, buffer
+  int target_mem_node = -1;         // bind the target's memory (-1: no binding)
+  int target_cpu_node = -1;         // run the target on this node's CPUs (-1: anywhere)
+  std::vector<int> target_cpus;     // or on these CPUs
+  bool show_target_output = false;  // default: the target's stdout goes to /dev/null
+  bool progress = true;             // progress bar on stderr
 };
 
 struct SweepResult {

@@ -27,10 +27,14 @@ std::string ProtLetters(const MmapEntry& m) {
 std::string EscapeField(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\t') out += "\\t";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -110,7 +114,7 @@ absl::StatusOr<Trace> TraceAssembler::Finish(std::string source, const TraceMeta
     uint64_t base = 0;    // its counter when the current phase began
   };
   absl::flat_hash_map<uint64_t, ThreadCounter> threads;  // by (tid, cpu) or tid
-  uint64_t phase_sum = 0;  // sum over threads of latest - base
+  uint64_t phase_sum = 0;                                // sum over threads of latest - base
   uint32_t phase = 0;
   const uint64_t start = start_time_ns;
   uint64_t last_rel = 0;
@@ -124,9 +128,8 @@ absl::StatusOr<Trace> TraceAssembler::Finish(std::string source, const TraceMeta
     const uint64_t rel = e.time > start ? e.time - start : 0;
     last_rel = std::max(last_rel, rel);
     if (e.has_counter) {
-      const uint64_t key = config_.per_cpu_counters
-                               ? (uint64_t{e.tid} << 16) | e.cpu
-                               : uint64_t{e.tid};
+      const uint64_t key =
+          config_.per_cpu_counters ? (uint64_t{e.tid} << 16) | e.cpu : uint64_t{e.tid};
       auto [it, inserted] = threads.try_emplace(key);
       ThreadCounter& t = it->second;
       if (e.counter > t.latest) {
@@ -207,8 +210,8 @@ std::string FormatMmapLayout(const std::vector<MmapEntry>& mmaps,
   for (const auto& [k, v] : header) StrAppend(&out, "# ", k, "=", v, "\n");
   out += "time_ns\tpid\ttid\tstart\tend\tpgoff\tprot\tflags\tkind\tfilename\n";
   for (const MmapEntry& m : mmaps) {
-    StrAppend(&out, m.time_ns, "\t", m.pid, "\t", m.tid, "\t", Hex(m.start), "\t", Hex(m.end),
-              "\t", Hex(m.pgoff), "\t", ProtLetters(m), "\t", Hex(m.flags), "\t",
+    StrAppend(&out, m.time_ns, "\t", m.pid, "\t", m.tid, "\t", Hex(m.start), "\t", Hex(m.end), "\t",
+              Hex(m.pgoff), "\t", ProtLetters(m), "\t", Hex(m.flags), "\t",
               m.data ? "data" : "exec", "\t", EscapeField(m.filename), "\n");
   }
   return out;

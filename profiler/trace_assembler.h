@@ -10,9 +10,9 @@
 //   - phase 0 starts at time 0; each phasemark record starts the next phase;
 //   - instructions = instructions retired by the process since the current phase began:
 //     the sum over threads (and over the per-CPU counters of each thread) of the counter
-//     progress since the phase began, where a counter is known up to its latest record. Exact for a single thread; for
-//     several threads the other threads' progress is known only up to their last record
-//     (a lower bound), and a thread first seen in a phase counts from its creation;
+//     progress since the phase began, where a counter is known up to its latest record. Exact for a
+//     single thread; for several threads the other threads' progress is known only up to their last
+//     record (a lower bound), and a thread first seen in a phase counts from its creation;
 //   - an M row carries the count of the phase it ends; the E row that of the last phase.
 // Samples of event ids that are neither samplers nor probes are counted and dropped, and
 // so are marks of processes other than the recorded one and those it forked (CPU-wide

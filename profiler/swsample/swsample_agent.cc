@@ -188,9 +188,12 @@ uintptr_t ParseHex(const char*& p) {
   uintptr_t v = 0;
   for (;; ++p) {
     const char c = *p;
-    if (c >= '0' && c <= '9') v = v * 16 + static_cast<uintptr_t>(c - '0');
-    else if (c >= 'a' && c <= 'f') v = v * 16 + static_cast<uintptr_t>(c - 'a' + 10);
-    else return v;
+    if (c >= '0' && c <= '9')
+      v = v * 16 + static_cast<uintptr_t>(c - '0');
+    else if (c >= 'a' && c <= 'f')
+      v = v * 16 + static_cast<uintptr_t>(c - 'a' + 10);
+    else
+      return v;
   }
 }
 
@@ -203,7 +206,8 @@ bool InTable(uintptr_t start, uintptr_t end) {
 
 // Reads /proc/self/maps and collects the mappings to revoke, merged where adjacent.
 int CollectCandidates() {
-  const int fd = static_cast<int>(syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC));
+  const int fd =
+      static_cast<int>(syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC));
   if (fd < 0) return 0;
   size_t used = 0;
   // Raw system calls: the interposed read() would wait for the I/O lock this thread holds.
@@ -279,7 +283,8 @@ int CollectCandidates() {
   // Drop the small ones (after merging the fragments of revoked regions).
   int kept = 0;
   for (int i = 0; i < n; ++i) {
-    if (g_candidates[i].end - g_candidates[i].start >= g_min_region) g_candidates[kept++] = g_candidates[i];
+    if (g_candidates[i].end - g_candidates[i].start >= g_min_region)
+      g_candidates[kept++] = g_candidates[i];
   }
   return kept;
 }
@@ -334,8 +339,7 @@ void* ArmLoop(void*) {
 using PthreadCreateFn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
 
 PthreadCreateFn RealPthreadCreate() {
-  static PthreadCreateFn fn =
-      reinterpret_cast<PthreadCreateFn>(dlsym(RTLD_NEXT, "pthread_create"));
+  static PthreadCreateFn fn = reinterpret_cast<PthreadCreateFn>(dlsym(RTLD_NEXT, "pthread_create"));
   return fn;
 }
 
@@ -403,8 +407,7 @@ __attribute__((constructor)) void AgentInit() {
     fprintf(stderr, "libtiergym_swsample: interval %llu us, granule %llu, min region %llu: %s\n",
             static_cast<unsigned long long>(g_interval_us),
             static_cast<unsigned long long>(g_fixed_granule),
-            static_cast<unsigned long long>(g_min_region),
-            rc == 0 ? "arming" : strerror(rc));
+            static_cast<unsigned long long>(g_min_region), rc == 0 ? "arming" : strerror(rc));
   }
 }
 
@@ -439,8 +442,8 @@ Fn Next(const char* name) {
 extern "C" {
 
 __attribute__((visibility("default"))) int pthread_create(pthread_t* thread,
-                                                           const pthread_attr_t* attr,
-                                                           void* (*fn)(void*), void* arg) {
+                                                          const pthread_attr_t* attr,
+                                                          void* (*fn)(void*), void* arg) {
   PthreadCreateFn real = RealPthreadCreate();
   if (real == nullptr) return EAGAIN;
   if (!g_active.load()) return real(thread, attr, fn, arg);
@@ -484,9 +487,8 @@ __attribute__((visibility("default"))) int sigaction(int sig, const struct sigac
 __attribute__((visibility("default"))) sighandler_t signal(int sig, sighandler_t handler) {
   static auto real = Next<sighandler_t (*)(int, sighandler_t)>("signal");
   if (sig != SIGSEGV || !g_handler_installed) return real(sig, handler);
-  const sighandler_t previous = g_app_segv_set && !(g_app_segv.sa_flags & SA_SIGINFO)
-                                    ? g_app_segv.sa_handler
-                                    : SIG_DFL;
+  const sighandler_t previous =
+      g_app_segv_set && !(g_app_segv.sa_flags & SA_SIGINFO) ? g_app_segv.sa_handler : SIG_DFL;
   memset(&g_app_segv, 0, sizeof g_app_segv);
   g_app_segv.sa_handler = handler;
   g_app_segv_set = true;

@@ -10,8 +10,9 @@
  *                   [--threads T] [--print-layout]
  *
  * Phases: 1 init (first touch of all arrays), then per iteration copy, scale, add,
- * triad, chase, and a last one that sums the arrays (the result line). The result line (checksum) lets a run check the others did the same
- * work. Deterministic: the chase cycle comes from a fixed-seed generator.
+ * triad, chase, and a last one that sums the arrays (the result line). The result line (checksum)
+ * lets a run check the others did the same work. Deterministic: the chase cycle comes from a
+ * fixed-seed generator.
  * --print-layout prints where the arrays are ("layout a=0x... b=... c=... chase=...
  * array_bytes=N chase_bytes=M"), so that tests can check where samples land.
  */
@@ -145,11 +146,16 @@ int main(int argc, char** argv) {
       print_layout = 1;
       continue;
     }
-    if (strcmp(argv[i], "--size-mb") == 0) target = &size_mb;
-    else if (strcmp(argv[i], "--iterations") == 0) target = &iterations;
-    else if (strcmp(argv[i], "--chase-mb") == 0) target = &chase_mb;
-    else if (strcmp(argv[i], "--chase-steps") == 0) target = &chase_steps;
-    else if (strcmp(argv[i], "--threads") == 0) target = &threads;
+    if (strcmp(argv[i], "--size-mb") == 0)
+      target = &size_mb;
+    else if (strcmp(argv[i], "--iterations") == 0)
+      target = &iterations;
+    else if (strcmp(argv[i], "--chase-mb") == 0)
+      target = &chase_mb;
+    else if (strcmp(argv[i], "--chase-steps") == 0)
+      target = &chase_steps;
+    else if (strcmp(argv[i], "--threads") == 0)
+      target = &threads;
     else {
       fprintf(stderr,
               "usage: tiergym-testapp [--size-mb N] [--iterations K] [--chase-mb M]"
@@ -197,8 +203,8 @@ int main(int argc, char** argv) {
   phasemark(); /* the last phase: the checksum */
   double checksum = 0;
   for (size_t i = 0; i < g_n; i += 4096) checksum += g_a[i] + g_b[i] + g_c[i];
-  printf("tiergym-testapp: phases %zu checksum %.1f chase %llu\n", 2 + 5 * iterations,
-         checksum, (unsigned long long)chased);
+  printf("tiergym-testapp: phases %zu checksum %.1f chase %llu\n", 2 + 5 * iterations, checksum,
+         (unsigned long long)chased);
   free(chase);
   free(g_a);
   free(g_b);

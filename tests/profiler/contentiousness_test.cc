@@ -114,8 +114,7 @@ TEST_F(AppsCsvTest, RefusesAnotherLayoutAndBadNames) {
   absl::Status s = AppendAppsCsv(path_, "lulesh", 1, 1);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr(":1: column-line"));
-  EXPECT_EQ(AppendAppsCsv(path_ + ".new", "a,b", 1, 1).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(AppendAppsCsv(path_ + ".new", "a,b", 1, 1).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

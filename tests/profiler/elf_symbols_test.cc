@@ -18,8 +18,7 @@ namespace {
 const std::string kLibDir = std::string(TIERGYM_BIN_DIR) + "/../lib";
 
 std::string TempPath(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          (name + "." + std::to_string(::getpid())))
+  return (std::filesystem::temp_directory_path() / (name + "." + std::to_string(::getpid())))
       .string();
 }
 
@@ -54,7 +53,7 @@ TEST(ElfFileTest, FindsStaticFunctionsOfAnExecutableInItsSymbolTable) {
   ASSERT_TRUE(elf.ok()) << elf.status();
   EXPECT_TRUE(elf->has_interpreter());
   EXPECT_TRUE(elf->FindFunction("main").has_value());
-  EXPECT_TRUE(elf->FindFunction("RunSlice").has_value());  // static: .symtab only
+  EXPECT_TRUE(elf->FindFunction("RunSlice").has_value());    // static: .symtab only
   EXPECT_FALSE(elf->FindFunction("phasemark").has_value());  // undefined here
   EXPECT_FALSE(elf->FindFunction("no_such_function").has_value());
 }

@@ -52,8 +52,9 @@ TEST(InterferenceGeneratorTest, HoldsTheRequestedBandwidthAndReadShare) {
     o.read_pct = c.read_pct;
     const InterferenceStats got = RunFor(o, 0.8);
     const double ratio = got.gbps() / o.target_gbps;
-    std::printf("target %.3f GB/s read %d %%: achieved %.3f GB/s (%.1f %% of target), read share %.3f\n",
-                o.target_gbps, c.read_pct, got.gbps(), 100 * ratio, got.read_share());
+    std::printf(
+        "target %.3f GB/s read %d %%: achieved %.3f GB/s (%.1f %% of target), read share %.3f\n",
+        o.target_gbps, c.read_pct, got.gbps(), 100 * ratio, got.read_share());
     RecordProperty("achieved_over_target_" + std::to_string(c.read_pct) + "_" +
                        std::to_string(static_cast<int>(c.fraction * 100)),
                    std::to_string(ratio));

@@ -96,8 +96,8 @@ TEST(ParsePerfRecordTest, DecodesAGroupSampleWithTheLeaderFirst) {
 TEST(ParsePerfRecordTest, DecodesASingleCounterReadWithTimesAndId) {
   RecordLayout l;
   l.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_READ | PERF_SAMPLE_PERIOD;
-  l.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING |
-                  PERF_FORMAT_ID | PERF_FORMAT_LOST;
+  l.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING | PERF_FORMAT_ID |
+                  PERF_FORMAT_LOST;
   RecordBuilder b;
   b.U32Pair(7, 8).U64(16).U64(500).U64(1000).U64(900).U64(77).U64(3);
   auto r = ParsePerfRecord(b.Finish(PERF_RECORD_SAMPLE), l);
@@ -134,8 +134,8 @@ TEST(ParsePerfRecordTest, DecodesMmap2WithItsSampleIdTrailer) {
   b.U32Pair(8, 1).U64(123456).U64(0);  // maj/min, ino, ino_generation
   b.U32Pair(3, 0x22).Str("/usr/lib/libfoo.so");
   AddTrailer(b, 100, 100, 777, 12);
-  auto r = ParsePerfRecord(b.Finish(PERF_RECORD_MMAP2, PERF_RECORD_MISC_MMAP_DATA),
-                           RecorderLayout());
+  auto r =
+      ParsePerfRecord(b.Finish(PERF_RECORD_MMAP2, PERF_RECORD_MISC_MMAP_DATA), RecorderLayout());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->type(), RecordType::kMmap2);
   EXPECT_EQ(r->mmap_addr, 0x7f0000000000u);
@@ -348,17 +348,15 @@ TEST(ForEachRingRecordTest, CountsLostRecordsAndThrottling) {
 TEST(ForEachRingRecordTest, RefusesABadSizeAndARecordPastTheHead) {
   std::vector<uint8_t> ring(64, 0);
   // Size 0: a corrupt header.
-  auto zero = ForEachRingRecord(ring, 0, 16, [](std::span<const uint8_t>) {
-    return absl::OkStatus();
-  });
+  auto zero =
+      ForEachRingRecord(ring, 0, 16, [](std::span<const uint8_t>) { return absl::OkStatus(); });
   EXPECT_EQ(zero.status().code(), absl::StatusCode::kDataLoss);
 
   RecordBuilder b;
   b.U64(1).U64(2);
   PutInRing(ring, 0, b.Finish(PERF_RECORD_LOST_SAMPLES));  // 24 bytes
-  auto past = ForEachRingRecord(ring, 0, 16, [](std::span<const uint8_t>) {
-    return absl::OkStatus();
-  });
+  auto past =
+      ForEachRingRecord(ring, 0, 16, [](std::span<const uint8_t>) { return absl::OkStatus(); });
   EXPECT_EQ(past.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(std::string(past.status().message()), HasSubstr("runs past the head"));
 

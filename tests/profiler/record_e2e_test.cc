@@ -58,7 +58,8 @@ std::map<std::string, uint64_t> ParseLayout(const std::string& output) {
     if (end == std::string::npos) end = line.size();
     const std::string item = line.substr(pos, end - pos);
     const size_t eq = item.find('=');
-    if (eq != std::string::npos) out[item.substr(0, eq)] = std::stoull(item.substr(eq + 1), nullptr, 0);
+    if (eq != std::string::npos)
+      out[item.substr(0, eq)] = std::stoull(item.substr(eq + 1), nullptr, 0);
     pos = end + 1;
   }
   return out;
@@ -84,8 +85,8 @@ class RecordEndToEndTest : public ::testing::Test {
     // The chase phases last several re-arm intervals (5 ms), so they get samples even
     // when the machine is busy with other tests.
     return Shell(kBin + "/tiergym-prof record --backend software --rearm-us 5000 --device " +
-                 device + " --numa-node 0 -o " +
-                 (dir_ / "profile" / (device + ".csv")).string() + " -- " + kBin +
+                 device + " --numa-node 0 -o " + (dir_ / "profile" / (device + ".csv")).string() +
+                 " -- " + kBin +
                  "/tiergym-testapp --print-layout --size-mb 4 --chase-mb 4 --iterations 2 "
                  "--chase-steps 1500000");
   }
@@ -160,13 +161,14 @@ TEST_F(RecordEndToEndTest, RecordsLoadsAndEstimatesAProfileOfTheTestApp) {
   // Array a on hbm, the rest on ddr, estimated with the estimator's command.
   const fs::path placement = dir_ / "a_on_hbm.json";
   char range[200];
-  std::snprintf(range, sizeof range, "{\"start\": \"0x%llx\", \"end\": \"0x%llx\", \"tier\": \"hbm\"}",
+  std::snprintf(range, sizeof range,
+                "{\"start\": \"0x%llx\", \"end\": \"0x%llx\", \"tier\": \"hbm\"}",
                 static_cast<unsigned long long>(a & ~uint64_t{4095}),
                 static_cast<unsigned long long>(a + array_bytes));
   std::ofstream(placement) << "{\"default\": \"ddr\", \"ranges\": [" << range << "]}\n";
-  const CommandResult est = Shell(kBin + "/tiergym estimate --json --window 100000 --profile " +
-                                  (dir_ / "profile").string() + " --placement " +
-                                  placement.string());
+  const CommandResult est =
+      Shell(kBin + "/tiergym estimate --json --window 100000 --profile " +
+            (dir_ / "profile").string() + " --placement " + placement.string());
   ASSERT_EQ(est.exit_code, 0) << est.output;
   auto doc = json::Parse(est.output, "estimate");
   ASSERT_TRUE(doc.ok()) << doc.status() << "\n" << est.output;
@@ -193,9 +195,11 @@ TEST_F(RecordEndToEndTest, RecordsLoadsAndEstimatesAProfileOfTheTestApp) {
 TEST_F(RecordEndToEndTest, MarksPhasesAtAFunctionOfAnUnmodifiedBinary) {
   // RunSlice runs once for init and once per kernel: 1 + 4 x 2 entries (phase 0 before).
   const std::string out = (dir_ / "at.csv").string();
-  const CommandResult r = Shell(kBin + "/tiergym-prof record --backend software --device ddr "
-                                "--phasemark-lib none --phasemark-at RunSlice -o " + out +
-                                " -- " + kBin + "/tiergym-testapp --size-mb 2 --chase-mb 2 "
+  const CommandResult r = Shell(kBin +
+                                "/tiergym-prof record --backend software --device ddr "
+                                "--phasemark-lib none --phasemark-at RunSlice -o " +
+                                out + " -- " + kBin +
+                                "/tiergym-testapp --size-mb 2 --chase-mb 2 "
                                 "--iterations 2 --chase-steps 10000");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto t = LoadTrace(out);
@@ -220,8 +224,10 @@ TEST_F(RecordEndToEndTest, CountsRecordsLostToASmallRing) {
   // up. Whatever was lost, samples + lost records cover every first-touch fault, and the
   // trace header carries the count the summary reports.
   const std::string out = (dir_ / "small_ring.csv").string();
-  const CommandResult r = Shell(kBin + "/tiergym-prof record --backend software --device ddr "
-                                "--mmap-pages 1 --phasemark-lib none -o " + out + " -- " + kBin +
+  const CommandResult r = Shell(kBin +
+                                "/tiergym-prof record --backend software --device ddr "
+                                "--mmap-pages 1 --phasemark-lib none -o " +
+                                out + " -- " + kBin +
                                 "/tiergym-testapp --size-mb 4 --chase-mb 4 --iterations 1 "
                                 "--chase-steps 1000");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -244,9 +250,10 @@ TEST_F(RecordEndToEndTest, CountsRecordsLostToASmallRing) {
 
 TEST_F(RecordEndToEndTest, RecordsDataAddressesWithPebs) {
   const std::string out = (dir_ / "pebs_run.csv").string();
-  const CommandResult r = Shell(kBin + "/tiergym-prof record --backend pebs --device ddr -o " +
-                                out + " -- " + kBin + "/tiergym-testapp --size-mb 16 "
-                                "--chase-mb 16 --iterations 2");
+  const CommandResult r =
+      Shell(kBin + "/tiergym-prof record --backend pebs --device ddr -o " + out + " -- " + kBin +
+            "/tiergym-testapp --size-mb 16 "
+            "--chase-mb 16 --iterations 2");
   if (r.exit_code != 0 && r.output.find("--backend software") != std::string::npos) {
     GTEST_SKIP() << "PEBS is not available on this machine: " << r.output;
   }
@@ -264,10 +271,12 @@ TEST_F(RecordEndToEndTest, ExplainsWhatToDoWithoutThePrivilegeForProbes) {
   }
   // As user nobody: per-process sampling stays allowed (perf_event_paranoid <= 2), uprobe
   // events need CAP_PERFMON.
-  const CommandResult r = Shell("/usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups " +
-                                kBin + "/tiergym-prof record --backend software --device ddr -o "
-                                "/tmp/tiergym_nobody." + std::to_string(::getpid()) + ".csv -- " +
-                                kBin + "/tiergym-testapp --size-mb 1 --iterations 1");
+  const CommandResult r =
+      Shell("/usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups " + kBin +
+            "/tiergym-prof record --backend software --device ddr -o "
+            "/tmp/tiergym_nobody." +
+            std::to_string(::getpid()) + ".csv -- " + kBin +
+            "/tiergym-testapp --size-mb 1 --iterations 1");
   ::unlink(("/tmp/tiergym_nobody." + std::to_string(::getpid()) + ".csv").c_str());
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr("need root or CAP_PERFMON"));

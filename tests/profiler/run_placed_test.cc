@@ -54,27 +54,27 @@ TEST_P(ScheduleRefusalTest, RefusesTheFileNamingTheRule) {
   EXPECT_THAT(message, HasSubstr(GetParam().rule));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Rules, ScheduleRefusalTest,
-    ::testing::Values(Refusal{"bad_not_increasing.json", "from_phase must increase"},
-                      Refusal{"bad_unknown_key.json", "tier"},
-                      Refusal{"bad_empty_steps.json", "empty"},
-                      Refusal{"bad_missing_placement.json", "cannot be read"},
-                      Refusal{"bad_fractions.json", "fractions"},
-                      Refusal{"bad_phase_not_integer.json", "from_phase"},
-                      Refusal{"bad_top_level_key.json", "step"}),
-    [](const auto& info) {
-      std::string name = info.param.file;
-      name = name.substr(0, name.find('.'));
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(Rules, ScheduleRefusalTest,
+                         ::testing::Values(Refusal{"bad_not_increasing.json",
+                                                   "from_phase must increase"},
+                                           Refusal{"bad_unknown_key.json", "tier"},
+                                           Refusal{"bad_empty_steps.json", "empty"},
+                                           Refusal{"bad_missing_placement.json", "cannot be read"},
+                                           Refusal{"bad_fractions.json", "fractions"},
+                                           Refusal{"bad_phase_not_integer.json", "from_phase"},
+                                           Refusal{"bad_top_level_key.json", "step"}),
+                         [](const auto& info) {
+                           std::string name = info.param.file;
+                           name = name.substr(0, name.find('.'));
+                           return name;
+                         });
 
 TEST(ApplyPlacementTest, PlacesTheTouchedPagesOfARangeOnThisProcess) {
   if (numa_available() < 0) GTEST_SKIP() << "no NUMA support in this kernel";
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   const size_t pages = 256;
-  auto* buf = static_cast<char*>(::mmap(nullptr, pages * page, PROT_READ | PROT_WRITE,
-                                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  auto* buf = static_cast<char*>(
+      ::mmap(nullptr, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(buf, MAP_FAILED);
   for (size_t i = 0; i < pages / 2; ++i) buf[i * page] = 1;  // touch the first half
   Placement p;
@@ -140,8 +140,9 @@ class RunPlacedCommandTest : public ::testing::Test {
     fs::remove_all(dir_, ec);
   }
   std::string App() const {
-    return kBin + "/tiergym-testapp --print-layout --size-mb 4 --chase-mb 4 --iterations 2 "
-                  "--chase-steps 200000";
+    return kBin +
+           "/tiergym-testapp --print-layout --size-mb 4 --chase-mb 4 --iterations 2 "
+           "--chase-steps 200000";
   }
   fs::path dir_;
 };
@@ -151,8 +152,10 @@ TEST_F(RunPlacedCommandTest, PlacesAnArrayAndAppendsRuns) {
   const fs::path all_ddr = dir_ / "all_ddr.json";
   std::ofstream(all_ddr) << "{\"default\": \"ddr\"}\n";
   const std::string runs = (dir_ / "runs.csv").string();
-  const std::string base = kBin + "/tiergym-prof run-placed --tier-node ddr=0 --tier-node hbm=0 "
-                           "--interval-ms 10 --runs " + runs;
+  const std::string base = kBin +
+                           "/tiergym-prof run-placed --tier-node ddr=0 --tier-node hbm=0 "
+                           "--interval-ms 10 --runs " +
+                           runs;
   const CommandResult first = Shell(base + " --placement " + all_ddr.string() + " -- " + App());
   ASSERT_EQ(first.exit_code, 0) << first.output;
   const size_t at = first.output.find("a=0x");
@@ -201,8 +204,10 @@ TEST_F(RunPlacedCommandTest, SwitchesPlacementsAtPhasemarks) {
 }
 
 TEST_F(RunPlacedCommandTest, RefusesFractionPlacements) {
-  const CommandResult r = Shell(kBin + "/tiergym-prof run-placed --tier-node ddr=0 "
-                                "--tier-node hbm=0 --placement " + kData + "fractions.json -- true");
+  const CommandResult r = Shell(kBin +
+                                "/tiergym-prof run-placed --tier-node ddr=0 "
+                                "--tier-node hbm=0 --placement " +
+                                kData + "fractions.json -- true");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.output, HasSubstr("fractions"));
 }

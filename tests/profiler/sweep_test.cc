@@ -94,9 +94,9 @@ TEST_F(SweepCommandTest, WritesCurvesAndResumes) {
   EXPECT_THAT(first.output, HasSubstr("2 points measured, 0 already there"));
   auto rows = ReadCsv(curves_);
   ASSERT_EQ(rows.size(), 3u);
-  EXPECT_EQ(rows[0], (std::vector<std::string>{"app", "read_pct", "interference_gbps",
-                                                "normalized_perf", "runtime_ns",
-                                                "solo_runtime_ns"}));
+  EXPECT_EQ(rows[0],
+            (std::vector<std::string>{"app", "read_pct", "interference_gbps", "normalized_perf",
+                                      "runtime_ns", "solo_runtime_ns"}));
   EXPECT_EQ(rows[1][0], "tiergym-testapp");
   EXPECT_EQ(rows[1][1], "50");
   EXPECT_EQ(rows[1][2], "0.1000");

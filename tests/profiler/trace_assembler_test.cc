@@ -81,7 +81,7 @@ TEST(TraceAssemblerTest, CountsInstructionsSinceThePhaseBegan) {
 TEST(TraceAssemblerTest, SumsTheCountersOfAThreadOverCpusAndThreads) {
   TraceAssembler a(Config());
   a.Add(Sample(kSamplerCpu0, 101, 0, 1, 0x10, 100));
-  a.Add(Sample(kSamplerCpu1, 101, 1, 2, 0x20, 50));   // same thread, other CPU's counter
+  a.Add(Sample(kSamplerCpu1, 101, 1, 2, 0x20, 50));  // same thread, other CPU's counter
   a.Add(Sample(kSamplerCpu0, 101, 0, 3, 0x30, 300));
   a.Add(Sample(kSamplerCpu1, 102, 1, 4, 0x40, 1000));  // another thread
   auto t = a.Finish("t", Meta(), kStart, kStart + 10);
@@ -227,7 +227,8 @@ TEST(TraceAssemblerTest, FoldsProtectionChangesOutOfTheLayout) {
   EXPECT_EQ(m[1].end, 0x7f0000800000u);
   const std::string text = FormatMmapLayout(m, {{"app", "x"}});
   EXPECT_THAT(text, HasSubstr("# tiergym mmap layout v1\n# app=x\n"));
-  EXPECT_THAT(text, HasSubstr("time_ns\tpid\ttid\tstart\tend\tpgoff\tprot\tflags\tkind\tfilename\n"));
+  EXPECT_THAT(text,
+              HasSubstr("time_ns\tpid\ttid\tstart\tend\tpgoff\tprot\tflags\tkind\tfilename\n"));
   EXPECT_THAT(text, HasSubstr("\t0x400000\t0x401000\t0x0\tr-x\t0x2\tdata\t/bin/app\n"));
   EXPECT_THAT(text, HasSubstr("/tmp/a\\tb\n"));
 }
