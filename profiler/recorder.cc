@@ -275,6 +275,15 @@ absl::StatusOr<std::vector<ProbeSpec>> ResolveProbes(const std::string& executab
     auto in_exe = ProbeAt(executable, "phasemark");
     if (in_exe.ok()) {
       probes.push_back(*in_exe);
+    } else if (in_exe.status().code() == absl::StatusCode::kInvalidArgument) {
+      // Not an ELF file: a script, whose interpreter's libraries say nothing about the
+      // program it runs.
+      if (notes != nullptr) {
+        notes->push_back(StrCat(executable,
+                                " is not an ELF executable (a script?): no "
+                                "automatic phasemark probe; give --phasemark-lib "
+                                "PATH or --phasemark-at PATH:SYMBOL"));
+      }
     } else {
       TG_RETURN_IF_ERROR(list_libs());
       for (const std::string& lib : libs) {

@@ -218,6 +218,30 @@ TEST_F(RecordEndToEndTest, WritesTheBinaryFormatAndReportsAFailingCommand) {
   EXPECT_EQ(t->metadata().device, "ddr");
 }
 
+TEST_F(RecordEndToEndTest, RecordsAScriptWithAnExplicitPhasemarkLibrary) {
+  const fs::path script = dir_ / "run.sh";
+  std::ofstream(script) << "#!/bin/sh\nexec " << kBin
+                        << "/tiergym-testapp --size-mb 2 --chase-mb 2 --iterations 1 "
+                           "--chase-steps 1000\n";
+  fs::permissions(script, fs::perms::owner_all);
+  const std::string out = (dir_ / "script.csv").string();
+  const CommandResult without = Shell(kBin +
+                                      "/tiergym-prof record --backend software "
+                                      "--device ddr -o " +
+                                      out + " -- " + script.string());
+  ASSERT_EQ(without.exit_code, 0) << without.output;
+  EXPECT_THAT(without.output, HasSubstr("is not an ELF executable"));
+  const CommandResult with =
+      Shell(kBin +
+            "/tiergym-prof record --backend software --device ddr "
+            "--phasemark-lib " +
+            kBin + "/../lib/libphasemark.so -o " + out + " -- " + script.string());
+  ASSERT_EQ(with.exit_code, 0) << with.output;
+  auto t = LoadTrace(out);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->num_phases(), 1u + 1u + 5u + 1u);  // the probe follows the exec'd program
+}
+
 TEST_F(RecordEndToEndTest, CountsRecordsLostToASmallRing) {
   // A one-page ring holds about 40 records: the first touch of the test app's 4 arrays
   // (4 x 1024 page faults within milliseconds) overflows it unless the drain thread keeps
