@@ -315,13 +315,17 @@ void ScanAndArm() {
   }
 }
 
+// Posted by the arming thread once it has started; the constructor waits for it.
+sem_t g_arm_started;
+
 void* ArmLoop(void*) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
   pthread_mutex_lock(&g_lock);
-  ExcludeOwnStack();
+  ExcludeOwnStack();  // pthread_getattr_np mallocs: this thread's arena is made here
   pthread_mutex_unlock(&g_lock);
+  sem_post(&g_arm_started);
   while (!g_stop.load()) {
     usleep(static_cast<useconds_t>(g_interval_us));
     if (g_stop.load()) break;
@@ -397,10 +401,16 @@ __attribute__((constructor)) void AgentInit() {
   pthread_atfork(nullptr, nullptr, AfterForkInChild);
   PthreadCreateFn create = RealPthreadCreate();
   if (create == nullptr) return;
+  // The arming thread's start-up allocates (its malloc arena, 64 MiB of address space);
+  // waiting for it here, before main, keeps the application's mappings at the same
+  // addresses from run to run instead of depending on when that thread first runs.
+  sem_init(&g_arm_started, 0, 0);
   pthread_t tid;
   const int rc = create(&tid, nullptr, ArmLoop, nullptr);
   if (rc == 0) {
     pthread_detach(tid);
+    while (sem_wait(&g_arm_started) != 0 && errno == EINTR) {
+    }
     g_active = true;
   }
   if (EnvU64("TIERGYM_SWSAMPLE_DEBUG", 0) != 0) {
