@@ -15,6 +15,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/run_tiergym.h"
 #include "profiler/event_presets.h"
 #include "profiler/perf_session.h"
 #include "traces/profile.h"
@@ -29,22 +30,8 @@ using ::testing::HasSubstr;
 
 const std::string kBin = TIERGYM_BIN_DIR;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
-
-CommandResult Shell(const std::string& command) {
-  CommandResult r;
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using CommandResult = ::tiergym::testing::Result;
+using ::tiergym::testing::Shell;
 
 // Parses "layout a=0x.. b=0x.. c=0x.. chase=0x.. array_bytes=N chase_bytes=M".
 std::map<std::string, uint64_t> ParseLayout(const std::string& output) {
@@ -96,16 +83,16 @@ class RecordEndToEndTest : public ::testing::Test {
 
 TEST_F(RecordEndToEndTest, RecordsLoadsAndEstimatesAProfileOfTheTestApp) {
   const CommandResult ddr = RecordApp("ddr");
-  ASSERT_EQ(ddr.exit_code, 0) << ddr.output;
+  ASSERT_EQ(ddr.exit_code, 0) << ddr.out;
   const CommandResult hbm = RecordApp("hbm");
-  ASSERT_EQ(hbm.exit_code, 0) << hbm.output;
-  EXPECT_THAT(ddr.output, HasSubstr("backend software"));
-  EXPECT_THAT(ddr.output, HasSubstr("probes libphasemark.so:phasemark"));
+  ASSERT_EQ(hbm.exit_code, 0) << hbm.out;
+  EXPECT_THAT(ddr.out, HasSubstr("backend software"));
+  EXPECT_THAT(ddr.out, HasSubstr("probes libphasemark.so:phasemark"));
 
   // ASLR is off: both runs put the arrays at the same addresses.
-  const auto layout = ParseLayout(ddr.output);
-  ASSERT_EQ(layout.size(), 6u) << ddr.output;
-  EXPECT_EQ(layout, ParseLayout(hbm.output));
+  const auto layout = ParseLayout(ddr.out);
+  ASSERT_EQ(layout.size(), 6u) << ddr.out;
+  EXPECT_EQ(layout, ParseLayout(hbm.out));
   EXPECT_TRUE(fs::exists(dir_ / "profile" / "ddr.csv.mmaps"));
 
   auto profile = LoadProfile((dir_ / "profile").string());
@@ -169,11 +156,11 @@ TEST_F(RecordEndToEndTest, RecordsLoadsAndEstimatesAProfileOfTheTestApp) {
   const CommandResult est =
       Shell(kBin + "/tiergym estimate --json --window 100000 --profile " +
             (dir_ / "profile").string() + " --placement " + placement.string());
-  ASSERT_EQ(est.exit_code, 0) << est.output;
-  auto doc = json::Parse(est.output, "estimate");
-  ASSERT_TRUE(doc.ok()) << doc.status() << "\n" << est.output;
+  ASSERT_EQ(est.exit_code, 0) << est.out;
+  auto doc = json::Parse(est.out, "estimate");
+  ASSERT_TRUE(doc.ok()) << doc.status() << "\n" << est.out;
   const json::Value* runtime_value = doc->Find("runtime_ns");
-  ASSERT_NE(runtime_value, nullptr) << est.output;
+  ASSERT_NE(runtime_value, nullptr) << est.out;
   const double runtime = runtime_value->number();
   // Each phase's estimate is a weighting of the devices' times for it, so the total lies
   // between the sums of the per-phase minima and maxima.
@@ -201,7 +188,7 @@ TEST_F(RecordEndToEndTest, MarksPhasesAtAFunctionOfAnUnmodifiedBinary) {
                                 out + " -- " + kBin +
                                 "/tiergym-testapp --size-mb 2 --chase-mb 2 "
                                 "--iterations 2 --chase-steps 10000");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.out;
   auto t = LoadTrace(out);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->num_phases(), 1u + 1u + 4u * 2u);
@@ -211,8 +198,8 @@ TEST_F(RecordEndToEndTest, WritesTheBinaryFormatAndReportsAFailingCommand) {
   const std::string out = (dir_ / "fail.tgt").string();
   const CommandResult r = Shell(kBin + "/tiergym-prof record --backend software --device ddr -o " +
                                 out + " -- sh -c 'exit 3'");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("exit 3"));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("exit 3"));
   auto t = LoadTrace(out);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->metadata().device, "ddr");
@@ -229,14 +216,14 @@ TEST_F(RecordEndToEndTest, RecordsAScriptWithAnExplicitPhasemarkLibrary) {
                                       "/tiergym-prof record --backend software "
                                       "--device ddr -o " +
                                       out + " -- " + script.string());
-  ASSERT_EQ(without.exit_code, 0) << without.output;
-  EXPECT_THAT(without.output, HasSubstr("is not an ELF executable"));
+  ASSERT_EQ(without.exit_code, 0) << without.out;
+  EXPECT_THAT(without.out, HasSubstr("is not an ELF executable"));
   const CommandResult with =
       Shell(kBin +
             "/tiergym-prof record --backend software --device ddr "
             "--phasemark-lib " +
             kBin + "/../lib/libphasemark.so -o " + out + " -- " + script.string());
-  ASSERT_EQ(with.exit_code, 0) << with.output;
+  ASSERT_EQ(with.exit_code, 0) << with.out;
   auto t = LoadTrace(out);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->num_phases(), 1u + 1u + 5u + 1u);  // the probe follows the exec'd program
@@ -254,10 +241,10 @@ TEST_F(RecordEndToEndTest, CountsRecordsLostToASmallRing) {
                                 out + " -- " + kBin +
                                 "/tiergym-testapp --size-mb 4 --chase-mb 4 --iterations 1 "
                                 "--chase-steps 1000");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const size_t at = r.output.find("lost records ");
-  ASSERT_NE(at, std::string::npos) << r.output;
-  const uint64_t lost = std::stoull(r.output.substr(at + 13));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const size_t at = r.out.find("lost records ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const uint64_t lost = std::stoull(r.out.substr(at + 13));
   auto t = LoadTrace(out);
   ASSERT_TRUE(t.ok()) << t.status();
   std::string header_lost;
@@ -267,7 +254,7 @@ TEST_F(RecordEndToEndTest, CountsRecordsLostToASmallRing) {
   EXPECT_EQ(header_lost, std::to_string(lost));
   EXPECT_GE(t->num_samples() + lost, 4u * 1024u);
   if (lost > 0) {
-    EXPECT_THAT(r.output, HasSubstr("Use a larger --mmap-pages (now 1)"));
+    EXPECT_THAT(r.out, HasSubstr("Use a larger --mmap-pages (now 1)"));
   }
   RecordProperty("lost_records", std::to_string(lost));
 }
@@ -278,10 +265,10 @@ TEST_F(RecordEndToEndTest, RecordsDataAddressesWithPebs) {
       Shell(kBin + "/tiergym-prof record --backend pebs --device ddr -o " + out + " -- " + kBin +
             "/tiergym-testapp --size-mb 16 "
             "--chase-mb 16 --iterations 2");
-  if (r.exit_code != 0 && r.output.find("--backend software") != std::string::npos) {
-    GTEST_SKIP() << "PEBS is not available on this machine: " << r.output;
+  if (r.exit_code != 0 && r.out.find("--backend software") != std::string::npos) {
+    GTEST_SKIP() << "PEBS is not available on this machine: " << r.out;
   }
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.out;
   auto t = LoadTrace(out);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->metadata().event, PresetEventName(*PresetForThisCpu(), 128));
@@ -302,9 +289,9 @@ TEST_F(RecordEndToEndTest, ExplainsWhatToDoWithoutThePrivilegeForProbes) {
             std::to_string(::getpid()) + ".csv -- " + kBin +
             "/tiergym-testapp --size-mb 1 --iterations 1");
   ::unlink(("/tmp/tiergym_nobody." + std::to_string(::getpid()) + ".csv").c_str());
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("need root or CAP_PERFMON"));
-  EXPECT_THAT(r.output, HasSubstr("--phasemark-lib none"));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("need root or CAP_PERFMON"));
+  EXPECT_THAT(r.out, HasSubstr("--phasemark-lib none"));
 }
 
 TEST_F(RecordEndToEndTest, ExplainsWhatToDoWhenPebsIsAbsent) {
@@ -312,7 +299,7 @@ TEST_F(RecordEndToEndTest, ExplainsWhatToDoWhenPebsIsAbsent) {
                                 (dir_ / "pebs.csv").string() + " -- true");
   if (r.exit_code == 0) GTEST_SKIP() << "PEBS is available here: nothing to explain";
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.output, HasSubstr("--backend software"));
+  EXPECT_THAT(r.out, HasSubstr("--backend software"));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/run_tiergym.h"
 #include "profiler/perf_session.h"
 #include "traces/measured_runs.h"
 
@@ -112,22 +113,8 @@ TEST(ApplyPlacementTest, RefusesATierWithoutANode) {
   EXPECT_THAT(std::string(counts.status().message()), HasSubstr("--tier-node remote=N"));
 }
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;
-};
-
-CommandResult Shell(const std::string& command) {
-  CommandResult r;
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using CommandResult = ::tiergym::testing::Result;
+using ::tiergym::testing::Shell;
 
 class RunPlacedCommandTest : public ::testing::Test {
  protected:
@@ -157,10 +144,10 @@ TEST_F(RunPlacedCommandTest, PlacesAnArrayAndAppendsRuns) {
                            "--interval-ms 10 --runs " +
                            runs;
   const CommandResult first = Shell(base + " --placement " + all_ddr.string() + " -- " + App());
-  ASSERT_EQ(first.exit_code, 0) << first.output;
-  const size_t at = first.output.find("a=0x");
-  ASSERT_NE(at, std::string::npos) << first.output;
-  const uint64_t a = std::stoull(first.output.substr(at + 2), nullptr, 16);
+  ASSERT_EQ(first.exit_code, 0) << first.out;
+  const size_t at = first.out.find("a=0x");
+  ASSERT_NE(at, std::string::npos) << first.out;
+  const uint64_t a = std::stoull(first.out.substr(at + 2), nullptr, 16);
   const fs::path a_on_hbm = dir_ / "a_on_hbm.json";
   char text[200];
   std::snprintf(text, sizeof text,
@@ -171,15 +158,15 @@ TEST_F(RunPlacedCommandTest, PlacesAnArrayAndAppendsRuns) {
   std::ofstream(a_on_hbm) << text;
 
   const CommandResult placed = Shell(base + " --placement " + a_on_hbm.string() + " -- " + App());
-  ASSERT_EQ(placed.exit_code, 0) << placed.output;
-  EXPECT_THAT(placed.output, HasSubstr("run a_on_hbm: runtime"));
+  ASSERT_EQ(placed.exit_code, 0) << placed.out;
+  EXPECT_THAT(placed.out, HasSubstr("run a_on_hbm: runtime"));
   // The array's pages were found and placed (in place on a single node).
-  const size_t pages_at = placed.output.find("pages ");
+  const size_t pages_at = placed.out.find("pages ");
   ASSERT_NE(pages_at, std::string::npos);
-  EXPECT_GT(std::stoull(placed.output.substr(pages_at + 6)), 1000u) << placed.output;
+  EXPECT_GT(std::stoull(placed.out.substr(pages_at + 6)), 1000u) << placed.out;
 
   const CommandResult again = Shell(base + " --placement " + a_on_hbm.string() + " -- " + App());
-  ASSERT_EQ(again.exit_code, 0) << again.output;
+  ASSERT_EQ(again.exit_code, 0) << again.out;
   auto read = ReadMeasuredRuns(runs);
   ASSERT_TRUE(read.ok()) << read.status();
   ASSERT_EQ(read->size(), 3u);
@@ -196,11 +183,11 @@ TEST_F(RunPlacedCommandTest, SwitchesPlacementsAtPhasemarks) {
   const CommandResult r =
       Shell(kBin + "/tiergym-prof run-placed --tier-node ddr=0 --tier-node hbm=0 --placement " +
             kData + "all_ddr.json --schedule " + kData + "valid.json -- " + App());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("phasemarks 12,"));  // 1 + 5 x 2 + 1 calls
-  const size_t at = r.output.find("steps applied ");
-  ASSERT_NE(at, std::string::npos) << r.output;
-  EXPECT_GE(std::stoi(r.output.substr(at + 14)), 1) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("phasemarks 12,"));  // 1 + 5 x 2 + 1 calls
+  const size_t at = r.out.find("steps applied ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_GE(std::stoi(r.out.substr(at + 14)), 1) << r.out;
 }
 
 TEST_F(RunPlacedCommandTest, RefusesFractionPlacements) {
@@ -209,7 +196,7 @@ TEST_F(RunPlacedCommandTest, RefusesFractionPlacements) {
                                 "--tier-node hbm=0 --placement " +
                                 kData + "fractions.json -- true");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.output, HasSubstr("fractions"));
+  EXPECT_THAT(r.out, HasSubstr("fractions"));
 }
 
 }  // namespace

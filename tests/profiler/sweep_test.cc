@@ -13,6 +13,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/run_tiergym.h"
 #include "traces/util/file.h"
 
 namespace tiergym::prof {
@@ -23,22 +24,8 @@ using ::testing::HasSubstr;
 
 const std::string kBin = TIERGYM_BIN_DIR;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;
-};
-
-CommandResult Shell(const std::string& command) {
-  CommandResult r;
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using CommandResult = ::tiergym::testing::Result;
+using ::tiergym::testing::Shell;
 
 std::vector<std::vector<std::string>> ReadCsv(const std::string& path) {
   std::vector<std::vector<std::string>> rows;
@@ -90,8 +77,8 @@ class SweepCommandTest : public ::testing::Test {
 
 TEST_F(SweepCommandTest, WritesCurvesAndResumes) {
   const CommandResult first = Sweep("--levels 2 --read-pcts 50 --max-gbps 1");
-  ASSERT_EQ(first.exit_code, 0) << first.output;
-  EXPECT_THAT(first.output, HasSubstr("2 points measured, 0 already there"));
+  ASSERT_EQ(first.exit_code, 0) << first.out;
+  EXPECT_THAT(first.out, HasSubstr("2 points measured, 0 already there"));
   auto rows = ReadCsv(curves_);
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0],
@@ -112,8 +99,8 @@ TEST_F(SweepCommandTest, WritesCurvesAndResumes) {
 
   // Same sweep with one more read share: only the new points are measured.
   const CommandResult second = Sweep("--levels 2 --read-pcts 50,100 --max-gbps 1");
-  ASSERT_EQ(second.exit_code, 0) << second.output;
-  EXPECT_THAT(second.output, HasSubstr("2 points measured, 2 already there"));
+  ASSERT_EQ(second.exit_code, 0) << second.out;
+  EXPECT_THAT(second.out, HasSubstr("2 points measured, 2 already there"));
   rows = ReadCsv(curves_);
   ASSERT_EQ(rows.size(), 5u);
   EXPECT_EQ(rows[3][1], "100");
@@ -122,7 +109,7 @@ TEST_F(SweepCommandTest, WritesCurvesAndResumes) {
 
 TEST_F(SweepCommandTest, CalibratesTheGeneratorsMaximum) {
   const CommandResult r = Sweep("--levels 1 --read-pcts 75 --calibrate-s 0.2");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.out;
   auto state = ReadFile(curves_ + ".state.json");
   ASSERT_TRUE(state.ok());
   EXPECT_THAT(*state, HasSubstr("\"75\": "));
@@ -135,19 +122,19 @@ TEST_F(SweepCommandTest, RefusesTheStateOfAnotherSweepAndAnotherLayout) {
   ASSERT_EQ(Sweep("--levels 1 --read-pcts 50 --max-gbps 1").exit_code, 0);
   const CommandResult other = Sweep("--levels 1 --read-pcts 50 --max-gbps 1", " --threads 2");
   EXPECT_EQ(other.exit_code, 1);
-  EXPECT_THAT(other.output, HasSubstr("belongs to another sweep"));
+  EXPECT_THAT(other.out, HasSubstr("belongs to another sweep"));
 
   fs::remove(curves_ + ".state.json");
   std::ofstream(curves_) << "target,interferer,normalized_perf\n";  // a pairs.csv
   const CommandResult layout = Sweep("--levels 1 --read-pcts 50 --max-gbps 1");
   EXPECT_EQ(layout.exit_code, 1);
-  EXPECT_THAT(layout.output, HasSubstr("column-line"));
+  EXPECT_THAT(layout.out, HasSubstr("column-line"));
 }
 
 TEST_F(SweepCommandTest, RefusesReadSharesOutsideTheModel) {
   const CommandResult r = Sweep("--levels 1 --read-pcts 40 --max-gbps 1");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.output, HasSubstr("outside 50..100"));
+  EXPECT_THAT(r.out, HasSubstr("outside 50..100"));
 }
 
 }  // namespace
