@@ -54,6 +54,24 @@ def open_connection(address, timeout, server_args):
     return Connection(str(address), timeout), None
 
 
+def close_connection(connection, server, sessions):
+    """Closes `sessions` on the server (when it is still there), then the connection and a
+    private server. Stops at the first session that cannot be closed: the server is gone
+    or has reclaimed it."""
+    try:
+        if connection is not None and (server is None or server.alive()):
+            for session in sessions:
+                try:
+                    connection.call("close", timeout=5, session=session)
+                except Exception:  # the server is gone or the session was reclaimed
+                    break
+    finally:
+        if connection is not None:
+            connection.close()
+        if server is not None:
+            server.close()
+
+
 def action_to_wire(action, space):
     if isinstance(space, (spaces.Discrete,)) or type(space).__name__ == "Discrete":
         return int(np.asarray(action).reshape(()))
@@ -120,18 +138,7 @@ class TierEnv(_Base):
         """Closes the session and stops a private server. Idempotent."""
         connection, server = self._connection, self._server
         self._connection = self._server = None
-        try:
-            if connection is not None and self.session is not None:
-                if server is None or server.alive():
-                    try:
-                        connection.call("close", timeout=5, session=self.session)
-                    except Exception:  # the server is gone or the session was reclaimed
-                        pass
-        finally:
-            if connection is not None:
-                connection.close()
-            if server is not None:
-                server.close()
+        close_connection(connection, server, [] if self.session is None else [self.session])
 
     def __enter__(self):
         return self

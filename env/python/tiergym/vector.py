@@ -18,7 +18,7 @@ import numpy as np
 from . import spaces
 from ._protocol import ENV_ID, decode_array, decode_info_columns, encode_array
 from .connection import DEFAULT_TIMEOUT_S
-from .env import config_to_wire, open_connection
+from .env import close_connection, config_to_wire, open_connection
 
 if spaces.HAVE_GYMNASIUM:  # pragma: no cover - depends on the machine
     import gymnasium.vector as _gym_vector
@@ -137,18 +137,7 @@ class VectorEnv(_Base):
         self.closed = True
         connection, server = self._connection, self._server
         self._connection = self._server = None
-        try:
-            if connection is not None and (server is None or server.alive()):
-                for s in self.sessions:
-                    try:
-                        connection.call("close", timeout=5, session=s)
-                    except Exception:
-                        break
-        finally:
-            if connection is not None:
-                connection.close()
-            if server is not None:
-                server.close()
+        close_connection(connection, server, self.sessions)
 
     def __enter__(self):
         return self
