@@ -125,6 +125,7 @@ struct ProfileAssets {
   std::vector<int> device_of_tier;              // machine tier -> profile device
   std::vector<Region> regions;                  // exactly num_regions (empty ones at the end)
   std::vector<uint64_t> region_bytes;
+  std::vector<float> region_size_share;         // region bytes / all regions' bytes
   std::vector<uint32_t> region_of_page;         // per index page id
   std::vector<uint64_t> bounds;                 // interval boundaries: steps + 1
   std::vector<double> default_interval_ns;      // per step, all on the default tier
@@ -206,7 +207,15 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
       for (uint32_t id = begin; id < end; ++id) pa.region_of_page[id] = static_cast<uint32_t>(r);
     }
     pa.regions.resize(k);  // profiles with fewer pages than regions: empty regions at the end
-    for (const Region& r : pa.regions) pa.region_bytes.push_back((r.end_page - r.start_page) * page_bytes);
+    uint64_t all_bytes = 0;
+    for (const Region& r : pa.regions) {
+      pa.region_bytes.push_back((r.end_page - r.start_page) * page_bytes);
+      all_bytes += pa.region_bytes.back();
+    }
+    for (uint64_t b : pa.region_bytes) {
+      pa.region_size_share.push_back(
+          all_bytes ? static_cast<float>(static_cast<double>(b) / all_bytes) : 0.0f);
+    }
 
     const uint64_t total = x.total_instructions();
     if (config.steps == 0) {
@@ -382,23 +391,7 @@ absl::StatusOr<StepResult> Environment::Reset(std::optional<uint64_t> seed,
   out.info.default_total_ns = p.default_total_ns;
   out.info.tier_used_bytes = s.used_bytes;
   out.info.action_mask = ActionMask(a, p, s.region_tier, s.used_bytes);
-  // Observation: nothing observed yet.
-  out.observation.assign(static_cast<size_t>(spec().observation.shape[0]), 0.0f);
-  uint64_t all_bytes = 0;
-  for (uint64_t b : p.region_bytes) all_bytes += b;
-  for (size_t r = 0; r < k; ++r) {
-    out.observation[r * kRegionFeatures + 3] =
-        all_bytes ? static_cast<float>(static_cast<double>(p.region_bytes[r]) / all_bytes) : 0.0f;
-  }
-  const size_t g = static_cast<size_t>(spec().obs_global_offset);
-  for (size_t t = 0; t < tiers; ++t) {
-    out.observation[g + t] = static_cast<float>(
-        std::min(1.0, static_cast<double>(s.used_bytes[t]) / a.machine.tiers[t].capacity_bytes));
-  }
-  out.observation[g + tiers + 1] = 0.5f;  // time ratio 1, halved
-  if (p.interference) {
-    for (size_t t = 0; t < tiers; ++t) out.observation[g + tiers + 2 + t] = p.interference_level[t];
-  }
+  out.observation = Observe();
   return out;
 }
 
@@ -496,36 +489,41 @@ absl::StatusOr<StepResult> Environment::Step(const Action& action) {
   info.tier_used_bytes = s.used_bytes;
   info.action_mask = ActionMask(a, p, s.region_tier, s.used_bytes);
 
-  const size_t shown = s.step;  // the interval just charged: now in the past
-  ++s.step;
+  ++s.step;  // the interval just charged is now in the past
   out.terminated = s.step + 1 >= p.bounds.size();
   s.done = out.terminated;
+  out.observation = Observe();
+  return out;
+}
 
-  out.observation.assign(static_cast<size_t>(spec().observation.shape[0]), 0.0f);
-  uint64_t all_bytes = 0;
-  for (uint64_t b : p.region_bytes) all_bytes += b;
+std::vector<float> Environment::Observe() const {
+  const EnvAssets::Impl& a = assets_->impl();
+  const State& s = *state_;
+  const ProfileAssets& p = *s.profile;
+  const size_t k = p.regions.size(), tiers = a.machine.tiers.size();
+  std::vector<float> obs(static_cast<size_t>(spec().observation.shape[0]), 0.0f);
   for (size_t r = 0; r < k; ++r) {
-    float* f = &out.observation[r * kRegionFeatures];
+    float* f = &obs[r * kRegionFeatures];
     f[0] = tiers > 1 ? static_cast<float>(s.region_tier[r]) / static_cast<float>(tiers - 1) : 0.0f;
-    f[1] = p.region_share[shown * k + r];
+    f[1] = s.step > 0 ? p.region_share[(s.step - 1) * k + r] : 0.0f;  // the last interval
     f[2] = s.history[r];
-    f[3] = all_bytes ? static_cast<float>(static_cast<double>(p.region_bytes[r]) / all_bytes) : 0.0f;
+    f[3] = p.region_size_share[r];
   }
   const size_t g = static_cast<size_t>(spec().obs_global_offset);
   for (size_t t = 0; t < tiers; ++t) {
-    out.observation[g + t] = static_cast<float>(
+    obs[g + t] = static_cast<float>(
         std::min(1.0, static_cast<double>(s.used_bytes[t]) / a.machine.tiers[t].capacity_bytes));
   }
-  out.observation[g + tiers] =
+  obs[g + tiers] =
       static_cast<float>(static_cast<double>(s.step) / static_cast<double>(p.bounds.size() - 1));
-  out.observation[g + tiers + 1] = static_cast<float>(std::clamp(s.last_ratio / 2, 0.0, 1.0));
+  obs[g + tiers + 1] = static_cast<float>(std::clamp(s.last_ratio / 2, 0.0, 1.0));
   if (p.interference && !s.done) {  // the level now in force (known to a deployed agent)
     for (size_t t = 0; t < tiers; ++t) {
-      out.observation[g + tiers + 2 + t] = p.interference_level[s.step * tiers + t];
+      obs[g + tiers + 2 + t] = p.interference_level[s.step * tiers + t];
     }
   }
-  for (float& v : out.observation) v = std::clamp(v, 0.0f, 1.0f);
-  return out;
+  for (float& v : obs) v = std::clamp(v, 0.0f, 1.0f);
+  return obs;
 }
 
 absl::StatusOr<double> Environment::EstimatePlacementNs(const std::string& profile,

@@ -178,6 +178,8 @@ class Environment {
  private:
   struct State;
   explicit Environment(std::shared_ptr<const EnvAssets> assets);
+  // The observation of the current state (after Reset: nothing observed yet).
+  std::vector<float> Observe() const;
   std::shared_ptr<const EnvAssets> assets_;
   std::unique_ptr<State> state_;
 };

@@ -636,15 +636,7 @@ class Packer {
   }
   void Ndarray(std::string_view dtype, std::initializer_list<uint64_t> shape, const void* data,
                size_t bytes) {
-    Map(3);
-    Str("dtype");
-    Str(dtype);
-    Str("shape");
-    Array(shape.size());
-    for (uint64_t d : shape) Uint(d);
-    Str("data");
-    pk_.pack_bin(static_cast<uint32_t>(bytes));
-    pk_.pack_bin_body(static_cast<const char*>(data), static_cast<uint32_t>(bytes));
+    NdarrayShaped(dtype, std::vector<uint64_t>(shape), data, bytes);
   }
   // Ndarray with an explicit shape vector.
   void NdarrayShaped(std::string_view dtype, const std::vector<uint64_t>& shape, const void* data,
