@@ -1,11 +1,7 @@
 #include "estimator/estimator_cli.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string_view>
@@ -18,11 +14,9 @@
 #include "traces/util/args.h"
 #include "traces/util/file.h"
 #include "traces/util/json.h"
+#include "traces/util/script.h"
 #include "traces/util/strings.h"
 
-#ifndef TIERGYM_SCRIPTS_DIR
-#define TIERGYM_SCRIPTS_DIR "scripts"
-#endif
 
 namespace tiergym {
 namespace {
@@ -118,34 +112,9 @@ void WriteDoubles(json::Writer& w, std::string_view key, const std::vector<doubl
   w.EndArray();
 }
 
-// Runs scripts/plot_validation.py on the validation JSON; the interpreter is Debian's
-// /usr/bin/python3 (it has matplotlib), TIERGYM_PYTHON overrides it.
+// Runs scripts/plot_validation.py with the validation JSON on its standard input.
 absl::Status Plot(const std::string& json_text, const std::string& png, const std::string& title) {
-  const std::string json_path = StrCat(png, ".json");
-  if (absl::Status s = WriteFileAtomically(json_path, json_text); !s.ok()) return s;
-  const char* env_python = std::getenv("TIERGYM_PYTHON");
-  const std::string python = env_python ? env_python : "/usr/bin/python3";
-  const char* env_scripts = std::getenv("TIERGYM_SCRIPTS_DIR");
-  const std::string script =
-      StrCat(env_scripts ? env_scripts : TIERGYM_SCRIPTS_DIR, "/plot_validation.py");
-  std::cout.flush();
-  const pid_t pid = fork();
-  if (pid < 0) return ErrnoStatus(errno, "fork for the plot script");
-  if (pid == 0) {
-    execl(python.c_str(), python.c_str(), script.c_str(), json_path.c_str(), "--out",
-          png.c_str(), "--title", title.c_str(), static_cast<char*>(nullptr));
-    std::perror(StrCat("tiergym validate: cannot run ", python).c_str());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  std::filesystem::remove(json_path);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::InternalError(StrCat("the plot script ", script, " failed (exit status ",
-                                      WIFEXITED(status) ? WEXITSTATUS(status) : -1,
-                                      "); is python3-matplotlib installed?"));
-  }
-  return absl::OkStatus();
+  return RunScript("plot_validation.py", {"-", "--out", png, "--title", title}, json_text);
 }
 
 // Replaces the estimate's runtime and per-phase times by those under the schedule's

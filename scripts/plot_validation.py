@@ -6,8 +6,8 @@ calls this script itself). One group of bars per measured run: the measured runt
 the estimate of every model the JSON holds (paper, and concurrent with --machine), with
 the error of each estimate above its bar; runs are ordered as in runs.csv.
 
-usage: /usr/bin/python3 scripts/plot_validation.py VALIDATION.json --out FILE.png
-       [--title TEXT]
+usage: /usr/bin/python3 scripts/plot_validation.py VALIDATION.json|- --out FILE.png
+       [--title TEXT]            (- reads the JSON from standard input)
 Needs Debian's python3-matplotlib.
 """
 import argparse
@@ -17,8 +17,12 @@ import sys
 
 def load(path):
     """Returns (run names, measured seconds, {model: estimated seconds}, {model: errors})."""
-    with open(path, encoding="utf-8") as f:
-        doc = json.load(f)
+    if path == "-":
+        path = "<stdin>"
+        doc = json.load(sys.stdin)
+    else:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
     runs = doc.get("runs")
     if not isinstance(runs, list):
         raise ValueError(f"{path}: 'runs' must be a list (the output of tiergym validate --json)")
@@ -70,13 +74,13 @@ def plot(names, measured, estimated, errors, out, title):
 
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("json", help="output of `tiergym validate --json`")
+    parser.add_argument("json", help="output of `tiergym validate --json`, or - for stdin")
     parser.add_argument("--out", required=True, help="PNG file to write")
     parser.add_argument("--title", default="measured vs estimated runtime")
     args = parser.parse_args(argv)
     try:
         names, measured, estimated, errors = load(args.json)
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError, KeyError, TypeError) as e:  # json errors are ValueErrors
         print(f"plot_validation.py: {e}", file=sys.stderr)
         return 1
     plot(names, measured, estimated, errors, args.out, args.title)

@@ -1,7 +1,5 @@
 #include "estimator/contention/contention_cli.h"
 
-#include <sys/wait.h>
-
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -19,11 +17,9 @@
 #include "traces/util/file.h"
 #include "traces/util/json.h"
 #include "traces/util/status_macros.h"
+#include "traces/util/script.h"
 #include "traces/util/strings.h"
 
-#ifndef TIERGYM_SCRIPTS_DIR
-#define TIERGYM_SCRIPTS_DIR "scripts"
-#endif
 
 namespace tiergym {
 namespace {
@@ -33,7 +29,6 @@ using namespace contention;  // NOLINT(google-build-using-namespace): this file 
 constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
-constexpr char kPython[] = "/usr/bin/python3";
 constexpr int kPlotSamples = 80;  // points per drawn fit
 
 int Fail(const absl::Status& s) {
@@ -70,18 +65,6 @@ std::string TableCurveName(const Method& m) {
   if (m.IsMemgen()) return "75 (Memgen)";
   if (m.curve == CurveChoice::kRight) return "right curve";
   return CurveName(m);
-}
-
-std::string ShellQuote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out + "'";
 }
 
 // The plot's input: the family's measured points and, per smoothing, each curve's
@@ -135,27 +118,7 @@ absl::StatusOr<std::string> PlotData(const SensitivityFamily& family) {
 // Runs scripts/plot_contention.py with the family's data on its standard input.
 absl::Status Plot(const SensitivityFamily& family, const std::string& out_png) {
   TG_ASSIGN_OR_RETURN(std::string data, PlotData(family));
-  const char* env_dir = std::getenv("TIERGYM_SCRIPTS_DIR");
-  const std::string script =
-      StrCat(env_dir != nullptr ? env_dir : TIERGYM_SCRIPTS_DIR, "/plot_contention.py");
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(script, ec)) {
-    return absl::NotFoundError(StrCat("plot script ", script,
-                                      " not found (set TIERGYM_SCRIPTS_DIR to the repository's "
-                                      "scripts/ directory)"));
-  }
-  const std::string cmd =
-      StrCat(kPython, " ", ShellQuote(script), " --out ", ShellQuote(out_png), " -");
-  FILE* pipe = popen(cmd.c_str(), "w");
-  if (pipe == nullptr) return ErrnoStatus(errno, StrCat("running ", cmd));
-  const size_t written = fwrite(data.data(), 1, data.size(), pipe);
-  const int status = pclose(pipe);
-  if (written != data.size() || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::InternalError(StrCat("plotting failed: ", cmd, " exited with status ",
-                                      WIFEXITED(status) ? WEXITSTATUS(status) : -1,
-                                      " (its message is above)"));
-  }
-  return absl::OkStatus();
+  return RunScript("plot_contention.py", {"--out", out_png, "-"}, data);
 }
 
 int ValidateCommand(const std::vector<std::string>& args) {
