@@ -144,7 +144,10 @@ double InterferenceComposer::IntervalNs(const PlacementState& state, uint64_t fr
     const uint64_t lo = std::max<uint64_t>(from, static_cast<uint64_t>(cuts_[p] * total));
     const uint64_t hi = std::min<uint64_t>(to, static_cast<uint64_t>(cuts_[p + 1] * total));
     if (lo >= hi) continue;
-    sum += state.IntervalNs(lo, hi, factors_[p]);
+    // Pieces without co-runners take the plain path (and its cached block corrections).
+    const bool contended = std::any_of(factors_[p].begin(), factors_[p].end(),
+                                       [](double f) { return f != 1.0; });
+    sum += contended ? state.IntervalNs(lo, hi, factors_[p]) : state.IntervalNs(lo, hi);
   }
   return sum;
 }
