@@ -317,7 +317,18 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
   EnvSpec& spec = impl->spec;
   spec.num_regions = config.num_regions;
   for (const TierSpec& t : m.tiers) spec.tiers.push_back(t.name);
-  for (const ProfileAssets& p : impl->profiles) spec.profiles.push_back(p.name);
+  for (const ProfileAssets& p : impl->profiles) {
+    spec.profiles.push_back(p.name);
+    const uint64_t page_bytes = uint64_t{1} << p.index->page_shift();
+    for (const Region& r : p.regions) {
+      spec.region_bounds.push_back(r.start_page * page_bytes);
+      spec.region_bounds.push_back(r.end_page * page_bytes);
+    }
+  }
+  for (size_t t = 0; t < tiers; ++t) {
+    spec.tier_capacity_bytes.push_back(m.tiers[t].capacity_bytes);
+    spec.tier_migration_gbps.push_back(impl->migration_bytes_per_ns[t]);
+  }
   spec.obs_region_features = kRegionFeatures;
   spec.obs_global_offset = config.num_regions * kRegionFeatures;
   spec.observation.kind = Space::kBox;
