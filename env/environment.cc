@@ -120,7 +120,7 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string
 
 struct ProfileAssets {
   std::string name;
-  std::unique_ptr<Estimator> estimator;
+  std::shared_ptr<Estimator> estimator;        // shared through a ProfileCache
   std::shared_ptr<const EstimatorIndex> index;  // base: the machine's default tier
   std::vector<int> device_of_tier;              // machine tier -> profile device
   std::vector<Region> regions;                  // exactly num_regions (empty ones at the end)
@@ -167,6 +167,59 @@ EnvAssets::~EnvAssets() = default;
 const EnvConfig& EnvAssets::config() const { return impl_->config; }
 const EnvSpec& EnvAssets::spec() const { return impl_->spec; }
 
+absl::StatusOr<std::shared_ptr<Estimator>> ProfileCache::Get(const std::string& path,
+                                                              const Machine& machine,
+                                                              uint64_t window_instructions) {
+  const std::string key = StrCat(path, "\n", window_instructions, "\n", MachineToJson(machine));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = loaded_.find(key);
+    if (it != loaded_.end()) {
+      if (std::shared_ptr<Estimator> e = it->second.estimator.lock()) return e;
+    }
+  }
+  // Loaded outside the lock: other profiles are served meanwhile. Two first requests for
+  // the same profile may both load it; the first to finish is kept.
+  TG_ASSIGN_OR_RETURN(Profile profile, LoadProfile(path));
+  EstimatorOptions eo;
+  eo.window_instructions = window_instructions;
+  eo.machine = machine;
+  TG_ASSIGN_OR_RETURN(std::unique_ptr<Estimator> made, Estimator::Create(std::move(profile), eo));
+  std::shared_ptr<Estimator> estimator = std::move(made);
+  const std::vector<std::string> devices = estimator->profile().devices();
+  const std::string& base = machine.tiers[0].name;
+  // Built here, outside any asset set's lock; a profile without the default tier's run
+  // is refused by EnvAssets::Load with its own message.
+  const bool indexed = std::find(devices.begin(), devices.end(), base) != devices.end();
+  if (indexed) TG_RETURN_IF_ERROR(estimator->IndexFor(base).status());
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry& slot = loaded_[key];
+  if (std::shared_ptr<Estimator> other = slot.estimator.lock()) return other;
+  slot = Entry{estimator, indexed ? base : ""};
+  for (auto it = loaded_.begin(); it != loaded_.end();) {  // forget the unused ones
+    it = it->second.estimator.expired() ? loaded_.erase(it) : std::next(it);
+  }
+  return estimator;
+}
+
+size_t ProfileCache::MemoryBytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t bytes = 0;
+  for (const auto& [key, entry] : loaded_) {
+    std::shared_ptr<Estimator> e = entry.estimator.lock();
+    if (e == nullptr || entry.base.empty()) continue;
+    absl::StatusOr<std::shared_ptr<const EstimatorIndex>> index = e->IndexFor(entry.base);
+    if (index.ok()) bytes += (*index)->MemoryBytes();  // built by Get: no work here
+  }
+  return bytes;
+}
+
+size_t EnvAssets::IndexBytes() const {
+  size_t bytes = 0;
+  for (const ProfileAssets& p : impl_->profiles) bytes += p.index->MemoryBytes();
+  return bytes;
+}
+
 size_t EnvAssets::MemoryBytes() const {
   size_t bytes = sizeof(Impl);
   for (const ProfileAssets& p : impl_->profiles) {
@@ -178,7 +231,8 @@ size_t EnvAssets::MemoryBytes() const {
   return bytes;
 }
 
-absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig& config) {
+absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig& config,
+                                                                  ProfileCache* cache) {
   if (config.profiles.empty()) {
     return absl::InvalidArgumentError("config key 'profiles': at least one profile is required");
   }
@@ -196,10 +250,19 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
   }
   const size_t k = static_cast<size_t>(config.num_regions);
   for (const std::string& path : config.profiles) {
-    TG_ASSIGN_OR_RETURN(Profile profile, LoadProfile(path));
     ProfileAssets pa;
+    if (cache != nullptr) {
+      TG_ASSIGN_OR_RETURN(pa.estimator, cache->Get(path, m, config.window_instructions));
+    } else {
+      TG_ASSIGN_OR_RETURN(Profile profile, LoadProfile(path));
+      EstimatorOptions eo;
+      eo.window_instructions = config.window_instructions;
+      eo.machine = m;
+      TG_ASSIGN_OR_RETURN(pa.estimator, Estimator::Create(std::move(profile), eo));
+    }
+    const Profile& profile = pa.estimator->profile();
     pa.name = profile.app().empty() ? path : profile.app();
-    std::vector<std::string> devices = profile.devices();
+    const std::vector<std::string>& devices = profile.devices();
     for (const TierSpec& t : m.tiers) {
       const auto it = std::find(devices.begin(), devices.end(), t.name);
       if (it == devices.end()) {
@@ -213,10 +276,6 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
                                                " devices but machine ", m.name, " has ", tiers,
                                                " tiers; they must match"));
     }
-    EstimatorOptions eo;
-    eo.window_instructions = config.window_instructions;
-    eo.machine = m;
-    TG_ASSIGN_OR_RETURN(pa.estimator, Estimator::Create(std::move(profile), eo));
     TG_ASSIGN_OR_RETURN(pa.index, pa.estimator->IndexFor(m.tiers[0].name));
     const EstimatorIndex& x = *pa.index;
 

@@ -28,11 +28,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "estimator/estimator.h"
 #include "estimator/estimator_index.h"
 #include "traces/machine.h"
 
@@ -137,18 +139,47 @@ struct StepResult {
   StepInfo info;
 };
 
+// Loaded profiles with their estimators and indexes, shared by the asset sets of every
+// configuration naming the same profile directory, machine and estimator window: a
+// server's configurations that differ only in regions, steps, action mode, model, decay,
+// migration bandwidth or contention scenario load and index each profile once. Held
+// weakly: a profile no asset set uses any more is loaded again when next asked for.
+// Thread-safe.
+class ProfileCache {
+ public:
+  // The estimator of the profile in `path` (its index for `machine`'s default tier
+  // built), loaded now or shared. Fails like LoadProfile and Estimator::Create.
+  absl::StatusOr<std::shared_ptr<Estimator>> Get(const std::string& path, const Machine& machine,
+                                                 uint64_t window_instructions);
+  // Bytes of the indexes of the profiles in use.
+  size_t MemoryBytes() const;
+
+ private:
+  struct Entry {
+    std::weak_ptr<Estimator> estimator;
+    std::string base;  // the device whose index Get built ("" for none)
+  };
+  mutable std::mutex mu_;
+  std::map<std::string, Entry> loaded_;  // guarded by mu_
+};
+
 // Profiles, their estimator indexes and regions, the machine: loaded once per
 // configuration and shared read-only by every Environment made from it. Thread-safe.
 class EnvAssets {
  public:
   // Loads every profile of config.profiles and the machine, builds the indexes and the
-  // regions. InvalidArgument / NotFound name the key or file at fault.
-  static absl::StatusOr<std::shared_ptr<const EnvAssets>> Load(const EnvConfig& config);
+  // regions. InvalidArgument / NotFound name the key or file at fault. With a cache, the
+  // profiles and their indexes come from (and go to) it.
+  static absl::StatusOr<std::shared_ptr<const EnvAssets>> Load(const EnvConfig& config,
+                                                               ProfileCache* cache = nullptr);
 
   const EnvConfig& config() const;
   const EnvSpec& spec() const;
-  // Bytes held (traces excluded: they are mapped or shared).
+  // Bytes held (traces excluded: they are mapped or shared), the estimator indexes
+  // included; IndexBytes() of them are the indexes, which a ProfileCache may share with
+  // other asset sets.
   size_t MemoryBytes() const;
+  size_t IndexBytes() const;
 
   struct Impl;
   const Impl& impl() const { return *impl_; }

@@ -222,6 +222,44 @@ TEST(EnvironmentTest, StepTimesAreTheEstimatorsIntervalsForTheRegionsPlacement) 
   }
 }
 
+// Configurations that differ in regions, steps or model share each profile's estimator
+// and index through a ProfileCache; another estimator window is another index.
+TEST(EnvironmentTest, ConfigurationsShareProfilesThroughTheCache) {
+  ProfileCache cache;
+  auto load = [&](std::map<std::string, std::string> keys) {
+    keys["profiles"] = ProfileDir("lulesh", "knl");
+    auto config = ParseEnvConfig(keys);
+    EXPECT_TRUE(config.ok()) << config.status();
+    auto assets = EnvAssets::Load(*config, &cache);
+    EXPECT_TRUE(assets.ok()) << assets.status();
+    return *assets;
+  };
+  auto a = load({{"num_regions", "8"}});
+  auto b = load({{"num_regions", "16"}, {"steps", "10"}, {"model", "concurrent"}});
+  ASSERT_GT(a->IndexBytes(), 0u);
+  EXPECT_EQ(cache.MemoryBytes(), a->IndexBytes());  // one index, held by both
+  EXPECT_EQ(b->IndexBytes(), a->IndexBytes());
+  auto c = load({{"window_instructions", "500000"}});
+  EXPECT_GT(cache.MemoryBytes(), a->IndexBytes());
+  // Episodes of a shared profile are those of a profile loaded alone.
+  EnvFixture alone = Make({{"num_regions", "8"}});
+  auto shared_env = Environment::Create(a);
+  ASSERT_TRUE(shared_env.ok());
+  auto r1 = (*shared_env)->Reset(2, {});
+  auto r2 = alone.env->Reset(2, {});
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  auto s1 = (*shared_env)->Step(AllOn(**shared_env, 1));
+  auto s2 = alone.env->Step(AllOn(*alone.env, 1));
+  ASSERT_TRUE(s1.ok() && s2.ok());
+  EXPECT_EQ(s1->info.interval_ns, s2->info.interval_ns);
+  // Unused profiles are not kept.
+  shared_env->reset();
+  a.reset();
+  b.reset();
+  c.reset();
+  EXPECT_EQ(cache.MemoryBytes(), 0u);
+}
+
 TEST(EnvironmentTest, MigrationIsChargedOnceAtTheMigrationBandwidth) {
   EnvFixture f = Make({{"migration_gbps", "2"}});
   ASSERT_TRUE(f.env->Reset(3, {}).ok());
