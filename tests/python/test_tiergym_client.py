@@ -242,6 +242,43 @@ def test_gymnasium_registration_when_available():
     assert tiergym.ENV_ID in gymnasium.registry  # pragma: no cover
 
 
+@needs_binary
+def test_a_server_handle_is_shared_by_copies_and_refuses_pickling(server):
+    import copy
+    import pickle
+    # gymnasium.make deep-copies keyword arguments such as address=server.
+    assert copy.deepcopy({"address": server})["address"] is server
+    assert copy.copy(server) is server
+    with pytest.raises(TypeError, match="server.endpoint"):
+        pickle.dumps(server)
+
+
+@needs_binary
+def test_gymnasium_env_checker_and_vector_api_when_available(server):
+    """Gymnasium's own checker on the registered environment, and the vector env as a
+    gymnasium.vector.VectorEnv with its AutoresetMode. Debian 12 has no gymnasium, so this
+    runs where it is installed (it passed with gymnasium 1.4.0's sources on PYTHONPATH)."""
+    if not tg_spaces.HAVE_GYMNASIUM:
+        pytest.skip("gymnasium is not installed (Debian 12 has no package)")
+    import gymnasium  # pragma: no cover
+    from gymnasium.utils.env_checker import check_env  # pragma: no cover
+    env = gymnasium.make(tiergym.ENV_ID, address=server, **CONFIG)  # pragma: no cover
+    try:  # pragma: no cover
+        check_env(env.unwrapped, skip_render_check=True)
+        obs, _ = env.reset(seed=3)
+        assert obs in env.observation_space
+    finally:  # pragma: no cover
+        env.close()
+    venv = tiergym.VectorEnv(2, address=server, **CONFIG)  # pragma: no cover
+    try:  # pragma: no cover
+        assert isinstance(venv, gymnasium.vector.VectorEnv)
+        assert venv.metadata["autoreset_mode"] == gymnasium.vector.AutoresetMode.NEXT_STEP
+        obs, _ = venv.reset(seed=0)
+        assert obs in venv.observation_space
+    finally:  # pragma: no cover
+        venv.close()
+
+
 # --- Vector environments -----------------------------------------------------------------
 
 @needs_binary

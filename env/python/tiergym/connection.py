@@ -58,6 +58,18 @@ class Server:
     go in `args`, e.g. ["--threads", "4", "--profiles", "a/profile,b/profile"].
     """
 
+    def __copy__(self):
+        return self  # a handle on one running process: copies share it
+
+    def __deepcopy__(self, memo):
+        # gymnasium.make deep-copies its keyword arguments (env.spec.make(), check_env):
+        # an environment made with address=server must reach the same server.
+        return self
+
+    def __reduce__(self):
+        raise TypeError("a tiergym.Server cannot be sent to another process; pass its "
+                        "endpoint (server.endpoint) as the address instead")
+
     def __init__(self, args=(), binary=None, startup_timeout=DEFAULT_STARTUP_TIMEOUT_S):
         self._binary = binary or find_binary()
         self._dir = tempfile.mkdtemp(prefix="tiergym-")
