@@ -20,6 +20,10 @@
 // Layout and bounds: EnvSpec. Same seed and same actions give bit-identical observations
 // and rewards.
 //
+// Cost: under Model::kPaper each decision interval is priced per region and tier when the
+// assets load (GroupCostModel), so a step is O(regions * tiers), about a microsecond;
+// Model::kConcurrent moves pages in a PlacementState and walks the interval's windows.
+//
 // EnvAssets (profiles, their estimators and regions) are loaded once and shared read-only
 // by any number of Environments; an Environment is not thread-safe (one per session).
 #ifndef TIERGYM_ENV_ENVIRONMENT_H_
