@@ -53,6 +53,7 @@ const std::vector<ConfigKey>& EnvConfigKeys() {
       {"migration_gbps", "0", "migration bandwidth of every tier in GB/s; 0 keeps the machine's"},
       {"window_instructions", "1000000", "estimator window in base-run instructions"},
       {"interference", "", "contention scenario: interference schedule JSON (co-runners per tier)"},
+      {"tier_capacity_mib", "", "capacity overrides, e.g. hbm:512 or hbm:1024,remote:8192 (MiB)"},
   };
   return *keys;
 }
@@ -100,6 +101,26 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string
       c.migration_gbps = v;
     } else if (key == "interference") {
       c.interference = value;
+    } else if (key == "tier_capacity_mib") {
+      c.tier_capacity_mib.clear();
+      for (std::string_view field : SplitFields(value, ',')) {
+        if (value.empty()) break;  // no overrides
+        const std::string item(field);
+        const size_t colon = item.find(':');
+        if (colon == std::string::npos || colon == 0) {
+          return absl::InvalidArgumentError(
+              StrCat("config key 'tier_capacity_mib': '", item, "' is not TIER:MIB"));
+        }
+        const std::string tier = item.substr(0, colon);
+        TG_ASSIGN_OR_RETURN(int64_t mib, ParseInt(key, item.substr(colon + 1), 1, int64_t{1} << 40));
+        for (const auto& [other, unused] : c.tier_capacity_mib) {
+          if (other == tier) {
+            return absl::InvalidArgumentError(
+                StrCat("config key 'tier_capacity_mib': tier '", tier, "' given twice"));
+          }
+        }
+        c.tier_capacity_mib.emplace_back(tier, static_cast<uint64_t>(mib));
+      }
     } else if (key == "window_instructions") {
       TG_ASSIGN_OR_RETURN(int64_t v, ParseInt(key, value, 1, int64_t{1} << 40));
       c.window_instructions = static_cast<uint64_t>(v);
@@ -170,7 +191,10 @@ const EnvSpec& EnvAssets::spec() const { return impl_->spec; }
 absl::StatusOr<std::shared_ptr<Estimator>> ProfileCache::Get(const std::string& path,
                                                               const Machine& machine,
                                                               uint64_t window_instructions) {
-  const std::string key = StrCat(path, "\n", window_instructions, "\n", MachineToJson(machine));
+  // Capacities do not enter the estimator: machines that differ only in them share.
+  Machine estimated = machine;
+  for (TierSpec& t : estimated.tiers) t.capacity_bytes = 1;
+  const std::string key = StrCat(path, "\n", window_instructions, "\n", MachineToJson(estimated));
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = loaded_.find(key);
@@ -242,6 +266,18 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   TG_ASSIGN_OR_RETURN(impl->machine, LoadMachine(config.machine));
+  for (const auto& [name, mib] : config.tier_capacity_mib) {
+    auto it = std::find_if(impl->machine.tiers.begin(), impl->machine.tiers.end(),
+                           [&](const TierSpec& t) { return t.name == name; });
+    if (it == impl->machine.tiers.end()) {
+      std::string known;
+      for (const TierSpec& t : impl->machine.tiers) StrAppend(&known, known.empty() ? "" : ", ", t.name);
+      return absl::InvalidArgumentError(StrCat("config key 'tier_capacity_mib': machine ",
+                                               impl->machine.name, " has no tier '", name,
+                                               "' (tiers: ", known, ")"));
+    }
+    it->capacity_bytes = mib << 20;
+  }
   const Machine& m = impl->machine;
   const size_t tiers = m.tiers.size();
   for (const TierSpec& t : m.tiers) {
@@ -291,6 +327,12 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
     for (const Region& r : pa.regions) {
       pa.region_bytes.push_back((r.end_page - r.start_page) * page_bytes);
       all_bytes += pa.region_bytes.back();
+    }
+    if (all_bytes > m.tiers[0].capacity_bytes) {
+      return absl::InvalidArgumentError(StrCat(
+          "profile ", path, ": its footprint (", all_bytes >> 20, " MiB) does not fit the default tier '",
+          m.tiers[0].name, "' (", m.tiers[0].capacity_bytes >> 20,
+          " MiB), where every episode starts; raise its capacity (config key tier_capacity_mib)"));
     }
     for (uint64_t b : pa.region_bytes) {
       pa.region_size_share.push_back(

@@ -72,12 +72,14 @@ struct EnvConfig {
   // profile's app. Default "": none. When set, observations end with the interference
   // level of each tier (co-runner bandwidth / tier bandwidth, at most 1).
   std::string interference;
+  // Capacity overrides (tier name, MiB) applied to the machine. Default none.
+  std::vector<std::pair<std::string, uint64_t>> tier_capacity_mib;
 };
 
 // Parses configuration keys (as strings, e.g. from a protocol message or the command line);
 // InvalidArgument names the key and the rule. Keys: profiles (comma-separated), machine,
 // num_regions, steps, action_mode (placement|move), model (paper|concurrent),
-// history_decay, migration_gbps, window_instructions, interference.
+// history_decay, migration_gbps, window_instructions, interference, tier_capacity_mib.
 absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string>& keys);
 // The keys ParseEnvConfig accepts, with their defaults and one line of help each.
 struct ConfigKey {

@@ -404,6 +404,42 @@ TEST(EnvironmentTest, RefusesBadConfiguration) {
   EXPECT_THAT(std::string(assets.status().message()), HasSubstr("has no run for tier 'remote'"));
 }
 
+// tier_capacity_mib shrinks a tier without a machine file (which a remote server would
+// need on its own file system); bad overrides name the key and the rule.
+TEST(EnvironmentTest, CapacityOverridesByConfigurationKey) {
+  EnvFixture f = Make({{"tier_capacity_mib", "hbm:600"}, {"num_regions", "8"}});
+  EXPECT_EQ(f.env->spec().tier_capacity_bytes[1], uint64_t{600} << 20);
+  ASSERT_TRUE(f.env->Reset(1, {}).ok());
+  auto r = f.env->Step(AllOn(*f.env, 1));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->info.refused_regions.empty());
+  EXPECT_LE(r->info.tier_used_bytes[1], uint64_t{600} << 20);
+
+  for (const auto& [value, message] : std::vector<std::pair<std::string, std::string>>{
+           {"hbm", "'hbm' is not TIER:MIB"},
+           {":5", "':5' is not TIER:MIB"},
+           {"hbm:0", "config key 'tier_capacity_mib'"},
+           {"hbm:1,hbm:2", "tier 'hbm' given twice"}}) {
+    auto bad = ParseEnvConfig({{"profiles", "x"}, {"tier_capacity_mib", value}});
+    ASSERT_FALSE(bad.ok()) << value;
+    EXPECT_THAT(std::string(bad.status().message()), HasSubstr(message)) << value;
+  }
+  auto config = ParseEnvConfig({{"profiles", ProfileDir("lulesh", "knl")},
+                                {"tier_capacity_mib", "remote:100"}});
+  ASSERT_TRUE(config.ok());
+  auto unknown = EnvAssets::Load(*config);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(std::string(unknown.status().message()),
+              HasSubstr("has no tier 'remote' (tiers: ddr, hbm)"));
+  // Every episode starts on the default tier: it must hold the footprint.
+  config = ParseEnvConfig({{"profiles", ProfileDir("lulesh", "knl")},
+                           {"tier_capacity_mib", "ddr:100"}});
+  ASSERT_TRUE(config.ok());
+  auto small = EnvAssets::Load(*config);
+  ASSERT_FALSE(small.ok());
+  EXPECT_THAT(std::string(small.status().message()), HasSubstr("does not fit the default tier 'ddr'"));
+}
+
 TEST(EnvironmentTest, ThreeTiersAndTheConcurrentModel) {
   EnvFixture f = Make({{"profiles", ProfileDir("minife", "disagg")}, {"machine", "disagg"},
                        {"model", "concurrent"}});

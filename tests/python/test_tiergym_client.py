@@ -160,6 +160,22 @@ def test_the_spec_describes_tiers_and_regions_for_placements(env):
 
 
 @needs_binary
+def test_a_tier_capacity_is_a_configuration_key(server):
+    with tiergym.make(tiergym.ENV_ID, address=server, tier_capacity_mib="hbm:256",
+                      **CONFIG) as small:
+        assert small.tier_spec["tier_capacity_bytes"][1] == 256 << 20
+        small.reset(seed=0, options={"profile": "lulesh"})
+        _, _, _, _, info = small.step(np.ones(small.num_regions, dtype=np.int64))
+        assert len(info["refused_regions"]) > 0 and info["tier_used_bytes"][1] <= 256 << 20
+    venv = tiergym.VectorEnv(2, address=server, tier_capacity_mib="hbm:256", **CONFIG)
+    try:
+        assert venv.tiers == ["ddr", "hbm"] and venv.num_regions == CONFIG["num_regions"]
+        assert venv.tier_spec["tier_capacity_bytes"][1] == 256 << 20
+    finally:
+        venv.close()
+
+
+@needs_binary
 def test_errors_name_the_field(env):
     env.reset(seed=0)
     with pytest.raises(tiergym.ServerError) as e:

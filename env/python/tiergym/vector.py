@@ -63,6 +63,9 @@ class VectorEnv(_Base):
             raise
         self.tier_spec = decode_spec(reply["spec"])
         self.config = reply["config"]
+        self.tiers = list(self.tier_spec["tiers"])          # as TierEnv has them
+        self.profiles = list(self.tier_spec["profiles"])
+        self.num_regions = int(self.tier_spec["num_regions"])
         self.single_observation_space = spaces.from_spec(self.tier_spec["observation"])
         self.single_action_space = spaces.from_spec(self.tier_spec["action"])
         self.observation_space = spaces.batched(self.single_observation_space, self.num_envs)
