@@ -134,6 +134,23 @@ class ObsView:
         self.speed = obs[..., g + t + 1]
 
 
+def fit_capacity(request, score, size, capacity_share):
+    """A placement within capacity from a request: request [K] (a tier per region), score
+    [K] (higher: more deserving), size [K] and capacity_share [tiers] in footprints.
+    Requested regions are granted in decreasing score while they fit their tier; the others
+    go to the default tier (tier 0, assumed roomy). What is granted fits even before the
+    same action's departures, so the environment refuses nothing."""
+    request = np.asarray(request)
+    action = np.zeros(len(request), dtype=np.int64)
+    room = np.array(capacity_share, dtype=np.float64)
+    for r in np.argsort(-np.asarray(score), kind="stable"):
+        t = request[r]
+        if t != 0 and size[r] <= room[t] + 1e-12:
+            action[r] = t
+            room[t] -= size[r]
+    return action
+
+
 # --- Policies and episodes ---------------------------------------------------------------
 
 class RandomPolicy:
