@@ -139,7 +139,7 @@ class QModel:
             room_t = np.take_along_axis(room, t[..., None], -1)[..., 0]
             done = np.take_along_axis(placed, r[..., None], -1)[..., 0]
             ok = (np.take_along_axis(score, pick[..., None], -1)[..., 0] > -np.inf) & ~done & (
-                s_r <= room_t + 1e-12)
+                s_r <= room_t - lc.FIT_MARGIN)
             if not ok.any():
                 if not (np.take_along_axis(score, pick[..., None], -1) > -np.inf).any():
                     break  # the rest of every row has no positive advantage

@@ -204,8 +204,12 @@ def main(argv=None):
     for rep in range(args.repeats):
         if args.repeats > 1:
             log(f"repeat {rep + 1} of {args.repeats}")
-        single, parallel = measure(options, args.workers, args.shared_server, args.address,
-                                   shared_threads)
+        try:
+            single, parallel = measure(options, args.workers, args.shared_server,
+                                       args.address, shared_threads)
+        except (RuntimeError, tiergym.TierGymError) as e:
+            print(f"rollouts.py: {e}", file=sys.stderr)
+            return 1
         print(f"1 worker: {single['env_steps']} env-steps in {single['seconds']:.2f} s = "
               f"{single['steps_per_s']:.0f} env-steps/s")
         print(f"{args.workers} workers: {parallel['env_steps']} env-steps in "
