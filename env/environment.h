@@ -96,6 +96,13 @@ struct EnvSpec {
   // Observation layout: offsets of each block in the flat float32 vector.
   int obs_region_features = 4;  // tier / (tiers - 1), last share, history, size share
   int obs_global_offset = 0;    // num_regions * obs_region_features
+  // Per tier (tier 0 is the default tier): capacity, and the page-migration throughput
+  // into it that moves are charged at (the migration_gbps override applied).
+  std::vector<uint64_t> tier_capacity_bytes;
+  std::vector<double> tier_migration_gbps;
+  // The regions' address ranges, per profile: [(profile * num_regions + r) * 2 + 0] is
+  // region r's first byte, [... + 1] one past its last (empty regions: start == end).
+  std::vector<uint64_t> region_bounds;
 };
 
 struct ResetOptions {

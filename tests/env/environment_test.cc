@@ -9,6 +9,8 @@
 #include <random>
 
 #include "env/regions.h"
+#include "estimator/estimator_index.h"
+#include "traces/profile.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "traces/synth/app_model.h"
@@ -162,6 +164,62 @@ TEST(EnvironmentTest, ReturnIsTheFractionalSpeedup) {
     done = r->terminated;
   }
   EXPECT_NEAR(idle, 0, 1e-9);
+}
+
+// The environment prices a step from per-region cost tables (GroupCostModel) instead of
+// moving pages in the estimator: each interval must equal the estimator's own walk over
+// the same interval with the regions where the environment says they are.
+TEST(EnvironmentTest, StepTimesAreTheEstimatorsIntervalsForTheRegionsPlacement) {
+  const std::string dir = ProfileDir("lulesh", "disagg");
+  EnvFixture f = Make({{"profiles", dir}, {"machine", "disagg"}, {"num_regions", "12"},
+                       {"steps", "30"}});
+  const EnvSpec& spec = f.env->spec();
+  auto machine = LoadMachine("disagg");
+  ASSERT_EQ(spec.tier_capacity_bytes.size(), 3u);
+  for (size_t t = 0; t < 3; ++t) {
+    EXPECT_EQ(spec.tier_capacity_bytes[t], machine->tiers[t].capacity_bytes);
+    EXPECT_EQ(spec.tier_migration_gbps[t], machine->tiers[t].migration_gbps);
+  }
+  ASSERT_EQ(spec.region_bounds.size(), 12u * 2);
+  for (size_t r = 0; r + 1 < 12; ++r) {
+    EXPECT_LE(spec.region_bounds[2 * r], spec.region_bounds[2 * r + 1]);
+    EXPECT_LE(spec.region_bounds[2 * r + 1], spec.region_bounds[2 * r + 2]);
+  }
+
+  auto profile = LoadProfile(dir);
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  IndexOptions options;
+  options.base_device = "ddr";
+  auto index = EstimatorIndex::Build(*profile, options);
+  ASSERT_TRUE(index.ok()) << index.status();
+  PlacementState walk(*index, *(*index)->Resolve(Placement{"ddr", {}, {}}), Model::kPaper);
+  const auto& devices = (*index)->devices();
+  const uint64_t total = (*index)->total_instructions();
+
+  ASSERT_TRUE(f.env->Reset(5, {}).ok());
+  std::mt19937_64 rng(5);
+  std::vector<int> region_tier(12, 0);
+  for (uint64_t step = 0; step < 30; ++step) {
+    Action a{std::vector<int64_t>(12)};
+    for (int64_t& v : a.values) v = static_cast<int64_t>(rng() % 3);
+    auto r = f.env->Step(a);
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (size_t region = 0; region < 12; ++region) {
+      const bool refused = std::count(r->info.refused_regions.begin(),
+                                      r->info.refused_regions.end(), static_cast<int>(region));
+      if (refused || a.values[region] == region_tier[region]) continue;
+      region_tier[region] = static_cast<int>(a.values[region]);
+      const std::string& tier = spec.tiers[region_tier[region]];
+      const int device = static_cast<int>(std::find(devices.begin(), devices.end(), tier) -
+                                          devices.begin());
+      ASSERT_TRUE(walk.Move(spec.region_bounds[2 * region], spec.region_bounds[2 * region + 1],
+                            device).ok());
+    }
+    const uint64_t from = static_cast<uint64_t>(static_cast<unsigned __int128>(total) * step / 30);
+    const uint64_t to = static_cast<uint64_t>(static_cast<unsigned __int128>(total) * (step + 1) / 30);
+    const double expected = walk.IntervalNs(from, to);
+    ASSERT_NEAR(r->info.interval_ns, expected, 1e-9 * expected) << "step " << step;
+  }
 }
 
 TEST(EnvironmentTest, MigrationIsChargedOnceAtTheMigrationBandwidth) {

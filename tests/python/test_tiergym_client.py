@@ -126,6 +126,40 @@ def test_an_end_to_end_episode_returns_the_fractional_speedup(env):
 
 
 @needs_binary
+def test_the_spec_describes_tiers_and_regions_for_placements(env):
+    spec = env.tier_spec
+    tiers = len(env.tiers)
+    assert spec["tier_capacity_bytes"].dtype == np.uint64
+    assert spec["tier_capacity_bytes"].shape == (tiers,)
+    assert env.tiers == ["ddr", "hbm"] and spec["tier_capacity_bytes"][1] == 16 << 30  # knl
+    assert spec["tier_migration_gbps"].shape == (tiers,) and (spec["tier_migration_gbps"] > 0).all()
+    bounds = spec["region_bounds"]
+    assert bounds.shape == (len(env.profiles), env.num_regions, 2)
+    for p, profile in enumerate(env.profiles):
+        starts, ends = bounds[p, :, 0], bounds[p, :, 1]
+        assert (starts <= ends).all() and (ends[:-1] <= starts[1:]).all()  # sorted, disjoint
+        obs, info = env.reset(options={"profile": profile})
+        assert int((ends - starts).sum()) == int(info["tier_used_bytes"].sum())
+    # A region's range is a placement the estimator takes: region 0 of the first profile on
+    # hbm, as a static placement, estimates the same as the episode that moves it at once.
+    profile = env.profiles[0]
+    start, end = bounds[0, 0]
+    placement = '{"default": "ddr", "ranges": [{"start": %d, "end": %d, "tier": "hbm"}]}' % (
+        start, end)
+    estimate = env.estimate(profile, placement)
+    env.reset(options={"profile": profile})
+    action = np.zeros(env.num_regions, dtype=np.int64)
+    action[0] = 1
+    total = 0.0
+    while True:
+        _, reward, terminated, truncated, info = env.step(action)
+        total += reward + info["migration_ns"] / info["default_total_ns"]  # without migration
+        if terminated or truncated:
+            break
+    assert total == pytest.approx(estimate["speedup"], rel=1e-6, abs=1e-9)
+
+
+@needs_binary
 def test_errors_name_the_field(env):
     env.reset(seed=0)
     with pytest.raises(tiergym.ServerError) as e:

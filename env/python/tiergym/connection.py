@@ -141,8 +141,9 @@ class Connection:
         self.endpoint = endpoint
         self.timeout = float(timeout)
         self._server = server
-        self._context = zmq.Context()
-        self._socket = self._context.socket(zmq.DEALER)
+        # The process-wide context, never terminated: zmq_ctx_term waits for every socket
+        # of its context and, with a peer that vanished, was seen to wait forever.
+        self._socket = zmq.Context.instance().socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.connect(endpoint)
         self._next_id = 1
@@ -188,6 +189,5 @@ class Connection:
     def close(self):
         if self._socket is not None:
             self._socket.close(linger=0)
-            self._context.term()
             self._socket = None
 
