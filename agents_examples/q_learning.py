@@ -132,22 +132,23 @@ class QModel:
         room = np.array(np.broadcast_to(capacity_share, batch + (nt,)), dtype=np.float64)
         action = np.zeros(batch + (k,), dtype=np.int64)
         placed = np.zeros(batch + (k,), dtype=bool)
-        for j in range(order.shape[-1]):
+        def take(values, index):  # values[..., index[...]] row by row
+            return np.take_along_axis(values, index[..., None], -1)[..., 0]
+
+        def put(values, index, new):
+            np.put_along_axis(values, index[..., None], new[..., None], -1)
+
+        for j in range(order.shape[-1]):  # the j-th best pair of every row at once
             pick = order[..., j]
+            positive = take(score, pick) > -np.inf
+            if not positive.any():
+                break  # every row's remaining pairs have no positive advantage
             r, t = pick // (nt - 1), pick % (nt - 1) + 1
-            s_r = np.take_along_axis(size, r[..., None], -1)[..., 0]
-            room_t = np.take_along_axis(room, t[..., None], -1)[..., 0]
-            done = np.take_along_axis(placed, r[..., None], -1)[..., 0]
-            ok = (np.take_along_axis(score, pick[..., None], -1)[..., 0] > -np.inf) & ~done & (
-                s_r <= room_t - lc.FIT_MARGIN)
-            if not ok.any():
-                if not (np.take_along_axis(score, pick[..., None], -1) > -np.inf).any():
-                    break  # the rest of every row has no positive advantage
-                continue
-            np.put_along_axis(action, r[..., None], np.where(ok, t, np.take_along_axis(
-                action, r[..., None], -1)[..., 0])[..., None], -1)
-            np.put_along_axis(placed, r[..., None], (ok | done)[..., None], -1)
-            np.put_along_axis(room, t[..., None], (room_t - np.where(ok, s_r, 0.0))[..., None], -1)
+            s_r, room_t, done = take(size, r), take(room, t), take(placed, r)
+            ok = positive & ~done & (s_r <= room_t - lc.FIT_MARGIN)
+            put(action, r, np.where(ok, t, take(action, r)))
+            put(placed, r, ok | done)
+            put(room, t, room_t - np.where(ok, s_r, 0.0))
         return action, self.q(view, action, move_cost)
 
 

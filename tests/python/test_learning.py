@@ -5,7 +5,6 @@ interface, and that the Q-learner learns a placement that beats random on applic
 never trained on. Small episodes (8-16 regions, 8-20 steps): seconds each. Skipped (with
 the reason) without the tiergym binary; the PPO tests also without torch."""
 
-import os
 import pathlib
 import re
 import subprocess
