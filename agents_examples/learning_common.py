@@ -70,15 +70,17 @@ _MACHINE_DIR = None
 
 
 def small_fast_tier_machine(base="knl", fast_mib=512):
-    """Path of a machine JSON: `base` with its last tier's capacity cut to `fast_mib` MiB
-    (written once per process into a temporary directory removed at exit). The server reads
-    it, so it must share this file system (true for private servers and local ones)."""
+    """Path of a machine JSON: `base` with the capacity of its fast tier (the highest
+    bandwidth) cut to `fast_mib` MiB, written once per process into a temporary directory
+    removed at exit. The server reads it, so it must share this file system (true for
+    private servers and local ones)."""
     global _MACHINE_DIR
     m = dict(machine_json(base))
     m["tiers"] = [dict(t) for t in m["tiers"]]
-    m["tiers"][-1]["capacity_bytes"] = int(fast_mib) * 2**20
-    m["name"] = f"{m['name']}-{m['tiers'][-1]['name']}{int(fast_mib)}m"
-    m["description"] = (f"{base} with {int(fast_mib)} MiB of {m['tiers'][-1]['name']}: "
+    fast = max(m["tiers"], key=lambda t: float(t["bandwidth_gbps"]))
+    fast["capacity_bytes"] = int(fast_mib) * 2**20
+    m["name"] = f"{m['name']}-{fast['name']}{int(fast_mib)}m"
+    m["description"] = (f"{base} with {int(fast_mib)} MiB of {fast['name']}: "
                         "the bundled applications no longer fit the fast tier")
     if _MACHINE_DIR is None:
         _MACHINE_DIR = tempfile.TemporaryDirectory(prefix="tiergym-machine-")
@@ -234,9 +236,9 @@ def add_protocol_args(parser):
                         help="applications to evaluate on, never trained on (default %(default)s)")
     parser.add_argument("--machine", default="knl", help="machine preset or JSON (default knl)")
     parser.add_argument("--fast-mib", type=int, default=512,
-                        help="cut the machine's fast (last) tier to this many MiB so that the "
-                             "applications do not fit it; 0 keeps the machine as it is "
-                             "(default 512)")
+                        help="cut the machine's fast tier (highest bandwidth) to this many "
+                             "MiB so that the applications do not fit it; 0 keeps the machine "
+                             "as it is (default 512)")
     parser.add_argument("--num-regions", type=int, default=32, help="regions (default 32)")
     parser.add_argument("--steps", type=int, default=40, help="decisions per episode (default 40)")
     parser.add_argument("--seed", type=int, default=0, help="seed of everything (default 0)")

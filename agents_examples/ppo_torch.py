@@ -21,10 +21,10 @@ features. The log-probability of an action is the sum over regions.
 
 Training: a tiergym.VectorEnv serving only the training applications (its `profiles`
 configuration key) collects `--envs` x `--horizon` steps per update (autoreset same_step),
-advantages by GAE, then clipped-objective epochs over minibatches. The
-network's requests are granted in decreasing logit margin while they fit the capacity
-(`grant`), so the margins rank the regions rather than the environment's region order. Evaluation samples from
-the policy with a fixed seed (--greedy: the most likely tier of each region).
+advantages by GAE, then clipped-objective epochs over minibatches. The network's
+requests are granted in decreasing logit margin while they fit the capacity (`grant`), so
+the margins rank the regions rather than the environment's region order. Evaluation
+samples from the policy with a fixed seed (--greedy: the most likely tier of each region).
 
 Saved weights (--save) are a torch file with the state dict and the settings;
 `load_policy(path)` gives a policy with the interface of agents_examples/policies.py
@@ -205,7 +205,8 @@ class PPO:
         regions, globs, actions, logps, values, rewards, dones = [], [], [], [], [], [], []
         finished = []
         for _ in range(horizon):
-            extra = self.context.extra(self.infos["tier_used_bytes"], self.infos["default_total_ns"])
+            extra = self.context.extra(self.infos["tier_used_bytes"],
+                                       self.infos["default_total_ns"])
             region, glob = inputs(envs, self.obs, extra)
             rt, gt = torch.from_numpy(region), torch.from_numpy(glob)
             with torch.no_grad():

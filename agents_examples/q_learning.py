@@ -322,7 +322,8 @@ def main(argv=None):
                 say(f"trained in {time.monotonic() - started:.1f} s")
                 policy = QLearningPolicy(learner.model)
                 policy.settings = {"train": train, "episodes": args.episodes,
-                                   "gamma": args.gamma, "iterations": args.iterations, "seed": args.seed,
+                                   "gamma": args.gamma, "iterations": args.iterations,
+                                   "seed": args.seed,
                                    "num_regions": args.num_regions, "steps": args.steps,
                                    "machine": json_name(config["machine"])}
                 if args.save:
@@ -333,8 +334,9 @@ def main(argv=None):
                                 list(dict.fromkeys(train + held_out)), seeds)
             lc.print_table(table, train, held_out)
             for a in held_out:
+                better = table["q_learning"][a] > table["random"][a]
                 print(f"held out {a}: q_learning {table['q_learning'][a]:+.4f} vs random "
-                      f"{table['random'][a]:+.4f} ({'better' if table['q_learning'][a] > table['random'][a] else 'NOT better'})")
+                      f"{table['random'][a]:+.4f} ({'better' if better else 'NOT better'})")
     finally:
         if server is not None:
             server.close()
