@@ -1,0 +1,272 @@
+"""What the learning agents (q_learning.py, ppo_torch.py) share: the train / held-out
+protocol on the bundled applications, a machine whose fast tier is small enough that
+placement matters, the reading of the observation, capacities, a random baseline, and the
+episode and evaluation loops.
+
+Why a smaller fast tier: every bundled application (1-3 GB footprint) fits in knl's 16 GiB
+of HBM, so "everything on hbm" is optimal and there is nothing to learn. `--fast-mib 512`
+(the default of the agents) serves knl with 512 MiB of HBM instead, a fifth to a half of the
+footprints: the agent must pick the regions worth the fast tier, and when to move them.
+
+Policies follow the interface of agents_examples/policies.py (name, reset(env, obs, info),
+act(obs, info) -> int64 tier per region) in placement action mode. They use the observation,
+`info` and the static machine description only (capacities: env.tier_spec
+["tier_capacity_bytes"] when the server provides it, else the machine JSON the configuration
+names), never the future of the run.
+
+Not thread-safe: one policy object per episode at a time.
+"""
+
+import argparse
+import functools
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "env" / "python"))
+import tiergym  # noqa: E402
+
+BUNDLED_APPS = ("minife", "lulesh", "nekbone", "lammps")
+DEFAULT_TRAIN = ("minife", "lulesh")
+DEFAULT_HELD_OUT = ("nekbone", "lammps")
+# Size shares arrive as float32 (relative error below 1e-7): a region is granted only when
+# it fits with this margin (in footprints, about 3 KB of a 3 GB footprint), so that float
+# rounding never asks for a move the environment refuses.
+FIT_MARGIN = 1e-6
+
+
+def log(*parts):
+    """Progress goes to stderr, results to stdout."""
+    print(*parts, file=sys.stderr, flush=True)
+
+
+# --- The machine -------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=8)
+def preset_machine(name):
+    """A bundled machine preset's JSON (dict), from `tiergym trace synth --print-model`."""
+    out = subprocess.run([tiergym.find_binary(), "trace", "synth", "--print-model", name],
+                         capture_output=True, text=True, timeout=60, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"tiergym trace synth --print-model {name} failed: {out.stderr.strip()}")
+    return json.loads(out.stdout)
+
+
+def machine_json(machine):
+    """The machine description (dict) of a preset name or a JSON file path."""
+    if os.path.isfile(machine):
+        with open(machine, encoding="utf-8") as f:
+            return json.load(f)
+    return preset_machine(machine)
+
+
+_MACHINE_DIR = None
+
+
+def small_fast_tier_machine(base="knl", fast_mib=512):
+    """Path of a machine JSON: `base` with the capacity of its fast tier (the highest
+    bandwidth) cut to `fast_mib` MiB, written once per process into a temporary directory
+    removed at exit. The server reads it, so it must share this file system (true for
+    private servers and local ones)."""
+    global _MACHINE_DIR
+    m = dict(machine_json(base))
+    m["tiers"] = [dict(t) for t in m["tiers"]]
+    fast = max(m["tiers"], key=lambda t: float(t["bandwidth_gbps"]))
+    fast["capacity_bytes"] = int(fast_mib) * 2**20
+    m["name"] = f"{m['name']}-{fast['name']}{int(fast_mib)}m"
+    m["description"] = (f"{base} with {int(fast_mib)} MiB of {fast['name']}: "
+                        "the bundled applications no longer fit the fast tier")
+    if _MACHINE_DIR is None:
+        _MACHINE_DIR = tempfile.TemporaryDirectory(prefix="tiergym-machine-")
+    path = os.path.join(_MACHINE_DIR.name, f"{m['name']}.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(m, f, indent=1)
+    return path
+
+
+def capacity_bytes(env):
+    """Capacity of each tier in bytes (float array): the spec's when the server gives it,
+    else the machine description of the configuration."""
+    spec = env.tier_spec
+    if "tier_capacity_bytes" in spec:
+        return np.asarray(spec["tier_capacity_bytes"], dtype=np.float64)
+    m = machine_json(str(env.config.get("machine", "knl")))
+    names = [t["name"] for t in m["tiers"]]
+    if names != list(env.tiers):
+        raise RuntimeError(f"machine tiers {names} differ from the environment's {env.tiers}")
+    return np.asarray([float(t["capacity_bytes"]) for t in m["tiers"]], dtype=np.float64)
+
+
+def migration_gbps(env):
+    """Page-migration throughput into each tier, GB/s (float array): the configuration's
+    override (migration_gbps > 0), else the spec's, else the machine description's."""
+    override = float(env.config.get("migration_gbps", 0) or 0)
+    if override > 0:
+        return np.full(len(env.tiers), override)
+    if "tier_migration_gbps" in env.tier_spec:
+        return np.asarray(env.tier_spec["tier_migration_gbps"], dtype=np.float64)
+    m = machine_json(str(env.config.get("machine", "knl")))
+    return np.asarray([float(t["migration_gbps"]) for t in m["tiers"]], dtype=np.float64)
+
+
+# --- The observation ---------------------------------------------------------------------
+
+class ObsView:
+    """The observation split into its parts (env/environment.h, EnvSpec), for one
+    observation [D] or a batch [N, D] (then every part has a leading N):
+    regions [..., K, 4] = (tier / (tiers - 1), last share, history, size share) and those
+    four as tier (int), last, history, size [..., K]; fill [..., tiers]; progress and speed
+    (last interval's time / default, halved, clipped to 1) [...]."""
+
+    def __init__(self, env, obs):
+        k = int(env.num_regions)
+        f = int(env.tier_spec["obs_region_features"])
+        g = int(env.tier_spec["obs_global_offset"])
+        t = len(env.tiers)
+        obs = np.asarray(obs, dtype=np.float64)
+        self.regions = obs[..., :g].reshape(obs.shape[:-1] + (k, f))
+        self.tier = np.rint(self.regions[..., 0] * max(t - 1, 1)).astype(np.int64)
+        self.last = self.regions[..., 1]
+        self.history = self.regions[..., 2]
+        self.size = self.regions[..., 3]
+        self.fill = obs[..., g:g + t]
+        self.progress = obs[..., g + t]
+        self.speed = obs[..., g + t + 1]
+
+
+def fit_capacity(request, score, size, capacity_share):
+    """A placement within capacity from a request: request [K] (a tier per region), score
+    [K] (higher: more deserving), size [K] and capacity_share [tiers] in footprints.
+    Requested regions are granted in decreasing score while they fit their tier; the others
+    go to the default tier (tier 0, assumed roomy). What is granted fits even before the
+    same action's departures, so the environment refuses nothing."""
+    request = np.asarray(request)
+    action = np.zeros(len(request), dtype=np.int64)
+    room = np.array(capacity_share, dtype=np.float64)
+    for r in np.argsort(-np.asarray(score), kind="stable"):
+        t = request[r]
+        if t != 0 and size[r] <= room[t] - FIT_MARGIN:
+            action[r] = t
+            room[t] -= size[r]
+    return action
+
+
+# --- Policies and episodes ---------------------------------------------------------------
+
+class RandomPolicy:
+    """A uniformly random tier per region at every step (seeded): the floor to beat."""
+
+    name = "random"
+
+    def __init__(self, seed=0):
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+
+    def reset(self, env, obs, info):
+        self.tiers = len(env.tiers)
+        self.k = env.num_regions
+
+    def act(self, obs, info):
+        return self.rng.integers(0, self.tiers, self.k).astype(np.int64)
+
+
+class DefaultPolicy:
+    """Everything on the default tier: return 0 by construction (the reference)."""
+
+    name = "default"
+
+    def reset(self, env, obs, info):
+        self.k = env.num_regions
+
+    def act(self, obs, info):
+        return np.zeros(self.k, dtype=np.int64)
+
+
+def run_episode(env, policy, profile, seed):
+    """One episode of `policy` on `profile`: {"return", "migrated_bytes", "refused"}."""
+    obs, info = env.reset(seed=seed, options={"profile": profile})
+    policy.reset(env, obs, info)
+    total, migrated, refused = 0.0, 0, 0
+    while True:
+        obs, reward, terminated, truncated, info = env.step(policy.act(obs, info))
+        total += reward
+        migrated += info["migrated_bytes"]
+        refused += len(info["refused_regions"])
+        if terminated or truncated:
+            return {"return": total, "migrated_bytes": migrated, "refused": refused}
+
+
+def evaluate(env, policies, profiles, seeds):
+    """{policy name: {profile: mean return over seeds}} (the return is the fractional
+    speedup over the default tier)."""
+    table = {}
+    for policy in policies:
+        table[policy.name] = {}
+        for p in profiles:
+            table[policy.name][p] = float(np.mean([run_episode(env, policy, p, s)["return"]
+                                                   for s in seeds]))
+    return table
+
+
+def print_table(table, train, held_out, out=sys.stdout):
+    """The evaluation table: speedup over the default tier per application, one column per
+    policy, held-out applications marked."""
+    names = list(table)
+    apps = list(train) + [a for a in held_out if a not in train]
+    print("speedup over the default tier (fractional: 1 - runtime / all-on-default runtime)",
+          file=out)
+    print(f"{'app':<18}" + "".join(f"{n:>12}" for n in names), file=out)
+    for a in apps:
+        label = f"{a} ({'held out' if a in held_out else 'train'})"
+        print(f"{label:<18}" + "".join(f"{table[n][a]:>12.4f}" for n in names), file=out)
+
+
+def add_protocol_args(parser):
+    """The options both agents share."""
+    parser.add_argument("--address", help="a running tiergym server (default: a private one)")
+    parser.add_argument("--train", default=",".join(DEFAULT_TRAIN),
+                        help="applications to train on (default %(default)s)")
+    parser.add_argument("--held-out", default=",".join(DEFAULT_HELD_OUT),
+                        help="applications to evaluate on, never trained on (default %(default)s)")
+    parser.add_argument("--machine", default="knl", help="machine preset or JSON (default knl)")
+    parser.add_argument("--fast-mib", type=int, default=512,
+                        help="cut the machine's fast tier (highest bandwidth) to this many "
+                             "MiB so that the applications do not fit it; 0 keeps the machine "
+                             "as it is (default 512)")
+    parser.add_argument("--num-regions", type=int, default=32, help="regions (default 32)")
+    parser.add_argument("--steps", type=int, default=40, help="decisions per episode (default 40)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of everything (default 0)")
+    parser.add_argument("--eval-seeds", type=int, default=2,
+                        help="episodes per application in the evaluation (default 2)")
+    parser.add_argument("--save", help="write the trained weights here (.npz)")
+    parser.add_argument("--load", help="load weights instead of training (.npz)")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+def split_apps(text):
+    apps = [a for a in (s.strip() for s in text.split(",")) if a]
+    if not apps:
+        raise argparse.ArgumentTypeError("empty application list")
+    return apps
+
+
+def env_config(args):
+    """Configuration keys for tiergym.make from the shared options."""
+    machine = args.machine
+    if args.fast_mib > 0:
+        machine = small_fast_tier_machine(args.machine, args.fast_mib)
+    return {"num_regions": args.num_regions, "steps": args.steps, "machine": machine}
+
+
+def open_server(args):
+    """The address to use: args.address, or a private server (closed by the caller)."""
+    if args.address:
+        return args.address, None
+    server = tiergym.Server(args=["--threads", "1", "--quiet"])
+    return server, server
