@@ -146,10 +146,20 @@ def fast_tier(tiers, bandwidth_gbps=None):
 
 
 def region_address_ranges(env, profile):
-    """[(start, end)] of every region of `profile` from the environment spec
-    (spec["regions"][profile] = {"start": [...], "end": [...]}), or None when the server
-    does not describe its regions."""
-    regions = env.tier_spec.get("regions") if hasattr(env, "tier_spec") else None
+    """[(start, end)] of every region of `profile` from the environment spec, or None when
+    the server does not describe its regions. Read from spec["region_bounds"] (an array
+    [profiles, num_regions, 2] of [start, end) per region, profiles in spec order) or
+    spec["regions"][profile] = {"start": [...], "end": [...]}."""
+    spec = getattr(env, "tier_spec", None) or {}
+    bounds = spec.get("region_bounds")
+    if bounds is not None and profile in list(spec.get("profiles", [])):
+        if isinstance(bounds, dict) and "data" in bounds:
+            from tiergym._protocol import decode_array  # noqa: PLC0415 (an undecoded array)
+            bounds = decode_array(bounds)
+        b = np.asarray(bounds, dtype=np.uint64)
+        b = b.reshape(len(spec["profiles"]), -1, 2)[list(spec["profiles"]).index(profile)]
+        return [(int(s), int(e)) for s, e in b]
+    regions = spec.get("regions")
     if not regions or profile not in regions:
         return None
     r = regions[profile]
