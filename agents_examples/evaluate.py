@@ -34,6 +34,7 @@ import os
 import pathlib
 import sys
 import time
+import types
 
 import numpy as np
 
@@ -287,13 +288,14 @@ def save_plot(results, path, title):
     return True
 
 
-def real_runs(args, names, address, config):
-    """The --real-runs part: export, then compare with runs.csv."""
+def find_real_runs(args):
+    """(runs.csv path or None, its runs or None, placements output dir, profile) of
+    --real-runs DIR, read before anything runs so that a bad file fails at once."""
     directory = args.real_runs
     runs_csv = next((p for p in (os.path.join(directory, "runs.csv"),
                                  os.path.join(directory, "runs", "runs.csv")) if os.path.isfile(p)),
                     None)
-    runs = read_measured_runs(runs_csv) if runs_csv else None  # fail early on a bad file
+    runs = read_measured_runs(runs_csv) if runs_csv else None
     out_dir = os.path.join(os.path.dirname(runs_csv) if runs_csv else directory, "placements")
     profile = args.real_runs_profile
     if profile is None:
@@ -303,6 +305,13 @@ def real_runs(args, names, address, config):
                              "application's profile with --real-runs-profile NAME|DIR")
     if os.path.isdir(profile):
         profile = os.path.abspath(profile)
+    return runs_csv, runs, out_dir, profile
+
+
+def real_runs(args, names, address, config, found):
+    """The --real-runs part: export, then compare with runs.csv."""
+    directory = args.real_runs
+    runs_csv, runs, out_dir, profile = found
     cfg = dict(config, profiles=[profile])
     print()
     with tiergym.make(address=address, **cfg) as env:
@@ -343,7 +352,9 @@ def real_runs(args, names, address, config):
         if runs is None:
             print(f"\nno runs.csv in {directory} (nor {directory}/runs): nothing measured to "
                   "compare with yet")
-            return None
+            return {"runs_csv": None, "runs": [], "exported": exported,
+                    "episodes": {n: e["runtime_ns"] for n, e in episodes.items()},
+                    "mean_error_pct": None, "max_error_pct": None}
         print()
         print(f"Estimates against the measured runs of {os.path.relpath(runs_csv)} "
               f"({config.get('model', 'paper')} model):")
@@ -377,8 +388,17 @@ def real_runs(args, names, address, config):
             print(f"{len(rows)} runs: mean error {sum(errors) / len(errors):.2f} %, max error "
                   f"{max(errors):.2f} %")
         return {"runs_csv": runs_csv, "runs": rows, "exported": exported,
+                "episodes": {n: e["runtime_ns"] for n, e in episodes.items()},
                 "mean_error_pct": (sum(r["error_pct"] for r in rows) / len(rows)) if rows else None,
                 "max_error_pct": max((r["error_pct"] for r in rows), default=None)}
+
+
+def same_tiers_as_knl(machine):
+    """Whether `machine` (knl, disagg, a JSON file) has knl's tiers, by name."""
+    def tiers(m):
+        doc = policy_lib.machine_description(types.SimpleNamespace(config={"machine": m}))
+        return [t.get("name") for t in doc.get("tiers", [])] if doc else None
+    return machine == "knl" or (tiers(machine) is not None and tiers(machine) == tiers("knl"))
 
 
 def parse_args(argv):
@@ -442,18 +462,20 @@ def main(argv=None):
               "model": args.model}
     server = None
     try:
+        found = find_real_runs(args) if args.real_runs else None
+        dirs = [os.path.abspath(p) for p in (args.profiles or "").split(",") if p]
         if args.address:
             address = args.address
-            if args.profiles:
-                config["profiles"] = [os.path.abspath(p) for p in args.profiles.split(",") if p]
         else:
-            server_args = []
-            if args.profiles:
-                server_args = ["--profiles", ",".join(os.path.abspath(p)
-                                                      for p in args.profiles.split(",") if p)]
+            # `tiergym serve --profiles` loads its profiles on the default machine (knl) when
+            # it starts; profiles of a machine with other tiers go through the `profiles` key.
+            served = dirs and same_tiers_as_knl(args.machine)
+            server_args = ["--profiles", ",".join(dirs)] if served else []
             progress(args, "starting a private tiergym server...")
             server = tiergym.Server(args=server_args)
             address = server
+        if dirs and (args.address or not served):
+            config["profiles"] = dirs
         with tiergym.make(address=address, **config) as env:
             header = (f"Evaluation: machine {args.machine} ({' + '.join(env.tiers)}), "
                       f"{env.num_regions} regions, {args.steps or 'one per phase'} steps, seed "
@@ -465,7 +487,7 @@ def main(argv=None):
                  f"{args.model} model")
         if not args.no_plot and save_plot(results, args.plot, title):
             print(f"\nplot: {args.plot}")
-        real = real_runs(args, names, address, config) if args.real_runs else None
+        real = real_runs(args, names, address, config, found) if found else None
         if args.json:
             doc = {"config": config, "seed": args.seed,
                    "results": [{k: v for k, v in r.items() if k != "schedule"} for r in results],
