@@ -78,7 +78,7 @@ def machine_description(env):
 class Layout:
     """Static facts of an episode: observation layout, tiers, capacities, region sizes.
 
-    capacity_bytes and migration_gbps are per tier (np.inf / None when unknown); bandwidth
+    capacity_bytes is per tier (np.inf when unknown); bandwidth_gbps (None when unknown)
     decides the fast tier. region_bytes are exact when the spec carries the regions' address
     ranges, else the size shares times the footprint rounded to pages (the regions are page
     multiples and the float32 shares are accurate far below a page)."""
@@ -109,17 +109,7 @@ class Layout:
         self.capacity_known = capacity is not None
         self.capacity_bytes = capacity if capacity is not None else np.full(self.num_tiers, np.inf)
         self.bandwidth_gbps = per_tier("tier_bandwidth_gbps", "bandwidth_gbps")
-        migration = per_tier("tier_migration_gbps", "migration_gbps")
-        override = float(getattr(env, "config", {}).get("migration_gbps", 0) or 0)
-        if override > 0:
-            migration = np.full(self.num_tiers, override)
-        self.migration_gbps = migration
         self.fast = fast_tier(self.tiers, self.bandwidth_gbps)
-        self.cold = None
-        if self.bandwidth_gbps is not None:
-            slower = [t for t in range(1, self.num_tiers)
-                      if self.bandwidth_gbps[t] < self.bandwidth_gbps[0]]
-            self.cold = min(slower, key=lambda t: self.bandwidth_gbps[t]) if slower else None
         self.region_bytes = region_bytes(env, obs, info, self.num_regions, self.features,
                                          self.global_offset)
 
@@ -136,10 +126,10 @@ class Layout:
 
 
 def fast_tier(tiers, bandwidth_gbps=None):
-    """Index of the fast tier: the highest bandwidth when known, else "hbm", else tier 1."""
+    """Index of the fast tier: the highest bandwidth when known (the default tier itself when
+    no tier is faster: the policies then move nothing), else "hbm", else tier 1."""
     if bandwidth_gbps is not None and len(bandwidth_gbps) > 1:
-        return int(np.argmax(bandwidth_gbps[1:])) + 1 if np.max(bandwidth_gbps[1:]) > bandwidth_gbps[0] \
-            else int(np.argmax(bandwidth_gbps))
+        return int(np.argmax(bandwidth_gbps))  # the first of equals: the default tier wins ties
     if "hbm" in tiers:
         return tiers.index("hbm")
     return 1 if len(tiers) > 1 else 0
@@ -596,12 +586,13 @@ class DamosPolicy(Policy):
 
     Here, one aggregation interval = one decision; nr_accesses = the region's access
     density in the last interval; age = application time (the intervals' estimated times)
-    since its density last crossed the hot or the cold bound. The bounds follow the kernel's
-    tiering sample (samples/damon/mtier.c): hot = accessed at all (density > hot_density,
-    default 0), cold = not accessed (density <= cold_density, default 0). migrate_cold:
-    regions on the fast tier cold for at least `min_cold_age_s` seconds of application
-    time, coldest and oldest first, within its quota. migrate_hot: hot regions on the
-    default tier, by score (density times (1 + age in seconds): DAMOS's default
+    since its density last crossed the hot or the cold bound. The bounds follow DAMON's
+    memory tiering examples (damo's tiering script: migrate_cold at a 0 % access rate,
+    migrate_hot at 5 % or more, 200 MB per 1 s quota interval): hot = any sampled access in
+    the interval (density > hot_density, default 0), cold = none (density <= cold_density,
+    default 0). migrate_cold: regions on the fast tier cold for at least `min_cold_age_s`
+    seconds of application time, coldest and oldest first, within its quota. migrate_hot:
+    hot regions on the default tier, by score (density times (1 + age in seconds): DAMOS's default
     prioritisation weighs frequency and age), within its quota and the fast tier's free
     bytes. No region is displaced to make room: only migrate_cold frees the fast tier.
     Quotas: `quota_mbps` MB/s of application time, for each scheme."""
