@@ -299,3 +299,26 @@ def test_oracle_benefits_add_up(hotset):
                 break
     assert benefit[a] > 0 and benefit[b] > 0
     assert total == pytest.approx(benefit[a] + benefit[b], rel=1e-6)
+
+
+def test_region_ranges_and_sizes_come_from_the_spec_when_it_has_them():
+    bounds = np.array([[[0x1000, 0x3000], [0x3000, 0x4000]],
+                       [[0x8000, 0x9000], [0x9000, 0x9000]]], dtype=np.uint64)
+    env = fake_env([8192, 4096], 1 << 20)
+    env.tier_spec.update(profiles=["a", "b"], region_bounds=bounds,
+                         tier_capacity_bytes=np.array([1 << 40, 1 << 20], dtype=np.uint64))
+    assert policies.region_address_ranges(env, "b") == [(0x8000, 0x9000), (0x9000, 0x9000)]
+    assert policies.region_address_ranges(env, "c") is None
+    obs = np.zeros(2 * 4 + 4, dtype=np.float32)
+    info = {"profile": "a", "tier_used_bytes": np.array([12288, 0], dtype=np.uint64)}
+    layout = policies.Layout(env, obs, info)
+    assert list(layout.region_bytes) == [8192, 4096]
+    assert list(layout.capacity_bytes) == [1 << 40, 1 << 20] and layout.fast == 1
+    # The contract's other form: {"regions": {profile: {"start": [...], "end": [...]}}}.
+    del env.tier_spec["region_bounds"]
+    env.tier_spec["regions"] = {"a": {"start": [16, 32], "end": [32, 48]}}
+    assert policies.region_address_ranges(env, "a") == [(16, 32), (32, 48)]
+    # Without either, sizes come from the observation's size shares, rounded to pages.
+    del env.tier_spec["regions"]
+    obs[3], obs[7] = 2 / 3, 1 / 3
+    assert list(policies.Layout(env, obs, info).region_bytes) == [8192, 4096]
