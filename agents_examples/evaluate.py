@@ -346,9 +346,14 @@ def real_runs(args, names, address, config, found):
                   "placement from the start;\nin force: the exported placement's share of the "
                   "episode's time.")
             machine = config.get("machine", "knl")
+            runs_path = os.path.relpath(runs_csv or os.path.join(directory, "runs.csv"))
+            first = exported[names[0]]
             print(f"Measure one: tiergym-prof run-placed --machine {machine} --placement "
-                  f"{os.path.relpath(exported[names[0]]['placement'])} --runs "
-                  f"{os.path.relpath(runs_csv or os.path.join(directory, 'runs.csv'))} -- COMMAND")
+                  f"{os.path.relpath(first['placement'])} --runs {runs_path} -- COMMAND")
+            if "schedule" in first:
+                print(f"or its schedule: tiergym-prof run-placed --machine {machine} --placement "
+                      f"{os.path.relpath(first['first'])} --schedule "
+                      f"{os.path.relpath(first['schedule'])} --runs {runs_path} -- COMMAND")
         if runs is None:
             print(f"\nno runs.csv in {directory} (nor {directory}/runs): nothing measured to "
                   "compare with yet")
