@@ -19,8 +19,9 @@ runs.csv), for `tiergym-prof run-placed --placement` (which applies one static p
 or a schedule changing at phasemarks). With --steps 0 (one decision per phase) the whole
 schedule is written too, policy-NAME.schedule.json, for `run-placed --schedule`: step i
 of the episode is phase i of the run, exact when no phase is empty. Then every run of
-runs.csv is estimated (a static placement with the environment's estimator, the run
-`policy-NAME+schedule` with NAME's episode) and compared with its measured runtime: error
+runs.csv is estimated (a static placement with the environment's estimator, a run of
+NAME's schedule, named policy-NAME.phase0+policy-NAME.schedule by run-placed, with NAME's
+episode) and compared with its measured runtime: error
 per run, mean and max. The same runs.csv strictness as `tiergym validate` applies.
 
 Exit status: 0 success, 1 a runtime failure (server, profile, malformed runs.csv or
@@ -32,6 +33,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import sys
 import time
 import types
@@ -308,6 +310,15 @@ def find_real_runs(args):
     return runs_csv, runs, out_dir, profile
 
 
+def schedule_run_policy(name):
+    """The policy whose exported schedule a run named as `tiergym-prof run-placed` names it
+    (placement stem + "+" + schedule stem, "-k" appended when taken:
+    "policy-hemem.phase0+policy-hemem.schedule-2") was measured with, or None."""
+    head = re.sub(r"-\d+$", "", name).split("+", 1)[0]
+    head = re.sub(r"\.phase0$", "", head)
+    return head[len("policy-"):] if head.startswith("policy-") else None
+
+
 def real_runs(args, names, address, config, found):
     """The --real-runs part: export, then compare with runs.csv."""
     directory = args.real_runs
@@ -367,9 +378,8 @@ def real_runs(args, names, address, config, found):
         rows = []
         skipped = []
         for name, placement_path, measured, line in runs:
-            if name.endswith("+schedule"):
-                stem = name[: -len("+schedule")]
-                policy = stem[len("policy-"):] if stem.startswith("policy-") else None
+            if "+" in name:  # run-placed names a schedule run PLACEMENT+SCHEDULE[-k]
+                policy = schedule_run_policy(name)
                 if policy not in episodes:
                     skipped.append(name)
                     continue

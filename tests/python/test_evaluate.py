@@ -153,10 +153,13 @@ def test_real_runs_schedules_with_one_step_per_phase(app, tmp_path):
     episode_ns = doc["real_runs"]["episodes"]["hemem"]
     measured = int(episode_ns * 1.1)
     with open(work / "runs" / "runs.csv", "a") as f:
-        f.write(f"policy-hemem+schedule,placements/policy-hemem.phase0.json,{measured}\n")
+        # As run-placed names it (placement stem + schedule stem), taken once already.
+        f.write(f"policy-hemem.phase0+policy-hemem.schedule-2,placements/policy-hemem.phase0.json,"
+                f"{measured}\n")
     second = run(*args)
     assert second.returncode == 0, second.stderr
-    row = re.search(r"^policy-hemem\+schedule\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)$",
+    row = re.search(r"^policy-hemem\.phase0\+policy-hemem\.schedule-2\s+([0-9.]+)\s+([0-9.]+)\s+"
+                    r"([0-9.]+)$",
                     second.stdout, re.M)
     assert row, second.stdout
     assert float(row.group(3)) == pytest.approx(100 * 0.1 / 1.1, abs=0.01)
@@ -250,6 +253,12 @@ def test_placement_json_merges_neighbours_and_leaves_the_default_out():
         {"start": "0x3000", "end": "0x4000", "tier": "hbm"}]}
     doc = json.loads(evaluate.placement_json([1, 1, 1, 0], ranges, ["ddr", "hbm"]))
     assert doc["ranges"] == [{"start": "0x1000", "end": "0x4000", "tier": "hbm"}]
+
+
+def test_schedule_runs_are_matched_to_their_policy_as_run_placed_names_them():
+    assert evaluate.schedule_run_policy("policy-hemem.phase0+policy-hemem.schedule") == "hemem"
+    assert evaluate.schedule_run_policy("policy-memtis.phase0+policy-memtis.schedule-3") == "memtis"
+    assert evaluate.schedule_run_policy("hbm30+solve") is None
 
 
 def test_most_used_weighs_placements_by_time():
