@@ -120,7 +120,7 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string
 
 struct ProfileAssets {
   std::string name;
-  std::unique_ptr<Estimator> estimator;
+  std::shared_ptr<Estimator> estimator;        // shared through a ProfileCache
   std::shared_ptr<const EstimatorIndex> index;  // base: the machine's default tier
   std::vector<int> device_of_tier;              // machine tier -> profile device
   std::vector<Region> regions;                  // exactly num_regions (empty ones at the end)
@@ -133,7 +133,27 @@ struct ProfileAssets {
   std::vector<float> region_share;              // [step * K + r]: share of the step's accesses
   std::optional<InterferenceComposer> interference;  // the contention scenario, if any
   std::vector<float> interference_level;        // [step * tiers + t], at the step's start
+  // Model::kPaper: every step's interval time as a linear function of the regions' tiers
+  // (GroupCostModel), so that a step prices its placement in O(regions) and a move is a
+  // change of a region's tier, never a walk over pages or windows. Empty otherwise
+  // (Model::kConcurrent, or a table beyond kMaxLinearCostEntries): PlacementState then.
+  std::vector<double> step_cost;                // [(step * K + r) * tiers + t]
+  std::vector<double> step_constant_ns;         // per step
+  bool linear() const { return !step_constant_ns.empty(); }
+  // The interval time of `step` with region r on machine tier region_tier[r].
+  // REQUIRES: linear().
+  double LinearIntervalNs(size_t step, const std::vector<int>& region_tier) const {
+    const size_t k = region_tier.size(), tiers = step_cost.size() / step_constant_ns.size() / k;
+    const double* c = &step_cost[step * k * tiers];
+    double sum = step_constant_ns[step];
+    for (size_t r = 0; r < k; ++r) sum += c[r * tiers + static_cast<size_t>(region_tier[r])];
+    return sum;
+  }
 };
+
+// Largest linear step-cost table per profile (doubles: 32 MiB); beyond it (very many
+// regions times steps) the environment walks the estimator index instead.
+constexpr size_t kMaxLinearCostEntries = size_t{1} << 22;
 
 struct EnvAssets::Impl {
   EnvConfig config;
@@ -147,17 +167,72 @@ EnvAssets::~EnvAssets() = default;
 const EnvConfig& EnvAssets::config() const { return impl_->config; }
 const EnvSpec& EnvAssets::spec() const { return impl_->spec; }
 
+absl::StatusOr<std::shared_ptr<Estimator>> ProfileCache::Get(const std::string& path,
+                                                              const Machine& machine,
+                                                              uint64_t window_instructions) {
+  const std::string key = StrCat(path, "\n", window_instructions, "\n", MachineToJson(machine));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = loaded_.find(key);
+    if (it != loaded_.end()) {
+      if (std::shared_ptr<Estimator> e = it->second.estimator.lock()) return e;
+    }
+  }
+  // Loaded outside the lock: other profiles are served meanwhile. Two first requests for
+  // the same profile may both load it; the first to finish is kept.
+  TG_ASSIGN_OR_RETURN(Profile profile, LoadProfile(path));
+  EstimatorOptions eo;
+  eo.window_instructions = window_instructions;
+  eo.machine = machine;
+  TG_ASSIGN_OR_RETURN(std::unique_ptr<Estimator> made, Estimator::Create(std::move(profile), eo));
+  std::shared_ptr<Estimator> estimator = std::move(made);
+  const std::vector<std::string> devices = estimator->profile().devices();
+  const std::string& base = machine.tiers[0].name;
+  // Built here, outside any asset set's lock; a profile without the default tier's run
+  // is refused by EnvAssets::Load with its own message.
+  const bool indexed = std::find(devices.begin(), devices.end(), base) != devices.end();
+  if (indexed) TG_RETURN_IF_ERROR(estimator->IndexFor(base).status());
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry& slot = loaded_[key];
+  if (std::shared_ptr<Estimator> other = slot.estimator.lock()) return other;
+  slot = Entry{estimator, indexed ? base : ""};
+  for (auto it = loaded_.begin(); it != loaded_.end();) {  // forget the unused ones
+    it = it->second.estimator.expired() ? loaded_.erase(it) : std::next(it);
+  }
+  return estimator;
+}
+
+size_t ProfileCache::MemoryBytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t bytes = 0;
+  for (const auto& [key, entry] : loaded_) {
+    std::shared_ptr<Estimator> e = entry.estimator.lock();
+    if (e == nullptr || entry.base.empty()) continue;
+    absl::StatusOr<std::shared_ptr<const EstimatorIndex>> index = e->IndexFor(entry.base);
+    if (index.ok()) bytes += (*index)->MemoryBytes();  // built by Get: no work here
+  }
+  return bytes;
+}
+
+size_t EnvAssets::IndexBytes() const {
+  size_t bytes = 0;
+  for (const ProfileAssets& p : impl_->profiles) bytes += p.index->MemoryBytes();
+  return bytes;
+}
+
 size_t EnvAssets::MemoryBytes() const {
   size_t bytes = sizeof(Impl);
   for (const ProfileAssets& p : impl_->profiles) {
     bytes += p.index->MemoryBytes() + p.regions.size() * sizeof(Region) +
              p.region_of_page.size() * 4 + p.bounds.size() * 8 +
-             p.default_interval_ns.size() * 8 + p.region_share.size() * 4;
+             p.default_interval_ns.size() * 8 + p.region_share.size() * 4 +
+             p.step_cost.size() * 8 + p.step_constant_ns.size() * 8;
   }
   return bytes;
 }
 
-absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig& config) {
+absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig& config,
+                                                                  ProfileCache* cache) {
   if (config.profiles.empty()) {
     return absl::InvalidArgumentError("config key 'profiles': at least one profile is required");
   }
@@ -175,10 +250,19 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
   }
   const size_t k = static_cast<size_t>(config.num_regions);
   for (const std::string& path : config.profiles) {
-    TG_ASSIGN_OR_RETURN(Profile profile, LoadProfile(path));
     ProfileAssets pa;
+    if (cache != nullptr) {
+      TG_ASSIGN_OR_RETURN(pa.estimator, cache->Get(path, m, config.window_instructions));
+    } else {
+      TG_ASSIGN_OR_RETURN(Profile profile, LoadProfile(path));
+      EstimatorOptions eo;
+      eo.window_instructions = config.window_instructions;
+      eo.machine = m;
+      TG_ASSIGN_OR_RETURN(pa.estimator, Estimator::Create(std::move(profile), eo));
+    }
+    const Profile& profile = pa.estimator->profile();
     pa.name = profile.app().empty() ? path : profile.app();
-    std::vector<std::string> devices = profile.devices();
+    const std::vector<std::string>& devices = profile.devices();
     for (const TierSpec& t : m.tiers) {
       const auto it = std::find(devices.begin(), devices.end(), t.name);
       if (it == devices.end()) {
@@ -192,10 +276,6 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
                                                " devices but machine ", m.name, " has ", tiers,
                                                " tiers; they must match"));
     }
-    EstimatorOptions eo;
-    eo.window_instructions = config.window_instructions;
-    eo.machine = m;
-    TG_ASSIGN_OR_RETURN(pa.estimator, Estimator::Create(std::move(profile), eo));
     TG_ASSIGN_OR_RETURN(pa.index, pa.estimator->IndexFor(m.tiers[0].name));
     const EstimatorIndex& x = *pa.index;
 
@@ -243,14 +323,36 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
       }
       pa.interference.emplace(*std::move(composer));
     }
-    TG_ASSIGN_OR_RETURN(ResolvedPlacement all_default, x.Resolve(Placement{m.tiers[0].name, {}, {}}));
-    PlacementState base(pa.index, all_default, config.model);
     const size_t steps = pa.bounds.size() - 1;
+    if (config.model == Model::kPaper && steps * k * tiers <= kMaxLinearCostEntries) {
+      const GroupCostModel costs(pa.index, pa.region_of_page, k);
+      pa.step_cost.resize(steps * k * tiers);
+      for (size_t i = 0; i < steps; ++i) {
+        const GroupCostModel::Costs c =
+            pa.interference ? pa.interference->IntervalCosts(costs, pa.bounds[i], pa.bounds[i + 1])
+                            : costs.IntervalCosts(pa.bounds[i], pa.bounds[i + 1]);
+        pa.step_constant_ns.push_back(c.constant_ns);
+        for (size_t r = 0; r < k; ++r) {
+          for (size_t t = 0; t < tiers; ++t) {
+            pa.step_cost[(i * k + r) * tiers + t] =
+                c.cost[r * x.devices().size() + static_cast<size_t>(pa.device_of_tier[t])];
+          }
+        }
+      }
+    }
+    std::optional<PlacementState> base;
+    if (!pa.linear()) {
+      TG_ASSIGN_OR_RETURN(ResolvedPlacement all_default,
+                          x.Resolve(Placement{m.tiers[0].name, {}, {}}));
+      base.emplace(pa.index, all_default, config.model);
+    }
+    const std::vector<int> all_default_tiers(k, 0);
     pa.region_share.assign(steps * k, 0.0f);
     for (size_t i = 0; i < steps; ++i) {
       pa.default_interval_ns.push_back(
-          pa.interference ? pa.interference->IntervalNs(base, pa.bounds[i], pa.bounds[i + 1])
-                          : base.IntervalNs(pa.bounds[i], pa.bounds[i + 1]));
+          pa.linear()        ? pa.LinearIntervalNs(i, all_default_tiers)
+          : pa.interference ? pa.interference->IntervalNs(*base, pa.bounds[i], pa.bounds[i + 1])
+                            : base->IntervalNs(pa.bounds[i], pa.bounds[i + 1]));
       if (pa.interference) {
         const std::vector<double> bw = pa.interference->BandwidthAt(
             static_cast<double>(pa.bounds[i]) / static_cast<double>(std::max<uint64_t>(1, total)));
@@ -274,7 +376,18 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
   EnvSpec& spec = impl->spec;
   spec.num_regions = config.num_regions;
   for (const TierSpec& t : m.tiers) spec.tiers.push_back(t.name);
-  for (const ProfileAssets& p : impl->profiles) spec.profiles.push_back(p.name);
+  for (const ProfileAssets& p : impl->profiles) {
+    spec.profiles.push_back(p.name);
+    const uint64_t page_bytes = uint64_t{1} << p.index->page_shift();
+    for (const Region& r : p.regions) {
+      spec.region_bounds.push_back(r.start_page * page_bytes);
+      spec.region_bounds.push_back(r.end_page * page_bytes);
+    }
+  }
+  for (size_t t = 0; t < tiers; ++t) {
+    spec.tier_capacity_bytes.push_back(m.tiers[t].capacity_bytes);
+    spec.tier_migration_gbps.push_back(impl->migration_bytes_per_ns[t]);
+  }
   spec.obs_region_features = kRegionFeatures;
   spec.obs_global_offset = config.num_regions * kRegionFeatures;
   spec.observation.kind = Space::kBox;
@@ -333,15 +446,17 @@ std::vector<uint8_t> ActionMask(const EnvAssets::Impl& a, const ProfileAssets& p
                                 const std::vector<int>& region_tier,
                                 const std::vector<uint64_t>& used) {
   const size_t k = region_tier.size(), tiers = a.machine.tiers.size();
-  std::vector<uint8_t> mask;
-  for (size_t r = 0; r < k; ++r) {
-    for (size_t t = 0; t < tiers; ++t) {
-      const bool fits = static_cast<int>(t) == region_tier[r] ||
-                        used[t] + p.region_bytes[r] <= a.machine.tiers[t].capacity_bytes;
-      mask.push_back(fits ? 1 : 0);
+  const bool move_mode = a.config.action_mode == ActionMode::kMove;
+  std::vector<uint8_t> mask(k * tiers + (move_mode ? 1 : 0), 1);  // move mode: the no-op last
+  for (size_t t = 0; t < tiers; ++t) {
+    const uint64_t free_bytes = a.machine.tiers[t].capacity_bytes - std::min(
+        used[t], a.machine.tiers[t].capacity_bytes);
+    for (size_t r = 0; r < k; ++r) {
+      if (p.region_bytes[r] > free_bytes && static_cast<size_t>(region_tier[r]) != t) {
+        mask[r * tiers + t] = 0;
+      }
     }
   }
-  if (a.config.action_mode == ActionMode::kMove) mask.push_back(1);  // the no-op
   return mask;
 }
 
@@ -373,9 +488,12 @@ absl::StatusOr<StepResult> Environment::Reset(std::optional<uint64_t> seed,
   s.profile = &a.profiles[chosen];
   const ProfileAssets& p = *s.profile;
   const size_t k = p.regions.size(), tiers = a.machine.tiers.size();
-  TG_ASSIGN_OR_RETURN(ResolvedPlacement all_default,
-                      p.index->Resolve(Placement{a.machine.tiers[0].name, {}, {}}));
-  s.placement = std::make_unique<PlacementState>(p.index, all_default, a.config.model);
+  s.placement.reset();
+  if (!p.linear()) {
+    TG_ASSIGN_OR_RETURN(ResolvedPlacement all_default,
+                        p.index->Resolve(Placement{a.machine.tiers[0].name, {}, {}}));
+    s.placement = std::make_unique<PlacementState>(p.index, all_default, a.config.model);
+  }
   s.region_tier.assign(k, 0);
   s.history.assign(k, 0.0f);
   s.used_bytes.assign(tiers, 0);
@@ -449,9 +567,11 @@ absl::StatusOr<StepResult> Environment::Step(const Action& action) {
         refused.push_back(r);
         continue;
       }
-      const uint64_t page = uint64_t{1} << p.index->page_shift();
-      TG_RETURN_IF_ERROR(s.placement->Move(p.regions[r].start_page * page,
-                                           p.regions[r].end_page * page, p.device_of_tier[to]));
+      if (s.placement != nullptr) {
+        const uint64_t page = uint64_t{1} << p.index->page_shift();
+        TG_RETURN_IF_ERROR(s.placement->Move(p.regions[r].start_page * page,
+                                             p.regions[r].end_page * page, p.device_of_tier[to]));
+      }
       s.used_bytes[s.region_tier[r]] -= bytes;
       s.used_bytes[to] += bytes;
       s.region_tier[r] = to;
@@ -464,8 +584,9 @@ absl::StatusOr<StepResult> Environment::Step(const Action& action) {
 
   // Charge the interval.
   const uint64_t from = p.bounds[s.step], to = p.bounds[s.step + 1];
-  const double interval = p.interference ? p.interference->IntervalNs(*s.placement, from, to)
-                                         : s.placement->IntervalNs(from, to);
+  const double interval = p.linear()        ? p.LinearIntervalNs(s.step, s.region_tier)
+                          : p.interference ? p.interference->IntervalNs(*s.placement, from, to)
+                                           : s.placement->IntervalNs(from, to);
   const double base = p.default_interval_ns[s.step];
   s.elapsed_ns += interval + migration_ns;
   s.default_elapsed_ns += base;

@@ -20,6 +20,10 @@
 // Layout and bounds: EnvSpec. Same seed and same actions give bit-identical observations
 // and rewards.
 //
+// Cost: under Model::kPaper each decision interval is priced per region and tier when the
+// assets load (GroupCostModel), so a step is O(regions * tiers), about a microsecond;
+// Model::kConcurrent moves pages in a PlacementState and walks the interval's windows.
+//
 // EnvAssets (profiles, their estimators and regions) are loaded once and shared read-only
 // by any number of Environments; an Environment is not thread-safe (one per session).
 #ifndef TIERGYM_ENV_ENVIRONMENT_H_
@@ -28,11 +32,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "estimator/estimator.h"
 #include "estimator/estimator_index.h"
 #include "traces/machine.h"
 
@@ -96,6 +102,13 @@ struct EnvSpec {
   // Observation layout: offsets of each block in the flat float32 vector.
   int obs_region_features = 4;  // tier / (tiers - 1), last share, history, size share
   int obs_global_offset = 0;    // num_regions * obs_region_features
+  // Per tier (tier 0 is the default tier): capacity, and the page-migration throughput
+  // into it that moves are charged at (the migration_gbps override applied).
+  std::vector<uint64_t> tier_capacity_bytes;
+  std::vector<double> tier_migration_gbps;
+  // The regions' address ranges, per profile: [(profile * num_regions + r) * 2 + 0] is
+  // region r's first byte, [... + 1] one past its last (empty regions: start == end).
+  std::vector<uint64_t> region_bounds;
 };
 
 struct ResetOptions {
@@ -130,18 +143,47 @@ struct StepResult {
   StepInfo info;
 };
 
+// Loaded profiles with their estimators and indexes, shared by the asset sets of every
+// configuration naming the same profile directory, machine and estimator window: a
+// server's configurations that differ only in regions, steps, action mode, model, decay,
+// migration bandwidth or contention scenario load and index each profile once. Held
+// weakly: a profile no asset set uses any more is loaded again when next asked for.
+// Thread-safe.
+class ProfileCache {
+ public:
+  // The estimator of the profile in `path` (its index for `machine`'s default tier
+  // built), loaded now or shared. Fails like LoadProfile and Estimator::Create.
+  absl::StatusOr<std::shared_ptr<Estimator>> Get(const std::string& path, const Machine& machine,
+                                                 uint64_t window_instructions);
+  // Bytes of the indexes of the profiles in use.
+  size_t MemoryBytes() const;
+
+ private:
+  struct Entry {
+    std::weak_ptr<Estimator> estimator;
+    std::string base;  // the device whose index Get built ("" for none)
+  };
+  mutable std::mutex mu_;
+  std::map<std::string, Entry> loaded_;  // guarded by mu_
+};
+
 // Profiles, their estimator indexes and regions, the machine: loaded once per
 // configuration and shared read-only by every Environment made from it. Thread-safe.
 class EnvAssets {
  public:
   // Loads every profile of config.profiles and the machine, builds the indexes and the
-  // regions. InvalidArgument / NotFound name the key or file at fault.
-  static absl::StatusOr<std::shared_ptr<const EnvAssets>> Load(const EnvConfig& config);
+  // regions. InvalidArgument / NotFound name the key or file at fault. With a cache, the
+  // profiles and their indexes come from (and go to) it.
+  static absl::StatusOr<std::shared_ptr<const EnvAssets>> Load(const EnvConfig& config,
+                                                               ProfileCache* cache = nullptr);
 
   const EnvConfig& config() const;
   const EnvSpec& spec() const;
-  // Bytes held (traces excluded: they are mapped or shared).
+  // Bytes held (traces excluded: they are mapped or shared), the estimator indexes
+  // included; IndexBytes() of them are the indexes, which a ProfileCache may share with
+  // other asset sets.
   size_t MemoryBytes() const;
+  size_t IndexBytes() const;
 
   struct Impl;
   const Impl& impl() const { return *impl_; }

@@ -728,4 +728,113 @@ std::vector<double> PlacementState::AccessesPerDevice(uint64_t from, uint64_t to
   return x.AccessesPerGroup(from, to, tiers, x.n_);
 }
 
+// --- GroupCostModel ------------------------------------------------------------------------
+
+void GroupCostModel::Costs::Add(const Costs& other) {
+  constant_ns += other.constant_ns;
+  if (cost.size() < other.cost.size()) cost.resize(other.cost.size(), 0.0);
+  for (size_t i = 0; i < other.cost.size(); ++i) cost[i] += other.cost[i];
+}
+
+GroupCostModel::GroupCostModel(std::shared_ptr<const EstimatorIndex> index,
+                               std::vector<uint32_t> group_of_page, size_t num_groups)
+    : index_(std::move(index)), group_of_page_(std::move(group_of_page)), num_groups_(num_groups) {
+  const EstimatorIndex& x = *index_;
+  const size_t segs = x.seg_total_.size();
+  std::vector<uint64_t> dense(num_groups_, 0);
+  std::vector<uint32_t> touched;
+  seg_offset_.push_back(0);
+  for (size_t s = 0; s < segs; ++s) {
+    for (size_t i = x.seg_first_win_[s]; i < x.seg_first_win_[s + 1]; ++i) {
+      for (size_t e = x.win_offset_[i]; e < x.win_offset_[i + 1]; ++e) {
+        const uint32_t g = group_of_page_[x.win_page_[e]];
+        if (dense[g] == 0) touched.push_back(g);
+        dense[g] += x.win_count_[e];
+      }
+    }
+    std::sort(touched.begin(), touched.end());
+    for (uint32_t g : touched) {
+      seg_group_.push_back(g);
+      seg_count_.push_back(dense[g]);
+      dense[g] = 0;
+    }
+    touched.clear();
+    seg_offset_.push_back(seg_group_.size());
+  }
+}
+
+GroupCostModel::Costs GroupCostModel::IntervalCosts(uint64_t from, uint64_t to,
+                                                    const std::vector<double>& device_factor) const {
+  const EstimatorIndex& x = *index_;
+  Costs out;
+  out.cost.assign(num_groups_ * x.n_, 0.0);
+  const uint64_t total = x.total_instructions_;
+  from = std::min(from, total);
+  to = std::min(to, total);
+  if (from > to || (from == to && total > 0)) return out;
+  const size_t segs = x.seg_total_.size();
+  // The segments PlacementState::IntervalNs visits, with the same rule for empty ones.
+  size_t s = std::lower_bound(x.seg_begin_pos_.begin(), x.seg_begin_pos_.begin() + segs, from) -
+             x.seg_begin_pos_.begin();
+  if (s > 0 && x.seg_begin_pos_[s - 1] + x.seg_instr_[s - 1] > from) --s;
+  const double* factor = device_factor.empty() ? nullptr : device_factor.data();
+  for (; s < segs; ++s) {
+    const uint64_t begin = x.seg_begin_pos_[s];
+    const uint64_t len = x.seg_instr_[s];
+    if (begin > to || (begin == to && !(len == 0 && to == total))) break;
+    double a = 0, b = 1;
+    if (len > 0) {
+      a = static_cast<double>(std::max(from, begin) - begin);
+      b = static_cast<double>(std::min(to, begin + len) - begin);
+    }
+    AddSegment(s, a, b, factor, out);
+  }
+  return out;
+}
+
+// EstimatorIndex::PaperIntervalNs, with each page's hits credited to its group.
+void GroupCostModel::AddSegment(size_t s, double a, double b, const double* factor,
+                                Costs& out) const {
+  const EstimatorIndex& x = *index_;
+  const size_t n = x.n_;
+  auto f_of = [&](size_t d) { return factor ? factor[d] : 1.0; };
+  if (x.seg_total_[s] == 0) {
+    out.constant_ns += f_of(x.base_) * (x.RunTimeAt(s, x.base_, b) - x.RunTimeAt(s, x.base_, a));
+    return;
+  }
+  std::vector<double> nonempty(n, 0.0), weight(n);
+  size_t lo = x.seg_first_win_[s], hi = x.seg_first_win_[s + 1];
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (x.WinHi(mid) <= a) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  for (size_t i = lo; i < x.seg_first_win_[s + 1] && x.WinLo(i) < b; ++i) {
+    const double f = Overlap(x.WinLo(i), x.WinHi(i), a, b);
+    if (f == 0) continue;
+    const double h = static_cast<double>(x.win_total_[i]);
+    for (size_t d = 0; d < n; ++d) {
+      weight[d] = f / h * x.win_time_[i * n + d] * f_of(d);
+      nonempty[d] += f * x.win_time_[i * n + d];
+    }
+    for (size_t e = x.win_offset_[i]; e < x.win_offset_[i + 1]; ++e) {
+      double* c = &out.cost[group_of_page_[x.win_page_[e]] * n];
+      const double count = static_cast<double>(x.win_count_[e]);
+      for (size_t d = 0; d < n; ++d) c[d] += count * weight[d];
+    }
+  }
+  const double h = static_cast<double>(x.seg_total_[s]);
+  for (size_t d = 0; d < n; ++d) {
+    const double empty =
+        std::max(0.0, x.RunTimeAt(s, d, b) - x.RunTimeAt(s, d, a) - nonempty[d]) * f_of(d);
+    if (empty == 0) continue;
+    for (size_t e = seg_offset_[s]; e < seg_offset_[s + 1]; ++e) {
+      out.cost[seg_group_[e] * n + d] += static_cast<double>(seg_count_[e]) / h * empty;
+    }
+  }
+}
+
 }  // namespace tiergym

@@ -152,4 +152,17 @@ double InterferenceComposer::IntervalNs(const PlacementState& state, uint64_t fr
   return sum;
 }
 
+GroupCostModel::Costs InterferenceComposer::IntervalCosts(const GroupCostModel& model,
+                                                          uint64_t from, uint64_t to) const {
+  const double total = static_cast<double>(model.index().total_instructions());
+  GroupCostModel::Costs sum;
+  for (size_t p = 0; p + 1 < cuts_.size(); ++p) {
+    const uint64_t lo = std::max<uint64_t>(from, static_cast<uint64_t>(cuts_[p] * total));
+    const uint64_t hi = std::min<uint64_t>(to, static_cast<uint64_t>(cuts_[p + 1] * total));
+    if (lo >= hi) continue;
+    sum.Add(model.IntervalCosts(lo, hi, factors_[p]));
+  }
+  return sum;
+}
+
 }  // namespace tiergym

@@ -63,6 +63,10 @@ class InterferenceComposer {
   // The estimated time of base-run positions [from, to) of a run of `total` instructions
   // under `state`'s placement, with the schedule's slowdowns.
   double IntervalNs(const PlacementState& state, uint64_t from, uint64_t to) const;
+  // The same interval decomposed by groups of pages (GroupCostModel; Model::kPaper): the
+  // factors do not depend on the placement, so the estimate stays linear in it.
+  GroupCostModel::Costs IntervalCosts(const GroupCostModel& model, uint64_t from,
+                                      uint64_t to) const;
   // Per-device slowdown factors at progress fraction x (the piece holding x).
   std::vector<double> FactorsAt(double x) const;
   // Total co-runner bandwidth per device at progress fraction x (GB/s).

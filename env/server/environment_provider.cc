@@ -100,7 +100,7 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvironmentProvider::Assets(
     AssetsOr result = [&]() -> AssetsOr {
       absl::StatusOr<EnvConfig> parsed = ParseEnvConfig(config);
       if (!parsed.ok()) return parsed.status();
-      return EnvAssets::Load(*parsed);
+      return EnvAssets::Load(*parsed, &profiles_);
     }();
     if (!result.ok()) {  // not cached: the next request tries again
       std::lock_guard<std::mutex> lock(mu_);
@@ -137,8 +137,9 @@ EnvProvider::Stats EnvironmentProvider::GetStats() const {
   for (const auto& [key, f] : cache_) {
     if (!Ready(f) || !f.get().ok()) continue;
     ++s.asset_sets;
-    s.asset_bytes += (*f.get())->MemoryBytes();
+    s.asset_bytes += (*f.get())->MemoryBytes() - (*f.get())->IndexBytes();
   }
+  s.asset_bytes += profiles_.MemoryBytes();  // indexes, counted once however shared
   return s;
 }
 

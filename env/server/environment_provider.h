@@ -60,6 +60,8 @@ class EnvironmentProvider : public EnvProvider {
   mutable std::mutex mu_;
   // Canonical configuration -> its assets (or their loading, in progress).
   std::map<std::string, std::shared_future<AssetsOr>> cache_;
+  // Profiles and indexes, shared across configurations (EnvAssets::Load).
+  ProfileCache profiles_;
 };
 
 }  // namespace tiergym::env

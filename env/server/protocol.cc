@@ -597,9 +597,16 @@ absl::StatusOr<msgpack::object_handle> Unpack(std::string_view payload, uint64_t
 
 // --- Encoding ----------------------------------------------------------------------------
 
+// msgpack's output stream for Packer: appends to a string that Take() hands over without
+// a copy.
+struct StringStream {
+  std::string bytes;
+  void write(const char* data, size_t size) { bytes.append(data, size); }
+};
+
 class Packer {
  public:
-  Packer() : pk_(buf_) {}
+  Packer() : pk_(buf_) { buf_.bytes.reserve(4096); }
 
   void Map(size_t n) { pk_.pack_map(static_cast<uint32_t>(n)); }
   void Array(size_t n) { pk_.pack_array(static_cast<uint32_t>(n)); }
@@ -666,11 +673,11 @@ class Packer {
     }
   }
 
-  std::string Take() { return std::string(buf_.data(), buf_.size()); }
+  std::string Take() { return std::move(buf_.bytes); }
 
  private:
-  msgpack::sbuffer buf_;
-  msgpack::packer<msgpack::sbuffer> pk_;
+  StringStream buf_;
+  msgpack::packer<StringStream> pk_;
 };
 
 void PackSpace(Packer& p, const Space& s) {
@@ -714,7 +721,7 @@ void PackSpace(Packer& p, const Space& s) {
 }
 
 void PackSpec(Packer& p, const EnvSpec& spec) {
-  p.Map(7);
+  p.Map(10);
   p.Str("observation");
   PackSpace(p, spec.observation);
   p.Str("action");
@@ -731,6 +738,16 @@ void PackSpec(Packer& p, const EnvSpec& spec) {
   p.Int(spec.obs_region_features);
   p.Str("obs_global_offset");
   p.Int(spec.obs_global_offset);
+  p.Str("tier_capacity_bytes");
+  p.Ndarray("uint64", {spec.tier_capacity_bytes.size()}, spec.tier_capacity_bytes.data(),
+            spec.tier_capacity_bytes.size() * sizeof(uint64_t));
+  p.Str("tier_migration_gbps");
+  p.Ndarray("float64", {spec.tier_migration_gbps.size()}, spec.tier_migration_gbps.data(),
+            spec.tier_migration_gbps.size() * sizeof(double));
+  p.Str("region_bounds");
+  p.Ndarray("uint64",
+            {spec.profiles.size(), static_cast<uint64_t>(spec.num_regions), uint64_t{2}},
+            spec.region_bounds.data(), spec.region_bounds.size() * sizeof(uint64_t));
 }
 
 void PackInfo(Packer& p, const StepInfo& info) {
@@ -1125,6 +1142,16 @@ absl::StatusOr<EnvSpec> DecodeSpec(const object& o) {
   spec.num_regions = static_cast<int>(regions);
   spec.obs_region_features = static_cast<int>(features);
   spec.obs_global_offset = static_cast<int>(offset);
+  TG_ASSIGN_OR_RETURN(spec.tier_capacity_bytes,
+                      ReadTyped<uint64_t>(o, "tier_capacity_bytes", "uint64", "spec"));
+  TG_ASSIGN_OR_RETURN(spec.tier_migration_gbps,
+                      ReadTyped<double>(o, "tier_migration_gbps", "float64", "spec"));
+  std::vector<uint64_t> shape;
+  TG_ASSIGN_OR_RETURN(spec.region_bounds,
+                      ReadTyped<uint64_t>(o, "region_bounds", "uint64", "spec", &shape));
+  if (shape != std::vector<uint64_t>{spec.profiles.size(), regions, 2}) {
+    return Invalid("spec.region_bounds.shape", "expected [profiles, num_regions, 2]");
+  }
   return spec;
 }
 

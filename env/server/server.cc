@@ -136,12 +136,18 @@ bool Server::ParentGone() const {
   return options_.parent_pid > 0 && kill(options_.parent_pid, 0) != 0 && errno == ESRCH;
 }
 
-void Server::SendReply(Job& job, const std::string& reply) {
+void Server::SendReply(Job& job, std::string reply) {
   try {
     for (zmq::message_t& frame : job.envelope) {
       socket_->send(frame, zmq::send_flags::sndmore | zmq::send_flags::dontwait);
     }
-    socket_->send(zmq::buffer(reply), zmq::send_flags::dontwait);
+    // ZeroMQ takes the reply's bytes over instead of copying them (a step_batch reply is
+    // tens of KB); it frees them, from its own thread, once they are sent.
+    auto* owned = new std::string(std::move(reply));
+    zmq::message_t message(
+        owned->data(), owned->size(),
+        [](void*, void* hint) { delete static_cast<std::string*>(hint); }, owned);
+    socket_->send(message, zmq::send_flags::dontwait);
   } catch (const zmq::error_t& e) {
     // EHOSTUNREACH and the like: the client left; nothing to tell anyone.
     if (e.num() == ETERM) stop_.store(true);
@@ -223,7 +229,7 @@ void Server::SendFinished() {
   }
   for (std::shared_ptr<Job>& job : done) {
     --in_flight_;
-    SendReply(*job, job->reply);
+    SendReply(*job, std::move(job->reply));
     auto it = clients_.find(job->client);
     if (it == clients_.end()) continue;
     Client& client = it->second;

@@ -96,7 +96,7 @@ class Server {
   // Whether the I/O thread may answer this request itself (see inline_quick_requests).
   bool Quick(const Job& job) const;
   void SendFinished();
-  void SendReply(Job& job, const std::string& reply);
+  void SendReply(Job& job, std::string reply);
   bool ParentGone() const;
 
   ServerOptions options_;

@@ -482,6 +482,9 @@ int Main(int argc, char** argv) {
   ratio("synchronous client tcp / echo tcp", echo_tcp, tcp, 0.5);
   ratio("batched ipc / in-process parallel (same threads)", parallel, batch, 0.8);
   ratio("batched ipc / echo of the batch sizes", echo_batch / w.batch, batch, 0);
+  // The transport's own bound on the ratio above the goal: moving a batch's bytes, with
+  // no server at all, against stepping the same environments in-process.
+  ratio("bound: echo of the batch sizes / in-process parallel", parallel, echo_batch / w.batch, 0);
   ratio("synchronous client ipc / in-process 1 thread", in_process, ipc, 0);
   ratio("synchronous client ipc: answered inline / via a worker", handoff, ipc, 0);
   // What the server adds to a step beyond the environment itself, against the echo's

@@ -9,6 +9,8 @@
 #include <random>
 
 #include "env/regions.h"
+#include "estimator/estimator_index.h"
+#include "traces/profile.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "traces/synth/app_model.h"
@@ -162,6 +164,100 @@ TEST(EnvironmentTest, ReturnIsTheFractionalSpeedup) {
     done = r->terminated;
   }
   EXPECT_NEAR(idle, 0, 1e-9);
+}
+
+// The environment prices a step from per-region cost tables (GroupCostModel) instead of
+// moving pages in the estimator: each interval must equal the estimator's own walk over
+// the same interval with the regions where the environment says they are.
+TEST(EnvironmentTest, StepTimesAreTheEstimatorsIntervalsForTheRegionsPlacement) {
+  const std::string dir = ProfileDir("lulesh", "disagg");
+  EnvFixture f = Make({{"profiles", dir}, {"machine", "disagg"}, {"num_regions", "12"},
+                       {"steps", "30"}});
+  const EnvSpec& spec = f.env->spec();
+  auto machine = LoadMachine("disagg");
+  ASSERT_EQ(spec.tier_capacity_bytes.size(), 3u);
+  for (size_t t = 0; t < 3; ++t) {
+    EXPECT_EQ(spec.tier_capacity_bytes[t], machine->tiers[t].capacity_bytes);
+    EXPECT_EQ(spec.tier_migration_gbps[t], machine->tiers[t].migration_gbps);
+  }
+  ASSERT_EQ(spec.region_bounds.size(), 12u * 2);
+  for (size_t r = 0; r + 1 < 12; ++r) {
+    EXPECT_LE(spec.region_bounds[2 * r], spec.region_bounds[2 * r + 1]);
+    EXPECT_LE(spec.region_bounds[2 * r + 1], spec.region_bounds[2 * r + 2]);
+  }
+
+  auto profile = LoadProfile(dir);
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  IndexOptions options;
+  options.base_device = "ddr";
+  auto index = EstimatorIndex::Build(*profile, options);
+  ASSERT_TRUE(index.ok()) << index.status();
+  PlacementState walk(*index, *(*index)->Resolve(Placement{"ddr", {}, {}}), Model::kPaper);
+  const auto& devices = (*index)->devices();
+  const uint64_t total = (*index)->total_instructions();
+
+  ASSERT_TRUE(f.env->Reset(5, {}).ok());
+  std::mt19937_64 rng(5);
+  std::vector<int> region_tier(12, 0);
+  for (uint64_t step = 0; step < 30; ++step) {
+    Action a{std::vector<int64_t>(12)};
+    for (int64_t& v : a.values) v = static_cast<int64_t>(rng() % 3);
+    auto r = f.env->Step(a);
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (size_t region = 0; region < 12; ++region) {
+      const bool refused = std::count(r->info.refused_regions.begin(),
+                                      r->info.refused_regions.end(), static_cast<int>(region));
+      if (refused || a.values[region] == region_tier[region]) continue;
+      region_tier[region] = static_cast<int>(a.values[region]);
+      const std::string& tier = spec.tiers[region_tier[region]];
+      const int device = static_cast<int>(std::find(devices.begin(), devices.end(), tier) -
+                                          devices.begin());
+      ASSERT_TRUE(walk.Move(spec.region_bounds[2 * region], spec.region_bounds[2 * region + 1],
+                            device).ok());
+    }
+    const uint64_t from = static_cast<uint64_t>(static_cast<unsigned __int128>(total) * step / 30);
+    const uint64_t to = static_cast<uint64_t>(static_cast<unsigned __int128>(total) * (step + 1) / 30);
+    const double expected = walk.IntervalNs(from, to);
+    ASSERT_NEAR(r->info.interval_ns, expected, 1e-9 * expected) << "step " << step;
+  }
+}
+
+// Configurations that differ in regions, steps or model share each profile's estimator
+// and index through a ProfileCache; another estimator window is another index.
+TEST(EnvironmentTest, ConfigurationsShareProfilesThroughTheCache) {
+  ProfileCache cache;
+  auto load = [&](std::map<std::string, std::string> keys) {
+    keys["profiles"] = ProfileDir("lulesh", "knl");
+    auto config = ParseEnvConfig(keys);
+    EXPECT_TRUE(config.ok()) << config.status();
+    auto assets = EnvAssets::Load(*config, &cache);
+    EXPECT_TRUE(assets.ok()) << assets.status();
+    return *assets;
+  };
+  auto a = load({{"num_regions", "8"}});
+  auto b = load({{"num_regions", "16"}, {"steps", "10"}, {"model", "concurrent"}});
+  ASSERT_GT(a->IndexBytes(), 0u);
+  EXPECT_EQ(cache.MemoryBytes(), a->IndexBytes());  // one index, held by both
+  EXPECT_EQ(b->IndexBytes(), a->IndexBytes());
+  auto c = load({{"window_instructions", "500000"}});
+  EXPECT_GT(cache.MemoryBytes(), a->IndexBytes());
+  // Episodes of a shared profile are those of a profile loaded alone.
+  EnvFixture alone = Make({{"num_regions", "8"}});
+  auto shared_env = Environment::Create(a);
+  ASSERT_TRUE(shared_env.ok());
+  auto r1 = (*shared_env)->Reset(2, {});
+  auto r2 = alone.env->Reset(2, {});
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  auto s1 = (*shared_env)->Step(AllOn(**shared_env, 1));
+  auto s2 = alone.env->Step(AllOn(*alone.env, 1));
+  ASSERT_TRUE(s1.ok() && s2.ok());
+  EXPECT_EQ(s1->info.interval_ns, s2->info.interval_ns);
+  // Unused profiles are not kept.
+  shared_env->reset();
+  a.reset();
+  b.reset();
+  c.reset();
+  EXPECT_EQ(cache.MemoryBytes(), 0u);
 }
 
 TEST(EnvironmentTest, MigrationIsChargedOnceAtTheMigrationBandwidth) {

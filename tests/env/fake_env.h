@@ -153,6 +153,16 @@ class FakeProvider : public EnvProvider {
       start = comma + 1;
     }
     spec.num_regions = regions;
+    for (int t = 0; t < tiers; ++t) {
+      spec.tier_capacity_bytes.push_back(uint64_t{1} << (30 + t));
+      spec.tier_migration_gbps.push_back(2.0 + t);
+    }
+    for (size_t p = 0; p < spec.profiles.size(); ++p) {
+      for (int r = 0; r < regions; ++r) {  // 1 MiB regions, each profile at its own base
+        spec.region_bounds.push_back(((p + 1) << 40) + (static_cast<uint64_t>(r) << 20));
+        spec.region_bounds.push_back(((p + 1) << 40) + (static_cast<uint64_t>(r + 1) << 20));
+      }
+    }
     spec.obs_region_features = 1;
     spec.obs_global_offset = regions;
     spec.observation = Space{Space::kBox, {regions + 2}, 0, 1, 0};

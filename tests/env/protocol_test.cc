@@ -411,6 +411,12 @@ TEST(ProtocolReplyTest, MakeHelloListStatsEstimateCloseRoundTrip) {
   m.spec.profiles = {"minife"};
   m.spec.num_regions = 64;
   m.spec.obs_global_offset = 256;
+  m.spec.tier_capacity_bytes = {uint64_t{96} << 30, uint64_t{16} << 30};
+  m.spec.tier_migration_gbps = {4.5, 3.25};
+  for (uint64_t r = 0; r <= 64; ++r) {
+    m.spec.region_bounds.push_back(r << 21);
+    if (r > 0 && r < 64) m.spec.region_bounds.push_back(r << 21);
+  }
   m.config = {{"num_regions", "64"}};
   absl::StatusOr<Reply> d = DecodeReply(EncodeReply(Reply{1, m}), Op::kMake);
   ASSERT_TRUE(d.ok()) << d.status();
@@ -421,7 +427,15 @@ TEST(ProtocolReplyTest, MakeHelloListStatsEstimateCloseRoundTrip) {
   EXPECT_EQ(gm.spec.action.n, 2);
   EXPECT_EQ(gm.spec.tiers, m.spec.tiers);
   EXPECT_EQ(gm.spec.obs_global_offset, 256);
+  EXPECT_EQ(gm.spec.tier_capacity_bytes, m.spec.tier_capacity_bytes);
+  EXPECT_EQ(gm.spec.tier_migration_gbps, m.spec.tier_migration_gbps);
+  EXPECT_EQ(gm.spec.region_bounds, m.spec.region_bounds);
   EXPECT_EQ(gm.config, m.config);
+  // A reply whose region bounds do not have the announced shape is refused, by field.
+  m.spec.region_bounds.resize(10);
+  d = DecodeReply(EncodeReply(Reply{1, m}), Op::kMake);
+  ASSERT_FALSE(d.ok());
+  EXPECT_THAT(std::string(d.status().message()), HasSubstr("spec.region_bounds"));
 
   HelloReply h{kVersion, "tiergym 0.1.0", {kEnvId}, Limits{10, 20, 30, 1.5, 2}};
   d = DecodeReply(EncodeReply(Reply{2, h}), Op::kHello);

@@ -334,6 +334,51 @@ INSTANTIATE_TEST_SUITE_P(Models, IncrementalTest,
                          ::testing::Values(Model::kPaper, Model::kConcurrent),
                          [](const auto& info) { return std::string(ModelName(info.param)); });
 
+// The environment prices its fixed decision intervals with GroupCostModel instead of
+// walking windows: for every placement that keeps groups whole, with or without
+// interference factors, the decomposition must give the walk's value.
+TEST(GroupCostModelTest, PricesGroupPlacementsLikeTheIntervalWalk) {
+  const Synth& s = SynthFor("lulesh", "disagg");
+  IndexOptions options;
+  options.base_device = "ddr";
+  auto index = Index(s.profile, options);
+  const size_t pages = index->pages().size(), groups = 16, n = 3;
+  std::vector<uint32_t> group_of_page(pages);
+  for (size_t id = 0; id < pages; ++id) group_of_page[id] = static_cast<uint32_t>(id * groups / pages);
+  const GroupCostModel model(index, group_of_page, groups);
+  std::mt19937_64 rng(11);
+  const uint64_t total = index->total_instructions();
+  for (int trial = 0; trial < 40; ++trial) {
+    std::vector<int> group_tier(groups);
+    for (int& t : group_tier) t = static_cast<int>(rng() % n);
+    std::vector<int> tier(pages);
+    for (size_t id = 0; id < pages; ++id) tier[id] = group_tier[group_of_page[id]];
+    PlacementState state(index, FromTiers(tier, 0), Model::kPaper);
+    uint64_t from = rng() % total, to = rng() % total;
+    if (from > to) std::swap(from, to);
+    if (trial == 0) from = 0, to = total;
+    if (trial == 1) to = from;  // empty
+    if (trial == 2) from = index->segment_begin(1), to = index->segment_begin(2);  // one phase
+    std::vector<double> factor;
+    if (trial % 2 == 1) factor = {1.0, 1.0 + (rng() % 100) / 50.0, 1.0 + (rng() % 100) / 50.0};
+    const GroupCostModel::Costs costs = model.IntervalCosts(from, to, factor);
+    ASSERT_EQ(costs.cost.size(), groups * n);
+    double priced = costs.constant_ns;
+    for (size_t g = 0; g < groups; ++g) priced += costs.cost[g * n + static_cast<size_t>(group_tier[g])];
+    const double walked = state.IntervalNs(from, to, factor);
+    ASSERT_NEAR(priced, walked, 1e-9 * std::max(1.0, walked))
+        << "trial " << trial << " [" << from << ", " << to << ")";
+    if (trial == 0) EXPECT_NEAR(priced, state.runtime_ns(), 1e-9 * state.runtime_ns());
+  }
+  // All groups on the base device: the base run's time of the interval.
+  const GroupCostModel::Costs whole = model.IntervalCosts(0, total);
+  double base = whole.constant_ns;
+  for (size_t g = 0; g < groups; ++g) base += whole.cost[g * n];
+  EXPECT_NEAR(base, static_cast<double>(index->RuntimeNs(FromTiers(std::vector<int>(pages, 0), 0),
+                                                         Model::kPaper).value()),
+              1e-9 * base);
+}
+
 TEST(ConcurrentModelTest, LimitsAndDirection) {
   const Synth& s = SynthFor("minife", "knl");
   IndexOptions options;

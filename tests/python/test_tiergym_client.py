@@ -126,6 +126,40 @@ def test_an_end_to_end_episode_returns_the_fractional_speedup(env):
 
 
 @needs_binary
+def test_the_spec_describes_tiers_and_regions_for_placements(env):
+    spec = env.tier_spec
+    tiers = len(env.tiers)
+    assert spec["tier_capacity_bytes"].dtype == np.uint64
+    assert spec["tier_capacity_bytes"].shape == (tiers,)
+    assert env.tiers == ["ddr", "hbm"] and spec["tier_capacity_bytes"][1] == 16 << 30  # knl
+    assert spec["tier_migration_gbps"].shape == (tiers,) and (spec["tier_migration_gbps"] > 0).all()
+    bounds = spec["region_bounds"]
+    assert bounds.shape == (len(env.profiles), env.num_regions, 2)
+    for p, profile in enumerate(env.profiles):
+        starts, ends = bounds[p, :, 0], bounds[p, :, 1]
+        assert (starts <= ends).all() and (ends[:-1] <= starts[1:]).all()  # sorted, disjoint
+        obs, info = env.reset(options={"profile": profile})
+        assert int((ends - starts).sum()) == int(info["tier_used_bytes"].sum())
+    # A region's range is a placement the estimator takes: region 0 of the first profile on
+    # hbm, as a static placement, estimates the same as the episode that moves it at once.
+    profile = env.profiles[0]
+    start, end = bounds[0, 0]
+    placement = '{"default": "ddr", "ranges": [{"start": %d, "end": %d, "tier": "hbm"}]}' % (
+        start, end)
+    estimate = env.estimate(profile, placement)
+    env.reset(options={"profile": profile})
+    action = np.zeros(env.num_regions, dtype=np.int64)
+    action[0] = 1
+    total = 0.0
+    while True:
+        _, reward, terminated, truncated, info = env.step(action)
+        total += reward + info["migration_ns"] / info["default_total_ns"]  # without migration
+        if terminated or truncated:
+            break
+    assert total == pytest.approx(estimate["speedup"], rel=1e-6, abs=1e-9)
+
+
+@needs_binary
 def test_errors_name_the_field(env):
     env.reset(seed=0)
     with pytest.raises(tiergym.ServerError) as e:
@@ -206,6 +240,43 @@ def test_gymnasium_registration_when_available():
         pytest.skip("gymnasium is not installed (Debian 12 has no package); the fallback spaces are used")
     import gymnasium  # pragma: no cover
     assert tiergym.ENV_ID in gymnasium.registry  # pragma: no cover
+
+
+@needs_binary
+def test_a_server_handle_is_shared_by_copies_and_refuses_pickling(server):
+    import copy
+    import pickle
+    # gymnasium.make deep-copies keyword arguments such as address=server.
+    assert copy.deepcopy({"address": server})["address"] is server
+    assert copy.copy(server) is server
+    with pytest.raises(TypeError, match="server.endpoint"):
+        pickle.dumps(server)
+
+
+@needs_binary
+def test_gymnasium_env_checker_and_vector_api_when_available(server):
+    """Gymnasium's own checker on the registered environment, and the vector env as a
+    gymnasium.vector.VectorEnv with its AutoresetMode. Debian 12 has no gymnasium, so this
+    runs where it is installed (it passed with gymnasium 1.4.0's sources on PYTHONPATH)."""
+    if not tg_spaces.HAVE_GYMNASIUM:
+        pytest.skip("gymnasium is not installed (Debian 12 has no package)")
+    import gymnasium  # pragma: no cover
+    from gymnasium.utils.env_checker import check_env  # pragma: no cover
+    env = gymnasium.make(tiergym.ENV_ID, address=server, **CONFIG)  # pragma: no cover
+    try:  # pragma: no cover
+        check_env(env.unwrapped, skip_render_check=True)
+        obs, _ = env.reset(seed=3)
+        assert obs in env.observation_space
+    finally:  # pragma: no cover
+        env.close()
+    venv = tiergym.VectorEnv(2, address=server, **CONFIG)  # pragma: no cover
+    try:  # pragma: no cover
+        assert isinstance(venv, gymnasium.vector.VectorEnv)
+        assert venv.metadata["autoreset_mode"] == gymnasium.vector.AutoresetMode.NEXT_STEP
+        obs, _ = venv.reset(seed=0)
+        assert obs in venv.observation_space
+    finally:  # pragma: no cover
+        venv.close()
 
 
 # --- Vector environments -----------------------------------------------------------------

@@ -58,6 +58,18 @@ class Server:
     go in `args`, e.g. ["--threads", "4", "--profiles", "a/profile,b/profile"].
     """
 
+    def __copy__(self):
+        return self  # a handle on one running process: copies share it
+
+    def __deepcopy__(self, memo):
+        # gymnasium.make deep-copies its keyword arguments (env.spec.make(), check_env):
+        # an environment made with address=server must reach the same server.
+        return self
+
+    def __reduce__(self):
+        raise TypeError("a tiergym.Server cannot be sent to another process; pass its "
+                        "endpoint (server.endpoint) as the address instead")
+
     def __init__(self, args=(), binary=None, startup_timeout=DEFAULT_STARTUP_TIMEOUT_S):
         self._binary = binary or find_binary()
         self._dir = tempfile.mkdtemp(prefix="tiergym-")
@@ -141,8 +153,9 @@ class Connection:
         self.endpoint = endpoint
         self.timeout = float(timeout)
         self._server = server
-        self._context = zmq.Context()
-        self._socket = self._context.socket(zmq.DEALER)
+        # The process-wide context, never terminated: zmq_ctx_term waits for every socket
+        # of its context and, with a peer that vanished, was seen to wait forever.
+        self._socket = zmq.Context.instance().socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.connect(endpoint)
         self._next_id = 1
@@ -188,6 +201,5 @@ class Connection:
     def close(self):
         if self._socket is not None:
             self._socket.close(linger=0)
-            self._context.term()
             self._socket = None
 

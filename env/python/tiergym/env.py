@@ -17,7 +17,7 @@ import numbers
 import numpy as np
 
 from . import spaces
-from ._protocol import ENV_ID, decode_array, decode_info, encode_array
+from ._protocol import ENV_ID, decode_array, decode_info, decode_spec, encode_array
 from .connection import DEFAULT_TIMEOUT_S, Connection, Server
 
 _Base = spaces.gymnasium.Env if spaces.HAVE_GYMNASIUM else object
@@ -94,7 +94,7 @@ class TierEnv(_Base):
             self.close()
             raise
         self.session = reply["session"]
-        self.tier_spec = reply["spec"]   # the server's description (PROTOCOL.md "make")
+        self.tier_spec = decode_spec(reply["spec"])   # the server's description (PROTOCOL.md "make")
         self.config = reply["config"]    # every configuration key with its value in force
         self.tiers = list(self.tier_spec["tiers"])
         self.profiles = list(self.tier_spec["profiles"])

@@ -16,7 +16,7 @@ Infos are dicts of arrays with one row per sub-environment and "_key" masks.
 import numpy as np
 
 from . import spaces
-from ._protocol import ENV_ID, decode_array, decode_info_columns, encode_array
+from ._protocol import ENV_ID, decode_array, decode_info_columns, decode_spec, encode_array
 from .connection import DEFAULT_TIMEOUT_S
 from .env import close_connection, config_to_wire, open_connection
 
@@ -61,7 +61,7 @@ class VectorEnv(_Base):
         except BaseException:
             self.close()
             raise
-        self.tier_spec = reply["spec"]
+        self.tier_spec = decode_spec(reply["spec"])
         self.config = reply["config"]
         self.single_observation_space = spaces.from_spec(self.tier_spec["observation"])
         self.single_action_space = spaces.from_spec(self.tier_spec["action"])
