@@ -154,10 +154,11 @@ def placement_json(action, ranges, tiers):
             out[-1]["_end"] = end
             continue
         out.append({"_start": start, "_end": end, "tier": tiers[tier]})
-    doc = {"default": tiers[0],
-           "ranges": [{"start": hex(x["_start"]), "end": hex(x["_end"]), "tier": x["tier"]}
-                      for x in out]}
-    return json.dumps(doc, indent=1) + "\n"
+    lines = [json.dumps({"start": hex(x["_start"]), "end": hex(x["_end"]), "tier": x["tier"]})
+             for x in out]
+    body = ",\n  ".join(lines)
+    return (f'{{"default": {json.dumps(tiers[0])}, "ranges": [' +
+            (f"\n  {body}\n]}}\n" if lines else "]}\n"))
 
 
 def most_used(schedule):
@@ -188,6 +189,8 @@ def export_policy(result, env, out_dir, steps_per_phase):
     write_atomically(static, placement_json(action, ranges, tiers))
     written = {"placement": static, "share": share}
     if steps_per_phase:
+        for old in pathlib.Path(out_dir).glob(f"{stem}.phase*.json"):
+            old.unlink()  # an earlier export's schedule: its phases may differ
         steps = []
         previous = None
         for phase, (a, _) in enumerate(result["schedule"]):
@@ -202,7 +205,8 @@ def export_policy(result, env, out_dir, steps_per_phase):
             previous = a
         if steps:
             schedule = os.path.join(out_dir, f"{stem}.schedule.json")
-            write_atomically(schedule, json.dumps({"steps": steps}, indent=1) + "\n")
+            body = ",\n  ".join(json.dumps(step) for step in steps)
+            write_atomically(schedule, f'{{"steps": [\n  {body}\n]}}\n')
             written["schedule"] = schedule
     return written
 
