@@ -166,6 +166,46 @@ def test_real_runs_schedules_with_one_step_per_phase(app, tmp_path):
 
 
 @needs_binary
+def test_exported_placements_run_under_run_placed_and_come_back_compared(app, tmp_path):
+    """The loop of the README: export, `tiergym-prof run-placed` (the static placement and
+    the schedule, on a stand-in command: this VM has one NUMA node, so nothing moves),
+    then evaluate.py matches both measured runs to what it estimated."""
+    bin_dir = pathlib.Path(BINARY).parent
+    prof, phasemark = bin_dir / "tiergym-prof", bin_dir.parent / "lib" / "libphasemark.so"
+    if not prof.is_file() or not phasemark.is_file():
+        pytest.skip(f"{prof} or {phasemark} is not built")
+    if not pathlib.Path("/sys/bus/event_source/devices/uprobe").exists() or \
+            subprocess.run(["id", "-u"], capture_output=True, text=True).stdout.strip() != "0":
+        pytest.skip("run-placed schedules need the uprobe PMU and root")
+    appdir, machine = app
+    work = tmp_path / "hotset"
+    shutil.copytree(appdir, work)
+    args = ["--profiles", work / "profile", "--machine", machine, "--num-regions", "32",
+            "--steps", "0", "--no-plot", "--policies", "memtis", "--real-runs", work]
+    first = run(*args, "--json", tmp_path / "first.json")
+    assert first.returncode == 0, first.stderr
+    placements = work / "runs" / "placements"
+    runs_csv = work / "runs" / "runs.csv"
+    for extra in ([], ["--schedule", placements / "policy-memtis.schedule.json"]):
+        placement = placements / ("policy-memtis.phase0.json" if extra else "policy-memtis.json")
+        measured = subprocess.run([prof, "run-placed", "--machine", machine, "--placement",
+                                   placement, *extra, "--phasemark-lib", phasemark, "--runs",
+                                   runs_csv, "--", "true"], capture_output=True, text=True,
+                                  timeout=120)
+        assert measured.returncode == 0, measured.stderr
+    second = run(*args, "--json", tmp_path / "second.json")
+    assert second.returncode == 0, second.stderr
+    doc = json.loads((tmp_path / "second.json").read_text())
+    rows = {r["name"]: r for r in doc["real_runs"]["runs"]}
+    schedule_run = rows["policy-memtis.phase0+policy-memtis.schedule"]
+    assert schedule_run["estimated_ns"] == pytest.approx(doc["real_runs"]["episodes"]["memtis"])
+    static = re.search(r"^memtis\s+[0-9.]+\s+([0-9.]+)\s", second.stdout, re.M)
+    assert rows["policy-memtis"]["estimated_ns"] / 1e9 == pytest.approx(float(static.group(1)),
+                                                                        abs=1e-3)
+    assert re.search(r"^policy-memtis\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+$", second.stdout, re.M)
+
+
+@needs_binary
 def test_bad_input_is_refused_with_a_message(app, tmp_path):
     appdir, machine = app
     out = run("--policies", "hemem,nope", "--no-plot")
