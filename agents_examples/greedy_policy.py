@@ -19,7 +19,6 @@ import argparse
 import pathlib
 import sys
 
-
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "env" / "python"))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import tiergym  # noqa: E402
