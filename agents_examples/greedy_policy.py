@@ -12,51 +12,17 @@ Only what the observation holds is used (env/environment.h): per region its tier
 decayed share ("history") and size share; per tier its fill. The fast tier's capacity is
 learnt from the observation (capacity = bytes on the tier / its fill) once something is on it;
 until then the environment's capacity check (refused moves, in `info`) is the guard.
+The policy class is policies.GreedyPolicy ("greedy" in evaluate.py's table).
 """
 
 import argparse
 import pathlib
 import sys
 
-import numpy as np
-
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "env" / "python"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import tiergym  # noqa: E402
-
-
-class GreedyPolicy:
-    """Hottest regions (by decayed access share) on `fast_tier`, within its capacity."""
-
-    def __init__(self, env, fast_tier=1, min_share=0.0):
-        self.num_regions = env.num_regions
-        self.tiers = len(env.tiers)
-        self.features = int(env.tier_spec["obs_region_features"])
-        self.global_offset = int(env.tier_spec["obs_global_offset"])
-        self.fast = fast_tier
-        self.min_share = min_share
-        self.capacity_bytes = None  # of the fast tier, once known
-
-    def __call__(self, obs, info):
-        regions = obs[: self.global_offset].reshape(self.num_regions, self.features)
-        history, last, size_share = regions[:, 2], regions[:, 1], regions[:, 3]
-        used = info["tier_used_bytes"].astype(np.float64)
-        total_bytes = used.sum()
-        fill = obs[self.global_offset + self.fast]
-        if used[self.fast] > 0 and 0 < fill < 1:
-            self.capacity_bytes = used[self.fast] / fill
-        budget = self.capacity_bytes if self.capacity_bytes is not None else np.inf
-        action = np.zeros(self.num_regions, dtype=np.int64)
-        taken = 0.0
-        # Hottest first; the last interval's share breaks ties between equal histories.
-        for r in np.lexsort((-last, -history)):
-            if history[r] <= self.min_share:
-                break
-            region_bytes = size_share[r] * total_bytes
-            if taken + region_bytes > budget:
-                continue  # does not fit: a smaller, colder region may
-            action[r] = self.fast
-            taken += region_bytes
-        return action
+from policies import GreedyPolicy  # noqa: E402,F401 (the class lives in policies.py)
 
 
 def main():
