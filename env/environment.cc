@@ -429,6 +429,7 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
   for (size_t t = 0; t < tiers; ++t) {
     spec.tier_capacity_bytes.push_back(m.tiers[t].capacity_bytes);
     spec.tier_migration_gbps.push_back(impl->migration_bytes_per_ns[t]);
+    spec.tier_bandwidth_gbps.push_back(m.tiers[t].bandwidth_gbps);
   }
   spec.obs_region_features = kRegionFeatures;
   spec.obs_global_offset = config.num_regions * kRegionFeatures;

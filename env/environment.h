@@ -108,6 +108,9 @@ struct EnvSpec {
   // into it that moves are charged at (the migration_gbps override applied).
   std::vector<uint64_t> tier_capacity_bytes;
   std::vector<double> tier_migration_gbps;
+  // Per tier: its peak bandwidth (GB/s), from the machine description; policies rank
+  // tiers by it (the fast tier is not always the last).
+  std::vector<double> tier_bandwidth_gbps;
   // The regions' address ranges, per profile: [(profile * num_regions + r) * 2 + 0] is
   // region r's first byte, [... + 1] one past its last (empty regions: start == end).
   std::vector<uint64_t> region_bounds;

@@ -721,7 +721,7 @@ void PackSpace(Packer& p, const Space& s) {
 }
 
 void PackSpec(Packer& p, const EnvSpec& spec) {
-  p.Map(10);
+  p.Map(11);
   p.Str("observation");
   PackSpace(p, spec.observation);
   p.Str("action");
@@ -744,6 +744,9 @@ void PackSpec(Packer& p, const EnvSpec& spec) {
   p.Str("tier_migration_gbps");
   p.Ndarray("float64", {spec.tier_migration_gbps.size()}, spec.tier_migration_gbps.data(),
             spec.tier_migration_gbps.size() * sizeof(double));
+  p.Str("tier_bandwidth_gbps");
+  p.Ndarray("float64", {spec.tier_bandwidth_gbps.size()}, spec.tier_bandwidth_gbps.data(),
+            spec.tier_bandwidth_gbps.size() * sizeof(double));
   p.Str("region_bounds");
   p.Ndarray("uint64",
             {spec.profiles.size(), static_cast<uint64_t>(spec.num_regions), uint64_t{2}},
@@ -1146,6 +1149,8 @@ absl::StatusOr<EnvSpec> DecodeSpec(const object& o) {
                       ReadTyped<uint64_t>(o, "tier_capacity_bytes", "uint64", "spec"));
   TG_ASSIGN_OR_RETURN(spec.tier_migration_gbps,
                       ReadTyped<double>(o, "tier_migration_gbps", "float64", "spec"));
+  TG_ASSIGN_OR_RETURN(spec.tier_bandwidth_gbps,
+                      ReadTyped<double>(o, "tier_bandwidth_gbps", "float64", "spec"));
   std::vector<uint64_t> shape;
   TG_ASSIGN_OR_RETURN(spec.region_bounds,
                       ReadTyped<uint64_t>(o, "region_bounds", "uint64", "spec", &shape));

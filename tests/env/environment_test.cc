@@ -179,6 +179,7 @@ TEST(EnvironmentTest, StepTimesAreTheEstimatorsIntervalsForTheRegionsPlacement) 
   for (size_t t = 0; t < 3; ++t) {
     EXPECT_EQ(spec.tier_capacity_bytes[t], machine->tiers[t].capacity_bytes);
     EXPECT_EQ(spec.tier_migration_gbps[t], machine->tiers[t].migration_gbps);
+    EXPECT_EQ(spec.tier_bandwidth_gbps[t], machine->tiers[t].bandwidth_gbps);
   }
   ASSERT_EQ(spec.region_bounds.size(), 12u * 2);
   for (size_t r = 0; r + 1 < 12; ++r) {

@@ -156,6 +156,7 @@ class FakeProvider : public EnvProvider {
     for (int t = 0; t < tiers; ++t) {
       spec.tier_capacity_bytes.push_back(uint64_t{1} << (30 + t));
       spec.tier_migration_gbps.push_back(2.0 + t);
+      spec.tier_bandwidth_gbps.push_back(90.0 * (t + 1));
     }
     for (size_t p = 0; p < spec.profiles.size(); ++p) {
       for (int r = 0; r < regions; ++r) {  // 1 MiB regions, each profile at its own base

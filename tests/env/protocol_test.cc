@@ -413,6 +413,7 @@ TEST(ProtocolReplyTest, MakeHelloListStatsEstimateCloseRoundTrip) {
   m.spec.obs_global_offset = 256;
   m.spec.tier_capacity_bytes = {uint64_t{96} << 30, uint64_t{16} << 30};
   m.spec.tier_migration_gbps = {4.5, 3.25};
+  m.spec.tier_bandwidth_gbps = {90, 400};
   for (uint64_t r = 0; r <= 64; ++r) {
     m.spec.region_bounds.push_back(r << 21);
     if (r > 0 && r < 64) m.spec.region_bounds.push_back(r << 21);
@@ -429,6 +430,7 @@ TEST(ProtocolReplyTest, MakeHelloListStatsEstimateCloseRoundTrip) {
   EXPECT_EQ(gm.spec.obs_global_offset, 256);
   EXPECT_EQ(gm.spec.tier_capacity_bytes, m.spec.tier_capacity_bytes);
   EXPECT_EQ(gm.spec.tier_migration_gbps, m.spec.tier_migration_gbps);
+  EXPECT_EQ(gm.spec.tier_bandwidth_gbps, m.spec.tier_bandwidth_gbps);
   EXPECT_EQ(gm.spec.region_bounds, m.spec.region_bounds);
   EXPECT_EQ(gm.config, m.config);
   // A reply whose region bounds do not have the announced shape is refused, by field.

@@ -133,6 +133,7 @@ def test_the_spec_describes_tiers_and_regions_for_placements(env):
     assert spec["tier_capacity_bytes"].shape == (tiers,)
     assert env.tiers == ["ddr", "hbm"] and spec["tier_capacity_bytes"][1] == 16 << 30  # knl
     assert spec["tier_migration_gbps"].shape == (tiers,) and (spec["tier_migration_gbps"] > 0).all()
+    assert spec["tier_bandwidth_gbps"][1] > spec["tier_bandwidth_gbps"][0]  # hbm over ddr
     bounds = spec["region_bounds"]
     assert bounds.shape == (len(env.profiles), env.num_regions, 2)
     for p, profile in enumerate(env.profiles):

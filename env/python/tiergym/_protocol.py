@@ -41,12 +41,13 @@ def decode_array(message):
     return np.frombuffer(message["data"], dtype=dtype).reshape(message["shape"]).copy()
 
 
-SPEC_ARRAYS = ("tier_capacity_bytes", "tier_migration_gbps", "region_bounds")
+SPEC_ARRAYS = ("tier_capacity_bytes", "tier_migration_gbps", "tier_bandwidth_gbps",
+               "region_bounds")
 
 
 def decode_spec(spec):
     """The `spec` of a make reply with its arrays as numpy arrays: tier_capacity_bytes
-    (uint64 [tiers]), tier_migration_gbps (float64 [tiers]), region_bounds (uint64
+    (uint64 [tiers]), tier_migration_gbps and tier_bandwidth_gbps (float64 [tiers]), region_bounds (uint64
     [profiles, num_regions, 2]: region r of profile p covers bytes [start, end))."""
     out = dict(spec)
     for key in SPEC_ARRAYS:
