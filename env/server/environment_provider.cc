@@ -34,7 +34,12 @@ bool Ready(const std::shared_future<absl::StatusOr<std::shared_ptr<const EnvAsse
 }  // namespace
 
 EnvironmentProvider::EnvironmentProvider(EnvironmentProviderOptions options)
-    : options_(std::move(options)) {}
+    : options_(std::move(options)), keys_(EnvConfigKeys()) {
+  for (ConfigKey& k : keys_) {
+    auto it = options_.default_config.find(k.name);
+    if (it != options_.default_config.end()) k.default_value = it->second;
+  }
+}
 EnvironmentProvider::~EnvironmentProvider() = default;
 
 std::string EnvironmentProvider::Description() const {
@@ -44,11 +49,12 @@ std::string EnvironmentProvider::Description() const {
          "fractional speedup.";
 }
 
-const std::vector<ConfigKey>& EnvironmentProvider::ConfigKeys() const { return EnvConfigKeys(); }
+const std::vector<ConfigKey>& EnvironmentProvider::ConfigKeys() const { return keys_; }
 
 std::map<std::string, std::string> EnvironmentProvider::Resolve(
     const std::map<std::string, std::string>& config) const {
   std::map<std::string, std::string> out = config;
+  for (const auto& [key, value] : options_.default_config) out.emplace(key, value);
   auto it = out.find("profiles");
   if (it == out.end() || it->second.empty()) {
     std::string dirs;

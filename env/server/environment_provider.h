@@ -32,6 +32,10 @@ struct EnvironmentProviderOptions {
   std::map<std::string, std::string> named_profiles;
   // Distinct configurations held at once (unused ones are evicted). Default 16.
   size_t max_asset_sets = 16;
+  // The server's own defaults for configuration keys a session does not give (e.g.
+  // {"machine": "disagg"} for profiles recorded on that machine); they are also the
+  // defaults `list` reports. Default none: EnvConfigKeys()'s.
+  std::map<std::string, std::string> default_config;
 };
 
 class EnvironmentProvider : public EnvProvider {
@@ -57,6 +61,7 @@ class EnvironmentProvider : public EnvProvider {
   void EvictUnusedLocked();
 
   EnvironmentProviderOptions options_;
+  std::vector<ConfigKey> keys_;  // EnvConfigKeys() with options_.default_config applied
   mutable std::mutex mu_;
   // Canonical configuration -> its assets (or their loading, in progress).
   std::map<std::string, std::shared_future<AssetsOr>> cache_;

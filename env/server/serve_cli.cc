@@ -60,6 +60,9 @@ int RunServeCommand(const std::vector<std::string>& args) {
   p.AddOption("profiles", "DIRS",
               "comma-separated profile directories served (default: the bundled profiles)");
   p.AddOption("parent-pid", "PID", "stop when this process exits (private servers)", "0");
+  p.AddOption("machine", "NAME|FILE",
+              "the machine sessions get when they name none (knl, disagg or a JSON file; "
+              "default knl): the one the served profiles were recorded on");
   p.AddFlag("quiet", "no progress on stderr");
   if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
 
@@ -95,6 +98,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
     if (!profiles.ok()) return Fail(profiles.status(), 1);
   }
   EnvironmentProviderOptions po;
+  if (p.Given("machine")) po.default_config["machine"] = p.Get("machine");
   for (const ServedProfile& sp : *profiles) {
     po.default_profiles.push_back(sp.dir);
     po.named_profiles[sp.name] = sp.dir;

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -382,6 +383,32 @@ double RunEpisode(Client& c, uint64_t session, uint64_t seed, int64_t tier,
   }
   ADD_FAILURE() << "the episode did not end";
   return NAN;
+}
+
+// `tiergym serve --machine` and the like: the server's defaults for keys a session does
+// not give, reported by `list`, overridden by what a session gives.
+TEST_F(EndToEndTest, ServerDefaultsApplyToSessionsThatNameNoValue) {
+  EnvironmentProviderOptions po;
+  po.default_profiles = {ProfileDir()};
+  po.default_config = {{"num_regions", "8"}};
+  EnvironmentProvider provider(po);
+  const auto& keys = provider.ConfigKeys();
+  auto key = std::find_if(keys.begin(), keys.end(),
+                          [](const ConfigKey& k) { return k.name == "num_regions"; });
+  ASSERT_NE(key, keys.end());
+  EXPECT_EQ(key->default_value, "8");
+  absl::StatusOr<std::unique_ptr<SessionEnv>> by_default = provider.Make({});
+  ASSERT_TRUE(by_default.ok()) << by_default.status();
+  EXPECT_EQ((*by_default)->spec().num_regions, 8);
+  absl::StatusOr<std::unique_ptr<SessionEnv>> own = provider.Make({{"num_regions", "4"}});
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_EQ((*own)->spec().num_regions, 4);
+  // A default machine the profiles were not recorded on fails with the profile's reason.
+  po.default_config = {{"machine", "disagg"}};
+  EnvironmentProvider wrong(po);
+  absl::StatusOr<std::unique_ptr<SessionEnv>> refused = wrong.Make({});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("has no run for tier 'remote'"));
 }
 
 TEST_F(EndToEndTest, AnEpisodeOverIpcInProcess) {
