@@ -36,7 +36,6 @@ import pathlib
 import re
 import sys
 import time
-import types
 
 import numpy as np
 
@@ -229,7 +228,7 @@ def evaluate(env, names, profiles, args):
             policy = policy_lib.make_policy(name, seed=args.seed)
             started = time.monotonic()
             r = policy_lib.run_episode(env, policy, seed=args.seed, profile=profile)
-            r["policy"] = name
+            r["policy"] = name.partition("@")[0]  # a trained agent by its module's name
             progress(args, f"[{done}/{total}] {profile:<10} {name:<10} time saved "
                            f"{r['speedup']:+.4f}  ({time.monotonic() - started:.1f} s)")
             results.append(r)
@@ -338,7 +337,7 @@ def real_runs(args, names, address, config, found):
         for name in names:
             policy = policy_lib.make_policy(name, seed=args.seed)
             r = policy_lib.run_episode(env, policy, seed=args.seed, profile=app)
-            r["policy"] = name
+            r["policy"] = name.partition("@")[0]  # a trained agent by its module's name
             episodes[name] = r
             if can_export:
                 exported[name] = export_policy(r, env, out_dir, args.steps == 0)
@@ -412,14 +411,6 @@ def real_runs(args, names, address, config, found):
                 "max_error_pct": max((r["error_pct"] for r in rows), default=None)}
 
 
-def same_tiers_as_knl(machine):
-    """Whether `machine` (knl, disagg, a JSON file) has knl's tiers, by name."""
-    def tiers(m):
-        doc = policy_lib.machine_description(types.SimpleNamespace(config={"machine": m}))
-        return [t.get("name") for t in doc.get("tiers", [])] if doc else None
-    return machine == "knl" or (tiers(machine) is not None and tiers(machine) == tiers("knl"))
-
-
 def parse_args(argv):
     doc = __doc__.split("\n\n")
     parser = argparse.ArgumentParser(
@@ -433,6 +424,10 @@ def parse_args(argv):
                         "(default: the bundled applications minife, lulesh, nekbone, lammps)")
     parser.add_argument("--machine", default="knl",
                         help="machine: knl, disagg or a machine JSON file (default knl)")
+    parser.add_argument("--tier-capacity-mib", metavar="TIER:MIB[,...]",
+                        help="shrink tiers of the machine, e.g. hbm:512: every bundled "
+                             "application fits knl's 16 GiB of HBM, so only a smaller fast "
+                             "tier makes the policies differ (default: the machine's)")
     parser.add_argument("--steps", type=int, default=100,
                         help="decision intervals per episode; 0 = one per phase (default 100)")
     parser.add_argument("--num-regions", type=int, default=64, help="regions (default 64)")
@@ -479,6 +474,8 @@ def main(argv=None):
         return 2
     config = {"num_regions": args.num_regions, "steps": args.steps, "machine": args.machine,
               "model": args.model}
+    if args.tier_capacity_mib:
+        config["tier_capacity_mib"] = args.tier_capacity_mib
     server = None
     try:
         found = find_real_runs(args) if args.real_runs else None
@@ -486,14 +483,15 @@ def main(argv=None):
         if args.address:
             address = args.address
         else:
-            # `tiergym serve --profiles` loads its profiles on the default machine (knl) when
-            # it starts; profiles of a machine with other tiers go through the `profiles` key.
-            served = dirs and same_tiers_as_knl(args.machine)
-            server_args = ["--profiles", ",".join(dirs)] if served else []
+            machine = (os.path.abspath(args.machine) if os.path.isfile(args.machine)
+                       else args.machine)
+            server_args = ["--machine", machine]  # the machine the profiles were recorded on
+            if dirs:
+                server_args += ["--profiles", ",".join(dirs)]
             progress(args, "starting a private tiergym server...")
             server = tiergym.Server(args=server_args)
             address = server
-        if dirs and (args.address or not served):
+        if dirs and args.address:
             config["profiles"] = dirs
         with tiergym.make(address=address, **config) as env:
             header = (f"Evaluation: machine {args.machine} ({' + '.join(env.tiers)}), "

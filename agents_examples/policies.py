@@ -716,10 +716,23 @@ ONLINE = ("greedy", "hemem", "memtis", "damos", "autonuma")
 
 
 def make_policy(name, seed=0):
-    """A policy by registry name, or "MODULE:FACTORY" (imported, called as FACTORY(seed=seed),
-    or FACTORY() when it takes no seed). ValueError names the known policies."""
+    """A policy by registry name; "MODULE:FACTORY" (imported, called as FACTORY(seed=seed),
+    or FACTORY() when it takes no seed); or "MODULE@PATH", a trained agent saved at PATH and
+    loaded by MODULE.load_policy(PATH) (q_learning@q.npz, ppo_torch@ppo.pt). ValueError
+    names the known policies."""
     if name in POLICIES:
         return POLICIES[name](seed=seed)
+    if "@" in name:
+        module_name, _, path = name.partition("@")
+        if not os.path.isfile(path):
+            raise ValueError(f"policy {name!r}: no file {path!r} (train one with "
+                             f"agents_examples/{module_name}.py --save {path})")
+        try:
+            load = getattr(importlib.import_module(module_name), "load_policy")
+        except (ImportError, AttributeError) as e:
+            raise ValueError(f"policy {name!r}: cannot load 'load_policy' from module "
+                             f"{module_name!r}: {e}") from None
+        return load(path)
     if ":" in name:
         module_name, _, attr = name.partition(":")
         try:

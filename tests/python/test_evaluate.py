@@ -206,6 +206,35 @@ def test_exported_placements_run_under_run_placed_and_come_back_compared(app, tm
 
 
 @needs_binary
+def test_a_smaller_fast_tier_and_a_trained_agent(app, tmp_path):
+    appdir, machine = app
+    common = ("--profiles", appdir / "profile", "--machine", machine, *SMALL, "--no-plot")
+
+    def oracle_saves(*extra):
+        result = tmp_path / "r.json"
+        out = run(*common, "--policies", "default,oracle", "--json", result, *extra)
+        assert out.returncode == 0, out.stderr
+        return json.loads(result.read_text())["results"][1]["speedup"]
+
+    # --tier-capacity-mib reaches the server: with 32 regions the oracle's choice (60 MB of
+    # small hot regions) no longer fits 32 MiB of the fast tier.
+    assert oracle_saves("--tier-capacity-mib", "hbm:32") < oracle_saves()
+    # A trained agent by MODULE@PATH, labelled by its module.
+    weights = tmp_path / "q.npz"
+    trained = subprocess.run([sys.executable, str(REPO / "agents_examples" / "q_learning.py"),
+                              "--save", weights, "--episodes", "2", "--steps", "6",
+                              "--num-regions", "8", "--eval-seeds", "1", "--quiet"],
+                             capture_output=True, text=True, timeout=600)
+    assert trained.returncode == 0, trained.stderr
+    out = run(*common, "--policies", f"default,q_learning@{weights}")
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"^hotset\s+q_learning\s+[0-9.]+", out.stdout, re.M), out.stdout
+    out = run(*common, "--policies", f"q_learning@{tmp_path / 'absent.npz'}")
+    assert out.returncode == 2 and "train one with" in out.stderr, out.stderr
+    no_traceback(out)
+
+
+@needs_binary
 def test_bad_input_is_refused_with_a_message(app, tmp_path):
     appdir, machine = app
     out = run("--policies", "hemem,nope", "--no-plot")
