@@ -494,12 +494,18 @@ def main(argv=None):
         if dirs and args.address:
             config["profiles"] = dirs
         with tiergym.make(address=address, **config) as env:
-            header = (f"Evaluation: machine {args.machine} ({' + '.join(env.tiers)}), "
+            capacities = ", ".join(
+                f"{t} {int(c) >> 20} MiB"
+                for t, c in zip(env.tiers, env.tier_spec["tier_capacity_bytes"]))
+            machine = os.path.basename(args.machine) + (
+                f" with {args.tier_capacity_mib.replace(':', ' ')} MiB" if args.tier_capacity_mib
+                else "")
+            header = (f"Evaluation: machine {machine} ({capacities}), "
                       f"{env.num_regions} regions, {args.steps or 'one per phase'} steps, seed "
                       f"{args.seed}, {args.model} model; runtimes estimated by the environment")
             results = evaluate(env, names, env.profiles, args)
         print(format_table(results, header))
-        title = (f"estimated speedup over {env.tiers[0]}: machine {os.path.basename(args.machine)}, "
+        title = (f"estimated speedup over {env.tiers[0]}: machine {machine}, "
                  f"{env.num_regions} regions,\n{args.steps or 'one per phase'} steps, seed {args.seed}, "
                  f"{args.model} model")
         if not args.no_plot and save_plot(results, args.plot, title):

@@ -61,3 +61,8 @@ data=estimator/contention/data
 echo
 echo "== The environment: a private 'tiergym serve' on the bundled profiles, one episode of the example greedy policy"
 /usr/bin/python3 agents_examples/greedy_policy.py --profile lulesh --steps 50
+
+echo
+echo "== Policies on the bundled applications with 512 MiB of HBM (agents_examples/evaluate.py)"
+/usr/bin/python3 agents_examples/evaluate.py --tier-capacity-mib hbm:512 --quiet \
+  --plot "$out/evaluation-hbm512.png"
