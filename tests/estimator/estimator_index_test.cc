@@ -368,7 +368,9 @@ TEST(GroupCostModelTest, PricesGroupPlacementsLikeTheIntervalWalk) {
     const double walked = state.IntervalNs(from, to, factor);
     ASSERT_NEAR(priced, walked, 1e-9 * std::max(1.0, walked))
         << "trial " << trial << " [" << from << ", " << to << ")";
-    if (trial == 0) EXPECT_NEAR(priced, state.runtime_ns(), 1e-9 * state.runtime_ns());
+    if (trial == 0) {
+      EXPECT_NEAR(priced, state.runtime_ns(), 1e-9 * state.runtime_ns());
+    }
   }
   // All groups on the base device: the base run's time of the interval.
   const GroupCostModel::Costs whole = model.IntervalCosts(0, total);
