@@ -13,23 +13,13 @@ import sys
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "agents_examples" / "evaluate.py"
-sys.path.insert(0, str(REPO / "agents_examples"))
-sys.path.insert(0, str(REPO / "env" / "python"))
+from tiergym_testing import BINARY, REPO, SKIP_REASON, needs_binary
 
-import evaluate  # noqa: E402
+import evaluate  # noqa: E402  (agents_examples, on sys.path through tiergym_testing)
 import policies  # noqa: E402
 import tiergym  # noqa: E402
 
-try:
-    BINARY = tiergym.find_binary()
-    SKIP_REASON = ""
-except tiergym.BinaryNotFound as e:  # pragma: no cover
-    BINARY = None
-    SKIP_REASON = str(e)
-
-needs_binary = pytest.mark.skipif(BINARY is None, reason=SKIP_REASON)
+SCRIPT = REPO / "agents_examples" / "evaluate.py"
 SMALL = ["--num-regions", "32", "--steps", "4"]
 
 

@@ -5,7 +5,6 @@ interface, and that the Q-learner learns a placement that beats random on applic
 never trained on. Small episodes (8-16 regions, 8-20 steps): seconds each. Skipped (with
 the reason) without the tiergym binary; the PPO tests also without torch."""
 
-import pathlib
 import re
 import subprocess
 import sys
@@ -14,24 +13,13 @@ import types
 import numpy as np
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "agents_examples"))
-sys.path.insert(0, str(REPO / "env" / "python"))
+from tiergym_testing import BINARY, REPO, SKIP_REASON, needs_binary
 
-import learning_common as lc  # noqa: E402
+import learning_common as lc  # noqa: E402  (agents_examples, through tiergym_testing)
 import ppo_torch  # noqa: E402
 import q_learning as ql  # noqa: E402
 import rllib_env  # noqa: E402
 import tiergym  # noqa: E402
-
-try:
-    BINARY = tiergym.find_binary()
-    SKIP_REASON = ""
-except tiergym.BinaryNotFound as e:  # pragma: no cover
-    BINARY = None
-    SKIP_REASON = str(e)
-
-needs_binary = pytest.mark.skipif(BINARY is None, reason=SKIP_REASON)
 needs_torch = pytest.mark.skipif(not ppo_torch.HAVE_TORCH, reason=ppo_torch.TORCH_ERROR)
 
 TRAIN = ["minife", "lulesh"]

@@ -5,29 +5,16 @@ fast tier) the ordering the issue asks for: every online heuristic beats random,
 oracle beats every online heuristic. Episodes are short (few steps) and seeded."""
 
 import json
-import pathlib
 import subprocess
-import sys
 import types
 
 import numpy as np
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "agents_examples"))
-sys.path.insert(0, str(REPO / "env" / "python"))
+from tiergym_testing import BINARY, SKIP_REASON, needs_binary
 
-import policies  # noqa: E402
+import policies  # noqa: E402  (agents_examples, on sys.path through tiergym_testing)
 import tiergym  # noqa: E402
-
-try:
-    BINARY = tiergym.find_binary()
-    SKIP_REASON = ""
-except tiergym.BinaryNotFound as e:  # pragma: no cover
-    BINARY = None
-    SKIP_REASON = str(e)
-
-needs_binary = pytest.mark.skipif(BINARY is None, reason=SKIP_REASON)
 GIB = 1 << 30
 
 

@@ -3,7 +3,6 @@ contract, seeding, vector autoreset in both modes, server loss, errors naming th
 an end-to-end episode. Skipped (with the reason) when the tiergym binary is not built."""
 
 import os
-import pathlib
 import signal
 import sys
 import time
@@ -11,20 +10,10 @@ import time
 import numpy as np
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "env" / "python"))
+from tiergym_testing import BINARY, SKIP_REASON, needs_binary
 
-import tiergym  # noqa: E402
+import tiergym  # noqa: E402  (env/python, on sys.path through tiergym_testing)
 from tiergym import spaces as tg_spaces  # noqa: E402
-
-try:
-    BINARY = tiergym.find_binary()
-    SKIP_REASON = ""
-except tiergym.BinaryNotFound as e:  # pragma: no cover
-    BINARY = None
-    SKIP_REASON = str(e)
-
-needs_binary = pytest.mark.skipif(BINARY is None, reason=SKIP_REASON)
 
 # Small episodes keep the suite fast; the bundled profiles are served.
 CONFIG = {"num_regions": 8, "steps": 6}
