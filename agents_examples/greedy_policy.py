@@ -8,11 +8,10 @@ speedup (the episode's return) against the all-on-the-default-tier run.
     /usr/bin/python3 agents_examples/greedy_policy.py --profile lulesh --steps 50
     /usr/bin/python3 agents_examples/greedy_policy.py --address tcp://127.0.0.1:5555
 
-Only what the observation holds is used (env/environment.h): per region its tier, last share,
-decayed share ("history") and size share; per tier its fill. The fast tier's capacity is
-learnt from the observation (capacity = bytes on the tier / its fill) once something is on it;
-until then the environment's capacity check (refused moves, in `info`) is the guard.
-The policy class is policies.GreedyPolicy ("greedy" in evaluate.py's table).
+Only the past is used: the observation's decayed access share per region ("history", the
+last interval's share breaking ties), and the environment's static description (the fast
+tier's capacity and the regions' sizes, env.tier_spec). The policy class is
+policies.GreedyPolicy ("greedy" in evaluate.py's table).
 """
 
 import argparse
@@ -22,7 +21,7 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "env" / "python"))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import tiergym  # noqa: E402
-from policies import GreedyPolicy  # noqa: E402,F401 (the class lives in policies.py)
+from policies import GreedyPolicy  # noqa: E402 (the class lives in policies.py)
 
 
 def main():
@@ -36,12 +35,13 @@ def main():
 
     with tiergym.make(tiergym.ENV_ID, address=args.address, steps=args.steps,
                       num_regions=args.num_regions) as env:
-        fast = len(env.tiers) - 1 if "hbm" not in env.tiers else env.tiers.index("hbm")
-        policy = GreedyPolicy(env, fast_tier=fast)
+        policy = GreedyPolicy()
         obs, info = env.reset(seed=args.seed, options={"profile": args.profile})
+        policy.reset(env, obs, info)
+        fast = policy.layout.fast
         total, migrated, refused = 0.0, 0, 0
         while True:
-            obs, reward, terminated, truncated, info = env.step(policy(obs, info))
+            obs, reward, terminated, truncated, info = env.step(policy.act(obs, info))
             total += reward
             migrated += info["migrated_bytes"]
             refused += len(info["refused_regions"])

@@ -8,7 +8,7 @@ A policy is an object with
     act(obs, info) -> action                   # int64 array, one tier per region
 made by the factories of POLICIES (make_policy(name, seed=...)). Policies work in the
 placement action mode (the default). They see only the observation, `info` and the static
-description of the machine (env.tier_spec, the machine JSON), never the future of the run,
+description in env.tier_spec (tiers, capacities, bandwidths, regions), never the future of the run,
 except `oracle`, which by design sees the whole profile.
 
 What the observation holds (env/environment.h): per region [tier / (tiers - 1), share of the
@@ -21,67 +21,32 @@ second of application time and are turned into a byte budget per decision with t
 interval's estimated time (info["interval_ns"]): a policy's migration rate does not depend
 on how many steps an episode has.
 
-Tiers: the *fast* tier is the one with the highest bandwidth in the machine description
+Tiers: the *fast* tier is the one with the highest bandwidth (spec tier_bandwidth_gbps)
 (hbm on knl and disagg); the heuristics move regions between the default tier (tier 0) and
 the fast tier only. A tier slower than the default (disagg's remote) is left alone: in the
 estimator's model only accessed bytes cost time, the default tier's capacity never binds on
 the bundled machines, so demoting cold data there only costs migration time.
 
 Capacity: every policy plans its moves against the fast tier's capacity (tier_capacity_bytes
-of the environment spec when the server provides it, otherwise the machine description) and
+of the environment spec) and
 the bytes in use (info["tier_used_bytes"]); a promotion is asked for only when it fits after
 the same action's demotions (the environment applies departures before retrying refused
 arrivals), so the action mask is respected and the environment refuses nothing.
 """
 
-import functools
 import importlib
-import json
 import os
-import subprocess
 
 import numpy as np
-
-PAGE_BYTES = 4096
 
 
 # --- What a policy knows about the machine ------------------------------------------------
 
 
-@functools.lru_cache(maxsize=16)
-def _preset_machine(name):
-    """A bundled machine's JSON (knl, disagg) as `tiergym trace synth --print-model` prints
-    it, or None when the binary cannot tell."""
-    try:
-        import tiergym  # noqa: PLC0415 (only needed when the spec lacks the figures)
-        binary = tiergym.find_binary()
-        out = subprocess.run([binary, "trace", "synth", "--print-model", name],
-                             capture_output=True, text=True, timeout=30, check=False)
-        return json.loads(out.stdout) if out.returncode == 0 else None
-    except Exception:  # noqa: BLE001 - any failure: the figures are unknown
-        return None
-
-
-def machine_description(env):
-    """The machine JSON of the environment's configuration (traces/SYNTH.md section 3.1),
-    or None: read from the file when `machine` is a path, else the bundled preset."""
-    machine = str(getattr(env, "config", {}).get("machine", "knl"))
-    if os.path.isfile(machine):
-        try:
-            with open(machine, encoding="utf-8") as f:
-                return json.load(f)
-        except (OSError, ValueError):
-            return None
-    return _preset_machine(machine)
-
-
 class Layout:
-    """Static facts of an episode: observation layout, tiers, capacities, region sizes.
-
-    capacity_bytes is per tier (np.inf when unknown); bandwidth_gbps (None when unknown)
-    decides the fast tier. region_bytes are exact when the spec carries the regions' address
-    ranges, else the size shares times the footprint rounded to pages (the regions are page
-    multiples and the float32 shares are accurate far below a page)."""
+    """Static facts of an episode, from the environment's spec (PROTOCOL.md "make"):
+    observation layout, tiers, each tier's capacity and bandwidth (the highest decides the
+    fast tier), and the bytes of each region of the episode's profile."""
 
     def __init__(self, env, obs, info):
         spec = env.tier_spec
@@ -90,81 +55,28 @@ class Layout:
         self.num_tiers = len(self.tiers)
         self.features = int(spec["obs_region_features"])
         self.global_offset = int(spec["obs_global_offset"])
-        machine = None
-        if "tier_capacity_bytes" not in spec or "tier_bandwidth_gbps" not in spec:
-            machine = machine_description(env)
-        machine_tiers = None
-        if machine and [t.get("name") for t in machine.get("tiers", [])] == self.tiers:
-            machine_tiers = machine["tiers"]
-
-        def per_tier(spec_key, machine_key):
-            if spec_key in spec:
-                return np.asarray(spec[spec_key], dtype=np.float64)
-            if machine_tiers is not None:
-                return np.asarray([float(int(str(t[machine_key]), 0)) if isinstance(t[machine_key], str)
-                                   else float(t[machine_key]) for t in machine_tiers])
-            return None
-
-        capacity = per_tier("tier_capacity_bytes", "capacity_bytes")
-        self.capacity_known = capacity is not None
-        self.capacity_bytes = capacity if capacity is not None else np.full(self.num_tiers, np.inf)
-        self.bandwidth_gbps = per_tier("tier_bandwidth_gbps", "bandwidth_gbps")
-        self.fast = fast_tier(self.tiers, self.bandwidth_gbps)
-        self.region_bytes = region_bytes(env, obs, info, self.num_regions, self.features,
-                                         self.global_offset)
-
-    def learn_capacity(self, obs, info):
-        """Without capacities in the spec or a machine description: capacity = bytes on a tier
-        / its fill, once something is on it (what greedy_policy.py has always done)."""
-        if self.capacity_known:
-            return
-        used = np.asarray(info["tier_used_bytes"], dtype=np.float64)
-        fill = np.asarray(obs[self.global_offset:self.global_offset + self.num_tiers], dtype=np.float64)
-        for t in range(self.num_tiers):
-            if used[t] > 0 and 0 < fill[t] < 1 and not np.isfinite(self.capacity_bytes[t]):
-                self.capacity_bytes[t] = used[t] / fill[t]
+        self.capacity_bytes = np.asarray(spec["tier_capacity_bytes"], dtype=np.float64)
+        self.bandwidth_gbps = np.asarray(spec["tier_bandwidth_gbps"], dtype=np.float64)
+        self.fast = fast_tier(self.bandwidth_gbps)
+        self.region_bytes = np.asarray(
+            [e - s for s, e in region_address_ranges(env, info["profile"])], dtype=np.float64)
 
 
-def fast_tier(tiers, bandwidth_gbps=None):
-    """Index of the fast tier: the highest bandwidth when known (the default tier itself when
-    no tier is faster: the policies then move nothing), else "hbm", else tier 1."""
-    if bandwidth_gbps is not None and len(bandwidth_gbps) > 1:
-        return int(np.argmax(bandwidth_gbps))  # the first of equals: the default tier wins ties
-    if "hbm" in tiers:
-        return tiers.index("hbm")
-    return 1 if len(tiers) > 1 else 0
+def fast_tier(bandwidth_gbps):
+    """Index of the fast tier: the highest bandwidth (the default tier itself when no tier is
+    faster: the policies then move nothing; the first of equals wins ties)."""
+    return int(np.argmax(bandwidth_gbps))
 
 
 def region_address_ranges(env, profile):
-    """[(start, end)] of every region of `profile` from the environment spec, or None when
-    the server does not describe its regions. Read from spec["region_bounds"] (an array
-    [profiles, num_regions, 2] of [start, end) per region, profiles in spec order) or
-    spec["regions"][profile] = {"start": [...], "end": [...]}."""
-    spec = getattr(env, "tier_spec", None) or {}
-    bounds = spec.get("region_bounds")
-    if bounds is not None and profile in list(spec.get("profiles", [])):
-        if isinstance(bounds, dict) and "data" in bounds:
-            from tiergym._protocol import decode_array  # noqa: PLC0415 (an undecoded array)
-            bounds = decode_array(bounds)
-        b = np.asarray(bounds, dtype=np.uint64)
-        b = b.reshape(len(spec["profiles"]), -1, 2)[list(spec["profiles"]).index(profile)]
-        return [(int(s), int(e)) for s, e in b]
-    regions = spec.get("regions")
-    if not regions or profile not in regions:
+    """[(start, end)] of every region of `profile`, from the spec's region_bounds (an array
+    [profiles, num_regions, 2], profiles in spec order); None for a profile the environment
+    does not serve."""
+    spec = env.tier_spec
+    profiles = list(spec["profiles"])
+    if profile not in profiles:
         return None
-    r = regions[profile]
-    return [(int(s), int(e)) for s, e in zip(r["start"], r["end"])]
-
-
-def region_bytes(env, obs, info, num_regions, features, global_offset):
-    """Bytes of each region: from the spec's address ranges, or the observation's size
-    shares times the footprint (all bytes in use), rounded to pages."""
-    ranges = region_address_ranges(env, info.get("profile"))
-    if ranges is not None and len(ranges) == num_regions:
-        return np.asarray([e - s for s, e in ranges], dtype=np.float64)
-    total = float(np.sum(np.asarray(info["tier_used_bytes"], dtype=np.float64)))
-    shares = np.asarray(obs[:global_offset], dtype=np.float64).reshape(num_regions, features)[:, 3]
-    return np.round(shares * total / PAGE_BYTES) * PAGE_BYTES
+    return [(int(s), int(e)) for s, e in spec["region_bounds"][profiles.index(profile)]]
 
 
 class View:
@@ -403,57 +315,28 @@ class OraclePolicy(Policy):
 class GreedyPolicy(Policy):
     """Hottest regions (by decayed access share, the observation's history) on the fast tier
     within its capacity, everything else on the default tier, re-decided every interval
-    without a migration budget (agents_examples/greedy_policy.py's example policy).
-
-    Also usable without reset(): GreedyPolicy(env, fast_tier=1)(obs, info), learning the
-    fast tier's capacity from its fill as the original example did."""
+    without a migration budget (agents_examples/greedy_policy.py's example policy)."""
 
     name = "greedy"
 
-    def __init__(self, env=None, fast_tier=None, min_share=0.0, seed=0):
+    def __init__(self, seed=0, min_share=0.0):
         super().__init__(seed)
         self.min_share = min_share
-        self.fast = fast_tier
-        self.capacity_bytes = None
-        if env is not None:
-            self._bind(env)
-
-    def _bind(self, env):
-        self.num_regions = env.num_regions
-        self.tiers = len(env.tiers)
-        self.features = int(env.tier_spec["obs_region_features"])
-        self.global_offset = int(env.tier_spec["obs_global_offset"])
-
-    def start(self, env, obs, info):
-        self._bind(env)
-        if self.fast is None:
-            self.fast = self.layout.fast
-        cap = self.layout.capacity_bytes[self.fast]
-        self.capacity_bytes = cap if np.isfinite(cap) else None
 
     def act(self, obs, info):
-        return self(obs, info)
-
-    def __call__(self, obs, info):
-        regions = obs[: self.global_offset].reshape(self.num_regions, self.features)
-        history, last, size_share = regions[:, 2], regions[:, 1], regions[:, 3]
-        used = info["tier_used_bytes"].astype(np.float64)
-        total_bytes = used.sum()
-        fill = obs[self.global_offset + self.fast]
-        if self.capacity_bytes is None and used[self.fast] > 0 and 0 < fill < 1:
-            self.capacity_bytes = used[self.fast] / fill
-        budget = self.capacity_bytes if self.capacity_bytes is not None else np.inf
-        action = np.zeros(self.num_regions, dtype=np.int64)
+        layout = self.layout
+        view = View(obs, layout)
+        budget = layout.capacity_bytes[layout.fast]
+        action = np.zeros(layout.num_regions, dtype=np.int64)
         taken = 0.0
         # Hottest first; the last interval's share breaks ties between equal histories.
-        for r in np.lexsort((-last, -history)):
-            if history[r] <= self.min_share:
+        for r in np.lexsort((-view.last, -view.history)):
+            if view.history[r] <= self.min_share:
                 break
-            region_bytes = size_share[r] * total_bytes
-            if taken + region_bytes > budget:
+            if taken + layout.region_bytes[r] > budget:
                 continue  # does not fit: a smaller, colder region may
-            action[r] = self.fast
-            taken += region_bytes
+            action[r] = layout.fast
+            taken += layout.region_bytes[r]
         return action
 
 
@@ -488,7 +371,6 @@ class HeMemPolicy(Policy):
 
     def act(self, obs, info):
         layout = self.layout
-        layout.learn_capacity(obs, info)
         view = View(obs, layout)
         if self.decisions > 0 and self.decisions % self.cooling_steps == 0:
             self.count *= 0.5
@@ -550,7 +432,6 @@ class MemtisPolicy(Policy):
 
     def act(self, obs, info):
         layout = self.layout
-        layout.learn_capacity(obs, info)
         view = View(obs, layout)
         if self.decisions > 0 and self.decisions % self.cooling_steps == 0:
             self.count *= 0.5
@@ -614,7 +495,6 @@ class DamosPolicy(Policy):
 
     def act(self, obs, info):
         layout = self.layout
-        layout.learn_capacity(obs, info)
         view = View(obs, layout)
         interval_s = float(info.get("interval_ns", 0.0)) * 1e-9
         if interval_s <= 0:
@@ -675,7 +555,6 @@ class AutoNumaPolicy(Policy):
 
     def act(self, obs, info):
         layout = self.layout
-        layout.learn_capacity(obs, info)
         view = View(obs, layout)
         self.decisions += 1
         touched = view.last > 0

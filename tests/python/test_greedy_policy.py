@@ -18,10 +18,15 @@ import greedy_policy  # noqa: E402
 import tiergym  # noqa: E402
 
 
-def fake_env(regions):
+def fake_env(region_bytes, fast_capacity):
+    k = len(region_bytes)
+    ends = np.cumsum(region_bytes)
+    bounds = np.stack([ends - region_bytes, ends], axis=1).astype(np.uint64)[None]
     return types.SimpleNamespace(
-        num_regions=regions, tiers=["ddr", "hbm"],
-        tier_spec={"obs_region_features": 4, "obs_global_offset": regions * 4})
+        num_regions=k, tiers=["ddr", "hbm"],
+        tier_spec={"obs_region_features": 4, "obs_global_offset": k * 4, "profiles": ["fake"],
+                   "region_bounds": bounds, "tier_capacity_bytes": [1 << 40, fast_capacity],
+                   "tier_bandwidth_gbps": [90.0, 400.0]})
 
 
 def observation(history, size_share, fill):
@@ -31,18 +36,20 @@ def observation(history, size_share, fill):
     return np.concatenate([regions.ravel(), np.asarray(fill, dtype=np.float32), [0.5, 0.5]])
 
 
-def test_hottest_regions_go_fast_within_the_learnt_capacity():
-    policy = greedy_policy.GreedyPolicy(fake_env(4), fast_tier=1)
+def test_hottest_regions_go_fast_within_the_capacity():
+    policy = greedy_policy.GreedyPolicy()
     sizes = [0.25, 0.25, 0.25, 0.25]
-    history = [0.1, 0.4, 0.3, 0.2]
-    # Nothing on the fast tier yet: its capacity is unknown, every accessed region is asked for.
-    info = {"tier_used_bytes": np.array([4000, 0], dtype=np.uint64)}
-    assert list(policy(observation(history, sizes, [0.04, 0.0]), info)) == [1, 1, 1, 1]
-    # 1000 bytes on the fast tier fill half of it: capacity 2000 bytes, two regions fit.
-    info = {"tier_used_bytes": np.array([3000, 1000], dtype=np.uint64)}
-    assert list(policy(observation(history, sizes, [0.03, 0.5]), info)) == [0, 1, 1, 0]
+    info = {"profile": "fake", "tier_used_bytes": np.array([4000, 0], dtype=np.uint64)}
+    obs = observation([0.1, 0.4, 0.3, 0.2], sizes, [0.0, 0.0])
+    # 2000 bytes of hbm hold the two hottest 1000-byte regions.
+    policy.reset(fake_env([1000] * 4, 2000), obs, info)
+    assert list(policy.act(obs, info)) == [0, 1, 1, 0]
+    # A larger region that does not fit is skipped for a smaller, colder one that does.
+    policy.reset(fake_env([1000, 1500, 1000, 500], 2000), obs, info)
+    assert list(policy.act(obs, info)) == [0, 1, 0, 1]
     # Regions never accessed stay on the default tier.
-    assert list(policy(observation([0, 0, 0.5, 0], sizes, [0.03, 0.5]), info)) == [0, 0, 1, 0]
+    obs = observation([0, 0, 0.5, 0], sizes, [0.0, 0.0])
+    assert list(policy.act(obs, info)) == [0, 0, 1, 0]
 
 
 def test_the_example_runs_an_episode_and_prints_the_speedup():
