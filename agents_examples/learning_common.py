@@ -5,26 +5,21 @@ episode and evaluation loops.
 
 Why a smaller fast tier: every bundled application (1-3 GB footprint) fits in knl's 16 GiB
 of HBM, so "everything on hbm" is optimal and there is nothing to learn. `--fast-mib 512`
-(the default of the agents) serves knl with 512 MiB of HBM instead, a fifth to a half of the
-footprints: the agent must pick the regions worth the fast tier, and when to move them.
+(the default of the agents) asks the server for 512 MiB of HBM instead (configuration key
+tier_capacity_mib), a fifth to a half of the footprints: the agent must pick the regions
+worth the fast tier, and when to move them.
 
 Policies follow the interface of agents_examples/policies.py (name, reset(env, obs, info),
 act(obs, info) -> int64 tier per region) in placement action mode. They use the observation,
-`info` and the static machine description only (capacities: env.tier_spec
-["tier_capacity_bytes"] when the server provides it, else the machine JSON the configuration
-names), never the future of the run.
+`info` and the environment's static description only (env.tier_spec: capacities, migration
+throughputs), never the future of the run.
 
 Not thread-safe: one policy object per episode at a time.
 """
 
 import argparse
-import functools
-import json
-import os
 import pathlib
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
@@ -48,71 +43,15 @@ def log(*parts):
 
 # --- The machine -------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=8)
-def preset_machine(name):
-    """A bundled machine preset's JSON (dict), from `tiergym trace synth --print-model`."""
-    out = subprocess.run([tiergym.find_binary(), "trace", "synth", "--print-model", name],
-                         capture_output=True, text=True, timeout=60, check=False)
-    if out.returncode != 0:
-        raise RuntimeError(f"tiergym trace synth --print-model {name} failed: {out.stderr.strip()}")
-    return json.loads(out.stdout)
-
-
-def machine_json(machine):
-    """The machine description (dict) of a preset name or a JSON file path."""
-    if os.path.isfile(machine):
-        with open(machine, encoding="utf-8") as f:
-            return json.load(f)
-    return preset_machine(machine)
-
-
-_MACHINE_DIR = None
-
-
-def small_fast_tier_machine(base="knl", fast_mib=512):
-    """Path of a machine JSON: `base` with the capacity of its fast tier (the highest
-    bandwidth) cut to `fast_mib` MiB, written once per process into a temporary directory
-    removed at exit. The server reads it, so it must share this file system (true for
-    private servers and local ones)."""
-    global _MACHINE_DIR
-    m = dict(machine_json(base))
-    m["tiers"] = [dict(t) for t in m["tiers"]]
-    fast = max(m["tiers"], key=lambda t: float(t["bandwidth_gbps"]))
-    fast["capacity_bytes"] = int(fast_mib) * 2**20
-    m["name"] = f"{m['name']}-{fast['name']}{int(fast_mib)}m"
-    m["description"] = (f"{base} with {int(fast_mib)} MiB of {fast['name']}: "
-                        "the bundled applications no longer fit the fast tier")
-    if _MACHINE_DIR is None:
-        _MACHINE_DIR = tempfile.TemporaryDirectory(prefix="tiergym-machine-")
-    path = os.path.join(_MACHINE_DIR.name, f"{m['name']}.json")
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(m, f, indent=1)
-    return path
-
-
 def capacity_bytes(env):
-    """Capacity of each tier in bytes (float array): the spec's when the server gives it,
-    else the machine description of the configuration."""
-    spec = env.tier_spec
-    if "tier_capacity_bytes" in spec:
-        return np.asarray(spec["tier_capacity_bytes"], dtype=np.float64)
-    m = machine_json(str(env.config.get("machine", "knl")))
-    names = [t["name"] for t in m["tiers"]]
-    if names != list(env.tiers):
-        raise RuntimeError(f"machine tiers {names} differ from the environment's {env.tiers}")
-    return np.asarray([float(t["capacity_bytes"]) for t in m["tiers"]], dtype=np.float64)
+    """Capacity of each tier in bytes (float array), from the environment's spec."""
+    return np.asarray(env.tier_spec["tier_capacity_bytes"], dtype=np.float64)
 
 
 def migration_gbps(env):
-    """Page-migration throughput into each tier, GB/s (float array): the configuration's
-    override (migration_gbps > 0), else the spec's, else the machine description's."""
-    override = float(env.config.get("migration_gbps", 0) or 0)
-    if override > 0:
-        return np.full(len(env.tiers), override)
-    if "tier_migration_gbps" in env.tier_spec:
-        return np.asarray(env.tier_spec["tier_migration_gbps"], dtype=np.float64)
-    m = machine_json(str(env.config.get("machine", "knl")))
-    return np.asarray([float(t["migration_gbps"]) for t in m["tiers"]], dtype=np.float64)
+    """Page-migration throughput into each tier, GB/s (float array), from the environment's
+    spec (the configuration's migration_gbps override applied by the server)."""
+    return np.asarray(env.tier_spec["tier_migration_gbps"], dtype=np.float64)
 
 
 # --- The observation ---------------------------------------------------------------------
@@ -236,9 +175,9 @@ def add_protocol_args(parser):
                         help="applications to evaluate on, never trained on (default %(default)s)")
     parser.add_argument("--machine", default="knl", help="machine preset or JSON (default knl)")
     parser.add_argument("--fast-mib", type=int, default=512,
-                        help="cut the machine's fast tier (highest bandwidth) to this many "
-                             "MiB so that the applications do not fit it; 0 keeps the machine "
-                             "as it is (default 512)")
+                        help="cut the machine's hbm tier to this many MiB so that the "
+                             "applications do not fit it; 0 keeps the machine as it is "
+                             "(default 512)")
     parser.add_argument("--num-regions", type=int, default=32, help="regions (default 32)")
     parser.add_argument("--steps", type=int, default=40, help="decisions per episode (default 40)")
     parser.add_argument("--seed", type=int, default=0, help="seed of everything (default 0)")
@@ -258,10 +197,10 @@ def split_apps(text):
 
 def env_config(args):
     """Configuration keys for tiergym.make from the shared options."""
-    machine = args.machine
+    config = {"num_regions": args.num_regions, "steps": args.steps, "machine": args.machine}
     if args.fast_mib > 0:
-        machine = small_fast_tier_machine(args.machine, args.fast_mib)
-    return {"num_regions": args.num_regions, "steps": args.steps, "machine": machine}
+        config["tier_capacity_mib"] = f"hbm:{args.fast_mib}"
+    return config
 
 
 def open_server(args):

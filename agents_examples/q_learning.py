@@ -316,7 +316,7 @@ def main(argv=None):
                 started = time.monotonic()
                 say(f"training on {','.join(train)} for {args.episodes} episodes "
                     f"({env.num_regions} regions, {args.steps} steps, machine "
-                    f"{json_name(config['machine'])})")
+                    f"{config['machine']}, tier capacities {config.get('tier_capacity_mib', 'as is')})")
                 learner.train(env, train, args.episodes, progress=lambda e, p, eps, r: say(
                     f"episode {e:4d}  {p:<8}  epsilon {eps:.3f}  return {r:+.4f}"))
                 say(f"trained in {time.monotonic() - started:.1f} s")
@@ -325,7 +325,7 @@ def main(argv=None):
                                    "gamma": args.gamma, "iterations": args.iterations,
                                    "seed": args.seed,
                                    "num_regions": args.num_regions, "steps": args.steps,
-                                   "machine": json_name(config["machine"])}
+                                   "machine": config["machine"], "fast_mib": args.fast_mib}
                 if args.save:
                     save(args.save, learner.model, policy.settings)
                     say(f"saved {args.save}")
@@ -341,14 +341,6 @@ def main(argv=None):
         if server is not None:
             server.close()
     return 0
-
-
-def json_name(machine):
-    """A machine's name for messages (the preset, or the name inside a JSON file)."""
-    try:
-        return lc.machine_json(machine)["name"]
-    except Exception:  # noqa: BLE001 - only for display
-        return str(machine)
 
 
 if __name__ == "__main__":
