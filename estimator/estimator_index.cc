@@ -503,6 +503,19 @@ double EstimatorIndex::WinHi(size_t i) const {
   return static_cast<double>((uint64_t{win_index_[i]} + 1) * window_instructions_);
 }
 
+size_t EstimatorIndex::FirstWindowEndingAfter(size_t s, double a) const {
+  size_t lo = seg_first_win_[s], hi = seg_first_win_[s + 1];
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (WinHi(mid) <= a) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
 double EstimatorIndex::RunTimeAt(size_t s, size_t d, double x) const {
   const double len = static_cast<double>(seg_instr_[s]);
   const double duration = seg_duration_[s * n_ + d];
@@ -544,16 +557,7 @@ double EstimatorIndex::PaperIntervalNs(size_t s, double a, double b, const uint8
   std::vector<double> nonempty(n, 0.0);
   std::vector<uint64_t> hits(n);
   // Non-empty windows that overlap [a, b).
-  size_t lo = seg_first_win_[s], hi = seg_first_win_[s + 1];
-  while (lo < hi) {
-    const size_t mid = (lo + hi) / 2;
-    if (WinHi(mid) <= a) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  for (size_t i = lo; i < seg_first_win_[s + 1] && WinLo(i) < b; ++i) {
+  for (size_t i = FirstWindowEndingAfter(s, a); i < seg_first_win_[s + 1] && WinLo(i) < b; ++i) {
     const double f = Overlap(WinLo(i), WinHi(i), a, b);
     if (f == 0) continue;
     std::fill(hits.begin(), hits.end(), 0);
@@ -658,40 +662,20 @@ double PlacementState::IntervalNs(uint64_t from, uint64_t to,
                                   const std::vector<double>& device_factor) const {
   const EstimatorIndex& x = *index_;
   const size_t n = x.n_;
-  const uint64_t total = x.total_instructions_;
-  from = std::min(from, total);
-  to = std::min(to, total);
-  if (from > to || (from == to && total > 0)) return 0;
-  const size_t segs = x.seg_total_.size();
-  // The first segment that overlaps [from, to) or starts at `from`.
-  size_t s = std::lower_bound(x.seg_begin_pos_.begin(), x.seg_begin_pos_.begin() + segs, from) -
-             x.seg_begin_pos_.begin();
-  if (s > 0 && x.seg_begin_pos_[s - 1] + x.seg_instr_[s - 1] > from) --s;
+  const double* factor = device_factor.empty() ? nullptr : device_factor.data();
   double sum = 0;
-  for (; s < segs; ++s) {
-    const uint64_t begin = x.seg_begin_pos_[s];
-    const uint64_t len = x.seg_instr_[s];
-    // A segment without instructions belongs to the interval holding its position (the
-    // interval ending the run for one at the run's end).
-    if (begin > to || (begin == to && !(len == 0 && to == total))) break;
-    double a = 0, b = 1;  // a zero-length segment is taken whole
-    if (len > 0) {
-      a = static_cast<double>(std::max(from, begin) - begin);
-      b = static_cast<double>(std::min(to, begin + len) - begin);
-    }
-    const double* factor = device_factor.empty() ? nullptr : device_factor.data();
+  x.ForEachSegment(from, to, [&](size_t s, double a, double b) {
     sum += x.PaperIntervalNs(s, a, b, tier_.data(), &seg_hits_[s * n], factor);
-    if (model_ == Model::kConcurrent) {
-      for (size_t k = x.seg_first_blk_[s]; k < x.seg_first_blk_[s + 1]; ++k) {
-        const double lo = x.WinLo(x.blk_first_win_[k]);
-        const double hi = x.WinHi(x.blk_first_win_[k + 1] - 1);
-        const double overlap = Overlap(lo, hi, a, b);
-        if (overlap == 0) continue;
-        const double c = factor ? x.Correction(k, &blk_hits_[k * n], factor) : blk_corr_[k];
-        sum -= c * overlap;
-      }
+    if (model_ != Model::kConcurrent) return;
+    for (size_t k = x.seg_first_blk_[s]; k < x.seg_first_blk_[s + 1]; ++k) {
+      const double lo = x.WinLo(x.blk_first_win_[k]);
+      const double hi = x.WinHi(x.blk_first_win_[k + 1] - 1);
+      const double overlap = Overlap(lo, hi, a, b);
+      if (overlap == 0) continue;
+      const double c = factor ? x.Correction(k, &blk_hits_[k * n], factor) : blk_corr_[k];
+      sum -= c * overlap;
     }
-  }
+  });
   return sum;
 }
 
@@ -765,30 +749,12 @@ GroupCostModel::GroupCostModel(std::shared_ptr<const EstimatorIndex> index,
 
 GroupCostModel::Costs GroupCostModel::IntervalCosts(uint64_t from, uint64_t to,
                                                     const std::vector<double>& device_factor) const {
-  const EstimatorIndex& x = *index_;
   Costs out;
-  out.cost.assign(num_groups_ * x.n_, 0.0);
-  const uint64_t total = x.total_instructions_;
-  from = std::min(from, total);
-  to = std::min(to, total);
-  if (from > to || (from == to && total > 0)) return out;
-  const size_t segs = x.seg_total_.size();
-  // The segments PlacementState::IntervalNs visits, with the same rule for empty ones.
-  size_t s = std::lower_bound(x.seg_begin_pos_.begin(), x.seg_begin_pos_.begin() + segs, from) -
-             x.seg_begin_pos_.begin();
-  if (s > 0 && x.seg_begin_pos_[s - 1] + x.seg_instr_[s - 1] > from) --s;
+  out.cost.assign(num_groups_ * index_->n_, 0.0);
   const double* factor = device_factor.empty() ? nullptr : device_factor.data();
-  for (; s < segs; ++s) {
-    const uint64_t begin = x.seg_begin_pos_[s];
-    const uint64_t len = x.seg_instr_[s];
-    if (begin > to || (begin == to && !(len == 0 && to == total))) break;
-    double a = 0, b = 1;
-    if (len > 0) {
-      a = static_cast<double>(std::max(from, begin) - begin);
-      b = static_cast<double>(std::min(to, begin + len) - begin);
-    }
-    AddSegment(s, a, b, factor, out);
-  }
+  // The segments PlacementState::IntervalNs visits.
+  index_->ForEachSegment(from, to,
+                         [&](size_t s, double a, double b) { AddSegment(s, a, b, factor, out); });
   return out;
 }
 
@@ -803,16 +769,8 @@ void GroupCostModel::AddSegment(size_t s, double a, double b, const double* fact
     return;
   }
   std::vector<double> nonempty(n, 0.0), weight(n);
-  size_t lo = x.seg_first_win_[s], hi = x.seg_first_win_[s + 1];
-  while (lo < hi) {
-    const size_t mid = (lo + hi) / 2;
-    if (x.WinHi(mid) <= a) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  for (size_t i = lo; i < x.seg_first_win_[s + 1] && x.WinLo(i) < b; ++i) {
+  for (size_t i = x.FirstWindowEndingAfter(s, a); i < x.seg_first_win_[s + 1] && x.WinLo(i) < b;
+       ++i) {
     const double f = Overlap(x.WinLo(i), x.WinHi(i), a, b);
     if (f == 0) continue;
     const double h = static_cast<double>(x.win_total_[i]);

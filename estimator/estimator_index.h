@@ -33,6 +33,7 @@
 #ifndef TIERGYM_ESTIMATOR_ESTIMATOR_INDEX_H_
 #define TIERGYM_ESTIMATOR_ESTIMATOR_INDEX_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -146,6 +147,14 @@ class EstimatorIndex {
   // Base position range [lo, hi) (segment-local) of non-empty window i.
   double WinLo(size_t i) const;
   double WinHi(size_t i) const;
+  // The first non-empty window of segment s that ends after segment-local position a.
+  size_t FirstWindowEndingAfter(size_t s, double a) const;
+  // Calls visit(s, a, b) for every segment s that run positions [from, to) touch, with
+  // [a, b) the segment-local part (a segment without instructions belongs to the interval
+  // holding its position, the one ending the run for one at the run's end; it is passed
+  // whole as [0, 1)). Clamps as PlacementState::IntervalNs documents.
+  template <typename Visit>
+  void ForEachSegment(uint64_t from, uint64_t to, Visit visit) const;
   std::vector<uint8_t> TierArray(const ResolvedPlacement& placement) const;
 
   size_t n_ = 0;  // devices
@@ -198,6 +207,31 @@ class EstimatorIndex {
   std::vector<uint32_t> pb_block_;
   std::vector<uint32_t> pb_count_;
 };
+
+template <typename Visit>
+void EstimatorIndex::ForEachSegment(uint64_t from, uint64_t to, Visit visit) const {
+  const uint64_t total = total_instructions_;
+  from = from < total ? from : total;
+  to = to < total ? to : total;
+  if (from > to || (from == to && total > 0)) return;
+  const size_t segs = seg_total_.size();
+  // The first segment that overlaps [from, to) or starts at `from`.
+  size_t s = static_cast<size_t>(
+      std::lower_bound(seg_begin_pos_.begin(), seg_begin_pos_.begin() + segs, from) -
+      seg_begin_pos_.begin());
+  if (s > 0 && seg_begin_pos_[s - 1] + seg_instr_[s - 1] > from) --s;
+  for (; s < segs; ++s) {
+    const uint64_t begin = seg_begin_pos_[s];
+    const uint64_t len = seg_instr_[s];
+    if (begin > to || (begin == to && !(len == 0 && to == total))) break;
+    double a = 0, b = 1;
+    if (len > 0) {
+      a = static_cast<double>((from > begin ? from : begin) - begin);
+      b = static_cast<double>((to < begin + len ? to : begin + len) - begin);
+    }
+    visit(s, a, b);
+  }
+}
 
 // One placement of an index, changed range by range (the environment's state).
 // Not thread-safe; the index must outlive it (held by shared_ptr).

@@ -138,30 +138,25 @@ std::vector<double> InterferenceComposer::BandwidthAt(double x) const {
 
 double InterferenceComposer::IntervalNs(const PlacementState& state, uint64_t from,
                                         uint64_t to) const {
-  const double total = static_cast<double>(state.index().total_instructions());
   double sum = 0;
-  for (size_t p = 0; p + 1 < cuts_.size(); ++p) {
-    const uint64_t lo = std::max<uint64_t>(from, static_cast<uint64_t>(cuts_[p] * total));
-    const uint64_t hi = std::min<uint64_t>(to, static_cast<uint64_t>(cuts_[p + 1] * total));
-    if (lo >= hi) continue;
-    // Pieces without co-runners take the plain path (and its cached block corrections).
-    const bool contended = std::any_of(factors_[p].begin(), factors_[p].end(),
-                                       [](double f) { return f != 1.0; });
-    sum += contended ? state.IntervalNs(lo, hi, factors_[p]) : state.IntervalNs(lo, hi);
-  }
+  ForEachPiece(state.index().total_instructions(), from, to,
+               [&](uint64_t lo, uint64_t hi, size_t p) {
+                 // Pieces without co-runners take the plain path (and its cached block
+                 // corrections).
+                 const bool contended = std::any_of(factors_[p].begin(), factors_[p].end(),
+                                                    [](double f) { return f != 1.0; });
+                 sum += contended ? state.IntervalNs(lo, hi, factors_[p]) : state.IntervalNs(lo, hi);
+               });
   return sum;
 }
 
 GroupCostModel::Costs InterferenceComposer::IntervalCosts(const GroupCostModel& model,
                                                           uint64_t from, uint64_t to) const {
-  const double total = static_cast<double>(model.index().total_instructions());
   GroupCostModel::Costs sum;
-  for (size_t p = 0; p + 1 < cuts_.size(); ++p) {
-    const uint64_t lo = std::max<uint64_t>(from, static_cast<uint64_t>(cuts_[p] * total));
-    const uint64_t hi = std::min<uint64_t>(to, static_cast<uint64_t>(cuts_[p + 1] * total));
-    if (lo >= hi) continue;
-    sum.Add(model.IntervalCosts(lo, hi, factors_[p]));
-  }
+  ForEachPiece(model.index().total_instructions(), from, to,
+               [&](uint64_t lo, uint64_t hi, size_t p) {
+                 sum.Add(model.IntervalCosts(lo, hi, factors_[p]));
+               });
   return sum;
 }
 

@@ -22,6 +22,7 @@
 #ifndef TIERGYM_ESTIMATOR_INTERFERENCE_H_
 #define TIERGYM_ESTIMATOR_INTERFERENCE_H_
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,18 @@ class InterferenceComposer {
 
  private:
   InterferenceComposer(contention::ContentionModel model) : model_(std::move(model)) {}
+  // Calls visit(lo, hi, p) for every piece p of the schedule that overlaps base positions
+  // [from, to) of a run of `total` instructions, with [lo, hi) the overlap.
+  template <typename Visit>
+  void ForEachPiece(uint64_t total, uint64_t from, uint64_t to, Visit visit) const {
+    for (size_t p = 0; p + 1 < cuts_.size(); ++p) {
+      const uint64_t lo =
+          std::max<uint64_t>(from, static_cast<uint64_t>(cuts_[p] * static_cast<double>(total)));
+      const uint64_t hi = std::min<uint64_t>(
+          to, static_cast<uint64_t>(cuts_[p + 1] * static_cast<double>(total)));
+      if (lo < hi) visit(lo, hi, p);
+    }
+  }
   contention::ContentionModel model_;
   std::vector<double> cuts_;                  // sorted piece boundaries in [0, 1]
   std::vector<std::vector<double>> factors_;  // per piece, per device
