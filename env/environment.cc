@@ -263,6 +263,8 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
   if (config.num_regions < 1) {
     return absl::InvalidArgumentError("config key 'num_regions': must be at least 1");
   }
+  ProfileCache own;  // without a shared cache: one for this load (the assets keep theirs)
+  if (cache == nullptr) cache = &own;
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   TG_ASSIGN_OR_RETURN(impl->machine, LoadMachine(config.machine));
@@ -287,15 +289,7 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
   const size_t k = static_cast<size_t>(config.num_regions);
   for (const std::string& path : config.profiles) {
     ProfileAssets pa;
-    if (cache != nullptr) {
-      TG_ASSIGN_OR_RETURN(pa.estimator, cache->Get(path, m, config.window_instructions));
-    } else {
-      TG_ASSIGN_OR_RETURN(Profile profile, LoadProfile(path));
-      EstimatorOptions eo;
-      eo.window_instructions = config.window_instructions;
-      eo.machine = m;
-      TG_ASSIGN_OR_RETURN(pa.estimator, Estimator::Create(std::move(profile), eo));
-    }
+    TG_ASSIGN_OR_RETURN(pa.estimator, cache->Get(path, m, config.window_instructions));
     const Profile& profile = pa.estimator->profile();
     pa.name = profile.app().empty() ? path : profile.app();
     const std::vector<std::string>& devices = profile.devices();
