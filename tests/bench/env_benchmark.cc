@@ -30,6 +30,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "benchmark/benchmark.h"
@@ -404,34 +405,21 @@ int Main(int argc, char** argv) {
   w.ipc_echo = std::make_unique<EchoServer>(w.echo_context, "ipc://" + w.dir + "/echo.sock");
   w.tcp_echo = std::make_unique<EchoServer>(w.echo_context, "tcp://127.0.0.1:0");
 
-  benchmark::RegisterBenchmark("BM_InProcess", BM_InProcess)
-      ->Unit(benchmark::kMicrosecond)
-      ->UseRealTime();
-  benchmark::RegisterBenchmark("BM_InProcessRoundRobin", BM_InProcessRoundRobin)
-      ->Unit(benchmark::kMicrosecond)
-      ->UseRealTime();
-  benchmark::RegisterBenchmark("BM_InProcessParallel", BM_InProcessParallel)
-      ->Unit(benchmark::kMicrosecond)
-      ->UseRealTime();
-  benchmark::RegisterBenchmark("BM_ClientStepIpc", BM_ClientStepIpc)
-      ->Unit(benchmark::kMicrosecond)
-      ->UseRealTime();
-  benchmark::RegisterBenchmark("BM_ClientStepIpcHandoff", BM_ClientStepIpcHandoff)
-      ->Unit(benchmark::kMicrosecond)
-      ->UseRealTime();
-  benchmark::RegisterBenchmark("BM_EchoIpc", BM_EchoIpc)
-      ->Unit(benchmark::kMicrosecond)
-      ->UseRealTime();
-  benchmark::RegisterBenchmark("BM_ClientStepTcp", BM_ClientStepTcp)
-      ->Unit(benchmark::kMicrosecond)
-      ->UseRealTime();
-  benchmark::RegisterBenchmark("BM_EchoTcp", BM_EchoTcp)
-      ->Unit(benchmark::kMicrosecond)
-      ->UseRealTime();
-  benchmark::RegisterBenchmark("BM_Batch", BM_Batch)->Unit(benchmark::kMicrosecond)->UseRealTime();
-  benchmark::RegisterBenchmark("BM_EchoBatch", BM_EchoBatch)
-      ->Unit(benchmark::kMicrosecond)
-      ->UseRealTime();
+  const std::pair<const char*, void (*)(benchmark::State&)> benchmarks[] = {
+      {"BM_InProcess", BM_InProcess},
+      {"BM_InProcessRoundRobin", BM_InProcessRoundRobin},
+      {"BM_InProcessParallel", BM_InProcessParallel},
+      {"BM_ClientStepIpc", BM_ClientStepIpc},
+      {"BM_ClientStepIpcHandoff", BM_ClientStepIpcHandoff},
+      {"BM_EchoIpc", BM_EchoIpc},
+      {"BM_ClientStepTcp", BM_ClientStepTcp},
+      {"BM_EchoTcp", BM_EchoTcp},
+      {"BM_Batch", BM_Batch},
+      {"BM_EchoBatch", BM_EchoBatch},
+  };
+  for (const auto& [name, fn] : benchmarks) {
+    benchmark::RegisterBenchmark(name, fn)->Unit(benchmark::kMicrosecond)->UseRealTime();
+  }
   SummaryReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
 
