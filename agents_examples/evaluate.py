@@ -131,15 +131,6 @@ def read_measured_runs(path):
 # --- Placements out of an episode ----------------------------------------------------------
 
 
-def region_ranges(env, profile):
-    ranges = policy_lib.region_address_ranges(env, profile)
-    if ranges is None:
-        raise InputError("the server does not describe its regions' address ranges (the make "
-                         "spec has no region bounds), so no placement can be exported; update "
-                         "the tiergym server")
-    return ranges
-
-
 def placement_json(action, ranges, tiers):
     """A range placement (docs/formats/trace-csv.md section 2): regions off the default tier
     as ranges, neighbours on the same tier merged."""
@@ -180,7 +171,7 @@ def write_atomically(path, text):
 
 def export_policy(result, env, out_dir, steps_per_phase):
     """Writes policy-NAME.json (and with steps_per_phase the schedule); returns the paths."""
-    ranges = region_ranges(env, result["profile"])
+    ranges = policy_lib.region_address_ranges(env, result["profile"])
     tiers = env.tiers
     stem = f"policy-{result['policy']}"
     action, share = most_used(result["schedule"])
@@ -333,41 +324,35 @@ def real_runs(args, names, address, config, found):
         os.makedirs(out_dir, exist_ok=True)
         exported = {}
         episodes = {}
-        can_export = policy_lib.region_address_ranges(env, app) is not None
         for name in names:
             policy = policy_lib.make_policy(name, seed=args.seed)
             r = policy_lib.run_episode(env, policy, seed=args.seed, profile=app)
             r["policy"] = name.partition("@")[0]  # a trained agent by its module's name
             episodes[name] = r
-            if can_export:
-                exported[name] = export_policy(r, env, out_dir, args.steps == 0)
-                progress(args, f"exported {name}: {exported[name]['placement']}")
-        if not can_export:
-            print("note: the server does not describe its regions' address ranges (no region "
-                  "bounds in the make spec): no placement exported; update the tiergym server")
-        else:
-            print(f"Placements for real runs of {app}, written to {os.path.relpath(out_dir)}:")
-            print(f"{'policy':<10} {'episode s':>10} {'static s':>10} {'in force':>8}  file")
-            for name in names:
-                e = exported[name]
-                with open(e["placement"], encoding="utf-8") as f:
-                    static = env.estimate(app, f.read())["runtime_ns"]
-                print(f"{name:<10} {episodes[name]['runtime_ns'] / 1e9:>10.3f} "
-                      f"{static / 1e9:>10.3f} {100 * e['share']:>7.0f}%  "
-                      f"{os.path.basename(e['placement'])}"
-                      + (f" (+ {os.path.basename(e['schedule'])})" if "schedule" in e else ""))
-            print("episode s: the policy's episode (migrations charged); static s: the exported "
-                  "placement from the start;\nin force: the exported placement's share of the "
-                  "episode's time.")
-            machine = config.get("machine", "knl")
-            runs_path = os.path.relpath(runs_csv or os.path.join(directory, "runs.csv"))
-            first = exported[names[0]]
-            print(f"Measure one: tiergym-prof run-placed --machine {machine} --placement "
-                  f"{os.path.relpath(first['placement'])} --runs {runs_path} -- COMMAND")
-            if "schedule" in first:
-                print(f"or its schedule: tiergym-prof run-placed --machine {machine} --placement "
-                      f"{os.path.relpath(first['first'])} --schedule "
-                      f"{os.path.relpath(first['schedule'])} --runs {runs_path} -- COMMAND")
+            exported[name] = export_policy(r, env, out_dir, args.steps == 0)
+            progress(args, f"exported {name}: {exported[name]['placement']}")
+        print(f"Placements for real runs of {app}, written to {os.path.relpath(out_dir)}:")
+        print(f"{'policy':<10} {'episode s':>10} {'static s':>10} {'in force':>8}  file")
+        for name in names:
+            e = exported[name]
+            with open(e["placement"], encoding="utf-8") as f:
+                static = env.estimate(app, f.read())["runtime_ns"]
+            print(f"{name:<10} {episodes[name]['runtime_ns'] / 1e9:>10.3f} "
+                  f"{static / 1e9:>10.3f} {100 * e['share']:>7.0f}%  "
+                  f"{os.path.basename(e['placement'])}"
+                  + (f" (+ {os.path.basename(e['schedule'])})" if "schedule" in e else ""))
+        print("episode s: the policy's episode (migrations charged); static s: the exported "
+              "placement from the start;\nin force: the exported placement's share of the "
+              "episode's time.")
+        machine = config.get("machine", "knl")
+        runs_path = os.path.relpath(runs_csv or os.path.join(directory, "runs.csv"))
+        first = exported[names[0]]
+        print(f"Measure one: tiergym-prof run-placed --machine {machine} --placement "
+              f"{os.path.relpath(first['placement'])} --runs {runs_path} -- COMMAND")
+        if "schedule" in first:
+            print(f"or its schedule: tiergym-prof run-placed --machine {machine} --placement "
+                  f"{os.path.relpath(first['first'])} --schedule "
+                  f"{os.path.relpath(first['schedule'])} --runs {runs_path} -- COMMAND")
         if runs is None:
             print(f"\nno runs.csv in {directory} (nor {directory}/runs): nothing measured to "
                   "compare with yet")
