@@ -8,8 +8,8 @@
 #include "estimator/estimator.h"
 #include "estimator/interference.h"
 #include "estimator/page_placement.h"
-#include "traces/util/status_macros.h"
-#include "traces/util/strings.h"
+#include "traces/base/status_macros.h"
+#include "traces/base/strings.h"
 
 namespace tiergym::env {
 namespace {

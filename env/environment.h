@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "env/spec/env_spec.h"
 #include "estimator/estimator.h"
 #include "estimator/estimator_index.h"
 #include "traces/machine.h"
@@ -82,71 +83,7 @@ struct EnvConfig {
 // history_decay, migration_gbps, window_instructions, interference, tier_capacity_mib.
 absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string>& keys);
 // The keys ParseEnvConfig accepts, with their defaults and one line of help each.
-struct ConfigKey {
-  std::string name, default_value, help;
-};
 const std::vector<ConfigKey>& EnvConfigKeys();
-
-// A space, in Gymnasium terms.
-struct Space {
-  enum Kind { kBox, kDiscrete, kMultiDiscrete } kind = kBox;
-  std::vector<int64_t> shape;  // kBox: the shape; kMultiDiscrete: {n}
-  float low = 0, high = 1;     // kBox bounds (every element)
-  int64_t n = 0;               // kDiscrete: number of actions; kMultiDiscrete: values per element
-};
-
-struct EnvSpec {
-  Space observation;            // Box float32
-  Space action;                 // MultiDiscrete (placement) or Discrete (move)
-  std::vector<std::string> tiers;          // machine tier names, index = tier id
-  std::vector<std::string> profiles;       // profile names (app names)
-  int num_regions = 0;
-  // Observation layout: offsets of each block in the flat float32 vector.
-  int obs_region_features = 4;  // tier / (tiers - 1), last share, history, size share
-  int obs_global_offset = 0;    // num_regions * obs_region_features
-  // Per tier (tier 0 is the default tier): capacity, and the page-migration throughput
-  // into it that moves are charged at (the migration_gbps override applied).
-  std::vector<uint64_t> tier_capacity_bytes;
-  std::vector<double> tier_migration_gbps;
-  // Per tier: its peak bandwidth (GB/s), from the machine description; policies rank
-  // tiers by it (the fast tier is not always the last).
-  std::vector<double> tier_bandwidth_gbps;
-  // The regions' address ranges, per profile: [(profile * num_regions + r) * 2 + 0] is
-  // region r's first byte, [... + 1] one past its last (empty regions: start == end).
-  std::vector<uint64_t> region_bounds;
-};
-
-struct ResetOptions {
-  std::optional<std::string> profile;  // by app name or index ("0", "1", ...)
-};
-
-// An action: in placement mode one tier per region; in move mode a single integer.
-struct Action {
-  std::vector<int64_t> values;
-};
-
-struct StepInfo {
-  std::string profile;
-  uint64_t step = 0;
-  double interval_ns = 0;          // estimated time of the interval under the placement
-  double default_interval_ns = 0;  // the same interval all on the default tier
-  double migration_ns = 0;
-  uint64_t migrated_bytes = 0;
-  double elapsed_ns = 0;           // so far, migration included
-  double default_elapsed_ns = 0;
-  double default_total_ns = 0;
-  std::vector<uint64_t> tier_used_bytes;
-  std::vector<int> refused_regions;       // moves refused for capacity, in the order tried
-  std::vector<uint8_t> action_mask;       // placement: [region * tiers + tier]; move: [n + 1]
-};
-
-struct StepResult {
-  std::vector<float> observation;
-  double reward = 0;
-  bool terminated = false;
-  bool truncated = false;
-  StepInfo info;
-};
 
 // Loaded profiles with their estimators and indexes, shared by the asset sets of every
 // configuration naming the same profile directory, machine and estimator window: a

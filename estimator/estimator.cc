@@ -1,8 +1,8 @@
 #include "estimator/estimator.h"
 
 #include "estimator/page_placement.h"
-#include "traces/util/status_macros.h"
-#include "traces/util/strings.h"
+#include "traces/base/status_macros.h"
+#include "traces/base/strings.h"
 
 namespace tiergym {
 

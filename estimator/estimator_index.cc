@@ -9,8 +9,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "estimator/internal/run_segments.h"
 #include "estimator/page_placement.h"
-#include "traces/util/status_macros.h"
-#include "traces/util/strings.h"
+#include "traces/base/status_macros.h"
+#include "traces/base/strings.h"
 
 namespace tiergym {
 namespace {

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "absl/container/flat_hash_set.h"
-#include "traces/util/strings.h"
+#include "traces/base/strings.h"
 
 namespace tiergym {
 

@@ -16,9 +16,9 @@
 
 #include "profiler/event_presets.h"
 #include "profiler/perf_session.h"
-#include "traces/util/file.h"
-#include "traces/util/status_macros.h"
-#include "traces/util/strings.h"
+#include "traces/base/file.h"
+#include "traces/base/status_macros.h"
+#include "traces/base/strings.h"
 
 namespace tiergym::prof {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "traces/util/strings.h"
+#include "traces/base/strings.h"
 
 namespace tiergym::prof {
 namespace {

@@ -11,8 +11,8 @@
 #include <cstring>
 #include <ctime>
 
-#include "traces/util/file.h"
-#include "traces/util/strings.h"
+#include "traces/base/file.h"
+#include "traces/base/strings.h"
 
 namespace tiergym::prof {
 namespace {

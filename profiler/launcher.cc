@@ -14,8 +14,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "traces/util/file.h"
-#include "traces/util/strings.h"
+#include "traces/base/file.h"
+#include "traces/base/strings.h"
 
 namespace tiergym::prof {
 namespace {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "profiler/internal/format.h"
-#include "traces/util/status_macros.h"
-#include "traces/util/strings.h"
+#include "traces/base/status_macros.h"
+#include "traces/base/strings.h"
 
 namespace tiergym::prof {
 namespace {

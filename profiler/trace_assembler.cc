@@ -8,7 +8,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "profiler/internal/format.h"
-#include "traces/util/strings.h"
+#include "traces/base/strings.h"
 
 namespace tiergym::prof {
 namespace {

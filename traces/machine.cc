@@ -6,12 +6,12 @@
 #include <optional>
 #include <utility>
 
-#include "traces/synth/bundled_models.h"
-#include "traces/synth/model_source.h"
-#include "traces/util/file.h"
-#include "traces/util/json.h"
-#include "traces/util/status_macros.h"
-#include "traces/util/strings.h"
+#include "traces/bundled_models.h"
+#include "traces/base/model_source.h"
+#include "traces/base/file.h"
+#include "traces/base/json.h"
+#include "traces/base/status_macros.h"
+#include "traces/base/strings.h"
 
 namespace tiergym {
 namespace {
@@ -120,7 +120,7 @@ absl::StatusOr<Machine> ParseMachine(std::string_view json_text, std::string_vie
 
 std::vector<std::string> BundledMachineNames() {
   std::vector<std::string> names;
-  for (const synth::BundledModel& b : synth::BundledModels()) {
+  for (const BundledModel& b : BundledModels()) {
     if (b.name.starts_with(kMachinePrefix)) {
       names.emplace_back(b.name.substr(kMachinePrefix.size()));
     }
@@ -129,15 +129,15 @@ std::vector<std::string> BundledMachineNames() {
 }
 
 absl::StatusOr<Machine> LoadMachine(std::string_view name_or_path) {
-  const synth::BundledModel* bundled = nullptr;
-  for (const synth::BundledModel& b : synth::BundledModels()) {
+  const BundledModel* bundled = nullptr;
+  for (const BundledModel& b : BundledModels()) {
     if (!b.name.starts_with(kMachinePrefix)) continue;
     if (b.name == name_or_path || b.name.substr(kMachinePrefix.size()) == name_or_path) {
       bundled = &b;
     }
   }
-  TG_ASSIGN_OR_RETURN(synth::ModelSource model,
-                      synth::ReadModelSource(name_or_path, bundled, "machine",
+  TG_ASSIGN_OR_RETURN(ModelSource model,
+                      ReadModelSource(name_or_path, bundled, "machine",
                                              BundledMachineNames()));
   return ParseMachine(model.text, model.source);
 }

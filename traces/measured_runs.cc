@@ -6,9 +6,9 @@
 #include <system_error>
 
 #include "absl/container/flat_hash_map.h"
-#include "traces/util/file.h"
-#include "traces/util/status_macros.h"
-#include "traces/util/strings.h"
+#include "traces/base/file.h"
+#include "traces/base/status_macros.h"
+#include "traces/base/strings.h"
 
 namespace tiergym {
 namespace {

@@ -5,10 +5,10 @@
 #include <cmath>
 #include <initializer_list>
 
-#include "traces/util/file.h"
-#include "traces/util/json.h"
-#include "traces/util/status_macros.h"
-#include "traces/util/strings.h"
+#include "traces/base/file.h"
+#include "traces/base/json.h"
+#include "traces/base/status_macros.h"
+#include "traces/base/strings.h"
 
 namespace tiergym {
 namespace {

@@ -4,8 +4,8 @@
 #include <filesystem>
 
 #include "traces/trace_file.h"
-#include "traces/util/status_macros.h"
-#include "traces/util/strings.h"
+#include "traces/base/status_macros.h"
+#include "traces/base/strings.h"
 
 namespace tiergym {
 

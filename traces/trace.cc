@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "traces/util/strings.h"
+#include "traces/base/strings.h"
 
 namespace tiergym {
 namespace {

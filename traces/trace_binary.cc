@@ -15,10 +15,10 @@
 
 #include "absl/strings/str_format.h"
 #include "traces/binary_format.h"
-#include "traces/util/crc32c.h"
-#include "traces/util/file.h"
-#include "traces/util/status_macros.h"
-#include "traces/util/strings.h"
+#include "traces/base/crc32c.h"
+#include "traces/base/file.h"
+#include "traces/base/status_macros.h"
+#include "traces/base/strings.h"
 
 namespace tiergym {
 namespace {

@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include "traces/util/file.h"
-#include "traces/util/status_macros.h"
-#include "traces/util/strings.h"
+#include "traces/base/file.h"
+#include "traces/base/status_macros.h"
+#include "traces/base/strings.h"
 
 namespace tiergym {
 namespace {

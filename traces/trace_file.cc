@@ -7,8 +7,8 @@
 
 #include "traces/trace_binary.h"
 #include "traces/trace_csv.h"
-#include "traces/util/file.h"
-#include "traces/util/strings.h"
+#include "traces/base/file.h"
+#include "traces/base/strings.h"
 
 namespace tiergym {
 

@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "absl/container/flat_hash_set.h"
-#include "traces/util/strings.h"
+#include "traces/base/strings.h"
 
 namespace tiergym {
 namespace {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "traces/trace.h"
-#include "traces/util/json.h"
+#include "traces/base/json.h"
 
 namespace tiergym {
 

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <utility>
 
-#include "traces/util/strings.h"
+#include "traces/base/strings.h"
 #include "zmq.hpp"
 
 namespace tiergym::env {

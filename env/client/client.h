@@ -18,7 +18,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "env/server/protocol.h"
+#include "env/protocol/protocol.h"
 
 namespace tiergym::env {
 

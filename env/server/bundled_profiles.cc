@@ -11,8 +11,8 @@
 #include "traces/machine.h"
 #include "traces/synth/app_model.h"
 #include "traces/synth/generator.h"
-#include "traces/util/status_macros.h"
-#include "traces/util/strings.h"
+#include "traces/base/status_macros.h"
+#include "traces/base/strings.h"
 
 namespace tiergym::env {
 namespace fs = std::filesystem;

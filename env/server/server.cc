@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "env/server/protocol.h"
-#include "traces/util/strings.h"
+#include "env/protocol/protocol.h"
+#include "traces/base/strings.h"
 #include "zmq.hpp"
 
 namespace tiergym::env {

@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "traces/placement.h"
-#include "traces/util/strings.h"
+#include "traces/base/strings.h"
 
 namespace tiergym::env {
 

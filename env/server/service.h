@@ -28,7 +28,7 @@
 #include <unordered_map>
 
 #include "env/server/env_provider.h"
-#include "env/server/protocol.h"
+#include "env/protocol/protocol.h"
 #include "env/server/thread_pool.h"
 
 namespace tiergym::env {

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <optional>
 
-#include "estimator/contention/internal/csv_table.h"
-#include "traces/util/status_macros.h"
-#include "traces/util/strings.h"
+#include "traces/base/csv_table.h"
+#include "traces/base/status_macros.h"
+#include "traces/base/strings.h"
 
 namespace tiergym::contention {
 
@@ -81,7 +81,7 @@ absl::StatusOr<Method> ParseMethod(std::string_view name) {
   } else if (curve == "estimated") {
     m.curve = CurveChoice::kEstimated;
   } else {
-    const std::optional<double> pct = internal::ParseFiniteNumber(curve);
+    const std::optional<double> pct = ParseFiniteNumber(curve);
     if (!pct.has_value() || *pct < 0 || *pct > 100) {
       return bad(StrCat("curve \"", curve,
                         "\" is neither right, estimated nor a read share "

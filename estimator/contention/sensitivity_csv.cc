@@ -4,17 +4,13 @@
 #include <map>
 #include <optional>
 
-#include "estimator/contention/internal/csv_table.h"
-#include "traces/util/file.h"
-#include "traces/util/status_macros.h"
-#include "traces/util/strings.h"
+#include "traces/base/csv_table.h"
+#include "traces/base/file.h"
+#include "traces/base/status_macros.h"
+#include "traces/base/strings.h"
 
 namespace tiergym::contention {
 namespace {
-
-using internal::CsvRow;
-using internal::ParseFiniteNumber;
-using internal::RuleError;
 
 constexpr double kMaxNormalizedPerf = 2.0;
 
@@ -60,8 +56,8 @@ const SensitivityCurve* SensitivityFamily::FindCurve(double read_pct) const {
 
 absl::StatusOr<std::vector<SensitivityFamily>> ParseCurvesCsv(std::string_view text,
                                                               const std::string& path) {
-  TG_ASSIGN_OR_RETURN(internal::CsvTable table,
-                      internal::ParseCsvTable(
+  TG_ASSIGN_OR_RETURN(CsvTable table,
+                      ParseCsvTable(
                           text, path, {"app", "read_pct", "interference_gbps", "normalized_perf"}));
   std::map<std::string, std::map<double, SensitivityCurve>> by_app;
   for (const CsvRow& row : table.rows) {
@@ -102,8 +98,8 @@ absl::StatusOr<std::vector<SensitivityFamily>> ParseCurvesCsv(std::string_view t
 
 absl::StatusOr<std::vector<AppBandwidth>> ParseAppsCsv(std::string_view text,
                                                        const std::string& path) {
-  TG_ASSIGN_OR_RETURN(internal::CsvTable table,
-                      internal::ParseCsvTable(text, path, {"app", "read_gbps", "write_gbps"}));
+  TG_ASSIGN_OR_RETURN(CsvTable table,
+                      ParseCsvTable(text, path, {"app", "read_gbps", "write_gbps"}));
   std::vector<AppBandwidth> apps;
   std::map<std::string, int, std::less<>> line_of;
   for (const CsvRow& row : table.rows) {
@@ -136,8 +132,8 @@ absl::StatusOr<std::vector<AppBandwidth>> ParseAppsCsv(std::string_view text,
 absl::StatusOr<std::vector<MeasuredPair>> ParsePairsCsv(std::string_view text,
                                                         const std::string& path) {
   TG_ASSIGN_OR_RETURN(
-      internal::CsvTable table,
-      internal::ParseCsvTable(text, path, {"target", "interferer", "normalized_perf"}));
+      CsvTable table,
+      ParseCsvTable(text, path, {"target", "interferer", "normalized_perf"}));
   std::vector<MeasuredPair> pairs;
   for (const CsvRow& row : table.rows) {
     if (row.fields[0].empty() || row.fields[1].empty()) {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "traces/util/strings.h"
+#include "traces/base/strings.h"
 
 namespace tiergym::contention {
 namespace {

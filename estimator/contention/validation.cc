@@ -5,8 +5,8 @@
 #include <set>
 #include <vector>
 
-#include "estimator/contention/internal/csv_table.h"
-#include "traces/util/strings.h"
+#include "traces/base/csv_table.h"
+#include "traces/base/strings.h"
 
 namespace tiergym::contention {
 
@@ -44,12 +44,12 @@ absl::StatusOr<ValidationReport> Validate(const std::vector<SensitivityFamily>& 
   for (const MeasuredPair& pair : pairs) {
     const SensitivityFamily* family = FindFamily(families, pair.target);
     if (family == nullptr) {
-      return internal::RuleError(pairs_path, pair.line, "unknown-target",
+      return RuleError(pairs_path, pair.line, "unknown-target",
                                  StrCat("target \"", pair.target, "\" has no curves"));
     }
     const AppBandwidth* app = FindApp(apps, pair.interferer);
     if (app == nullptr) {
-      return internal::RuleError(
+      return RuleError(
           pairs_path, pair.line, "unknown-interferer",
           StrCat("interferer \"", pair.interferer, "\" has no solo bandwidth in the apps file"));
     }

@@ -38,7 +38,7 @@
 #include "env/environment.h"
 #include "env/server/bundled_profiles.h"
 #include "env/server/environment_provider.h"
-#include "env/server/protocol.h"
+#include "env/protocol/protocol.h"
 #include "env/server/server.h"
 #include "env/server/thread_pool.h"
 #include "msgpack.hpp"

@@ -10,8 +10,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/run_tiergym.h"
-#include "traces/util/file.h"
-#include "traces/util/json.h"
+#include "traces/base/file.h"
+#include "traces/base/json.h"
 
 namespace tiergym {
 namespace {

@@ -1,11 +1,11 @@
-#include "estimator/contention/contention_synth.h"
+#include "estimator/contention/synth/contention_synth.h"
 
 #include <string>
 
 #include "estimator/contention/smoothing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "traces/util/file.h"
+#include "traces/base/file.h"
 
 namespace tiergym::contention {
 namespace {

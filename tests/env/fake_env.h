@@ -20,7 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "env/server/env_provider.h"
-#include "traces/util/strings.h"
+#include "traces/base/strings.h"
 
 namespace tiergym::env::testing {
 

@@ -1,6 +1,6 @@
-// The protocol codec (env/server/protocol.h) without sockets: every request and reply
+// The protocol codec (env/protocol/protocol.h) without sockets: every request and reply
 // round-trips, and every malformed payload is refused with a code and the field at fault.
-#include "env/server/protocol.h"
+#include "env/protocol/protocol.h"
 
 #include <string>
 #include <vector>

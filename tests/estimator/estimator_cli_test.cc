@@ -11,7 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/run_tiergym.h"
-#include "traces/util/json.h"
+#include "traces/base/json.h"
 
 namespace tiergym {
 namespace {

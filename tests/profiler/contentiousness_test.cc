@@ -12,7 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "profiler/event_presets.h"
-#include "traces/util/file.h"
+#include "traces/base/file.h"
 
 namespace tiergym::prof {
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "traces/util/file.h"
+#include "traces/base/file.h"
 
 namespace tiergym::prof {
 namespace {

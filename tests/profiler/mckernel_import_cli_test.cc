@@ -3,10 +3,10 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "profiler/mckernel/import_cli.h"
+#include "profiler/cli/import_cli.h"
 #include "tests/profiler/mckernel_dump_bytes.h"
 #include "traces/trace_file.h"
-#include "traces/util/file.h"
+#include "traces/base/file.h"
 
 namespace tiergym::mckernel {
 namespace {

@@ -20,7 +20,7 @@
 #include "profiler/perf_session.h"
 #include "traces/profile.h"
 #include "traces/trace_file.h"
-#include "traces/util/json.h"
+#include "traces/base/json.h"
 
 namespace tiergym::prof {
 namespace {

@@ -14,7 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/run_tiergym.h"
-#include "traces/util/file.h"
+#include "traces/base/file.h"
 
 namespace tiergym::prof {
 namespace {

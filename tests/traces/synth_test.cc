@@ -9,12 +9,12 @@
 #include "traces/placement.h"
 #include "traces/synth/app_model.h"
 #include "traces/synth/generator.h"
-#include "traces/synth/synth_cli.h"
+#include "traces/cli/synth_cli.h"
 #include "traces/synth/time_model.h"
 #include "traces/trace_csv.h"
 #include "traces/trace_file.h"
-#include "traces/util/file.h"
-#include "traces/util/json.h"
+#include "traces/base/file.h"
+#include "traces/base/json.h"
 
 namespace tiergym::synth {
 namespace {

@@ -16,7 +16,7 @@
 #include "traces/binary_format.h"
 #include "traces/trace.h"
 #include "traces/trace_csv.h"
-#include "traces/util/crc32c.h"
+#include "traces/base/crc32c.h"
 
 namespace tiergym {
 namespace {

@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "traces/trace_csv.h"
 #include "tests/run_tiergym.h"
-#include "traces/util/json.h"
+#include "traces/base/json.h"
 
 namespace tiergym {
 namespace {

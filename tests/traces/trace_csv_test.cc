@@ -4,7 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "traces/util/file.h"
+#include "traces/base/file.h"
 
 namespace tiergym {
 namespace {

@@ -6,11 +6,11 @@
 #include <optional>
 #include <utility>
 
-#include "traces/synth/bundled_models.h"
-#include "traces/synth/model_source.h"
-#include "traces/util/file.h"
-#include "traces/util/status_macros.h"
-#include "traces/util/strings.h"
+#include "traces/bundled_models.h"
+#include "traces/base/model_source.h"
+#include "traces/base/file.h"
+#include "traces/base/status_macros.h"
+#include "traces/base/strings.h"
 
 namespace tiergym::synth {
 namespace {

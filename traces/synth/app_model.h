@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "traces/util/json.h"
+#include "traces/base/json.h"
 
 namespace tiergym::synth {
 

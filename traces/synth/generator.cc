@@ -10,10 +10,10 @@
 #include <system_error>
 
 #include "traces/synth/rng.h"
-#include "traces/util/file.h"
-#include "traces/util/json.h"
-#include "traces/util/status_macros.h"
-#include "traces/util/strings.h"
+#include "traces/base/file.h"
+#include "traces/base/json.h"
+#include "traces/base/status_macros.h"
+#include "traces/base/strings.h"
 
 namespace tiergym::synth {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "traces/synth/rng.h"
-#include "traces/util/strings.h"
+#include "traces/base/strings.h"
 
 namespace tiergym::synth {
 namespace {

@@ -1,6 +1,6 @@
 """Wire format of the tiergym protocol, version 1 (env/PROTOCOL.md), on the Python side.
 
-Mirrors env/server/protocol.h: constants, arrays as {"dtype", "shape", "data"} maps, and the
+Mirrors env/protocol/protocol.h: constants, arrays as {"dtype", "shape", "data"} maps, and the
 conversion of replies (observations, step infos, batch columns) into numpy values.
 """
 

@@ -1,0 +1,224 @@
+// The environment protocol, version 1 (env/PROTOCOL.md): its constants, the request and
+// reply structs, and the codec between them and MessagePack payloads.
+//
+// The codec is pure: bytes in, structs out (and back), no sockets, no sessions. The
+// server decodes requests and encodes replies; the C++ client (env/client/) encodes
+// requests and decodes replies; the tests round-trip both. Decoding never throws: every
+// malformed payload becomes an Error whose code is an absl::StatusCode and whose message
+// names the request field at fault ("action[3]: ..."). MessagePack stays inside
+// protocol.cc; this header is free of it.
+//
+// Thread-safety: plain values and functions without shared state.
+#ifndef TIERGYM_ENV_PROTOCOL_PROTOCOL_H_
+#define TIERGYM_ENV_PROTOCOL_PROTOCOL_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "env/spec/env_spec.h"
+
+namespace tiergym::env::protocol {
+
+inline constexpr uint64_t kVersion = 1;
+inline constexpr char kEnvId[] = "tiergym/TierPlacement-v0";
+// The field named by errors about the message as a whole.
+inline constexpr char kPayloadField[] = "(payload)";
+
+enum class Op { kHello, kList, kMake, kReset, kStep, kStepBatch, kEstimate, kClose, kStats };
+inline constexpr int kNumOps = 9;
+std::string_view OpName(Op op);
+std::optional<Op> ParseOp(std::string_view name);
+
+enum class Autoreset { kNone, kSameStep };
+
+// An error as it travels. REQUIRES (for messages built by MakeError): message starts with
+// field + ": ".
+struct Error {
+  absl::StatusCode code = absl::StatusCode::kUnknown;
+  std::string field;
+  std::string message;
+};
+// An Error whose message is "FIELD: DETAIL" (DETAIL kept as is when it already starts
+// with "FIELD").
+Error MakeError(absl::StatusCode code, std::string field, std::string_view detail);
+// The status of `status` on `field` (status must not be OK).
+Error ErrorFromStatus(const absl::Status& status, std::string field);
+// Back to a status for client code: code and message.
+absl::Status ToStatus(const Error& error);
+// "INVALID_ARGUMENT" <-> absl::StatusCode::kInvalidArgument. Unknown names give kUnknown.
+std::string CodeName(absl::StatusCode code);
+absl::StatusCode ParseCodeName(std::string_view name);
+
+using ConfigMap = std::map<std::string, std::string>;
+
+struct MakeRequest {
+  std::string env;
+  ConfigMap config;  // values as strings; arrays already joined with commas
+};
+
+struct ResetRequest {
+  uint64_t session = 0;
+  std::optional<uint64_t> seed;
+  ResetOptions options;  // profile by name or by index ("0", "1", ...)
+};
+
+struct StepRequest {
+  uint64_t session = 0;
+  Action action;
+};
+
+struct StepBatchRequest {
+  std::vector<uint64_t> sessions;
+  std::vector<Action> actions;                 // one per session
+  std::vector<uint8_t> reset;                  // empty or one per session
+  std::vector<std::optional<uint64_t>> seeds;  // empty or one per session
+  std::vector<ResetOptions> options;           // empty or one per session
+  Autoreset autoreset = Autoreset::kNone;
+};
+
+struct EstimateRequest {
+  uint64_t session = 0;             // 0: use `config`
+  std::optional<ConfigMap> config;  // neither: the server's default configuration
+  std::string profile;              // name or index
+  std::string placement_json;
+};
+
+struct CloseRequest {
+  uint64_t session = 0;
+};
+
+using RequestBody = std::variant<std::monostate, MakeRequest, ResetRequest, StepRequest,
+                                 StepBatchRequest, EstimateRequest, CloseRequest>;
+
+struct Request {
+  Op op = Op::kHello;
+  uint64_t version = kVersion;
+  std::optional<uint64_t> id;
+  RequestBody body;  // monostate for hello, list, stats
+};
+
+// What DecodeRequest found: on failure `error` is set and `request.id` holds the request
+// id when it could be read (so that the error reply still carries it).
+struct DecodedRequest {
+  Request request;
+  std::optional<Error> error;
+};
+
+struct DecodeLimits {
+  // Entries of one MessagePack array / map (also bounded by the payload size). Default 1 << 22.
+  uint64_t max_array_elements = 1 << 22;
+  // Entries per step_batch. Default 65536.
+  uint64_t max_batch = 65536;
+};
+
+// Decodes one request payload. Checks types, required and unknown keys and the shape of
+// arrays; not what depends on a session (action ranges, session ids): that is the
+// service's job. Versions other than kVersion decode (so that hello can answer) and are
+// refused by the service.
+DecodedRequest DecodeRequest(std::string_view payload, const DecodeLimits& limits = {});
+std::string EncodeRequest(const Request& request);
+
+// --- Replies --------------------------------------------------------------------------
+
+struct Limits {
+  uint64_t max_sessions = 0;
+  uint64_t max_message_bytes = 0;
+  uint64_t max_batch = 0;
+  double idle_timeout_s = 0;
+  uint64_t threads = 0;
+};
+
+struct HelloReply {
+  uint64_t protocol = kVersion;
+  std::string server;
+  std::vector<std::string> envs;
+  Limits limits;
+};
+
+struct EnvDescription {
+  std::string id;
+  std::string description;
+  std::vector<ConfigKey> config_keys;
+};
+
+struct ListReply {
+  std::vector<EnvDescription> envs;
+};
+
+struct MakeReply {
+  uint64_t session = 0;
+  EnvSpec spec;
+  ConfigMap config;
+};
+
+struct ResetReply {
+  StepResult result;  // observation and info; reward and flags unused
+};
+
+struct StepReply {
+  StepResult result;
+};
+
+struct StepBatchReply {
+  std::vector<StepResult> results;  // one per entry: after the step or the reset
+  std::vector<uint8_t> was_reset;   // one per entry
+  // With autoreset same_step when an episode ended: one per entry, the result of the step
+  // that ended it (for other entries, a copy of `results[i]`). Otherwise empty.
+  std::vector<StepResult> finals;
+};
+
+struct EstimateReply {
+  double runtime_ns = 0;
+  double default_runtime_ns = 0;
+};
+
+struct CloseReply {};
+
+struct StatsReply {
+  uint64_t sessions = 0;
+  uint64_t sessions_made = 0;
+  uint64_t sessions_closed = 0;
+  uint64_t sessions_reclaimed = 0;
+  uint64_t asset_sets = 0;
+  uint64_t asset_bytes = 0;
+  uint64_t requests = 0;
+  uint64_t errors = 0;
+  uint64_t threads = 0;
+  double uptime_s = 0;
+  uint64_t rss_bytes = 0;
+  std::map<std::string, uint64_t> ops;
+};
+
+using ReplyBody = std::variant<Error, HelloReply, ListReply, MakeReply, ResetReply, StepReply,
+                               StepBatchReply, EstimateReply, CloseReply, StatsReply>;
+
+struct Reply {
+  std::optional<uint64_t> id;
+  ReplyBody body;
+};
+
+// Encodes a reply. REQUIRES: in a StepBatchReply every result has the same observation
+// size, tier count and action-mask size.
+std::string EncodeReply(const Reply& reply);
+
+// Decodes a reply to a request of kind `op`: an Error body when the server said ok=false,
+// a body of the op's kind otherwise. InvalidArgument when the payload is not such a reply.
+absl::StatusOr<Reply> DecodeReply(std::string_view payload, Op op);
+
+// The reply id of a payload without decoding the rest; nullopt when absent or unreadable.
+std::optional<uint64_t> PeekReplyId(std::string_view payload);
+
+// The op of a request payload without decoding the rest; nullopt when it has none or is
+// unreadable. Never throws.
+std::optional<Op> PeekRequestOp(std::string_view payload);
+
+}  // namespace tiergym::env::protocol
+
+#endif  // TIERGYM_ENV_PROTOCOL_PROTOCOL_H_

@@ -1,0 +1,395 @@
+#include "estimator/cli/estimator_cli.h"
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <string_view>
+
+#include "estimator/estimator.h"
+#include "estimator/interference.h"
+#include "estimator/replay_estimator.h"
+#include "traces/measured_runs.h"
+#include "traces/trace_summary.h"
+#include "traces/base/args.h"
+#include "traces/base/file.h"
+#include "traces/base/json.h"
+#include "traces/base/script.h"
+#include "traces/base/strings.h"
+
+
+namespace tiergym {
+namespace {
+
+void AddEstimateOptions(ArgParser& p) {
+  p.AddOption("profile", "DIR", "profile directory: one trace per device");
+  p.AddOption("window", "INSTRUCTIONS", "window length in base-run instructions", "1000000");
+  p.AddFlag("no-phasemarks", "treat the whole run as one phase (the paper's ablation)");
+  p.AddOption("machine", "NAME|FILE",
+              "machine description (knl, disagg or a JSON file): tier bandwidths for the "
+              "concurrent model");
+  p.AddOption("model", "paper|concurrent",
+              "estimator model: the paper's weighted mean, or with the overlap of "
+              "bandwidth-bound work on different tiers (needs --machine)",
+              "paper");
+  p.AddOption("engine", "index|replay",
+              "index (default) or the per-sample replay as published (paper model only; "
+              "slow, for checking)",
+              "index");
+  p.AddFlag("json", "print one JSON object on stdout");
+}
+
+struct CommonArgs {
+  EstimatorOptions options;
+  Model model = Model::kPaper;
+  bool replay = false;
+};
+
+// Parses the options both commands share plus the required option `required`;
+// returns the exit code when the command should stop (--help, a usage error).
+std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
+                             std::string_view required, CommonArgs* out) {
+  if (std::optional<int> rc = p.ParseOrExit(args)) return rc;
+  absl::Status s = p.Require("profile");
+  if (s.ok()) s = p.Require(required);
+  auto window = p.GetUint64("window");
+  if (s.ok() && !window.ok()) s = window.status();
+  if (s.ok() && *window == 0) s = absl::InvalidArgumentError("--window must be positive");
+  auto model = ParseModel(p.Get("model"));
+  if (s.ok() && !model.ok()) s = absl::InvalidArgumentError(StrCat("--model: ", model.status().message()));
+  const std::string engine = p.Get("engine");
+  if (s.ok() && engine != "index" && engine != "replay") {
+    s = absl::InvalidArgumentError(StrCat("--engine must be index or replay, not '", engine, "'"));
+  }
+  if (s.ok() && model.ok() && *model == Model::kConcurrent && !p.Given("machine")) {
+    s = absl::InvalidArgumentError("--model concurrent needs --machine (the tier bandwidths)");
+  }
+  if (s.ok() && engine == "replay" && model.ok() && *model != Model::kPaper) {
+    s = absl::InvalidArgumentError("--engine replay computes the paper model only");
+  }
+  if (!s.ok()) {
+    std::cerr << s.message() << "\n";
+    return 2;
+  }
+  out->options.window_instructions = *window;
+  out->options.use_phasemarks = !p.Flag("no-phasemarks");
+  out->model = *model;
+  out->replay = engine == "replay";
+  return std::nullopt;
+}
+
+int Fail(const absl::Status& s) {
+  std::cerr << "error: " << s.message() << "\n";
+  return 1;
+}
+
+// Loads the profile and the machine and makes the estimator.
+absl::StatusOr<std::unique_ptr<Estimator>> MakeEstimator(const ArgParser& p, CommonArgs& common) {
+  auto profile = LoadProfile(p.Get("profile"));
+  if (!profile.ok()) return profile.status();
+  if (p.Given("machine")) {
+    auto machine = LoadMachine(p.Get("machine"));
+    if (!machine.ok()) return machine.status();
+    common.options.machine = *machine;
+  }
+  return Estimator::Create(*std::move(profile), common.options);
+}
+
+absl::StatusOr<Estimate> EstimateWith(Estimator& estimator, const CommonArgs& common,
+                                      const Placement& placement, Model model) {
+  if (common.replay) {
+    return EstimateByReplay(estimator.profile(), placement,
+                            {.window_instructions = common.options.window_instructions,
+                             .use_phasemarks = common.options.use_phasemarks});
+  }
+  return estimator.EstimatePlacement(placement, model);
+}
+
+void WriteDoubles(json::Writer& w, std::string_view key, const std::vector<double>& values) {
+  w.Key(key);
+  w.BeginArray();
+  for (double v : values) w.Double(v);
+  w.EndArray();
+}
+
+// Runs scripts/plot_validation.py with the validation JSON on its standard input.
+absl::Status Plot(const std::string& json_text, const std::string& png, const std::string& title) {
+  return RunScript("plot_validation.py", {"-", "--out", png, "--title", title}, json_text);
+}
+
+// Replaces the estimate's runtime and per-phase times by those under the schedule's
+// interference (estimator/interference.h).
+absl::Status ApplyInterference(Estimator& estimator, const Placement& placement, Model model,
+                               const std::string& path, Estimate* est) {
+  auto schedule = ReadInterferenceSchedule(path);
+  if (!schedule.ok()) return schedule.status();
+  auto composer = InterferenceComposer::Create(*schedule, estimator.profile().devices(),
+                                               estimator.profile().app());
+  if (!composer.ok()) return absl::Status(composer.status().code(), StrCat(path, ": ", composer.status().message()));
+  auto index = estimator.IndexFor(placement.default_tier);
+  if (!index.ok()) return index.status();
+  auto resolved = (*index)->Resolve(placement);
+  if (!resolved.ok()) return resolved.status();
+  const PlacementState state(*index, *resolved, model);
+  const EstimatorIndex& x = **index;
+  est->runtime_ns = 0;
+  for (size_t s = 0; s < x.num_segments() && s < est->phases.size(); ++s) {
+    est->phases[s].estimated_ns = composer->IntervalNs(state, x.segment_begin(s), x.segment_begin(s + 1));
+    est->runtime_ns += est->phases[s].estimated_ns;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string EstimatorCommandsHelp() {
+  return "  estimate               estimate a profile's runtime under a placement\n"
+         "  validate               compare estimates with measured runs (runs.csv)\n";
+}
+
+int RunEstimateCommand(const std::vector<std::string>& args) {
+  ArgParser p("tiergym estimate",
+              "Estimate the runtime of an application under a placement from its profile "
+              "(one sampled run per device), with the differential-trace estimator.");
+  AddEstimateOptions(p);
+  p.AddOption("placement", "FILE", "placement JSON (ranges or fractions)");
+  p.AddOption("interference", "FILE",
+              "interference schedule JSON: co-runners per tier and part of the run, and the "
+              "target's sensitivity curves (estimator/README.md, \"Interference\")");
+  p.SetEpilog(
+      "JSON output: {runtime_ns, model, devices: [..], device_runtime_ns: [..],\n"
+      "access_share: [..], time_share: [..], phases: [{phase, estimated_ns, measured_ns: [..],\n"
+      "windows}]}; per-device lists follow `devices`. With --interference also\n"
+      "runtime_without_interference_ns; runtime_ns and the phases include the slowdowns.");
+  CommonArgs common;
+  if (std::optional<int> rc = ParseArgs(p, args, "placement", &common)) return *rc;
+  auto estimator = MakeEstimator(p, common);
+  if (!estimator.ok()) return Fail(estimator.status());
+  auto placement = ReadPlacement(p.Get("placement"));
+  if (!placement.ok()) return Fail(placement.status());
+  auto est = EstimateWith(**estimator, common, *placement, common.model);
+  if (!est.ok()) return Fail(est.status());
+  const double without_interference = est->runtime_ns;
+  if (p.Given("interference")) {
+    if (common.replay) return Fail(absl::InvalidArgumentError("--interference needs --engine index"));
+    if (absl::Status s = ApplyInterference(**estimator, *placement, common.model,
+                                           p.Get("interference"), &*est);
+        !s.ok()) {
+      return Fail(s);
+    }
+  }
+  if (p.Flag("json")) {
+    json::Writer w;
+    w.BeginObject();
+    w.Key("runtime_ns");
+    w.Double(std::round(est->runtime_ns));
+    if (p.Given("interference")) {
+      w.Key("runtime_without_interference_ns");
+      w.Double(std::round(without_interference));
+    }
+    w.Key("model");
+    w.String(ModelName(common.model));
+    w.Key("devices");
+    w.BeginArray();
+    for (const auto& d : est->devices) w.String(d);
+    w.EndArray();
+    w.Key("device_runtime_ns");
+    w.BeginArray();
+    for (uint64_t v : est->device_runtime_ns) w.Uint(v);
+    w.EndArray();
+    WriteDoubles(w, "access_share", est->access_share);
+    WriteDoubles(w, "time_share", est->time_share);
+    w.Key("phases");
+    w.BeginArray();
+    for (const PhaseEstimate& ph : est->phases) {
+      w.BeginObject();
+      w.Key("phase");
+      w.Uint(ph.phase);
+      w.Key("estimated_ns");
+      w.Double(std::round(ph.estimated_ns));
+      w.Key("measured_ns");
+      w.BeginArray();
+      for (uint64_t v : ph.measured_ns) w.Uint(v);
+      w.EndArray();
+      w.Key("windows");
+      w.Uint(ph.windows);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+    std::cout << w.Take() << "\n";
+    return 0;
+  }
+  std::cout << "estimated runtime " << FormatDuration(static_cast<uint64_t>(est->runtime_ns))
+            << " for " << p.Get("placement") << " (" << ModelName(common.model) << " model)\n";
+  if (p.Given("interference")) {
+    std::cout << "  with the co-runners of " << p.Get("interference") << "; without them "
+              << FormatDuration(static_cast<uint64_t>(without_interference)) << "\n";
+  }
+  for (size_t d = 0; d < est->devices.size(); ++d) {
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "  %-8s all-on-device run %12s   accesses %5.1f %%   time %5.1f %%\n",
+                  est->devices[d].c_str(), FormatDuration(est->device_runtime_ns[d]).c_str(),
+                  100 * est->access_share[d], 100 * est->time_share[d]);
+    std::cout << line;
+  }
+  const size_t shown = std::min<size_t>(est->phases.size(), 12);
+  std::cout << "  per phase (estimated; measured on each device):\n";
+  for (size_t i = 0; i < shown; ++i) {
+    const PhaseEstimate& ph = est->phases[i];
+    std::string measured;
+    for (size_t d = 0; d < ph.measured_ns.size(); ++d) {
+      StrAppend(&measured, d ? ", " : "", est->devices[d], " ", FormatDuration(ph.measured_ns[d]));
+    }
+    std::cout << "    phase " << ph.phase << ": "
+              << FormatDuration(static_cast<uint64_t>(ph.estimated_ns)) << " (" << measured
+              << ")\n";
+  }
+  if (shown < est->phases.size()) {
+    std::cout << "    ... " << est->phases.size() - shown << " more phases (see --json)\n";
+  }
+  return 0;
+}
+
+int RunValidateCommand(const std::vector<std::string>& args) {
+  ArgParser p("tiergym validate",
+              "Estimate every measured run of runs.csv from the profile and report the error "
+              "of each estimate against the measured runtime. With --machine, both models are "
+              "reported; --model picks the one in estimated_ns / error_pct.");
+  AddEstimateOptions(p);
+  p.AddOption("runs", "FILE", "measured runs CSV (name,placement,runtime_ns)");
+  p.AddOption("plot", "FILE.png",
+              "also draw measured vs estimated runtime per run (needs python3-matplotlib)");
+  p.SetEpilog(
+      "JSON output: {\"runs\": [{name, measured_ns, estimated_ns, error_pct, models:\n"
+      "{paper: {estimated_ns, error_pct}, concurrent: {..}}}], \"mean_error_pct\",\n"
+      "\"max_error_pct\", \"model\", \"models\": {paper: {mean_error_pct, max_error_pct},\n"
+      "concurrent: {..}}}; error_pct = 100 * |estimated - measured| / measured; the\n"
+      "concurrent entries appear with --machine.");
+  CommonArgs common;
+  if (std::optional<int> rc = ParseArgs(p, args, "runs", &common)) return *rc;
+  auto estimator = MakeEstimator(p, common);
+  if (!estimator.ok()) return Fail(estimator.status());
+  auto runs = ReadMeasuredRunsWithPlacements(p.Get("runs"));
+  if (!runs.ok()) return Fail(runs.status());
+  std::vector<Model> models = {Model::kPaper};
+  if ((*estimator)->has_machine() && !common.replay) models.push_back(Model::kConcurrent);
+
+  struct Row {
+    std::string name;
+    uint64_t measured_ns;
+    std::vector<double> estimated_ns;  // per model
+  };
+  std::vector<Row> rows;
+  for (const auto& [run, placement] : *runs) {
+    Row row{run.name, run.runtime_ns, {}};
+    for (Model m : models) {
+      auto est = EstimateWith(**estimator, common, placement, m);
+      if (!est.ok()) {
+        return Fail(absl::Status(est.status().code(),
+                                 StrCat(p.Get("runs"), ": run ", run.name, " (", run.placement_path,
+                                        "): ", est.status().message())));
+      }
+      row.estimated_ns.push_back(est->runtime_ns);
+    }
+    rows.push_back(std::move(row));
+  }
+  auto error_pct = [](double estimated, uint64_t measured) {
+    return 100.0 * std::fabs(estimated - static_cast<double>(measured)) /
+           static_cast<double>(measured);
+  };
+  const size_t chosen = common.model == Model::kPaper ? 0 : 1;
+  std::vector<double> mean(models.size(), 0.0), max(models.size(), 0.0);
+  for (const Row& r : rows) {
+    for (size_t m = 0; m < models.size(); ++m) {
+      const double e = error_pct(r.estimated_ns[m], r.measured_ns);
+      mean[m] += e / static_cast<double>(rows.size());
+      max[m] = std::max(max[m], e);
+    }
+  }
+
+  json::Writer w;
+  w.BeginObject();
+  w.Key("runs");
+  w.BeginArray();
+  for (const Row& r : rows) {
+    w.BeginObject();
+    w.Key("name");
+    w.String(r.name);
+    w.Key("measured_ns");
+    w.Uint(r.measured_ns);
+    w.Key("estimated_ns");
+    w.Double(std::round(r.estimated_ns[chosen]));
+    w.Key("error_pct");
+    w.Double(error_pct(r.estimated_ns[chosen], r.measured_ns));
+    w.Key("models");
+    w.BeginObject();
+    for (size_t m = 0; m < models.size(); ++m) {
+      w.Key(ModelName(models[m]));
+      w.BeginObject();
+      w.Key("estimated_ns");
+      w.Double(std::round(r.estimated_ns[m]));
+      w.Key("error_pct");
+      w.Double(error_pct(r.estimated_ns[m], r.measured_ns));
+      w.EndObject();
+    }
+    w.EndObject();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("mean_error_pct");
+  w.Double(mean[chosen]);
+  w.Key("max_error_pct");
+  w.Double(max[chosen]);
+  w.Key("model");
+  w.String(ModelName(common.model));
+  w.Key("models");
+  w.BeginObject();
+  for (size_t m = 0; m < models.size(); ++m) {
+    w.Key(ModelName(models[m]));
+    w.BeginObject();
+    w.Key("mean_error_pct");
+    w.Double(mean[m]);
+    w.Key("max_error_pct");
+    w.Double(max[m]);
+    w.EndObject();
+  }
+  w.EndObject();
+  w.EndObject();
+  const std::string json_text = w.Take();
+
+  if (p.Flag("json")) {
+    std::cout << json_text << "\n";
+  } else {
+    std::printf("%-36s %12s", "run", "measured");
+    for (Model m : models) {
+      std::printf(" %12s %8s", std::string(ModelName(m)).c_str(), "error");
+    }
+    std::printf("\n");
+    for (const Row& r : rows) {
+      std::printf("%-36s %12s", r.name.c_str(), FormatDuration(r.measured_ns).c_str());
+      for (size_t m = 0; m < models.size(); ++m) {
+        std::printf(" %12s %7.2f%%",
+                    FormatDuration(static_cast<uint64_t>(r.estimated_ns[m])).c_str(),
+                    error_pct(r.estimated_ns[m], r.measured_ns));
+      }
+      std::printf("\n");
+    }
+    for (size_t m = 0; m < models.size(); ++m) {
+      std::printf("%zu runs, %s model: mean error %.2f %%, max error %.2f %%\n", rows.size(),
+                  std::string(ModelName(models[m])).c_str(), mean[m], max[m]);
+    }
+  }
+  if (p.Given("plot")) {
+    const std::string title =
+        StrCat((*estimator)->profile().app().empty() ? p.Get("profile")
+                                                     : (*estimator)->profile().app(),
+               ": measured vs estimated runtime");
+    if (absl::Status s = Plot(json_text, p.Get("plot"), title); !s.ok()) return Fail(s);
+    std::cerr << "wrote " << p.Get("plot") << "\n";
+  }
+  return 0;
+}
+
+}  // namespace tiergym

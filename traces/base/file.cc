@@ -1,0 +1,94 @@
+#include "traces/base/file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "traces/base/strings.h"
+
+namespace tiergym {
+
+absl::Status ErrnoStatus(int err, std::string_view context) {
+  std::string message = StrCat(context, ": ", std::strerror(err));
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+      return absl::NotFoundError(message);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(message);
+    case ENOSPC:
+    case EDQUOT:
+      return absl::ResourceExhaustedError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, StrCat("cannot open ", path));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return ErrnoStatus(err, StrCat("cannot stat ", path));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    return absl::FailedPreconditionError(StrCat(path, " is a directory, expected a file"));
+  }
+  std::string out;
+  // Regular files are read in one allocation; pipes and /proc files grow as they come.
+  out.resize(st.st_size > 0 ? static_cast<size_t>(st.st_size) : 65536);
+  size_t used = 0;
+  while (true) {
+    if (used == out.size()) out.resize(out.size() * 2);
+    ssize_t r = ::read(fd, out.data() + used, out.size() - used);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      return ErrnoStatus(err, StrCat("cannot read ", path));
+    }
+    if (r == 0) break;
+    used += static_cast<size_t>(r);
+  }
+  ::close(fd);
+  out.resize(used);
+  return out;
+}
+
+absl::Status WriteFileAtomically(const std::string& path, std::string_view contents) {
+  std::string tmp = StrCat(path, ".tmp.", static_cast<int64_t>(::getpid()));
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus(errno, StrCat("cannot create ", tmp));
+  size_t done = 0;
+  while (done < contents.size()) {
+    ssize_t w = ::write(fd, contents.data() + done, contents.size() - done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return ErrnoStatus(err, StrCat("cannot write ", tmp));
+    }
+    done += static_cast<size_t>(w);
+  }
+  if (::close(fd) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return ErrnoStatus(err, StrCat("cannot write ", tmp));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return ErrnoStatus(err, StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tiergym

@@ -1,0 +1,26 @@
+// Whole-file reads and atomic whole-file writes.
+#ifndef TIERGYM_TRACES_BASE_FILE_H_
+#define TIERGYM_TRACES_BASE_FILE_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace tiergym {
+
+// The file's bytes. NotFound when it does not exist, PermissionDenied when it cannot be
+// read, FailedPrecondition for a directory; the message names the path.
+absl::StatusOr<std::string> ReadFile(const std::string& path);
+
+// Writes `contents` to `path` via `path.tmp.<pid>` and rename(), so that readers see the
+// old file or the new one, never a partial one.
+absl::Status WriteFileAtomically(const std::string& path, std::string_view contents);
+
+// An errno value as a Status whose message starts with `context`.
+absl::Status ErrnoStatus(int err, std::string_view context);
+
+}  // namespace tiergym
+
+#endif  // TIERGYM_TRACES_BASE_FILE_H_
