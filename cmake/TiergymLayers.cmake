@@ -1,7 +1,7 @@
 # tiergym_add_layer: one library of the layer graph (README.md, "Layers"), with its own
 # include root.
 #
-#   tiergym_add_layer(NAME [INTERFACE]
+#   tiergym_add_layer(NAME [INTERFACE] [NO_INSTALL]
 #     SOURCES a.cc ...            # compiled into NAME
 #     HEADERS a.h ...             # public: reachable by NAME and by whatever links NAME
 #     INTERNAL_HEADERS internal/x.h ...   # reachable by NAME (and its tests) only
@@ -13,8 +13,12 @@
 # virtual includes) into build/include/NAME/ and only that directory is on NAME's public
 # include path. A header of a layer that a target does not link is therefore not found,
 # and the include fails to compile: the layer graph is what target_link_libraries says.
-# Installed, the public headers go to <prefix>/include/tiergym/<path>.
+# Installed (unless NO_INSTALL: command lines, test helpers), the library goes to
+# <prefix>/lib, its public headers to <prefix>/include/tiergym/<path>, and it is exported as
+# tiergym::<NAME without the tiergym_ prefix> (cmake/TiergymInstall.cmake); in the build
+# tree the same name is an alias.
 
+include(GNUInstallDirs)
 set(TIERGYM_STAGED_INCLUDE_DIR ${CMAKE_BINARY_DIR}/include)
 
 # Links each of FILES (paths relative to the current source directory) into ROOT under its
@@ -33,7 +37,7 @@ function(_tiergym_stage_headers root)
 endfunction()
 
 function(tiergym_add_layer name)
-  cmake_parse_arguments(ARG "INTERFACE" ""
+  cmake_parse_arguments(ARG "INTERFACE;NO_INSTALL" ""
                         "SOURCES;HEADERS;INTERNAL_HEADERS;DEPS;PRIVATE_DEPS" ${ARGN})
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "tiergym_add_layer(${name}): unknown arguments ${ARG_UNPARSED_ARGUMENTS}")
@@ -46,21 +50,31 @@ function(tiergym_add_layer name)
   if(ARG_INTERFACE)
     add_library(${name} INTERFACE)
     target_include_directories(${name} INTERFACE
-      $<BUILD_INTERFACE:${public_root}> $<INSTALL_INTERFACE:include/tiergym>)
+      $<BUILD_INTERFACE:${public_root}> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/tiergym>)
     target_link_libraries(${name} INTERFACE ${ARG_DEPS})
   else()
     add_library(${name} ${ARG_SOURCES})
     target_include_directories(${name} PUBLIC
-      $<BUILD_INTERFACE:${public_root}> $<INSTALL_INTERFACE:include/tiergym>)
+      $<BUILD_INTERFACE:${public_root}> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/tiergym>)
     if(ARG_INTERNAL_HEADERS)
       _tiergym_stage_headers(${internal_root} ${ARG_INTERNAL_HEADERS})
       target_include_directories(${name} PRIVATE ${internal_root})
     endif()
     target_link_libraries(${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
   endif()
-  set_property(TARGET ${name} PROPERTY TIERGYM_PUBLIC_HEADERS ${ARG_HEADERS})
-  set_property(TARGET ${name} PROPERTY TIERGYM_SOURCE_DIR ${CMAKE_CURRENT_SOURCE_DIR})
-  set_property(GLOBAL APPEND PROPERTY TIERGYM_LAYERS ${name})
+  string(REGEX REPLACE "^tiergym_" "" export_name ${name})
+  set_target_properties(${name} PROPERTIES EXPORT_NAME ${export_name})
+  add_library(tiergym::${export_name} ALIAS ${name})
+  if(NOT ARG_NO_INSTALL)
+    install(TARGETS ${name} EXPORT tiergymTargets
+            ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+            LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+    foreach(header ${ARG_HEADERS})
+      file(RELATIVE_PATH rel ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR}/${header})
+      get_filename_component(rel_dir ${rel} DIRECTORY)
+      install(FILES ${header} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tiergym/${rel_dir})
+    endforeach()
+  endif()
 endfunction()
 
 # Makes the internal headers of LAYER reachable by TARGET (a test of LAYER's internals).
