@@ -152,5 +152,17 @@ TEST_F(RecordHarmReportTest, CallsARunWhoseSystemCallsFailWithEfaultAFailure) {
               HasSubstr("RECORDING FAILED: 1 system calls of the command failed with EFAULT"));
 }
 
+TEST_F(RecordHarmReportTest, PassesStandardInputAndOutputThroughAndTheExitStatusBack) {
+  const std::string out = (dir_ / "cat.csv").string();
+  const auto r = RunShell("printf 'one\\ntwo\\n' | " + kBin +
+                          "/tiergym-prof record --backend software --device ddr -o " + out +
+                          " -- sh -c 'cat; exit 5' 2>/dev/null");
+  EXPECT_EQ(r.out, "one\ntwo\n");
+  EXPECT_EQ(r.exit_code, 1);
+  const auto summary = Shell(kBin + "/tiergym-prof record --backend software --device ddr -o " +
+                             out + " -- sh -c 'exit 5' </dev/null");
+  EXPECT_THAT(summary.out, HasSubstr("RECORDING FAILED: the command ended with exit 5"));
+}
+
 }  // namespace
 }  // namespace tiergym::prof
