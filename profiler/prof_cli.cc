@@ -119,9 +119,10 @@ absl::Status ReadInterferenceOptions(const ArgParser& p, InterferenceOptions* o)
 
 int RunInterfereCommand(const std::vector<std::string>& args) {
   ArgParser p("tiergym-prof interfere",
-              "Stream memory at a target bandwidth and read share (seed 000's STREAM-derived "
-              "interferer): reads, and non-temporal stores for the write part, held at the "
-              "target by duty-cycle throttling. Prints the achieved bandwidth every second.");
+              "Stream memory at a target bandwidth and read share (the STREAM-derived "
+              "interferer of Zacarias et al.): reads, and non-temporal stores for the write "
+              "part, held at the target by duty-cycle throttling. Prints the achieved "
+              "bandwidth every second.");
   p.AddOption("gbps", "GB/S", "target bandwidth over all threads (0: as fast as possible)", "0");
   p.AddOption("read-pct", "PCT", "share of the bytes that are reads, 50..100", "100");
   p.AddOption("duration", "SECONDS", "stop after this long (0: at SIGINT/SIGTERM)", "0");
@@ -241,11 +242,12 @@ int RunContentiousnessCommand(const std::vector<std::string>& args) {
 }
 
 int RunSweepCommand(const std::vector<std::string>& raw_args) {
-  ArgParser p("tiergym-prof sweep",
-              "Measure CMD's sensitivity curves (seed 000): its runtime solo, then under the "
-              "interference generator at LEVELS bandwidths from 10 % to 100 % of the "
-              "generator's maximum, for each read share; writes curves.csv (normalized "
-              "performance = solo runtime / runtime). Resumable: run it again to continue.");
+  ArgParser p(
+      "tiergym-prof sweep",
+      "Measure CMD's sensitivity curves (Zacarias et al.): its runtime solo, then under the "
+      "interference generator at LEVELS bandwidths from 10 % to 100 % of the "
+      "generator's maximum, for each read share; writes curves.csv (normalized "
+      "performance = solo runtime / runtime). Resumable: run it again to continue.");
   p.AddOption("output", "curves.csv", "curves file to append to (-o)");
   p.AddOption("app", "NAME", "the curves' app name (default: the command's file name)");
   p.AddOption("levels", "N", "bandwidth levels per read share", "16");
@@ -263,9 +265,9 @@ int RunSweepCommand(const std::vector<std::string>& raw_args) {
   p.AddFlag("no-progress", "no progress bar on stderr");
   p.AddRestPositional("CMD", "the target command and its arguments, after --");
   p.SetEpilog(
-      "Seed 000's setting: the interferer on the other socket (--cpu-node 1) streams to the\n"
-      "target's memory (--mem-node 0 --target-mem-node 0 --target-cpu-node 0). State beside\n"
-      "the output: OUT.state.json (solo runtimes, calibrated maxima).");
+      "Zacarias et al.'s setting: the interferer on the other socket (--cpu-node 1) streams\n"
+      "to the target's memory (--mem-node 0 --target-mem-node 0 --target-cpu-node 0). State\n"
+      "beside the output: OUT.state.json (solo runtimes, calibrated maxima).");
   const std::vector<std::string> args = ExpandShortOptions(raw_args);
   if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
   SweepOptions o;
