@@ -618,6 +618,7 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
   }
   if (tracker != nullptr) {
     const WriteTrackerStats ts = tracker->stats();
+    summary.write_tracking = true;
     summary.tracked_processes = ts.processes;
     summary.rearm_rounds = ts.rounds;
     summary.rearm_busy_ns = ts.busy_ns;
@@ -674,10 +675,12 @@ std::string FormatRecordSummary(const RecordSummary& s) {
   std::string probes;
   for (const std::string& p : s.probes) StrAppend(&probes, probes.empty() ? "" : ", ", p);
   StrAppend(&out, "  probes ", probes.empty() ? std::string("none") : probes, "\n");
-  if (s.backend == "software") {
+  if (s.backend == "software" && s.write_tracking) {
     StrAppend(&out, "  write tracking: ", s.tracked_processes, " processes, ", s.rearm_rounds,
               " re-arm rounds (", FixedDecimal(static_cast<double>(s.rearm_busy_ns) / 1e6, 1),
               " ms)\n");
+  } else if (s.backend == "software") {
+    StrAppend(&out, "  write tracking: off (--rearm-us 0)\n");
   }
   StrAppend(&out, "  EFAULT returns: ",
             s.efault_returns < 0 ? StrCat("not counted (", s.efault_check, ")")

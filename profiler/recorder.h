@@ -89,6 +89,7 @@ struct RecordSummary {
   uint64_t mmaps = 0;
   int wait_status = 0;
   // Software backend: the re-arming (write_tracker.h).
+  bool write_tracking = false;     // the agent was preloaded (--rearm-us > 0)
   uint64_t tracked_processes = 0;  // process images that handed their userfaultfd over
   uint64_t rearm_rounds = 0;
   uint64_t rearm_busy_ns = 0;

@@ -163,6 +163,14 @@ void WriteTracker::AcceptAll() {
     ::close(conn);
     if (uffd < 0) continue;
     std::string error;
+    if (have_cred && ::access(StrCat("/proc/", cred.pid, "/stat").c_str(), F_OK) != 0) {
+      // The process has ended (and been reaped) before its descriptor was read: nothing
+      // left to track, and nothing wrong.
+      ::close(uffd);
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.processes;
+      continue;
+    }
     if (!have_cred || !IsDescendant(cred.pid, root_)) {
       error = "a descriptor came from a process outside the recorded command";
     } else if (!IsUserfaultfd(uffd)) {

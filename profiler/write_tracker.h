@@ -42,7 +42,7 @@ struct WriteTrackerOptions {
 };
 
 struct WriteTrackerStats {
-  uint64_t processes = 0;        // descriptors received and set up
+  uint64_t processes = 0;        // descriptors received (of processes tracked or already ended)
   uint64_t refused = 0;          // descriptors refused (not a descendant, not a userfaultfd)
   uint64_t rounds = 0;           // re-arm passes over all processes
   uint64_t registered = 0;       // UFFDIO_REGISTER calls that succeeded
