@@ -100,10 +100,14 @@ class EfaultCounter {
 };
 
 std::atomic<pid_t> g_forward_pid{0};
+std::atomic<int> g_forwarded_signal{0};  // the last signal passed on to the command
 
 void ForwardSignal(int sig) {
   const pid_t pid = g_forward_pid.load();
-  if (pid > 0) ::kill(pid, sig);
+  if (pid > 0) {
+    g_forwarded_signal = sig;
+    ::kill(pid, sig);
+  }
 }
 
 // Forwards SIGINT/SIGTERM/SIGHUP to the recorded command while alive, so that ^C ends
@@ -111,6 +115,7 @@ void ForwardSignal(int sig) {
 class SignalForwarder {
  public:
   explicit SignalForwarder(pid_t pid) {
+    g_forwarded_signal = 0;
     g_forward_pid = pid;
     struct sigaction sa;
     std::memset(&sa, 0, sizeof sa);
@@ -631,7 +636,11 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
           "or userfaultfd refused by the kernel): samples are first touches only");
     }
   }
-  if (WIFSIGNALED(wait_status)) {
+  if (WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == g_forwarded_signal.exchange(0)) {
+    summary.failure = StrCat("the command was ended by ", DescribeWaitStatus(wait_status),
+                             ", which tiergym-prof received and passed on (^C or kill): the "
+                             "trace covers the run up to there");
+  } else if (WIFSIGNALED(wait_status)) {
     summary.failure =
         StrCat("the command was killed by ", DescribeWaitStatus(wait_status),
                " while recorded. Run it alone: if it does not die there, the recording harmed "

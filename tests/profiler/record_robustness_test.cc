@@ -152,6 +152,15 @@ TEST_F(RecordHarmReportTest, CallsARunWhoseSystemCallsFailWithEfaultAFailure) {
               HasSubstr("RECORDING FAILED: 1 system calls of the command failed with EFAULT"));
 }
 
+TEST_F(RecordHarmReportTest, SaysWhenTheSignalThatEndedTheCommandWasPassedOnByTheRecorder) {
+  const std::string out = (dir_ / "term.csv").string();
+  const auto r = Shell("(" + kBin + "/tiergym-prof record --backend software --device ddr -o " +
+                       out + " -- sleep 30 & p=$!; sleep 0.5; kill -TERM $p; wait $p)");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("RECORDING FAILED: the command was ended by signal 15"));
+  EXPECT_THAT(r.out, HasSubstr("passed on"));
+}
+
 TEST_F(RecordHarmReportTest, PassesStandardInputAndOutputThroughAndTheExitStatusBack) {
   const std::string out = (dir_ / "cat.csv").string();
   const auto r = RunShell("printf 'one\\ntwo\\n' | " + kBin +
