@@ -128,10 +128,13 @@ TEST_F(RecordEndToEndTest, RecordsLoadsAndEstimatesAProfileOfTheTestApp) {
       hits += in(t.address()[i], array, array_bytes);
     }
     kernel_samples += n;
-    EXPECT_GT(hits, n * 8 / 10) << "phase " << phase << ": " << hits << " of " << n;
+    // A kernel that ran entirely between two re-arms after another one wrote the same
+    // array has no samples; whatever a phase has lands in its array.
+    EXPECT_GE(hits * 10, n * 8) << "phase " << phase << ": " << hits << " of " << n;
   }
-  // 4 MiB arrays: 1024 pages written per kernel, sampled at least once each.
-  EXPECT_GT(kernel_samples, 8u * 1024u * 8u / 10u);
+  // 4 MiB arrays: 1024 pages written per kernel; with a re-arm every 5 ms most kernels
+  // see a protected array, and together at least one array's worth.
+  EXPECT_GT(kernel_samples, 1024u);
   for (uint32_t chase_phase : {6u, 11u}) {
     size_t hits = 0;
     for (size_t i = t.PhaseBegin(chase_phase); i < t.PhaseBegin(chase_phase + 1); ++i) {
