@@ -1,5 +1,5 @@
 // `tiergym-prof contentiousness`: what an application puts on the memory when it runs
-// solo (seed 000, section 3.4), from the memory controllers' uncore CAS counters.
+// solo (Zacarias et al., section 3.4), from the memory controllers' uncore CAS counters.
 //
 // Read and write bandwidth = 64 bytes x CAS count / runtime, summed over every memory
 // controller channel (and, on Knights Landing, over the MCDRAM EDC read/write queue
@@ -63,7 +63,7 @@ struct ContentiousnessResult {
 absl::StatusOr<ContentiousnessResult> MeasureContentiousness(const LaunchOptions& launch);
 
 // Appends `app,read_gbps,write_gbps` (4 decimals) to an apps.csv
-// (../shared/formats/sensitivity-csv.md), writing the column line first when the file is
+// (docs/formats/sensitivity-csv.md), writing the column line first when the file is
 // new. InvalidArgument when an existing file has another column line or the app name
 // holds a comma.
 absl::Status AppendAppsCsv(const std::string& path, const std::string& app, double read_gbps,

@@ -1,7 +1,7 @@
 // PEBS events by CPU model, named as libpfm4 names them and encoded by libpfm4.
 //
-// The recorder samples last-level-cache misses with their data address (seed 001,
-// section 4.1). The event differs by microarchitecture; each preset below is the libpfm4
+// The recorder samples last-level-cache misses with their data address (Denoyelle
+// et al., section 4.1). The event differs by microarchitecture; each preset below is the libpfm4
 // name of the PEBS event that samples loads missing the last cache level of that model:
 //   knl  Knights Landing        MEM_UOPS_RETIRED:L2_MISS_LOADS      (raw 0x0404)
 //   skx  Skylake-SP             MEM_LOAD_RETIRED:L3_MISS            (raw 0x20d1)

@@ -1,4 +1,4 @@
-// The STREAM-derived interference generator of seed 000 (section 3.3): threads that
+// The STREAM-derived interference generator of Zacarias et al. (section 3.3): threads that
 // stream through private buffers at a requested bandwidth and read share.
 //
 // Each thread owns a buffer (default 64 MiB, larger than any last-level cache) bound to

@@ -36,7 +36,7 @@ struct LaunchOptions {
   std::vector<int> cpus;
   // Keep address-space layout randomisation. Default false: runs are made with
   // ADDR_NO_RANDOMIZE so that repeated runs map their data at the same addresses (what
-  // McKernel gives the seed paper), which lets traces of different tiers be compared.
+  // McKernel gives Denoyelle et al.), which lets traces of different tiers be compared.
   bool keep_aslr = false;
   // Environment variables set (or replaced) in the child.
   std::vector<std::pair<std::string, std::string>> env;

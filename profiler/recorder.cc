@@ -1,10 +1,12 @@
 #include "profiler/recorder.h"
 
 #include <fcntl.h>
+#include <linux/perf_event.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -16,11 +18,13 @@
 #include <ctime>
 #include <filesystem>
 #include <thread>
+#include <utility>
 
 #include "profiler/elf_symbols.h"
 #include "profiler/event_presets.h"
 #include "profiler/launcher.h"
 #include "profiler/trace_assembler.h"
+#include "profiler/write_tracker.h"
 #include "traces/base/file.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
@@ -41,11 +45,69 @@ uint64_t MonotonicNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+// Counts the system calls of a process (its threads and children included: inherit)
+// that return -EFAULT, with the raw_syscalls:sys_exit tracepoint filtered on `ret`. Only
+// counting, no samples: the kernel increments a counter, the process sees nothing.
+class EfaultCounter {
+ public:
+  // Opens the counter on `pid` (held before exec). The error says why it cannot count.
+  static absl::StatusOr<EfaultCounter> Open(pid_t pid) {
+    std::string id_text;
+    for (const char* dir : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}) {
+      auto text = ReadFile(StrCat(dir, "/events/raw_syscalls/sys_exit/id"));
+      if (text.ok()) {
+        id_text = *text;
+        break;
+      }
+    }
+    if (id_text.empty()) {
+      return absl::UnavailableError(
+          "tracefs is not mounted: mount -t tracefs tracefs /sys/kernel/tracing to count them");
+    }
+    perf_event_attr attr;
+    std::memset(&attr, 0, sizeof attr);
+    attr.size = sizeof attr;
+    attr.type = PERF_TYPE_TRACEPOINT;
+    attr.config = std::strtoull(id_text.c_str(), nullptr, 10);
+    attr.inherit = 1;
+    const int fd =
+        static_cast<int>(::syscall(SYS_perf_event_open, &attr, pid, -1, -1, PERF_FLAG_FD_CLOEXEC));
+    if (fd < 0) {
+      return ErrnoStatus(errno, "perf_event_open(raw_syscalls:sys_exit) refused");
+    }
+    EfaultCounter c;
+    c.fd_ = fd;
+    if (::ioctl(fd, PERF_EVENT_IOC_SET_FILTER, "ret == -14") != 0) {
+      return ErrnoStatus(errno, "the kernel refused the filter ret == -14 on sys_exit");
+    }
+    return c;
+  }
+  EfaultCounter(EfaultCounter&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  EfaultCounter& operator=(EfaultCounter&&) = delete;
+  ~EfaultCounter() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  // The count so far; -1 on a read error.
+  int64_t Read() const {
+    uint64_t n = 0;
+    if (::read(fd_, &n, sizeof n) != static_cast<ssize_t>(sizeof n)) return -1;
+    return static_cast<int64_t>(n);
+  }
+
+ private:
+  EfaultCounter() = default;
+  int fd_ = -1;
+};
+
 std::atomic<pid_t> g_forward_pid{0};
+std::atomic<int> g_forwarded_signal{0};  // the last signal passed on to the command
 
 void ForwardSignal(int sig) {
   const pid_t pid = g_forward_pid.load();
-  if (pid > 0) ::kill(pid, sig);
+  if (pid > 0) {
+    g_forwarded_signal = sig;
+    ::kill(pid, sig);
+  }
 }
 
 // Forwards SIGINT/SIGTERM/SIGHUP to the recorded command while alive, so that ^C ends
@@ -53,6 +115,7 @@ void ForwardSignal(int sig) {
 class SignalForwarder {
  public:
   explicit SignalForwarder(pid_t pid) {
+    g_forwarded_signal = 0;
     g_forward_pid = pid;
     struct sigaction sa;
     std::memset(&sa, 0, sizeof sa);
@@ -408,6 +471,7 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
 
   LaunchOptions launch;
   launch.argv = options.command;
+  std::unique_ptr<WriteTracker> tracker;  // the software backend's re-arming
   launch.membind_node = options.numa_node;
   launch.cpu_node = options.cpu_node;
   launch.keep_aslr = options.keep_aslr;
@@ -435,20 +499,24 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
     session.sampler_name = "page-faults";
     session.extra_sample_type = 0;
     if (period == 0) period = 1;
-    std::string agent =
-        options.agent_path.empty() ? FindBundledLibrary(kAgentName) : options.agent_path;
-    if (agent.empty() || !fs::is_regular_file(agent)) {
-      return absl::NotFoundError(
-          StrCat("the software backend needs its agent ", kAgentName,
-                 " (looked in ../lib next to tiergym-prof); give its path with --agent"));
+    if (options.rearm_interval_us > 0) {
+      std::string agent =
+          options.agent_path.empty() ? FindBundledLibrary(kAgentName) : options.agent_path;
+      if (agent.empty() || !fs::is_regular_file(agent)) {
+        return absl::NotFoundError(
+            StrCat("the software backend needs its agent ", kAgentName,
+                   " (looked in ../lib next to tiergym-prof); give its path with --agent, or "
+                   "record first touches only with --rearm-us 0"));
+      }
+      WriteTrackerOptions tracker_options;
+      tracker_options.interval_us = options.rearm_interval_us;
+      TG_ASSIGN_OR_RETURN(tracker, WriteTracker::Listen(tracker_options));
+      const char* old_preload = std::getenv("LD_PRELOAD");
+      launch.env.emplace_back("LD_PRELOAD", old_preload != nullptr && *old_preload != '\0'
+                                                ? StrCat(agent, ":", old_preload)
+                                                : agent);
+      launch.env.emplace_back("TIERGYM_SWSAMPLE_SOCKET", tracker->socket_name());
     }
-    const char* old_preload = std::getenv("LD_PRELOAD");
-    launch.env.emplace_back("LD_PRELOAD", old_preload != nullptr && *old_preload != '\0'
-                                              ? StrCat(agent, ":", old_preload)
-                                              : agent);
-    launch.env.emplace_back("TIERGYM_SWSAMPLE_INTERVAL_US", StrCat(options.rearm_interval_us));
-    launch.env.emplace_back("TIERGYM_SWSAMPLE_GRANULE_BYTES", StrCat(options.granule_bytes));
-    launch.env.emplace_back("TIERGYM_SWSAMPLE_MIN_REGION_BYTES", StrCat(options.min_region_bytes));
   }
   session.sample_period = period;
   session.ring_data_pages = options.ring_data_pages;
@@ -460,6 +528,8 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
   TG_ASSIGN_OR_RETURN(StoppedChild child, StoppedChild::Spawn(launch));
   session.pid = child.pid();
   TG_ASSIGN_OR_RETURN(std::unique_ptr<PerfSession> perf, PerfSession::Open(session));
+  absl::StatusOr<EfaultCounter> efaults = EfaultCounter::Open(child.pid());
+  if (!efaults.ok()) summary.efault_check = std::string(efaults.status().message());
 
   AssemblerConfig config;
   config.main_tid = static_cast<uint32_t>(child.pid());
@@ -475,6 +545,7 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
     Drainer drainer(perf.get(), &assembler);
     drainer.Start();
     SignalForwarder forward(child.pid());
+    if (tracker != nullptr) tracker->Start(child.pid());
     start_ns = MonotonicNs();
     absl::Status released = child.Release();
     if (!released.ok()) {
@@ -483,6 +554,7 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
     }
     TG_ASSIGN_OR_RETURN(wait_status, child.Wait());
     end_ns = MonotonicNs();
+    if (tracker != nullptr) tracker->Stop();
     drainer.Stop();
     summary.ring_errors = drainer.ring_errors();
     if (drainer.ring_errors() > 0) {
@@ -491,6 +563,10 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
     }
   }
   summary.counter_total = perf->ReadLeaderTotal();
+  if (efaults.ok()) {
+    summary.efault_returns = efaults->Read();
+    if (summary.efault_returns < 0) summary.efault_check = "the counter could not be read";
+  }
   perf.reset();
 
   const std::string app =
@@ -545,14 +621,49 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
                " per second): samples are missing while throttled. Use a larger --period (now ",
                period, ") or raise the sysctl"));
   }
-  if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
-    summary.notes.push_back(StrCat("the command ended with ", DescribeWaitStatus(wait_status),
-                                   ": the trace may not cover a complete run"));
+  if (tracker != nullptr) {
+    const WriteTrackerStats ts = tracker->stats();
+    summary.write_tracking = true;
+    summary.tracked_processes = ts.processes;
+    summary.rearm_rounds = ts.rounds;
+    summary.rearm_busy_ns = ts.busy_ns;
+    if (!ts.setup_error.empty()) {
+      summary.notes.push_back(StrCat("write tracking refused a process: ", ts.setup_error));
+    }
+    if (ts.processes == 0) {
+      summary.notes.push_back(
+          "no process of the command handed its userfaultfd over (statically linked, setuid, "
+          "or userfaultfd refused by the kernel): samples are first touches only");
+    }
+  }
+  if (WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == g_forwarded_signal.exchange(0)) {
+    summary.failure = StrCat("the command was ended by ", DescribeWaitStatus(wait_status),
+                             ", which tiergym-prof received and passed on (^C or kill): the "
+                             "trace covers the run up to there");
+  } else if (WIFSIGNALED(wait_status)) {
+    summary.failure =
+        StrCat("the command was killed by ", DescribeWaitStatus(wait_status),
+               " while recorded. Run it alone: if it does not die there, the recording harmed "
+               "it, which must not happen; please report it");
+  } else if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
+    summary.failure = StrCat("the command ended with ", DescribeWaitStatus(wait_status),
+                             ": the trace may not cover a complete run");
+  }
+  if (summary.efault_returns > 0) {
+    const std::string efault =
+        StrCat(summary.efault_returns,
+               " system calls of the command failed with EFAULT (bad address) while recorded. "
+               "Run it alone: if they do not fail there, the recording harmed it");
+    summary.failure = summary.failure.empty() ? efault : StrCat(summary.failure, "; ", efault);
   }
   if (backend == Backend::kSoftware) {
     summary.notes.push_back(
-        "software backend: samples are page faults (first touch, and first access per "
-        "granule after each re-arm), the instructions column is the thread's CPU time in ns");
+        options.rearm_interval_us > 0
+            ? "software backend: samples are page faults: the first touch of each page, and "
+              "the first write to each page after each re-arm; the instructions column is the "
+              "thread's CPU time in ns"
+            : "software backend, --rearm-us 0: samples are first touches only; the "
+              "instructions column is the thread's CPU time in ns");
   }
   return summary;
 }
@@ -573,7 +684,22 @@ std::string FormatRecordSummary(const RecordSummary& s) {
   std::string probes;
   for (const std::string& p : s.probes) StrAppend(&probes, probes.empty() ? "" : ", ", p);
   StrAppend(&out, "  probes ", probes.empty() ? std::string("none") : probes, "\n");
+  if (s.backend == "software" && s.write_tracking) {
+    StrAppend(&out, "  write tracking: ", s.tracked_processes, " processes, ", s.rearm_rounds,
+              " re-arm rounds (", FixedDecimal(static_cast<double>(s.rearm_busy_ns) / 1e6, 1),
+              " ms)\n");
+  } else if (s.backend == "software") {
+    StrAppend(&out, "  write tracking: off (--rearm-us 0)\n");
+  }
+  StrAppend(&out, "  EFAULT returns: ",
+            s.efault_returns < 0 ? StrCat("not counted (", s.efault_check, ")")
+                                 : StrCat(s.efault_returns),
+            "\n");
   for (const std::string& n : s.notes) StrAppend(&out, "  note: ", n, "\n");
+  StrAppend(&out,
+            s.failure.empty() ? std::string("recording succeeded")
+                              : StrCat("RECORDING FAILED: ", s.failure),
+            "\n");
   return out;
 }
 

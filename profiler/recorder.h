@@ -13,10 +13,12 @@
 //   pebs      the CPU model's preset (event_presets.h) or --event, precise_ip, with the
 //             retired-instructions counter as group leader;
 //   software  no PMU needed: the software page-fault event, sample period 1, with the
-//             faulting data address; the LD_PRELOAD agent libtiergym_swsample.so re-arms
-//             faults by revoking access to the process's large anonymous mappings every
-//             interval (see profiler/README.md for how and its limits). The leader is the
-//             thread's CPU time (task-clock, ns), the stated stand-in for instructions;
+//             faulting data address; the LD_PRELOAD agent libtiergym_swsample.so hands
+//             the recorder a userfaultfd of the process, through which a WriteTracker
+//             (write_tracker.h) write-protects its anonymous memory again every interval
+//             in asynchronous mode (no signals, nothing for the program to handle; see
+//             profiler/README.md). The leader is the thread's CPU time (task-clock, ns),
+//             the stated stand-in for instructions;
 //   auto      pebs when a preset exists and the CPU accepts precise sampling, else
 //             software.
 // Phasemarks: a uprobe on `phasemark` of the libphasemark.so the command loads (or of the
@@ -65,10 +67,9 @@ struct RecordOptions {
   size_t ring_data_pages = 512;  // per CPU, a power of two
   bool keep_aslr = false;        // default: ASLR off, for comparable layouts
   // Software backend.
-  std::string agent_path;               // default: ../lib/libtiergym_swsample.so near the binary
-  uint32_t rearm_interval_us = 10000;   // how often access is revoked again
-  uint64_t granule_bytes = 0;           // 0: the agent picks (64 KiB up)
-  uint64_t min_region_bytes = 1 << 20;  // smaller mappings are never revoked
+  std::string agent_path;              // default: ../lib/libtiergym_swsample.so near the binary
+  uint32_t rearm_interval_us = 10000;  // how often pages are write-protected again; 0: never
+                                       // (first touches only, no agent)
 };
 
 struct RecordSummary {
@@ -87,12 +88,26 @@ struct RecordSummary {
   uint64_t ring_errors = 0;
   uint64_t mmaps = 0;
   int wait_status = 0;
+  // Software backend: the re-arming (write_tracker.h).
+  bool write_tracking = false;     // the agent was preloaded (--rearm-us > 0)
+  uint64_t tracked_processes = 0;  // process images that handed their userfaultfd over
+  uint64_t rearm_rounds = 0;
+  uint64_t rearm_busy_ns = 0;
+  // System calls of the command that returned EFAULT (raw_syscalls:sys_exit with ret ==
+  // -EFAULT, counted over all its threads and children); -1 when they could not be
+  // counted, and `efault_check` says why.
+  int64_t efault_returns = -1;
+  std::string efault_check;
+  // Why the run is not a successful recording (it ended by a signal or with a non-zero
+  // status, or system calls failed with EFAULT); empty when it is one.
+  std::string failure;
   std::vector<std::string> notes;  // warnings with what to do about them
 };
 
 // Runs and records the command. The trace is written even when the command fails (its
-// exit status is in the summary). Errors: InvalidArgument for bad options, NotFound for a
-// command or symbol that cannot be found, and the explained perf_event_open failures.
+// exit status is in the summary, and `failure` says the recording failed). Errors: InvalidArgument
+// for bad options, NotFound for a command or symbol that cannot be found, and the explained
+// perf_event_open failures.
 absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options);
 
 // The end-of-run summary as text lines.

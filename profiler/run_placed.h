@@ -11,7 +11,7 @@
 // measured from exec to exit and, on request, appended to a measured-runs CSV
 // (traces/measured_runs.h).
 //
-// This is the Linux stand-in for McKernel's placement API (seed 001, section 4.2), which
+// This is the Linux stand-in for McKernel's placement API (Denoyelle et al., section 4.2), which
 // places memory at first touch: here pages touched between two applications live on the
 // default tier until the next one. Fraction placements need that first-touch quota and
 // are refused (convert them to ranges).

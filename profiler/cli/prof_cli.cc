@@ -119,9 +119,10 @@ absl::Status ReadInterferenceOptions(const ArgParser& p, InterferenceOptions* o)
 
 int RunInterfereCommand(const std::vector<std::string>& args) {
   ArgParser p("tiergym-prof interfere",
-              "Stream memory at a target bandwidth and read share (seed 000's STREAM-derived "
-              "interferer): reads, and non-temporal stores for the write part, held at the "
-              "target by duty-cycle throttling. Prints the achieved bandwidth every second.");
+              "Stream memory at a target bandwidth and read share (the STREAM-derived "
+              "interferer of Zacarias et al.): reads, and non-temporal stores for the write "
+              "part, held at the target by duty-cycle throttling. Prints the achieved "
+              "bandwidth every second.");
   p.AddOption("gbps", "GB/S", "target bandwidth over all threads (0: as fast as possible)", "0");
   p.AddOption("read-pct", "PCT", "share of the bytes that are reads, 50..100", "100");
   p.AddOption("duration", "SECONDS", "stop after this long (0: at SIGINT/SIGTERM)", "0");
@@ -241,11 +242,12 @@ int RunContentiousnessCommand(const std::vector<std::string>& args) {
 }
 
 int RunSweepCommand(const std::vector<std::string>& raw_args) {
-  ArgParser p("tiergym-prof sweep",
-              "Measure CMD's sensitivity curves (seed 000): its runtime solo, then under the "
-              "interference generator at LEVELS bandwidths from 10 % to 100 % of the "
-              "generator's maximum, for each read share; writes curves.csv (normalized "
-              "performance = solo runtime / runtime). Resumable: run it again to continue.");
+  ArgParser p(
+      "tiergym-prof sweep",
+      "Measure CMD's sensitivity curves (Zacarias et al.): its runtime solo, then under the "
+      "interference generator at LEVELS bandwidths from 10 % to 100 % of the "
+      "generator's maximum, for each read share; writes curves.csv (normalized "
+      "performance = solo runtime / runtime). Resumable: run it again to continue.");
   p.AddOption("output", "curves.csv", "curves file to append to (-o)");
   p.AddOption("app", "NAME", "the curves' app name (default: the command's file name)");
   p.AddOption("levels", "N", "bandwidth levels per read share", "16");
@@ -263,9 +265,9 @@ int RunSweepCommand(const std::vector<std::string>& raw_args) {
   p.AddFlag("no-progress", "no progress bar on stderr");
   p.AddRestPositional("CMD", "the target command and its arguments, after --");
   p.SetEpilog(
-      "Seed 000's setting: the interferer on the other socket (--cpu-node 1) streams to the\n"
-      "target's memory (--mem-node 0 --target-mem-node 0 --target-cpu-node 0). State beside\n"
-      "the output: OUT.state.json (solo runtimes, calibrated maxima).");
+      "Zacarias et al.'s setting: the interferer on the other socket (--cpu-node 1) streams\n"
+      "to the target's memory (--mem-node 0 --target-mem-node 0 --target-cpu-node 0). State\n"
+      "beside the output: OUT.state.json (solo runtimes, calibrated maxima).");
   const std::vector<std::string> args = ExpandShortOptions(raw_args);
   if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
   SweepOptions o;
@@ -444,9 +446,9 @@ int RunRecordCommand(const std::vector<std::string>& raw_args) {
   p.AddFlag("no-inherit", "follow the first thread only (kernels before 6.12)");
   p.AddFlag("aslr", "keep address-space randomisation (default: off, for comparable runs)");
   p.AddOption("agent", "PATH", "software backend agent (default: ../lib/libtiergym_swsample.so)");
-  p.AddOption("rearm-us", "MICROSECONDS", "software backend: re-arm interval", "10000");
-  p.AddOption("granule", "BYTES", "software backend: granule (0: the agent picks)", "0");
-  p.AddOption("min-region", "BYTES", "software backend: smallest mapping re-armed", "1048576");
+  p.AddOption("rearm-us", "MICROSECONDS",
+              "software backend: write-protect interval (0: first touches only, no agent)",
+              "10000");
   p.AddFlag("list-presets", "print the PEBS presets and the detected CPU's, then exit");
   p.AddRestPositional("CMD", "the command and its arguments, after --");
   p.SetEpilog(
@@ -454,7 +456,8 @@ int RunRecordCommand(const std::vector<std::string>& raw_args) {
       "  tiergym-prof record --device ddr --machine knl -o prof/ddr.csv -- ./app\n"
       "  tiergym-prof record --device hbm --numa-node 1 -o prof/hbm.csv -- ./app\n"
       "  tiergym-prof record --backend software --device ddr --numa-node 0 -o t.csv -- ./app\n"
-      "Exit status 1 when the command failed (the trace is still written).");
+      "Exit status 1 when the recording failed: the command ended by a signal or with a\n"
+      "non-zero status, or its system calls failed with EFAULT (the trace is still written).");
   const std::vector<std::string> args = ExpandShortOptions(raw_args);
   if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
   if (p.Flag("list-presets")) {
@@ -500,9 +503,7 @@ int RunRecordCommand(const std::vector<std::string>& raw_args) {
   auto ldlat = p.GetUint64("ldlat");
   auto pages = p.GetUint64("mmap-pages");
   auto rearm = p.GetUint64("rearm-us");
-  auto granule = p.GetUint64("granule");
-  auto min_region = p.GetUint64("min-region");
-  for (const auto* v : {&period, &precise, &ldlat, &pages, &rearm, &granule, &min_region}) {
+  for (const auto* v : {&period, &precise, &ldlat, &pages, &rearm}) {
     if (!v->ok()) return Usage(v->status());
   }
   if (p.Given("period") && *period == 0)
@@ -515,9 +516,10 @@ int RunRecordCommand(const std::vector<std::string>& raw_args) {
   o.precise_ip = static_cast<int>(*precise);
   o.ldlat_cycles = static_cast<uint32_t>(*ldlat);
   o.ring_data_pages = *pages;
+  if (*rearm > 10'000'000) {
+    return Usage(absl::InvalidArgumentError("--rearm-us must be at most 10000000 (10 s)"));
+  }
   o.rearm_interval_us = static_cast<uint32_t>(*rearm);
-  o.granule_bytes = *granule;
-  o.min_region_bytes = *min_region;
   if (p.Given("cpu-node")) {
     auto n = p.GetInt64("cpu-node");
     if (!n.ok()) return Usage(n.status());
@@ -526,8 +528,7 @@ int RunRecordCommand(const std::vector<std::string>& raw_args) {
   auto summary = RecordCommand(o);
   if (!summary.ok()) return Fail(summary.status());
   std::cerr << FormatRecordSummary(*summary);
-  const int ws = summary->wait_status;
-  return (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) ? kExitOk : kExitFailed;
+  return summary->failure.empty() ? kExitOk : kExitFailed;
 }
 
 }  // namespace tiergym::prof

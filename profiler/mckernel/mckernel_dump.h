@@ -101,7 +101,7 @@ struct ImportOptions {
   std::string device;
   // The application; default "": the executable in the first dump's file name, if any.
   std::string app;
-  // TSC ticks per nanosecond. Default 1.4: the Xeon Phi 7250 of the seed paper.
+  // TSC ticks per nanosecond. Default 1.4: the Xeon Phi 7250 of Denoyelle et al.
   double tsc_ghz = 1.4;
   // The sampled event; default: the one McKernel's PEBS driver programs.
   std::string event = "MEM_UOPS_RETIRED:L2_MISS_LOADS";

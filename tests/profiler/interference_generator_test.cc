@@ -68,7 +68,7 @@ TEST(InterferenceGeneratorTest, HoldsTheRequestedBandwidthAndReadShare) {
 
 TEST(InterferenceGeneratorTest, RefusesOptionsOutsideTheModel) {
   InterferenceOptions o;
-  o.read_pct = 40;  // the curves of seed 000 span 50..100 % reads
+  o.read_pct = 40;  // the curves of Zacarias et al. span 50..100 % reads
   EXPECT_EQ(InterferenceGenerator::Start(o).status().code(), absl::StatusCode::kInvalidArgument);
   o.read_pct = 100;
   o.threads = 0;

@@ -1,9 +1,13 @@
-// Tests of starting commands held before exec: release, exec failures, NUMA binding.
+// Tests of starting commands held before exec: release, exec failures, NUMA binding, and
+// the process handling both backends rely on (statuses, signals, stdin/stdout, reaping).
 #include "profiler/launcher.h"
 
 #include <numa.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -38,6 +42,78 @@ TEST(StoppedChildTest, RunsTheCommandOnlyWhenReleased) {
   EXPECT_EQ(DescribeWaitStatus(*status), "exit 0");
   EXPECT_EQ(::access(marker.c_str(), F_OK), 0);
   ::unlink(marker.c_str());
+}
+
+TEST(StoppedChildTest, ReportsTheExitStatusAndTheSignalFaithfully) {
+  LaunchOptions o;
+  o.argv = {"sh", "-c", "exit 77"};
+  EXPECT_EQ(ExitCode(o), 77);
+  o.argv = {"sh", "-c", "kill -SEGV $$"};
+  auto child = StoppedChild::Spawn(o);
+  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_TRUE(child->Release().ok());
+  auto status = child->Wait();
+  ASSERT_TRUE(status.ok());
+  ASSERT_TRUE(WIFSIGNALED(*status));
+  EXPECT_EQ(WTERMSIG(*status), SIGSEGV);
+  EXPECT_THAT(DescribeWaitStatus(*status), HasSubstr("signal 11 ("));
+}
+
+TEST(StoppedChildTest, PassesStandardInputAndOutputThrough) {
+  int in[2], out[2];
+  ASSERT_EQ(::pipe(in), 0);
+  ASSERT_EQ(::pipe(out), 0);
+  const int saved_in = ::dup(STDIN_FILENO), saved_out = ::dup(STDOUT_FILENO);
+  ::dup2(in[0], STDIN_FILENO);
+  ::dup2(out[1], STDOUT_FILENO);
+  LaunchOptions o;
+  o.argv = {"sh", "-c", "read line; echo \"got $line\""};
+  auto child = StoppedChild::Spawn(o);
+  ::dup2(saved_in, STDIN_FILENO);
+  ::dup2(saved_out, STDOUT_FILENO);
+  ::close(saved_in);
+  ::close(saved_out);
+  ::close(in[0]);
+  ::close(out[1]);
+  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_EQ(::write(in[1], "hello\n", 6), 6);
+  ::close(in[1]);
+  ASSERT_TRUE(child->Release().ok());
+  auto status = child->Wait();
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(DescribeWaitStatus(*status), "exit 0");
+  char buf[64] = {};
+  const ssize_t n = ::read(out[0], buf, sizeof buf - 1);
+  ::close(out[0]);
+  EXPECT_EQ(std::string(buf, n > 0 ? static_cast<size_t>(n) : 0), "got hello\n");
+}
+
+TEST(StoppedChildTest, LeavesNoChildBehindWhateverHappens) {
+  {
+    LaunchOptions o;
+    o.argv = {"true"};
+    EXPECT_EQ(ExitCode(o), 0);
+  }
+  {
+    LaunchOptions o;
+    o.argv = {"/nonexistent/tiergym-no-such-program"};
+    auto child = StoppedChild::Spawn(o);
+    ASSERT_TRUE(child.ok());
+    EXPECT_FALSE(child->Release().ok());
+  }
+  {
+    LaunchOptions o;
+    o.argv = {"sleep", "100"};
+    auto released = StoppedChild::Spawn(o);
+    ASSERT_TRUE(released.ok());
+    ASSERT_TRUE(released->Release().ok());  // destroyed while running: killed and reaped
+    auto held = StoppedChild::Spawn(o);
+    ASSERT_TRUE(held.ok());  // destroyed before release
+  }
+  // Every child was reaped: none is left, not even a zombie.
+  errno = 0;
+  EXPECT_EQ(::waitpid(-1, nullptr, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
 }
 
 TEST(StoppedChildTest, ReportsACommandThatCannotBeFound) {

@@ -213,8 +213,8 @@ TEST(TraceAssemblerTest, FoldsProtectionChangesOutOfTheLayout) {
   TraceAssembler a(Config());
   a.Add(Mmap2(5, 0x400000, 0x401000, PROT_READ | PROT_EXEC, "/bin/app"));
   a.Add(Mmap2(10, 0x7f0000000000, 0x7f0000800000, PROT_READ | PROT_WRITE, "//anon"));
-  // The re-arming agent: the whole array revoked, then a granule given back, merged with
-  // its neighbour.
+  // The program's own protection changes: the whole array revoked, then a piece given
+  // back, merged with its neighbour.
   a.Add(Mmap2(20, 0x7f0000000000, 0x7f0000800000, PROT_NONE, "//anon"));
   a.Add(Mmap2(21, 0x7f0000010000, 0x7f0000020000, PROT_READ | PROT_WRITE, "//anon"));
   a.Add(Mmap2(22, 0x7efffff00000, 0x7f0000020000, PROT_READ | PROT_WRITE, "//anon"));

@@ -1,0 +1,320 @@
+#include "profiler/write_tracker.h"
+
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <stddef.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+
+#include "traces/base/file.h"
+#include "traces/base/strings.h"
+
+// Linux 6.7 ABI; Debian 12's headers (6.1) predate it.
+#ifndef UFFD_FEATURE_WP_ASYNC
+#define UFFD_FEATURE_WP_ASYNC (1 << 15)
+#endif
+
+namespace tiergym::prof {
+namespace {
+
+uint64_t MonotonicNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Receives one descriptor (SCM_RIGHTS) from `sock`, waiting at most `timeout_ms`. -1 when
+// none came.
+int ReceiveDescriptor(int sock, int timeout_ms) {
+  pollfd pfd{sock, POLLIN, 0};
+  if (::poll(&pfd, 1, timeout_ms) <= 0) return -1;
+  char tag = 0;
+  iovec iov{&tag, 1};
+  union {
+    cmsghdr header;
+    char bytes[CMSG_SPACE(sizeof(int))];
+  } control;
+  std::memset(&control, 0, sizeof control);
+  msghdr msg;
+  std::memset(&msg, 0, sizeof msg);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.bytes;
+  msg.msg_controllen = sizeof control.bytes;
+  if (::recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) <= 0) return -1;
+  int fd = -1;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+        c->cmsg_len == CMSG_LEN(sizeof(int))) {
+      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    }
+  }
+  return fd;
+}
+
+bool IsUserfaultfd(int fd) {
+  char link[64];
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  char target[64] = {};
+  const ssize_t n = ::readlink(link, target, sizeof target - 1);
+  return n > 0 && std::strstr(target, "userfaultfd") != nullptr;
+}
+
+pid_t ParentOf(pid_t pid) {
+  auto stat = ReadFile(StrCat("/proc/", pid, "/stat"));
+  if (!stat.ok()) return -1;
+  // "pid (comm) state ppid ...": comm may hold spaces and parentheses; the last ')' ends it.
+  const size_t close = stat->rfind(')');
+  if (close == std::string::npos) return -1;
+  char state = 0;
+  int ppid = -1;
+  if (std::sscanf(stat->c_str() + close + 1, " %c %d", &state, &ppid) != 2) return -1;
+  return ppid;
+}
+
+}  // namespace
+
+bool IsDescendant(pid_t pid, pid_t root) {
+  for (int depth = 0; depth < 64 && pid > 1; ++depth) {
+    if (pid == root) return true;
+    pid = ParentOf(pid);
+  }
+  return false;
+}
+
+absl::StatusOr<std::unique_ptr<WriteTracker>> WriteTracker::Listen(
+    const WriteTrackerOptions& options) {
+  uint64_t nonce = 0;
+  if (::getrandom(&nonce, sizeof nonce, 0) != static_cast<ssize_t>(sizeof nonce)) {
+    nonce = MonotonicNs() ^ static_cast<uint64_t>(::getpid());
+  }
+  char name[64];
+  std::snprintf(name, sizeof name, "tiergym-swsample-%d-%016llx", static_cast<int>(::getpid()),
+                static_cast<unsigned long long>(nonce));
+  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return ErrnoStatus(errno, "software backend: socket");
+  sockaddr_un addr;
+  std::memset(&addr, 0, sizeof addr);
+  addr.sun_family = AF_UNIX;
+  const size_t len = std::strlen(name);
+  std::memcpy(addr.sun_path + 1, name, len);
+  const socklen_t addr_len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + len);
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), addr_len) != 0 ||
+      ::listen(fd, 64) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return ErrnoStatus(e, "software backend: cannot listen on an abstract Unix socket");
+  }
+  std::unique_ptr<WriteTracker> t(new WriteTracker(fd, name, options));
+  t->wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  return t;
+}
+
+WriteTracker::~WriteTracker() {
+  Stop();
+  for (Process& p : processes_) ::close(p.uffd);
+  processes_.clear();
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void WriteTracker::Start(pid_t root) {
+  root_ = root;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void WriteTracker::Stop() {
+  if (!thread_.joinable()) return;
+  stop_ = true;
+  const uint64_t one = 1;
+  ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
+  (void)ignored;
+  thread_.join();
+  for (Process& p : processes_) ::close(p.uffd);
+  processes_.clear();
+}
+
+WriteTrackerStats WriteTracker::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void WriteTracker::AcceptAll() {
+  while (true) {
+    const int conn = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (conn < 0) return;
+    ucred cred{};
+    socklen_t cred_len = sizeof cred;
+    const bool have_cred =
+        ::getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0 && cred.pid > 0;
+    // The agent sends right after connecting; a second is plenty even on a busy machine.
+    const int uffd = ReceiveDescriptor(conn, 1000);
+    ::close(conn);
+    if (uffd < 0) continue;
+    std::string error;
+    if (have_cred && ::access(StrCat("/proc/", cred.pid, "/stat").c_str(), F_OK) != 0) {
+      // The process has ended (and been reaped) before its descriptor was read: nothing
+      // left to track, and nothing wrong.
+      ::close(uffd);
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.processes;
+      continue;
+    }
+    if (!have_cred || !IsDescendant(cred.pid, root_)) {
+      error = "a descriptor came from a process outside the recorded command";
+    } else if (!IsUserfaultfd(uffd)) {
+      error = "the descriptor received is not a userfaultfd";
+    } else {
+      uffdio_api api;
+      std::memset(&api, 0, sizeof api);
+      api.api = UFFD_API;
+      api.features = UFFD_FEATURE_WP_ASYNC;
+      if (::ioctl(uffd, UFFDIO_API, &api) != 0) {
+        error = StrCat("UFFDIO_API with UFFD_FEATURE_WP_ASYNC failed (", std::strerror(errno),
+                       "): asynchronous write-protect needs Linux 6.7 or later");
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!error.empty()) {
+      ::close(uffd);
+      ++stats_.refused;
+      if (stats_.setup_error.empty()) stats_.setup_error = error;
+      continue;
+    }
+    ++stats_.processes;
+    processes_.push_back(Process{cred.pid, uffd, {}});
+  }
+}
+
+bool WriteTracker::Rearm(Process& p) {
+  const std::string path = StrCat("/proc/", p.pid, "/maps");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  maps_buffer_.clear();
+  char buf[16384];
+  while (true) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    maps_buffer_.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  if (maps_buffer_.empty()) return false;  // the process has exited (a zombie has no maps)
+
+  // Runs of adjacent private anonymous mappings, whatever their protection and size. All
+  // of them are registered, so that every anonymous mapping carries the same userfaultfd
+  // flags and the kernel merges and splits them as it would without the recorder
+  // (mremap, for one, refuses with EFAULT a range that spans two mappings).
+  std::vector<std::pair<uint64_t, uint64_t>> candidates;
+  size_t pos = 0;
+  while (pos < maps_buffer_.size()) {
+    size_t end = maps_buffer_.find('\n', pos);
+    if (end == std::string::npos) end = maps_buffer_.size();
+    const std::string line = maps_buffer_.substr(pos, end - pos);
+    pos = end + 1;
+    unsigned long long start = 0, stop = 0, offset = 0, inode = 0;
+    char perms[5] = {};
+    int name_at = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx %4s %llx %*s %llu %n", &start, &stop, perms, &offset,
+                    &inode, &name_at) < 5) {
+      continue;
+    }
+    const char* name = line.c_str() + name_at;
+    const bool anonymous =
+        perms[3] == 'p' && inode == 0 &&
+        (name[0] == '\0' || std::strncmp(name, "[heap]", 6) == 0 ||
+         std::strncmp(name, "[stack]", 7) == 0 || std::strncmp(name, "[anon:", 6) == 0);
+    if (!anonymous) continue;
+    if (!candidates.empty() && candidates.back().second == start) {
+      candidates.back().second = stop;
+    } else {
+      candidates.emplace_back(start, stop);
+    }
+  }
+
+  uint64_t registered = 0, failed = 0, protected_bytes = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> now_registered;
+  for (const auto& [start, stop] : candidates) {
+    if (std::find(p.registered.begin(), p.registered.end(), std::make_pair(start, stop)) ==
+        p.registered.end()) {
+      uffdio_register reg;
+      std::memset(&reg, 0, sizeof reg);
+      reg.range.start = start;
+      reg.range.len = stop - start;
+      reg.mode = UFFDIO_REGISTER_MODE_WP;
+      if (::ioctl(p.uffd, UFFDIO_REGISTER, &reg) != 0) {
+        if (errno == ESRCH) return false;  // the address space is gone (exit or exec)
+        ++failed;
+        continue;
+      }
+      ++registered;
+    }
+    uffdio_writeprotect wp;
+    std::memset(&wp, 0, sizeof wp);
+    wp.range.start = start;
+    wp.range.len = stop - start;
+    wp.mode = UFFDIO_WRITEPROTECT_MODE_WP;
+    if (::ioctl(p.uffd, UFFDIO_WRITEPROTECT, &wp) != 0) {
+      if (errno == ESRCH) return false;
+      ++failed;  // e.g. ENOENT: the mapping was replaced since the listing
+      continue;
+    }
+    protected_bytes += stop - start;
+    now_registered.emplace_back(start, stop);
+  }
+  p.registered = std::move(now_registered);
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.registered += registered;
+  stats_.failed_calls += failed;
+  stats_.protected_bytes += protected_bytes;
+  return true;
+}
+
+void WriteTracker::Loop() {
+  const uint64_t interval_ns = static_cast<uint64_t>(options_.interval_us) * 1000;
+  uint64_t next_ns = MonotonicNs() + interval_ns;
+  pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+  while (!stop_) {
+    const uint64_t now = MonotonicNs();
+    const int timeout_ms =
+        next_ns > now ? static_cast<int>((next_ns - now + 999'999) / 1'000'000) : 0;
+    ::poll(fds, 2, timeout_ms);
+    if (stop_) break;
+    if (fds[0].revents & POLLIN) {
+      // A new process is protected at once, not at the next round.
+      const size_t known = processes_.size();
+      AcceptAll();
+      for (size_t i = known; i < processes_.size(); ++i) Rearm(processes_[i]);
+    }
+    if (MonotonicNs() < next_ns) continue;
+    const uint64_t begin = MonotonicNs();
+    for (size_t i = 0; i < processes_.size();) {
+      if (Rearm(processes_[i])) {
+        ++i;
+      } else {
+        ::close(processes_[i].uffd);
+        processes_.erase(processes_.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+    }
+    const uint64_t end = MonotonicNs();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.rounds;
+      stats_.busy_ns += end - begin;
+    }
+    next_ns = std::max(next_ns + interval_ns, end);
+  }
+}
+
+}  // namespace tiergym::prof
