@@ -11,12 +11,6 @@
 namespace tiergym {
 namespace {
 
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
-  return buf;
-}
-
 // The page number of every sample, ascending (duplicates kept, so runs give counts).
 std::vector<uint64_t> SortedSamplePages(const Trace& trace) {
   const int shift = std::countr_zero(trace.metadata().page_size);

@@ -11,10 +11,13 @@
 #include "env/server/environment_provider.h"
 #include "env/server/server.h"
 #include "traces/base/args.h"
+#include "traces/base/exit_status.h"
 #include "traces/base/strings.h"
 
 namespace tiergym::env {
 namespace {
+
+constexpr std::string_view kCommand = "tiergym serve";
 
 constexpr char kEpilog[] =
     "Serves placement episodes (env/environment.h) to agents over ZeroMQ with msgpack\n"
@@ -34,11 +37,6 @@ std::atomic<Server*> g_server{nullptr};
 
 void OnSignal(int) {
   if (Server* s = g_server.load()) s->Stop();
-}
-
-int Fail(const absl::Status& status, int code) {
-  std::cerr << "tiergym serve: " << status.message() << "\n";
-  return code;
 }
 
 }  // namespace
@@ -67,35 +65,35 @@ int RunServeCommand(const std::vector<std::string>& args) {
   if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
 
   absl::StatusOr<uint64_t> threads = p.GetUint64("threads");
-  if (!threads.ok()) return Fail(threads.status(), 2);
+  if (!threads.ok()) return Fail(threads.status(), kExitUsage, kCommand);
   if (*threads < 1 || *threads > 1024) {
-    return Fail(absl::InvalidArgumentError("--threads: must be in [1, 1024]"), 2);
+    return Fail(absl::InvalidArgumentError("--threads: must be in [1, 1024]"), kExitUsage, kCommand);
   }
   absl::StatusOr<uint64_t> max_sessions = p.GetUint64("max-sessions");
-  if (!max_sessions.ok()) return Fail(max_sessions.status(), 2);
+  if (!max_sessions.ok()) return Fail(max_sessions.status(), kExitUsage, kCommand);
   absl::StatusOr<double> idle = p.GetDouble("idle-timeout");
-  if (!idle.ok()) return Fail(idle.status(), 2);
-  if (*idle < 0) return Fail(absl::InvalidArgumentError("--idle-timeout: must be >= 0"), 2);
+  if (!idle.ok()) return Fail(idle.status(), kExitUsage, kCommand);
+  if (*idle < 0) return Fail(absl::InvalidArgumentError("--idle-timeout: must be >= 0"), kExitUsage, kCommand);
   absl::StatusOr<uint64_t> max_bytes = p.GetUint64("max-message-bytes");
-  if (!max_bytes.ok()) return Fail(max_bytes.status(), 2);
+  if (!max_bytes.ok()) return Fail(max_bytes.status(), kExitUsage, kCommand);
   if (*max_bytes < 1024 || *max_bytes > (uint64_t{1} << 31)) {
-    return Fail(absl::InvalidArgumentError("--max-message-bytes: must be in [1024, 2^31]"), 2);
+    return Fail(absl::InvalidArgumentError("--max-message-bytes: must be in [1024, 2^31]"), kExitUsage, kCommand);
   }
   absl::StatusOr<uint64_t> parent = p.GetUint64("parent-pid");
-  if (!parent.ok()) return Fail(parent.status(), 2);
+  if (!parent.ok()) return Fail(parent.status(), kExitUsage, kCommand);
   const bool quiet = p.Flag("quiet");
 
   absl::StatusOr<std::vector<ServedProfile>> profiles;
   if (p.Given("profiles")) {
     profiles = ProfilesFromDirs(p.Get("profiles"));
-    if (!profiles.ok()) return Fail(profiles.status(), 2);
+    if (!profiles.ok()) return Fail(profiles.status(), kExitUsage, kCommand);
   } else {
     absl::StatusOr<std::string> cache = DefaultCacheDir();
-    if (!cache.ok()) return Fail(cache.status(), 1);
+    if (!cache.ok()) return Fail(cache.status(), kExitFailed, kCommand);
     profiles = EnsureBundledProfiles(*cache, [&](const std::string& line) {
       if (!quiet) std::cerr << "tiergym serve: " << line << "\n";
     });
-    if (!profiles.ok()) return Fail(profiles.status(), 1);
+    if (!profiles.ok()) return Fail(profiles.status(), kExitFailed, kCommand);
   }
   EnvironmentProviderOptions po;
   if (p.Given("machine")) po.default_config["machine"] = p.Get("machine");
@@ -122,7 +120,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
   service.idle_timeout_s = *idle;
   service.max_message_bytes = *max_bytes;
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Create(so, service, provider);
-  if (!server.ok()) return Fail(server.status(), 1);
+  if (!server.ok()) return Fail(server.status(), kExitFailed, kCommand);
 
   g_server.store(server->get());
   struct sigaction sa = {};
@@ -145,7 +143,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
     std::cerr << "tiergym serve: stopped after " << st.requests << " requests, " << st.sessions_made
               << " sessions\n";
   }
-  if (!run.ok()) return Fail(run, 1);
+  if (!run.ok()) return Fail(run, kExitFailed, kCommand);
   return 0;
 }
 

@@ -14,6 +14,7 @@
 #include "estimator/contention/smoothing.h"
 #include "estimator/contention/validation.h"
 #include "traces/base/args.h"
+#include "traces/base/exit_status.h"
 #include "traces/base/file.h"
 #include "traces/base/json.h"
 #include "traces/base/status_macros.h"
@@ -26,20 +27,7 @@ namespace {
 
 using namespace contention;  // NOLINT(google-build-using-namespace): this file is its CLI
 
-constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;
-constexpr int kExitUsage = 2;
 constexpr int kPlotSamples = 80;  // points per drawn fit
-
-int Fail(const absl::Status& s) {
-  std::cerr << "error: " << s.message() << "\n";
-  return kExitFailed;
-}
-
-int UsageFail(const absl::Status& s) {
-  std::cerr << s.message() << "\n";
-  return kExitUsage;
-}
 
 // "44", "10.75", "2.5": a cost without trailing zeros.
 std::string FormatCost(double cost) {

@@ -9,6 +9,7 @@
 #include "estimator/estimator.h"
 #include "estimator/interference.h"
 #include "estimator/replay_estimator.h"
+#include "traces/base/exit_status.h"
 #include "traces/measured_runs.h"
 #include "traces/trace_summary.h"
 #include "traces/base/args.h"
@@ -76,11 +77,6 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
   out->model = *model;
   out->replay = engine == "replay";
   return std::nullopt;
-}
-
-int Fail(const absl::Status& s) {
-  std::cerr << "error: " << s.message() << "\n";
-  return 1;
 }
 
 // Loads the profile and the machine and makes the estimator.

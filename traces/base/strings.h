@@ -9,6 +9,7 @@
 
 #include <charconv>
 #include <concepts>
+#include <cstdint>
 #include <string>
 #include <vector>
 #include <string_view>
@@ -60,6 +61,10 @@ void StrAppend(std::string* out, const Args&... args) {
 
 // `value` with `digits` digits after the decimal point ("12.35").
 std::string FixedDecimal(double value, int digits);
+
+// `value` in lowercase hexadecimal with a 0x prefix ("0x7f3a2000"), as addresses are
+// written in the project's messages.
+std::string Hex(uint64_t value);
 
 // The fields of one line of a CSV without quoting: split at every `separator`; an empty
 // line gives one empty field.

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <optional>
 
+#include "traces/base/exit_status.h"
 #include "traces/profile.h"
 #include "traces/cli/synth_cli.h"
 #include "traces/trace_file.h"
@@ -17,15 +18,6 @@ namespace tiergym {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;
-constexpr int kExitUsage = 2;
-
-int Fail(const absl::Status& s) {
-  std::cerr << "error: " << s.message() << "\n";
-  return kExitFailed;
-}
 
 std::string SpreadText(const Profile& profile) {
   const InstructionSpread& s = profile.instruction_spread();

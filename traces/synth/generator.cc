@@ -20,12 +20,6 @@ namespace {
 
 uint64_t PageCount(uint64_t bytes) { return (bytes + kSynthPageBytes - 1) / kSynthPageBytes; }
 
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 double ExpectedMisses(const AppModel& app) {
   double total = 0;
   for (int p : app.schedule) {

@@ -10,12 +10,6 @@
 namespace tiergym::synth {
 namespace {
 
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 uint64_t PageCount(uint64_t bytes) { return (bytes + kSynthPageBytes - 1) / kSynthPageBytes; }
 
 // The tiers of one array as segments of its extent, in fractions of the array's size.
