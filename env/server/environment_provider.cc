@@ -3,6 +3,7 @@
 #include <chrono>
 #include <utility>
 
+#include "traces/util/status_macros.h"
 #include "traces/util/strings.h"
 
 namespace tiergym::env {
@@ -34,7 +35,13 @@ bool Ready(const std::shared_future<absl::StatusOr<std::shared_ptr<const EnvAsse
 }  // namespace
 
 EnvironmentProvider::EnvironmentProvider(EnvironmentProviderOptions options)
-    : options_(std::move(options)), keys_(EnvConfigKeys()) {
+    : options_(std::move(options)),
+      keys_(EnvConfigKeys()),
+      roots_(DataRoots::Create(
+          DataRootsOptions{options_.data_dirs, options_.named_profiles,
+                           options_.default_config.count("machine")
+                               ? std::vector<std::string>{options_.default_config.at("machine")}
+                               : std::vector<std::string>{}})) {
   for (ConfigKey& k : keys_) {
     auto it = options_.default_config.find(k.name);
     if (it != options_.default_config.end()) k.default_value = it->second;
@@ -51,9 +58,18 @@ std::string EnvironmentProvider::Description() const {
 
 const std::vector<ConfigKey>& EnvironmentProvider::ConfigKeys() const { return keys_; }
 
-std::map<std::string, std::string> EnvironmentProvider::Resolve(
+absl::StatusOr<std::map<std::string, std::string>> EnvironmentProvider::Resolve(
     const std::map<std::string, std::string>& config) const {
+  if (!roots_.ok()) return roots_.status();
   std::map<std::string, std::string> out = config;
+  // The client's names, resolved to the operator's files (or refused).
+  if (auto it = out.find("machine"); it != out.end()) {
+    TG_ASSIGN_OR_RETURN(it->second, roots_->Machine(it->second, "machine"));
+  }
+  if (auto it = out.find("interference"); it != out.end() && !it->second.empty()) {
+    TG_ASSIGN_OR_RETURN(it->second, roots_->Schedule(it->second, "interference"));
+  }
+  // The server's defaults: the operator's word, taken as they are.
   for (const auto& [key, value] : options_.default_config) out.emplace(key, value);
   auto it = out.find("profiles");
   if (it == out.end() || it->second.empty()) {
@@ -70,9 +86,10 @@ std::map<std::string, std::string> EnvironmentProvider::Resolve(
     size_t comma = value.find(',', start);
     if (comma == std::string::npos) comma = value.size();
     const std::string item = value.substr(start, comma - start);
-    auto named = options_.named_profiles.find(item);
-    StrAppend(&dirs, dirs.empty() ? "" : ",",
-              named != options_.named_profiles.end() ? named->second : item);
+    if (!item.empty()) {
+      TG_ASSIGN_OR_RETURN(std::string dir, roots_->ProfileDir(item, "profiles"));
+      StrAppend(&dirs, dirs.empty() ? "" : ",", dir);
+    }
     start = comma + 1;
   }
   it->second = dirs;
@@ -130,8 +147,14 @@ void EnvironmentProvider::EvictUnusedLocked() {
 
 absl::StatusOr<std::unique_ptr<SessionEnv>> EnvironmentProvider::Make(
     const std::map<std::string, std::string>& config) {
-  absl::StatusOr<std::shared_ptr<const EnvAssets>> assets = Assets(Resolve(config));
-  if (!assets.ok()) return assets.status();
+  absl::StatusOr<std::map<std::string, std::string>> resolved = Resolve(config);
+  if (!resolved.ok()) return resolved.status();
+  absl::StatusOr<std::shared_ptr<const EnvAssets>> assets = Assets(*resolved);
+  if (!assets.ok()) {
+    // Files by the names clients know them by, not by their server paths.
+    return absl::Status(assets.status().code(),
+                        roots_->Redact(std::string(assets.status().message())));
+  }
   absl::StatusOr<std::unique_ptr<Environment>> env = Environment::Create(*std::move(assets));
   if (!env.ok()) return env.status();
   return std::unique_ptr<SessionEnv>(new EnvironmentSession(*std::move(env)));

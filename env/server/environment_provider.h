@@ -2,8 +2,13 @@
 // assets (profiles, estimator indexes, regions) loaded once per distinct configuration and
 // shared read-only by every session made from it.
 //
-// Configurations without `profiles` use the served profiles; a `profiles` entry that names
-// a served profile ("minife") is replaced by its directory. Two requests for the same new
+// Configurations without `profiles` use the served profiles. What a client's configuration
+// names is checked against the operator's word (data_roots.h): a `profiles` entry is a
+// served profile's name ("minife") or a directory in a data directory, `machine` a preset,
+// the operator's machine or a file in a data directory, `interference` a file in a data
+// directory; anything else fails with NotFound before any file is opened, and error
+// messages name files as clients name them, never by their server path. Two requests for
+// the same new
 // configuration load it once (the second waits for the first). Asset sets no session uses
 // are evicted when more than `max_asset_sets` are held.
 //
@@ -20,6 +25,7 @@
 #include <vector>
 
 #include "env/environment.h"
+#include "env/server/data_roots.h"
 #include "env/server/env_provider.h"
 
 namespace tiergym::env {
@@ -36,6 +42,9 @@ struct EnvironmentProviderOptions {
   // {"machine": "disagg"} for profiles recorded on that machine); they are also the
   // defaults `list` reports. Default none: EnvConfigKeys()'s.
   std::map<std::string, std::string> default_config;
+  // Directories whose files and profile directories clients may name (--data-dir).
+  // Default none.
+  std::vector<std::string> data_dirs;
 };
 
 class EnvironmentProvider : public EnvProvider {
@@ -49,9 +58,10 @@ class EnvironmentProvider : public EnvProvider {
       const std::map<std::string, std::string>& config) override;
   Stats GetStats() const override;
 
-  // The configuration as ParseEnvConfig will see it: served profiles resolved, and the
-  // default profiles filled in. Exposed for tests.
-  std::map<std::string, std::string> Resolve(
+  // The configuration as ParseEnvConfig will see it: the client's names resolved to the
+  // operator's files (NotFound for anything else), the server's defaults and default
+  // profiles filled in. Exposed for tests.
+  absl::StatusOr<std::map<std::string, std::string>> Resolve(
       const std::map<std::string, std::string>& config) const;
 
  private:
@@ -62,6 +72,7 @@ class EnvironmentProvider : public EnvProvider {
 
   EnvironmentProviderOptions options_;
   std::vector<ConfigKey> keys_;  // EnvConfigKeys() with options_.default_config applied
+  absl::StatusOr<DataRoots> roots_;
   mutable std::mutex mu_;
   // Canonical configuration -> its assets (or their loading, in progress).
   std::map<std::string, std::shared_future<AssetsOr>> cache_;

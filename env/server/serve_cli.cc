@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "env/server/bundled_profiles.h"
+#include "env/server/data_roots.h"
 #include "env/server/environment_provider.h"
 #include "env/server/server.h"
 #include "traces/util/args.h"
@@ -59,6 +60,10 @@ int RunServeCommand(const std::vector<std::string>& args) {
   p.AddOption("max-message-bytes", "N", "largest request accepted", std::to_string(64u << 20));
   p.AddOption("profiles", "DIRS",
               "comma-separated profile directories served (default: the bundled profiles)");
+  p.AddOption("data-dir", "DIRS",
+              "comma-separated directories whose profile directories, machine files and "
+              "interference schedules clients may name (relative to the directory); default "
+              "none: clients name only served profiles and machine presets");
   p.AddOption("parent-pid", "PID", "stop when this process exits (private servers)", "0");
   p.AddOption("machine", "NAME|FILE",
               "the machine sessions get when they name none (knl, disagg or a JSON file; "
@@ -99,6 +104,16 @@ int RunServeCommand(const std::vector<std::string>& args) {
   }
   EnvironmentProviderOptions po;
   if (p.Given("machine")) po.default_config["machine"] = p.Get("machine");
+  if (p.Given("data-dir")) {
+    for (std::string_view dir : SplitFields(p.Get("data-dir"), ',')) {
+      if (!dir.empty()) po.data_dirs.emplace_back(dir);
+    }
+    DataRootsOptions check;
+    check.data_dirs = po.data_dirs;
+    if (absl::StatusOr<DataRoots> roots = DataRoots::Create(check); !roots.ok()) {
+      return Fail(roots.status(), 2);
+    }
+  }
   for (const ServedProfile& sp : *profiles) {
     po.default_profiles.push_back(sp.dir);
     po.named_profiles[sp.name] = sp.dir;
@@ -107,8 +122,8 @@ int RunServeCommand(const std::vector<std::string>& args) {
   // Load the default configuration now: a bad profile fails here, and the first session
   // does not wait for it.
   if (absl::StatusOr<std::unique_ptr<SessionEnv>> env = provider->Make({}); !env.ok()) {
-    return Fail(absl::Status(env.status().code(), StrCat("cannot load the served profiles: ",
-                                                         env.status().message())),
+    return Fail(absl::Status(env.status().code(),
+                             StrCat("cannot load the served profiles: ", env.status().message())),
                 1);
   }
 

@@ -6,6 +6,7 @@
 #include "env/server/server.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -409,6 +410,90 @@ TEST_F(EndToEndTest, ServerDefaultsApplyToSessionsThatNameNoValue) {
   absl::StatusOr<std::unique_ptr<SessionEnv>> refused = wrong.Make({});
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("has no run for tier 'remote'"));
+}
+
+// Clients name data; the operator decides what names mean. Paths outside the data
+// directories (symbolic links included), FIFOs, devices and /proc are refused, all with the
+// same NotFound whatever exists, and no message carries a server path or file content.
+TEST_F(EndToEndTest, ClientsReadOnlyWhatTheOperatorNamed) {
+  const std::string data = *dir_ + "/data";
+  fs::create_directories(data + "/machines");
+  fs::create_directories(data + "/prof");
+  fs::create_directories(data + "/leaky");
+  absl::StatusOr<Machine> knl = LoadMachine("knl");
+  ASSERT_TRUE(knl.ok());
+  std::ofstream(data + "/machines/small.json") << MachineToJson(*knl);
+  for (const auto& e : fs::directory_iterator(ProfileDir())) {
+    fs::copy_file(e.path(), data + "/prof/" + e.path().filename().string(),
+                  fs::copy_options::overwrite_existing);
+  }
+  const std::string secret = *dir_ + "/secret.json";
+  std::ofstream(secret) << "{\"password\": \"hunter2\"}\n";
+  fs::remove(data + "/escape.json");
+  fs::create_symlink(secret, data + "/escape.json");
+  fs::remove(data + "/outside");
+  fs::create_directory_symlink(ProfileDir(), data + "/outside");
+  fs::remove(data + "/leaky/a.tgt");
+  fs::create_symlink(fs::directory_iterator(ProfileDir())->path(), data + "/leaky/a.tgt");
+  fs::remove(data + "/fifo.json");
+  ASSERT_EQ(mkfifo((data + "/fifo.json").c_str(), 0600), 0);
+
+  EnvironmentProviderOptions po;
+  po.default_profiles = {ProfileDir()};
+  po.named_profiles = {{"minife", ProfileDir()}};
+  po.data_dirs = {data};
+  po.default_config = {{"num_regions", "4"}, {"steps", "4"}};
+  EnvironmentProvider provider(po);
+
+  // Allowed: served names, presets, files and directories inside the data directory.
+  for (const auto& config : std::vector<std::map<std::string, std::string>>{
+           {{"profiles", "minife"}},
+           {{"profiles", ProfileDir()}},  // the operator's own path, spelt out
+           {{"profiles", "prof"}, {"machine", "machines/small.json"}},
+           {{"profiles", "./prof/"}, {"machine", "knl"}}}) {
+    absl::StatusOr<std::unique_ptr<SessionEnv>> env = provider.Make(config);
+    EXPECT_TRUE(env.ok()) << config.begin()->second << ": " << env.status();
+  }
+  // Refused, each the same way.
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"machine", "/etc/passwd"},        {"machine", "/proc/self/environ"},
+      {"machine", "/dev/zero"},          {"machine", "../secret.json"},
+      {"machine", "escape.json"},        {"machine", "fifo.json"},
+      {"machine", "no-such-file.json"},  {"machine", secret},
+      {"machine", std::string(5000, 'a')},
+      {"interference", "/etc/passwd"},   {"interference", "escape.json"},
+      {"interference", "fifo.json"},     {"interference", "/proc/self/fd/1"},
+      {"profiles", "/etc"},              {"profiles", "outside"},
+      {"profiles", "leaky"},             {"profiles", "../data/prof"},
+      {"profiles", "/proc/self/cwd"},    {"profiles", "no-such-dir"},
+  };
+  for (const auto& [key, value] : refused) {
+    absl::StatusOr<std::unique_ptr<SessionEnv>> env = provider.Make({{key, value}});
+    ASSERT_FALSE(env.ok()) << key << "=" << value;
+    EXPECT_EQ(env.status().code(), absl::StatusCode::kNotFound) << key << "=" << value << ": "
+                                                                 << env.status();
+    const std::string message(env.status().message());
+    EXPECT_THAT(message, HasSubstr("config key '" + key + "'"));
+    if (value.find(*dir_) == std::string::npos) {  // the client's own name is quoted
+      EXPECT_THAT(message, ::testing::Not(HasSubstr(*dir_))) << message;
+    }
+    EXPECT_THAT(message, ::testing::Not(HasSubstr("hunter2"))) << message;
+    EXPECT_THAT(message, ::testing::Not(HasSubstr("root:"))) << message;
+  }
+  // Whether a file exists outside the roots does not change the answer.
+  auto message_of = [&](const std::string& value) {
+    absl::StatusOr<std::unique_ptr<SessionEnv>> env = provider.Make({{"machine", value}});
+    std::string m(env.status().message());
+    return m.substr(m.find("\" is"));
+  };
+  EXPECT_EQ(message_of(secret), message_of(*dir_ + "/no-such.json"));
+  EXPECT_EQ(message_of("escape.json"), message_of("no-such.json"));
+  // Errors of files inside the roots name them as clients do, not by server path.
+  std::ofstream(data + "/machines/bad.json") << "{\"name\": 7}";
+  absl::StatusOr<std::unique_ptr<SessionEnv>> bad = provider.Make({{"machine", "machines/bad.json"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), ::testing::Not(HasSubstr(data)));
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("data-dir:"));
 }
 
 TEST_F(EndToEndTest, AnEpisodeOverIpcInProcess) {
