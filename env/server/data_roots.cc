@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "env/server/protocol.h"
 #include "traces/machine.h"
 #include "traces/profile.h"
 #include "traces/util/strings.h"
@@ -58,25 +59,7 @@ std::string SamePath(std::string_view name) {
 
 }  // namespace
 
-std::string DataRoots::Printable(std::string_view text) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (out.size() >= 64) {
-      out += "...";
-      break;
-    }
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
+std::string DataRoots::Printable(std::string_view text) { return protocol::Printable(text); }
 
 absl::Status DataRoots::CheckRegularFile(const std::string& path, uint64_t max_bytes,
                                          std::string_view label) {

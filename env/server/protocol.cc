@@ -108,6 +108,16 @@ absl::StatusOr<std::string> ReadString(const object& o, std::string_view field) 
   return std::string(AsView(o));
 }
 
+// A session handle: a non-empty string of at most kMaxSessionIdBytes.
+absl::StatusOr<SessionId> ReadSession(const object& o, std::string_view field) {
+  if (o.type != mtype::STR) return Expected(field, "a session handle (a string)", o);
+  if (o.via.str.size == 0 || o.via.str.size > kMaxSessionIdBytes) {
+    return Invalid(field, StrCat("a session handle has 1 to ", kMaxSessionIdBytes,
+                                 " characters, got ", o.via.str.size));
+  }
+  return SessionId(AsView(o));
+}
+
 absl::StatusOr<bool> ReadBool(const object& o, std::string_view field) {
   if (o.type != mtype::BOOLEAN) return Expected(field, "a bool", o);
   return o.via.boolean;
@@ -425,8 +435,9 @@ absl::StatusOr<StepBatchRequest> ReadStepBatch(MapReader& r, const DecodeLimits&
   }
   b.sessions.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    TG_ASSIGN_OR_RETURN(uint64_t id, ReadUint(sessions->via.array.ptr[i], Index("sessions", i)));
-    b.sessions.push_back(id);
+    TG_ASSIGN_OR_RETURN(SessionId id,
+                        ReadSession(sessions->via.array.ptr[i], Index("sessions", i)));
+    b.sessions.push_back(std::move(id));
   }
 
   TG_ASSIGN_OR_RETURN(const object* actions, r.Required("actions"));
@@ -513,7 +524,8 @@ absl::Status DecodeBody(MapReader& r, Request& req, const DecodeLimits& limits) 
     }
     case Op::kReset: {
       ResetRequest m;
-      TG_ASSIGN_OR_RETURN(m.session, r.RequiredUint("session"));
+      TG_ASSIGN_OR_RETURN(const object* s, r.Required("session"));
+      TG_ASSIGN_OR_RETURN(m.session, ReadSession(*s, "session"));
       if (const object* s = r.Find("seed")) {
         TG_ASSIGN_OR_RETURN(m.seed, ReadUint(*s, "seed"));
       }
@@ -525,7 +537,8 @@ absl::Status DecodeBody(MapReader& r, Request& req, const DecodeLimits& limits) 
     }
     case Op::kStep: {
       StepRequest m;
-      TG_ASSIGN_OR_RETURN(m.session, r.RequiredUint("session"));
+      TG_ASSIGN_OR_RETURN(const object* s, r.Required("session"));
+      TG_ASSIGN_OR_RETURN(m.session, ReadSession(*s, "session"));
       TG_ASSIGN_OR_RETURN(const object* a, r.Required("action"));
       TG_ASSIGN_OR_RETURN(m.action, ReadAction(*a, "action"));
       req.body = std::move(m);
@@ -539,11 +552,10 @@ absl::Status DecodeBody(MapReader& r, Request& req, const DecodeLimits& limits) 
     case Op::kEstimate: {
       EstimateRequest m;
       if (const object* s = r.Find("session")) {
-        TG_ASSIGN_OR_RETURN(m.session, ReadUint(*s, "session"));
-        if (m.session == 0) return Invalid("session", "session ids start at 1");
+        TG_ASSIGN_OR_RETURN(m.session, ReadSession(*s, "session"));
       }
       if (const object* c = r.Find("config")) {
-        if (m.session != 0) return Invalid("config", "give a session or a config, not both");
+        if (!m.session.empty()) return Invalid("config", "give a session or a config, not both");
         TG_ASSIGN_OR_RETURN(m.config, ReadConfig(*c, "config"));
       }
       TG_ASSIGN_OR_RETURN(const object* p, r.Required("profile"));
@@ -560,7 +572,8 @@ absl::Status DecodeBody(MapReader& r, Request& req, const DecodeLimits& limits) 
     }
     case Op::kClose: {
       CloseRequest m;
-      TG_ASSIGN_OR_RETURN(m.session, r.RequiredUint("session"));
+      TG_ASSIGN_OR_RETURN(const object* s, r.Required("session"));
+      TG_ASSIGN_OR_RETURN(m.session, ReadSession(*s, "session"));
       req.body = m;
       return absl::OkStatus();
     }
@@ -748,8 +761,7 @@ void PackSpec(Packer& p, const EnvSpec& spec) {
   p.Ndarray("float64", {spec.tier_bandwidth_gbps.size()}, spec.tier_bandwidth_gbps.data(),
             spec.tier_bandwidth_gbps.size() * sizeof(double));
   p.Str("region_bounds");
-  p.Ndarray("uint64",
-            {spec.profiles.size(), static_cast<uint64_t>(spec.num_regions), uint64_t{2}},
+  p.Ndarray("uint64", {spec.profiles.size(), static_cast<uint64_t>(spec.num_regions), uint64_t{2}},
             spec.region_bounds.data(), spec.region_bounds.size() * sizeof(uint64_t));
 }
 
@@ -889,9 +901,15 @@ struct ReplyPacker {
     p.Array(r.envs.size());
     for (const std::string& e : r.envs) p.Str(e);
     p.Str("limits");
-    p.Map(5);
+    p.Map(8);
     p.Str("max_sessions");
     p.Uint(r.limits.max_sessions);
+    p.Str("max_sessions_per_connection");
+    p.Uint(r.limits.max_sessions_per_connection);
+    p.Str("max_pending_per_connection");
+    p.Uint(r.limits.max_pending_per_connection);
+    p.Str("max_asset_bytes");
+    p.Uint(r.limits.max_asset_bytes);
     p.Str("max_message_bytes");
     p.Uint(r.limits.max_message_bytes);
     p.Str("max_batch");
@@ -927,7 +945,7 @@ struct ReplyPacker {
   void operator()(const MakeReply& r) {
     Head(3);
     p.Str("session");
-    p.Uint(r.session);
+    p.Str(r.session);
     p.Str("spec");
     PackSpec(p, r.spec);
     p.Str("config");
@@ -1006,7 +1024,7 @@ struct ReplyPacker {
   }
   void operator()(const CloseReply&) { Head(0); }
   void operator()(const StatsReply& r) {
-    Head(12);
+    Head(13);
     const std::pair<std::string_view, uint64_t> counters[] = {
         {"sessions", r.sessions},
         {"sessions_made", r.sessions_made},
@@ -1016,6 +1034,7 @@ struct ReplyPacker {
         {"asset_bytes", r.asset_bytes},
         {"requests", r.requests},
         {"errors", r.errors},
+        {"replies_dropped", r.replies_dropped},
         {"threads", r.threads},
         {"rss_bytes", r.rss_bytes},
     };
@@ -1269,6 +1288,11 @@ absl::StatusOr<ReplyBody> DecodeOk(const object& o, Op op) {
       TG_ASSIGN_OR_RETURN(r.envs, NeedStrings(o, "envs", ""));
       TG_ASSIGN_OR_RETURN(const object* l, Need(o, "limits", ""));
       TG_ASSIGN_OR_RETURN(r.limits.max_sessions, NeedUint(*l, "max_sessions", "limits"));
+      TG_ASSIGN_OR_RETURN(r.limits.max_sessions_per_connection,
+                          NeedUint(*l, "max_sessions_per_connection", "limits"));
+      TG_ASSIGN_OR_RETURN(r.limits.max_pending_per_connection,
+                          NeedUint(*l, "max_pending_per_connection", "limits"));
+      TG_ASSIGN_OR_RETURN(r.limits.max_asset_bytes, NeedUint(*l, "max_asset_bytes", "limits"));
       TG_ASSIGN_OR_RETURN(r.limits.max_message_bytes, NeedUint(*l, "max_message_bytes", "limits"));
       TG_ASSIGN_OR_RETURN(r.limits.max_batch, NeedUint(*l, "max_batch", "limits"));
       TG_ASSIGN_OR_RETURN(r.limits.idle_timeout_s, NeedDouble(*l, "idle_timeout_s", "limits"));
@@ -1303,7 +1327,7 @@ absl::StatusOr<ReplyBody> DecodeOk(const object& o, Op op) {
     }
     case Op::kMake: {
       MakeReply r;
-      TG_ASSIGN_OR_RETURN(r.session, NeedUint(o, "session", ""));
+      TG_ASSIGN_OR_RETURN(r.session, NeedString(o, "session", ""));
       TG_ASSIGN_OR_RETURN(const object* spec, Need(o, "spec", ""));
       TG_ASSIGN_OR_RETURN(r.spec, DecodeSpec(*spec));
       TG_ASSIGN_OR_RETURN(const object* config, Need(o, "config", ""));
@@ -1373,6 +1397,7 @@ absl::StatusOr<ReplyBody> DecodeOk(const object& o, Op op) {
           {"asset_bytes", &StatsReply::asset_bytes},
           {"requests", &StatsReply::requests},
           {"errors", &StatsReply::errors},
+          {"replies_dropped", &StatsReply::replies_dropped},
           {"threads", &StatsReply::threads},
           {"rss_bytes", &StatsReply::rss_bytes},
       };
@@ -1394,6 +1419,26 @@ absl::StatusOr<ReplyBody> DecodeOk(const object& o, Op op) {
 }
 
 }  // namespace
+
+std::string Printable(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (out.size() >= 64) {
+      out += "...";
+      break;
+    }
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
 
 std::string_view OpName(Op op) { return kOpNames[static_cast<int>(op)]; }
 
@@ -1507,7 +1552,7 @@ std::string EncodeRequest(const Request& request) {
         } else if constexpr (std::is_same_v<T, ResetRequest>) {
           head(1 + (body.seed ? 1 : 0) + (body.options.profile ? 1 : 0));
           p.Str("session");
-          p.Uint(body.session);
+          p.Str(body.session);
           if (body.seed) {
             p.Str("seed");
             p.Uint(*body.seed);
@@ -1519,7 +1564,7 @@ std::string EncodeRequest(const Request& request) {
         } else if constexpr (std::is_same_v<T, StepRequest>) {
           head(2);
           p.Str("session");
-          p.Uint(body.session);
+          p.Str(body.session);
           p.Str("action");
           action(body.action);
         } else if constexpr (std::is_same_v<T, StepBatchRequest>) {
@@ -1528,7 +1573,7 @@ std::string EncodeRequest(const Request& request) {
                (body.options.empty() ? 0 : 1));
           p.Str("sessions");
           p.Array(n);
-          for (uint64_t s : body.sessions) p.Uint(s);
+          for (const SessionId& s : body.sessions) p.Str(s);
           p.Str("actions");
           const size_t width = body.actions.empty() ? 0 : body.actions[0].values.size();
           bool rectangular = body.actions.size() == n;
@@ -1561,10 +1606,10 @@ std::string EncodeRequest(const Request& request) {
           p.Str("autoreset");
           p.Str(body.autoreset == Autoreset::kSameStep ? "same_step" : "none");
         } else if constexpr (std::is_same_v<T, EstimateRequest>) {
-          head(2 + (body.session != 0 ? 1 : 0) + (body.config ? 1 : 0));
-          if (body.session != 0) {
+          head(2 + (!body.session.empty() ? 1 : 0) + (body.config ? 1 : 0));
+          if (!body.session.empty()) {
             p.Str("session");
-            p.Uint(body.session);
+            p.Str(body.session);
           }
           if (body.config) {
             p.Str("config");
@@ -1577,7 +1622,7 @@ std::string EncodeRequest(const Request& request) {
         } else if constexpr (std::is_same_v<T, CloseRequest>) {
           head(1);
           p.Str("session");
-          p.Uint(body.session);
+          p.Str(body.session);
         }
       },
       request.body);

@@ -1,8 +1,10 @@
 #include "env/server/serve_cli.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <thread>
@@ -56,6 +58,16 @@ int RunServeCommand(const std::vector<std::string>& args) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   p.AddOption("threads", "N", "worker threads", std::to_string(cores));
   p.AddOption("max-sessions", "N", "open sessions at most", "4096");
+  p.AddOption("max-sessions-per-connection", "N", "open sessions of one connection at most",
+              "1024");
+  p.AddOption("load-threads", "N",
+              "worker threads for make and estimate, which may load assets (others never wait "
+              "for a load)",
+              "1");
+  p.AddOption("heartbeat", "S",
+              "ZMTP heartbeat interval; a peer silent for 3 intervals is dropped and its "
+              "sessions closed (0: none)",
+              "10");
   p.AddOption("idle-timeout", "S", "close sessions idle this many seconds (0: never)", "600");
   p.AddOption("max-message-bytes", "N", "largest request accepted", std::to_string(64u << 20));
   p.AddOption("profiles", "DIRS",
@@ -78,6 +90,18 @@ int RunServeCommand(const std::vector<std::string>& args) {
   }
   absl::StatusOr<uint64_t> max_sessions = p.GetUint64("max-sessions");
   if (!max_sessions.ok()) return Fail(max_sessions.status(), 2);
+  absl::StatusOr<uint64_t> per_connection = p.GetUint64("max-sessions-per-connection");
+  if (!per_connection.ok()) return Fail(per_connection.status(), 2);
+  absl::StatusOr<uint64_t> load_threads = p.GetUint64("load-threads");
+  if (!load_threads.ok()) return Fail(load_threads.status(), 2);
+  if (*load_threads < 1 || *load_threads > 64) {
+    return Fail(absl::InvalidArgumentError("--load-threads: must be in [1, 64]"), 2);
+  }
+  absl::StatusOr<double> heartbeat = p.GetDouble("heartbeat");
+  if (!heartbeat.ok()) return Fail(heartbeat.status(), 2);
+  if (*heartbeat < 0 || *heartbeat > 3600) {
+    return Fail(absl::InvalidArgumentError("--heartbeat: must be in [0, 3600]"), 2);
+  }
   absl::StatusOr<double> idle = p.GetDouble("idle-timeout");
   if (!idle.ok()) return Fail(idle.status(), 2);
   if (*idle < 0) return Fail(absl::InvalidArgumentError("--idle-timeout: must be >= 0"), 2);
@@ -130,10 +154,13 @@ int RunServeCommand(const std::vector<std::string>& args) {
   ServerOptions so;
   so.endpoint = p.Get("endpoint");
   so.threads = static_cast<int>(*threads);
+  so.load_threads = static_cast<int>(*load_threads);
+  so.heartbeat_s = *heartbeat;
   so.parent_pid = static_cast<int>(*parent);
   ServiceOptions service;
   service.server_name = "tiergym 0.1.0";
   service.max_sessions = *max_sessions;
+  service.max_sessions_per_connection = *per_connection;
   service.idle_timeout_s = *idle;
   service.max_message_bytes = *max_bytes;
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Create(so, service, provider);
@@ -161,6 +188,16 @@ int RunServeCommand(const std::vector<std::string>& args) {
               << " sessions\n";
   }
   if (!run.ok()) return Fail(run, 1);
+  if (!(*server)->Drained()) {
+    // A worker is still busy (a long load): destroying the server would wait for it.
+    // Requests were answered or refused; exit now, as SIGTERM asked.
+    if (!quiet) std::cerr << "tiergym serve: a request was still running; exiting without it\n";
+    const std::string endpoint = (*server)->endpoint();
+    if (endpoint.rfind("ipc://", 0) == 0) unlink(endpoint.substr(6).c_str());
+    std::cout.flush();
+    std::cerr.flush();
+    std::_Exit(0);
+  }
   return 0;
 }
 

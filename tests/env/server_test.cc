@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "env/client/client.h"
@@ -94,6 +95,15 @@ class RawConnection {
     Send(payload);
     return Receive();
   }
+  // The next message within `timeout_ms`, or nullopt.
+  std::optional<std::string> TryReceive(int timeout_ms) {
+    zmq::pollitem_t item = {socket_.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) == 0) return std::nullopt;
+    zmq::message_t m;
+    if (!socket_.recv(m, zmq::recv_flags::dontwait)) return std::nullopt;
+    return m.to_string();
+  }
+  zmq::socket_t& socket() { return socket_; }
 
  private:
   zmq::context_t context_{1};
@@ -144,7 +154,7 @@ TEST_P(FakeServerTest, EveryMalformedRequestGetsAnErrorNamingTheFieldAndOthersAr
   ASSERT_NE(good, nullptr);
   absl::StatusOr<protocol::MakeReply> made = good->Make({{"steps", "100"}});
   ASSERT_TRUE(made.ok()) << made.status();
-  const uint64_t s = made->session;
+  const protocol::SessionId s = made->session;
   ASSERT_TRUE(good->Reset(s, 1).ok());
 
   RawConnection bad(server_->endpoint());
@@ -153,7 +163,15 @@ TEST_P(FakeServerTest, EveryMalformedRequestGetsAnErrorNamingTheFieldAndOthersAr
     absl::StatusCode code;
     std::string field;
   };
-  const std::string sid = mp::U(s);
+  // The bad connection's own session, and the good one's, which it may not touch.
+  absl::StatusOr<protocol::Reply> bad_made = protocol::DecodeReply(
+      bad.Ask(mp::Req("make", {{"env", mp::S(protocol::kEnvId)},
+                               {"config", mp::Map({{"steps", mp::U(100)}})}})),
+      protocol::Op::kMake);
+  ASSERT_TRUE(bad_made.ok()) << bad_made.status();
+  ASSERT_TRUE(std::holds_alternative<protocol::MakeReply>(bad_made->body));
+  const std::string sid = mp::S(std::get<protocol::MakeReply>(bad_made->body).session);
+  bad.Ask(mp::Req("reset", {{"session", sid}}));
   const std::vector<Case> cases = {
       {"not msgpack", "\xc1\xc1 garbage", absl::StatusCode::kInvalidArgument,
        protocol::kPayloadField},
@@ -161,14 +179,19 @@ TEST_P(FakeServerTest, EveryMalformedRequestGetsAnErrorNamingTheFieldAndOthersAr
        absl::StatusCode::kInvalidArgument, protocol::kPayloadField},
       {"not a map", mp::Arr({mp::S("step")}), absl::StatusCode::kInvalidArgument,
        protocol::kPayloadField},
-      {"wrong type", mp::Req("step", {{"session", mp::S("one")}, {"action", mp::U(0)}}),
+      {"wrong type", mp::Req("step", {{"session", mp::U(1)}, {"action", mp::U(0)}}),
        absl::StatusCode::kInvalidArgument, "session"},
       {"wrong action type", mp::Req("step", {{"session", sid}, {"action", mp::S("up")}}),
        absl::StatusCode::kInvalidArgument, "action"},
       {"unknown op", mp::Req("jump"), absl::StatusCode::kUnimplemented, "op"},
       {"unknown key", mp::Req("stats", {{"verbose", mp::B(true)}}),
        absl::StatusCode::kInvalidArgument, "verbose"},
-      {"unknown session", mp::Req("step", {{"session", mp::U(3)}, {"action", mp::Arr({})}}),
+      {"unknown session",
+       mp::Req("step", {{"session", mp::S(std::string(32, '0'))}, {"action", mp::Arr({})}}),
+       absl::StatusCode::kNotFound, "session"},
+      {"another connection's session",
+       mp::Req("step", {{"session", mp::S(s)},
+                        {"action", mp::Arr({mp::U(1), mp::U(0), mp::U(0), mp::U(1)})}}),
        absl::StatusCode::kNotFound, "session"},
       {"wrong action shape",
        mp::Req("step", {{"session", sid}, {"action", mp::Arr({mp::U(0), mp::U(1)})}}),
@@ -221,15 +244,22 @@ TEST_P(FakeServerTest, ReqSocketsWorkToo) {
 }
 
 TEST_P(FakeServerTest, PipelinedRequestsOfOneConnectionAreHandledInOrder) {
-  std::unique_ptr<Client> c = Connect();
-  absl::StatusOr<protocol::MakeReply> made = c->Make({{"steps", "1000"}});
-  ASSERT_TRUE(made.ok());
-  ASSERT_TRUE(c->Reset(made->session, 3).ok());
   RawConnection pipe(server_->endpoint());
+  absl::StatusOr<protocol::Reply> made_reply = protocol::DecodeReply(
+      pipe.Ask(mp::Req("make", {{"env", mp::S(protocol::kEnvId)},
+                                {"config", mp::Map({{"steps", mp::U(1000)}})}})),
+      protocol::Op::kMake);
+  ASSERT_TRUE(made_reply.ok()) << made_reply.status();
+  const protocol::MakeReply* made = std::get_if<protocol::MakeReply>(&made_reply->body);
+  ASSERT_NE(made, nullptr);
+  ASSERT_TRUE(std::holds_alternative<protocol::ResetReply>(
+      protocol::DecodeReply(pipe.Ask(mp::Req("reset", {{"session", mp::S(made->session)}})),
+                            protocol::Op::kReset)
+          ->body));
   constexpr int kN = 50;
   for (int i = 0; i < kN; ++i) {
     pipe.Send(mp::Req("step", {{"id", mp::U(i)},
-                               {"session", mp::U(made->session)},
+                               {"session", mp::S(made->session)},
                                {"action", mp::Arr({mp::U(i % 2), mp::U(0), mp::U(0), mp::U(0)})}}));
   }
   for (int i = 0; i < kN; ++i) {
@@ -277,6 +307,68 @@ TEST_P(FakeServerTest, AnIpcPathInUseIsRefusedAndRemovedAfterShutdown) {
   std::ofstream(path) << "stale";
   second = Server::Create(o, {}, std::make_shared<testing::FakeProvider>());
   EXPECT_TRUE(second.ok()) << second.status();
+}
+
+// A connection that goes away takes its sessions with it, at once: no orphans until the
+// idle timeout.
+TEST_P(FakeServerTest, SessionsOfAConnectionThatGoesAwayAreClosedAtOnce) {
+  std::unique_ptr<Client> watcher = Connect();
+  ASSERT_NE(watcher, nullptr);
+  for (int round = 0; round < 3; ++round) {
+    {
+      RawConnection doomed(server_->endpoint());
+      for (int i = 0; i < 4; ++i) {
+        absl::StatusOr<protocol::Reply> r = protocol::DecodeReply(
+            doomed.Ask(mp::Req("make", {{"env", mp::S(protocol::kEnvId)}})), protocol::Op::kMake);
+        ASSERT_TRUE(r.ok() && std::holds_alternative<protocol::MakeReply>(r->body));
+      }
+    }  // the socket closes
+    absl::StatusOr<protocol::StatsReply> stats;
+    for (int i = 0; i < 200; ++i) {
+      stats = watcher->Stats();
+      ASSERT_TRUE(stats.ok()) << stats.status();
+      if (stats->sessions == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(stats->sessions, 0u) << "not reclaimed within 2 s";
+    EXPECT_EQ(stats->sessions_reclaimed, 4u * (round + 1));
+  }
+}
+
+// A client that pipelines without reading: its replies wait in a bounded outbox, then are
+// dropped and counted; every request is either answered or counted, nothing is lost
+// silently, and other connections are served meanwhile.
+TEST(ServerBackpressureTest, AConnectionThatDoesNotReadCannotHoldTheServer) {
+  const std::string dir = TempDir("backpressure");
+  ServerOptions options;
+  options.endpoint = "ipc://" + dir + "/s.sock";
+  options.max_queued_reply_bytes = 16 << 10;
+  RunningServer server(options, ServiceOptions{}, std::make_shared<testing::FakeProvider>());
+  RawConnection greedy(server.endpoint());
+  greedy.socket().set(zmq::sockopt::rcvhwm, 1);
+  greedy.socket().set(zmq::sockopt::rcvbuf, 4096);
+  constexpr int kSent = 4000;
+  for (int i = 0; i < kSent; ++i) {
+    greedy.Send(mp::Req("hello", {{"id", mp::U(i)}}));
+  }
+  absl::StatusOr<std::unique_ptr<Client>> other = Client::Connect({server.endpoint(), 10});
+  ASSERT_TRUE(other.ok()) << other.status();
+  absl::StatusOr<protocol::StatsReply> stats;
+  int received = 0;
+  for (int i = 0; i < 1000; ++i) {
+    stats = (*other)->Stats();
+    ASSERT_TRUE(stats.ok()) << stats.status();  // served while the greedy one hogs
+    if (stats->replies_dropped > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GT(stats->replies_dropped, 0u);
+  // Now it reads: every request was answered or counted as dropped.
+  while (std::optional<std::string> r = greedy.TryReceive(1000)) ++received;
+  stats = (*other)->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(received + stats->replies_dropped, static_cast<uint64_t>(kSent))
+      << received << " received, " << stats->replies_dropped << " dropped";
+  fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(InlineAndHandoff, FakeServerTest, ::testing::Bool(),
@@ -357,7 +449,7 @@ class EndToEndTest : public ::testing::Test {
 std::string* EndToEndTest::dir_ = nullptr;
 
 // One whole episode through a client; returns the sum of rewards and checks invariants.
-double RunEpisode(Client& c, uint64_t session, uint64_t seed, int64_t tier,
+double RunEpisode(Client& c, const protocol::SessionId& session, uint64_t seed, int64_t tier,
                   std::vector<std::vector<float>>* observations = nullptr) {
   absl::StatusOr<StepResult> r = c.Reset(session, seed);
   EXPECT_TRUE(r.ok()) << r.status();
@@ -456,22 +548,31 @@ TEST_F(EndToEndTest, ClientsReadOnlyWhatTheOperatorNamed) {
   }
   // Refused, each the same way.
   const std::vector<std::pair<std::string, std::string>> refused = {
-      {"machine", "/etc/passwd"},        {"machine", "/proc/self/environ"},
-      {"machine", "/dev/zero"},          {"machine", "../secret.json"},
-      {"machine", "escape.json"},        {"machine", "fifo.json"},
-      {"machine", "no-such-file.json"},  {"machine", secret},
+      {"machine", "/etc/passwd"},
+      {"machine", "/proc/self/environ"},
+      {"machine", "/dev/zero"},
+      {"machine", "../secret.json"},
+      {"machine", "escape.json"},
+      {"machine", "fifo.json"},
+      {"machine", "no-such-file.json"},
+      {"machine", secret},
       {"machine", std::string(5000, 'a')},
-      {"interference", "/etc/passwd"},   {"interference", "escape.json"},
-      {"interference", "fifo.json"},     {"interference", "/proc/self/fd/1"},
-      {"profiles", "/etc"},              {"profiles", "outside"},
-      {"profiles", "leaky"},             {"profiles", "../data/prof"},
-      {"profiles", "/proc/self/cwd"},    {"profiles", "no-such-dir"},
+      {"interference", "/etc/passwd"},
+      {"interference", "escape.json"},
+      {"interference", "fifo.json"},
+      {"interference", "/proc/self/fd/1"},
+      {"profiles", "/etc"},
+      {"profiles", "outside"},
+      {"profiles", "leaky"},
+      {"profiles", "../data/prof"},
+      {"profiles", "/proc/self/cwd"},
+      {"profiles", "no-such-dir"},
   };
   for (const auto& [key, value] : refused) {
     absl::StatusOr<std::unique_ptr<SessionEnv>> env = provider.Make({{key, value}});
     ASSERT_FALSE(env.ok()) << key << "=" << value;
-    EXPECT_EQ(env.status().code(), absl::StatusCode::kNotFound) << key << "=" << value << ": "
-                                                                 << env.status();
+    EXPECT_EQ(env.status().code(), absl::StatusCode::kNotFound)
+        << key << "=" << value << ": " << env.status();
     const std::string message(env.status().message());
     EXPECT_THAT(message, HasSubstr("config key '" + key + "'"));
     if (value.find(*dir_) == std::string::npos) {  // the client's own name is quoted
@@ -490,7 +591,8 @@ TEST_F(EndToEndTest, ClientsReadOnlyWhatTheOperatorNamed) {
   EXPECT_EQ(message_of("escape.json"), message_of("no-such.json"));
   // Errors of files inside the roots name them as clients do, not by server path.
   std::ofstream(data + "/machines/bad.json") << "{\"name\": 7}";
-  absl::StatusOr<std::unique_ptr<SessionEnv>> bad = provider.Make({{"machine", "machines/bad.json"}});
+  absl::StatusOr<std::unique_ptr<SessionEnv>> bad =
+      provider.Make({{"machine", "machines/bad.json"}});
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(std::string(bad.status().message()), ::testing::Not(HasSubstr(data)));
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("data-dir:"));
