@@ -69,6 +69,10 @@ int RunServeCommand(const std::vector<std::string>& args) {
               "sessions closed (0: none)",
               "10");
   p.AddOption("idle-timeout", "S", "close sessions idle this many seconds (0: never)", "600");
+  p.AddOption("max-asset-mib", "MIB",
+              "memory for loaded configurations and sessions; a configuration whose estimated "
+              "cost does not fit is refused before it is built (0: no budget)",
+              "2048");
   p.AddOption("max-message-bytes", "N", "largest request accepted", std::to_string(64u << 20));
   p.AddOption("profiles", "DIRS",
               "comma-separated profile directories served (default: the bundled profiles)");
@@ -110,6 +114,11 @@ int RunServeCommand(const std::vector<std::string>& args) {
   if (*max_bytes < 1024 || *max_bytes > (uint64_t{1} << 31)) {
     return Fail(absl::InvalidArgumentError("--max-message-bytes: must be in [1024, 2^31]"), 2);
   }
+  absl::StatusOr<uint64_t> asset_mib = p.GetUint64("max-asset-mib");
+  if (!asset_mib.ok()) return Fail(asset_mib.status(), 2);
+  if (*asset_mib > (uint64_t{1} << 30)) {
+    return Fail(absl::InvalidArgumentError("--max-asset-mib: must be at most 2^30"), 2);
+  }
   absl::StatusOr<uint64_t> parent = p.GetUint64("parent-pid");
   if (!parent.ok()) return Fail(parent.status(), 2);
   const bool quiet = p.Flag("quiet");
@@ -127,6 +136,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
     if (!profiles.ok()) return Fail(profiles.status(), 1);
   }
   EnvironmentProviderOptions po;
+  po.max_asset_bytes = *asset_mib << 20;
   if (p.Given("machine")) po.default_config["machine"] = p.Get("machine");
   if (p.Given("data-dir")) {
     for (std::string_view dir : SplitFields(p.Get("data-dir"), ',')) {
@@ -161,6 +171,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
   service.server_name = "tiergym 0.1.0";
   service.max_sessions = *max_sessions;
   service.max_sessions_per_connection = *per_connection;
+  service.max_asset_bytes = po.max_asset_bytes;
   service.idle_timeout_s = *idle;
   service.max_message_bytes = *max_bytes;
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Create(so, service, provider);

@@ -371,6 +371,63 @@ TEST(ServerBackpressureTest, AConnectionThatDoesNotReadCannotHoldTheServer) {
   fs::remove_all(dir);
 }
 
+// make and estimate run on their own workers: a slow load holds up neither hello, stats
+// and close nor the steps of sessions already made.
+TEST(ServerFairnessTest, ALoadNeverHoldsUpOtherRequests) {
+  const std::string dir = TempDir("fairness");
+  ServerOptions options;
+  options.endpoint = "ipc://" + dir + "/s.sock";
+  options.threads = 1;
+  options.load_threads = 1;
+  RunningServer server(options, ServiceOptions{}, std::make_shared<testing::FakeProvider>());
+  absl::StatusOr<std::unique_ptr<Client>> b = Client::Connect({server.endpoint(), 10});
+  ASSERT_TRUE(b.ok()) << b.status();
+  absl::StatusOr<protocol::MakeReply> made = (*b)->Make({{"steps", "100"}});
+  ASSERT_TRUE(made.ok());
+  ASSERT_TRUE((*b)->Reset(made->session, 1).ok());
+  RawConnection a(server.endpoint());
+  a.Send(mp::Req(
+      "make", {{"env", mp::S(protocol::kEnvId)}, {"config", mp::Map({{"load_ms", mp::U(2000)}})}}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE((*b)->Stats().ok());
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE((*b)->Step(made->session, Action{{1, 0, 0, 0}}).ok());
+  EXPECT_TRUE((*b)->Close(made->session).ok());
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect({server.endpoint(), 10});
+  EXPECT_TRUE(c.ok());
+  const double waited_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(waited_s, 1.0) << "other requests waited for the load";
+  absl::StatusOr<protocol::Reply> r = protocol::DecodeReply(a.Receive(), protocol::Op::kMake);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(std::holds_alternative<protocol::MakeReply>(r->body));
+  fs::remove_all(dir);
+}
+
+// Stop() ends Run() within the drain time even while a load runs; Drained() says so, and
+// `tiergym serve` then exits without waiting for it.
+TEST(ServerFairnessTest, StopReturnsWithinTheDrainTimeWhateverIsInFlight) {
+  const std::string dir = TempDir("drain");
+  ServerOptions options;
+  options.endpoint = "ipc://" + dir + "/s.sock";
+  options.drain_timeout_s = 0.5;
+  absl::StatusOr<std::unique_ptr<Server>> server =
+      Server::Create(options, ServiceOptions{}, std::make_shared<testing::FakeProvider>());
+  ASSERT_TRUE(server.ok());
+  std::thread run([&] { EXPECT_TRUE((*server)->Run().ok()); });
+  RawConnection a((*server)->endpoint());
+  a.Send(mp::Req(
+      "make", {{"env", mp::S(protocol::kEnvId)}, {"config", mp::Map({{"load_ms", mp::U(2500)}})}}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto start = std::chrono::steady_clock::now();
+  (*server)->Stop();
+  run.join();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.5);
+  EXPECT_FALSE((*server)->Drained());
+  server->reset();  // waits for the load
+  fs::remove_all(dir);
+}
+
 INSTANTIATE_TEST_SUITE_P(InlineAndHandoff, FakeServerTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "Inline" : "ViaWorkers";
@@ -596,6 +653,47 @@ TEST_F(EndToEndTest, ClientsReadOnlyWhatTheOperatorNamed) {
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(std::string(bad.status().message()), ::testing::Not(HasSubstr(data)));
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("data-dir:"));
+}
+
+// One request cannot exhaust the server's memory: a configuration's cost is estimated
+// before anything is built, refused over the budget (naming both figures), and a refused
+// or failed configuration leaves nothing behind, so the same make can be retried.
+TEST_F(EndToEndTest, AConfigurationOverTheMemoryBudgetIsRefusedBeforeItIsBuilt) {
+  EnvironmentProviderOptions po;
+  po.default_profiles = {ProfileDir()};
+  EnvironmentProvider provider(po);
+  const auto start = std::chrono::steady_clock::now();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    absl::StatusOr<std::unique_ptr<SessionEnv>> huge =
+        provider.Make({{"num_regions", "65536"}, {"steps", "1000000"}});
+    ASSERT_FALSE(huge.ok());
+    EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted) << huge.status();
+    EXPECT_THAT(std::string(huge.status().message()), HasSubstr("budget of 2048.0 MiB"));
+    EXPECT_THAT(std::string(huge.status().message()), HasSubstr("needs about 250"));
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
+  EXPECT_EQ(provider.GetStats().asset_sets, 0u);
+  EXPECT_TRUE(provider.Make({{"num_regions", "8"}, {"steps", "10"}}).ok());
+}
+
+TEST_F(EndToEndTest, UnusedAssetSetsMakeRoomForNewOnes) {
+  EnvironmentProviderOptions po;
+  po.default_profiles = {ProfileDir()};
+  po.max_asset_bytes = 40 << 20;
+  EnvironmentProvider provider(po);
+  // 1024 regions x 1000 intervals x (a float share + 2 tier costs): about 20 MB each.
+  absl::StatusOr<std::unique_ptr<SessionEnv>> a =
+      provider.Make({{"num_regions", "1024"}, {"steps", "1000"}});
+  ASSERT_TRUE(a.ok()) << a.status();
+  absl::StatusOr<std::unique_ptr<SessionEnv>> b =
+      provider.Make({{"num_regions", "1024"}, {"steps", "999"}});
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kResourceExhausted) << b.status();
+  a->reset();  // the first configuration is no longer used: it makes room
+  b = provider.Make({{"num_regions", "1024"}, {"steps", "999"}});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(provider.GetStats().asset_sets, 1u);
+  EXPECT_LE(provider.GetStats().asset_bytes, po.max_asset_bytes);
 }
 
 TEST_F(EndToEndTest, AnEpisodeOverIpcInProcess) {
