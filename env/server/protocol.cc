@@ -1,5 +1,6 @@
 #include "env/server/protocol.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -196,6 +197,115 @@ class MapReader {
   std::vector<std::string_view> known_;
 };
 
+// --- Strict decoding: one pass over the whole message ------------------------------------
+//
+// What every request must satisfy whatever its op, checked on the unpacked msgpack tree
+// before any field is read (a schema-driven codec can run the same pass): map keys are
+// strings of at most kMaxKeyBytes, no key appears twice in one map, every string and key
+// is valid UTF-8 (no overlong forms, surrogates or code points past U+10FFFF), and there
+// are no ext values. Errors are INVALID_ARGUMENT naming the field's path ("config.steps",
+// "actions[3]", "options.profile").
+
+constexpr size_t kMaxKeyBytes = 64;
+// Names (environment, profile) and configuration values: their longest.
+constexpr size_t kMaxNameBytes = 256;
+constexpr size_t kMaxValueBytes = 4096;
+
+// Whether `s` is well-formed UTF-8.
+bool ValidUtf8(std::string_view s) {
+  size_t i = 0;
+  const size_t n = s.size();
+  while (i < n) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len;
+    uint32_t cp;
+    if ((c & 0xe0) == 0xc0) {
+      len = 2;
+      cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      len = 3;
+      cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > n) return false;
+    for (size_t k = 1; k < len; ++k) {
+      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+// The path of member `key` of the map at `path`, fit to be quoted ("config.steps").
+std::string KeyPath(std::string_view path, std::string_view key) {
+  return Member(path,
+                ValidUtf8(key) && key.size() <= kMaxKeyBytes ? std::string(key) : Printable(key));
+}
+
+absl::Status StrictCheck(const object& o, const std::string& path) {
+  const std::string here = path.empty() ? std::string(kPayloadField) : path;
+  switch (o.type) {
+    case mtype::STR:
+      if (!ValidUtf8(AsView(o))) return Invalid(here, "a string that is not valid UTF-8");
+      return absl::OkStatus();
+    case mtype::EXT:
+      return Invalid(here, "msgpack ext values are not part of the protocol");
+    case mtype::ARRAY:
+      for (uint32_t i = 0; i < o.via.array.size; ++i) {
+        TG_RETURN_IF_ERROR(StrictCheck(o.via.array.ptr[i], Index(path, i)));
+      }
+      return absl::OkStatus();
+    case mtype::MAP: {
+      const uint32_t n = o.via.map.size;
+      std::vector<std::string_view> keys;
+      keys.reserve(n);
+      for (uint32_t i = 0; i < n; ++i) {
+        const object& k = o.via.map.ptr[i].key;
+        if (k.type != mtype::STR) {
+          return Invalid(here, StrCat("map keys must be strings, got ", TypeName(k)));
+        }
+        const std::string_view key = AsView(k);
+        if (!ValidUtf8(key)) {
+          return Invalid(KeyPath(path, key), "a key that is not valid UTF-8");
+        }
+        if (key.size() > kMaxKeyBytes) {
+          return Invalid(KeyPath(path, key),
+                         StrCat("a key of ", key.size(), " bytes; at most ", kMaxKeyBytes));
+        }
+        keys.push_back(key);
+      }
+      // Duplicates: sorted copies side by side (maps are small; n log n at worst).
+      std::vector<std::string_view> sorted = keys;
+      std::sort(sorted.begin(), sorted.end());
+      for (size_t i = 1; i < sorted.size(); ++i) {
+        if (sorted[i] == sorted[i - 1]) {
+          return Invalid(KeyPath(path, sorted[i]), "the key appears more than once");
+        }
+      }
+      for (uint32_t i = 0; i < n; ++i) {
+        TG_RETURN_IF_ERROR(StrictCheck(o.via.map.ptr[i].val, KeyPath(path, keys[i])));
+      }
+      return absl::OkStatus();
+    }
+    default:
+      return absl::OkStatus();
+  }
+}
+
 // --- Arrays ----------------------------------------------------------------------------
 
 struct DtypeInfo {
@@ -234,7 +344,8 @@ absl::StatusOr<NdarrayView> ReadNdarray(const object& o, std::string_view field)
   if (a.dtype == nullptr) {
     std::string names;
     for (const DtypeInfo& d : kDtypes) StrAppend(&names, names.empty() ? "" : ", ", d.name);
-    return Invalid(r.Field("dtype"), StrCat("unknown dtype \"", dtype, "\" (known: ", names, ")"));
+    return Invalid(r.Field("dtype"),
+                   StrCat("unknown dtype \"", Printable(dtype), "\" (known: ", names, ")"));
   }
   TG_ASSIGN_OR_RETURN(const object* shape, r.Required("shape"));
   if (shape->type != mtype::ARRAY) return Expected(r.Field("shape"), "an array", *shape);
@@ -358,6 +469,10 @@ absl::StatusOr<ResetOptions> ReadResetOptions(const object& o, std::string_view 
   ResetOptions options;
   if (const object* p = r.Find("profile")) {
     if (p->type == mtype::STR) {
+      if (p->via.str.size > kMaxNameBytes) {
+        return Invalid(r.Field("profile"),
+                       StrCat(p->via.str.size, " bytes; a name has at most ", kMaxNameBytes));
+      }
       options.profile = std::string(AsView(*p));
     } else if (p->type == mtype::POSITIVE_INTEGER) {
       options.profile = StrCat(p->via.u64);
@@ -381,6 +496,9 @@ absl::StatusOr<ConfigMap> ReadConfig(const object& o, std::string_view field) {
     switch (v.type) {
       case mtype::STR:
         value = std::string(AsView(v));
+        if (value.size() > kMaxValueBytes) {
+          return Invalid(f, StrCat(value.size(), " bytes; at most ", kMaxValueBytes));
+        }
         break;
       case mtype::POSITIVE_INTEGER:
         value = StrCat(v.via.u64);
@@ -398,6 +516,9 @@ absl::StatusOr<ConfigMap> ReadConfig(const object& o, std::string_view field) {
       case mtype::ARRAY:
         for (uint32_t j = 0; j < v.via.array.size; ++j) {
           TG_ASSIGN_OR_RETURN(std::string s, ReadString(v.via.array.ptr[j], Index(f, j)));
+          if (value.size() + s.size() > kMaxValueBytes) {
+            return Invalid(Index(f, j), StrCat("the list passes ", kMaxValueBytes, " bytes"));
+          }
           if (s.find(',') != std::string::npos) {
             return Invalid(Index(f, j), "an element of a list may not contain a comma");
           }
@@ -516,6 +637,9 @@ absl::Status DecodeBody(MapReader& r, Request& req, const DecodeLimits& limits) 
     case Op::kMake: {
       MakeRequest m;
       TG_ASSIGN_OR_RETURN(m.env, r.RequiredString("env"));
+      if (m.env.size() > kMaxNameBytes) {
+        return Invalid("env", StrCat(m.env.size(), " bytes; a name has at most ", kMaxNameBytes));
+      }
       if (const object* c = r.Find("config")) {
         TG_ASSIGN_OR_RETURN(m.config, ReadConfig(*c, "config"));
       }
@@ -560,6 +684,10 @@ absl::Status DecodeBody(MapReader& r, Request& req, const DecodeLimits& limits) 
       }
       TG_ASSIGN_OR_RETURN(const object* p, r.Required("profile"));
       if (p->type == mtype::STR) {
+        if (p->via.str.size > kMaxNameBytes) {
+          return Invalid("profile",
+                         StrCat(p->via.str.size, " bytes; a name has at most ", kMaxNameBytes));
+        }
         m.profile = std::string(AsView(*p));
       } else if (p->type == mtype::POSITIVE_INTEGER) {
         m.profile = StrCat(p->via.u64);
@@ -585,7 +713,8 @@ bool ReferenceAll(mtype::object_type, std::size_t, void*) { return true; }
 
 absl::StatusOr<msgpack::object_handle> Unpack(std::string_view payload, uint64_t max_elements) {
   const uint64_t n = std::min<uint64_t>(payload.size(), max_elements);
-  const msgpack::unpack_limit limit(n, n, payload.size(), payload.size(), 0, 32);
+  // ext values are unpacked (and then refused by StrictCheck as INVALID_ARGUMENT).
+  const msgpack::unpack_limit limit(n, n, payload.size(), payload.size(), payload.size(), 32);
   size_t offset = 0;
   try {
     msgpack::object_handle oh =
@@ -1498,6 +1627,11 @@ DecodedRequest DecodeRequest(std::string_view payload, const DecodeLimits& limit
       if (!v.ok()) return fail(v.status());
       out.request.id = *v;
     }
+    if (absl::Status s = StrictCheck(root, ""); !s.ok()) {
+      // A repeated id is not trusted for the reply.
+      if (s.message().substr(0, 4) == "id: ") out.request.id.reset();
+      return fail(s);
+    }
     absl::StatusOr<uint64_t> version = r.RequiredUint("v");
     if (!version.ok()) return fail(version.status());
     out.request.version = *version;
@@ -1508,7 +1642,7 @@ DecodedRequest DecodeRequest(std::string_view payload, const DecodeLimits& limit
       std::string names;
       for (std::string_view n : kOpNames) StrAppend(&names, names.empty() ? "" : ", ", n);
       return fail(FieldError(absl::StatusCode::kUnimplemented, "op",
-                             StrCat("unknown op \"", *op, "\" (known: ", names, ")")));
+                             StrCat("unknown op \"", Printable(*op), "\" (known: ", names, ")")));
     }
     out.request.op = *parsed;
     if (absl::Status s = DecodeBody(r, out.request, limits); !s.ok()) return fail(s);

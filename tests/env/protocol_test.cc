@@ -360,6 +360,76 @@ TEST(ProtocolMalformedTest, EstimateTakesSessionOrConfig) {
               absl::StatusCode::kInvalidArgument, "session");
 }
 
+// Whether `s` is well-formed UTF-8 (what a Python client's decoder demands).
+bool IsUtf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const size_t len = c < 0x80         ? 1
+                       : (c >> 5) == 6  ? 2
+                       : (c >> 4) == 14 ? 3
+                       : (c >> 3) == 30 ? 4
+                                        : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    for (size_t k = 1; k < len; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+// The strict pass: what no request may hold, whatever its op, named by field path; and the
+// error text never carries the offending bytes raw.
+TEST(ProtocolStrictTest, DuplicateKeysBadUtf8ExtAndOverlongNamesAreInvalidArguments) {
+  const std::string ext = std::string("\xd4\x01\x00", 3);  // fixext 1
+  const std::string bad = "mach\xff\xfeine";
+  struct Case {
+    std::string payload, field, detail;
+  };
+  const std::vector<Case> cases = {
+      {Map({{"v", U(2)}, {"op", S("hello")}, {"op", S("stats")}}), "op", "more than once"},
+      {Map({{"id", U(1)}, {"v", U(2)}, {"op", S("hello")}, {"id", U(2)}}), "id", "more than once"},
+      {Req("make", {{"env", S(kEnvId)},
+                    {"config", Map({{"steps", U(1)}, {"num_regions", U(2)}, {"steps", U(3)}})}}),
+       "config.steps", "more than once"},
+      {Req("make", {{"env", S(kEnvId)}, {"config", Map({{"machine", S(bad)}})}}), "config.machine",
+       "not valid UTF-8"},
+      {Req("make", {{"env", S(kEnvId)}, {"config", Map({{bad, S("knl")}})}}),
+       "config.mach\\xff\\xfeine", "not valid UTF-8"},
+      {Req("make", {{"env", S("\xc0\xaf")}}), "env", "not valid UTF-8"},      // overlong '/'
+      {Req("make", {{"env", S("\xed\xa0\x80")}}), "env", "not valid UTF-8"},  // a surrogate
+      {Req("hello", {{"id", ext}}), "id", "ext"},
+      {Req("step", {{"session", S("s1")}, {"action", Arr({U(1), ext})}}), "action[1]", "ext"},
+      {Req("make", {{"env", S(kEnvId)}, {"config", Map({{"machine", ext}})}}), "config.machine",
+       "ext"},
+      {Req("make", {{"env", S(kEnvId)}, {"config", Map({{std::string(65, 'k'), U(1)}})}}),
+       "config." + std::string(64, 'k') + "...", "at most 64"},
+      {Req("make", {{"env", S(kEnvId)}, {"config", Map({{"machine", S(std::string(5000, 'm'))}})}}),
+       "config.machine", "at most 4096"},
+      {Req("make", {{"env", S(std::string(300, 'e'))}}), "env", "at most 256"},
+      {Req("reset",
+           {{"session", S("s1")}, {"options", Map({{"profile", S(std::string(300, 'p'))}})}}),
+       "options.profile", "at most 256"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.field);
+    const Error e = DecodeError(c.payload);
+    EXPECT_EQ(e.code, absl::StatusCode::kInvalidArgument) << e.message;
+    EXPECT_EQ(e.field, c.field) << e.message;
+    EXPECT_THAT(e.message, HasSubstr(c.detail));
+    EXPECT_TRUE(IsUtf8(e.field) && IsUtf8(e.message)) << e.message;
+    EXPECT_EQ(e.message.find('\xff'), std::string::npos);
+  }
+  // The id of a message whose id is given twice is not trusted for the reply.
+  DecodedRequest d =
+      DecodeRequest(Map({{"id", U(1)}, {"v", U(2)}, {"op", S("hello")}, {"id", U(2)}}));
+  EXPECT_FALSE(d.request.id.has_value());
+  // Echoed names are escaped: an unknown op or dtype with raw bytes.
+  Error e = DecodeError(Req("\x01\x02 \\\xe2\x82\xac"));
+  EXPECT_EQ(e.code, absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(e.message, HasSubstr("\\x01\\x02 \\x5c\\xe2\\x82\\xac"));
+}
+
 TEST(ProtocolMalformedTest, TheIdIsKeptWhenTheRestFails) {
   DecodedRequest d = DecodeRequest(Map({{"id", U(41)}, {"v", U(1)}, {"op", S("nope")}}));
   ASSERT_TRUE(d.error.has_value());

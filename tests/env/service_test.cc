@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -310,6 +311,92 @@ TEST_F(ServiceTest, MalformedPayloadsGetErrorRepliesAndTheServiceGoesOn) {
   auto stats = Ok<protocol::StatsReply>(Op::kStats);
   EXPECT_EQ(stats.errors, 4u);
   EXPECT_EQ(stats.ops.at("step"), 1u);  // the malformed step never decoded
+}
+
+// Whether `s` is well-formed UTF-8 (lead and continuation bytes; what decoders demand).
+bool IsUtf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const size_t len = c < 0x80         ? 1
+                       : (c >> 5) == 6  ? 2
+                       : (c >> 4) == 14 ? 3
+                       : (c >> 3) == 30 ? 4
+                                        : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    for (size_t k = 1; k < len; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+// 10,000 mutations of valid requests (bytes flipped, inserted, cut, spliced): every one
+// gets one decodable reply whose strings are valid UTF-8, and none is INTERNAL.
+TEST_F(ServiceTest, TenThousandMutatedRequestsGetCleanRefusals) {
+  const protocol::SessionId s = Make();
+  Reset(s, 1);
+  const std::vector<std::string> seeds = {
+      mp::Req("hello", {{"id", mp::U(1)}}),
+      mp::Req("step", {{"id", mp::U(2)},
+                       {"session", mp::S(s)},
+                       {"action", mp::Nd<int64_t>("int64", {4}, {0, 1, 1, 0})}}),
+      mp::Req("reset", {{"session", mp::S(s)},
+                        {"seed", mp::U(3)},
+                        {"options", mp::Map({{"profile", mp::S("alpha")}})}}),
+      mp::Req("make", {{"env", mp::S(protocol::kEnvId)},
+                       {"config", mp::Map({{"num_regions", mp::U(4)}, {"steps", mp::U(3)}})}}),
+      mp::Req("step_batch", {{"sessions", mp::Arr({mp::S(s)})},
+                             {"actions", mp::Nd<int64_t>("int64", {1, 4}, {0, 1, 0, 1})},
+                             {"autoreset", mp::S("same_step")}}),
+      mp::Req("estimate", {{"session", mp::S(s)},
+                           {"profile", mp::S("alpha")},
+                           {"placement", mp::S(R"({"default": "fast1"})")}}),
+      mp::Req("close", {{"session", mp::S(std::string(32, 'f'))}}),
+  };
+  std::mt19937_64 rng(20261123);
+  int internal = 0, errors = 0;
+  for (int i = 0; i < 10000; ++i) {
+    std::string m = seeds[rng() % seeds.size()];
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits && !m.empty(); ++e) {
+      const size_t at = rng() % m.size();
+      switch (rng() % 5) {
+        case 0:
+          m[at] = static_cast<char>(rng());
+          break;
+        case 1:
+          m[at] ^= static_cast<char>(1 << (rng() % 8));
+          break;
+        case 2:
+          m.insert(at, 1, static_cast<char>(rng()));
+          break;
+        case 3:
+          m.erase(at, 1 + rng() % 8);
+          break;
+        default:
+          m += seeds[rng() % seeds.size()].substr(0, 1 + rng() % 16);
+      }
+    }
+    const std::string reply = service_->Handle(m, owner_);
+    absl::StatusOr<Reply> r = protocol::DecodeReply(reply, Op::kHello);
+    // Replies of other ops decode as hello errors only when they are errors; check the map.
+    if (r.ok() && std::holds_alternative<protocol::Error>(r->body)) {
+      const protocol::Error& e = std::get<protocol::Error>(r->body);
+      ++errors;
+      if (e.code == absl::StatusCode::kInternal) {
+        ++internal;
+        ADD_FAILURE() << e.message;
+      }
+      EXPECT_THAT(e.message, StartsWith(e.field + ": "));
+      EXPECT_TRUE(IsUtf8(e.message)) << e.message;
+    }
+    ASSERT_FALSE(reply.empty());
+  }
+  EXPECT_EQ(internal, 0);
+  EXPECT_GT(errors, 5000);  // most mutations break the message
+  Reset(s, 1);              // the session still works
+  EXPECT_EQ(Step(s, {0, 0, 0, 1}).info.step, 1u);
 }
 
 TEST_F(ServiceTest, IdleSessionsAreReclaimed) {
