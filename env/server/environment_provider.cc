@@ -156,6 +156,45 @@ absl::StatusOr<EnvironmentProvider::Cost> EnvironmentProvider::EstimateCost(
   return cost;
 }
 
+std::string EnvironmentProvider::CacheKey(const std::map<std::string, std::string>& resolved) {
+  // Every key with its value in force, so that spelling a default out loads nothing new.
+  std::string key;
+  for (const ConfigKey& k : EnvConfigKeys()) {
+    auto it = resolved.find(k.name);
+    StrAppend(&key, k.name, "=", it == resolved.end() ? k.default_value : it->second, "\n");
+  }
+  return key;
+}
+
+void EnvironmentProvider::Trim() {
+  absl::StatusOr<std::map<std::string, std::string>> defaults = Resolve({});
+  const std::string pinned = defaults.ok() ? CacheKey(*defaults) : "";
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<std::shared_future<AssetsOr>> doomed;  // freed outside the lock
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = unused_since_.begin(); it != unused_since_.end();) {
+    it = cache_.count(it->first) ? std::next(it) : unused_since_.erase(it);
+  }
+  for (auto it = cache_.begin(); it != cache_.end();) {
+    const bool unused =
+        Ready(it->second) && (!it->second.get().ok() || it->second.get()->use_count() == 1);
+    if (!unused || it->first == pinned) {
+      unused_since_.erase(it->first);
+      ++it;
+      continue;
+    }
+    auto [since, fresh] = unused_since_.emplace(it->first, now);
+    if (std::chrono::duration<double>(now - since->second).count() >=
+        options_.unused_asset_timeout_s) {
+      unused_since_.erase(since);
+      doomed.push_back(std::move(it->second));
+      it = cache_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 uint64_t EnvironmentProvider::HeldBytesLocked() const {
   uint64_t held = 0;
   for (const auto& [key, f] : cache_) {
@@ -167,12 +206,7 @@ uint64_t EnvironmentProvider::HeldBytesLocked() const {
 
 absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvironmentProvider::Assets(
     const std::map<std::string, std::string>& config, const Cost& cost) {
-  // Every key with its value in force, so that spelling a default out loads nothing new.
-  std::string key;
-  for (const ConfigKey& k : EnvConfigKeys()) {
-    auto it = config.find(k.name);
-    StrAppend(&key, k.name, "=", it == config.end() ? k.default_value : it->second, "\n");
-  }
+  const std::string key = CacheKey(config);
   std::promise<AssetsOr> promise;
   std::shared_future<AssetsOr> future;
   bool load = false;

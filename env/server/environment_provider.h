@@ -25,6 +25,7 @@
 #define TIERGYM_ENV_SERVER_ENVIRONMENT_PROVIDER_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <future>
@@ -57,6 +58,9 @@ struct EnvironmentProviderOptions {
   std::vector<std::string> data_dirs;
   // Memory for assets and sessions (bytes); 0: no budget. Default 2 GiB.
   uint64_t max_asset_bytes = uint64_t{2} << 30;
+  // Asset sets no session has used for this long are freed by Trim() (the server's
+  // default configuration excepted). Default 30 s.
+  double unused_asset_timeout_s = 30;
 };
 
 class EnvironmentProvider : public EnvProvider {
@@ -69,6 +73,7 @@ class EnvironmentProvider : public EnvProvider {
   absl::StatusOr<std::unique_ptr<SessionEnv>> Make(
       const std::map<std::string, std::string>& config) override;
   Stats GetStats() const override;
+  void Trim() override;
 
   // Bytes a profile not yet loaded is assumed to take per byte of its trace files.
   static constexpr uint64_t kTraceBytesFactor = 4;
@@ -95,6 +100,8 @@ class EnvironmentProvider : public EnvProvider {
   // until `need` more bytes fit the budget; returns whether they fit.
   bool EvictUnusedLocked(uint64_t need = 0);
   uint64_t HeldBytesLocked() const;
+  // The cache key of a resolved configuration: every key with its value in force.
+  static std::string CacheKey(const std::map<std::string, std::string>& resolved);
 
   EnvironmentProviderOptions options_;
   std::vector<ConfigKey> keys_;  // EnvConfigKeys() with options_.default_config applied
@@ -103,6 +110,8 @@ class EnvironmentProvider : public EnvProvider {
   // Canonical configuration -> its assets (or their loading, in progress).
   std::map<std::string, std::shared_future<AssetsOr>> cache_;
   uint64_t loading_bytes_ = 0;  // estimates of the loads under way (guarded by mu_)
+  // Since when each unused asset set has been seen unused by Trim (guarded by mu_).
+  std::map<std::string, std::chrono::steady_clock::time_point> unused_since_;
   // Bytes charged by the sessions alive; shared with them (they may outlive the provider).
   std::shared_ptr<std::atomic<uint64_t>> session_bytes_ =
       std::make_shared<std::atomic<uint64_t>>(0);

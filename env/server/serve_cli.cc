@@ -73,6 +73,10 @@ int RunServeCommand(const std::vector<std::string>& args) {
               "memory for loaded configurations and sessions; a configuration whose estimated "
               "cost does not fit is refused before it is built (0: no budget)",
               "2048");
+  p.AddOption("unused-asset-timeout", "S",
+              "free a loaded configuration no session has used for this long (the default "
+              "configuration stays loaded)",
+              "30");
   p.AddOption("max-message-bytes", "N", "largest request accepted", std::to_string(64u << 20));
   p.AddOption("profiles", "DIRS",
               "comma-separated profile directories served (default: the bundled profiles)");
@@ -119,6 +123,11 @@ int RunServeCommand(const std::vector<std::string>& args) {
   if (*asset_mib > (uint64_t{1} << 30)) {
     return Fail(absl::InvalidArgumentError("--max-asset-mib: must be at most 2^30"), 2);
   }
+  absl::StatusOr<double> unused_assets = p.GetDouble("unused-asset-timeout");
+  if (!unused_assets.ok()) return Fail(unused_assets.status(), 2);
+  if (*unused_assets < 0) {
+    return Fail(absl::InvalidArgumentError("--unused-asset-timeout: must be >= 0"), 2);
+  }
   absl::StatusOr<uint64_t> parent = p.GetUint64("parent-pid");
   if (!parent.ok()) return Fail(parent.status(), 2);
   const bool quiet = p.Flag("quiet");
@@ -137,6 +146,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
   }
   EnvironmentProviderOptions po;
   po.max_asset_bytes = *asset_mib << 20;
+  po.unused_asset_timeout_s = *unused_assets;
   if (p.Given("machine")) po.default_config["machine"] = p.Get("machine");
   if (p.Given("data-dir")) {
     for (std::string_view dir : SplitFields(p.Get("data-dir"), ',')) {

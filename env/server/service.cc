@@ -587,14 +587,13 @@ size_t Service::CloseSessionsOf(std::string_view owner) {
 }
 
 size_t Service::ReclaimIdle() {
-  if (options_.idle_timeout_s <= 0) return 0;
-  const int64_t now = Now().time_since_epoch().count();
-  const int64_t timeout =
-      static_cast<int64_t>(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                               std::chrono::duration<double>(options_.idle_timeout_s))
-                               .count());
   std::vector<std::shared_ptr<Session>> doomed;  // destroyed outside the lock
-  {
+  if (options_.idle_timeout_s > 0) {
+    const int64_t now = Now().time_since_epoch().count();
+    const int64_t timeout =
+        static_cast<int64_t>(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                 std::chrono::duration<double>(options_.idle_timeout_s))
+                                 .count());
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = sessions_.begin(); it != sessions_.end();) {
       Session& s = *it->second;
@@ -606,8 +605,11 @@ size_t Service::ReclaimIdle() {
       it = next;
     }
   }
-  sessions_reclaimed_.fetch_add(doomed.size(), std::memory_order_relaxed);
-  return doomed.size();
+  const size_t reclaimed = doomed.size();
+  sessions_reclaimed_.fetch_add(reclaimed, std::memory_order_relaxed);
+  doomed.clear();
+  provider_->Trim();  // assets the reclaimed sessions held may be unused now
+  return reclaimed;
 }
 
 protocol::StatsReply Service::Stats() const {

@@ -696,6 +696,26 @@ TEST_F(EndToEndTest, UnusedAssetSetsMakeRoomForNewOnes) {
   EXPECT_LE(provider.GetStats().asset_bytes, po.max_asset_bytes);
 }
 
+// Trim() frees configurations no session uses (after unused_asset_timeout_s), never the
+// server's default one.
+TEST_F(EndToEndTest, TrimFreesUnusedConfigurationsButTheDefault) {
+  EnvironmentProviderOptions po;
+  po.default_profiles = {ProfileDir()};
+  po.unused_asset_timeout_s = 0;
+  EnvironmentProvider provider(po);
+  ASSERT_TRUE(provider.Make({}).ok());
+  absl::StatusOr<std::unique_ptr<SessionEnv>> used = provider.Make({{"num_regions", "16"}});
+  ASSERT_TRUE(provider.Make({{"num_regions", "32"}}).ok());  // made and dropped
+  ASSERT_TRUE(used.ok());
+  EXPECT_EQ(provider.GetStats().asset_sets, 3u);
+  provider.Trim();
+  EXPECT_EQ(provider.GetStats().asset_sets, 2u);  // the default and the one in use
+  used->reset();
+  provider.Trim();
+  EXPECT_EQ(provider.GetStats().asset_sets, 1u);
+  EXPECT_TRUE(provider.Make({}).ok());
+}
+
 TEST_F(EndToEndTest, AnEpisodeOverIpcInProcess) {
   ServerOptions o;
   o.endpoint = "ipc://" + *dir_ + "/e2e.sock";
