@@ -149,7 +149,8 @@ int RunServeCommand(const std::vector<std::string>& args) {
   po.unused_asset_timeout_s = *unused_assets;
   if (p.Given("machine")) po.default_config["machine"] = p.Get("machine");
   if (p.Given("data-dir")) {
-    for (std::string_view dir : SplitFields(p.Get("data-dir"), ',')) {
+    const std::string dirs = p.Get("data-dir");  // SplitFields views into it
+    for (std::string_view dir : SplitFields(dirs, ',')) {
       if (!dir.empty()) po.data_dirs.emplace_back(dir);
     }
     DataRootsOptions check;

@@ -422,7 +422,9 @@ void Server::SendFinished() {
     if (!job->slow) --in_flight_fast_;
     auto it = clients_.find(job->client);
     if (it != clients_.end() && it->second.gone) {
-      clients_.erase(it);  // it left while a worker had its request
+      // It left while a worker had its request: what that request made goes too.
+      service_->CloseSessionsOf(job->client);
+      clients_.erase(it);
       continue;
     }
     if (it != clients_.end()) it->second.busy = false;
