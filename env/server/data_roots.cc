@@ -26,10 +26,10 @@ std::string RealPath(const std::string& path) {
   return buf;
 }
 
-// Whether a client's relative name may even be looked up: not empty, not absolute, no
-// "..", no NUL, at most kMaxNameBytes.
+// Whether a client's name may even be looked up: not empty, no "..", no NUL, at most
+// kMaxNameBytes.
 bool Acceptable(std::string_view name) {
-  if (name.empty() || name.size() > kMaxNameBytes || name[0] == '/') return false;
+  if (name.empty() || name.size() > kMaxNameBytes) return false;
   if (name.find('\0') != std::string_view::npos) return false;
   size_t start = 0;
   while (start <= name.size()) {
@@ -88,8 +88,10 @@ absl::StatusOr<DataRoots> DataRoots::Create(DataRootsOptions options) {
       return absl::InvalidArgumentError(StrCat("--data-dir ", dir, ": not a directory"));
     }
     roots.real_dirs_.push_back(real == "/" ? "" : real);
-    roots.redactions_.emplace_back(real, "data-dir:");
-    if (dir != real) roots.redactions_.emplace_back(dir, "data-dir:");
+    if (real != "/") {  // "/" as a root: paths are the client's own, nothing to hide
+      roots.redactions_.emplace_back(real, "data-dir:");
+      if (dir != real) roots.redactions_.emplace_back(dir, "data-dir:");
+    }
   }
   for (const auto& [name, dir] : options.named_profiles) {
     roots.redactions_.emplace_back(dir, StrCat("profile:", name));
@@ -116,6 +118,10 @@ bool DataRoots::Inside(const std::string& real_path) const {
 
 std::string DataRoots::Resolve(std::string_view name) const {
   if (!Acceptable(name)) return "";
+  if (name[0] == '/') {  // an absolute name: fine when it resolves inside a root
+    const std::string real = RealPath(std::string(name));
+    return !real.empty() && Inside(real) ? real : "";
+  }
   for (const std::string& root : real_dirs_) {
     const std::string real = RealPath(StrCat(root, "/", name));
     if (!real.empty() && real.size() > root.size() + 1 && real.compare(0, root.size(), root) == 0 &&

@@ -3,14 +3,15 @@
 // `tiergym serve` reads profiles, machine files and interference schedules on behalf of its
 // clients. A client names them by name, never by a path of the server's file system:
 //   - a profile is a served profile's name (--profiles, or the bundled ones), or a
-//     directory given relative to one of the data directories (--data-dir);
+//     directory in one of the data directories (--data-dir);
 //   - a machine is a bundled preset (knl, disagg), the server's own --machine, or a JSON
-//     file given relative to a data directory;
-//   - an interference schedule is a file given relative to a data directory.
-// A relative name is resolved (symbolic links included) and must stay inside the data
-// directory it was found in; absolute names, ".." components, names over 255 bytes and
-// anything that resolves outside are refused with the same NotFound message as a name
-// that does not exist, so that a client learns nothing about the server's file system.
+//     file in a data directory;
+//   - an interference schedule is a file in a data directory.
+// A name is relative to a data directory, or absolute; either way it is resolved
+// (symbolic links included) and must lie inside a data directory. ".." components, names
+// over 255 bytes and anything that resolves outside are refused with the same NotFound
+// message as a name that does not exist, so that a client learns nothing about the
+// server's file system. (A private server trusting its owner may be given "/".)
 // Every file handed to a loader was opened with O_NONBLOCK and found by fstat to be a
 // regular file of at most the size limit (no FIFOs, devices or /proc entries, which could
 // block a worker or stream without end).

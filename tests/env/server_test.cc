@@ -599,7 +599,8 @@ TEST_F(EndToEndTest, ClientsReadOnlyWhatTheOperatorNamed) {
            {{"profiles", "minife"}},
            {{"profiles", ProfileDir()}},  // the operator's own path, spelt out
            {{"profiles", "prof"}, {"machine", "machines/small.json"}},
-           {{"profiles", "./prof/"}, {"machine", "knl"}}}) {
+           {{"profiles", "./prof/"}, {"machine", "knl"}},
+           {{"profiles", data + "/prof"}, {"machine", data + "/machines/small.json"}}}) {
     absl::StatusOr<std::unique_ptr<SessionEnv>> env = provider.Make(config);
     EXPECT_TRUE(env.ok()) << config.begin()->second << ": " << env.status();
   }

@@ -75,8 +75,12 @@ class Server:
         self._dir = tempfile.mkdtemp(prefix="tiergym-")
         self.endpoint = None
         self._log_path = os.path.join(self._dir, "server.log")
+        args = [str(a) for a in args]
+        # A private server is its owner's (its socket is in a 0700 directory): it may read
+        # whatever files the owner's configurations name (PROTOCOL.md, data access).
+        trust = [] if "--data-dir" in args else ["--data-dir", "/"]
         command = [self._binary, "serve", "--endpoint", f"ipc://{self._dir}/server.sock",
-                   "--parent-pid", str(os.getpid()), *map(str, args)]
+                   "--parent-pid", str(os.getpid()), *trust, *args]
         log = open(self._log_path, "wb")
         try:
             self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log,
