@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -67,9 +69,13 @@ absl::Status DataRoots::CheckRegularFile(const std::string& path, uint64_t max_b
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) return absl::NotFoundError(StrCat(label, ": not found or not readable"));
   struct stat st = {};
-  const bool stat_ok = ::fstat(fd, &st) == 0;
+  struct statfs fs = {};
+  const bool stat_ok = ::fstat(fd, &st) == 0 && ::fstatfs(fd, &fs) == 0;
   ::close(fd);
-  if (!stat_ok || !S_ISREG(st.st_mode)) {
+  // /proc and /sys files claim to be regular (of size 0) but are not data.
+  const bool pseudo =
+      fs.f_type == PROC_SUPER_MAGIC || fs.f_type == SYSFS_MAGIC || fs.f_type == DEBUGFS_MAGIC;
+  if (!stat_ok || !S_ISREG(st.st_mode) || pseudo) {
     return absl::NotFoundError(StrCat(label, ": not a regular file"));
   }
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {

@@ -647,6 +647,19 @@ TEST_F(EndToEndTest, ClientsReadOnlyWhatTheOperatorNamed) {
   };
   EXPECT_EQ(message_of(secret), message_of(*dir_ + "/no-such.json"));
   EXPECT_EQ(message_of("escape.json"), message_of("no-such.json"));
+  // A server whose owner trusts every path ("/", as the Python client's private servers)
+  // still reads only regular data files: no /proc, no devices, no FIFOs.
+  po.data_dirs = {"/"};
+  EnvironmentProvider trusting(po);
+  for (const std::string& value :
+       {std::string("/proc/self/environ"), std::string("/dev/zero"), data + "/fifo.json",
+        std::string("/sys/kernel/mm/transparent_hugepage/enabled")}) {
+    absl::StatusOr<std::unique_ptr<SessionEnv>> env = trusting.Make({{"machine", value}});
+    ASSERT_FALSE(env.ok()) << value;
+    EXPECT_EQ(env.status().code(), absl::StatusCode::kNotFound) << env.status();
+  }
+  EXPECT_TRUE(trusting.Make({{"machine", data + "/machines/small.json"}}).ok());
+  po.data_dirs = {data};
   // Errors of files inside the roots name them as clients do, not by server path.
   std::ofstream(data + "/machines/bad.json") << "{\"name\": 7}";
   absl::StatusOr<std::unique_ptr<SessionEnv>> bad =
