@@ -215,12 +215,14 @@ void Server::SendReply(Job& job, std::string reply) {
     }
   }
   Client& client = clients_[job.client];
-  if (client.outbox_bytes + out.reply->size() > options_.max_queued_reply_bytes) {
+  if (client.outbox_bytes + out.reply->size() > options_.max_queued_reply_bytes ||
+      outbox_bytes_ + out.reply->size() > options_.max_queued_reply_bytes_total) {
     service_->CountDroppedReply();  // PROTOCOL.md: the one case without a reply
     return;
   }
   if (client.outbox.empty()) ++outbox_clients_;
   client.outbox_bytes += out.reply->size();
+  outbox_bytes_ += out.reply->size();
   client.outbox.push_back(std::move(out));
 }
 
@@ -236,6 +238,7 @@ void Server::FlushOutboxes() {
         break;
       }
       client.outbox_bytes -= client.outbox.front().reply->size();
+      outbox_bytes_ -= client.outbox.front().reply->size();
       client.outbox.pop_front();
       if (client.outbox.empty()) {
         --outbox_clients_;
@@ -259,6 +262,8 @@ void Server::PeerGone(const std::string& name) {
   auto it = clients_.find(name);
   if (it == clients_.end()) return;
   if (!it->second.outbox.empty()) --outbox_clients_;
+  outbox_bytes_ -= it->second.outbox_bytes;
+  queued_bytes_ -= it->second.queued_bytes;
   if (it->second.busy) {
     // A worker has its request: the client entry stays until the reply comes back.
     it->second.gone = true;
@@ -329,6 +334,7 @@ void Server::Next(const std::string& name) {
   std::shared_ptr<Job> next = std::move(client.queued.front());
   client.queued.pop_front();
   client.queued_bytes -= next->payload.size();
+  queued_bytes_ -= next->payload.size();
   Dispatch(std::move(next));
 }
 
@@ -346,7 +352,8 @@ void Server::Accept(std::shared_ptr<Job> job) {
     return;
   }
   if (client.queued.size() >= options_.max_pending_per_client ||
-      client.queued_bytes + job->payload.size() > options_.max_queued_request_bytes) {
+      client.queued_bytes + job->payload.size() > options_.max_queued_request_bytes ||
+      queued_bytes_ + job->payload.size() > options_.max_queued_request_bytes_total) {
     SendReply(*job,
               protocol::EncodeReply(protocol::Reply{
                   protocol::PeekReplyId(job->bytes()),
@@ -360,6 +367,7 @@ void Server::Accept(std::shared_ptr<Job> job) {
   const std::optional<protocol::Op> op = protocol::PeekRequestOp(job->bytes());
   job->slow = op == protocol::Op::kMake || op == protocol::Op::kEstimate;
   client.queued_bytes += job->payload.size();
+  queued_bytes_ += job->payload.size();
   client.queued.push_back(std::move(job));
 }
 
@@ -492,6 +500,7 @@ absl::Status Server::Run() {
         (void)TrySend(out);
       }
       client.queued.clear();
+      queued_bytes_ -= client.queued_bytes;
       client.queued_bytes = 0;
     }
     while (in_flight_ > 0 && Clock::now() < deadline) {

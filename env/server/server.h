@@ -63,9 +63,13 @@ struct ServerOptions {
   // Default 64 and 64 MiB.
   uint64_t max_pending_per_client = 64;
   uint64_t max_queued_request_bytes = uint64_t{64} << 20;
+  // The same over all connections. Default 512 MiB.
+  uint64_t max_queued_request_bytes_total = uint64_t{512} << 20;
   // Bytes of replies a connection has not read, queued beyond ZeroMQ's send high-water
   // mark (`send_hwm` messages). Default 64 MiB and 8.
   uint64_t max_queued_reply_bytes = uint64_t{64} << 20;
+  // The same over all connections (then replies are dropped). Default 512 MiB.
+  uint64_t max_queued_reply_bytes_total = uint64_t{512} << 20;
   int send_hwm = 8;
   // Messages ZeroMQ buffers per connection before the server reads them. Default 256.
   int receive_hwm = 256;
@@ -159,6 +163,8 @@ class Server {
   bool discarding_ = false;      // dropping the frames of an over-long message
   bool trim_memory_ = false;     // a connection went: give freed memory back
   uint64_t outbox_clients_ = 0;  // connections with replies in their outbox
+  uint64_t outbox_bytes_ = 0;    // replies in all outboxes
+  uint64_t queued_bytes_ = 0;    // requests queued on all connections
 
   // Declared before the pool: the pool is destroyed first, joining workers that use these.
   std::unique_ptr<Service> service_;

@@ -371,6 +371,42 @@ TEST(ServerBackpressureTest, AConnectionThatDoesNotReadCannotHoldTheServer) {
   fs::remove_all(dir);
 }
 
+// The outboxes of all connections together are bounded too.
+TEST(ServerBackpressureTest, ManyConnectionsThatDoNotReadShareOneBound) {
+  const std::string dir = TempDir("backpressure-total");
+  ServerOptions options;
+  options.endpoint = "ipc://" + dir + "/s.sock";
+  options.max_queued_reply_bytes = 1 << 20;
+  options.max_queued_reply_bytes_total = 32 << 10;
+  RunningServer server(options, ServiceOptions{}, std::make_shared<testing::FakeProvider>());
+  constexpr int kConnections = 3, kSent = 3000;
+  std::vector<std::unique_ptr<RawConnection>> greedy;
+  for (int c = 0; c < kConnections; ++c) {
+    greedy.push_back(std::make_unique<RawConnection>(server.endpoint()));
+    greedy.back()->socket().set(zmq::sockopt::rcvhwm, 1);
+    greedy.back()->socket().set(zmq::sockopt::rcvbuf, 4096);
+    for (int i = 0; i < kSent; ++i) greedy.back()->Send(mp::Req("hello", {{"id", mp::U(i)}}));
+  }
+  absl::StatusOr<std::unique_ptr<Client>> other = Client::Connect({server.endpoint(), 10});
+  ASSERT_TRUE(other.ok()) << other.status();
+  absl::StatusOr<protocol::StatsReply> stats;
+  for (int i = 0; i < 1000; ++i) {
+    stats = (*other)->Stats();
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    if (stats->replies_dropped > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GT(stats->replies_dropped, 0u);
+  uint64_t received = 0;
+  for (auto& g : greedy) {
+    while (std::optional<std::string> r = g->TryReceive(1000)) ++received;
+  }
+  stats = (*other)->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(received + stats->replies_dropped, uint64_t{kConnections} * kSent);
+  fs::remove_all(dir);
+}
+
 // make and estimate run on their own workers: a slow load holds up neither hello, stats
 // and close nor the steps of sessions already made.
 TEST(ServerFairnessTest, ALoadNeverHoldsUpOtherRequests) {
