@@ -26,6 +26,9 @@ constexpr char kEpilog[] =
     "serves (with tcp://HOST:0, the port chosen). Without --profiles it serves the bundled\n"
     "synthetic profiles (minife, lulesh, nekbone, lammps on knl), generated on first use\n"
     "into $XDG_CACHE_HOME/tiergym or ~/.cache/tiergym. Stops cleanly on SIGINT/SIGTERM.\n"
+    "Clients read only what --profiles, --data-dir and the machine presets serve, drive only\n"
+    "their own connection's sessions, and stay within the limits above (env/README.md,\n"
+    "Security model).\n"
     "\n"
     "Examples:\n"
     "  tiergym serve\n"
@@ -82,8 +85,8 @@ int RunServeCommand(const std::vector<std::string>& args) {
               "comma-separated profile directories served (default: the bundled profiles)");
   p.AddOption("data-dir", "DIRS",
               "comma-separated directories whose profile directories, machine files and "
-              "interference schedules clients may name (relative to the directory); default "
-              "none: clients name only served profiles and machine presets");
+              "interference schedules clients may name (relative to the directory, or absolute "
+              "inside it); default none: clients name only served profiles and machine presets");
   p.AddOption("parent-pid", "PID", "stop when this process exits (private servers)", "0");
   p.AddOption("machine", "NAME|FILE",
               "the machine sessions get when they name none (knl, disagg or a JSON file; "
