@@ -289,7 +289,6 @@ def main(argv=None):
         print(f"soak: the server did not start: {line!r}")
         return 1
     tally = Tally()
-    rng = random.Random(args.seed)
     reference = Connection(endpoint, timeout=60)
     session = reference.call("make", env=ENV, config=REFERENCE_CONFIG)["session"]
     expected = episode(reference, session, seed=7)
@@ -306,13 +305,15 @@ def main(argv=None):
     stop = threading.Event()
     handles = []
     threads = [threading.Thread(target=good_client,
-                                args=(endpoint, stop, tally, handles, random.Random(i)))
+                                args=(endpoint, stop, tally, handles,
+                                      random.Random(args.seed * 100 + i)))
                for i in range(4)]
-    threads += [threading.Thread(target=killer, args=(endpoint, stop, tally, random.Random(10))),
+    threads += [threading.Thread(target=killer,
+                                 args=(endpoint, stop, tally, random.Random(args.seed + 10))),
                 threading.Thread(target=fuzzer, args=(endpoint, stop, tally, handles, data,
-                                                      random.Random(11))),
+                                                      random.Random(args.seed + 11))),
                 threading.Thread(target=fuzzer, args=(endpoint, stop, tally, handles, data,
-                                                      random.Random(12))),
+                                                      random.Random(args.seed + 12))),
                 threading.Thread(target=nonreader, args=(endpoint, stop, tally)),
                 threading.Thread(target=endless_parts, args=(endpoint, stop, tally))]
     start = time.monotonic()
