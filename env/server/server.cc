@@ -218,6 +218,9 @@ void Server::SendReply(Job& job, std::string reply) {
   if (client.outbox_bytes + out.reply->size() > options_.max_queued_reply_bytes ||
       outbox_bytes_ + out.reply->size() > options_.max_queued_reply_bytes_total) {
     service_->CountDroppedReply();  // PROTOCOL.md: the one case without a reply
+    if (!client.busy && client.queued.empty() && client.outbox.empty()) {
+      clients_.erase(job.client);
+    }
     return;
   }
   if (client.outbox.empty()) ++outbox_clients_;
