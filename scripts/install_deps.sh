@@ -13,6 +13,7 @@ PACKAGES=(
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy python3-zmq python3-msgpack python3-pytest python3-matplotlib
   python3-mpi4py openmpi-bin
+  clang libclang-rt-14-dev  # the fuzz targets (scripts/fuzz.sh): libFuzzer and sanitizers
 )
 
 # torch is opt-in: 162 packages, about 550 MB installed (55 s here), used only by

@@ -12,3 +12,7 @@ if [ ${#py_tests[@]} -gt 0 ]; then
   echo "== Python tests (pytest)"
   TIERGYM_BIN_DIR="$PWD/build/bin" /usr/bin/python3 -m pytest -q tests/python
 fi
+echo "== Soak (tests/soak/soak.py: hostile and killed clients against one server)"
+/usr/bin/python3 tests/soak/soak.py --seconds "${TIERGYM_SOAK_SECONDS:-45}" --binary build/bin/tiergym
+echo "== Fuzz (scripts/fuzz.sh: libFuzzer with ASan, UBSan and LeakSanitizer)"
+./scripts/fuzz.sh

@@ -1,4 +1,4 @@
-"""Wire format of the tiergym protocol, version 1 (env/PROTOCOL.md), on the Python side.
+"""Wire format of the tiergym protocol, version 2 (env/PROTOCOL.md), on the Python side.
 
 Mirrors env/protocol/protocol.h: constants, arrays as {"dtype", "shape", "data"} maps, and the
 conversion of replies (observations, step infos, batch columns) into numpy values.
@@ -6,7 +6,7 @@ conversion of replies (observations, step infos, batch columns) into numpy value
 
 import numpy as np
 
-VERSION = 1
+VERSION = 2
 ENV_ID = "tiergym/TierPlacement-v0"
 
 _DTYPES = {

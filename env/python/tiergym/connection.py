@@ -21,7 +21,7 @@ import msgpack
 import zmq
 
 from ._protocol import VERSION
-from .errors import BinaryNotFound, ServerError, ServerUnavailable
+from .errors import BinaryNotFound, ProtocolError, ServerError, ServerUnavailable
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_STARTUP_TIMEOUT_S = 300.0
@@ -75,8 +75,12 @@ class Server:
         self._dir = tempfile.mkdtemp(prefix="tiergym-")
         self.endpoint = None
         self._log_path = os.path.join(self._dir, "server.log")
+        args = [str(a) for a in args]
+        # A private server is its owner's (its socket is in a 0700 directory): it may read
+        # whatever files the owner's configurations name (PROTOCOL.md, data access).
+        trust = [] if "--data-dir" in args else ["--data-dir", "/"]
         command = [self._binary, "serve", "--endpoint", f"ipc://{self._dir}/server.sock",
-                   "--parent-pid", str(os.getpid()), *map(str, args)]
+                   "--parent-pid", str(os.getpid()), *trust, *args]
         log = open(self._log_path, "wb")
         try:
             self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log,
@@ -185,7 +189,15 @@ class Connection:
                         f"no reply from {self.endpoint} within {timeout} s (op {op}); is the "
                         "server running?")
                 if self._socket.poll(timeout=int(min(left, 0.1) * 1000) + 1, flags=zmq.POLLIN):
-                    reply = msgpack.unpackb(self._socket.recv(), raw=False)
+                    raw = self._socket.recv()
+                    try:
+                        reply = msgpack.unpackb(raw, raw=False)
+                    except (ValueError, msgpack.UnpackException) as e:
+                        raise ProtocolError(f"{self.endpoint} sent a reply that is not a "
+                                            f"protocol message ({e}) (op {op})") from None
+                    if not isinstance(reply, dict):
+                        raise ProtocolError(f"{self.endpoint} sent a reply that is not a map "
+                                            f"(op {op})")
                     if reply.get("id") != request_id:
                         continue  # a late reply to a request that timed out
                     if not reply.get("ok"):

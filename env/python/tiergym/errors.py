@@ -21,5 +21,10 @@ class ServerUnavailable(TierGymError, ConnectionError):
     """No reply: the server is not running, has died, or did not answer in time."""
 
 
+class ProtocolError(TierGymError):
+    """A reply that does not follow the protocol (not msgpack, not a map, not UTF-8): the
+    peer is not a tiergym server of this protocol version, or is broken."""
+
+
 class BinaryNotFound(TierGymError, FileNotFoundError):
     """The `tiergym` binary needed to start a private server was not found."""
