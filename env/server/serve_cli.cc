@@ -13,6 +13,10 @@
 #include "traces/util/args.h"
 #include "traces/util/strings.h"
 
+#ifndef TIERGYM_VERSION
+#error "TIERGYM_VERSION comes from project(VERSION) in the top-level CMakeLists.txt"
+#endif
+
 namespace tiergym::env {
 namespace {
 
@@ -117,7 +121,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
   so.threads = static_cast<int>(*threads);
   so.parent_pid = static_cast<int>(*parent);
   ServiceOptions service;
-  service.server_name = "tiergym 0.1.0";
+  service.server_name = "tiergym " TIERGYM_VERSION;
   service.max_sessions = *max_sessions;
   service.idle_timeout_s = *idle;
   service.max_message_bytes = *max_bytes;
