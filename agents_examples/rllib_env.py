@@ -31,11 +31,8 @@ the node's address): a server reached from other nodes must listen on an address
 reach, on a trusted network (the protocol has no authentication).
 """
 
-import pathlib
-import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "env" / "python"))
-import tiergym  # noqa: E402
+import tiergym
 
 
 def server_address(env_config, worker_index):

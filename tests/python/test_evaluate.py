@@ -15,7 +15,7 @@ import pytest
 
 from tiergym_testing import BINARY, REPO, SKIP_REASON, needs_binary
 
-import evaluate  # noqa: E402  (agents_examples, on sys.path through tiergym_testing)
+import evaluate  # agents_examples/ (pytest's pythonpath)
 import policies  # noqa: E402
 
 SCRIPT = REPO / "agents_examples" / "evaluate.py"

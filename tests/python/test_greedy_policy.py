@@ -11,11 +11,9 @@ import numpy as np
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "agents_examples"))
-sys.path.insert(0, str(REPO / "env" / "python"))
 
-import greedy_policy  # noqa: E402
-import tiergym  # noqa: E402
+import greedy_policy
+import tiergym
 
 
 def fake_env(region_bytes, fast_capacity):

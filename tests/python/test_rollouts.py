@@ -16,11 +16,9 @@ import sys
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "agents_examples"))
-sys.path.insert(0, str(REPO / "env" / "python"))
 
-import rollouts  # noqa: E402
-import tiergym  # noqa: E402
+import rollouts
+import tiergym
 
 try:
     tiergym.find_binary()

@@ -103,7 +103,7 @@ def integer_actions(action, name="action"):
         if bad.any():
             where = tuple(int(i) for i in np.argwhere(bad)[0])
             index = "".join(f"[{i}]" for i in where)
-            raise ValueError(f"{name}{index}: {a[where]!r} is not a whole number; actions are "
+            raise ValueError(f"{name}{index}: {a[where].item()!r} is not a whole number; actions are "
                              "tier (or move) indices, integers")
         return a.astype(np.int64)
     raise ValueError(f"{name}: expected integers, got dtype {a.dtype}")

@@ -177,7 +177,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
             if self._obs is None and not mask.all():
                 raise ValueError("the first reset resets every sub-environment "
                                  "(no reset_mask)")
-        which = np.flatnonzero(mask)
+        which = [int(i) for i in np.flatnonzero(mask)]
         if len(which) == 0:
             return self._obs.copy(), {}
         seeds = self._seeds(seed, which)
