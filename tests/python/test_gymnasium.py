@@ -109,7 +109,7 @@ def test_render_mode_is_accepted_and_ansi_renders(server):
         assert text.startswith("lulesh step 0: 00000000")
     finally:
         env.close()
-    with pytest.raises(ValueError, match="render_mode 'human'"):
+    with pytest.raises(TypeError, match="render_mode 'human'"):
         tiergym.TierEnv(address=server, render_mode="human", **CONFIG)
 
 

@@ -142,8 +142,10 @@ class TierEnv(gymnasium.Env):
         self._server = None
         self.session = None
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode {render_mode!r} is not supported; tiergym renders "
-                             f"{self.metadata['render_modes']} (or None)")
+            # TypeError, as for an unexpected argument: what SB3's make_vec_env expects
+            # from an environment without its default "rgb_array" (it retries without).
+            raise TypeError(f"render_mode {render_mode!r} is not supported; tiergym renders "
+                            f"{self.metadata['render_modes']} (or None)")
         self.render_mode = render_mode
         self._init_kwargs = dict(address=address, timeout=timeout,
                                  server_args=tuple(server_args), render_mode=render_mode,
