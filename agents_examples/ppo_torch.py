@@ -273,8 +273,8 @@ class PPO:
                 loss.backward()
                 nn.utils.clip_grad_norm_(self.net.parameters(), 0.5)
                 self.optimizer.step()
-                stats = {"policy": float(policy_loss), "value": float(value_loss),
-                         "entropy": float(entropy)}
+                stats = {"policy": policy_loss.item(), "value": value_loss.item(),
+                         "entropy": entropy.item()}
         return stats
 
     def train(self, updates, horizon, progress=None):
