@@ -45,7 +45,7 @@ def main():
                 break
         all_fast = env.estimate(info["profile"], '{"default": "%s"}' % env.tiers[fast])
         print(f"greedy policy on {info['profile']} ({env.tiers[0]} + {env.tiers[fast]}, "
-              f"{env.num_regions} regions, {info['step'] + 1} steps, seed {args.seed}):")
+              f"{env.num_regions} regions, {info['step']} steps, seed {args.seed}):")
         print(f"  fractional speedup (episode return): {total:.4f}")
         print(f"  runtime {info['elapsed_ns'] / 1e9:.3f} s vs {info['default_total_ns'] / 1e9:.3f} s "
               f"all on {env.tiers[0]}; migrated {migrated / 2**30:.2f} GiB"
