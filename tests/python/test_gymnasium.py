@@ -377,3 +377,18 @@ def test_each_sub_environment_may_have_its_own_configuration(server):
         assert list(sync.reset(seed=0)[1]["profile"]) == ["minife", "nekbone"]
     finally:
         sync.close()
+
+
+def test_the_mask_can_ride_in_a_dict_observation(server):
+    from tiergym.wrappers import ActionMaskObservation
+    env = ActionMaskObservation(gymnasium.make(ID, address=server, **SMALL_HBM))
+    try:
+        check_env(env, skip_render_check=True)  # the wrapper's Dict space
+        obs, info = env.reset(seed=0, options={"profile": "lulesh"})
+        assert obs in env.observation_space
+        assert np.array_equal(obs["action_mask"], info["action_mask"].reshape(-1))
+        mask = obs["action_mask"].reshape(8, 2)
+        obs, _, _, _, info = env.step(env.action_space.sample(mask=tuple(mask)))
+        assert obs in env.observation_space and info["refused_regions"] == ()
+    finally:
+        env.close()
