@@ -253,8 +253,8 @@ def save_plot(results, path, title):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("note: matplotlib is not installed (Debian: python3-matplotlib); no plot",
-              file=sys.stderr)
+        print("note: matplotlib is not installed (pip install matplotlib, or "
+              "./scripts/setup.sh examples); no plot", file=sys.stderr)
         return False
     apps = list(dict.fromkeys(r["profile"] for r in results))
     names = list(dict.fromkeys(r["policy"] for r in results))

@@ -7,7 +7,7 @@
 # a private environment server (agents_examples/greedy_policy.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup.sh
+./scripts/setup.sh examples
 tg=.venv/bin/tiergym   # the package's command: the server binary installed inside it
 py=.venv/bin/python
 out=build/profiles

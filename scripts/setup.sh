@@ -5,6 +5,7 @@
 # which compiles the server binary into build-python/ and puts it inside the package).
 #
 #   ./scripts/setup.sh            # tiergym and its requirements (numpy, pyzmq, msgpack, gymnasium)
+#   ./scripts/setup.sh examples   # also matplotlib, for the plots of agents_examples/evaluate.py
 #   ./scripts/setup.sh test       # also the test extras: pytest, SB3, RLlib (Ray), PettingZoo,
 #                                 # torch 2.13 (CPU), mpi4py, matplotlib
 #
@@ -15,7 +16,8 @@ extras=""
 for arg in "$@"; do
   case "$arg" in
     test) extras="[test]" ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    examples) extras="[examples]" ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "setup: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done
