@@ -31,11 +31,19 @@ PPO_ARGS = dict(n_steps=16, batch_size=16, n_epochs=1, seed=0, device="cpu")
 
 
 @pytest.fixture(scope="module", autouse=True)
-def one_thread():
+def one_thread_and_logs_in_tmp(tmp_path_factory):
+    """One torch thread (2 cores, workers beside); SB3's logs in pytest's temporary
+    directory (by default each model.learn leaves a /tmp/SB3-DATE folder)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    logdir = os.environ.get("SB3_LOGDIR")
+    os.environ["SB3_LOGDIR"] = str(tmp_path_factory.mktemp("sb3-logs"))
     yield
     torch.set_num_threads(threads)
+    if logdir is None:
+        os.environ.pop("SB3_LOGDIR", None)
+    else:
+        os.environ["SB3_LOGDIR"] = logdir
 
 
 @pytest.fixture(scope="module")
