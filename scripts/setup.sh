@@ -33,6 +33,9 @@ fi
 # The compiler cache when there is one; the same generator and build depth as
 # scripts/build.sh, so that the two builds of the same sources share its entries.
 export CMAKE_GENERATOR="${CMAKE_GENERATOR:-Unix Makefiles}"
+# CMake's default compilers (scikit-build-core would take Python's, often g++ by another
+# name, and ccache hashes the compiler's name).
+export CC="${CC:-cc}" CXX="${CXX:-c++}"
 if command -v ccache >/dev/null; then
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
   export CMAKE_ARGS="${CMAKE_ARGS:-} -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
