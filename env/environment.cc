@@ -486,11 +486,17 @@ std::vector<uint8_t> ActionMask(const EnvAssets::Impl& a, const ProfileAssets& p
   const bool move_mode = a.config.action_mode == ActionMode::kMove;
   std::vector<uint8_t> mask(k * tiers + (move_mode ? 1 : 0), 1);  // move mode: the no-op last
   for (size_t t = 0; t < tiers; ++t) {
-    const uint64_t free_bytes = a.machine.tiers[t].capacity_bytes - std::min(
+    uint64_t free_bytes = a.machine.tiers[t].capacity_bytes - std::min(
         used[t], a.machine.tiers[t].capacity_bytes);
     for (size_t r = 0; r < k; ++r) {
-      if (p.region_bytes[r] > free_bytes && static_cast<size_t>(region_tier[r]) != t) {
+      if (static_cast<size_t>(region_tier[r]) == t) continue;  // staying is always allowed
+      if (p.region_bytes[r] > free_bytes) {
         mask[r * tiers + t] = 0;
+      } else if (!move_mode) {
+        // Placement mode: the mask is joint. Regions are granted a tier's free space in
+        // region order, so that every combination of allowed moves fits at once (one
+        // action moves many regions); move mode moves one region, so each fits alone.
+        free_bytes -= p.region_bytes[r];
       }
     }
   }
@@ -636,7 +642,6 @@ absl::StatusOr<StepResult> Environment::Step(const Action& action) {
 
   StepInfo& info = out.info;
   info.profile = p.name;
-  info.step = s.step;
   info.interval_ns = interval;
   info.default_interval_ns = base;
   info.migration_ns = migration_ns;
@@ -648,6 +653,7 @@ absl::StatusOr<StepResult> Environment::Step(const Action& action) {
   info.action_mask = ActionMask(a, p, s.region_tier, s.used_bytes);
 
   ++s.step;  // the interval just charged is now in the past
+  info.step = s.step;  // decision intervals done so far (PROTOCOL.md "Step info")
   out.terminated = s.step + 1 >= p.bounds.size();
   s.done = out.terminated;
   out.observation = Observe();

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Draw measured vs estimated runtime per run, like seed 001's Figures 5 and 6.
 
 Input: the JSON that `tiergym validate --json` prints (`tiergym validate --plot FILE.png`

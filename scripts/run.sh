@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# The main job on the bundled applications: sets up (dependencies, build), generates the
+# The main job on the bundled applications: sets up (Debian packages, .venv with the tiergym
+# package, scripts/setup.sh), generates the
 # synthetic profiles of the four bundled application models on a KNL-like machine, then
 # summarises one profile, estimates a placement, and validates the estimator against the
 # measured runs of every application; ends with an episode of the example placement policy on
 # a private environment server (agents_examples/greedy_policy.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/build.sh
-tg=build/bin/tiergym
+./scripts/setup.sh examples
+tg=.venv/bin/tiergym   # the package's command: the server binary installed inside it
+py=.venv/bin/python
 out=build/profiles
 apps=(minife lulesh nekbone lammps phasedrift)
 
@@ -60,9 +62,9 @@ data=estimator/contention/data
 
 echo
 echo "== The environment: a private 'tiergym serve' on the bundled profiles, one episode of the example greedy policy"
-/usr/bin/python3 agents_examples/greedy_policy.py --profile lulesh --steps 50
+"$py" agents_examples/greedy_policy.py --profile lulesh --steps 50
 
 echo
 echo "== Policies on the bundled applications with 512 MiB of HBM (agents_examples/evaluate.py)"
-/usr/bin/python3 agents_examples/evaluate.py --tier-capacity-mib hbm:512 --quiet \
+"$py" agents_examples/evaluate.py --tier-capacity-mib hbm:512 --quiet \
   --plot "$out/evaluation-hbm512.png"

@@ -17,6 +17,10 @@
 #include "traces/base/exit_status.h"
 #include "traces/base/strings.h"
 
+#ifndef TIERGYM_VERSION
+#error "TIERGYM_VERSION comes from project(VERSION) in the top-level CMakeLists.txt"
+#endif
+
 namespace tiergym::env {
 namespace {
 
@@ -180,7 +184,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
   so.heartbeat_s = *heartbeat;
   so.parent_pid = static_cast<int>(*parent);
   ServiceOptions service;
-  service.server_name = "tiergym 0.1.0";
+  service.server_name = "tiergym " TIERGYM_VERSION;
   service.max_sessions = *max_sessions;
   service.max_sessions_per_connection = *per_connection;
   service.max_asset_bytes = po.max_asset_bytes;

@@ -8,9 +8,13 @@
 #include "estimator/cli/estimator_cli.h"
 #include "traces/cli/trace_cli.h"
 
+#ifndef TIERGYM_VERSION
+#error "TIERGYM_VERSION comes from project(VERSION) in the top-level CMakeLists.txt"
+#endif
+
 namespace {
 
-constexpr char kVersion[] = "0.1.0";
+constexpr char kVersion[] = TIERGYM_VERSION;
 
 std::string Usage() {
   return std::string(

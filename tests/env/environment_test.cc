@@ -304,6 +304,36 @@ TEST(EnvironmentTest, CapacityRefusesWhatDoesNotFitAndMasksIt) {
   fs::remove(path);
 }
 
+// In placement mode the mask is joint: taking every move it allows at once is never
+// refused (a per-region mask would let each region in alone, and refuse some of them
+// together). info.step counts the decision intervals done (PROTOCOL.md).
+TEST(EnvironmentTest, PlacementMasksAreJointAndStepCountsTheIntervalsDone) {
+  constexpr size_t kRegions = 16, kTiers = 2;
+  EnvFixture f = Make({{"tier_capacity_mib", "hbm:600"}, {"num_regions", "16"}, {"steps", "10"}});
+  auto r = f.env->Reset(1, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->info.step, 0u);
+  for (uint64_t step = 1; step <= 10; ++step) {
+    Action wanted{std::vector<int64_t>(kRegions, 0)};
+    size_t allowed = 0;
+    for (size_t region = 0; region < kRegions; ++region) {
+      if (r->info.action_mask[region * kTiers + 1] != 0) {
+        wanted.values[region] = 1;
+        ++allowed;
+      }
+    }
+    if (step == 1) {
+      EXPECT_GT(allowed, 0u);        // hbm has room for some regions,
+      EXPECT_LT(allowed, kRegions);  // not for all of lulesh
+    }
+    r = f.env->Step(wanted);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->info.refused_regions.empty()) << "step " << step;
+    EXPECT_EQ(r->info.step, step);
+    EXPECT_EQ(r->terminated, step == 10);
+  }
+}
+
 TEST(EnvironmentTest, SameSeedAndActionsGiveIdenticalEpisodes) {
   EnvFixture a = Make({{"profiles", ProfileDir("lulesh", "knl") + "," + ProfileDir("minife", "knl")}});
   EnvFixture b = Make({{"profiles", ProfileDir("lulesh", "knl") + "," + ProfileDir("minife", "knl")}});

@@ -10,11 +10,16 @@ class ServerError(TierGymError):
     NOT_FOUND, FAILED_PRECONDITION, RESOURCE_EXHAUSTED, ...), `field` the request field at
     fault ("action[3]"), `message` the server's explanation (it starts with the field)."""
 
-    def __init__(self, code, field, message):
+    def __init__(self, code, field=None, message=None):
+        if isinstance(code, ServerError):  # Gymnasium's AsyncVectorEnv re-raises type(e)(e)
+            code, field, message = code.code, code.field, code.message
         super().__init__(f"{code}: {message}")
         self.code = code
         self.field = field
         self.message = message
+
+    def __reduce__(self):  # pickled across processes (AsyncVectorEnv's workers, Ray)
+        return (type(self), (self.code, self.field, self.message))
 
 
 class ServerUnavailable(TierGymError, ConnectionError):
