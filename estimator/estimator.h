@@ -33,7 +33,15 @@ struct EstimatorOptions {
   bool use_phasemarks = true;                // see EstimateOptions
   // Enables Model::kConcurrent. Default none.
   std::optional<Machine> machine;
-  uint64_t block_samples = 256;              // see IndexOptions
+  uint64_t block_samples = 256;  // see IndexOptions
+  // Design decisions (IndexOptions; estimator/README.md, "Ablation").
+  ShareRuns share_runs = ShareRuns::kPooled;
+  WindowAlignment align = WindowAlignment::kInstructions;
+  FirstTouchFootprint first_touch = FirstTouchFootprint::kExtended;
+  EmptyWindows empty_windows = EmptyWindows::kSegmentShares;
+  uint64_t extent_gap_pages = 64;  // FirstTouchFootprint::kExtents
+  bool join_sweeps = true;         // FirstTouchFootprint::kExtents
+  double compute_overlap = 0.5;    // Model::kRoofline
 };
 
 class Estimator {

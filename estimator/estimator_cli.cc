@@ -1,5 +1,6 @@
 #include "estimator/estimator_cli.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -17,7 +18,6 @@
 #include "traces/util/script.h"
 #include "traces/util/strings.h"
 
-
 namespace tiergym {
 namespace {
 
@@ -28,10 +28,36 @@ void AddEstimateOptions(ArgParser& p) {
   p.AddOption("machine", "NAME|FILE",
               "machine description (knl, disagg or a JSON file): tier bandwidths for the "
               "concurrent model");
-  p.AddOption("model", "paper|concurrent",
-              "estimator model: the paper's weighted mean, or with the overlap of "
-              "bandwidth-bound work on different tiers (needs --machine)",
+  p.AddOption("model", "paper|concurrent|roofline",
+              "estimator model: the paper's weighted mean; with the overlap of "
+              "bandwidth-bound work on different tiers; or per block a roofline of latency, "
+              "bandwidth and compute fitted to the runs (the last two need --machine)",
               "paper");
+  p.AddOption("shares", "pooled|base",
+              "which runs' samples set a window's access shares: every run's, or the base "
+              "run's only (the published algorithm)",
+              "pooled");
+  p.AddOption("first-touch", "sweeps|extents|extended|base",
+              "first-touch order of fraction placements: address extents of the sampled "
+              "pages (unsampled pages between them included) by first sample, joined where "
+              "the first touches sweep up the addresses (sweeps) or not (extents); or the "
+              "sampled pages by first sample, the base run's then those only other runs "
+              "sampled (extended); or the base run's sampled pages only (base)",
+              "extended");
+  p.AddOption("extent-gap", "PAGES",
+              "sweeps/extents: sampled pages at most this far apart belong to one extent", "64");
+  p.AddOption("empty-windows", "segment|base",
+              "windows without samples: weighted by their phase's shares, or at the base "
+              "run's time",
+              "segment");
+  p.AddOption("align", "instructions|samples",
+              "scale the other runs' windows by their instruction counts, or by their mean "
+              "sample positions (spinning at barriers then does not stretch them)",
+              "instructions");
+  p.AddOption("overlap", "FRACTION",
+              "roofline model: share of the shorter of compute and memory time hidden under "
+              "the longer",
+              "0.5");
   p.AddOption("engine", "index|replay",
               "index (default) or the per-sample replay as published (paper model only; "
               "slow, for checking)",
@@ -56,13 +82,43 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
   if (s.ok() && !window.ok()) s = window.status();
   if (s.ok() && *window == 0) s = absl::InvalidArgumentError("--window must be positive");
   auto model = ParseModel(p.Get("model"));
-  if (s.ok() && !model.ok()) s = absl::InvalidArgumentError(StrCat("--model: ", model.status().message()));
+  if (s.ok() && !model.ok())
+    s = absl::InvalidArgumentError(StrCat("--model: ", model.status().message()));
   const std::string engine = p.Get("engine");
   if (s.ok() && engine != "index" && engine != "replay") {
     s = absl::InvalidArgumentError(StrCat("--engine must be index or replay, not '", engine, "'"));
   }
-  if (s.ok() && model.ok() && *model == Model::kConcurrent && !p.Given("machine")) {
-    s = absl::InvalidArgumentError("--model concurrent needs --machine (the tier bandwidths)");
+  if (s.ok() && model.ok() && *model != Model::kPaper && !p.Given("machine")) {
+    s = absl::InvalidArgumentError(StrCat("--model ", ModelName(*model),
+                                          " needs --machine (the tier bandwidths and latencies)"));
+  }
+  const std::string shares = p.Get("shares"), first_touch = p.Get("first-touch"),
+                    empty = p.Get("empty-windows");
+  if (s.ok() && shares != "pooled" && shares != "base") {
+    s = absl::InvalidArgumentError(StrCat("--shares must be pooled or base, not '", shares, "'"));
+  }
+  if (s.ok() && first_touch != "extended" && first_touch != "base" && first_touch != "extents" &&
+      first_touch != "sweeps") {
+    s = absl::InvalidArgumentError(
+        StrCat("--first-touch must be sweeps, extents, extended or base, not '", first_touch, "'"));
+  }
+  const std::string align = p.Get("align");
+  if (s.ok() && align != "instructions" && align != "samples") {
+    s = absl::InvalidArgumentError(
+        StrCat("--align must be instructions or samples, not '", align, "'"));
+  }
+  auto gap = p.GetUint64("extent-gap");
+  if (s.ok() && !gap.ok()) {
+    s = absl::InvalidArgumentError(StrCat("--extent-gap: ", gap.status().message()));
+  }
+  if (s.ok() && empty != "segment" && empty != "base") {
+    s = absl::InvalidArgumentError(
+        StrCat("--empty-windows must be segment or base, not '", empty, "'"));
+  }
+  auto overlap = p.GetDouble("overlap");
+  if (s.ok() && !(overlap.ok() && *overlap >= 0 && *overlap <= 1)) {
+    s = absl::InvalidArgumentError(
+        StrCat("--overlap must be a number in [0, 1], not '", p.Get("overlap"), "'"));
   }
   if (s.ok() && engine == "replay" && model.ok() && *model != Model::kPaper) {
     s = absl::InvalidArgumentError("--engine replay computes the paper model only");
@@ -73,6 +129,17 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
   }
   out->options.window_instructions = *window;
   out->options.use_phasemarks = !p.Flag("no-phasemarks");
+  out->options.share_runs = shares == "base" ? ShareRuns::kBase : ShareRuns::kPooled;
+  out->options.first_touch = first_touch == "base"       ? FirstTouchFootprint::kBase
+                             : first_touch == "extended" ? FirstTouchFootprint::kExtended
+                                                         : FirstTouchFootprint::kExtents;
+  out->options.join_sweeps = first_touch == "sweeps";
+  out->options.align =
+      align == "samples" ? WindowAlignment::kSamples : WindowAlignment::kInstructions;
+  out->options.extent_gap_pages = *gap;
+  out->options.empty_windows =
+      empty == "base" ? EmptyWindows::kBaseTime : EmptyWindows::kSegmentShares;
+  out->options.compute_overlap = *overlap;
   out->model = *model;
   out->replay = engine == "replay";
   return std::nullopt;
@@ -98,9 +165,11 @@ absl::StatusOr<std::unique_ptr<Estimator>> MakeEstimator(const ArgParser& p, Com
 absl::StatusOr<Estimate> EstimateWith(Estimator& estimator, const CommonArgs& common,
                                       const Placement& placement, Model model) {
   if (common.replay) {
-    return EstimateByReplay(estimator.profile(), placement,
-                            {.window_instructions = common.options.window_instructions,
-                             .use_phasemarks = common.options.use_phasemarks});
+    return EstimateByReplay(
+        estimator.profile(), placement,
+        {.window_instructions = common.options.window_instructions,
+         .use_phasemarks = common.options.use_phasemarks,
+         .align_by_samples = common.options.align == WindowAlignment::kSamples});
   }
   return estimator.EstimatePlacement(placement, model);
 }
@@ -125,7 +194,8 @@ absl::Status ApplyInterference(Estimator& estimator, const Placement& placement,
   if (!schedule.ok()) return schedule.status();
   auto composer = InterferenceComposer::Create(*schedule, estimator.profile().devices(),
                                                estimator.profile().app());
-  if (!composer.ok()) return absl::Status(composer.status().code(), StrCat(path, ": ", composer.status().message()));
+  if (!composer.ok())
+    return absl::Status(composer.status().code(), StrCat(path, ": ", composer.status().message()));
   auto index = estimator.IndexFor(placement.default_tier);
   if (!index.ok()) return index.status();
   auto resolved = (*index)->Resolve(placement);
@@ -134,7 +204,8 @@ absl::Status ApplyInterference(Estimator& estimator, const Placement& placement,
   const EstimatorIndex& x = **index;
   est->runtime_ns = 0;
   for (size_t s = 0; s < x.num_segments() && s < est->phases.size(); ++s) {
-    est->phases[s].estimated_ns = composer->IntervalNs(state, x.segment_begin(s), x.segment_begin(s + 1));
+    est->phases[s].estimated_ns =
+        composer->IntervalNs(state, x.segment_begin(s), x.segment_begin(s + 1));
     est->runtime_ns += est->phases[s].estimated_ns;
   }
   return absl::OkStatus();
@@ -171,9 +242,10 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
   if (!est.ok()) return Fail(est.status());
   const double without_interference = est->runtime_ns;
   if (p.Given("interference")) {
-    if (common.replay) return Fail(absl::InvalidArgumentError("--interference needs --engine index"));
-    if (absl::Status s = ApplyInterference(**estimator, *placement, common.model,
-                                           p.Get("interference"), &*est);
+    if (common.replay)
+      return Fail(absl::InvalidArgumentError("--interference needs --engine index"));
+    if (absl::Status s =
+            ApplyInterference(**estimator, *placement, common.model, p.Get("interference"), &*est);
         !s.ok()) {
       return Fail(s);
     }
@@ -274,7 +346,10 @@ int RunValidateCommand(const std::vector<std::string>& args) {
   auto runs = ReadMeasuredRunsWithPlacements(p.Get("runs"));
   if (!runs.ok()) return Fail(runs.status());
   std::vector<Model> models = {Model::kPaper};
-  if ((*estimator)->has_machine() && !common.replay) models.push_back(Model::kConcurrent);
+  if ((*estimator)->has_machine() && !common.replay) {
+    models.push_back(Model::kConcurrent);
+    models.push_back(Model::kRoofline);
+  }
 
   struct Row {
     std::string name;
@@ -299,7 +374,8 @@ int RunValidateCommand(const std::vector<std::string>& args) {
     return 100.0 * std::fabs(estimated - static_cast<double>(measured)) /
            static_cast<double>(measured);
   };
-  const size_t chosen = common.model == Model::kPaper ? 0 : 1;
+  const size_t chosen =
+      static_cast<size_t>(std::find(models.begin(), models.end(), common.model) - models.begin());
   std::vector<double> mean(models.size(), 0.0), max(models.size(), 0.0);
   for (const Row& r : rows) {
     for (size_t m = 0; m < models.size(); ++m) {
@@ -382,10 +458,9 @@ int RunValidateCommand(const std::vector<std::string>& args) {
     }
   }
   if (p.Given("plot")) {
-    const std::string title =
-        StrCat((*estimator)->profile().app().empty() ? p.Get("profile")
-                                                     : (*estimator)->profile().app(),
-               ": measured vs estimated runtime");
+    const std::string title = StrCat(
+        (*estimator)->profile().app().empty() ? p.Get("profile") : (*estimator)->profile().app(),
+        ": measured vs estimated runtime");
     if (absl::Status s = Plot(json_text, p.Get("plot"), title); !s.ok()) return Fail(s);
     std::cerr << "wrote " << p.Get("plot") << "\n";
   }
