@@ -42,6 +42,7 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> Estimator::IndexFor(
   index_options.first_touch = options_.first_touch;
   index_options.empty_windows = options_.empty_windows;
   index_options.compute_overlap = options_.compute_overlap;
+  index_options.fit_overlap = options_.fit_overlap;
   index_options.extent_gap_pages = options_.extent_gap_pages;
   index_options.join_sweeps = options_.join_sweeps;
   TG_ASSIGN_OR_RETURN(std::shared_ptr<const EstimatorIndex> index,
@@ -56,6 +57,16 @@ absl::StatusOr<Estimate> Estimator::EstimatePlacement(const Placement& placement
                       IndexFor(placement.default_tier));
   TG_ASSIGN_OR_RETURN(ResolvedPlacement resolved, index->Resolve(placement));
   return index->EstimateDetailed(resolved, model);
+}
+
+absl::StatusOr<EstimatorIndex::Spread> Estimator::SamplingSpread(const Placement& placement,
+                                                                 Model model, int replicates,
+                                                                 uint64_t seed, double level) {
+  TG_RETURN_IF_ERROR(CheckPlacementTiers(profile_, placement));
+  TG_ASSIGN_OR_RETURN(std::shared_ptr<const EstimatorIndex> index,
+                      IndexFor(placement.default_tier));
+  TG_ASSIGN_OR_RETURN(ResolvedPlacement resolved, index->Resolve(placement));
+  return index->SamplingSpread(resolved, model, replicates, seed, level);
 }
 
 }  // namespace tiergym

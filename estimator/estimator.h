@@ -42,6 +42,7 @@ struct EstimatorOptions {
   uint64_t extent_gap_pages = 64;  // FirstTouchFootprint::kExtents
   bool join_sweeps = true;         // FirstTouchFootprint::kExtents
   double compute_overlap = 0.5;    // Model::kRoofline
+  bool fit_overlap = true;         // Model::kRoofline, three runs or more
 };
 
 class Estimator {
@@ -56,6 +57,11 @@ class Estimator {
 
   // The estimate of `placement` with its breakdown. Fails like EstimatorIndex::Resolve.
   absl::StatusOr<Estimate> EstimatePlacement(const Placement& placement, Model model);
+
+  // The sampling interval of the estimate (EstimatorIndex::SamplingSpread).
+  absl::StatusOr<EstimatorIndex::Spread> SamplingSpread(const Placement& placement, Model model,
+                                                        int replicates, uint64_t seed,
+                                                        double level);
 
   const Profile& profile() const { return profile_; }
   const EstimatorOptions& options() const { return options_; }

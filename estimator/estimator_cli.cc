@@ -31,8 +31,8 @@ void AddEstimateOptions(ArgParser& p) {
   p.AddOption("model", "paper|concurrent|roofline",
               "estimator model: the paper's weighted mean; with the overlap of "
               "bandwidth-bound work on different tiers; or per block a roofline of latency, "
-              "bandwidth and compute fitted to the runs (the last two need --machine)",
-              "paper");
+              "bandwidth and compute fitted to the runs (the last two need --machine); "
+              "default roofline with --machine, paper without");
   p.AddOption("shares", "pooled|base",
               "which runs' samples set a window's access shares: every run's, or the base "
               "run's only (the published algorithm)",
@@ -43,7 +43,7 @@ void AddEstimateOptions(ArgParser& p) {
               "the first touches sweep up the addresses (sweeps) or not (extents); or the "
               "sampled pages by first sample, the base run's then those only other runs "
               "sampled (extended); or the base run's sampled pages only (base)",
-              "extended");
+              "sweeps");
   p.AddOption("extent-gap", "PAGES",
               "sweeps/extents: sampled pages at most this far apart belong to one extent", "64");
   p.AddOption("empty-windows", "segment|base",
@@ -53,7 +53,10 @@ void AddEstimateOptions(ArgParser& p) {
   p.AddOption("align", "instructions|samples",
               "scale the other runs' windows by their instruction counts, or by their mean "
               "sample positions (spinning at barriers then does not stretch them)",
-              "instructions");
+              "samples");
+  p.AddOption("level", "FRACTION", "confidence level of the sampling interval", "0.9");
+  p.AddOption("replicates", "N", "bootstrap replicates of the sampling interval", "100");
+  p.AddOption("seed", "N", "seed of the bootstrap", "1");
   p.AddOption("overlap", "FRACTION",
               "roofline model: share of the shorter of compute and memory time hidden under "
               "the longer",
@@ -69,6 +72,9 @@ struct CommonArgs {
   EstimatorOptions options;
   Model model = Model::kPaper;
   bool replay = false;
+  double level = 0.9;  // sampling interval
+  int replicates = 100;
+  uint64_t seed = 1;
 };
 
 // Parses the options both commands share plus the required option `required`;
@@ -81,7 +87,22 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
   auto window = p.GetUint64("window");
   if (s.ok() && !window.ok()) s = window.status();
   if (s.ok() && *window == 0) s = absl::InvalidArgumentError("--window must be positive");
-  auto model = ParseModel(p.Get("model"));
+  auto model = p.Given("model")
+                   ? ParseModel(p.Get("model"))
+                   : absl::StatusOr<Model>(p.Given("machine") ? Model::kRoofline : Model::kPaper);
+  auto level = p.GetDouble("level");
+  if (s.ok() && !(level.ok() && *level > 0 && *level < 1)) {
+    s = absl::InvalidArgumentError(
+        StrCat("--level must be a number in (0, 1), not '", p.Get("level"), "'"));
+  }
+  auto replicates = p.GetUint64("replicates");
+  if (s.ok() && !(replicates.ok() && *replicates >= 2 && *replicates <= 100000)) {
+    s = absl::InvalidArgumentError(
+        StrCat("--replicates must be an integer in [2, 100000], not '", p.Get("replicates"), "'"));
+  }
+  auto seed = p.GetUint64("seed");
+  if (s.ok() && !seed.ok())
+    s = absl::InvalidArgumentError(StrCat("--seed: ", seed.status().message()));
   if (s.ok() && !model.ok())
     s = absl::InvalidArgumentError(StrCat("--model: ", model.status().message()));
   const std::string engine = p.Get("engine");
@@ -123,6 +144,14 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
   if (s.ok() && engine == "replay" && model.ok() && *model != Model::kPaper) {
     s = absl::InvalidArgumentError("--engine replay computes the paper model only");
   }
+  if (s.ok() && engine == "replay" &&
+      ((p.Given("first-touch") && p.Get("first-touch") != "extended") ||
+       (p.Given("shares") && p.Get("shares") != "pooled") ||
+       (p.Given("empty-windows") && p.Get("empty-windows") != "segment"))) {
+    s = absl::InvalidArgumentError(
+        "--engine replay implements --first-touch extended, --shares pooled and "
+        "--empty-windows segment only");
+  }
   if (!s.ok()) {
     std::cerr << s.message() << "\n";
     return 2;
@@ -133,6 +162,7 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
   out->options.first_touch = first_touch == "base"       ? FirstTouchFootprint::kBase
                              : first_touch == "extended" ? FirstTouchFootprint::kExtended
                                                          : FirstTouchFootprint::kExtents;
+  if (engine == "replay") out->options.first_touch = FirstTouchFootprint::kExtended;
   out->options.join_sweeps = first_touch == "sweeps";
   out->options.align =
       align == "samples" ? WindowAlignment::kSamples : WindowAlignment::kInstructions;
@@ -141,6 +171,9 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
       empty == "base" ? EmptyWindows::kBaseTime : EmptyWindows::kSegmentShares;
   out->options.compute_overlap = *overlap;
   out->model = *model;
+  out->level = *level;
+  out->replicates = static_cast<int>(*replicates);
+  out->seed = *seed;
   out->replay = engine == "replay";
   return std::nullopt;
 }
@@ -241,6 +274,16 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
   auto est = EstimateWith(**estimator, common, *placement, common.model);
   if (!est.ok()) return Fail(est.status());
   const double without_interference = est->runtime_ns;
+  // The sampling interval (not with the replay, nor with interference, whose slowdowns
+  // it does not cover).
+  std::optional<EstimatorIndex::Spread> spread;
+  if (!common.replay && !p.Given("interference")) {
+    auto sp = (*estimator)
+                  ->SamplingSpread(*placement, common.model, common.replicates, common.seed,
+                                   common.level);
+    if (!sp.ok()) return Fail(sp.status());
+    spread = *sp;
+  }
   if (p.Given("interference")) {
     if (common.replay)
       return Fail(absl::InvalidArgumentError("--interference needs --engine index"));
@@ -261,6 +304,21 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
     }
     w.Key("model");
     w.String(ModelName(common.model));
+    if (spread) {
+      w.Key("interval");
+      w.BeginObject();
+      w.Key("lo_ns");
+      w.Double(std::round(spread->lo_ns));
+      w.Key("hi_ns");
+      w.Double(std::round(spread->hi_ns));
+      w.Key("level");
+      w.Double(spread->level);
+      w.Key("stddev_ns");
+      w.Double(std::round(spread->stddev_ns));
+      w.Key("replicates");
+      w.Int(spread->replicates);
+      w.EndObject();
+    }
     w.Key("devices");
     w.BeginArray();
     for (const auto& d : est->devices) w.String(d);
@@ -294,6 +352,12 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
   }
   std::cout << "estimated runtime " << FormatDuration(static_cast<uint64_t>(est->runtime_ns))
             << " for " << p.Get("placement") << " (" << ModelName(common.model) << " model)\n";
+  if (spread) {
+    std::cout << "  " << FixedDecimal(100 * spread->level, 0) << " % sampling interval "
+              << FormatDuration(static_cast<uint64_t>(spread->lo_ns)) << " .. "
+              << FormatDuration(static_cast<uint64_t>(spread->hi_ns)) << " (" << spread->replicates
+              << " bootstrap replicates)\n";
+  }
   if (p.Given("interference")) {
     std::cout << "  with the co-runners of " << p.Get("interference") << "; without them "
               << FormatDuration(static_cast<uint64_t>(without_interference)) << "\n";
@@ -354,7 +418,12 @@ int RunValidateCommand(const std::vector<std::string>& args) {
   struct Row {
     std::string name;
     uint64_t measured_ns;
-    std::vector<double> estimated_ns;  // per model
+    std::vector<double> estimated_ns;              // per model
+    std::optional<EstimatorIndex::Spread> spread;  // the chosen model's sampling interval
+    bool inside() const {
+      return spread && spread->lo_ns <= static_cast<double>(measured_ns) &&
+             static_cast<double>(measured_ns) <= spread->hi_ns;
+    }
   };
   std::vector<Row> rows;
   for (const auto& [run, placement] : *runs) {
@@ -367,6 +436,12 @@ int RunValidateCommand(const std::vector<std::string>& args) {
                                         "): ", est.status().message())));
       }
       row.estimated_ns.push_back(est->runtime_ns);
+      if (m == common.model && !common.replay) {
+        auto sp = (*estimator)
+                      ->SamplingSpread(placement, m, common.replicates, common.seed, common.level);
+        if (!sp.ok()) return Fail(sp.status());
+        row.spread = *sp;
+      }
     }
     rows.push_back(std::move(row));
   }
@@ -376,6 +451,13 @@ int RunValidateCommand(const std::vector<std::string>& args) {
   };
   const size_t chosen =
       static_cast<size_t>(std::find(models.begin(), models.end(), common.model) - models.begin());
+  size_t inside = 0, with_interval = 0;
+  for (const Row& r : rows) {
+    with_interval += r.spread.has_value();
+    inside += r.inside();
+  }
+  const double coverage =
+      with_interval ? static_cast<double>(inside) / static_cast<double>(with_interval) : 0.0;
   std::vector<double> mean(models.size(), 0.0), max(models.size(), 0.0);
   for (const Row& r : rows) {
     for (size_t m = 0; m < models.size(); ++m) {
@@ -399,6 +481,14 @@ int RunValidateCommand(const std::vector<std::string>& args) {
     w.Double(std::round(r.estimated_ns[chosen]));
     w.Key("error_pct");
     w.Double(error_pct(r.estimated_ns[chosen], r.measured_ns));
+    if (r.spread) {
+      w.Key("interval_lo_ns");
+      w.Double(std::round(r.spread->lo_ns));
+      w.Key("interval_hi_ns");
+      w.Double(std::round(r.spread->hi_ns));
+      w.Key("inside");
+      w.Bool(r.inside());
+    }
     w.Key("models");
     w.BeginObject();
     for (size_t m = 0; m < models.size(); ++m) {
@@ -420,6 +510,12 @@ int RunValidateCommand(const std::vector<std::string>& args) {
   w.Double(max[chosen]);
   w.Key("model");
   w.String(ModelName(common.model));
+  if (with_interval) {
+    w.Key("interval_level");
+    w.Double(common.level);
+    w.Key("coverage");
+    w.Double(coverage);
+  }
   w.Key("models");
   w.BeginObject();
   for (size_t m = 0; m < models.size(); ++m) {
@@ -455,6 +551,13 @@ int RunValidateCommand(const std::vector<std::string>& args) {
     for (size_t m = 0; m < models.size(); ++m) {
       std::printf("%zu runs, %s model: mean error %.2f %%, max error %.2f %%\n", rows.size(),
                   std::string(ModelName(models[m])).c_str(), mean[m], max[m]);
+    }
+    if (with_interval) {
+      std::printf(
+          "%s model: measured runtime inside the %.0f %% sampling interval in %zu of %zu "
+          "runs (coverage %.0f %%)\n",
+          std::string(ModelName(common.model)).c_str(), 100 * common.level, inside, with_interval,
+          100 * coverage);
     }
   }
   if (p.Given("plot")) {

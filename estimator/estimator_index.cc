@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -43,7 +44,9 @@ double RoofTime(double compute_ns, double memory_ns, double overlap) {
 // Returns {x, compute} minimising the squared residuals: a log grid over x, refined, with
 // the compute time by golden section for each x (the residual is unimodal in it).
 std::pair<double, double> FitRoofline(const std::vector<double>& t, const std::vector<double>& band,
-                                      const std::vector<double>& latency, double overlap) {
+                                      const std::vector<double>& latency, double overlap,
+                                      double* residual_out) {
+  *residual_out = 0;
   const size_t n = t.size();
   double lo = std::numeric_limits<double>::infinity(), hi = 0, t_max = 0;
   for (size_t d = 0; d < n; ++d) {
@@ -57,29 +60,51 @@ std::pair<double, double> FitRoofline(const std::vector<double>& t, const std::v
   for (size_t d = 0; d < n; ++d) x_max = std::max(x_max, t[d] / latency[d]);
   lo *= 1e-2;
   x_max = std::max(x_max, lo * 2);
+  // For a given x the residual is piecewise quadratic in the compute time c (each
+  // RoofTime is linear in c below and above its memory time): minimise it exactly on
+  // every piece.
+  std::vector<double> memory(n), knots;
   auto best_compute = [&](double x, double* cost) {
+    knots.assign(1, 0.0);
+    for (size_t d = 0; d < n; ++d) {
+      memory[d] = std::max(latency[d] * x, band[d]);
+      if (memory[d] < t_max) knots.push_back(memory[d]);
+    }
+    knots.push_back(t_max);
+    std::sort(knots.begin(), knots.end());
     auto residual = [&](double c) {
       double r = 0;
       for (size_t d = 0; d < n; ++d) {
-        const double e = t[d] - RoofTime(c, std::max(latency[d] * x, band[d]), overlap);
+        const double e = t[d] - RoofTime(c, memory[d], overlap);
         r += e * e;
       }
       return r;
     };
-    double a = 0, b = t_max;
-    for (int it = 0; it < 48; ++it) {
-      const double x1 = a + (b - a) * 0.381966, x2 = a + (b - a) * 0.618034;
-      if (residual(x1) < residual(x2)) {
-        b = x2;
-      } else {
-        a = x1;
+    double best_c = 0, best_r = residual(0);
+    for (size_t j = 0; j + 1 < knots.size(); ++j) {
+      const double lo_c = knots[j], hi_c = knots[j + 1];
+      if (hi_c <= lo_c) continue;
+      const double mid = 0.5 * (lo_c + hi_c);
+      // RoofTime(c, m) = slope * c + offset on this piece.
+      double saa = 0, sab = 0;
+      for (size_t d = 0; d < n; ++d) {
+        const bool below = mid < memory[d];
+        const double slope = below ? 1.0 - overlap : 1.0;
+        const double offset = below ? memory[d] : (1.0 - overlap) * memory[d];
+        saa += slope * slope;
+        sab += slope * (t[d] - offset);
+      }
+      const double c = saa > 0 ? std::clamp(sab / saa, lo_c, hi_c) : lo_c;
+      const double r = residual(c);
+      if (r < best_r) {
+        best_r = r;
+        best_c = c;
       }
     }
-    const double c = 0.5 * (a + b);
-    *cost = residual(c);
-    return c;
+    *cost = best_r;
+    return best_c;
   };
-  constexpr int kGrid = 64;
+  constexpr int kGrid = 48;
   const double ratio = std::log(x_max / lo);
   double best_x = lo, best_c = 0, best = std::numeric_limits<double>::infinity();
   int best_i = 0;
@@ -98,7 +123,7 @@ std::pair<double, double> FitRoofline(const std::vector<double>& t, const std::v
   // Golden refinement between the grid neighbours of the best point (log x).
   double a = ratio * std::max(0, best_i - 1) / kGrid,
          b = ratio * std::min(kGrid, best_i + 1) / kGrid;
-  for (int it = 0; it < 30; ++it) {
+  for (int it = 0; it < 24; ++it) {
     const double u1 = a + (b - a) * 0.381966, u2 = a + (b - a) * 0.618034;
     double c1, c2;
     best_compute(lo * std::exp(u1), &c1);
@@ -112,7 +137,11 @@ std::pair<double, double> FitRoofline(const std::vector<double>& t, const std::v
   double cost;
   const double x = lo * std::exp(0.5 * (a + b));
   const double c = best_compute(x, &cost);
-  if (cost < best - tol) return {x, c};
+  if (cost < best - tol) {
+    *residual_out = cost;
+    return {x, c};
+  }
+  *residual_out = best;
   return {best_x, best_c};
 }
 
@@ -198,6 +227,7 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
   x.empty_base_ = options.empty_windows == EmptyWindows::kBaseTime;
   x.first_touch_mode_ = options.first_touch;
   const bool base_shares = options.share_runs == ShareRuns::kBase;
+  const bool fit_overlap = options.fit_overlap && n >= 3;
 
   // Footprint: provisional ids in first-touch order (base run first), then sorted.
   std::vector<std::vector<uint32_t>> sample_page(n);
@@ -484,7 +514,25 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
         // The same instructions miss alike on every device: the runs' mean miss count.
         misses /= std::max(1.0, counted);
         for (size_t d = 0; d < n; ++d) band[d] = misses * line_bytes / bytes_per_ns[d];
-        const auto [xs, compute] = FitRoofline(block_time, band, latency_ns, x.overlap_);
+        double residual = 0;
+        auto [xs, compute] = FitRoofline(block_time, band, latency_ns, x.overlap_, &residual);
+        double overlap = x.overlap_;
+        if (fit_overlap) {
+          // Three runs or more determine the overlap too: the best of a grid, the prior
+          // kept unless another fits clearly better.
+          for (int i = 0; i <= 10; ++i) {
+            const double o = i / 10.0;
+            double r = 0;
+            const auto fit = FitRoofline(block_time, band, latency_ns, o, &r);
+            if (r < 0.5 * residual) {
+              residual = r;
+              xs = fit.first;
+              compute = fit.second;
+              overlap = o;
+            }
+          }
+        }
+        x.blk_overlap_.push_back(overlap);
         for (size_t d = 0; d < n; ++d) x.blk_busy_.push_back(last ? busy[d] : 0.0);
         x.blk_compute_.push_back(compute);
         for (size_t d = 0; d < n; ++d) {
@@ -660,11 +708,11 @@ double EstimatorIndex::Correction(size_t k, const uint64_t* hits, Model model,
       const double s = static_cast<double>(hits[d]) / total;
       const double f = factor ? factor[d] : 1.0;
       const double l = blk_lat_[k * n_ + d] * f, b = blk_band_[k * n_ + d] * f;
-      weighted += s * RoofTime(compute, std::max(l, b), overlap_);
+      weighted += s * RoofTime(compute, std::max(l, b), blk_overlap_[k]);
       latency += s * l;
       band = std::max(band, s * b);
     }
-    return blk_scale_[k] * (weighted - RoofTime(compute, std::max(latency, band), overlap_));
+    return blk_scale_[k] * (weighted - RoofTime(compute, std::max(latency, band), blk_overlap_[k]));
   }
   double sum = 0, max = 0;
   for (size_t d = 0; d < n_; ++d) {
@@ -868,8 +916,8 @@ size_t EstimatorIndex::MemoryBytes() const {
          Bytes(seg_empty_) + Bytes(win_index_) + Bytes(win_segment_) + Bytes(win_total_) +
          Bytes(win_time_) + Bytes(win_cum_) + Bytes(win_offset_) + Bytes(win_page_) +
          Bytes(win_count_) + Bytes(blk_first_win_) + Bytes(blk_segment_) + Bytes(blk_total_) +
-         Bytes(blk_bw_) + Bytes(blk_compute_) + Bytes(blk_scale_) + Bytes(blk_lo_) +
-         Bytes(blk_hi_) + Bytes(blk_lat_) + Bytes(blk_band_) + Bytes(blk_offset_) +
+         Bytes(blk_bw_) + Bytes(blk_compute_) + Bytes(blk_overlap_) + Bytes(blk_scale_) +
+         Bytes(blk_lo_) + Bytes(blk_hi_) + Bytes(blk_lat_) + Bytes(blk_band_) + Bytes(blk_offset_) +
          Bytes(blk_page_) + Bytes(blk_count_) + Bytes(pb_offset_) + Bytes(pb_block_) +
          Bytes(pb_count_);
 }
@@ -1081,6 +1129,107 @@ void GroupCostModel::AddSegment(size_t s, double a, double b, const double* fact
       out.cost[seg_group_[e] * n + d] += static_cast<double>(seg_count_[e]) / h * empty;
     }
   }
+}
+
+}  // namespace tiergym
+
+namespace tiergym {
+
+absl::StatusOr<EstimatorIndex::Spread> EstimatorIndex::SamplingSpread(
+    const ResolvedPlacement& placement, Model model, int replicates, uint64_t seed,
+    double level) const {
+  if (replicates < 2) return absl::InvalidArgumentError("replicates must be at least 2");
+  if (!(level > 0 && level < 1)) return absl::InvalidArgumentError("level must be in (0, 1)");
+  if (model != Model::kPaper && !has_machine_) {
+    return absl::InvalidArgumentError(
+        "the concurrent and roofline models need the machine's tier bandwidths and latencies "
+        "(give a machine)");
+  }
+  const size_t n = n_;
+  const std::vector<uint8_t> tier = TierArray(placement);
+  // Observed hits per device of every non-empty window under the placement.
+  const size_t windows = win_index_.size();
+  std::vector<uint64_t> observed(windows * n, 0);
+  std::vector<uint8_t> mixed(windows, 0);  // hits on two devices or more: counts vary
+  for (size_t i = 0; i < windows; ++i) {
+    for (size_t e = win_offset_[i]; e < win_offset_[i + 1]; ++e) {
+      observed[i * n + tier[win_page_[e]]] += win_count_[e];
+    }
+    int devices = 0;
+    for (size_t d = 0; d < n; ++d) devices += observed[i * n + d] > 0;
+    mixed[i] = devices > 1;
+  }
+  std::mt19937_64 rng(seed);
+  std::vector<double> values;
+  values.reserve(replicates);
+  std::vector<uint64_t> drawn(n), seg_hits(n), blk_hits(n);
+  for (int r = 0; r < replicates; ++r) {
+    double total = constant_ns_;
+    for (size_t s = 0; s + 1 < seg_begin_pos_.size(); ++s) {
+      if (seg_total_[s] == 0) continue;
+      std::fill(seg_hits.begin(), seg_hits.end(), 0);
+      size_t k = seg_first_blk_[s];
+      std::fill(blk_hits.begin(), blk_hits.end(), 0);
+      for (size_t i = seg_first_win_[s]; i < seg_first_win_[s + 1]; ++i) {
+        // Blocks partition the segment's non-empty windows: close the block before i.
+        if (model != Model::kPaper && k + 1 < seg_first_blk_[s + 1] && i == blk_first_win_[k + 1]) {
+          total -= Correction(k, blk_hits.data(), model);
+          std::fill(blk_hits.begin(), blk_hits.end(), 0);
+          ++k;
+        }
+        // Multinomial by conditional binomials.
+        uint64_t left = win_total_[i];
+        double p_left = 1.0;
+        for (size_t d = 0; d < n && !mixed[i]; ++d) drawn[d] = observed[i * n + d];
+        for (size_t d = 0; d < n && mixed[i]; ++d) {
+          const double p = static_cast<double>(observed[i * n + d]) / win_total_[i];
+          uint64_t x = 0;
+          if (d + 1 == n || p_left <= 0) {
+            x = left;
+          } else if (p > 0 && left > 0) {
+            std::binomial_distribution<uint64_t> b(left, std::min(1.0, p / p_left));
+            x = b(rng);
+          }
+          drawn[d] = x;
+          left -= x;
+          p_left -= p;
+        }
+        const double h = static_cast<double>(win_total_[i]);
+        for (size_t d = 0; d < n; ++d) {
+          total += static_cast<double>(drawn[d]) / h * win_time_[i * n + d];
+          seg_hits[d] += drawn[d];
+          blk_hits[d] += drawn[d];
+        }
+      }
+      if (model != Model::kPaper && k < seg_first_blk_[s + 1]) {
+        total -= Correction(k, blk_hits.data(), model);
+      }
+      const double h = static_cast<double>(seg_total_[s]);
+      for (size_t d = 0; d < n; ++d) {
+        total += empty_base_ ? (static_cast<int>(d) == base_ ? seg_empty_[s * n + d] : 0.0)
+                             : static_cast<double>(seg_hits[d]) / h * seg_empty_[s * n + d];
+      }
+    }
+    values.push_back(total);
+  }
+  std::sort(values.begin(), values.end());
+  auto quantile = [&](double q) {
+    const double at = q * static_cast<double>(values.size() - 1);
+    const size_t i = static_cast<size_t>(at);
+    const double f = at - static_cast<double>(i);
+    return i + 1 < values.size() ? values[i] * (1 - f) + values[i + 1] * f : values[i];
+  };
+  double mean = 0;
+  for (double v : values) mean += v / static_cast<double>(values.size());
+  double var = 0;
+  for (double v : values) var += (v - mean) * (v - mean) / static_cast<double>(values.size() - 1);
+  Spread out;
+  out.lo_ns = quantile((1 - level) / 2);
+  out.hi_ns = quantile((1 + level) / 2);
+  out.stddev_ns = std::sqrt(var);
+  out.replicates = replicates;
+  out.level = level;
+  return out;
 }
 
 }  // namespace tiergym

@@ -111,6 +111,9 @@ struct IndexOptions {
   // Model::kRoofline: the share of the shorter of compute and memory time that hides
   // under the longer (0: none, 1: all). Default 0.5; a calibration fits it.
   double compute_overlap = 0.5;
+  // Model::kRoofline with three runs or more: fit the overlap per block (grid 0, 0.1, ..,
+  // 1; compute_overlap stays unless another value halves the residual). Default true.
+  bool fit_overlap = true;
 };
 
 // A placement resolved against an index: sorted, disjoint ranges of page ids (the index's
@@ -142,6 +145,24 @@ class EstimatorIndex {
 
   // The estimate with its breakdown per phase and device (O(non-zeros + pages)).
   absl::StatusOr<Estimate> EstimateDetailed(const ResolvedPlacement& placement, Model model) const;
+
+  // The uncertainty an estimate owes to sampling: a parametric bootstrap. Each replicate
+  // redraws every non-empty window's sampled accesses per device from a multinomial with
+  // the window's observed shares under the placement (PEBS samples a window's misses
+  // independently), then estimates as usual (the windows' shares, the empty windows'
+  // segment shares and, for kConcurrent/kRoofline, the blocks' corrections all follow the
+  // redrawn counts). Window times and the roofline fits stay as measured. Seeded: the
+  // same arguments give the same interval. Cost: replicates * (non-empty windows *
+  // devices + blocks). InvalidArgument for replicates < 2 or a level outside (0, 1).
+  struct Spread {
+    double lo_ns = 0, hi_ns = 0;  // the central `level` interval of the replicates
+    double stddev_ns = 0;
+    int replicates = 0;
+    double level = 0;
+  };
+  absl::StatusOr<Spread> SamplingSpread(const ResolvedPlacement& placement, Model model,
+                                        int replicates = 200, uint64_t seed = 1,
+                                        double level = 0.9) const;
 
   const std::vector<std::string>& devices() const { return devices_; }
   int base() const { return base_; }
@@ -244,6 +265,7 @@ class EstimatorIndex {
   // Model::kRoofline, per block: the fitted compute time and, per device, the latency-
   // and bandwidth-bound memory times of all the block's misses on that device.
   std::vector<double> blk_compute_;      // [k]
+  std::vector<double> blk_overlap_;      // [k]: compute overlap (fitted, or the prior)
   std::vector<double> blk_lo_, blk_hi_;  // [k]: segment-local base positions it spans
   std::vector<double> blk_scale_;        // [k]: 1 + the segment's tail / busy time
   std::vector<double> blk_busy_;         // while building: [k * N + d]
