@@ -45,6 +45,19 @@ struct EstimatorOptions {
   bool fit_overlap = true;         // Model::kRoofline, three runs or more
 };
 
+// The options the commands default to (estimator/README.md, "Ablation"): first-touch
+// sweeps and sample alignment; with a machine, use Model::kRoofline. The struct's own
+// defaults keep the previous behaviour (first touch of sampled pages, instruction
+// alignment) until the environment adopts these.
+inline EstimatorOptions RecommendedEstimatorOptions(std::optional<Machine> machine = {}) {
+  EstimatorOptions o;
+  o.first_touch = FirstTouchFootprint::kExtents;
+  o.join_sweeps = true;
+  o.align = WindowAlignment::kSamples;
+  o.machine = std::move(machine);
+  return o;
+}
+
 class Estimator {
  public:
   // InvalidArgument for a zero window or block size, or a machine without one of the

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string_view>
 
+#include "estimator/calibration.h"
 #include "estimator/estimator.h"
 #include "estimator/interference.h"
 #include "estimator/replay_estimator.h"
@@ -54,6 +55,9 @@ void AddEstimateOptions(ArgParser& p) {
               "scale the other runs' windows by their instruction counts, or by their mean "
               "sample positions (spinning at barriers then does not stretch them)",
               "samples");
+  p.AddOption("calibration", "FILE",
+              "calibration from `tiergym calibrate`: its compute overlap, and its residual "
+              "noise widening the sampling interval");
   p.AddOption("level", "FRACTION", "confidence level of the sampling interval", "0.9");
   p.AddOption("replicates", "N", "bootstrap replicates of the sampling interval", "100");
   p.AddOption("seed", "N", "seed of the bootstrap", "1");
@@ -72,6 +76,7 @@ struct CommonArgs {
   EstimatorOptions options;
   Model model = Model::kPaper;
   bool replay = false;
+  std::optional<Calibration> calibration;
   double level = 0.9;  // sampling interval
   int replicates = 100;
   uint64_t seed = 1;
@@ -187,6 +192,12 @@ int Fail(const absl::Status& s) {
 absl::StatusOr<std::unique_ptr<Estimator>> MakeEstimator(const ArgParser& p, CommonArgs& common) {
   auto profile = LoadProfile(p.Get("profile"));
   if (!profile.ok()) return profile.status();
+  if (p.Given("calibration")) {
+    auto calibration = ReadCalibration(p.Get("calibration"));
+    if (!calibration.ok()) return calibration.status();
+    common.calibration = *calibration;
+    ApplyCalibration(*calibration, &common.options);
+  }
   if (p.Given("machine")) {
     auto machine = LoadMachine(p.Get("machine"));
     if (!machine.ok()) return machine.status();
@@ -248,7 +259,66 @@ absl::Status ApplyInterference(Estimator& estimator, const Placement& placement,
 
 std::string EstimatorCommandsHelp() {
   return "  estimate               estimate a profile's runtime under a placement\n"
-         "  validate               compare estimates with measured runs (runs.csv)\n";
+         "  validate               compare estimates with measured runs (runs.csv)\n"
+         "  calibrate              fit the estimator's compute overlap and noise to measured "
+         "runs\n";
+}
+
+int RunCalibrateCommand(const std::vector<std::string>& args) {
+  ArgParser p("tiergym calibrate",
+              "Fit the roofline model's compute overlap and the residual noise of the estimate "
+              "to measured runs, report the k-fold cross-validated error (every run scored by "
+              "a fit on the other folds) and write the calibration file that estimate and "
+              "validate read with --calibration (format: estimator/calibration.h).");
+  p.AddOption("profile", "DIR", "profile directory: one trace per device");
+  p.AddOption("runs", "FILE", "measured runs CSV (name,placement,runtime_ns)");
+  p.AddOption("machine", "NAME|FILE", "machine description (knl, disagg or a JSON file)");
+  p.AddOption("out", "FILE", "where to write the calibration JSON");
+  p.AddOption("folds", "K", "cross-validation folds", "5");
+  p.AddFlag("quiet", "no progress on stderr");
+  if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
+  absl::Status s = p.Require("profile");
+  for (const char* required : {"runs", "machine", "out"}) {
+    if (s.ok()) s = p.Require(required);
+  }
+  auto folds = p.GetUint64("folds");
+  if (s.ok() && !(folds.ok() && *folds >= 2 && *folds <= 1000)) {
+    s = absl::InvalidArgumentError(
+        StrCat("--folds must be an integer in [2, 1000], not '", p.Get("folds"), "'"));
+  }
+  if (!s.ok()) {
+    std::cerr << s.message() << "\n";
+    return 2;
+  }
+  auto profile = LoadProfile(p.Get("profile"));
+  if (!profile.ok()) return Fail(profile.status());
+  auto machine = LoadMachine(p.Get("machine"));
+  if (!machine.ok()) return Fail(machine.status());
+  auto runs = ReadMeasuredRunsWithPlacements(p.Get("runs"));
+  if (!runs.ok()) return Fail(runs.status());
+  CalibrationOptions options;
+  options.folds = static_cast<int>(*folds);
+  if (!p.Flag("quiet"))
+    options.progress = [](const std::string& line) { std::cerr << line << "\n"; };
+  auto calibration = Calibrate(*profile, RecommendedEstimatorOptions(*machine), *runs, options);
+  if (!calibration.ok()) {
+    return Fail(absl::Status(calibration.status().code(),
+                             StrCat(p.Get("runs"), ": ", calibration.status().message())));
+  }
+  if (absl::Status w = WriteFileAtomically(p.Get("out"), FormatCalibration(*calibration));
+      !w.ok()) {
+    return Fail(w);
+  }
+  const Calibration& c = *calibration;
+  std::printf(
+      "%d runs, %d-fold cross-validation (each run scored by a fit on the others):\n"
+      "  uncalibrated (overlap 0.5): mean error %.2f %%, max error %.2f %%\n"
+      "  calibrated:                 mean error %.2f %%, max error %.2f %%\n"
+      "fitted on all runs: compute overlap %.1f, relative noise %.2f %%; wrote %s\n",
+      c.fitted_runs, c.folds, c.uncalibrated_mean_error_pct, c.uncalibrated_max_error_pct,
+      c.cv_mean_error_pct, c.cv_max_error_pct, c.compute_overlap, 100 * c.relative_noise,
+      p.Get("out").c_str());
+  return 0;
 }
 
 int RunEstimateCommand(const std::vector<std::string>& args) {
@@ -283,6 +353,10 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
                                    common.level);
     if (!sp.ok()) return Fail(sp.status());
     spread = *sp;
+    if (common.calibration) {
+      std::tie(spread->lo_ns, spread->hi_ns) = WidenInterval(
+          *common.calibration, est->runtime_ns, spread->lo_ns, spread->hi_ns, spread->level);
+    }
   }
   if (p.Given("interference")) {
     if (common.replay)
@@ -441,6 +515,10 @@ int RunValidateCommand(const std::vector<std::string>& args) {
                       ->SamplingSpread(placement, m, common.replicates, common.seed, common.level);
         if (!sp.ok()) return Fail(sp.status());
         row.spread = *sp;
+        if (common.calibration) {
+          std::tie(row.spread->lo_ns, row.spread->hi_ns) =
+              WidenInterval(*common.calibration, est->runtime_ns, sp->lo_ns, sp->hi_ns, sp->level);
+        }
       }
     }
     rows.push_back(std::move(row));
