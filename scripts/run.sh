@@ -31,14 +31,17 @@ errors() { sed -n "s/.*$1 model: mean error \(.*\) %, max error \(.*\) %/\1 % \/
 
 echo
 echo "== Estimator against the measured runs (mean / max error)"
-printf '%-11s %5s  %-19s %-19s %-19s\n' app runs "paper" "concurrent" "paper, no phasemarks"
+printf '%-11s %5s  %-19s %-19s %-19s %-19s %s\n' app runs "roofline (default)" "paper" "concurrent" \
+  "paper, no phasemarks" "interval coverage"
 for app in "${apps[@]}"; do
   args=(--profile "$out/$app/profile" --runs "$out/$app/runs/runs.csv" --machine knl)
   with=$("$tg" validate "${args[@]}")
   without=$("$tg" validate "${args[@]}" --no-phasemarks)
-  runs=$(tail -n 1 <<<"$with" | cut -d' ' -f1)
-  printf '%-11s %5s  %-19s %-19s %-19s\n' "$app" "$runs" "$(errors paper <<<"$with")" \
-    "$(errors concurrent <<<"$with")" "$(errors paper <<<"$without")"
+  runs=$(grep -m1 'runs, paper model' <<<"$with" | cut -d' ' -f1)
+  coverage=$(sed -n 's/.*in \([0-9]* of [0-9]*\) runs.*/\1/p' <<<"$with")
+  printf '%-11s %5s  %-19s %-19s %-19s %-19s %s\n' "$app" "$runs" "$(errors roofline <<<"$with")" \
+    "$(errors paper <<<"$with")" "$(errors concurrent <<<"$with")" \
+    "$(errors paper <<<"$without")" "$coverage"
 done
 
 echo
