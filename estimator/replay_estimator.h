@@ -1,5 +1,7 @@
-// The differential-trace runtime estimator as published (seed 001, section 4.2), replaying
-// the samples for every estimate, generalised to N tiers by the weighted model of seed 002
+// The differential-trace runtime estimator as published (Denoyelle et al., "Rapid Execution
+// Time Estimation for Heterogeneous Memory Systems through Differential Tracing", section
+// 4.2), replaying the samples for every estimate, generalised to N tiers by the weighted
+// local/remote model of the RMA-cluster memory-scheduling work
 // (section III, equation 4).
 //
 // The runs of a profile are walked phase by phase (phasemarks are the anchors). Each
