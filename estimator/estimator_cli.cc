@@ -43,8 +43,10 @@ void AddEstimateOptions(ArgParser& p) {
               "pages (unsampled pages between them included) by first sample, joined where "
               "the first touches sweep up the addresses (sweeps) or not (extents); or the "
               "sampled pages by first sample, the base run's then those only other runs "
-              "sampled (extended); or the base run's sampled pages only (base)",
-              "sweeps");
+              "sampled (extended); or the base run's sampled pages only (base). Recommended: "
+              "sweeps (estimator/README.md, \"Ablation\"); the default stays the library's "
+              "until the environment adopts it",
+              "extended");
   p.AddOption("extent-gap", "PAGES",
               "sweeps/extents: sampled pages at most this far apart belong to one extent", "64");
   p.AddOption("empty-windows", "segment|base",
@@ -53,8 +55,9 @@ void AddEstimateOptions(ArgParser& p) {
               "segment");
   p.AddOption("align", "instructions|samples",
               "scale the other runs' windows by their instruction counts, or by their mean "
-              "sample positions (spinning at barriers then does not stretch them)",
-              "samples");
+              "sample positions (spinning at barriers then does not stretch them). "
+              "Recommended: samples",
+              "instructions");
   p.AddOption("calibration", "FILE",
               "calibration from `tiergym calibrate`: its compute overlap, and its residual "
               "noise widening the sampling interval");

@@ -114,8 +114,8 @@ TEST_F(EstimatorCliTest, ValidateJsonHasTheDocumentedKeysAndBothModels) {
 }
 
 TEST_F(EstimatorCliTest, EstimateJsonReportsASamplingIntervalAroundTheEstimate) {
-  const std::string args = "estimate --json --machine knl " + ProfileArgs() + " --placement " +
-                           App() + "/runs/placements/hbm50.json";
+  const std::string args = "estimate --json --machine knl --first-touch sweeps --align samples " +
+                           ProfileArgs() + " --placement " + App() + "/runs/placements/hbm50.json";
   Result r = Tiergym(args);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const json::Value v = Json(r);
