@@ -33,19 +33,24 @@ errors() { sed -n "s/.*$1 model: mean error \(.*\) %, max error \(.*\) %/\1 % \/
 
 echo
 echo "== Estimator against the measured runs (mean / max error)"
-printf '%-11s %5s  %-19s %-19s %-19s\n' app runs "paper" "concurrent" "paper, no phasemarks"
+printf '%-11s %5s  %-19s %-19s %-19s %-19s %s\n' app runs "roofline (default)" "paper" "concurrent" \
+  "paper, no phasemarks" "interval coverage"
 for app in "${apps[@]}"; do
-  args=(--profile "$out/$app/profile" --runs "$out/$app/runs/runs.csv" --machine knl)
+  args=(--profile "$out/$app/profile" --runs "$out/$app/runs/runs.csv" --machine knl
+        --first-touch sweeps --align samples)
   with=$("$tg" validate "${args[@]}")
   without=$("$tg" validate "${args[@]}" --no-phasemarks)
-  runs=$(tail -n 1 <<<"$with" | cut -d' ' -f1)
-  printf '%-11s %5s  %-19s %-19s %-19s\n' "$app" "$runs" "$(errors paper <<<"$with")" \
-    "$(errors concurrent <<<"$with")" "$(errors paper <<<"$without")"
+  runs=$(grep -m1 'runs, paper model' <<<"$with" | cut -d' ' -f1)
+  coverage=$(sed -n 's/.*in \([0-9]* of [0-9]*\) runs.*/\1/p' <<<"$with")
+  printf '%-11s %5s  %-19s %-19s %-19s %-19s %s\n' "$app" "$runs" "$(errors roofline <<<"$with")" \
+    "$(errors paper <<<"$with")" "$(errors concurrent <<<"$with")" \
+    "$(errors paper <<<"$without")" "$coverage"
 done
 
 echo
 echo "== Phasemarks matter where runs drift apart (phasedrift, range placements)"
-args=(--profile "$out/phasedrift/profile" --runs "$out/phasedrift/runs/runs.csv")
+args=(--profile "$out/phasedrift/profile" --runs "$out/phasedrift/runs/runs.csv" --first-touch sweeps
+      --align samples)
 paste -d" " <("$tg" validate "${args[@]}" | grep '^range' | awk '{printf "%-22s %8s  %7s\n", $1, $2" "$3, $6}') \
       <("$tg" validate "${args[@]}" --no-phasemarks | grep '^range' | awk '{print $6}') |
   awk 'BEGIN {printf "%-22s %10s  %-9s %s\n", "run", "measured", "with pm", "without pm"} {print}'

@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # Sets up (Debian packages, .venv with tiergym and the test extras from PyPI: Gymnasium,
 # Stable-Baselines3, RLlib on Ray, PettingZoo, torch 2.13 CPU), builds the C++ tree, and
-# runs every test: the C++ suites through CTest, the Python suites with the .venv's pytest.
+# runs every test: formatting and clang-tidy checks, the C++ suites through CTest (the layer
+# probes of tests/layers among them), the Python suites with the .venv's pytest, a soak of
+# the server and the fuzzers.
 # Idempotent; from any clone location.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
 ./scripts/setup.sh test
+echo "== Hygiene: clang-format (scripts/check_format.sh)"
+./scripts/check_format.sh
 t1=$(date +%s)
-./scripts/build.sh
+# Warnings fail the build here (and so in CI).
+TIERGYM_WERROR=ON ./scripts/build.sh
+echo "== Hygiene: clang-tidy on the most recently changed sources (scripts/check_tidy.sh)"
+./scripts/check_tidy.sh build 4
 t2=$(date +%s)
 echo "== C++ tests (ctest)"
 ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 600

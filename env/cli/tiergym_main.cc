@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   if (command == "trace") return tiergym::RunTraceCommand(rest);
   if (command == "estimate") return tiergym::RunEstimateCommand(rest);
   if (command == "validate") return tiergym::RunValidateCommand(rest);
+  if (command == "calibrate") return tiergym::RunCalibrateCommand(rest);
   if (command == "contention") return tiergym::RunContentionCommand(rest);
   if (command == "serve") return tiergym::env::RunServeCommand(rest);
   std::cerr << "tiergym: unknown command '" << command << "'\n\n" << Usage();
