@@ -58,7 +58,7 @@ class InputError(Exception):
 
 def read_measured_runs(path):
     """[(name, placement path, runtime_ns, line)] of a measured-runs CSV
-    (docs/formats/trace-csv.md section 3), as strictly as traces/measured_runs.h reads it:
+    (traces/TRACE_CSV.md section 3), as strictly as traces/measured_runs.h reads it:
     InputError "FILE:LINE: RULE: detail" for every rule it names."""
     try:
         with open(path, "rb") as f:
@@ -129,7 +129,7 @@ def read_measured_runs(path):
 
 
 def placement_json(action, ranges, tiers):
-    """A range placement (docs/formats/trace-csv.md section 2): regions off the default tier
+    """A range placement (traces/TRACE_CSV.md section 2): regions off the default tier
     as ranges, neighbours on the same tier merged."""
     out = []
     for r in np.argsort([s for s, _ in ranges], kind="stable"):

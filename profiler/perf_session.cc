@@ -17,7 +17,6 @@
 namespace tiergym::prof {
 namespace {
 
-
 constexpr uint64_t kSampleType = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID |
                                  PERF_SAMPLE_TIME | PERF_SAMPLE_ADDR | PERF_SAMPLE_CPU |
                                  PERF_SAMPLE_READ;

@@ -12,7 +12,6 @@
 namespace tiergym::prof {
 namespace {
 
-
 std::string ProtLetters(const MmapEntry& m) {
   if (!m.has_prot) return "?";
   std::string s = "---";

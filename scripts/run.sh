@@ -61,7 +61,7 @@ if [[ -e /usr/bin/python3 ]] && /usr/bin/python3 -c 'import matplotlib' 2>/dev/n
 fi
 
 echo
-echo "== Contention estimator on the bundled sensitivity data (seed 000, Tables 1-3)"
+echo "== Contention estimator on the bundled sensitivity data (the contention paper, Tables 1-3)"
 data=estimator/contention/data
 "$tg" contention validate --curves "$data/curves.csv" --apps "$data/apps.csv" --pairs "$data/pairs.csv"
 

@@ -96,8 +96,8 @@ std::string FormatSummaryText(const TraceSummary& s, size_t max_ranges) {
   StrAppend(&out, "  runtime      ", FormatDuration(s.runtime_ns), " (", s.runtime_ns, " ns)\n");
   StrAppend(&out, "  samples      ", s.samples, " from ", s.threads, " thread(s)\n");
   StrAppend(&out, "  instructions ", s.total_instructions, "\n");
-  StrAppend(&out, "  footprint    ", s.footprint_pages, " pages of ", m.page_size, " B = ",
-            FormatBytes(s.footprint_bytes), " (pages seen in samples)\n");
+  StrAppend(&out, "  footprint    ", s.footprint_pages, " pages of ", m.page_size,
+            " B = ", FormatBytes(s.footprint_bytes), " (pages seen in samples)\n");
   StrAppend(&out, "  phases       ", s.phases.size(), "\n");
   char line[160];
   std::snprintf(line, sizeof line, "    %6s %14s %14s %16s %10s\n", "phase", "start", "duration",

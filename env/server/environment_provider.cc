@@ -7,10 +7,10 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "traces/machine.h"
-#include "traces/profile.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
+#include "traces/machine.h"
+#include "traces/profile.h"
 
 namespace tiergym::env {
 namespace {

@@ -10,8 +10,8 @@
 #include <unordered_set>
 #include <utility>
 
-#include "traces/placement.h"
 #include "traces/base/strings.h"
+#include "traces/placement.h"
 
 namespace tiergym::env {
 

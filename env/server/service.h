@@ -30,8 +30,8 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "env/server/env_provider.h"
 #include "env/protocol/protocol.h"
+#include "env/server/env_provider.h"
 #include "env/server/thread_pool.h"
 
 namespace tiergym::env {

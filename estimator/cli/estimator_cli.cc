@@ -11,14 +11,14 @@
 #include "estimator/estimator.h"
 #include "estimator/interference.h"
 #include "estimator/replay_estimator.h"
-#include "traces/base/exit_status.h"
-#include "traces/measured_runs.h"
-#include "traces/trace_summary.h"
 #include "traces/base/args.h"
+#include "traces/base/exit_status.h"
 #include "traces/base/file.h"
 #include "traces/base/json.h"
 #include "traces/base/script.h"
 #include "traces/base/strings.h"
+#include "traces/measured_runs.h"
+#include "traces/trace_summary.h"
 
 namespace tiergym {
 namespace {

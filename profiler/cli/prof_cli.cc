@@ -17,15 +17,14 @@
 #include "profiler/recorder.h"
 #include "profiler/run_placed.h"
 #include "profiler/sweep.h"
-#include "traces/base/exit_status.h"
-#include "traces/machine.h"
 #include "traces/base/args.h"
+#include "traces/base/exit_status.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
+#include "traces/machine.h"
 
 namespace tiergym::prof {
 namespace {
-
 
 // The NUMA node of --device on --machine, or of --numa-node, into `node` (-1: unbound).
 absl::Status ResolveNode(const ArgParser& p, std::string* device, int* node) {
@@ -285,13 +284,14 @@ int RunSweepCommand(const std::vector<std::string>& raw_args) {
     auto max = p.GetDouble("max-gbps");
     if (!max.ok() || *max <= 0) {
       return UsageFail(max.ok() ? absl::InvalidArgumentError("--max-gbps must be positive")
-                            : max.status());
+                                : max.status());
     }
     o.max_gbps = *max;
   }
   if (p.Given("read-pcts")) {
     auto list = ParseCpuList(p.Get("read-pcts"));  // the same "N,N-M" syntax
-    if (!list.ok()) return UsageFail(absl::InvalidArgumentError("--read-pcts: a list like 50,75,100"));
+    if (!list.ok())
+      return UsageFail(absl::InvalidArgumentError("--read-pcts: a list like 50,75,100"));
     o.read_pcts = *list;
   }
   for (const char* name : {"target-mem-node", "target-cpu-node"}) {
@@ -352,7 +352,7 @@ int RunPlacedCommand(const std::vector<std::string>& args) {
   auto interval = p.GetUint64("interval-ms");
   if (!interval.ok() || *interval == 0) {
     return UsageFail(interval.ok() ? absl::InvalidArgumentError("--interval-ms must be positive")
-                               : interval.status());
+                                   : interval.status());
   }
   o.interval_ms = static_cast<uint32_t>(*interval);
   if (p.Given("machine")) {

@@ -6,9 +6,9 @@
 #include "estimator/replay_estimator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "traces/base/strings.h"
 #include "traces/synth/app_model.h"
 #include "traces/synth/generator.h"
-#include "traces/base/strings.h"
 
 namespace tiergym {
 namespace {

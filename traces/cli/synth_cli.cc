@@ -3,12 +3,12 @@
 #include <iostream>
 #include <optional>
 
+#include "traces/base/args.h"
 #include "traces/base/exit_status.h"
+#include "traces/base/strings.h"
 #include "traces/machine.h"
 #include "traces/synth/app_model.h"
 #include "traces/synth/generator.h"
-#include "traces/base/args.h"
-#include "traces/base/strings.h"
 
 namespace tiergym::synth {
 namespace {
@@ -70,10 +70,13 @@ int RunSynthCommand(const std::vector<std::string>& args) {
     return 0;
   }
 
-  if (!p.Given("app")) return Fail(absl::InvalidArgumentError("--app is required (see --help)"), kExitUsage, kCommand);
-  if (!p.Given("out")) return Fail(absl::InvalidArgumentError("--out is required (see --help)"), kExitUsage, kCommand);
+  if (!p.Given("app"))
+    return Fail(absl::InvalidArgumentError("--app is required (see --help)"), kExitUsage, kCommand);
+  if (!p.Given("out"))
+    return Fail(absl::InvalidArgumentError("--out is required (see --help)"), kExitUsage, kCommand);
   if (p.Given("pebs-reset") && p.Given("samples")) {
-    return Fail(absl::InvalidArgumentError("give --pebs-reset or --samples, not both"), kExitUsage, kCommand);
+    return Fail(absl::InvalidArgumentError("give --pebs-reset or --samples, not both"), kExitUsage,
+                kCommand);
   }
   TraceFormat format;
   if (p.Get("format") == "csv") {
@@ -91,18 +94,21 @@ int RunSynthCommand(const std::vector<std::string>& args) {
   options.seed = *seed;
   absl::StatusOr<uint64_t> samples = p.GetUint64("samples");
   if (!samples.ok()) return Fail(samples.status(), kExitUsage, kCommand);
-  if (*samples == 0) return Fail(absl::InvalidArgumentError("--samples must be >= 1"), kExitUsage, kCommand);
+  if (*samples == 0)
+    return Fail(absl::InvalidArgumentError("--samples must be >= 1"), kExitUsage, kCommand);
   options.target_samples = *samples;
   if (p.Given("pebs-reset")) {
     absl::StatusOr<uint64_t> reset = p.GetUint64("pebs-reset");
     if (!reset.ok()) return Fail(reset.status(), kExitUsage, kCommand);
-    if (*reset == 0) return Fail(absl::InvalidArgumentError("--pebs-reset must be >= 1"), kExitUsage, kCommand);
+    if (*reset == 0)
+      return Fail(absl::InvalidArgumentError("--pebs-reset must be >= 1"), kExitUsage, kCommand);
     options.pebs_reset = *reset;
   }
   absl::StatusOr<uint64_t> chunks = p.GetUint64("chunks");
   if (!chunks.ok()) return Fail(chunks.status(), kExitUsage, kCommand);
   if (*chunks < 1 || *chunks > 100000) {
-    return Fail(absl::InvalidArgumentError("--chunks must be in [1, 100000]"), kExitUsage, kCommand);
+    return Fail(absl::InvalidArgumentError("--chunks must be in [1, 100000]"), kExitUsage,
+                kCommand);
   }
   options.chunks_per_phase = static_cast<int>(*chunks);
   options.measured_runs = !p.Flag("no-runs");

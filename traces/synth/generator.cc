@@ -9,11 +9,11 @@
 #include <set>
 #include <system_error>
 
-#include "traces/synth/rng.h"
 #include "traces/base/file.h"
 #include "traces/base/json.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
+#include "traces/synth/rng.h"
 
 namespace tiergym::synth {
 namespace {

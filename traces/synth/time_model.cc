@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "traces/synth/rng.h"
 #include "traces/base/strings.h"
+#include "traces/synth/rng.h"
 
 namespace tiergym::synth {
 namespace {
