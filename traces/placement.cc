@@ -113,7 +113,7 @@ std::vector<std::string> Placement::Tiers() const {
   return tiers;
 }
 
-absl::StatusOr<Placement> ParsePlacement(std::string_view json_text, std::string source) {
+absl::StatusOr<Placement> ParsePlacement(std::string_view json_text, const std::string& source) {
   TG_ASSIGN_OR_RETURN(json::Value root, json::Parse(json_text, source));
   json::ObjectReader r(root, source, "");
   TG_RETURN_IF_ERROR(r.CheckIsObject());

@@ -1,9 +1,9 @@
 #include "env/cli/serve_cli.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
@@ -99,7 +99,8 @@ int RunServeCommand(const std::vector<std::string>& args) {
   absl::StatusOr<uint64_t> threads = p.GetUint64("threads");
   if (!threads.ok()) return Fail(threads.status(), kExitUsage, kCommand);
   if (*threads < 1 || *threads > 1024) {
-    return Fail(absl::InvalidArgumentError("--threads: must be in [1, 1024]"), kExitUsage, kCommand);
+    return Fail(absl::InvalidArgumentError("--threads: must be in [1, 1024]"), kExitUsage,
+                kCommand);
   }
   absl::StatusOr<uint64_t> max_sessions = p.GetUint64("max-sessions");
   if (!max_sessions.ok()) return Fail(max_sessions.status(), kExitUsage, kCommand);
@@ -108,30 +109,36 @@ int RunServeCommand(const std::vector<std::string>& args) {
   absl::StatusOr<uint64_t> load_threads = p.GetUint64("load-threads");
   if (!load_threads.ok()) return Fail(load_threads.status(), kExitUsage, kCommand);
   if (*load_threads < 1 || *load_threads > 64) {
-    return Fail(absl::InvalidArgumentError("--load-threads: must be in [1, 64]"), kExitUsage, kCommand);
+    return Fail(absl::InvalidArgumentError("--load-threads: must be in [1, 64]"), kExitUsage,
+                kCommand);
   }
   absl::StatusOr<double> heartbeat = p.GetDouble("heartbeat");
   if (!heartbeat.ok()) return Fail(heartbeat.status(), kExitUsage, kCommand);
   if (*heartbeat < 0 || *heartbeat > 3600) {
-    return Fail(absl::InvalidArgumentError("--heartbeat: must be in [0, 3600]"), kExitUsage, kCommand);
+    return Fail(absl::InvalidArgumentError("--heartbeat: must be in [0, 3600]"), kExitUsage,
+                kCommand);
   }
   absl::StatusOr<double> idle = p.GetDouble("idle-timeout");
   if (!idle.ok()) return Fail(idle.status(), kExitUsage, kCommand);
-  if (*idle < 0) return Fail(absl::InvalidArgumentError("--idle-timeout: must be >= 0"), kExitUsage, kCommand);
+  if (*idle < 0)
+    return Fail(absl::InvalidArgumentError("--idle-timeout: must be >= 0"), kExitUsage, kCommand);
   absl::StatusOr<uint64_t> max_bytes = p.GetUint64("max-message-bytes");
   if (!max_bytes.ok()) return Fail(max_bytes.status(), kExitUsage, kCommand);
   if (*max_bytes < 1024 || *max_bytes > (uint64_t{1} << 31)) {
-    return Fail(absl::InvalidArgumentError("--max-message-bytes: must be in [1024, 2^31]"), kExitUsage, kCommand);
+    return Fail(absl::InvalidArgumentError("--max-message-bytes: must be in [1024, 2^31]"),
+                kExitUsage, kCommand);
   }
   absl::StatusOr<uint64_t> asset_mib = p.GetUint64("max-asset-mib");
   if (!asset_mib.ok()) return Fail(asset_mib.status(), kExitUsage, kCommand);
   if (*asset_mib > (uint64_t{1} << 30)) {
-    return Fail(absl::InvalidArgumentError("--max-asset-mib: must be at most 2^30"), kExitUsage, kCommand);
+    return Fail(absl::InvalidArgumentError("--max-asset-mib: must be at most 2^30"), kExitUsage,
+                kCommand);
   }
   absl::StatusOr<double> unused_assets = p.GetDouble("unused-asset-timeout");
   if (!unused_assets.ok()) return Fail(unused_assets.status(), kExitUsage, kCommand);
   if (*unused_assets < 0) {
-    return Fail(absl::InvalidArgumentError("--unused-asset-timeout: must be >= 0"), kExitUsage, kCommand);
+    return Fail(absl::InvalidArgumentError("--unused-asset-timeout: must be >= 0"), kExitUsage,
+                kCommand);
   }
   absl::StatusOr<uint64_t> parent = p.GetUint64("parent-pid");
   if (!parent.ok()) return Fail(parent.status(), kExitUsage, kCommand);

@@ -1,20 +1,20 @@
 #include "env/server/data_roots.h"
 
 #include <fcntl.h>
-#include <limits.h>
 #include <linux/magic.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
+#include <cstdlib>
 #include <utility>
 
 #include "env/protocol/protocol.h"
+#include "traces/base/strings.h"
 #include "traces/machine.h"
 #include "traces/profile.h"
-#include "traces/base/strings.h"
 
 namespace tiergym::env {
 namespace {
@@ -129,7 +129,7 @@ std::string DataRoots::Resolve(std::string_view name) const {
     return !real.empty() && Inside(real) ? real : "";
   }
   for (const std::string& root : real_dirs_) {
-    const std::string real = RealPath(StrCat(root, "/", name));
+    std::string real = RealPath(StrCat(root, "/", name));
     if (!real.empty() && real.size() > root.size() + 1 && real.compare(0, root.size(), root) == 0 &&
         real[root.size()] == '/') {
       return real;
