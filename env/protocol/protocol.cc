@@ -41,8 +41,29 @@ Error ErrorFromFieldStatus(const absl::Status& status) {
                message};
 }
 
+// A key that is a plain name joins its path with a dot ("config.steps"); any other key,
+// the empty one included, is bracketed and quoted with its bytes outside printable ASCII,
+// '"', '\\' and ':' escaped (`config["a b"]`), so that a field path is never empty and
+// never holds the ": " that ends it in an error message.
 std::string Member(std::string_view path, std::string_view key) {
-  return path.empty() ? std::string(key) : StrCat(path, ".", key);
+  const bool plain = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+  });
+  if (plain) return path.empty() ? std::string(key) : StrCat(path, ".", key);
+  std::string quoted = StrCat(path, "[\"");
+  for (const char ch : key) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"' && c != ':') {
+      quoted += ch;
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      const char escape[] = {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
+      quoted.append(escape, sizeof escape);
+    }
+  }
+  quoted += "\"]";
+  return quoted;
 }
 std::string Index(std::string_view path, size_t i) { return StrCat(path, "[", i, "]"); }
 
@@ -252,8 +273,8 @@ bool ValidUtf8(std::string_view s) {
 
 // The path of member `key` of the map at `path`, fit to be quoted ("config.steps").
 std::string KeyPath(std::string_view path, std::string_view key) {
-  return Member(path,
-                ValidUtf8(key) && key.size() <= kMaxKeyBytes ? std::string(key) : Printable(key));
+  if (key.size() <= kMaxKeyBytes) return Member(path, key);
+  return Member(path, StrCat(key.substr(0, kMaxKeyBytes), "..."));
 }
 
 absl::Status StrictCheck(const object& o, const std::string& path) {
