@@ -4,7 +4,7 @@
 # time from its seed corpus (tests/fuzz/corpus/TARGET/; new inputs go to a temporary
 # directory, the repository is not touched). Fails on a crash, a sanitizer error, a leak,
 # a timeout (one input over 10 s) or an input passing 2 GB of memory; the input at fault is
-# kept and its path printed.
+# kept and its path printed. The targets run side by side, one per core.
 #
 #   ./scripts/fuzz.sh                      # every target, 20 s each
 #   TIERGYM_FUZZ_SECONDS=300 ./scripts/fuzz.sh protocol
@@ -28,17 +28,32 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo 
 cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]/#/fuzz_}" >/dev/null
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/tiergym-fuzz.XXXXXX")"
-failed=()
-for t in "${targets[@]}"; do
+# One libFuzzer process per core at a time; each target writes its own log and status.
+fuzz_one() {
+  local t=$1
   mkdir -p "$work/$t/corpus" "$work/$t/artifacts"
-  log="$work/$t/log"
-  echo "== fuzz $t: ${seconds} s"
   if ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
      timeout $((seconds + 120)) "build-fuzz/bin/fuzz_$t" -max_total_time="$seconds" -timeout=10 \
        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/$t/artifacts/" \
-       "$work/$t/corpus" "tests/fuzz/corpus/$t" >"$log" 2>&1; then
-    grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "$log" | tr '\n' ' '
-    echo
+       "$work/$t/corpus" "tests/fuzz/corpus/$t" >"$work/$t/log" 2>&1; then
+    echo 0 >"$work/$t/status"
+  else
+    echo 1 >"$work/$t/status"
+  fi
+}
+jobs_max="$(nproc)"
+echo "== fuzz ${targets[*]}: ${seconds} s each, ${jobs_max} at a time"
+for t in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+  fuzz_one "$t" &
+done
+wait
+failed=()
+for t in "${targets[@]}"; do
+  log="$work/$t/log"
+  if [ "$(cat "$work/$t/status" 2>/dev/null)" = 0 ]; then
+    echo "fuzz $t: $(grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "$log" |
+      tr -s ' ' | tr '\n' ' ')"
   else
     echo "fuzz $t FAILED; the end of its log ($log):"
     tail -40 "$log"
