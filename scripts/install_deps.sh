@@ -9,7 +9,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config git ccache procps
   cppzmq-dev libzmq3-dev libmsgpack-cxx-dev libeigen3-dev libnuma-dev libpfm4-dev
-  libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
   python3 python3-venv python3-numpy python3-matplotlib
   openmpi-bin
   clang libclang-rt-14-dev  # the fuzz targets (scripts/fuzz.sh): libFuzzer and sanitizers

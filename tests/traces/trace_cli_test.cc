@@ -90,7 +90,7 @@ TEST(TraceCliTest, UsageErrorsExitWithTwoAndHelpWithZero) {
   EXPECT_EQ(Tiergym("nosuchcommand").exit_code, 2);
   Result missing = Tiergym("trace info", true);
   EXPECT_EQ(missing.exit_code, 2);
-  EXPECT_THAT(missing.out, HasSubstr("missing PATH"));
+  EXPECT_THAT(missing.out, HasSubstr("PATH is required"));
   Result help = Tiergym("trace info --help");
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_THAT(help.out, HasSubstr("--json"));

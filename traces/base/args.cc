@@ -5,6 +5,7 @@
 #include <iostream>
 #include <optional>
 
+#include "CLI/CLI.hpp"
 #include "traces/base/strings.h"
 
 namespace tiergym {
@@ -52,65 +53,61 @@ absl::Status ArgParser::Parse(int argc, const char* const* argv) {
   return Parse(args);
 }
 
+// CLI11 parses; the declarations above become its options for one parse, and what it
+// found is copied out, so that the parser keeps no CLI11 state between calls.
 absl::Status ArgParser::Parse(const std::vector<std::string>& args) {
-  std::vector<std::string> positional;
-  bool options_done = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (options_done || a.size() < 2 || a[0] != '-' || a == "-") {
-      positional.push_back(a);
-      // Once the rest-collector starts (e.g. the profiled command), everything is its.
-      if (!rest_name_.empty() && positional.size() > positionals_.size()) options_done = true;
-      continue;
-    }
-    if (a == "--") {
-      options_done = true;
-      continue;
-    }
-    if (a == "--help" || a == "-h") {
-      help_requested_ = true;
-      return absl::OkStatus();
-    }
-    if (a[1] != '-') return UsageError(StrCat("unknown option '", a, "'"));
-    std::string name = a.substr(2);
-    std::optional<std::string> inline_value;
-    if (size_t eq = name.find('='); eq != std::string::npos) {
-      inline_value = name.substr(eq + 1);
-      name.resize(eq);
-    }
-    const Spec* spec = FindSpec(name);
-    if (spec == nullptr) return UsageError(StrCat("unknown option '--", name, "'"));
-    if (spec->value_name.empty()) {
-      if (inline_value) return UsageError(StrCat("--", name, " takes no value"));
-      values_[name].push_back("true");
-      continue;
-    }
-    std::string value;
-    if (inline_value) {
-      value = *inline_value;
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
+  CLI::App app(summary_, command_);
+  app.set_help_flag("-h,--help");
+  // A rest positional (the profiled command) takes everything from the first argument no
+  // positional slot holds, its options included.
+  if (!rest_name_.empty()) app.prefix_command();
+  std::vector<std::pair<const Spec*, CLI::Option*>> options;
+  for (const Spec& s : specs_) {
+    CLI::Option* o = nullptr;
+    if (s.value_name.empty()) {
+      o = app.add_flag(StrCat("--", s.name))->disable_flag_override();
     } else {
-      return UsageError(StrCat("--", name, " needs a value (", spec->value_name, ")"));
+      o = app.add_option(StrCat("--", s.name))
+              ->type_name(s.value_name)
+              ->expected(1)
+              ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     }
-    auto& slot = values_[name];
-    if (!spec->repeated) slot.clear();  // the last one given wins
-    slot.push_back(std::move(value));
+    options.emplace_back(&s, o);
   }
-  size_t k = 0;
-  for (; k < positionals_.size() && k < positional.size(); ++k) {
-    positional_values_[positionals_[k].name] = positional[k];
+  std::vector<std::pair<const PositionalSpec*, CLI::Option*>> positionals;
+  for (const PositionalSpec& p : positionals_) {
+    positionals.emplace_back(&p, app.add_option(p.name)->required(p.required));
   }
-  for (size_t j = k; j < positionals_.size(); ++j) {
-    if (positionals_[j].required) {
-      return UsageError(StrCat("missing ", positionals_[j].name));
+  // CLI11 takes the arguments last to first.
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    help_requested_ = true;
+    return absl::OkStatus();
+  } catch (const CLI::ParseError& e) {
+    return UsageError(e.what());
+  }
+  for (const auto& [spec, o] : options) {
+    if (o->count() == 0) continue;
+    std::vector<std::string>& slot = values_[spec->name];
+    if (spec->value_name.empty()) {
+      slot.assign(1, "true");
+    } else if (spec->repeated) {
+      slot = o->results();
+    } else {
+      slot.assign(1, o->results().back());  // the last one given wins
     }
   }
-  if (k < positional.size()) {
-    if (rest_name_.empty()) {
-      return UsageError(StrCat("unexpected argument '", positional[k], "'"));
-    }
-    rest_.assign(positional.begin() + k, positional.end());
+  for (const auto& [spec, o] : positionals) {
+    if (o->count() > 0) positional_values_[spec->name] = o->results().front();
+  }
+  rest_ = app.remaining();
+  if (!rest_.empty() && rest_.front() == "--") {
+    rest_.erase(rest_.begin());
+  } else if (!rest_.empty() && rest_.front().size() > 1 && rest_.front()[0] == '-') {
+    // Before the command starts, an option must be one of ours.
+    return UsageError(StrCat("the following argument was not expected: ", rest_.front()));
   }
   return absl::OkStatus();
 }

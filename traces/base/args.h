@@ -4,7 +4,9 @@
 // fills them in and --help prints a usage page generated from the declarations, so the
 // help never drifts from what the command accepts. Errors name the offending argument
 // and end with a pointer to --help. Accepts `--name value`, `--name=value`, boolean
-// `--flag`, and `--` to end option parsing (everything after it is positional).
+// `--flag`, and `--` to end option parsing (everything after it is positional). The
+// parsing is CLI11's (Debian's libcli11-dev); this class keeps the project's declarations,
+// its usage page and its typed, Status-returning reads of the values.
 //
 //   ArgParser p("tiergym trace info", "Summarise one trace file.");
 //   p.AddPositional("PATH", "trace CSV or binary file");
