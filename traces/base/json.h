@@ -1,8 +1,13 @@
 // A small, strict JSON reader and writer (RFC 8259).
 //
 // The project reads placement JSON, machine descriptions and synthetic application
-// models, and every CLI prints `--json` output; no JSON library is among the project's
-// Debian dependencies, so this is the one place that speaks JSON. Parsing refuses
+// models, and every CLI prints `--json` output; this is the one place that speaks JSON.
+// Why not Debian's nlohmann-json (3.11.2): its values do not remember where they were
+// parsed, and its SAX interface reports a position only with an error, while every check
+// made after parsing here ("machine.json:7:22: tiers[1].bandwidth_gbps: ...") needs the
+// value's line and column; it also keeps the last of duplicate keys and turns integers
+// above 2^64 into doubles, both of which this reader refuses or keeps exact. The reader is
+// fuzzed (tests/fuzz: placement, machine). Parsing refuses
 // trailing commas, comments, duplicate object keys, NaN/Infinity, invalid escapes and
 // trailing garbage; every error names the source, the line and column and what was
 // expected. Values remember where they were parsed so that later checks of their
