@@ -20,6 +20,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/str_join.h"
 #include "profiler/elf_symbols.h"
 #include "profiler/event_presets.h"
 #include "profiler/launcher.h"
@@ -579,9 +580,7 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
   metadata.entries.emplace_back("instructions_counter", summary.counter);
   metadata.entries.emplace_back("sample_period", StrCat(period));
   if (options.numa_node >= 0) metadata.entries.emplace_back("numa_node", StrCat(options.numa_node));
-  std::string command_line;
-  for (const std::string& a : options.command)
-    StrAppend(&command_line, command_line.empty() ? "" : " ", a);
+  const std::string command_line = absl::StrJoin(options.command, " ");
   metadata.entries.emplace_back("command", command_line);
 
   summary.counts = assembler.counts();
@@ -681,9 +680,7 @@ std::string FormatRecordSummary(const RecordSummary& s) {
             s.counts.throttles, " times\n");
   StrAppend(&out, "  threads started ", s.counts.forks, ", ended ", s.counts.exits, ", ", s.counter,
             " total ", s.counter_total, "\n");
-  std::string probes;
-  for (const std::string& p : s.probes) StrAppend(&probes, probes.empty() ? "" : ", ", p);
-  StrAppend(&out, "  probes ", probes.empty() ? std::string("none") : probes, "\n");
+  StrAppend(&out, "  probes ", s.probes.empty() ? "none" : absl::StrJoin(s.probes, ", "), "\n");
   if (s.backend == "software" && s.write_tracking) {
     StrAppend(&out, "  write tracking: ", s.tracked_processes, " processes, ", s.rearm_rounds,
               " re-arm rounds (", FixedDecimal(static_cast<double>(s.rearm_busy_ns) / 1e6, 1),

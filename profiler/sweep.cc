@@ -13,6 +13,7 @@
 #include <map>
 #include <thread>
 
+#include "absl/strings/str_join.h"
 #include "profiler/launcher.h"
 #include "traces/base/file.h"
 #include "traces/base/json.h"
@@ -173,8 +174,7 @@ absl::StatusOr<SweepResult> RunSweep(const SweepOptions& o) {
   }
   State state;
   state.app = o.app.empty() ? fs::path(o.command[0]).filename().string() : o.app;
-  for (const std::string& a : o.command)
-    StrAppend(&state.command, state.command.empty() ? "" : " ", a);
+  state.command = absl::StrJoin(o.command, " ");
   const std::string state_path = StatePath(o.output);
   if (fs::exists(state_path)) {
     TG_ASSIGN_OR_RETURN(State old, LoadState(state_path));

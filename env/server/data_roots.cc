@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "absl/strings/str_join.h"
 #include "env/protocol/protocol.h"
 #include "traces/base/strings.h"
 #include "traces/machine.h"
@@ -159,9 +160,9 @@ absl::StatusOr<std::string> DataRoots::ProfileDir(std::string_view name,
   if (!served) dir = Resolve(name);
   struct stat st = {};
   if (dir.empty() || ::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    std::string names;
-    for (const auto& [n, d] : options_.named_profiles)
-      StrAppend(&names, names.empty() ? "" : ", ", n);
+    const std::string names =
+        absl::StrJoin(options_.named_profiles, ", ",
+                      [](std::string* out, const auto& named) { out->append(named.first); });
     return absl::NotFoundError(
         StrCat(label, " is neither a served profile (", names.empty() ? "none" : names,
                ") nor a profile directory in the server's data directories (--data-dir)"));
@@ -195,9 +196,7 @@ absl::StatusOr<std::string> DataRoots::Machine(std::string_view name, std::strin
   const std::string label = StrCat("config key '", key, "': machine \"", Printable(name), "\"");
   const std::string file = Resolve(name);
   if (file.empty()) {
-    std::string presets;
-    for (const std::string& p : BundledMachineNames())
-      StrAppend(&presets, presets.empty() ? "" : ", ", p);
+    const std::string presets = absl::StrJoin(BundledMachineNames(), ", ");
     return absl::NotFoundError(
         StrCat(label, " is neither a machine preset (", presets,
                ") nor a file in the server's data directories (--data-dir)"));

@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "absl/strings/str_join.h"
 #include "profiler/contentiousness.h"
 #include "profiler/event_presets.h"
 #include "profiler/interference.h"
@@ -43,8 +44,8 @@ absl::Status ResolveNode(const ArgParser& p, std::string* device, int* node) {
     if (!machine.ok()) return machine.status();
     const TierSpec* tier = machine->Find(*device);
     if (tier == nullptr) {
-      std::string names;
-      for (const TierSpec& t : machine->tiers) StrAppend(&names, names.empty() ? "" : ", ", t.name);
+      const std::string names = absl::StrJoin(
+          machine->tiers, ", ", [](std::string* out, const TierSpec& t) { out->append(t.name); });
       return absl::InvalidArgumentError(
           StrCat("machine ", machine->name, " has no tier '", *device, "' (tiers: ", names, ")"));
     }
@@ -208,8 +209,7 @@ int RunContentiousnessCommand(const std::vector<std::string>& args) {
     }
     return Fail(r.status());
   }
-  std::string boxes;
-  for (const std::string& b : r->boxes) StrAppend(&boxes, boxes.empty() ? "" : " ", b);
+  const std::string boxes = absl::StrJoin(r->boxes, " ");
   std::cout << app << ": read " << FixedDecimal(r->read_gbps(), 4) << " GB/s, write "
             << FixedDecimal(r->write_gbps(), 4) << " GB/s over "
             << FixedDecimal(static_cast<double>(r->runtime_ns) / 1e9, 3) << " s ("

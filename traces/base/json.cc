@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_join.h"
 #include "traces/base/file.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
@@ -704,10 +705,7 @@ absl::Status ObjectReader::NoOtherKeys() const {
     if (used_.empty()) {
       StrAppend(&message, "; this object takes no keys");
     } else {
-      StrAppend(&message, "; known keys: ");
-      for (size_t i = 0; i < used_.size(); ++i) {
-        StrAppend(&message, i == 0 ? "" : ", ", used_[i]);
-      }
+      StrAppend(&message, "; known keys: ", absl::StrJoin(used_, ", "));
     }
     return Error("", &member, message);
   }

@@ -1,5 +1,6 @@
 #include "traces/base/model_source.h"
 
+#include "absl/strings/str_join.h"
 #include "traces/base/file.h"
 #include "traces/base/strings.h"
 
@@ -15,8 +16,7 @@ absl::StatusOr<ModelSource> ReadModelSource(std::string_view name_or_path,
   absl::StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) {
     if (!absl::IsNotFound(text.status())) return text.status();
-    std::string names;
-    for (const std::string& n : choices) StrAppend(&names, names.empty() ? "" : ", ", n);
+    const std::string names = absl::StrJoin(choices, ", ");
     return absl::NotFoundError(StrCat(kind, " \"", path, "\" is neither a bundled ", kind, " (",
                                       names, ") nor a readable file: ", text.status().message()));
   }
