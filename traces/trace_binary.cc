@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_format.h"
 #include "traces/base/crc32c.h"
 #include "traces/base/file.h"
@@ -336,16 +337,12 @@ bool LooksLikeTraceBinary(std::string_view first_bytes) {
 }
 
 absl::StatusOr<Trace> ReadTraceBinary(const std::string& path, const BinaryReadOptions& options) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(errno, StrCat("cannot open ", path));
+  absl::Cleanup close_fd = [fd] { ::close(fd); };
   struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return ErrnoStatus(err, StrCat("cannot stat ", path));
-  }
+  if (::fstat(fd, &st) != 0) return ErrnoStatus(errno, StrCat("cannot stat ", path));
   if (S_ISDIR(st.st_mode)) {
-    ::close(fd);
     return absl::FailedPreconditionError(StrCat(path, " is a directory, expected a file"));
   }
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
@@ -358,32 +355,26 @@ absl::StatusOr<Trace> ReadTraceBinary(const std::string& path, const BinaryReadO
                         static_cast<off_t>(header_read));
     if (r < 0) {
       if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      return ErrnoStatus(err, StrCat("cannot read ", path));
+      return ErrnoStatus(errno, StrCat("cannot read ", path));
     }
     if (r == 0) break;
     header_read += static_cast<size_t>(r);
   }
   if (!LooksLikeTraceBinary(std::string_view(header, header_read))) {
-    ::close(fd);
     return DataLoss(path, "not a tiergym binary trace (the file does not start with TGTRACE)");
   }
   if (header_read < bf::kHeaderSize) {
-    ::close(fd);
     return DataLoss(path, StrCat("truncated: ", header_read, " bytes, shorter than the ",
                                  bf::kHeaderSize, "-byte header"));
   }
   const uint32_t version = bf::Load32(header + bf::kOffVersion);
   if (version > bf::kVersion) {
-    ::close(fd);
     return absl::UnimplementedError(
         StrCat(path, ": binary trace format version ", version,
                " is newer than the version this reader knows (", bf::kVersion,
                "); read it with a newer tiergym, or convert it to CSV there"));
   }
   if (version == 0) {
-    ::close(fd);
     return DataLoss(path, "format version 0 does not exist");
   }
   const uint64_t recorded_size = bf::Load64(header + bf::kOffFileSize);
@@ -392,7 +383,7 @@ absl::StatusOr<Trace> ReadTraceBinary(const std::string& path, const BinaryReadO
   void* base = ::mmap(nullptr, file_size, PROT_READ,
                       MAP_PRIVATE | (options.populate && size_matches ? MAP_POPULATE : 0), fd, 0);
   const int mmap_errno = errno;
-  ::close(fd);
+  std::move(close_fd).Invoke();  // the mapping, if any, outlives the descriptor
   if (base == MAP_FAILED) return ErrnoStatus(mmap_errno, StrCat("cannot map ", path));
   auto mapping = std::make_shared<const Mapping>(base, file_size);
   const uint8_t* file = mapping->data();

@@ -6,7 +6,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "traces/base/strings.h"
 
 namespace tiergym {
@@ -29,16 +31,12 @@ absl::Status ErrnoStatus(int err, std::string_view context) {
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(errno, StrCat("cannot open ", path));
+  const absl::Cleanup close_fd = [fd] { ::close(fd); };
   struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return ErrnoStatus(err, StrCat("cannot stat ", path));
-  }
+  if (::fstat(fd, &st) != 0) return ErrnoStatus(errno, StrCat("cannot stat ", path));
   if (S_ISDIR(st.st_mode)) {
-    ::close(fd);
     return absl::FailedPreconditionError(StrCat(path, " is a directory, expected a file"));
   }
   std::string out;
@@ -47,47 +45,45 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   size_t used = 0;
   while (true) {
     if (used == out.size()) out.resize(out.size() * 2);
-    ssize_t r = ::read(fd, out.data() + used, out.size() - used);
+    const ssize_t r = ::read(fd, out.data() + used, out.size() - used);
     if (r < 0) {
       if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return ErrnoStatus(err, StrCat("cannot read ", path));
+      return ErrnoStatus(errno, StrCat("cannot read ", path));
     }
     if (r == 0) break;
     used += static_cast<size_t>(r);
   }
-  ::close(fd);
   out.resize(used);
   return out;
 }
 
 absl::Status WriteFileAtomically(const std::string& path, std::string_view contents) {
-  std::string tmp = StrCat(path, ".tmp.", static_cast<int64_t>(::getpid()));
+  const std::string tmp = StrCat(path, ".tmp.", static_cast<int64_t>(::getpid()));
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus(errno, StrCat("cannot create ", tmp));
+  // Until the rename, a failure leaves neither the descriptor nor the temporary file.
+  absl::Cleanup discard = [&fd, &tmp] {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    errno = err;
+  };
   size_t done = 0;
   while (done < contents.size()) {
-    ssize_t w = ::write(fd, contents.data() + done, contents.size() - done);
+    const ssize_t w = ::write(fd, contents.data() + done, contents.size() - done);
     if (w < 0) {
       if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return ErrnoStatus(err, StrCat("cannot write ", tmp));
+      return ErrnoStatus(errno, StrCat("cannot write ", tmp));
     }
     done += static_cast<size_t>(w);
   }
-  if (::close(fd) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return ErrnoStatus(err, StrCat("cannot write ", tmp));
-  }
+  const int closed = ::close(fd);
+  fd = -1;
+  if (closed != 0) return ErrnoStatus(errno, StrCat("cannot write ", tmp));
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return ErrnoStatus(err, StrCat("cannot rename ", tmp, " to ", path));
+    return ErrnoStatus(errno, StrCat("cannot rename ", tmp, " to ", path));
   }
+  std::move(discard).Cancel();
   return absl::OkStatus();
 }
 
