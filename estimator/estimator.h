@@ -43,6 +43,7 @@ struct EstimatorOptions {
   bool join_sweeps = true;         // FirstTouchFootprint::kExtents
   double compute_overlap = 0.5;    // Model::kRoofline
   bool fit_overlap = true;         // Model::kRoofline, three runs or more
+  bool tail_window_apart = true;   // Model::kRoofline
 };
 
 // The options the commands default to (estimator/README.md, "Ablation"): first-touch

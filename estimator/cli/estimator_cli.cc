@@ -59,6 +59,11 @@ void AddEstimateOptions(ArgParser& p) {
               "sample positions (spinning at barriers then does not stretch them). "
               "Recommended: samples",
               "instructions");
+  p.AddOption("segment-tail", "apart|block",
+              "roofline model: a phase's last window, which holds its barrier wait, is the "
+              "phase's tail (apart) or part of its last block's fit (block, the previous "
+              "rule)",
+              "apart");
   p.AddOption("calibration", "FILE",
               "calibration from `tiergym calibrate`: its compute overlap, and its residual "
               "noise widening the sampling interval");
@@ -145,6 +150,11 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
     s = absl::InvalidArgumentError(
         StrCat("--empty-windows must be segment or base, not '", empty, "'"));
   }
+  const std::string tail = p.Get("segment-tail");
+  if (s.ok() && tail != "apart" && tail != "block") {
+    s = absl::InvalidArgumentError(
+        StrCat("--segment-tail must be apart or block, not '", tail, "'"));
+  }
   auto overlap = p.GetDouble("overlap");
   if (s.ok() && !(overlap.ok() && *overlap >= 0 && *overlap <= 1)) {
     s = absl::InvalidArgumentError(
@@ -179,6 +189,7 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
   out->options.empty_windows =
       empty == "base" ? EmptyWindows::kBaseTime : EmptyWindows::kSegmentShares;
   out->options.compute_overlap = *overlap;
+  out->options.tail_window_apart = tail == "apart";
   out->model = *model;
   out->level = *level;
   out->replicates = static_cast<int>(*replicates);
