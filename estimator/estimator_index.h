@@ -99,8 +99,8 @@ struct IndexOptions {
   uint64_t block_samples = 256;
   // Design decisions of the estimate (estimator/README.md, "Ablation").
   ShareRuns share_runs = ShareRuns::kPooled;
-  WindowAlignment align = WindowAlignment::kInstructions;
-  FirstTouchFootprint first_touch = FirstTouchFootprint::kExtended;
+  WindowAlignment align = WindowAlignment::kSamples;
+  FirstTouchFootprint first_touch = FirstTouchFootprint::kExtents;
   EmptyWindows empty_windows = EmptyWindows::kSegmentShares;
   // FirstTouchFootprint::kExtents: sampled pages at most this many pages apart belong to
   // one extent. Default 64 (256 KiB of 4 KiB pages).

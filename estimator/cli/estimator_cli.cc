@@ -44,10 +44,9 @@ void AddEstimateOptions(ArgParser& p) {
               "pages (unsampled pages between them included) by first sample, joined where "
               "the first touches sweep up the addresses (sweeps) or not (extents); or the "
               "sampled pages by first sample, the base run's then those only other runs "
-              "sampled (extended); or the base run's sampled pages only (base). Recommended: "
-              "sweeps (estimator/README.md, \"Ablation\"); the default stays the library's "
-              "until the environment adopts it",
-              "extended");
+              "sampled (extended); or the base run's sampled pages only (base); "
+              "estimator/README.md, \"Ablation\"",
+              "sweeps");
   p.AddOption("extent-gap", "PAGES",
               "sweeps/extents: sampled pages at most this far apart belong to one extent", "64");
   p.AddOption("empty-windows", "segment|base",
@@ -56,9 +55,8 @@ void AddEstimateOptions(ArgParser& p) {
               "segment");
   p.AddOption("align", "instructions|samples",
               "scale the other runs' windows by their instruction counts, or by their mean "
-              "sample positions (spinning at barriers then does not stretch them). "
-              "Recommended: samples",
-              "instructions");
+              "sample positions (spinning at barriers then does not stretch them)",
+              "samples");
   p.AddOption("segment-tail", "apart|block",
               "roofline model: a phase's last window, which holds its barrier wait, is the "
               "phase's tail (apart) or part of its last block's fit (block, the previous "

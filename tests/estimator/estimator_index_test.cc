@@ -191,6 +191,7 @@ TEST_P(SynthAgreementTest, IndexedPaperModelEqualsTheReplay) {
       options.base_device = s.generated.machine.tiers[0].name;
       options.use_phasemarks = phasemarks;
       options.window_instructions = window;
+      options.first_touch = FirstTouchFootprint::kExtended;  // the replay's first touch
       auto index = Index(s.profile, options);
       // Every third measured run: fractions, ranges and three-tier mixes all occur.
       for (size_t r = 0; r < s.generated.runs.size(); r += 3) {
@@ -220,7 +221,11 @@ INSTANTIATE_TEST_SUITE_P(Apps, SynthAgreementTest,
 
 TEST(EstimatorIndexSynthTest, RangesAndFractionsAgreeOnTheSamePages) {
   const Synth& s = SynthFor("minife", "knl");
-  auto index = Index(s.profile);
+  // Fractions of the sampled pages (the footprint of the sweeps also holds pages no sample
+  // saw, which have no id): 30 % of the ids below.
+  IndexOptions options;
+  options.first_touch = FirstTouchFootprint::kExtended;
+  auto index = Index(s.profile, options);
   Placement fractions;
   fractions.default_tier = "ddr";
   fractions.fractions = {{"hbm", 0.3}};
