@@ -5,6 +5,7 @@
 #include <random>
 
 #include "env/regions.h"
+#include "estimator/calibration.h"
 #include "estimator/estimator.h"
 #include "estimator/interference.h"
 #include "estimator/page_placement.h"
@@ -54,6 +55,7 @@ const std::vector<ConfigKey>& EnvConfigKeys() {
       {"window_instructions", "1000000", "estimator window in base-run instructions"},
       {"interference", "", "contention scenario: interference schedule JSON (co-runners per tier)"},
       {"tier_capacity_mib", "", "capacity overrides, e.g. hbm:512 or hbm:1024,remote:8192 (MiB)"},
+      {"calibration", "", "calibration file from `tiergym calibrate`, fitted for the model"},
   };
   return *keys;
 }
@@ -123,6 +125,8 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string
         }
         c.tier_capacity_mib.emplace_back(tier, static_cast<uint64_t>(mib));
       }
+    } else if (key == "calibration") {
+      c.calibration = value;
     } else if (key == "window_instructions") {
       TG_ASSIGN_OR_RETURN(int64_t v, ParseInt(key, value, 1, int64_t{1} << 40));
       c.window_instructions = static_cast<uint64_t>(v);
@@ -193,11 +197,13 @@ const EnvSpec& EnvAssets::spec() const { return impl_->spec; }
 
 absl::StatusOr<std::shared_ptr<Estimator>> ProfileCache::Get(const std::string& path,
                                                              const Machine& machine,
-                                                             uint64_t window_instructions) {
+                                                             uint64_t window_instructions,
+                                                             double compute_overlap) {
   // Capacities do not enter the estimator: machines that differ only in them share.
   Machine estimated = machine;
   for (TierSpec& t : estimated.tiers) t.capacity_bytes = 1;
-  const std::string key = StrCat(path, "\n", window_instructions, "\n", MachineToJson(estimated));
+  const std::string key = StrCat(path, "\n", window_instructions, "\n", compute_overlap, "\n",
+                                 MachineToJson(estimated));
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = loaded_.find(key);
@@ -211,6 +217,7 @@ absl::StatusOr<std::shared_ptr<Estimator>> ProfileCache::Get(const std::string& 
   EstimatorOptions eo;
   eo.window_instructions = window_instructions;
   eo.machine = machine;
+  eo.compute_overlap = compute_overlap;
   TG_ASSIGN_OR_RETURN(std::unique_ptr<Estimator> made, Estimator::Create(std::move(profile), eo));
   std::shared_ptr<Estimator> estimator = std::move(made);
   const std::vector<std::string> devices = estimator->profile().devices();
@@ -289,10 +296,25 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
     impl->migration_bytes_per_ns.push_back(config.migration_gbps > 0 ? config.migration_gbps
                                                                      : t.migration_gbps);
   }
+  EstimatorOptions calibrated;
+  if (!config.calibration.empty()) {
+    auto calibration = ReadCalibration(config.calibration);
+    if (!calibration.ok()) {
+      return absl::Status(calibration.status().code(),
+                          StrCat("config key 'calibration': ", calibration.status().message()));
+    }
+    if (calibration->model != config.model) {
+      return absl::InvalidArgumentError(
+          StrCat("config key 'calibration': fitted for the ", ModelName(calibration->model),
+                 " model, but config key 'model' is ", ModelName(config.model)));
+    }
+    ApplyCalibration(*calibration, &calibrated);
+  }
   const size_t k = static_cast<size_t>(config.num_regions);
   for (const std::string& path : config.profiles) {
     ProfileAssets pa;
-    TG_ASSIGN_OR_RETURN(pa.estimator, cache->Get(path, m, config.window_instructions));
+    TG_ASSIGN_OR_RETURN(
+        pa.estimator, cache->Get(path, m, config.window_instructions, calibrated.compute_overlap));
     const Profile& profile = pa.estimator->profile();
     pa.name = profile.app().empty() ? path : profile.app();
     const std::vector<std::string>& devices = profile.devices();

@@ -84,6 +84,9 @@ absl::StatusOr<std::map<std::string, std::string>> EnvironmentProvider::Resolve(
   if (auto it = out.find("interference"); it != out.end() && !it->second.empty()) {
     TG_ASSIGN_OR_RETURN(it->second, roots_->Schedule(it->second, "interference"));
   }
+  if (auto it = out.find("calibration"); it != out.end() && !it->second.empty()) {
+    TG_ASSIGN_OR_RETURN(it->second, roots_->Calibration(it->second, "calibration"));
+  }
   // The server's defaults: the operator's word, taken as they are.
   for (const auto& [key, value] : options_.default_config) out.emplace(key, value);
   auto it = out.find("profiles");
