@@ -247,7 +247,7 @@ absl::Status ApplyInterference(Estimator& estimator, const Placement& placement,
   auto composer = InterferenceComposer::Create(*schedule, estimator.profile().devices(),
                                                estimator.profile().app());
   if (!composer.ok())
-    return absl::Status(composer.status().code(), StrCat(path, ": ", composer.status().message()));
+    return {composer.status().code(), StrCat(path, ": ", composer.status().message())};
   auto index = estimator.IndexFor(placement.default_tier);
   if (!index.ok()) return index.status();
   auto resolved = (*index)->Resolve(placement);
@@ -502,7 +502,7 @@ int RunValidateCommand(const std::vector<std::string>& args) {
     uint64_t measured_ns;
     std::vector<double> estimated_ns;              // per model
     std::optional<EstimatorIndex::Spread> spread;  // the chosen model's sampling interval
-    bool inside() const {
+    [[nodiscard]] bool inside() const {
       return spread && spread->lo_ns <= static_cast<double>(measured_ns) &&
              static_cast<double>(measured_ns) <= spread->hi_ns;
     }
