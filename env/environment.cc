@@ -5,6 +5,7 @@
 #include <random>
 
 #include "env/regions.h"
+#include "estimator/calibration.h"
 #include "estimator/estimator.h"
 #include "estimator/interference.h"
 #include "estimator/page_placement.h"
@@ -54,6 +55,7 @@ const std::vector<ConfigKey>& EnvConfigKeys() {
       {"window_instructions", "1000000", "estimator window in base-run instructions"},
       {"interference", "", "contention scenario: interference schedule JSON (co-runners per tier)"},
       {"tier_capacity_mib", "", "capacity overrides, e.g. hbm:512 or hbm:1024,remote:8192 (MiB)"},
+      {"calibration", "", "calibration file from `tiergym calibrate`, fitted for the model"},
   };
   return *keys;
 }
@@ -123,6 +125,8 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string
         }
         c.tier_capacity_mib.emplace_back(tier, static_cast<uint64_t>(mib));
       }
+    } else if (key == "calibration") {
+      c.calibration = value;
     } else if (key == "window_instructions") {
       TG_ASSIGN_OR_RETURN(int64_t v, ParseInt(key, value, 1, int64_t{1} << 40));
       c.window_instructions = static_cast<uint64_t>(v);
@@ -163,10 +167,10 @@ struct ProfileAssets {
   // (Model::kConcurrent, or a table beyond kMaxLinearCostEntries): PlacementState then.
   std::vector<double> step_cost;         // [(step * K + r) * tiers + t]
   std::vector<double> step_constant_ns;  // per step
-  bool linear() const { return !step_constant_ns.empty(); }
+  [[nodiscard]] bool linear() const { return !step_constant_ns.empty(); }
   // The interval time of `step` with region r on machine tier region_tier[r].
   // REQUIRES: linear().
-  double LinearIntervalNs(size_t step, const std::vector<int>& region_tier) const {
+  [[nodiscard]] double LinearIntervalNs(size_t step, const std::vector<int>& region_tier) const {
     const size_t k = region_tier.size(), tiers = step_cost.size() / step_constant_ns.size() / k;
     const double* c = &step_cost[step * k * tiers];
     double sum = step_constant_ns[step];
@@ -193,11 +197,13 @@ const EnvSpec& EnvAssets::spec() const { return impl_->spec; }
 
 absl::StatusOr<std::shared_ptr<Estimator>> ProfileCache::Get(const std::string& path,
                                                              const Machine& machine,
-                                                             uint64_t window_instructions) {
+                                                             uint64_t window_instructions,
+                                                             double compute_overlap) {
   // Capacities do not enter the estimator: machines that differ only in them share.
   Machine estimated = machine;
   for (TierSpec& t : estimated.tiers) t.capacity_bytes = 1;
-  const std::string key = StrCat(path, "\n", window_instructions, "\n", MachineToJson(estimated));
+  const std::string key = StrCat(path, "\n", window_instructions, "\n", compute_overlap, "\n",
+                                 MachineToJson(estimated));
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = loaded_.find(key);
@@ -211,6 +217,7 @@ absl::StatusOr<std::shared_ptr<Estimator>> ProfileCache::Get(const std::string& 
   EstimatorOptions eo;
   eo.window_instructions = window_instructions;
   eo.machine = machine;
+  eo.compute_overlap = compute_overlap;
   TG_ASSIGN_OR_RETURN(std::unique_ptr<Estimator> made, Estimator::Create(std::move(profile), eo));
   std::shared_ptr<Estimator> estimator = std::move(made);
   const std::vector<std::string> devices = estimator->profile().devices();
@@ -270,7 +277,8 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   TG_ASSIGN_OR_RETURN(impl->machine, LoadMachine(config.machine));
-  for (const auto& [name, mib] : config.tier_capacity_mib) {
+  for (const auto& [tier_name, mib] : config.tier_capacity_mib) {
+    const std::string& name = tier_name;  // clang before 16 captures no structured binding
     auto it = std::find_if(impl->machine.tiers.begin(), impl->machine.tiers.end(),
                            [&](const TierSpec& t) { return t.name == name; });
     if (it == impl->machine.tiers.end()) {
@@ -289,10 +297,25 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
     impl->migration_bytes_per_ns.push_back(config.migration_gbps > 0 ? config.migration_gbps
                                                                      : t.migration_gbps);
   }
-  const size_t k = static_cast<size_t>(config.num_regions);
+  EstimatorOptions calibrated;
+  if (!config.calibration.empty()) {
+    auto calibration = ReadCalibration(config.calibration);
+    if (!calibration.ok()) {
+      return absl::Status(calibration.status().code(),
+                          StrCat("config key 'calibration': ", calibration.status().message()));
+    }
+    if (calibration->model != config.model) {
+      return absl::InvalidArgumentError(
+          StrCat("config key 'calibration': fitted for the ", ModelName(calibration->model),
+                 " model, but config key 'model' is ", ModelName(config.model)));
+    }
+    ApplyCalibration(*calibration, &calibrated);
+  }
+  const auto k = static_cast<size_t>(config.num_regions);
   for (const std::string& path : config.profiles) {
     ProfileAssets pa;
-    TG_ASSIGN_OR_RETURN(pa.estimator, cache->Get(path, m, config.window_instructions));
+    TG_ASSIGN_OR_RETURN(
+        pa.estimator, cache->Get(path, m, config.window_instructions, calibrated.compute_overlap));
     const Profile& profile = pa.estimator->profile();
     pa.name = profile.app().empty() ? path : profile.app();
     const std::vector<std::string>& devices = profile.devices();
@@ -334,7 +357,8 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
     }
     for (uint64_t b : pa.region_bytes) {
       pa.region_size_share.push_back(
-          all_bytes ? static_cast<float>(static_cast<double>(b) / all_bytes) : 0.0f);
+          all_bytes ? static_cast<float>(static_cast<double>(b) / static_cast<double>(all_bytes))
+                    : 0.0f);
     }
 
     const uint64_t total = x.total_instructions();
@@ -591,7 +615,7 @@ absl::StatusOr<StepResult> Environment::Step(const Action& action) {
           StrCat("action: expected one value (region * tiers + tier), got ", action.values.size()));
     }
     const int64_t v = action.values[0];
-    const int64_t n = static_cast<int64_t>(k * tiers);
+    const auto n = static_cast<int64_t>(k * tiers);
     if (v < 0 || v > n) {
       return absl::InvalidArgumentError(StrCat("action: ", v, " out of range [0, ", n, "]"));
     }
@@ -641,7 +665,7 @@ absl::StatusOr<StepResult> Environment::Step(const Action& action) {
   s.default_elapsed_ns += base;
   s.last_ratio = base > 0 ? interval / base : 1.0;
   out.reward = p.default_total_ns > 0 ? (base - interval - migration_ns) / p.default_total_ns : 0;
-  const float decay = static_cast<float>(a.config.history_decay);
+  const auto decay = static_cast<float>(a.config.history_decay);
   for (size_t r = 0; r < k; ++r) {
     s.history[r] = decay * s.history[r] + (1 - decay) * p.region_share[s.step * k + r];
   }
@@ -679,10 +703,11 @@ std::vector<float> Environment::Observe() const {
     f[2] = s.history[r];
     f[3] = p.region_size_share[r];
   }
-  const size_t g = static_cast<size_t>(spec().obs_global_offset);
+  const auto g = static_cast<size_t>(spec().obs_global_offset);
   for (size_t t = 0; t < tiers; ++t) {
     obs[g + t] = static_cast<float>(
-        std::min(1.0, static_cast<double>(s.used_bytes[t]) / a.machine.tiers[t].capacity_bytes));
+        std::min(1.0, static_cast<double>(s.used_bytes[t]) /
+                          static_cast<double>(a.machine.tiers[t].capacity_bytes)));
   }
   obs[g + tiers] =
       static_cast<float>(static_cast<double>(s.step) / static_cast<double>(p.bounds.size() - 1));

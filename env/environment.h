@@ -75,18 +75,24 @@ struct EnvConfig {
   std::string interference;
   // Capacity overrides (tier name, MiB) applied to the machine. Default none.
   std::vector<std::pair<std::string, uint64_t>> tier_capacity_mib;
+  // A calibration file from `tiergym calibrate` (estimator/calibration.h): its compute
+  // overlap replaces the roofline model's prior. It must have been fitted for `model`.
+  // Default "": none.
+  std::string calibration;
 };
 
 // Parses configuration keys (as strings, e.g. from a protocol message or the command line);
 // InvalidArgument names the key and the rule. Keys: profiles (comma-separated), machine,
 // num_regions, steps, action_mode (placement|move), model (paper|concurrent),
-// history_decay, migration_gbps, window_instructions, interference, tier_capacity_mib.
+// history_decay, migration_gbps, window_instructions, interference, tier_capacity_mib,
+// calibration.
 absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string>& keys);
 // The keys ParseEnvConfig accepts, with their defaults and one line of help each.
 const std::vector<ConfigKey>& EnvConfigKeys();
 
 // Loaded profiles with their estimators and indexes, shared by the asset sets of every
-// configuration naming the same profile directory, machine and estimator window: a
+// configuration naming the same profile directory, machine, estimator window and compute
+// overlap (a calibration's): a
 // server's configurations that differ only in regions, steps, action mode, model, decay,
 // migration bandwidth or contention scenario load and index each profile once. Held
 // weakly: a profile no asset set uses any more is loaded again when next asked for.
@@ -96,7 +102,8 @@ class ProfileCache {
   // The estimator of the profile in `path` (its index for `machine`'s default tier
   // built), loaded now or shared. Fails like LoadProfile and Estimator::Create.
   absl::StatusOr<std::shared_ptr<Estimator>> Get(const std::string& path, const Machine& machine,
-                                                 uint64_t window_instructions);
+                                                 uint64_t window_instructions,
+                                                 double compute_overlap = 0.5);
   // Bytes of the indexes of the profiles in use.
   size_t MemoryBytes() const;
 

@@ -36,24 +36,21 @@ struct EstimatorOptions {
   uint64_t block_samples = 256;  // see IndexOptions
   // Design decisions (IndexOptions; estimator/README.md, "Ablation").
   ShareRuns share_runs = ShareRuns::kPooled;
-  WindowAlignment align = WindowAlignment::kInstructions;
-  FirstTouchFootprint first_touch = FirstTouchFootprint::kExtended;
+  WindowAlignment align = WindowAlignment::kSamples;
+  FirstTouchFootprint first_touch = FirstTouchFootprint::kExtents;
   EmptyWindows empty_windows = EmptyWindows::kSegmentShares;
   uint64_t extent_gap_pages = 64;  // FirstTouchFootprint::kExtents
   bool join_sweeps = true;         // FirstTouchFootprint::kExtents
   double compute_overlap = 0.5;    // Model::kRoofline
   bool fit_overlap = true;         // Model::kRoofline, three runs or more
+  bool tail_window_apart = true;   // Model::kRoofline
 };
 
-// The options the commands default to (estimator/README.md, "Ablation"): first-touch
-// sweeps and sample alignment; with a machine, use Model::kRoofline. The struct's own
-// defaults keep the previous behaviour (first touch of sampled pages, instruction
-// alignment) until the environment adopts these.
+// The recommended options (estimator/README.md, "Ablation"), which are the struct's
+// defaults (first-touch sweeps, sample alignment, pooled shares), with a machine; with
+// one, use Model::kRoofline.
 inline EstimatorOptions RecommendedEstimatorOptions(std::optional<Machine> machine = {}) {
   EstimatorOptions o;
-  o.first_touch = FirstTouchFootprint::kExtents;
-  o.join_sweeps = true;
-  o.align = WindowAlignment::kSamples;
   o.machine = std::move(machine);
   return o;
 }

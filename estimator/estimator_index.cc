@@ -500,8 +500,29 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
         // the segment's time (blk_scale_ below).
         const uint64_t wlo = b == 0 ? 0 : x.win_index_[w0];
         const bool last = b + 1 == starts.size();
-        const uint64_t whi = last ? x.win_index_[w1 - 1] + 1 : x.win_index_[w1];
+        uint64_t whi = last ? x.win_index_[w1 - 1] + 1 : x.win_index_[w1];
+        // The segment's last window runs to its end, barrier wait included: time without
+        // samples that is not the block's work (a latency-bound fit would take the wait
+        // for misses). When the block holds more than that window, it stops before it;
+        // the window and the wait are the segment's tail (blk_scale_ below).
+        size_t w_end = w1;
+        if (last && whi >= grid.windows && options.tail_window_apart && w1 - 1 > w0) {
+          whi = x.win_index_[w1 - 1];
+          w_end = w1 - 1;
+        }
         const bool to_end = whi >= grid.windows;
+        if (w_end != w1) {
+          // Misses of the windows the block spans only.
+          misses = 0;
+          for (size_t d = 0; d < n; ++d) {
+            if (base_shares && static_cast<int>(d) != base) continue;
+            double samples = 0;
+            for (size_t i = w0; i < w_end; ++i) {
+              samples += static_cast<double>(win_samples[(i - first_win) * n + d]);
+            }
+            misses += samples * reset_of[d];
+          }
+        }
         x.blk_lo_.push_back(static_cast<double>(wlo * options.window_instructions));
         x.blk_hi_.push_back(to_end ? static_cast<double>(x.seg_instr_[s])
                                    : static_cast<double>(whi * options.window_instructions));

@@ -99,8 +99,8 @@ struct IndexOptions {
   uint64_t block_samples = 256;
   // Design decisions of the estimate (estimator/README.md, "Ablation").
   ShareRuns share_runs = ShareRuns::kPooled;
-  WindowAlignment align = WindowAlignment::kInstructions;
-  FirstTouchFootprint first_touch = FirstTouchFootprint::kExtended;
+  WindowAlignment align = WindowAlignment::kSamples;
+  FirstTouchFootprint first_touch = FirstTouchFootprint::kExtents;
   EmptyWindows empty_windows = EmptyWindows::kSegmentShares;
   // FirstTouchFootprint::kExtents: sampled pages at most this many pages apart belong to
   // one extent. Default 64 (256 KiB of 4 KiB pages).
@@ -111,6 +111,11 @@ struct IndexOptions {
   // Model::kRoofline: the share of the shorter of compute and memory time that hides
   // under the longer (0: none, 1: all). Default 0.5; a calibration fits it.
   double compute_overlap = 0.5;
+  // Model::kRoofline: a segment's last window (which runs to the segment's end and holds
+  // its barrier wait) is left out of the last block's fit and counted as the segment's
+  // tail. false: the last block spans to the segment's end (the previous rule). Default
+  // true.
+  bool tail_window_apart = true;
   // Model::kRoofline with three runs or more: fit the overlap per block (grid 0, 0.1, ..,
   // 1; compute_overlap stays unless another value halves the residual). Default true.
   bool fit_overlap = true;

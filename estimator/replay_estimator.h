@@ -42,9 +42,9 @@ struct EstimateOptions {
   // Use the phasemarks to synchronise the runs (the paper's method). false treats the
   // whole run as one phase (the paper's ablation).
   bool use_phasemarks = true;
-  // Scale the other runs' windows by the ratio of mean sample positions instead of
-  // instruction counts (IndexOptions::align, WindowAlignment::kSamples).
-  bool align_by_samples = false;
+  // Scale the other runs' windows by the ratio of mean sample positions (default, as
+  // IndexOptions::align) instead of instruction counts (false: the paper's rule).
+  bool align_by_samples = true;
 };
 
 struct PhaseEstimate {

@@ -36,8 +36,7 @@ echo "== Estimator against the measured runs (mean / max error)"
 printf '%-11s %5s  %-19s %-19s %-19s %-19s %s\n' app runs "roofline (default)" "paper" "concurrent" \
   "paper, no phasemarks" "interval coverage"
 for app in "${apps[@]}"; do
-  args=(--profile "$out/$app/profile" --runs "$out/$app/runs/runs.csv" --machine knl
-        --first-touch sweeps --align samples)
+  args=(--profile "$out/$app/profile" --runs "$out/$app/runs/runs.csv" --machine knl)
   with=$("$tg" validate "${args[@]}")
   without=$("$tg" validate "${args[@]}" --no-phasemarks)
   runs=$(grep -m1 'runs, paper model' <<<"$with" | cut -d' ' -f1)
@@ -49,8 +48,7 @@ done
 
 echo
 echo "== Phasemarks matter where runs drift apart (phasedrift, range placements)"
-args=(--profile "$out/phasedrift/profile" --runs "$out/phasedrift/runs/runs.csv" --first-touch sweeps
-      --align samples)
+args=(--profile "$out/phasedrift/profile" --runs "$out/phasedrift/runs/runs.csv")
 paste -d" " <("$tg" validate "${args[@]}" | grep '^range' | awk '{printf "%-22s %8s  %7s\n", $1, $2" "$3, $6}') \
       <("$tg" validate "${args[@]}" --no-phasemarks | grep '^range' | awk '{print $6}') |
   awk 'BEGIN {printf "%-22s %10s  %-9s %s\n", "run", "measured", "with pm", "without pm"} {print}'

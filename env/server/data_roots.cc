@@ -206,8 +206,17 @@ absl::StatusOr<std::string> DataRoots::Machine(std::string_view name, std::strin
 }
 
 absl::StatusOr<std::string> DataRoots::Schedule(std::string_view name, std::string_view key) const {
-  const std::string label =
-      StrCat("config key '", key, "': interference schedule \"", Printable(name), "\"");
+  return DataFile(name, key, "interference schedule");
+}
+
+absl::StatusOr<std::string> DataRoots::Calibration(std::string_view name,
+                                                   std::string_view key) const {
+  return DataFile(name, key, "calibration file");
+}
+
+absl::StatusOr<std::string> DataRoots::DataFile(std::string_view name, std::string_view key,
+                                                std::string_view what) const {
+  const std::string label = StrCat("config key '", key, "': ", what, " \"", Printable(name), "\"");
   const std::string file = Resolve(name);
   if (file.empty()) {
     return absl::NotFoundError(

@@ -63,6 +63,8 @@ class DataRoots {
   absl::StatusOr<std::string> Machine(std::string_view name, std::string_view key) const;
   // The resolved interference schedule file. NotFound otherwise.
   absl::StatusOr<std::string> Schedule(std::string_view name, std::string_view key) const;
+  // The resolved calibration file (`tiergym calibrate`). NotFound otherwise.
+  absl::StatusOr<std::string> Calibration(std::string_view name, std::string_view key) const;
 
   // `message` with every server path this object knows replaced by what clients call it
   // (a data directory by "data-dir:", a served profile by its name).
@@ -79,6 +81,10 @@ class DataRoots {
  private:
   // The real path of `name` under one of the data directories, or "" when it is not one.
   std::string Resolve(std::string_view name) const;
+  // The resolved data file `name` (a `what` for the messages), a regular file of at most
+  // max_schedule_bytes. NotFound otherwise.
+  absl::StatusOr<std::string> DataFile(std::string_view name, std::string_view key,
+                                       std::string_view what) const;
   bool Inside(const std::string& real_path) const;
 
   DataRootsOptions options_;

@@ -22,7 +22,7 @@ class EnvironmentSession : public SessionEnv {
                      std::shared_ptr<std::atomic<uint64_t>> charged_to, uint64_t bytes)
       : env_(std::move(env)), charged_to_(std::move(charged_to)), bytes_(bytes) {}
   ~EnvironmentSession() override { charged_to_->fetch_sub(bytes_); }
-  const EnvSpec& spec() const override { return env_->spec(); }
+  [[nodiscard]] const EnvSpec& spec() const override { return env_->spec(); }
   absl::StatusOr<StepResult> Reset(std::optional<uint64_t> seed,
                                    const ResetOptions& options) override {
     return env_->Reset(seed, options);
@@ -84,6 +84,9 @@ absl::StatusOr<std::map<std::string, std::string>> EnvironmentProvider::Resolve(
   if (auto it = out.find("interference"); it != out.end() && !it->second.empty()) {
     TG_ASSIGN_OR_RETURN(it->second, roots_->Schedule(it->second, "interference"));
   }
+  if (auto it = out.find("calibration"); it != out.end() && !it->second.empty()) {
+    TG_ASSIGN_OR_RETURN(it->second, roots_->Calibration(it->second, "calibration"));
+  }
   // The server's defaults: the operator's word, taken as they are.
   for (const auto& [key, value] : options_.default_config) out.emplace(key, value);
   auto it = out.find("profiles");
@@ -118,7 +121,7 @@ absl::StatusOr<EnvironmentProvider::Cost> EnvironmentProvider::EstimateCost(
   const uint64_t tiers = machine.ok() ? machine->tiers.size() : 8;
   const uint64_t k = static_cast<uint64_t>(std::max(1, c.num_regions));
   // Decision intervals: as asked, or one per phase (then a generous guess).
-  uint64_t steps = static_cast<uint64_t>(c.steps);
+  auto steps = static_cast<uint64_t>(c.steps);
   Cost cost;
   std::lock_guard<std::mutex> lock(mu_);
   for (const std::string& dir : c.profiles) {

@@ -44,10 +44,9 @@ void AddEstimateOptions(ArgParser& p) {
               "pages (unsampled pages between them included) by first sample, joined where "
               "the first touches sweep up the addresses (sweeps) or not (extents); or the "
               "sampled pages by first sample, the base run's then those only other runs "
-              "sampled (extended); or the base run's sampled pages only (base). Recommended: "
-              "sweeps (estimator/README.md, \"Ablation\"); the default stays the library's "
-              "until the environment adopts it",
-              "extended");
+              "sampled (extended); or the base run's sampled pages only (base); "
+              "estimator/README.md, \"Ablation\"",
+              "sweeps");
   p.AddOption("extent-gap", "PAGES",
               "sweeps/extents: sampled pages at most this far apart belong to one extent", "64");
   p.AddOption("empty-windows", "segment|base",
@@ -56,9 +55,13 @@ void AddEstimateOptions(ArgParser& p) {
               "segment");
   p.AddOption("align", "instructions|samples",
               "scale the other runs' windows by their instruction counts, or by their mean "
-              "sample positions (spinning at barriers then does not stretch them). "
-              "Recommended: samples",
-              "instructions");
+              "sample positions (spinning at barriers then does not stretch them)",
+              "samples");
+  p.AddOption("segment-tail", "apart|block",
+              "roofline model: a phase's last window, which holds its barrier wait, is the "
+              "phase's tail (apart) or part of its last block's fit (block, the previous "
+              "rule)",
+              "apart");
   p.AddOption("calibration", "FILE",
               "calibration from `tiergym calibrate`: its compute overlap, and its residual "
               "noise widening the sampling interval");
@@ -145,6 +148,11 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
     s = absl::InvalidArgumentError(
         StrCat("--empty-windows must be segment or base, not '", empty, "'"));
   }
+  const std::string tail = p.Get("segment-tail");
+  if (s.ok() && tail != "apart" && tail != "block") {
+    s = absl::InvalidArgumentError(
+        StrCat("--segment-tail must be apart or block, not '", tail, "'"));
+  }
   auto overlap = p.GetDouble("overlap");
   if (s.ok() && !(overlap.ok() && *overlap >= 0 && *overlap <= 1)) {
     s = absl::InvalidArgumentError(
@@ -179,6 +187,7 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
   out->options.empty_windows =
       empty == "base" ? EmptyWindows::kBaseTime : EmptyWindows::kSegmentShares;
   out->options.compute_overlap = *overlap;
+  out->options.tail_window_apart = tail == "apart";
   out->model = *model;
   out->level = *level;
   out->replicates = static_cast<int>(*replicates);
@@ -238,7 +247,7 @@ absl::Status ApplyInterference(Estimator& estimator, const Placement& placement,
   auto composer = InterferenceComposer::Create(*schedule, estimator.profile().devices(),
                                                estimator.profile().app());
   if (!composer.ok())
-    return absl::Status(composer.status().code(), StrCat(path, ": ", composer.status().message()));
+    return {composer.status().code(), StrCat(path, ": ", composer.status().message())};
   auto index = estimator.IndexFor(placement.default_tier);
   if (!index.ok()) return index.status();
   auto resolved = (*index)->Resolve(placement);
@@ -493,7 +502,7 @@ int RunValidateCommand(const std::vector<std::string>& args) {
     uint64_t measured_ns;
     std::vector<double> estimated_ns;              // per model
     std::optional<EstimatorIndex::Spread> spread;  // the chosen model's sampling interval
-    bool inside() const {
+    [[nodiscard]] bool inside() const {
       return spread && spread->lo_ns <= static_cast<double>(measured_ns) &&
              static_cast<double>(measured_ns) <= spread->hi_ns;
     }

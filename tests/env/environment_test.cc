@@ -9,9 +9,11 @@
 #include <random>
 
 #include "env/regions.h"
+#include "estimator/calibration.h"
 #include "estimator/estimator_index.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "traces/base/strings.h"
 #include "traces/profile.h"
 #include "traces/synth/app_model.h"
 #include "traces/synth/generator.h"
@@ -476,6 +478,50 @@ TEST(EnvironmentTest, CapacityOverridesByConfigurationKey) {
   ASSERT_FALSE(small.ok());
   EXPECT_THAT(std::string(small.status().message()),
               HasSubstr("does not fit the default tier 'ddr'"));
+}
+
+// A calibration file (tiergym calibrate) sets the roofline model's compute overlap.
+TEST(EnvironmentTest, CalibrationFileSetsTheRooflineOverlap) {
+  auto write = [](double overlap) {
+    Calibration c;
+    c.model = Model::kRoofline;
+    c.compute_overlap = overlap;
+    const std::string path = StrCat(TestRoot(), "/calibration-", overlap, ".json");
+    std::ofstream(path) << FormatCalibration(c);
+    return path;
+  };
+  // Half the regions on hbm: a mix, where the overlap matters.
+  auto episode = [](std::map<std::string, std::string> keys) {
+    keys["model"] = "roofline";
+    keys["num_regions"] = "8";
+    EnvFixture f = Make(keys);
+    EXPECT_TRUE(f.env->Reset(1, {}).ok());
+    double ret = 0;
+    for (bool done = false; !done;) {
+      auto r = f.env->Step(Action{{0, 1, 0, 1, 0, 1, 0, 1}});
+      EXPECT_TRUE(r.ok()) << r.status();
+      if (!r.ok()) break;
+      ret += r->reward;
+      done = r->terminated;
+    }
+    return ret;
+  };
+  const double prior = episode({});
+  EXPECT_EQ(episode({{"calibration", write(0.5)}}), prior);  // the prior itself
+  EXPECT_NE(episode({{"calibration", write(1.0)}}), prior);
+
+  auto load = [](std::map<std::string, std::string> keys) {
+    keys["profiles"] = ProfileDir("lulesh", "knl");
+    auto config = ParseEnvConfig(keys);
+    EXPECT_TRUE(config.ok()) << config.status();
+    return EnvAssets::Load(*config).status();
+  };
+  const absl::Status missing =
+      load({{"calibration", TestRoot() + "/none.json"}, {"model", "roofline"}});
+  EXPECT_THAT(std::string(missing.message()), HasSubstr("config key 'calibration'"));
+  const absl::Status other_model = load({{"calibration", write(0.7)}});  // model paper
+  EXPECT_THAT(std::string(other_model.message()),
+              HasSubstr("fitted for the roofline model, but config key 'model' is paper"));
 }
 
 TEST(EnvironmentTest, ThreeTiersAndTheConcurrentModel) {
