@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "msgpack.hpp"
+#include "traces/base/field_status.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
 
@@ -24,21 +25,17 @@ namespace mtype = msgpack::type;
 constexpr std::string_view kOpNames[kNumOps] = {"hello",      "list",     "make",  "reset", "step",
                                                 "step_batch", "estimate", "close", "stats"};
 
-// --- Errors inside the codec: a Status whose message is "FIELD: detail" ----------------
+// --- Errors inside the codec: a Status whose field is its payload (field_status.h) ------
 
-absl::Status FieldError(absl::StatusCode code, std::string_view field, std::string_view detail) {
-  return absl::Status(code, StrCat(field, ": ", detail));
-}
+using ::tiergym::FieldError;
 absl::Status Invalid(std::string_view field, std::string_view detail) {
-  return FieldError(absl::StatusCode::kInvalidArgument, field, detail);
+  return InvalidFieldError(field, detail);
 }
 
-// The field is everything before the first ": " (the codec builds every message so).
+// The field travels as the status's payload; a status without one is about the payload.
 Error ErrorFromFieldStatus(const absl::Status& status) {
-  const std::string message(status.message().data(), status.message().size());
-  const size_t colon = message.find(": ");
-  return Error{status.code(), colon == std::string::npos ? kPayloadField : message.substr(0, colon),
-               message};
+  return Error{status.code(), ErrorField(status).value_or(kPayloadField),
+               std::string(status.message())};
 }
 
 // A key that is a plain name joins its path with a dot ("config.steps"); any other key,
@@ -505,6 +502,8 @@ absl::StatusOr<ResetOptions> ReadResetOptions(const object& o, std::string_view 
   return options;
 }
 
+// Configuration values keep their msgpack types (env/spec/config_value.h); arrays are
+// lists of strings.
 absl::StatusOr<ConfigMap> ReadConfig(const object& o, std::string_view field) {
   MapReader r(o, std::string(field));
   TG_RETURN_IF_ERROR(r.Check());
@@ -513,39 +512,41 @@ absl::StatusOr<ConfigMap> ReadConfig(const object& o, std::string_view field) {
     const std::string key(AsView(o.via.map.ptr[i].key));
     const object& v = o.via.map.ptr[i].val;
     const std::string f = Member(field, key);
-    std::string value;
+    ConfigValue value;
     switch (v.type) {
       case mtype::STR:
-        value = std::string(AsView(v));
-        if (value.size() > kMaxValueBytes) {
-          return Invalid(f, StrCat(value.size(), " bytes; at most ", kMaxValueBytes));
+        if (v.via.str.size > kMaxValueBytes) {
+          return Invalid(f, StrCat(v.via.str.size, " bytes; at most ", kMaxValueBytes));
         }
+        value = ConfigValue(AsView(v));
         break;
       case mtype::POSITIVE_INTEGER:
-        value = StrCat(v.via.u64);
+      case mtype::NEGATIVE_INTEGER: {
+        TG_ASSIGN_OR_RETURN(int64_t n, ReadInt64(v, f));
+        value = ConfigValue(n);
         break;
-      case mtype::NEGATIVE_INTEGER:
-        value = StrCat(v.via.i64);
-        break;
+      }
       case mtype::FLOAT32:
       case mtype::FLOAT64:
-        value = StrCat(v.via.f64);
+        value = ConfigValue(v.via.f64);
         break;
       case mtype::BOOLEAN:
-        value = v.via.boolean ? "true" : "false";
+        value = ConfigValue(v.via.boolean);
         break;
-      case mtype::ARRAY:
+      case mtype::ARRAY: {
+        ConfigValue::List list;
+        size_t bytes = 0;
         for (uint32_t j = 0; j < v.via.array.size; ++j) {
           TG_ASSIGN_OR_RETURN(std::string s, ReadString(v.via.array.ptr[j], Index(f, j)));
-          if (value.size() + s.size() > kMaxValueBytes) {
+          bytes += s.size() + 1;
+          if (bytes > kMaxValueBytes) {
             return Invalid(Index(f, j), StrCat("the list passes ", kMaxValueBytes, " bytes"));
           }
-          if (s.find(',') != std::string::npos) {
-            return Invalid(Index(f, j), "an element of a list may not contain a comma");
-          }
-          StrAppend(&value, j == 0 ? "" : ",", s);
+          list.push_back(std::move(s));
         }
+        value = ConfigValue(std::move(list));
         break;
+      }
       default:
         return Expected(f, "a string, number, bool or array of strings", v);
     }
@@ -822,6 +823,29 @@ class Packer {
     pk_.pack_bin_body(static_cast<const char*>(data), static_cast<uint32_t>(bytes));
   }
   void Config(const ConfigMap& config) {
+    Map(config.size());
+    for (const auto& [k, v] : config) {
+      Str(k);
+      std::visit(
+          [&](const auto& x) {
+            using T = std::decay_t<decltype(x)>;
+            if constexpr (std::is_same_v<T, std::string>) {
+              Str(x);
+            } else if constexpr (std::is_same_v<T, int64_t>) {
+              Int(x);
+            } else if constexpr (std::is_same_v<T, double>) {
+              Double(x);
+            } else if constexpr (std::is_same_v<T, bool>) {
+              Bool(x);
+            } else {
+              Array(x.size());
+              for (const std::string& item : x) Str(item);
+            }
+          },
+          v.value);
+    }
+  }
+  void Config(const ConfigText& config) {
     Map(config.size());
     for (const auto& [k, v] : config) {
       Str(k);
@@ -1170,7 +1194,7 @@ struct ReplyPacker {
     p.Str("default_runtime_ns");
     p.Double(r.default_runtime_ns);
     p.Str("speedup");
-    p.Double(r.default_runtime_ns > 0 ? 1 - r.runtime_ns / r.default_runtime_ns : 0);
+    p.Double(r.speedup);
   }
   void operator()(const CloseReply&) { Head(0); }
   void operator()(const StatsReply& r) {
@@ -1329,9 +1353,9 @@ absl::StatusOr<EnvSpec> DecodeSpec(const object& o) {
   return spec;
 }
 
-absl::StatusOr<ConfigMap> DecodeConfigStrings(const object& o, std::string_view path) {
+absl::StatusOr<ConfigText> DecodeConfigStrings(const object& o, std::string_view path) {
   if (o.type != mtype::MAP) return Expected(path, "a map", o);
-  ConfigMap out;
+  ConfigText out;
   for (uint32_t i = 0; i < o.via.map.size; ++i) {
     TG_ASSIGN_OR_RETURN(std::string k, ReadString(o.via.map.ptr[i].key, path));
     TG_ASSIGN_OR_RETURN(std::string v, ReadString(o.via.map.ptr[i].val, Member(path, k)));
@@ -1532,6 +1556,7 @@ absl::StatusOr<ReplyBody> DecodeOk(const object& o, Op op) {
       EstimateReply r;
       TG_ASSIGN_OR_RETURN(r.runtime_ns, NeedDouble(o, "runtime_ns", ""));
       TG_ASSIGN_OR_RETURN(r.default_runtime_ns, NeedDouble(o, "default_runtime_ns", ""));
+      TG_ASSIGN_OR_RETURN(r.speedup, NeedDouble(o, "speedup", ""));
       return r;
     }
     case Op::kClose:
@@ -1590,6 +1615,8 @@ std::string Printable(std::string_view text) {
   return out;
 }
 
+std::string MemberPath(std::string_view path, std::string_view key) { return Member(path, key); }
+
 std::string_view OpName(Op op) { return kOpNames[static_cast<int>(op)]; }
 
 std::optional<Op> ParseOp(std::string_view name) {
@@ -1614,7 +1641,7 @@ Error MakeError(absl::StatusCode code, std::string field, std::string_view detai
 }
 
 Error ErrorFromStatus(const absl::Status& status, std::string field) {
-  return MakeError(status.code(), std::move(field),
+  return MakeError(status.code(), ErrorField(status).value_or(std::move(field)),
                    std::string_view(status.message().data(), status.message().size()));
 }
 
@@ -1650,7 +1677,7 @@ DecodedRequest DecodeRequest(std::string_view payload, const DecodeLimits& limit
     }
     if (absl::Status s = StrictCheck(root, ""); !s.ok()) {
       // A repeated id is not trusted for the reply.
-      if (s.message().substr(0, 4) == "id: ") out.request.id.reset();
+      if (ErrorField(s) == "id") out.request.id.reset();
       return fail(s);
     }
     absl::StatusOr<uint64_t> version = r.RequiredUint("v");
