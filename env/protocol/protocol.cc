@@ -10,6 +10,7 @@
 
 #include "msgpack.hpp"
 #include "traces/base/field_status.h"
+#include "traces/base/json.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
 
@@ -555,6 +556,60 @@ absl::StatusOr<ConfigMap> ReadConfig(const object& o, std::string_view field) {
   return config;
 }
 
+// A placement given as a map (traces/TRACE_CSV.md section 2): its structure and types;
+// the rules (CheckPlacement) are the service's.
+absl::StatusOr<uint64_t> ReadAddress(const object& o, std::string_view field) {
+  if (o.type == mtype::STR) {
+    if (std::optional<uint64_t> v = json::ParseUint64Text(AsView(o))) return *v;
+    return Invalid(field, StrCat("expected an address (decimal or 0x-prefixed hex), got \"",
+                                 Printable(AsView(o)), "\""));
+  }
+  if (o.type == mtype::POSITIVE_INTEGER) return o.via.u64;
+  return Expected(field, "an address (an unsigned integer or its text)", o);
+}
+
+absl::StatusOr<Placement> ReadPlacementMap(const object& o, std::string_view field) {
+  MapReader r(o, std::string(field));
+  TG_RETURN_IF_ERROR(r.Check());
+  Placement p;
+  TG_ASSIGN_OR_RETURN(p.default_tier, r.RequiredString("default"));
+  const object* ranges = r.Find("ranges");
+  const object* fractions = r.Find("fractions");
+  if (ranges != nullptr && fractions != nullptr) {
+    return Invalid(r.Field("fractions"),
+                   "\"ranges\" and \"fractions\" may not both appear; a placement is either "
+                   "address ranges or fractions of the footprint");
+  }
+  if (ranges != nullptr) {
+    const std::string path = r.Field("ranges");
+    if (ranges->type != mtype::ARRAY) return Expected(path, "an array", *ranges);
+    for (uint32_t i = 0; i < ranges->via.array.size; ++i) {
+      MapReader item(ranges->via.array.ptr[i], Index(path, i));
+      TG_RETURN_IF_ERROR(item.Check());
+      PlacementRange range;
+      TG_ASSIGN_OR_RETURN(const object* start, item.Required("start"));
+      TG_ASSIGN_OR_RETURN(range.start, ReadAddress(*start, item.Field("start")));
+      TG_ASSIGN_OR_RETURN(const object* end, item.Required("end"));
+      TG_ASSIGN_OR_RETURN(range.end, ReadAddress(*end, item.Field("end")));
+      TG_ASSIGN_OR_RETURN(range.tier, item.RequiredString("tier"));
+      TG_RETURN_IF_ERROR(item.NoOtherKeys());
+      p.ranges.push_back(std::move(range));
+    }
+  }
+  if (fractions != nullptr) {
+    const std::string path = r.Field("fractions");
+    if (fractions->type != mtype::MAP) return Expected(path, "a map", *fractions);
+    for (uint32_t i = 0; i < fractions->via.map.size; ++i) {
+      const std::string tier(AsView(fractions->via.map.ptr[i].key));
+      TG_ASSIGN_OR_RETURN(double share,
+                          ReadDouble(fractions->via.map.ptr[i].val, Member(path, tier)));
+      p.fractions.emplace_back(tier, share);
+    }
+  }
+  TG_RETURN_IF_ERROR(r.NoOtherKeys());
+  return p;
+}
+
 // Optional per-entry list: absent/nil gives an empty vector; otherwise exactly n entries.
 absl::StatusOr<const object*> ReadEntryArray(MapReader& r, std::string_view key, size_t n) {
   const object* o = r.Find(key);
@@ -716,7 +771,12 @@ absl::Status DecodeBody(MapReader& r, Request& req, const DecodeLimits& limits) 
       } else {
         return Expected("profile", "a profile name or index", *p);
       }
-      TG_ASSIGN_OR_RETURN(m.placement_json, r.RequiredString("placement"));
+      TG_ASSIGN_OR_RETURN(const object* placement, r.Required("placement"));
+      if (placement->type == mtype::MAP) {
+        TG_ASSIGN_OR_RETURN(m.placement, ReadPlacementMap(*placement, "placement"));
+      } else {
+        TG_ASSIGN_OR_RETURN(m.placement_json, ReadString(*placement, "placement"));
+      }
       req.body = std::move(m);
       return absl::OkStatus();
     }
@@ -850,6 +910,33 @@ class Packer {
     for (const auto& [k, v] : config) {
       Str(k);
       Str(v);
+    }
+  }
+  void PlacementMap(const Placement& placement) {
+    const bool ranges = !placement.ranges.empty(), fractions = !placement.fractions.empty();
+    Map(1 + (ranges ? 1 : 0) + (fractions ? 1 : 0));
+    Str("default");
+    Str(placement.default_tier);
+    if (ranges) {
+      Str("ranges");
+      Array(placement.ranges.size());
+      for (const PlacementRange& r : placement.ranges) {
+        Map(3);
+        Str("start");
+        Uint(r.start);
+        Str("end");
+        Uint(r.end);
+        Str("tier");
+        Str(r.tier);
+      }
+    }
+    if (fractions) {
+      Str("fractions");
+      Map(placement.fractions.size());
+      for (const auto& [tier, share] : placement.fractions) {
+        Str(tier);
+        Double(share);
+      }
     }
   }
   void Options(const ResetOptions& options) {
@@ -1800,7 +1887,11 @@ std::string EncodeRequest(const Request& request) {
           p.Str("profile");
           p.Str(body.profile);
           p.Str("placement");
-          p.Str(body.placement_json);
+          if (body.placement) {
+            p.PlacementMap(*body.placement);
+          } else {
+            p.Str(body.placement_json);
+          }
         } else if constexpr (std::is_same_v<T, CloseRequest>) {
           head(1);
           p.Str("session");

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "env/spec/config_value.h"
 #include "env/spec/env_spec.h"
+#include "traces/placement.h"
 
 namespace tiergym::env::protocol {
 
@@ -104,7 +105,9 @@ struct EstimateRequest {
   SessionId session;                // empty: use `config`
   std::optional<ConfigMap> config;  // neither: the server's default configuration
   std::string profile;              // name or index
-  std::string placement_json;
+  std::string placement_json;       // the placement as JSON text, or:
+  // as a map (decoded, not yet checked: traces/placement.h CheckPlacement).
+  std::optional<Placement> placement;
 };
 
 struct CloseRequest {

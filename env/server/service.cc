@@ -468,8 +468,16 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
 }
 
 ReplyBody Service::Estimate(const protocol::EstimateRequest& r, const std::string& owner) {
-  absl::StatusOr<Placement> placement = ParsePlacement(r.placement_json, "placement");
-  if (!placement.ok()) return FieldOf(placement.status(), "placement");
+  absl::StatusOr<Placement> placement;
+  if (r.placement) {
+    placement = *r.placement;
+    if (absl::Status s = CheckPlacement(*placement); !s.ok()) {
+      return FieldOf(NestField(s, "placement"), "placement");
+    }
+  } else {
+    placement = ParsePlacement(r.placement_json, "placement");
+    if (!placement.ok()) return FieldOf(placement.status(), "placement");
+  }
 
   auto estimate = [&](const SessionEnv& env) -> ReplyBody {
     const std::string profile = ProfileName(r.profile, env.spec());

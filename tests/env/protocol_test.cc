@@ -125,12 +125,39 @@ TEST(ProtocolRequestTest, EveryOpRoundTrips) {
   EXPECT_EQ(b.options[1].profile, "1");
   EXPECT_EQ(b.autoreset, Autoreset::kSameStep);
 
-  EstimateRequest er{"", ConfigMap{{"machine", "knl"}}, "minife", "{\"default\": \"ddr\"}"};
+  EstimateRequest er{"", ConfigMap{{"machine", "knl"}}, "minife", "{\"default\": \"ddr\"}", {}};
   d = MustDecode(EncodeRequest(Request{Op::kEstimate, kVersion, 4, er}));
   ASSERT_TRUE(std::holds_alternative<EstimateRequest>(d.body));
   EXPECT_EQ(std::get<EstimateRequest>(d.body).profile, "minife");
   EXPECT_EQ(std::get<EstimateRequest>(d.body).placement_json, er.placement_json);
   EXPECT_EQ(std::get<EstimateRequest>(d.body).config, er.config);
+  er.placement_json.clear();
+  er.placement = Placement{"ddr", {{4096, 8192, "hbm"}}, {}};
+  d = MustDecode(EncodeRequest(Request{Op::kEstimate, kVersion, 4, er}));
+  EXPECT_EQ(std::get<EstimateRequest>(d.body).placement, er.placement);
+  er.placement = Placement{"ddr", {}, {{"hbm", 0.25}}};
+  d = MustDecode(EncodeRequest(Request{Op::kEstimate, kVersion, 4, er}));
+  EXPECT_EQ(std::get<EstimateRequest>(d.body).placement, er.placement);
+  // Bounds as hex text, as in placement files; wrong parts named by path.
+  d = MustDecode(
+      Req("estimate",
+          {{"profile", S("minife")},
+           {"placement",
+            Map({{"default", S("ddr")},
+                 {"ranges",
+                  Arr({Map({{"start", S("0x1000")}, {"end", U(8192)}, {"tier", S("hbm")}})})}})}}));
+  EXPECT_EQ(std::get<EstimateRequest>(d.body).placement->ranges[0].start, 4096u);
+  ExpectError(
+      Req("estimate",
+          {{"profile", S("minife")},
+           {"placement",
+            Map({{"default", S("ddr")},
+                 {"ranges",
+                  Arr({Map({{"start", S("0x1zz")}, {"end", U(8192)}, {"tier", S("hbm")}})})}})}}),
+      absl::StatusCode::kInvalidArgument, "placement.ranges[0].start");
+  ExpectError(Req("estimate", {{"profile", S("minife")},
+                               {"placement", Map({{"default", S("ddr")}, {"tiers", U(1)}})}}),
+              absl::StatusCode::kInvalidArgument, "placement.tiers");
 
   d = MustDecode(EncodeRequest(Request{Op::kClose, kVersion, 5, CloseRequest{"s9"}}));
   EXPECT_EQ(std::get<CloseRequest>(d.body).session, "s9");
