@@ -35,8 +35,8 @@ absl::Status Invalid(std::string_view field, std::string_view detail) {
 
 // The field travels as the status's payload; a status without one is about the payload.
 Error ErrorFromFieldStatus(const absl::Status& status) {
-  return Error{status.code(), ErrorField(status).value_or(kPayloadField),
-               std::string(status.message())};
+  return MakeError(status.code(), ErrorField(status).value_or(kPayloadField),
+                   std::string_view(status.message().data(), status.message().size()));
 }
 
 // A key that is a plain name joins its path with a dot ("config.steps"); any other key,
