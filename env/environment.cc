@@ -343,7 +343,10 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
   const size_t k = static_cast<size_t>(config.num_regions);
   for (const std::string& path : config.profiles) {
     ProfileAssets pa;
-    TG_ASSIGN_OR_RETURN(pa.estimator, cache->Get(path, m, config.window_instructions));
+    absl::StatusOr<std::shared_ptr<Estimator>> estimator =
+        cache->Get(path, m, config.window_instructions);
+    if (!estimator.ok()) return WithField(estimator.status(), "profiles");
+    pa.estimator = *std::move(estimator);
     const Profile& profile = pa.estimator->profile();
     pa.name = profile.app().empty() ? path : profile.app();
     const std::vector<std::string>& devices = profile.devices();
@@ -377,11 +380,13 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
       all_bytes += pa.region_bytes.back();
     }
     if (all_bytes > m.tiers[0].capacity_bytes) {
-      return absl::InvalidArgumentError(StrCat(
-          "profile ", path, ": its footprint (", all_bytes >> 20,
-          " MiB) does not fit the default tier '", m.tiers[0].name, "' (",
-          m.tiers[0].capacity_bytes >> 20,
-          " MiB), where every episode starts; raise its capacity (config key tier_capacity_mib)"));
+      return WithField(absl::InvalidArgumentError(
+                           StrCat("profile ", path, ": its footprint (", all_bytes >> 20,
+                                  " MiB) does not fit the default tier '", m.tiers[0].name, "' (",
+                                  m.tiers[0].capacity_bytes >> 20,
+                                  " MiB), where every episode starts; raise its capacity (config "
+                                  "key tier_capacity_mib)")),
+                       "tier_capacity_mib");
     }
     for (uint64_t b : pa.region_bytes) {
       pa.region_size_share.push_back(
@@ -404,14 +409,15 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
       }
     }
     if (!config.interference.empty()) {
-      TG_ASSIGN_OR_RETURN(InterferenceSchedule schedule,
-                          ReadInterferenceSchedule(config.interference));
-      auto composer = InterferenceComposer::Create(schedule, pa.estimator->profile().devices(),
+      absl::StatusOr<InterferenceSchedule> schedule = ReadInterferenceSchedule(config.interference);
+      if (!schedule.ok()) return WithField(schedule.status(), "interference");
+      auto composer = InterferenceComposer::Create(*schedule, pa.estimator->profile().devices(),
                                                    pa.estimator->profile().app());
       if (!composer.ok()) {
-        return absl::Status(composer.status().code(),
-                            StrCat("config key 'interference' (", config.interference,
-                                   "): ", composer.status().message()));
+        return WithField(absl::Status(composer.status().code(),
+                                      StrCat("config key 'interference' (", config.interference,
+                                             "): ", composer.status().message())),
+                         "interference");
       }
       pa.interference.emplace(*std::move(composer));
     }
