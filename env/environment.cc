@@ -217,10 +217,10 @@ struct ProfileAssets {
   // (Model::kConcurrent, or a table beyond kMaxLinearCostEntries): PlacementState then.
   std::vector<double> step_cost;         // [(step * K + r) * tiers + t]
   std::vector<double> step_constant_ns;  // per step
-  bool linear() const { return !step_constant_ns.empty(); }
+  [[nodiscard]] bool linear() const { return !step_constant_ns.empty(); }
   // The interval time of `step` with region r on machine tier region_tier[r].
   // REQUIRES: linear().
-  double LinearIntervalNs(size_t step, const std::vector<int>& region_tier) const {
+  [[nodiscard]] double LinearIntervalNs(size_t step, const std::vector<int>& region_tier) const {
     const size_t k = region_tier.size(), tiers = step_cost.size() / step_constant_ns.size() / k;
     const double* c = &step_cost[step * k * tiers];
     double sum = step_constant_ns[step];
@@ -322,7 +322,9 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
   absl::StatusOr<Machine> machine = LoadMachine(config.machine);
   if (!machine.ok()) return WithField(machine.status(), "machine");
   impl->machine = *std::move(machine);
-  for (const auto& [name, mib] : config.tier_capacity_mib) {
+  for (const auto& capacity : config.tier_capacity_mib) {
+    const std::string& name = capacity.first;
+    const uint64_t mib = capacity.second;
     auto it = std::find_if(impl->machine.tiers.begin(), impl->machine.tiers.end(),
                            [&](const TierSpec& t) { return t.name == name; });
     if (it == impl->machine.tiers.end()) {
@@ -340,7 +342,7 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
     impl->migration_bytes_per_ns.push_back(config.migration_gbps > 0 ? config.migration_gbps
                                                                      : t.migration_gbps);
   }
-  const size_t k = static_cast<size_t>(config.num_regions);
+  const auto k = static_cast<size_t>(config.num_regions);
   for (const std::string& path : config.profiles) {
     ProfileAssets pa;
     absl::StatusOr<std::shared_ptr<Estimator>> estimator =
@@ -390,7 +392,8 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
     }
     for (uint64_t b : pa.region_bytes) {
       pa.region_size_share.push_back(
-          all_bytes ? static_cast<float>(static_cast<double>(b) / all_bytes) : 0.0f);
+          all_bytes ? static_cast<float>(static_cast<double>(b) / static_cast<double>(all_bytes))
+                    : 0.0f);
     }
 
     const uint64_t total = x.total_instructions();
@@ -635,7 +638,7 @@ absl::StatusOr<StepResult> Environment::Step(const Action& action) {
     for (size_t r = 0; r < k; ++r) want[r] = static_cast<int>(action.values[r]);
   } else {
     const int64_t v = action.values[0];
-    const int64_t n = static_cast<int64_t>(k * tiers);  // n: the no-op
+    const auto n = static_cast<int64_t>(k * tiers);  // n: the no-op
     if (v < n) want[static_cast<size_t>(v) / tiers] = static_cast<int>(v % tiers);
   }
 
@@ -682,7 +685,7 @@ absl::StatusOr<StepResult> Environment::Step(const Action& action) {
   s.default_elapsed_ns += base;
   s.last_ratio = base > 0 ? interval / base : 1.0;
   out.reward = p.default_total_ns > 0 ? (base - interval - migration_ns) / p.default_total_ns : 0;
-  const float decay = static_cast<float>(a.config.history_decay);
+  const auto decay = static_cast<float>(a.config.history_decay);
   for (size_t r = 0; r < k; ++r) {
     s.history[r] = decay * s.history[r] + (1 - decay) * p.region_share[s.step * k + r];
   }
@@ -720,10 +723,11 @@ std::vector<float> Environment::Observe() const {
     f[2] = s.history[r];
     f[3] = p.region_size_share[r];
   }
-  const size_t g = static_cast<size_t>(spec().obs_global_offset);
+  const auto g = static_cast<size_t>(spec().obs_global_offset);
   for (size_t t = 0; t < tiers; ++t) {
     obs[g + t] = static_cast<float>(
-        std::min(1.0, static_cast<double>(s.used_bytes[t]) / a.machine.tiers[t].capacity_bytes));
+        std::min(1.0, static_cast<double>(s.used_bytes[t]) /
+                          static_cast<double>(a.machine.tiers[t].capacity_bytes)));
   }
   obs[g + tiers] =
       static_cast<float>(static_cast<double>(s.step) / static_cast<double>(p.bounds.size() - 1));
