@@ -128,24 +128,27 @@ def read_measured_runs(path):
 # --- Placements out of an episode ----------------------------------------------------------
 
 
-def placement_json(action, ranges, tiers):
-    """A range placement (traces/TRACE_CSV.md section 2): regions off the default tier
-    as ranges, neighbours on the same tier merged."""
+def placement_of(action, ranges, tiers):
+    """A range placement (traces/TRACE_CSV.md section 2) as a dict: regions off the default
+    tier as ranges (bounds as 0x hex strings), neighbours on the same tier merged."""
     out = []
     for r in np.argsort([s for s, _ in ranges], kind="stable"):
         start, end = ranges[r]
         tier = int(action[r])
         if tier == 0 or end <= start:
             continue
-        if out and out[-1]["tier"] == tiers[tier] and out[-1]["_end"] == start:
-            out[-1]["_end"] = end
+        if out and out[-1]["tier"] == tiers[tier] and out[-1]["end"] == start:
+            out[-1]["end"] = end
             continue
-        out.append({"_start": start, "_end": end, "tier": tiers[tier]})
-    lines = [json.dumps({"start": hex(x["_start"]), "end": hex(x["_end"]), "tier": x["tier"]})
-             for x in out]
-    body = ",\n  ".join(lines)
-    return (f'{{"default": {json.dumps(tiers[0])}, "ranges": [' +
-            (f"\n  {body}\n]}}\n" if lines else "]}\n"))
+        out.append({"start": start, "end": end, "tier": tiers[tier]})
+    return {"default": tiers[0],
+            "ranges": [{"start": hex(x["start"]), "end": hex(x["end"]), "tier": x["tier"]}
+                       for x in out]}
+
+
+def placement_json(action, ranges, tiers):
+    """placement_of(...) as JSON text (a file's contents)."""
+    return json.dumps(placement_of(action, ranges, tiers), indent=1) + "\n"
 
 
 def most_used(schedule):

@@ -43,7 +43,7 @@ def main():
             refused += len(info["refused_regions"])
             if terminated or truncated:
                 break
-        all_fast = env.estimate(info["profile"], '{"default": "%s"}' % env.tiers[fast])
+        all_fast = env.estimate(info["profile"], {"default": env.tiers[fast]})
         print(f"greedy policy on {info['profile']} ({env.tiers[0]} + {env.tiers[fast]}, "
               f"{env.num_regions} regions, {info['step']} steps, seed {args.seed}):")
         print(f"  fractional speedup (episode return): {total:.4f}")

@@ -5,10 +5,12 @@
 #include <random>
 
 #include "env/regions.h"
+#include "env/spec/action_check.h"
 #include "estimator/calibration.h"
 #include "estimator/estimator.h"
 #include "estimator/interference.h"
 #include "estimator/page_placement.h"
+#include "traces/base/field_status.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
 
@@ -17,14 +19,19 @@ namespace {
 
 constexpr int kRegionFeatures = 4;  // tier, last share, history, size share
 
+// Errors name the key in the message ("config key 'steps': ...") and carry it as their
+// field (traces/base/field_status.h).
+absl::Status KeyError(std::string_view key, std::string_view detail) {
+  return WithField(absl::InvalidArgumentError(StrCat("config key '", key, "': ", detail)), key);
+}
+
 absl::StatusOr<int64_t> ParseInt(const std::string& key, const std::string& value, int64_t lo,
                                  int64_t hi) {
   char* end = nullptr;
   errno = 0;
   const long long v = std::strtoll(value.c_str(), &end, 10);
   if (value.empty() || *end != '\0' || errno != 0 || v < lo || v > hi) {
-    return absl::InvalidArgumentError(
-        StrCat("config key '", key, "': '", value, "' is not an integer in [", lo, ", ", hi, "]"));
+    return KeyError(key, StrCat("'", value, "' is not an integer in [", lo, ", ", hi, "]"));
   }
   return v;
 }
@@ -34,10 +41,73 @@ absl::StatusOr<double> ParseReal(const std::string& key, const std::string& valu
   char* end = nullptr;
   const double v = std::strtod(value.c_str(), &end);
   if (value.empty() || *end != '\0' || !std::isfinite(v) || v < lo || v > hi) {
-    return absl::InvalidArgumentError(
-        StrCat("config key '", key, "': '", value, "' is not a number in [", lo, ", ", hi, "]"));
+    return KeyError(key, StrCat("'", value, "' is not a number in [", lo, ", ", hi, "]"));
   }
   return v;
+}
+
+// An integer key: an integer (or a real with an integral value) as sent, or its decimal
+// text (command lines, version-2 clients that sent text).
+absl::StatusOr<int64_t> IntOf(const std::string& key, const ConfigValue& value, int64_t lo,
+                              int64_t hi) {
+  if (const std::string* text = value.string()) return ParseInt(key, *text, lo, hi);
+  int64_t v = 0;
+  if (const int64_t* i = value.integer()) {
+    v = *i;
+  } else if (const double* d = value.real();
+             d != nullptr && std::isfinite(*d) && std::trunc(*d) == *d && std::abs(*d) < 9e18) {
+    v = static_cast<int64_t>(*d);
+  } else {
+    return KeyError(key,
+                    StrCat("expected an integer in [", lo, ", ", hi, "], got ",
+                           value.real() != nullptr ? ConfigValueText(value) : value.TypeName()));
+  }
+  if (v < lo || v > hi)
+    return KeyError(key, StrCat(v, " is not an integer in [", lo, ", ", hi, "]"));
+  return v;
+}
+
+// A real key: a number as sent, or its text.
+absl::StatusOr<double> RealOf(const std::string& key, const ConfigValue& value, double lo,
+                              double hi) {
+  if (const std::string* text = value.string()) return ParseReal(key, *text, lo, hi);
+  double v = 0;
+  if (const int64_t* i = value.integer()) {
+    v = static_cast<double>(*i);
+  } else if (const double* d = value.real()) {
+    v = *d;
+  } else {
+    return KeyError(key,
+                    StrCat("expected a number in [", lo, ", ", hi, "], got ", value.TypeName()));
+  }
+  if (!std::isfinite(v) || v < lo || v > hi) {
+    return KeyError(key, StrCat(v, " is not a number in [", lo, ", ", hi, "]"));
+  }
+  return v;
+}
+
+absl::StatusOr<std::string> StringOf(const std::string& key, const ConfigValue& value) {
+  if (const std::string* text = value.string()) return *text;
+  return KeyError(key, StrCat("expected a string, got ", value.TypeName()));
+}
+
+// A list key: a list as sent, or comma-separated text (command lines, older clients).
+// Empty items are left out.
+absl::StatusOr<std::vector<std::string>> ListOf(const std::string& key, const ConfigValue& value) {
+  std::vector<std::string> out;
+  if (const ConfigValue::List* list = value.list()) {
+    for (const std::string& item : *list) {
+      if (!item.empty()) out.push_back(item);
+    }
+    return out;
+  }
+  if (const std::string* text = value.string()) {
+    for (std::string_view field : SplitFields(*text, ',')) {
+      if (!field.empty()) out.emplace_back(field);
+    }
+    return out;
+  }
+  return KeyError(key, StrCat("expected a list of strings, got ", value.TypeName()));
 }
 
 }  // namespace
@@ -60,87 +130,71 @@ const std::vector<ConfigKey>& EnvConfigKeys() {
   return *keys;
 }
 
-absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string>& keys) {
+absl::StatusOr<EnvConfig> ParseEnvConfig(const ConfigMap& keys) {
   EnvConfig c;
   for (const auto& [key, value] : keys) {
     if (key == "profiles") {
-      c.profiles.clear();
-      size_t start = 0;
-      while (start <= value.size()) {
-        const size_t comma = value.find(',', start);
-        const std::string item =
-            value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        if (!item.empty()) c.profiles.push_back(item);
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-      }
+      TG_ASSIGN_OR_RETURN(c.profiles, ListOf(key, value));
     } else if (key == "machine") {
-      c.machine = value;
+      TG_ASSIGN_OR_RETURN(c.machine, StringOf(key, value));
     } else if (key == "num_regions") {
-      TG_ASSIGN_OR_RETURN(int64_t v, ParseInt(key, value, 1, 65536));
+      TG_ASSIGN_OR_RETURN(int64_t v, IntOf(key, value, 1, 65536));
       c.num_regions = static_cast<int>(v);
     } else if (key == "steps") {
-      TG_ASSIGN_OR_RETURN(int64_t v, ParseInt(key, value, 0, 1'000'000));
+      TG_ASSIGN_OR_RETURN(int64_t v, IntOf(key, value, 0, 1'000'000));
       c.steps = static_cast<int>(v);
     } else if (key == "action_mode") {
-      if (value == "placement") {
+      TG_ASSIGN_OR_RETURN(std::string mode, StringOf(key, value));
+      if (mode == "placement") {
         c.action_mode = ActionMode::kPlacement;
-      } else if (value == "move") {
+      } else if (mode == "move") {
         c.action_mode = ActionMode::kMove;
       } else {
-        return absl::InvalidArgumentError(
-            StrCat("config key 'action_mode': '", value, "' is not placement or move"));
+        return KeyError(key, StrCat("'", mode, "' is not placement or move"));
       }
     } else if (key == "model") {
-      auto m = ParseModel(value);
-      if (!m.ok())
-        return absl::InvalidArgumentError(StrCat("config key 'model': ", m.status().message()));
+      TG_ASSIGN_OR_RETURN(std::string name, StringOf(key, value));
+      auto m = ParseModel(name);
+      if (!m.ok()) return KeyError(key, StrCat(m.status().message()));
       c.model = *m;
     } else if (key == "history_decay") {
-      TG_ASSIGN_OR_RETURN(double v, ParseReal(key, value, 0, 0.999999));
-      c.history_decay = v;
+      TG_ASSIGN_OR_RETURN(c.history_decay, RealOf(key, value, 0, 0.999999));
     } else if (key == "migration_gbps") {
-      TG_ASSIGN_OR_RETURN(double v, ParseReal(key, value, 0, 1e6));
-      c.migration_gbps = v;
+      TG_ASSIGN_OR_RETURN(c.migration_gbps, RealOf(key, value, 0, 1e6));
     } else if (key == "interference") {
-      c.interference = value;
+      TG_ASSIGN_OR_RETURN(c.interference, StringOf(key, value));
     } else if (key == "tier_capacity_mib") {
+      // TIER:MIB items, as a list or comma-separated text.
+      TG_ASSIGN_OR_RETURN(std::vector<std::string> items, ListOf(key, value));
       c.tier_capacity_mib.clear();
-      for (std::string_view field : SplitFields(value, ',')) {
-        if (value.empty()) break;  // no overrides
-        const std::string item(field);
+      for (const std::string& item : items) {
         const size_t colon = item.find(':');
         if (colon == std::string::npos || colon == 0) {
-          return absl::InvalidArgumentError(
-              StrCat("config key 'tier_capacity_mib': '", item, "' is not TIER:MIB"));
+          return KeyError(key, StrCat("'", item, "' is not TIER:MIB"));
         }
         const std::string tier = item.substr(0, colon);
         TG_ASSIGN_OR_RETURN(int64_t mib,
                             ParseInt(key, item.substr(colon + 1), 1, int64_t{1} << 40));
         for (const auto& [other, unused] : c.tier_capacity_mib) {
-          if (other == tier) {
-            return absl::InvalidArgumentError(
-                StrCat("config key 'tier_capacity_mib': tier '", tier, "' given twice"));
-          }
+          if (other == tier) return KeyError(key, StrCat("tier '", tier, "' given twice"));
         }
         c.tier_capacity_mib.emplace_back(tier, static_cast<uint64_t>(mib));
       }
     } else if (key == "calibration") {
-      c.calibration = value;
+      TG_ASSIGN_OR_RETURN(c.calibration, StringOf(key, value));
     } else if (key == "window_instructions") {
-      TG_ASSIGN_OR_RETURN(int64_t v, ParseInt(key, value, 1, int64_t{1} << 40));
+      TG_ASSIGN_OR_RETURN(int64_t v, IntOf(key, value, 1, int64_t{1} << 40));
       c.window_instructions = static_cast<uint64_t>(v);
     } else {
       std::string known;
       for (const ConfigKey& k : EnvConfigKeys())
         StrAppend(&known, known.empty() ? "" : ", ", k.name);
-      return absl::InvalidArgumentError(
-          StrCat("unknown config key '", key, "' (known: ", known, ")"));
+      return WithField(
+          absl::InvalidArgumentError(StrCat("unknown config key '", key, "' (known: ", known, ")")),
+          key);
     }
   }
-  if (c.profiles.empty()) {
-    return absl::InvalidArgumentError("config key 'profiles': at least one profile is required");
-  }
+  if (c.profiles.empty()) return KeyError("profiles", "at least one profile is required");
   return c;
 }
 
@@ -266,28 +320,26 @@ size_t EnvAssets::MemoryBytes() const {
 
 absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig& config,
                                                                  ProfileCache* cache) {
-  if (config.profiles.empty()) {
-    return absl::InvalidArgumentError("config key 'profiles': at least one profile is required");
-  }
-  if (config.num_regions < 1) {
-    return absl::InvalidArgumentError("config key 'num_regions': must be at least 1");
-  }
+  if (config.profiles.empty()) return KeyError("profiles", "at least one profile is required");
+  if (config.num_regions < 1) return KeyError("num_regions", "must be at least 1");
   ProfileCache own;  // without a shared cache: one for this load (the assets keep theirs)
   if (cache == nullptr) cache = &own;
   auto impl = std::make_unique<Impl>();
   impl->config = config;
-  TG_ASSIGN_OR_RETURN(impl->machine, LoadMachine(config.machine));
-  for (const auto& [tier_name, mib] : config.tier_capacity_mib) {
-    const std::string& name = tier_name;  // clang before 16 captures no structured binding
+  absl::StatusOr<Machine> machine = LoadMachine(config.machine);
+  if (!machine.ok()) return WithField(machine.status(), "machine");
+  impl->machine = *std::move(machine);
+  for (const auto& capacity : config.tier_capacity_mib) {
+    const std::string& name = capacity.first;
+    const uint64_t mib = capacity.second;
     auto it = std::find_if(impl->machine.tiers.begin(), impl->machine.tiers.end(),
                            [&](const TierSpec& t) { return t.name == name; });
     if (it == impl->machine.tiers.end()) {
       std::string known;
       for (const TierSpec& t : impl->machine.tiers)
         StrAppend(&known, known.empty() ? "" : ", ", t.name);
-      return absl::InvalidArgumentError(StrCat("config key 'tier_capacity_mib': machine ",
-                                               impl->machine.name, " has no tier '", name,
-                                               "' (tiers: ", known, ")"));
+      return KeyError("tier_capacity_mib", StrCat("machine ", impl->machine.name, " has no tier '",
+                                                  name, "' (tiers: ", known, ")"));
     }
     it->capacity_bytes = mib << 20;
   }
@@ -301,21 +353,27 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
   if (!config.calibration.empty()) {
     auto calibration = ReadCalibration(config.calibration);
     if (!calibration.ok()) {
-      return absl::Status(calibration.status().code(),
-                          StrCat("config key 'calibration': ", calibration.status().message()));
+      return WithField(absl::Status(calibration.status().code(),
+                                    StrCat("config key 'calibration': ",
+                                           calibration.status().message())),
+                       "calibration");
     }
     if (calibration->model != config.model) {
-      return absl::InvalidArgumentError(
-          StrCat("config key 'calibration': fitted for the ", ModelName(calibration->model),
-                 " model, but config key 'model' is ", ModelName(config.model)));
+      return WithField(absl::InvalidArgumentError(StrCat(
+                           "config key 'calibration': fitted for the ",
+                           ModelName(calibration->model), " model, but config key 'model' is ",
+                           ModelName(config.model))),
+                       "calibration");
     }
     ApplyCalibration(*calibration, &calibrated);
   }
   const auto k = static_cast<size_t>(config.num_regions);
   for (const std::string& path : config.profiles) {
     ProfileAssets pa;
-    TG_ASSIGN_OR_RETURN(
-        pa.estimator, cache->Get(path, m, config.window_instructions, calibrated.compute_overlap));
+    absl::StatusOr<std::shared_ptr<Estimator>> estimator =
+        cache->Get(path, m, config.window_instructions, calibrated.compute_overlap);
+    if (!estimator.ok()) return WithField(estimator.status(), "profiles");
+    pa.estimator = *std::move(estimator);
     const Profile& profile = pa.estimator->profile();
     pa.name = profile.app().empty() ? path : profile.app();
     const std::vector<std::string>& devices = profile.devices();
@@ -349,11 +407,13 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
       all_bytes += pa.region_bytes.back();
     }
     if (all_bytes > m.tiers[0].capacity_bytes) {
-      return absl::InvalidArgumentError(StrCat(
-          "profile ", path, ": its footprint (", all_bytes >> 20,
-          " MiB) does not fit the default tier '", m.tiers[0].name, "' (",
-          m.tiers[0].capacity_bytes >> 20,
-          " MiB), where every episode starts; raise its capacity (config key tier_capacity_mib)"));
+      return WithField(absl::InvalidArgumentError(
+                           StrCat("profile ", path, ": its footprint (", all_bytes >> 20,
+                                  " MiB) does not fit the default tier '", m.tiers[0].name, "' (",
+                                  m.tiers[0].capacity_bytes >> 20,
+                                  " MiB), where every episode starts; raise its capacity (config "
+                                  "key tier_capacity_mib)")),
+                       "tier_capacity_mib");
     }
     for (uint64_t b : pa.region_bytes) {
       pa.region_size_share.push_back(
@@ -377,14 +437,15 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
       }
     }
     if (!config.interference.empty()) {
-      TG_ASSIGN_OR_RETURN(InterferenceSchedule schedule,
-                          ReadInterferenceSchedule(config.interference));
-      auto composer = InterferenceComposer::Create(schedule, pa.estimator->profile().devices(),
+      absl::StatusOr<InterferenceSchedule> schedule = ReadInterferenceSchedule(config.interference);
+      if (!schedule.ok()) return WithField(schedule.status(), "interference");
+      auto composer = InterferenceComposer::Create(*schedule, pa.estimator->profile().devices(),
                                                    pa.estimator->profile().app());
       if (!composer.ok()) {
-        return absl::Status(composer.status().code(),
-                            StrCat("config key 'interference' (", config.interference,
-                                   "): ", composer.status().message()));
+        return WithField(absl::Status(composer.status().code(),
+                                      StrCat("config key 'interference' (", config.interference,
+                                             "): ", composer.status().message())),
+                         "interference");
       }
       pa.interference.emplace(*std::move(composer));
     }
@@ -594,31 +655,15 @@ absl::StatusOr<StepResult> Environment::Step(const Action& action) {
   const ProfileAssets& p = *s.profile;
   const size_t k = p.regions.size(), tiers = a.machine.tiers.size();
 
-  // Desired tier per region.
+  // Desired tier per region; the action checked against the action space first (the one
+  // check the server's batches use too).
+  TG_RETURN_IF_ERROR(CheckAction(a.spec.action, action, "action"));
   std::vector<int> want = s.region_tier;
   if (a.config.action_mode == ActionMode::kPlacement) {
-    if (action.values.size() != k) {
-      return absl::InvalidArgumentError(StrCat(
-          "action: expected ", k, " values (a tier per region), got ", action.values.size()));
-    }
-    for (size_t r = 0; r < k; ++r) {
-      const int64_t t = action.values[r];
-      if (t < 0 || t >= static_cast<int64_t>(tiers)) {
-        return absl::InvalidArgumentError(
-            StrCat("action[", r, "]: tier ", t, " out of range [0, ", tiers, ")"));
-      }
-      want[r] = static_cast<int>(t);
-    }
+    for (size_t r = 0; r < k; ++r) want[r] = static_cast<int>(action.values[r]);
   } else {
-    if (action.values.size() != 1) {
-      return absl::InvalidArgumentError(
-          StrCat("action: expected one value (region * tiers + tier), got ", action.values.size()));
-    }
     const int64_t v = action.values[0];
-    const auto n = static_cast<int64_t>(k * tiers);
-    if (v < 0 || v > n) {
-      return absl::InvalidArgumentError(StrCat("action: ", v, " out of range [0, ", n, "]"));
-    }
+    const auto n = static_cast<int64_t>(k * tiers);  // n: the no-op
     if (v < n) want[static_cast<size_t>(v) / tiers] = static_cast<int>(v % tiers);
   }
 

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "env/spec/config_value.h"
 #include "env/spec/env_spec.h"
 #include "estimator/estimator.h"
 #include "estimator/estimator_index.h"
@@ -81,12 +82,14 @@ struct EnvConfig {
   std::string calibration;
 };
 
-// Parses configuration keys (as strings, e.g. from a protocol message or the command line);
-// InvalidArgument names the key and the rule. Keys: profiles (comma-separated), machine,
+// Reads configuration keys as a client typed them (env/spec/config_value.h): integers and
+// numbers as such or as their text (command lines), lists (profiles, tier_capacity_mib) as
+// lists of strings or comma-separated text. InvalidArgument names the key and the rule, and
+// carries the key as its field (traces/base/field_status.h). Keys: profiles, machine,
 // num_regions, steps, action_mode (placement|move), model (paper|concurrent),
 // history_decay, migration_gbps, window_instructions, interference, tier_capacity_mib,
 // calibration.
-absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string>& keys);
+absl::StatusOr<EnvConfig> ParseEnvConfig(const ConfigMap& keys);
 // The keys ParseEnvConfig accepts, with their defaults and one line of help each.
 const std::vector<ConfigKey>& EnvConfigKeys();
 

@@ -4,7 +4,9 @@
 #include <charconv>
 #include <cmath>
 #include <initializer_list>
+#include <optional>
 
+#include "traces/base/field_status.h"
 #include "traces/base/file.h"
 #include "traces/base/json.h"
 #include "traces/base/status_macros.h"
@@ -20,84 +22,89 @@ std::string Bounds(uint64_t start, uint64_t end) {
   return StrCat("[", Hex(start), ", ", Hex(end), ")");
 }
 
-struct ParsedRange {
-  PlacementRange range;
-  size_t index;  // position in the document's "ranges" array
-  const json::Value* value;
+// What is wrong with a placement: the path of the part at fault inside the document
+// ("ranges[2].tier", "fractions.hbm"; range indexes as listed) and the rule it breaks.
+struct Problem {
+  std::string path;
+  std::string detail;
 };
 
-absl::StatusOr<std::vector<PlacementRange>> ParseRanges(const json::Value& array,
-                                                        const std::string& source) {
-  std::vector<ParsedRange> parsed;
-  parsed.reserve(array.array().size());
-  for (size_t i = 0; i < array.array().size(); ++i) {
-    const json::Value& item = array.array()[i];
-    json::ObjectReader r(item, source, StrCat("ranges[", i, "]"));
-    TG_RETURN_IF_ERROR(r.CheckIsObject());
-    // Unknown keys first, so that a misspelt "teir" is reported as such rather than as
-    // a missing "tier".
-    TG_RETURN_IF_ERROR(r.OnlyKeys({"start", "end", "tier"}));
-    ParsedRange p{.range = {}, .index = i, .value = &item};
-    TG_ASSIGN_OR_RETURN(p.range.start, r.RequiredUint64("start"));
-    TG_ASSIGN_OR_RETURN(p.range.end, r.RequiredUint64("end"));
-    TG_ASSIGN_OR_RETURN(p.range.tier, r.RequiredString("tier"));
-    if (p.range.tier.empty()) {
-      return r.Error("tier", item.Find("tier"), "tier name is empty");
+// The one set of rules of a placement, whatever it was read from (JSON text, a protocol
+// map): sorts the ranges by start; returns the first problem found, if any.
+std::optional<Problem> FindProblem(Placement& placement) {
+  if (placement.default_tier.empty()) return Problem{"default", "tier name is empty"};
+  std::vector<size_t> order(placement.ranges.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    const PlacementRange& r = placement.ranges[i];
+    order[i] = i;
+    if (r.tier.empty()) return Problem{StrCat("ranges[", i, "].tier"), "tier name is empty"};
+    if (r.start >= r.end) {
+      return Problem{StrCat("ranges[", i, "]"),
+                     StrCat("start ", Hex(r.start), " is not below end ", Hex(r.end),
+                            " (ranges are half-open [start, end) and may not be empty)")};
     }
-    if (p.range.start >= p.range.end) {
-      return r.Error("", &item,
-                     StrCat("start ", Hex(p.range.start), " is not below end ", Hex(p.range.end),
-                            " (ranges are half-open [start, end) and "
-                            "may not be empty)"));
-    }
-    parsed.push_back(std::move(p));
   }
-  std::stable_sort(parsed.begin(), parsed.end(), [](const ParsedRange& a, const ParsedRange& b) {
-    return a.range.start < b.range.start;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return placement.ranges[a].start < placement.ranges[b].start;
   });
-  for (size_t i = 1; i < parsed.size(); ++i) {
-    const ParsedRange& prev = parsed[i - 1];
-    const ParsedRange& cur = parsed[i];
-    if (cur.range.start < prev.range.end) {
-      // Point at whichever of the two comes later in the document.
-      const ParsedRange& first = prev.index < cur.index ? prev : cur;
-      const ParsedRange& second = prev.index < cur.index ? cur : prev;
-      json::ObjectReader r(*second.value, source, StrCat("ranges[", second.index, "]"));
-      return r.Error("", second.value,
-                     StrCat("ranges overlap: ranges[", first.index, "] ",
-                            Bounds(first.range.start, first.range.end), " and ranges[",
-                            second.index, "] ", Bounds(second.range.start, second.range.end)));
+  for (size_t k = 1; k < order.size(); ++k) {
+    const PlacementRange& prev = placement.ranges[order[k - 1]];
+    const PlacementRange& cur = placement.ranges[order[k]];
+    if (cur.start < prev.end) {
+      // Named by whichever of the two comes later in the document.
+      const size_t first = std::min(order[k - 1], order[k]);
+      const size_t second = std::max(order[k - 1], order[k]);
+      const PlacementRange& a = placement.ranges[first];
+      const PlacementRange& b = placement.ranges[second];
+      return Problem{StrCat("ranges[", second, "]"),
+                     StrCat("ranges overlap: ranges[", first, "] ", Bounds(a.start, a.end),
+                            " and ranges[", second, "] ", Bounds(b.start, b.end))};
     }
   }
-  std::vector<PlacementRange> ranges;
-  ranges.reserve(parsed.size());
-  for (ParsedRange& p : parsed) ranges.push_back(std::move(p.range));
-  return ranges;
-}
-
-absl::StatusOr<std::vector<std::pair<std::string, double>>> ParseFractions(
-    const json::Value& object, const std::string& source, const std::string& default_tier) {
-  json::ObjectReader r(object, source, "fractions");
-  std::vector<std::pair<std::string, double>> fractions;
   double sum = 0;
-  for (const auto& [tier, value] : object.object()) {
-    if (tier.empty()) return r.Error("", &value, "tier name is empty");
-    TG_ASSIGN_OR_RETURN(const double f, r.RequiredNumber(tier));
-    if (!(f >= 0 && f <= 1)) {
-      return r.Error(tier, &value, StrCat("fraction ", value.number_text(), " is outside [0, 1]"));
+  for (const auto& [tier, f] : placement.fractions) {
+    const std::string path = StrCat("fractions.", tier);
+    if (tier.empty()) return Problem{"fractions", "tier name is empty"};
+    if (!(f >= 0 && f <= 1)) return Problem{path, StrCat("fraction ", f, " is outside [0, 1]")};
+    if (tier == placement.default_tier) {
+      return Problem{path, StrCat("names the default tier ", json::Quote(placement.default_tier),
+                                  ", which receives the pages no fraction takes; leave it out")};
     }
-    if (tier == default_tier) {
-      return r.Error(tier, &value,
-                     StrCat("names the default tier ", json::Quote(default_tier),
-                            ", which receives the pages no fraction takes; leave it out"));
+    for (const auto& [other, unused] : placement.fractions) {
+      if (&other == &tier) break;
+      if (other == tier) return Problem{path, "the same tier appears twice"};
     }
     sum += f;
-    fractions.emplace_back(tier, f);
   }
   if (sum > 1 + kFractionSumSlack) {
-    return r.Error("", &object, StrCat("fractions sum to ", sum, ", above 1"));
+    return Problem{"fractions", StrCat("fractions sum to ", sum, ", above 1")};
   }
-  return fractions;
+  std::vector<PlacementRange> sorted;
+  sorted.reserve(order.size());
+  for (size_t i : order) sorted.push_back(std::move(placement.ranges[i]));
+  placement.ranges = std::move(sorted);
+  return std::nullopt;
+}
+
+// The JSON value a problem's path names (for its line and column), or nullptr.
+const json::Value* ValueAt(const json::Value& root, std::string_view path) {
+  const json::Value* at = &root;
+  while (!path.empty() && at != nullptr) {
+    if (path[0] == '.') path.remove_prefix(1);
+    if (path[0] == '[') {
+      const size_t close = path.find(']');
+      const size_t i = std::stoul(std::string(path.substr(1, close - 1)));
+      at = at->is_array() && i < at->array().size() ? &at->array()[i] : nullptr;
+      path.remove_prefix(close + 1);
+      continue;
+    }
+    // A member name runs to the next '.' or '[' (fraction tiers: to the end).
+    const bool fraction = at == root.Find("fractions");
+    const size_t end = fraction ? path.size() : std::min(path.find('.'), path.find('['));
+    at = at->is_object() ? at->Find(path.substr(0, end)) : nullptr;
+    path.remove_prefix(std::min(end, path.size()));
+  }
+  return at;
 }
 
 }  // namespace
@@ -120,9 +127,6 @@ absl::StatusOr<Placement> ParsePlacement(std::string_view json_text, const std::
   TG_RETURN_IF_ERROR(r.OnlyKeys({"default", "ranges", "fractions"}));
   Placement placement;
   TG_ASSIGN_OR_RETURN(placement.default_tier, r.RequiredString("default"));
-  if (placement.default_tier.empty()) {
-    return r.Error("default", root.Find("default"), "tier name is empty");
-  }
   TG_ASSIGN_OR_RETURN(const json::Value* ranges, r.OptionalMember("ranges"));
   TG_ASSIGN_OR_RETURN(const json::Value* fractions, r.OptionalMember("fractions"));
   if (ranges != nullptr && fractions != nullptr) {
@@ -132,14 +136,41 @@ absl::StatusOr<Placement> ParsePlacement(std::string_view json_text, const std::
   }
   if (ranges != nullptr) {
     TG_RETURN_IF_ERROR(r.RequiredArray("ranges").status());
-    TG_ASSIGN_OR_RETURN(placement.ranges, ParseRanges(*ranges, source));
+    for (size_t i = 0; i < ranges->array().size(); ++i) {
+      json::ObjectReader item(ranges->array()[i], source, StrCat("ranges[", i, "]"));
+      TG_RETURN_IF_ERROR(item.CheckIsObject());
+      // Unknown keys first, so that a misspelt "teir" is reported as such rather than as
+      // a missing "tier".
+      TG_RETURN_IF_ERROR(item.OnlyKeys({"start", "end", "tier"}));
+      PlacementRange range;
+      TG_ASSIGN_OR_RETURN(range.start, item.RequiredUint64("start"));
+      TG_ASSIGN_OR_RETURN(range.end, item.RequiredUint64("end"));
+      TG_ASSIGN_OR_RETURN(range.tier, item.RequiredString("tier"));
+      placement.ranges.push_back(std::move(range));
+    }
   }
   if (fractions != nullptr) {
     TG_RETURN_IF_ERROR(r.RequiredObject("fractions").status());
-    TG_ASSIGN_OR_RETURN(placement.fractions,
-                        ParseFractions(*fractions, source, placement.default_tier));
+    json::ObjectReader f(*fractions, source, "fractions");
+    for (const auto& [tier, value] : fractions->object()) {
+      if (tier.empty()) return f.Error("", &value, "tier name is empty");
+      TG_ASSIGN_OR_RETURN(const double share, f.RequiredNumber(tier));
+      placement.fractions.emplace_back(tier, share);
+    }
+  }
+  if (std::optional<Problem> problem = FindProblem(placement)) {
+    const json::Value* at = ValueAt(root, problem->path);
+    json::ObjectReader where(root, source, problem->path);
+    return where.Error("", at, problem->detail);
   }
   return placement;
+}
+
+absl::Status CheckPlacement(Placement& placement) {
+  if (std::optional<Problem> problem = FindProblem(placement)) {
+    return InvalidFieldError(problem->path, problem->detail);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Placement> ReadPlacement(const std::string& path) {

@@ -63,6 +63,13 @@ struct Placement {
 // Parses placement JSON; `source` names the document in errors.
 absl::StatusOr<Placement> ParsePlacement(std::string_view json_text, const std::string& source);
 
+// The rules of a placement, whatever it was read from (ParsePlacement applies them to
+// JSON, the protocol to a msgpack map): a non-empty default tier; ranges non-empty, with a
+// tier, not overlapping; fractions in [0, 1], not on the default tier, each tier once,
+// summing to at most 1. Sorts the ranges by start. InvalidArgument on the part at fault as
+// its field (traces/base/field_status.h: "ranges[2].tier", ranges numbered as given).
+absl::Status CheckPlacement(Placement& placement);
+
 // Reads and parses a file. NotFound when it does not exist.
 absl::StatusOr<Placement> ReadPlacement(const std::string& path);
 

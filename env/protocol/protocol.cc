@@ -9,6 +9,8 @@
 #include <utility>
 
 #include "msgpack.hpp"
+#include "traces/base/field_status.h"
+#include "traces/base/json.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
 
@@ -24,21 +26,17 @@ namespace mtype = msgpack::type;
 constexpr std::string_view kOpNames[kNumOps] = {"hello",      "list",     "make",  "reset", "step",
                                                 "step_batch", "estimate", "close", "stats"};
 
-// --- Errors inside the codec: a Status whose message is "FIELD: detail" ----------------
+// --- Errors inside the codec: a Status whose field is its payload (field_status.h) ------
 
-absl::Status FieldError(absl::StatusCode code, std::string_view field, std::string_view detail) {
-  return absl::Status(code, StrCat(field, ": ", detail));
-}
+using ::tiergym::FieldError;
 absl::Status Invalid(std::string_view field, std::string_view detail) {
-  return FieldError(absl::StatusCode::kInvalidArgument, field, detail);
+  return InvalidFieldError(field, detail);
 }
 
-// The field is everything before the first ": " (the codec builds every message so).
+// The field travels as the status's payload; a status without one is about the payload.
 Error ErrorFromFieldStatus(const absl::Status& status) {
-  const std::string message(status.message().data(), status.message().size());
-  const size_t colon = message.find(": ");
-  return Error{status.code(), colon == std::string::npos ? kPayloadField : message.substr(0, colon),
-               message};
+  return MakeError(status.code(), ErrorField(status).value_or(kPayloadField),
+                   std::string_view(status.message().data(), status.message().size()));
 }
 
 // A key that is a plain name joins its path with a dot ("config.steps"); any other key,
@@ -97,7 +95,7 @@ absl::Status Expected(std::string_view field, std::string_view what, const objec
   return Invalid(field, StrCat("expected ", what, ", got ", TypeName(o)));
 }
 
-std::string_view AsView(const object& o) { return std::string_view(o.via.str.ptr, o.via.str.size); }
+std::string_view AsView(const object& o) { return {o.via.str.ptr, o.via.str.size}; }
 
 absl::StatusOr<uint64_t> ReadUint(const object& o, std::string_view field) {
   if (o.type == mtype::POSITIVE_INTEGER) return o.via.u64;
@@ -178,7 +176,7 @@ class MapReader {
     if (o == nullptr) return Invalid(Field(key), "required field is missing");
     return o;
   }
-  std::string Field(std::string_view key) const { return Member(path_, key); }
+  [[nodiscard]] std::string Field(std::string_view key) const { return Member(path_, key); }
 
   absl::StatusOr<uint64_t> RequiredUint(std::string_view key) {
     TG_ASSIGN_OR_RETURN(const object* o, Required(key));
@@ -237,7 +235,7 @@ bool ValidUtf8(std::string_view s) {
   size_t i = 0;
   const size_t n = s.size();
   while (i < n) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const auto c = static_cast<unsigned char>(s[i]);
     if (c < 0x80) {
       ++i;
       continue;
@@ -258,7 +256,7 @@ bool ValidUtf8(std::string_view s) {
     }
     if (i + len > n) return false;
     for (size_t k = 1; k < len; ++k) {
-      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      const auto cc = static_cast<unsigned char>(s[i + k]);
       if ((cc & 0xc0) != 0x80) return false;
       cp = (cp << 6) | (cc & 0x3f);
     }
@@ -505,6 +503,8 @@ absl::StatusOr<ResetOptions> ReadResetOptions(const object& o, std::string_view 
   return options;
 }
 
+// Configuration values keep their msgpack types (env/spec/config_value.h); arrays are
+// lists of strings.
 absl::StatusOr<ConfigMap> ReadConfig(const object& o, std::string_view field) {
   MapReader r(o, std::string(field));
   TG_RETURN_IF_ERROR(r.Check());
@@ -513,45 +513,101 @@ absl::StatusOr<ConfigMap> ReadConfig(const object& o, std::string_view field) {
     const std::string key(AsView(o.via.map.ptr[i].key));
     const object& v = o.via.map.ptr[i].val;
     const std::string f = Member(field, key);
-    std::string value;
+    ConfigValue value;
     switch (v.type) {
       case mtype::STR:
-        value = std::string(AsView(v));
-        if (value.size() > kMaxValueBytes) {
-          return Invalid(f, StrCat(value.size(), " bytes; at most ", kMaxValueBytes));
+        if (v.via.str.size > kMaxValueBytes) {
+          return Invalid(f, StrCat(v.via.str.size, " bytes; at most ", kMaxValueBytes));
         }
+        value = ConfigValue(AsView(v));
         break;
       case mtype::POSITIVE_INTEGER:
-        value = StrCat(v.via.u64);
+      case mtype::NEGATIVE_INTEGER: {
+        TG_ASSIGN_OR_RETURN(int64_t n, ReadInt64(v, f));
+        value = ConfigValue(n);
         break;
-      case mtype::NEGATIVE_INTEGER:
-        value = StrCat(v.via.i64);
-        break;
+      }
       case mtype::FLOAT32:
       case mtype::FLOAT64:
-        value = StrCat(v.via.f64);
+        value = ConfigValue(v.via.f64);
         break;
       case mtype::BOOLEAN:
-        value = v.via.boolean ? "true" : "false";
+        value = ConfigValue(v.via.boolean);
         break;
-      case mtype::ARRAY:
+      case mtype::ARRAY: {
+        ConfigValue::List list;
+        size_t bytes = 0;
         for (uint32_t j = 0; j < v.via.array.size; ++j) {
           TG_ASSIGN_OR_RETURN(std::string s, ReadString(v.via.array.ptr[j], Index(f, j)));
-          if (value.size() + s.size() > kMaxValueBytes) {
+          bytes += s.size() + 1;
+          if (bytes > kMaxValueBytes) {
             return Invalid(Index(f, j), StrCat("the list passes ", kMaxValueBytes, " bytes"));
           }
-          if (s.find(',') != std::string::npos) {
-            return Invalid(Index(f, j), "an element of a list may not contain a comma");
-          }
-          StrAppend(&value, j == 0 ? "" : ",", s);
+          list.push_back(std::move(s));
         }
+        value = ConfigValue(std::move(list));
         break;
+      }
       default:
         return Expected(f, "a string, number, bool or array of strings", v);
     }
     config[key] = std::move(value);
   }
   return config;
+}
+
+// A placement given as a map (traces/TRACE_CSV.md section 2): its structure and types;
+// the rules (CheckPlacement) are the service's.
+absl::StatusOr<uint64_t> ReadAddress(const object& o, std::string_view field) {
+  if (o.type == mtype::STR) {
+    if (std::optional<uint64_t> v = json::ParseUint64Text(AsView(o))) return *v;
+    return Invalid(field, StrCat("expected an address (decimal or 0x-prefixed hex), got \"",
+                                 Printable(AsView(o)), "\""));
+  }
+  if (o.type == mtype::POSITIVE_INTEGER) return o.via.u64;
+  return Expected(field, "an address (an unsigned integer or its text)", o);
+}
+
+absl::StatusOr<Placement> ReadPlacementMap(const object& o, std::string_view field) {
+  MapReader r(o, std::string(field));
+  TG_RETURN_IF_ERROR(r.Check());
+  Placement p;
+  TG_ASSIGN_OR_RETURN(p.default_tier, r.RequiredString("default"));
+  const object* ranges = r.Find("ranges");
+  const object* fractions = r.Find("fractions");
+  if (ranges != nullptr && fractions != nullptr) {
+    return Invalid(r.Field("fractions"),
+                   "\"ranges\" and \"fractions\" may not both appear; a placement is either "
+                   "address ranges or fractions of the footprint");
+  }
+  if (ranges != nullptr) {
+    const std::string path = r.Field("ranges");
+    if (ranges->type != mtype::ARRAY) return Expected(path, "an array", *ranges);
+    for (uint32_t i = 0; i < ranges->via.array.size; ++i) {
+      MapReader item(ranges->via.array.ptr[i], Index(path, i));
+      TG_RETURN_IF_ERROR(item.Check());
+      PlacementRange range;
+      TG_ASSIGN_OR_RETURN(const object* start, item.Required("start"));
+      TG_ASSIGN_OR_RETURN(range.start, ReadAddress(*start, item.Field("start")));
+      TG_ASSIGN_OR_RETURN(const object* end, item.Required("end"));
+      TG_ASSIGN_OR_RETURN(range.end, ReadAddress(*end, item.Field("end")));
+      TG_ASSIGN_OR_RETURN(range.tier, item.RequiredString("tier"));
+      TG_RETURN_IF_ERROR(item.NoOtherKeys());
+      p.ranges.push_back(std::move(range));
+    }
+  }
+  if (fractions != nullptr) {
+    const std::string path = r.Field("fractions");
+    if (fractions->type != mtype::MAP) return Expected(path, "a map", *fractions);
+    for (uint32_t i = 0; i < fractions->via.map.size; ++i) {
+      const std::string tier(AsView(fractions->via.map.ptr[i].key));
+      TG_ASSIGN_OR_RETURN(double share,
+                          ReadDouble(fractions->via.map.ptr[i].val, Member(path, tier)));
+      p.fractions.emplace_back(tier, share);
+    }
+  }
+  TG_RETURN_IF_ERROR(r.NoOtherKeys());
+  return p;
 }
 
 // Optional per-entry list: absent/nil gives an empty vector; otherwise exactly n entries.
@@ -596,7 +652,9 @@ absl::StatusOr<StepBatchRequest> ReadStepBatch(MapReader& r, const DecodeLimits&
     const size_t width = a.shape.size() == 2 ? a.shape[1] : 1;
     b.actions.resize(n);
     for (size_t i = 0; i < n; ++i) {
-      b.actions[i].values.assign(flat.begin() + i * width, flat.begin() + (i + 1) * width);
+      const auto row = static_cast<std::ptrdiff_t>(i * width);
+      b.actions[i].values.assign(flat.begin() + row,
+                                 flat.begin() + row + static_cast<std::ptrdiff_t>(width));
     }
   } else if (actions->type == mtype::ARRAY) {
     if (actions->via.array.size != n) {
@@ -643,7 +701,7 @@ absl::StatusOr<StepBatchRequest> ReadStepBatch(MapReader& r, const DecodeLimits&
     } else if (mode == "same_step") {
       b.autoreset = Autoreset::kSameStep;
     } else {
-      return Invalid("autoreset", StrCat("expected \"none\" or \"same_step\", got \"", mode, "\""));
+      return Invalid("autoreset", StrCat(R"(expected "none" or "same_step", got ")", mode, "\""));
     }
   }
   return b;
@@ -715,7 +773,12 @@ absl::Status DecodeBody(MapReader& r, Request& req, const DecodeLimits& limits) 
       } else {
         return Expected("profile", "a profile name or index", *p);
       }
-      TG_ASSIGN_OR_RETURN(m.placement_json, r.RequiredString("placement"));
+      TG_ASSIGN_OR_RETURN(const object* placement, r.Required("placement"));
+      if (placement->type == mtype::MAP) {
+        TG_ASSIGN_OR_RETURN(m.placement, ReadPlacementMap(*placement, "placement"));
+      } else {
+        TG_ASSIGN_OR_RETURN(m.placement_json, ReadString(*placement, "placement"));
+      }
       req.body = std::move(m);
       return absl::OkStatus();
     }
@@ -825,7 +888,57 @@ class Packer {
     Map(config.size());
     for (const auto& [k, v] : config) {
       Str(k);
+      std::visit(
+          [&](const auto& x) {
+            using T = std::decay_t<decltype(x)>;
+            if constexpr (std::is_same_v<T, std::string>) {
+              Str(x);
+            } else if constexpr (std::is_same_v<T, int64_t>) {
+              Int(x);
+            } else if constexpr (std::is_same_v<T, double>) {
+              Double(x);
+            } else if constexpr (std::is_same_v<T, bool>) {
+              Bool(x);
+            } else {
+              Array(x.size());
+              for (const std::string& item : x) Str(item);
+            }
+          },
+          v.value);
+    }
+  }
+  void Config(const ConfigText& config) {
+    Map(config.size());
+    for (const auto& [k, v] : config) {
+      Str(k);
       Str(v);
+    }
+  }
+  void PlacementMap(const Placement& placement) {
+    const bool ranges = !placement.ranges.empty(), fractions = !placement.fractions.empty();
+    Map(1 + (ranges ? 1 : 0) + (fractions ? 1 : 0));
+    Str("default");
+    Str(placement.default_tier);
+    if (ranges) {
+      Str("ranges");
+      Array(placement.ranges.size());
+      for (const PlacementRange& r : placement.ranges) {
+        Map(3);
+        Str("start");
+        Uint(r.start);
+        Str("end");
+        Uint(r.end);
+        Str("tier");
+        Str(r.tier);
+      }
+    }
+    if (fractions) {
+      Str("fractions");
+      Map(placement.fractions.size());
+      for (const auto& [tier, share] : placement.fractions) {
+        Str(tier);
+        Double(share);
+      }
     }
   }
   void Options(const ResetOptions& options) {
@@ -1170,7 +1283,7 @@ struct ReplyPacker {
     p.Str("default_runtime_ns");
     p.Double(r.default_runtime_ns);
     p.Str("speedup");
-    p.Double(r.default_runtime_ns > 0 ? 1 - r.runtime_ns / r.default_runtime_ns : 0);
+    p.Double(r.speedup);
   }
   void operator()(const CloseReply&) { Head(0); }
   void operator()(const StatsReply& r) {
@@ -1329,9 +1442,9 @@ absl::StatusOr<EnvSpec> DecodeSpec(const object& o) {
   return spec;
 }
 
-absl::StatusOr<ConfigMap> DecodeConfigStrings(const object& o, std::string_view path) {
+absl::StatusOr<ConfigText> DecodeConfigStrings(const object& o, std::string_view path) {
   if (o.type != mtype::MAP) return Expected(path, "a map", o);
-  ConfigMap out;
+  ConfigText out;
   for (uint32_t i = 0; i < o.via.map.size; ++i) {
     TG_ASSIGN_OR_RETURN(std::string k, ReadString(o.via.map.ptr[i].key, path));
     TG_ASSIGN_OR_RETURN(std::string v, ReadString(o.via.map.ptr[i].val, Member(path, k)));
@@ -1424,7 +1537,9 @@ absl::Status DecodeObservationRows(const object& o, std::string_view key,
   if (shape.size() != 2) return Invalid(key, "expected 2 dimensions");
   rows.resize(shape[0]);
   for (size_t i = 0; i < rows.size(); ++i) {
-    rows[i].observation.assign(obs.begin() + i * shape[1], obs.begin() + (i + 1) * shape[1]);
+    const auto row = static_cast<std::ptrdiff_t>(i * shape[1]);
+    rows[i].observation.assign(obs.begin() + row,
+                               obs.begin() + row + static_cast<std::ptrdiff_t>(shape[1]));
   }
   return absl::OkStatus();
 }
@@ -1532,6 +1647,7 @@ absl::StatusOr<ReplyBody> DecodeOk(const object& o, Op op) {
       EstimateReply r;
       TG_ASSIGN_OR_RETURN(r.runtime_ns, NeedDouble(o, "runtime_ns", ""));
       TG_ASSIGN_OR_RETURN(r.default_runtime_ns, NeedDouble(o, "default_runtime_ns", ""));
+      TG_ASSIGN_OR_RETURN(r.speedup, NeedDouble(o, "speedup", ""));
       return r;
     }
     case Op::kClose:
@@ -1572,12 +1688,12 @@ absl::StatusOr<ReplyBody> DecodeOk(const object& o, Op op) {
 
 std::string Printable(std::string_view text) {
   std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
+  for (const char ch : text) {
     if (out.size() >= 64) {
       out += "...";
       break;
     }
-    const unsigned char c = static_cast<unsigned char>(text[i]);
+    const auto c = static_cast<unsigned char>(ch);
     if (c >= 0x20 && c < 0x7f && c != '\\') {
       out += static_cast<char>(c);
     } else {
@@ -1589,6 +1705,8 @@ std::string Printable(std::string_view text) {
   }
   return out;
 }
+
+std::string MemberPath(std::string_view path, std::string_view key) { return Member(path, key); }
 
 std::string_view OpName(Op op) { return kOpNames[static_cast<int>(op)]; }
 
@@ -1614,11 +1732,11 @@ Error MakeError(absl::StatusCode code, std::string field, std::string_view detai
 }
 
 Error ErrorFromStatus(const absl::Status& status, std::string field) {
-  return MakeError(status.code(), std::move(field),
+  return MakeError(status.code(), ErrorField(status).value_or(std::move(field)),
                    std::string_view(status.message().data(), status.message().size()));
 }
 
-absl::Status ToStatus(const Error& error) { return absl::Status(error.code, error.message); }
+absl::Status ToStatus(const Error& error) { return {error.code, error.message}; }
 
 std::string CodeName(absl::StatusCode code) { return absl::StatusCodeToString(code); }
 
@@ -1650,7 +1768,7 @@ DecodedRequest DecodeRequest(std::string_view payload, const DecodeLimits& limit
     }
     if (absl::Status s = StrictCheck(root, ""); !s.ok()) {
       // A repeated id is not trusted for the reply.
-      if (s.message().substr(0, 4) == "id: ") out.request.id.reset();
+      if (ErrorField(s) == "id") out.request.id.reset();
       return fail(s);
     }
     absl::StatusOr<uint64_t> version = r.RequiredUint("v");
@@ -1773,7 +1891,11 @@ std::string EncodeRequest(const Request& request) {
           p.Str("profile");
           p.Str(body.profile);
           p.Str("placement");
-          p.Str(body.placement_json);
+          if (body.placement) {
+            p.PlacementMap(*body.placement);
+          } else {
+            p.Str(body.placement_json);
+          }
         } else if constexpr (std::is_same_v<T, CloseRequest>) {
           head(1);
           p.Str("session");

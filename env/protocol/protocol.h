@@ -4,8 +4,9 @@
 // The codec is pure: bytes in, structs out (and back), no sockets, no sessions. The
 // server decodes requests and encodes replies; the C++ client (env/client/) encodes
 // requests and decodes replies; the tests round-trip both. Decoding never throws: every
-// malformed payload becomes an Error whose code is an absl::StatusCode and whose message
-// names the request field at fault ("action[3]: ..."). MessagePack stays inside
+// malformed payload becomes an Error whose code is an absl::StatusCode, whose field is the
+// request field at fault (carried as data: traces/base/field_status.h) and whose message
+// starts with it ("action[3]: ..."). MessagePack stays inside
 // protocol.cc; this header is free of it.
 //
 // Thread-safety: plain values and functions without shared state.
@@ -22,7 +23,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "env/spec/config_value.h"
 #include "env/spec/env_spec.h"
+#include "traces/placement.h"
 
 namespace tiergym::env::protocol {
 
@@ -51,8 +54,13 @@ struct Error {
 // An Error whose message is "FIELD: DETAIL" (DETAIL kept as is when it already starts
 // with "FIELD").
 Error MakeError(absl::StatusCode code, std::string field, std::string_view detail);
-// The status of `status` on `field` (status must not be OK).
+// The Error of `status` (not OK): on the field it carries (traces/base/field_status.h),
+// or on `field` when it carries none.
 Error ErrorFromStatus(const absl::Status& status, std::string field);
+// The path of member `key` of the map at `path`: "config.steps" for a plain name (letters,
+// digits, '_', '-'); any other key bracketed and quoted, bytes outside printable ASCII and
+// '"', '\\', ':' as \xNN (`config["a b"]`), so that a path is never empty.
+std::string MemberPath(std::string_view path, std::string_view key);
 // Bytes a client sent, fit to quote in a reply: printable ASCII kept, other bytes (and
 // backslashes) as \xNN, at most 64 bytes of it (then "..."). Replies never carry a
 // client's bytes otherwise.
@@ -63,11 +71,14 @@ absl::Status ToStatus(const Error& error);
 std::string CodeName(absl::StatusCode code);
 absl::StatusCode ParseCodeName(std::string_view name);
 
-using ConfigMap = std::map<std::string, std::string>;
+// Configuration values as the client typed them (env/spec/config_value.h).
+using ConfigMap = ::tiergym::env::ConfigMap;
+// Configuration values in their text form (the make reply's `config`).
+using ConfigText = std::map<std::string, std::string>;
 
 struct MakeRequest {
   std::string env;
-  ConfigMap config;  // values as strings; arrays already joined with commas
+  ConfigMap config;
 };
 
 struct ResetRequest {
@@ -94,7 +105,9 @@ struct EstimateRequest {
   SessionId session;                // empty: use `config`
   std::optional<ConfigMap> config;  // neither: the server's default configuration
   std::string profile;              // name or index
-  std::string placement_json;
+  std::string placement_json;       // the placement as JSON text, or:
+  // as a map (decoded, not yet checked: traces/placement.h CheckPlacement).
+  std::optional<Placement> placement;
 };
 
 struct CloseRequest {
@@ -165,7 +178,7 @@ struct ListReply {
 struct MakeReply {
   SessionId session;
   EnvSpec spec;
-  ConfigMap config;
+  ConfigText config;  // every key with its value in force
 };
 
 struct ResetReply {
@@ -187,6 +200,9 @@ struct StepBatchReply {
 struct EstimateReply {
   double runtime_ns = 0;
   double default_runtime_ns = 0;
+  // 1 - runtime_ns / default_runtime_ns: the time saved as a fraction of the default run
+  // (the service computes it; the codec carries it).
+  double speedup = 0;
 };
 
 struct CloseReply {};

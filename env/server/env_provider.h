@@ -7,8 +7,8 @@
 //     between the environments it makes, read-only.
 //   - A SessionEnv is used by one thread at a time (the service locks its session).
 //   - Errors are absl statuses: InvalidArgument for a bad configuration or action (the
-//     message starts with the key or index at fault), NotFound for a missing profile,
-//     FailedPrecondition for a step outside an episode.
+//     key or index at fault carried as the status's field, traces/base/field_status.h),
+//     NotFound for a missing profile, FailedPrecondition for a step outside an episode.
 #ifndef TIERGYM_ENV_SERVER_ENV_PROVIDER_H_
 #define TIERGYM_ENV_SERVER_ENV_PROVIDER_H_
 
@@ -44,9 +44,10 @@ class EnvProvider {
   virtual std::string Description() const = 0;
   // The configuration keys Make accepts, with defaults and help.
   virtual const std::vector<ConfigKey>& ConfigKeys() const = 0;
-  // A new environment. `config` holds only keys of ConfigKeys() (the service checks).
-  virtual absl::StatusOr<std::unique_ptr<SessionEnv>> Make(
-      const std::map<std::string, std::string>& config) = 0;
+  // A new environment. `config` holds only keys of ConfigKeys() (the service checks), with
+  // their values as the client typed them. Errors about one key carry it as their field
+  // (traces/base/field_status.h: "steps", not "config.steps").
+  virtual absl::StatusOr<std::unique_ptr<SessionEnv>> Make(const ConfigMap& config) = 0;
 
   struct Stats {
     uint64_t asset_sets = 0;   // distinct configurations loaded and held

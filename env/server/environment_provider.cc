@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "traces/base/field_status.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
 #include "traces/machine.h"
@@ -52,14 +53,14 @@ bool Ready(const std::shared_future<absl::StatusOr<std::shared_ptr<const EnvAsse
 EnvironmentProvider::EnvironmentProvider(EnvironmentProviderOptions options)
     : options_(std::move(options)),
       keys_(EnvConfigKeys()),
-      roots_(DataRoots::Create(
-          DataRootsOptions{options_.data_dirs, options_.named_profiles,
-                           options_.default_config.count("machine")
-                               ? std::vector<std::string>{options_.default_config.at("machine")}
-                               : std::vector<std::string>{}})) {
+      roots_(DataRoots::Create(DataRootsOptions{
+          options_.data_dirs, options_.named_profiles,
+          options_.default_config.count("machine")
+              ? std::vector<std::string>{ConfigValueText(options_.default_config.at("machine"))}
+              : std::vector<std::string>{}})) {
   for (ConfigKey& k : keys_) {
     auto it = options_.default_config.find(k.name);
-    if (it != options_.default_config.end()) k.default_value = it->second;
+    if (it != options_.default_config.end()) k.default_value = ConfigValueText(it->second);
   }
 }
 EnvironmentProvider::~EnvironmentProvider() = default;
@@ -73,16 +74,21 @@ std::string EnvironmentProvider::Description() const {
 
 const std::vector<ConfigKey>& EnvironmentProvider::ConfigKeys() const { return keys_; }
 
-absl::StatusOr<std::map<std::string, std::string>> EnvironmentProvider::Resolve(
-    const std::map<std::string, std::string>& config) const {
+absl::StatusOr<ConfigMap> EnvironmentProvider::Resolve(const ConfigMap& config) const {
   if (!roots_.ok()) return roots_.status();
-  std::map<std::string, std::string> out = config;
-  // The client's names, resolved to the operator's files (or refused).
-  if (auto it = out.find("machine"); it != out.end()) {
-    TG_ASSIGN_OR_RETURN(it->second, roots_->Machine(it->second, "machine"));
+  ConfigMap out = config;
+  // The client's names, resolved to the operator's files (or refused); a value of the
+  // wrong type is left to ParseEnvConfig, which says what it expects.
+  if (auto it = out.find("machine"); it != out.end() && it->second.string() != nullptr) {
+    absl::StatusOr<std::string> file = roots_->Machine(*it->second.string(), "machine");
+    if (!file.ok()) return WithField(file.status(), "machine");
+    it->second = *std::move(file);
   }
-  if (auto it = out.find("interference"); it != out.end() && !it->second.empty()) {
-    TG_ASSIGN_OR_RETURN(it->second, roots_->Schedule(it->second, "interference"));
+  if (auto it = out.find("interference");
+      it != out.end() && it->second.string() != nullptr && !it->second.string()->empty()) {
+    absl::StatusOr<std::string> file = roots_->Schedule(*it->second.string(), "interference");
+    if (!file.ok()) return WithField(file.status(), "interference");
+    it->second = *std::move(file);
   }
   if (auto it = out.find("calibration"); it != out.end() && !it->second.empty()) {
     TG_ASSIGN_OR_RETURN(it->second, roots_->Calibration(it->second, "calibration"));
@@ -90,33 +96,28 @@ absl::StatusOr<std::map<std::string, std::string>> EnvironmentProvider::Resolve(
   // The server's defaults: the operator's word, taken as they are.
   for (const auto& [key, value] : options_.default_config) out.emplace(key, value);
   auto it = out.find("profiles");
-  if (it == out.end() || it->second.empty()) {
-    std::string dirs;
-    for (const std::string& d : options_.default_profiles)
-      StrAppend(&dirs, dirs.empty() ? "" : ",", d);
-    out["profiles"] = dirs;
-    return out;
-  }
-  std::string dirs;
-  size_t start = 0;
-  const std::string& value = it->second;
-  while (start <= value.size()) {
-    size_t comma = value.find(',', start);
-    if (comma == std::string::npos) comma = value.size();
-    const std::string item = value.substr(start, comma - start);
-    if (!item.empty()) {
-      TG_ASSIGN_OR_RETURN(std::string dir, roots_->ProfileDir(item, "profiles"));
-      StrAppend(&dirs, dirs.empty() ? "" : ",", dir);
+  ConfigValue::List names;
+  if (it != out.end()) {
+    if (const ConfigValue::List* list = it->second.list()) {
+      names = *list;
+    } else if (const std::string* text = it->second.string()) {  // comma-separated text
+      for (std::string_view item : SplitFields(*text, ',')) names.emplace_back(item);
+    } else {
+      return out;  // ParseEnvConfig refuses it
     }
-    start = comma + 1;
   }
-  it->second = dirs;
+  ConfigValue::List dirs;
+  for (const std::string& name : names) {
+    if (name.empty()) continue;
+    absl::StatusOr<std::string> dir = roots_->ProfileDir(name, "profiles");
+    if (!dir.ok()) return WithField(dir.status(), "profiles");
+    dirs.push_back(*std::move(dir));
+  }
+  out["profiles"] = dirs.empty() ? ConfigValue(options_.default_profiles) : ConfigValue(dirs);
   return out;
 }
 
-absl::StatusOr<EnvironmentProvider::Cost> EnvironmentProvider::EstimateCost(
-    const std::map<std::string, std::string>& resolved) const {
-  TG_ASSIGN_OR_RETURN(EnvConfig c, ParseEnvConfig(resolved));
+EnvironmentProvider::Cost EnvironmentProvider::EstimateCost(const EnvConfig& c) const {
   absl::StatusOr<Machine> machine = LoadMachine(c.machine);
   const uint64_t tiers = machine.ok() ? machine->tiers.size() : 8;
   const uint64_t k = static_cast<uint64_t>(std::max(1, c.num_regions));
@@ -159,18 +160,27 @@ absl::StatusOr<EnvironmentProvider::Cost> EnvironmentProvider::EstimateCost(
   return cost;
 }
 
-std::string EnvironmentProvider::CacheKey(const std::map<std::string, std::string>& resolved) {
-  // Every key with its value in force, so that spelling a default out loads nothing new.
+std::string EnvironmentProvider::CacheKey(const ConfigMap& resolved) {
+  // Every key with its value in force, so that spelling a default out loads nothing new;
+  // list items length-prefixed, so that no two lists share a key.
   std::string key;
   for (const ConfigKey& k : EnvConfigKeys()) {
     auto it = resolved.find(k.name);
-    StrAppend(&key, k.name, "=", it == resolved.end() ? k.default_value : it->second, "\n");
+    StrAppend(&key, k.name, "=");
+    if (it == resolved.end()) {
+      StrAppend(&key, k.default_value);
+    } else if (const ConfigValue::List* list = it->second.list()) {
+      for (const std::string& item : *list) StrAppend(&key, "[", item.size(), "]", item);
+    } else {
+      StrAppend(&key, ConfigValueText(it->second));
+    }
+    StrAppend(&key, "\n");
   }
   return key;
 }
 
 void EnvironmentProvider::Trim() {
-  absl::StatusOr<std::map<std::string, std::string>> defaults = Resolve({});
+  absl::StatusOr<ConfigMap> defaults = Resolve({});
   const std::string pinned = defaults.ok() ? CacheKey(*defaults) : "";
   const auto now = std::chrono::steady_clock::now();
   std::vector<std::shared_future<AssetsOr>> doomed;  // freed outside the lock
@@ -208,8 +218,7 @@ uint64_t EnvironmentProvider::HeldBytesLocked() const {
 }
 
 absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvironmentProvider::Assets(
-    const std::map<std::string, std::string>& config, const Cost& cost) {
-  const std::string key = CacheKey(config);
+    const std::string& key, const EnvConfig& config, const Cost& cost) {
   std::promise<AssetsOr> promise;
   std::shared_future<AssetsOr> future;
   bool load = false;
@@ -239,9 +248,7 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvironmentProvider::Assets(
   if (load) {
     AssetsOr result = [&]() -> AssetsOr {
       try {
-        absl::StatusOr<EnvConfig> parsed = ParseEnvConfig(config);
-        if (!parsed.ok()) return parsed.status();
-        return EnvAssets::Load(*parsed, &profiles_);
+        return EnvAssets::Load(config, &profiles_);
       } catch (const std::bad_alloc&) {
         return absl::ResourceExhaustedError(
             "the server ran out of memory loading this configuration");
@@ -277,38 +284,41 @@ bool EnvironmentProvider::EvictUnusedLocked(uint64_t need) {
          HeldBytesLocked() + need <= options_.max_asset_bytes;
 }
 
-absl::StatusOr<std::unique_ptr<SessionEnv>> EnvironmentProvider::Make(
-    const std::map<std::string, std::string>& config) {
-  absl::StatusOr<std::map<std::string, std::string>> resolved = Resolve(config);
+absl::StatusOr<std::unique_ptr<SessionEnv>> EnvironmentProvider::Make(const ConfigMap& config) {
+  absl::StatusOr<ConfigMap> resolved = Resolve(config);
   if (!resolved.ok()) return resolved.status();
-  absl::StatusOr<Cost> cost = EstimateCost(*resolved);
-  if (!cost.ok()) return cost.status();
-  absl::StatusOr<std::shared_ptr<const EnvAssets>> assets = Assets(*resolved, *cost);
+  absl::StatusOr<EnvConfig> parsed = ParseEnvConfig(*resolved);
+  if (!parsed.ok()) return parsed.status();
+  const Cost cost = EstimateCost(*parsed);
+  absl::StatusOr<std::shared_ptr<const EnvAssets>> assets =
+      Assets(CacheKey(*resolved), *parsed, cost);
   if (!assets.ok()) {
-    // Files by the names clients know them by, not by their server paths.
-    return absl::Status(assets.status().code(),
-                        roots_->Redact(std::string(assets.status().message())));
+    // Files by the names clients know them by, not by their server paths; the field kept.
+    absl::Status redacted(assets.status().code(),
+                          roots_->Redact(std::string(assets.status().message())));
+    const std::optional<std::string> field = ErrorField(assets.status());
+    return field ? WithField(std::move(redacted), *field) : redacted;
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (options_.max_asset_bytes > 0 &&
-        HeldBytesLocked() + cost->session_bytes > options_.max_asset_bytes) {
+        HeldBytesLocked() + cost.session_bytes > options_.max_asset_bytes) {
       return absl::ResourceExhaustedError(
-          StrCat("a session of this configuration needs about ", MiB(cost->session_bytes),
-                 "; with ", MiB(HeldBytesLocked()),
+          StrCat("a session of this configuration needs about ", MiB(cost.session_bytes), "; with ",
+                 MiB(HeldBytesLocked()),
                  " held by configurations and sessions in use, that is over the server's "
                  "memory budget of ",
                  MiB(options_.max_asset_bytes), " (--max-asset-mib); close sessions"));
     }
-    session_bytes_->fetch_add(cost->session_bytes);
+    session_bytes_->fetch_add(cost.session_bytes);
   }
   absl::StatusOr<std::unique_ptr<Environment>> env = Environment::Create(*std::move(assets));
   if (!env.ok()) {
-    session_bytes_->fetch_sub(cost->session_bytes);
+    session_bytes_->fetch_sub(cost.session_bytes);
     return env.status();
   }
   return std::unique_ptr<SessionEnv>(
-      new EnvironmentSession(*std::move(env), session_bytes_, cost->session_bytes));
+      new EnvironmentSession(*std::move(env), session_bytes_, cost.session_bytes));
 }
 
 EnvProvider::Stats EnvironmentProvider::GetStats() const {

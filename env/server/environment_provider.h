@@ -52,7 +52,7 @@ struct EnvironmentProviderOptions {
   // The server's own defaults for configuration keys a session does not give (e.g.
   // {"machine": "disagg"} for profiles recorded on that machine); they are also the
   // defaults `list` reports. Default none: EnvConfigKeys()'s.
-  std::map<std::string, std::string> default_config;
+  ConfigMap default_config;
   // Directories whose files and profile directories clients may name (--data-dir).
   // Default none.
   std::vector<std::string> data_dirs;
@@ -70,38 +70,37 @@ class EnvironmentProvider : public EnvProvider {
 
   std::string Description() const override;
   const std::vector<ConfigKey>& ConfigKeys() const override;
-  absl::StatusOr<std::unique_ptr<SessionEnv>> Make(
-      const std::map<std::string, std::string>& config) override;
+  absl::StatusOr<std::unique_ptr<SessionEnv>> Make(const ConfigMap& config) override;
   Stats GetStats() const override;
   void Trim() override;
 
   // Bytes a profile not yet loaded is assumed to take per byte of its trace files.
   static constexpr uint64_t kTraceBytesFactor = 4;
 
-  // The estimated bytes of the assets of `config` (resolved) and of one of its sessions,
-  // before anything is loaded. InvalidArgument for a configuration ParseEnvConfig refuses.
+  // The estimated bytes of the assets of a configuration (resolved) and of one of its
+  // sessions, before anything is loaded.
   struct Cost {
     uint64_t asset_bytes = 0;
     uint64_t session_bytes = 0;
   };
-  absl::StatusOr<Cost> EstimateCost(const std::map<std::string, std::string>& resolved) const;
+  Cost EstimateCost(const EnvConfig& config) const;
 
   // The configuration as ParseEnvConfig will see it: the client's names resolved to the
-  // operator's files (NotFound for anything else), the server's defaults and default
-  // profiles filled in. Exposed for tests.
-  absl::StatusOr<std::map<std::string, std::string>> Resolve(
-      const std::map<std::string, std::string>& config) const;
+  // operator's files (NotFound for anything else, on the key's field), the server's
+  // defaults and default profiles filled in, `profiles` as a list. Exposed for tests.
+  absl::StatusOr<ConfigMap> Resolve(const ConfigMap& config) const;
 
  private:
   using AssetsOr = absl::StatusOr<std::shared_ptr<const EnvAssets>>;
-  absl::StatusOr<std::shared_ptr<const EnvAssets>> Assets(
-      const std::map<std::string, std::string>& config, const Cost& cost);
+  absl::StatusOr<std::shared_ptr<const EnvAssets>> Assets(const std::string& key,
+                                                          const EnvConfig& config,
+                                                          const Cost& cost);
   // Evicts unused asset sets while more than max_asset_sets are held or, with `need`,
   // until `need` more bytes fit the budget; returns whether they fit.
   bool EvictUnusedLocked(uint64_t need = 0);
   uint64_t HeldBytesLocked() const;
   // The cache key of a resolved configuration: every key with its value in force.
-  static std::string CacheKey(const std::map<std::string, std::string>& resolved);
+  static std::string CacheKey(const ConfigMap& resolved);
 
   EnvironmentProviderOptions options_;
   std::vector<ConfigKey> keys_;  // EnvConfigKeys() with options_.default_config applied

@@ -10,6 +10,8 @@
 #include <unordered_set>
 #include <utility>
 
+#include "env/spec/action_check.h"
+#include "traces/base/field_status.h"
 #include "traces/base/strings.h"
 #include "traces/placement.h"
 
@@ -23,7 +25,7 @@ struct Service::Session {
   protocol::SessionId id;
   std::string owner;
   std::unique_ptr<SessionEnv> env;
-  protocol::ConfigMap config;
+  std::map<std::string, std::string> config;  // every key's value in force, as text
   std::mutex mu;
   bool in_episode = false;  // guarded by mu
   std::atomic<int> users{0};
@@ -53,76 +55,27 @@ class Service::Lease {
 
 namespace {
 
-// The configuration key a provider's message is about: the earliest key named in it as a
-// whole word, or "" when none is.
-std::string KeyNamedIn(std::string_view message, const std::vector<ConfigKey>& keys) {
-  size_t best = std::string_view::npos;
-  std::string key;
-  auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-  for (const ConfigKey& k : keys) {
-    for (size_t pos = message.find(k.name); pos != std::string_view::npos;
-         pos = message.find(k.name, pos + 1)) {
-      const bool start_ok = pos == 0 || !word_char(message[pos - 1]);
-      const size_t end = pos + k.name.size();
-      const bool end_ok = end == message.size() || !word_char(message[end]);
-      if (start_ok && end_ok) {
-        if (pos < best) {
-          best = pos;
-          key = k.name;
-        }
-        break;
-      }
-    }
+// A provider's error about the configuration: on `config.KEY` when it names its key
+// (field_status.h); otherwise on `config`, or `config.profiles` for a profile not found.
+Error ConfigError(const absl::Status& status) {
+  if (!ErrorField(status) && status.code() == absl::StatusCode::kNotFound) {
+    return protocol::ErrorFromStatus(status, "config.profiles");
   }
-  return key;
-}
-
-Error ConfigError(const absl::Status& status, const std::vector<ConfigKey>& keys) {
-  std::string key =
-      KeyNamedIn(std::string_view(status.message().data(), status.message().size()), keys);
-  if (key.empty() && status.code() == absl::StatusCode::kNotFound) key = "profiles";
-  return protocol::ErrorFromStatus(status, key.empty() ? "config" : "config." + key);
-}
-
-// Checks an action against the action space; errors name `field` ("action", "actions[3]").
-absl::Status CheckAction(const EnvSpec& spec, const Action& action, const std::string& field) {
-  const Space& s = spec.action;
-  if (s.kind == Space::kMultiDiscrete) {
-    const int64_t want = s.shape.empty() ? 0 : s.shape[0];
-    if (static_cast<int64_t>(action.values.size()) != want) {
-      return absl::InvalidArgumentError(StrCat(
-          field, ": expected ", want, " values (one tier per region), got ", action.values.size()));
-    }
-    for (size_t i = 0; i < action.values.size(); ++i) {
-      if (action.values[i] < 0 || action.values[i] >= s.n) {
-        return absl::InvalidArgumentError(
-            StrCat(field, "[", i, "]: tier ", action.values[i], " out of range [0, ", s.n, ")"));
-      }
-    }
-    return absl::OkStatus();
-  }
-  if (s.kind == Space::kDiscrete) {
-    if (action.values.size() != 1) {
-      return absl::InvalidArgumentError(StrCat(field, ": expected one integer in [0, ", s.n,
-                                               ") (move mode), got ", action.values.size(),
-                                               " values"));
-    }
-    if (action.values[0] < 0 || action.values[0] >= s.n) {
-      return absl::InvalidArgumentError(
-          StrCat(field, ": ", action.values[0], " out of range [0, ", s.n, ")"));
-    }
-    return absl::OkStatus();
-  }
-  return absl::InternalError(StrCat(field, ": the action space is not discrete"));
+  return protocol::ErrorFromStatus(NestField(status, "config"), "config");
 }
 
 Error FieldOf(const absl::Status& status, const std::string& field) {
   return protocol::ErrorFromStatus(status, field);
 }
 
-// Where an environment's step error belongs.
+// Where an environment's step error belongs: the part of the action it names ("action[3]"
+// becomes action_field + "[3]"), else the action (InvalidArgument) or the session.
 Error StepError(const absl::Status& status, const std::string& session_field,
                 const std::string& action_field) {
+  const std::optional<std::string> field = ErrorField(status);
+  if (field && field->rfind("action", 0) == 0) {
+    return protocol::ErrorFromStatus(WithField(status, action_field + field->substr(6)), "");
+  }
   return protocol::ErrorFromStatus(
       status, status.code() == absl::StatusCode::kInvalidArgument ? action_field : session_field);
 }
@@ -281,8 +234,8 @@ absl::Status Service::CheckConfigKeys(const protocol::ConfigMap& config) const {
     if (std::none_of(keys.begin(), keys.end(), [&](const ConfigKey& k) { return k.name == key; })) {
       std::string known;
       for (const ConfigKey& k : keys) StrAppend(&known, known.empty() ? "" : ", ", k.name);
-      return absl::InvalidArgumentError(
-          StrCat("config.", key, ": unknown configuration key (known: ", known, ")"));
+      return InvalidFieldError(protocol::MemberPath("config", key),
+                               StrCat("unknown configuration key (known: ", known, ")"));
     }
   }
   return absl::OkStatus();
@@ -316,7 +269,7 @@ ReplyBody Service::Make(const protocol::MakeRequest& r, const std::string& owner
                             "\" (served: ", protocol::kEnvId, ")"));
   }
   if (absl::Status s = CheckConfigKeys(r.config); !s.ok()) {
-    return protocol::ErrorFromStatus(s, std::string(s.message().substr(0, s.message().find(':'))));
+    return protocol::ErrorFromStatus(s, "config");
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -339,7 +292,7 @@ ReplyBody Service::Make(const protocol::MakeRequest& r, const std::string& owner
   absl::StatusOr<std::unique_ptr<SessionEnv>> env = provider_->Make(r.config);
   std::lock_guard<std::mutex> lock(mu_);
   --pending_makes_;
-  if (!env.ok()) return ConfigError(env.status(), provider_->ConfigKeys());
+  if (!env.ok()) return ConfigError(env.status());
 
   auto session = std::make_shared<Session>();
   do {
@@ -352,7 +305,7 @@ ReplyBody Service::Make(const protocol::MakeRequest& r, const std::string& owner
   reply.session = session->id;
   reply.spec = session->env->spec();
   for (const ConfigKey& k : provider_->ConfigKeys()) reply.config[k.name] = k.default_value;
-  for (const auto& [k, v] : r.config) reply.config[k] = v;
+  for (const auto& [k, v] : r.config) reply.config[k] = ConfigValueText(v);
   if (r.config.count("profiles") == 0 && reply.config.count("profiles") != 0) {
     std::string names;
     for (const std::string& p : reply.spec.profiles) StrAppend(&names, names.empty() ? "" : ",", p);
@@ -385,9 +338,7 @@ ReplyBody Service::Step(const protocol::StepRequest& r, const std::string& owner
   Session& s = **lease;
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.in_episode) return NoEpisode("session");
-  if (absl::Status c = CheckAction(s.env->spec(), r.action, "action"); !c.ok()) {
-    return FieldOf(c, std::string(c.message().substr(0, c.message().find(':'))));
-  }
+  // The environment checks the action (env/spec/action_check.h) before anything moves.
   absl::StatusOr<StepResult> result = s.env->Step(r.action);
   if (!result.ok()) return StepError(result.status(), "session", "action");
   if (result->terminated || result->truncated) s.in_episode = false;
@@ -437,8 +388,9 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
   for (size_t i = 0; i < n; ++i) {
     if (resetting(i)) continue;
     if (!leases[i]->in_episode) return NoEpisode(StrCat("sessions[", i, "]"));
-    if (absl::Status c = CheckAction(spec0, r.actions[i], StrCat("actions[", i, "]")); !c.ok()) {
-      return FieldOf(c, std::string(c.message().substr(0, c.message().find(':'))));
+    const std::string field = StrCat("actions[", i, "]");
+    if (absl::Status c = CheckAction(spec0.action, r.actions[i], field); !c.ok()) {
+      return FieldOf(c, field);
     }
   }
 
@@ -516,8 +468,16 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
 }
 
 ReplyBody Service::Estimate(const protocol::EstimateRequest& r, const std::string& owner) {
-  absl::StatusOr<Placement> placement = ParsePlacement(r.placement_json, "placement");
-  if (!placement.ok()) return FieldOf(placement.status(), "placement");
+  absl::StatusOr<Placement> placement;
+  if (r.placement) {
+    placement = *r.placement;
+    if (absl::Status s = CheckPlacement(*placement); !s.ok()) {
+      return FieldOf(NestField(s, "placement"), "placement");
+    }
+  } else {
+    placement = ParsePlacement(r.placement_json, "placement");
+    if (!placement.ok()) return FieldOf(placement.status(), "placement");
+  }
 
   auto estimate = [&](const SessionEnv& env) -> ReplyBody {
     const std::string profile = ProfileName(r.profile, env.spec());
@@ -531,7 +491,7 @@ ReplyBody Service::Estimate(const protocol::EstimateRequest& r, const std::strin
     all_default.default_tier = env.spec().tiers.empty() ? "" : env.spec().tiers[0];
     absl::StatusOr<double> base = env.EstimatePlacementNs(profile, all_default);
     if (!base.ok()) return FieldOf(base.status(), "profile");
-    return protocol::EstimateReply{*runtime, *base};
+    return protocol::EstimateReply{*runtime, *base, *base > 0 ? 1 - *runtime / *base : 0};
   };
 
   if (!r.session.empty()) {
@@ -542,10 +502,10 @@ ReplyBody Service::Estimate(const protocol::EstimateRequest& r, const std::strin
   }
   const protocol::ConfigMap config = r.config.value_or(protocol::ConfigMap{});
   if (absl::Status s = CheckConfigKeys(config); !s.ok()) {
-    return protocol::ErrorFromStatus(s, std::string(s.message().substr(0, s.message().find(':'))));
+    return protocol::ErrorFromStatus(s, "config");
   }
   absl::StatusOr<std::unique_ptr<SessionEnv>> env = provider_->Make(config);
-  if (!env.ok()) return ConfigError(env.status(), provider_->ConfigKeys());
+  if (!env.ok()) return ConfigError(env.status());
   return estimate(**env);
 }
 

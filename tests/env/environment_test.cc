@@ -103,7 +103,7 @@ struct EnvFixture {
   std::unique_ptr<Environment> env;
 };
 
-EnvFixture Make(std::map<std::string, std::string> keys) {
+EnvFixture Make(ConfigMap keys) {
   EnvFixture f;
   if (!keys.count("profiles")) keys["profiles"] = ProfileDir("lulesh", "knl");
   auto config = ParseEnvConfig(keys);
@@ -231,7 +231,7 @@ TEST(EnvironmentTest, StepTimesAreTheEstimatorsIntervalsForTheRegionsPlacement) 
 // and index through a ProfileCache; another estimator window is another index.
 TEST(EnvironmentTest, ConfigurationsShareProfilesThroughTheCache) {
   ProfileCache cache;
-  auto load = [&](std::map<std::string, std::string> keys) {
+  auto load = [&](ConfigMap keys) {
     keys["profiles"] = ProfileDir("lulesh", "knl");
     auto config = ParseEnvConfig(keys);
     EXPECT_TRUE(config.ok()) << config.status();

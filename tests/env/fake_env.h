@@ -24,6 +24,8 @@
 
 #include "absl/status/statusor.h"
 #include "env/server/env_provider.h"
+#include "env/spec/action_check.h"
+#include "traces/base/field_status.h"
 #include "traces/base/strings.h"
 
 namespace tiergym::env::testing {
@@ -61,6 +63,7 @@ class FakeEnv : public SessionEnv {
 
   absl::StatusOr<StepResult> Step(const Action& action) override {
     if (fail_step_) return absl::InternalError("the fake was told to fail");
+    if (absl::Status s = CheckAction(spec_.action, action, "action"); !s.ok()) return s;
     if (spec_.action.kind == Space::kMultiDiscrete) {
       for (size_t i = 0; i < tiers_.size(); ++i) tiers_[i] = static_cast<int>(action.values[i]);
     } else if (action.values[0] < spec_.num_regions * static_cast<int64_t>(spec_.tiers.size())) {
@@ -129,11 +132,10 @@ class FakeProvider : public EnvProvider {
     };
     return kKeys;
   }
-  absl::StatusOr<std::unique_ptr<SessionEnv>> Make(
-      const std::map<std::string, std::string>& config) override {
+  absl::StatusOr<std::unique_ptr<SessionEnv>> Make(const ConfigMap& config) override {
     auto get = [&](const std::string& k) {
       auto it = config.find(k);
-      if (it != config.end()) return it->second;
+      if (it != config.end()) return ConfigValueText(it->second);
       for (const ConfigKey& key : ConfigKeys()) {
         if (key.name == k) return key.default_value;
       }
@@ -150,8 +152,8 @@ class FakeProvider : public EnvProvider {
       regions = 0;
     }
     if (regions < 1 || regions > 4096) {
-      return absl::InvalidArgumentError(
-          StrCat("num_regions: must be in [1, 4096], got \"", get("num_regions"), "\""));
+      return InvalidFieldError("num_regions",
+                               StrCat("must be in [1, 4096], got \"", get("num_regions"), "\""));
     }
     EnvSpec spec;
     const int tiers = std::stoi(get("tiers"));

@@ -631,14 +631,14 @@ TEST_F(EndToEndTest, ClientsReadOnlyWhatTheOperatorNamed) {
   EnvironmentProvider provider(po);
 
   // Allowed: served names, presets, files and directories inside the data directory.
-  for (const auto& config : std::vector<std::map<std::string, std::string>>{
+  for (const auto& config : std::vector<ConfigMap>{
            {{"profiles", "minife"}},
            {{"profiles", ProfileDir()}},  // the operator's own path, spelt out
            {{"profiles", "prof"}, {"machine", "machines/small.json"}},
            {{"profiles", "./prof/"}, {"machine", "knl"}},
            {{"profiles", data + "/prof"}, {"machine", data + "/machines/small.json"}}}) {
     absl::StatusOr<std::unique_ptr<SessionEnv>> env = provider.Make(config);
-    EXPECT_TRUE(env.ok()) << config.begin()->second << ": " << env.status();
+    EXPECT_TRUE(env.ok()) << ConfigValueText(config.begin()->second) << ": " << env.status();
   }
   // Refused, each the same way.
   const std::vector<std::pair<std::string, std::string>> refused = {

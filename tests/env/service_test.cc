@@ -221,7 +221,7 @@ TEST_F(ServiceTest, SessionsAreUnguessableAndOwnedByTheirConnection) {
     m.push_back(
         Err(Op::kReset, protocol::ResetRequest{s, {}, {}}, absl::StatusCode::kNotFound, "session")
             .message);
-    m.push_back(Err(Op::kEstimate, protocol::EstimateRequest{s, {}, "alpha", hbm},
+    m.push_back(Err(Op::kEstimate, protocol::EstimateRequest{s, {}, "alpha", hbm, {}},
                     absl::StatusCode::kNotFound, "session")
                     .message);
     protocol::StepBatchRequest b;
@@ -419,20 +419,39 @@ TEST_F(ServiceTest, IdleSessionsAreReclaimed) {
 TEST_F(ServiceTest, EstimateBySessionOrConfiguration) {
   const protocol::SessionId s = Make();
   const std::string hbm = R"({"default": "fast1"})";
-  auto e =
-      Ok<protocol::EstimateReply>(Op::kEstimate, protocol::EstimateRequest{s, {}, "alpha", hbm});
+  auto e = Ok<protocol::EstimateReply>(Op::kEstimate,
+                                       protocol::EstimateRequest{s, {}, "alpha", hbm, {}});
   EXPECT_EQ(e.runtime_ns, 500.0);
   EXPECT_EQ(e.default_runtime_ns, 1000.0);
-  e = Ok<protocol::EstimateReply>(Op::kEstimate,
-                                  protocol::EstimateRequest{"", protocol::ConfigMap{}, "1", hbm});
+  e = Ok<protocol::EstimateReply>(
+      Op::kEstimate, protocol::EstimateRequest{"", protocol::ConfigMap{}, "1", hbm, {}});
   EXPECT_EQ(e.runtime_ns, 500.0);  // profile by index
-  Err(Op::kEstimate, protocol::EstimateRequest{s, {}, "gamma", hbm}, absl::StatusCode::kNotFound,
-      "profile");
-  Err(Op::kEstimate, protocol::EstimateRequest{s, {}, "alpha", "{\"default\": 3}"},
+  Err(Op::kEstimate, protocol::EstimateRequest{s, {}, "gamma", hbm, {}},
+      absl::StatusCode::kNotFound, "profile");
+  Err(Op::kEstimate, protocol::EstimateRequest{s, {}, "alpha", "{\"default\": 3}", {}},
       absl::StatusCode::kInvalidArgument, "placement");
   Err(Op::kEstimate,
-      protocol::EstimateRequest{"", protocol::ConfigMap{{"bogus", "1"}}, "alpha", hbm},
+      protocol::EstimateRequest{"", protocol::ConfigMap{{"bogus", "1"}}, "alpha", hbm, {}},
       absl::StatusCode::kInvalidArgument, "config.bogus");
+}
+
+// A placement may come as a map: the same estimate as its JSON text, and the same rules,
+// on the path of the part at fault.
+TEST_F(ServiceTest, EstimateTakesAPlacementMap) {
+  const protocol::SessionId s = Make();
+  Placement fast;
+  fast.default_tier = "fast1";
+  auto e = Ok<protocol::EstimateReply>(Op::kEstimate,
+                                       protocol::EstimateRequest{s, {}, "alpha", "", fast});
+  EXPECT_EQ(e.runtime_ns, 500.0);
+  EXPECT_EQ(e.speedup, 0.5);
+  Placement overlapping;
+  overlapping.default_tier = "ddr";
+  overlapping.ranges = {
+      {0x1000, 0x3000, "fast1"}, {0x8000, 0x9000, "fast1"}, {0x2000, 0x4000, "fast1"}};
+  auto err = Err(Op::kEstimate, protocol::EstimateRequest{s, {}, "alpha", "", overlapping},
+                 absl::StatusCode::kInvalidArgument, "placement.ranges[2]");
+  EXPECT_THAT(err.message, HasSubstr("ranges overlap: ranges[0] [0x1000, 0x3000)"));
 }
 
 class StepBatchTest : public ServiceTest {

@@ -133,8 +133,7 @@ def test_the_spec_describes_tiers_and_regions_for_placements(env):
     # hbm, as a static placement, estimates the same as the episode that moves it at once.
     profile = env.profiles[0]
     start, end = bounds[0, 0]
-    placement = '{"default": "ddr", "ranges": [{"start": %d, "end": %d, "tier": "hbm"}]}' % (
-        start, end)
+    placement = {"default": "ddr", "ranges": [{"start": start, "end": end, "tier": "hbm"}]}
     estimate = env.estimate(profile, placement)
     env.reset(options={"profile": profile})
     action = np.zeros(env.num_regions, dtype=np.int64)

@@ -55,6 +55,30 @@ def config_to_wire(config):
     return out
 
 
+def placement_to_wire(placement):
+    """A placement as the protocol takes it: JSON text as it is, a dict as a map whose
+    numbers are plain Python ints and floats (numpy scalars included)."""
+    if isinstance(placement, str):
+        return placement
+
+    def plain(value):
+        if isinstance(value, dict):
+            return {str(k): plain(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        if isinstance(value, (bool, np.bool_)):
+            return bool(value)
+        if isinstance(value, numbers.Integral):
+            return int(value)
+        if isinstance(value, numbers.Real):
+            return float(value)
+        return value
+
+    if not isinstance(placement, dict):
+        raise TypeError(f"a placement is a dict or JSON text, not {type(placement).__name__}")
+    return plain(placement)
+
+
 def open_connection(address, timeout, server_args):
     """(connection, private server or None) for an address, a Server, or None."""
     if address is None:
@@ -238,13 +262,15 @@ class TierEnv(gymnasium.Env):
                 + "".join(str(int(t)) for t in tiers)
                 + "  (" + ", ".join(f"{i}={name}" for i, name in enumerate(self.tiers)) + ")")
 
-    def estimate(self, profile, placement_json):
-        """Estimated runtime of `profile` under a placement (JSON text), without an episode:
+    def estimate(self, profile, placement):
+        """Estimated runtime of `profile` under a placement, without an episode:
         {"runtime_ns", "default_runtime_ns", "speedup"}, speedup = 1 - runtime / default
-        (the fractional speedup, as an episode's return measures it)."""
+        (the fractional speedup, as an episode's return measures it). The placement is a
+        dict ({"default": "ddr", "ranges": [{"start": 4096, "end": 8192, "tier": "hbm"}]},
+        traces/TRACE_CSV.md section 2), sent as a msgpack map, or its JSON text."""
         self._require_open()
         reply = self._connection.call("estimate", session=self.session, profile=profile,
-                                      placement=placement_json)
+                                      placement=placement_to_wire(placement))
         return {k: reply[k] for k in ("runtime_ns", "default_runtime_ns", "speedup")}
 
     def close(self):
