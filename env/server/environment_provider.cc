@@ -90,8 +90,11 @@ absl::StatusOr<ConfigMap> EnvironmentProvider::Resolve(const ConfigMap& config) 
     if (!file.ok()) return WithField(file.status(), "interference");
     it->second = *std::move(file);
   }
-  if (auto it = out.find("calibration"); it != out.end() && !it->second.empty()) {
-    TG_ASSIGN_OR_RETURN(it->second, roots_->Calibration(it->second, "calibration"));
+  if (auto it = out.find("calibration");
+      it != out.end() && it->second.string() != nullptr && !it->second.string()->empty()) {
+    absl::StatusOr<std::string> file = roots_->Calibration(*it->second.string(), "calibration");
+    if (!file.ok()) return WithField(file.status(), "calibration");
+    it->second = *std::move(file);
   }
   // The server's defaults: the operator's word, taken as they are.
   for (const auto& [key, value] : options_.default_config) out.emplace(key, value);

@@ -491,7 +491,7 @@ TEST(EnvironmentTest, CalibrationFileSetsTheRooflineOverlap) {
     return path;
   };
   // Half the regions on hbm: a mix, where the overlap matters.
-  auto episode = [](std::map<std::string, std::string> keys) {
+  auto episode = [](ConfigMap keys) {
     keys["model"] = "roofline";
     keys["num_regions"] = "8";
     EnvFixture f = Make(keys);
@@ -510,7 +510,7 @@ TEST(EnvironmentTest, CalibrationFileSetsTheRooflineOverlap) {
   EXPECT_EQ(episode({{"calibration", write(0.5)}}), prior);  // the prior itself
   EXPECT_NE(episode({{"calibration", write(1.0)}}), prior);
 
-  auto load = [](std::map<std::string, std::string> keys) {
+  auto load = [](ConfigMap keys) {
     keys["profiles"] = ProfileDir("lulesh", "knl");
     auto config = ParseEnvConfig(keys);
     EXPECT_TRUE(config.ok()) << config.status();
