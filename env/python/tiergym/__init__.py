@@ -7,6 +7,7 @@
     env.close()
 
     envs = tiergym.VectorEnv(8, num_regions=16)   # batched: one message per step
+    envs = tiergym.VectorEnv(8, inprocess=True)   # in this process, no server (inprocess.py)
 
 Without an address the environment starts a private `tiergym serve` (found through
 $TIERGYM_BIN, $TIERGYM_BIN_DIR or build/bin/tiergym) and stops it on close(); pass
@@ -22,10 +23,11 @@ from .connection import Connection, Server, find_binary
 from .env import TierEnv
 from .errors import BinaryNotFound, ServerError, ServerUnavailable, TierGymError
 from .vector import NEXT_STEP, SAME_STEP, VectorEnv
+from .inprocess import InProcessVectorEnv
 
 __all__ = ["ENV_ID", "VERSION", "make", "config_keys", "TierEnv", "VectorEnv", "Server",
            "Connection", "find_binary", "spaces", "TierGymError", "ServerError",
-           "ServerUnavailable", "BinaryNotFound", "NEXT_STEP", "SAME_STEP"]
+           "ServerUnavailable", "BinaryNotFound", "NEXT_STEP", "SAME_STEP", "InProcessVectorEnv"]
 
 
 def make(env_id=ENV_ID, **kwargs):

@@ -39,8 +39,18 @@ def _mode_value(mode):
 
 
 class VectorEnv(_Base):
+    def __new__(cls, num_envs=1, address=None, *, inprocess=False, **kwargs):
+        # inprocess=True: the environments in this process (tiergym.InProcessVectorEnv).
+        if inprocess:
+            if address is not None:
+                raise ValueError("inprocess=True runs the environments in this process; "
+                                 "it takes no address")
+            from .inprocess import InProcessVectorEnv
+            return InProcessVectorEnv(num_envs, **kwargs)
+        return super().__new__(cls)
+
     def __init__(self, num_envs, address=None, *, autoreset_mode=NEXT_STEP,
-                 timeout=DEFAULT_TIMEOUT_S, server_args=(), **config):
+                 timeout=DEFAULT_TIMEOUT_S, server_args=(), inprocess=False, **config):
         if autoreset_mode not in (NEXT_STEP, SAME_STEP):
             raise ValueError(f"autoreset_mode must be {NEXT_STEP!r} or {SAME_STEP!r}, "
                              f"got {autoreset_mode!r}")
