@@ -20,6 +20,7 @@ struct VectorEnv::Slot {
   StepResult result;
   StepResult final;  // kSameStep: the ended step's, when ended
   bool ended = false;
+  bool was_reset = false;  // the run reset the environment
   absl::Status error;
 };
 
@@ -179,8 +180,10 @@ absl::Status VectorEnv::CheckActions(const int64_t* actions, size_t count, const
 void VectorEnv::RunSlot(size_t i) {
   Slot& s = *slots_[i];
   s.ended = false;
+  s.was_reset = false;
   s.error = absl::OkStatus();
   if (s.reset_sent) {
+    s.was_reset = true;
     s.reset_sent = false;
     s.reset_next = false;
     absl::StatusOr<StepResult> r = s.env->Reset(s.reset_seed, async_reset_options_);
@@ -195,6 +198,7 @@ void VectorEnv::RunSlot(size_t i) {
     return;
   }
   if (s.reset_next) {
+    s.was_reset = true;
     absl::StatusOr<StepResult> r = s.env->Reset(std::nullopt, ResetOptions{});
     s.reset_next = false;
     if (!r.ok()) {
@@ -220,6 +224,7 @@ void VectorEnv::RunSlot(size_t i) {
     return;
   }
   s.ended = true;
+  s.was_reset = true;
   s.final = *std::move(r);
   absl::StatusOr<StepResult> again = s.env->Reset(std::nullopt, ResetOptions{});
   if (!again.ok()) {
@@ -252,25 +257,47 @@ void VectorEnv::WriteInfo(const StepInfo& info, size_t row, const InfoColumns& c
   c.default_total_ns[row] = info.default_total_ns;
   const size_t tiers = spec_.tiers.size();
   uint64_t* used = c.tier_used_bytes + row * tiers;
-  std::fill(used, used + tiers, 0);
+  if (info.tier_used_bytes.size() != tiers) std::fill(used, used + tiers, 0);
   std::copy_n(info.tier_used_bytes.begin(), std::min(tiers, info.tier_used_bytes.size()), used);
   const size_t regions = static_cast<size_t>(spec_.num_regions);
   int32_t* refused = c.refused_regions + row * regions;
   const size_t k = std::min(regions, info.refused_regions.size());
-  std::fill(refused, refused + regions, -1);
   std::copy_n(info.refused_regions.begin(), k, refused);
   c.refused_count[row] = static_cast<int32_t>(k);
   const size_t mask = MaskSize();
   uint8_t* m = c.action_mask + row * mask;
-  std::fill(m, m + mask, 0);
+  if (info.action_mask.size() != mask) std::fill(m, m + mask, 0);
   std::memcpy(m, info.action_mask.data(), std::min(mask, info.action_mask.size()));
+}
+
+void VectorEnv::Summarize(const std::vector<int32_t>* ids, size_t rows,
+                          const BatchOutput& out) const {
+  if (out.any_refused != nullptr) {
+    *out.any_refused = false;
+    for (size_t row = 0; row < rows; ++row) {
+      if (out.info.refused_count[row] > 0 ||
+          (out.ended[row] && out.final_info.refused_count[row] > 0)) {
+        *out.any_refused = true;
+        break;
+      }
+    }
+  }
+  if (out.any_reset != nullptr) {
+    *out.any_reset = false;
+    for (size_t row = 0; row < rows; ++row) {
+      if (slots_[ids == nullptr ? row : (*ids)[row]]->was_reset) {
+        *out.any_reset = true;
+        break;
+      }
+    }
+  }
 }
 
 void VectorEnv::WriteRow(size_t i, size_t row, const BatchOutput& out) const {
   const Slot& s = *slots_[i];
   const size_t obs = ObsSize();
   float* o = out.obs + row * obs;
-  std::fill(o, o + obs, 0.0f);
+  if (s.result.observation.size() != obs) std::fill(o, o + obs, 0.0f);
   std::memcpy(o, s.result.observation.data(),
               std::min(obs, s.result.observation.size()) * sizeof(float));
   out.reward[row] = s.result.reward;
@@ -347,6 +374,7 @@ absl::Status VectorEnv::Reset(const std::vector<std::optional<uint64_t>>& seeds,
         const ResetArgs& a = *static_cast<const ResetArgs*>(arg);
         Slot& s = *self->slots_[i];
         s.ended = false;
+        s.was_reset = true;
         s.reset_next = false;
         absl::StatusOr<StepResult> r =
             s.env->Reset(a.seeds->empty() ? std::nullopt : (*a.seeds)[i], *a.options);
@@ -360,9 +388,11 @@ absl::Status VectorEnv::Reset(const std::vector<std::optional<uint64_t>>& seeds,
         s.result = *std::move(r);
         s.reset_next = s.result.terminated || s.result.truncated;
         self->WriteRow(i, i, *a.out);
+        s.result = StepResult{};
       },
       &args);
   *out.any_ended = false;
+  Summarize(nullptr, slots_.size(), out);
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (!slots_[i]->error.ok()) {
       const absl::Status& e = slots_[i]->error;
@@ -397,8 +427,13 @@ absl::Status VectorEnv::Step(const int64_t* actions, size_t num_values, const Ba
       slots_.size(),
       [](VectorEnv* self, size_t i, const void* arg) {
         self->RunSlot(i);
-        if (self->slots_[i]->error.ok()) {
+        Slot& s = *self->slots_[i];
+        if (s.error.ok()) {
           self->WriteRow(i, i, *static_cast<const StepArgs*>(arg)->out);
+          // Free the results now, as a caller of Environment::Step would: the next step's
+          // allocations then reuse memory that is still in cache.
+          s.result = StepResult{};
+          if (s.ended) s.final = StepResult{};
         }
       },
       &args);
@@ -411,6 +446,7 @@ absl::Status VectorEnv::Step(const int64_t* actions, size_t num_values, const Ba
     any = any || s.ended;
   }
   *out.any_ended = any;
+  Summarize(nullptr, slots_.size(), out);
   if (any) {
     FillFinals(out, slots_.size(), ObsSize(), spec_.tiers.size(),
                static_cast<size_t>(spec_.num_regions), MaskSize());
@@ -526,10 +562,13 @@ absl::Status VectorEnv::Recv(int batch, const BatchOutput& out) {
       continue;
     }
     WriteRow(ids[row], row, out);
+    s.result = StepResult{};
     any = any || s.ended;
+    if (s.ended) s.final = StepResult{};
   }
   if (!first.ok()) return first;
   *out.any_ended = any;
+  Summarize(&ids, ids.size(), out);
   if (any) {
     FillFinals(out, ids.size(), ObsSize(), spec_.tiers.size(),
                static_cast<size_t>(spec_.num_regions), MaskSize());

@@ -53,7 +53,7 @@ enum class AutoresetMode { kNextStep, kSameStep };
 
 // A step info, column-wise: row i of every array belongs to row i of the batch. Sizes:
 // rows; tier_used_bytes rows * tiers; refused_regions rows * num_regions (the first
-// refused_count[i] entries of row i hold the refused regions, the rest are -1);
+// refused_count[i] entries of row i hold the refused regions, the rest are unspecified);
 // action_mask rows * MaskSize(). profile holds the index into EnvSpec::profiles.
 struct InfoColumns {
   int32_t* profile = nullptr;
@@ -85,6 +85,10 @@ struct BatchOutput {
   float* final_obs = nullptr;  // rows * ObsSize()
   InfoColumns final_info;
   bool* any_ended = nullptr;
+  // Optional (may be null): whether a row of the call has a refused move, and whether an
+  // environment of the call was reset (its profile may have changed).
+  bool* any_refused = nullptr;
+  bool* any_reset = nullptr;
 };
 
 struct VectorEnvOptions {
@@ -143,6 +147,8 @@ class VectorEnv {
   // Copies slot i's results into `row` of out.
   void WriteRow(size_t i, size_t row, const BatchOutput& out) const;
   void WriteInfo(const StepInfo& info, size_t row, const InfoColumns& cols) const;
+  // Sets out's any_* flags for the environments `ids` written to rows 0, 1, ...
+  void Summarize(const std::vector<int32_t>* ids, size_t rows, const BatchOutput& out) const;
   // Runs body(0..n-1) on the calling thread and the workers.
   void ParallelFor(size_t n, void (*body)(VectorEnv*, size_t, const void*), const void* arg);
   void WorkerLoop();

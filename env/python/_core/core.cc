@@ -4,10 +4,11 @@
 //   core.spec, core.config          the make reply's spec (arrays as numpy) and configuration
 //   core.buffers()                  numpy views of the output arrays (owned by core)
 //   core.reset(seeds, profile)      seeds: list of int|None (or empty), profile: str|None
-//   core.step(actions) -> any_ended actions: int64 [num_envs, action_size], C order
+//   core.step(actions) -> flags     actions: int64 [num_envs, action_size], C order; flags:
+//                                   1 an episode ended, 2 a move was refused, 4 a reset
 //   core.send(env_ids, actions)     int32 [k], int64 [k, action_size]
 //   core.send_reset(seeds, profile) queues every environment's reset (async_reset)
-//   core.recv(batch) -> any_ended   rows 0..batch-1 of the buffers, env_id says which env
+//   core.recv(batch) -> flags       rows 0..batch-1 of the buffers, env_id says which env
 //
 // The GIL is released while environments reset or step; the buffers are written in place,
 // so Python reads them without a copy (env/python/tiergym/inprocess.py wraps them into
@@ -164,6 +165,8 @@ class VectorCore {
     out_.final_obs = final_obs_.data();
     out_.final_info = final_info_.Columns();
     out_.any_ended = &any_ended_;
+    out_.any_refused = &any_refused_;
+    out_.any_reset = &any_reset_;
   }
 
   nb::dict Spec() const {
@@ -228,14 +231,15 @@ class VectorCore {
     return d;
   }
 
-  void Reset(const std::vector<std::optional<uint64_t>>& seeds,
-             const std::optional<std::string>& profile) {
+  int Reset(const std::vector<std::optional<uint64_t>>& seeds,
+            const std::optional<std::string>& profile) {
     absl::Status s;
     {
       nb::gil_scoped_release release;
       s = env_->Reset(seeds, profile, out_);
     }
     if (!s.ok()) Raise(s);
+    return Flags();
   }
 
   void SendReset(const std::vector<std::optional<uint64_t>>& seeds,
@@ -248,14 +252,18 @@ class VectorCore {
     if (!s.ok()) Raise(s);
   }
 
-  bool Step(nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu> actions) {
+  // What the call's rows hold: 1 an ended episode (final_* are set), 2 a refused move,
+  // 4 a reset environment.
+  int Flags() const { return (any_ended_ ? 1 : 0) | (any_refused_ ? 2 : 0) | (any_reset_ ? 4 : 0); }
+
+  int Step(nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu> actions) {
     absl::Status s;
     {
       nb::gil_scoped_release release;
       s = env_->Step(actions.data(), actions.size(), out_);
     }
     if (!s.ok()) Raise(s);
-    return any_ended_;
+    return Flags();
   }
 
   void Send(nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> env_ids,
@@ -269,14 +277,14 @@ class VectorCore {
     if (!s.ok()) Raise(s);
   }
 
-  bool Recv(int batch) {
+  int Recv(int batch) {
     absl::Status s;
     {
       nb::gil_scoped_release release;
       s = env_->Recv(batch, out_);
     }
     if (!s.ok()) Raise(s);
-    return any_ended_;
+    return Flags();
   }
 
   int num_envs() const { return env_->num_envs(); }
@@ -294,7 +302,7 @@ class VectorCore {
   std::vector<int32_t> env_id_;
   InfoStorage info_, final_info_;
   BatchOutput out_;
-  bool any_ended_ = false;
+  bool any_ended_ = false, any_refused_ = false, any_reset_ = false;
 };
 
 }  // namespace

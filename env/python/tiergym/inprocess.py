@@ -181,6 +181,9 @@ class InProcessVectorEnv(_Base):
         self._empty_refused = np.zeros(0, dtype=np.int32)
         self._empty_refused.flags.writeable = False
         self._all_ids = np.arange(self.num_envs, dtype=np.int32)
+        self._static = {}
+        self._profiles_cache = {}
+        self._no_refusals = {}
 
     # --- outputs ---------------------------------------------------------------------
 
@@ -188,43 +191,83 @@ class InProcessVectorEnv(_Base):
         a = a if rows == self.num_envs else a[:rows]
         return a.copy() if self.copy else a
 
-    def _infos(self, cols, rows):
-        """Column-wise infos as tiergym.VectorEnv returns them, over `rows` rows."""
-        out = {"profile": self._profile_names[cols["profile"][:rows]]}
-        for key in ("step", "interval_ns", "default_interval_ns", "migration_ns",
+    _INFO_ARRAYS = ("step", "interval_ns", "default_interval_ns", "migration_ns",
                     "migrated_bytes", "elapsed_ns", "default_elapsed_ns", "default_total_ns",
-                    "tier_used_bytes"):
-            out[key] = self._view(cols[key], rows)
-        refused = np.empty(rows, dtype=object)
-        refused.fill(self._empty_refused)
-        counts = cols["refused_count"][:rows]
-        for i in np.flatnonzero(counts):
-            refused[i] = cols["refused_regions"][i, :counts[i]].copy()
-        out["refused_regions"] = refused
-        out["action_mask"] = self._view(cols["action_mask"], rows)
+                    "tier_used_bytes", "action_mask")
+
+    def _static_infos(self, cols, rows):
+        """The part of an info dict that is the same every call: views of the buffers (or
+        nothing, with copy=True) and the "_key" masks."""
         mask = self._ones if rows == self.num_envs else self._ones[:rows]
-        for key in list(out):
+        out = {}
+        if not self.copy:
+            for key in self._INFO_ARRAYS:
+                out[key] = cols[key] if rows == self.num_envs else cols[key][:rows]
+        for key in ("profile",) + self._INFO_ARRAYS + ("refused_regions",):
             out["_" + key] = mask
         return out
 
-    def _result(self, rows, any_ended):
-        obs = self._view(self._obs, rows)
-        rewards = self._view(self._reward, rows)
-        terminations = self._view(self._terminated, rows)
-        truncations = self._view(self._truncated, rows)
-        infos = self._infos(self._info, rows)
-        if any_ended:
+    def _infos(self, cols, rows, flags):
+        """Column-wise infos as tiergym.VectorEnv returns them, over `rows` rows. The
+        object columns are rebuilt only when they may have changed (flags from the core:
+        2 a refused move, 4 a reset, which may change the profile); a column that is
+        reused is never modified afterwards (a new one replaces it)."""
+        key = (id(cols), rows)
+        static = self._static.get(key)
+        if static is None:
+            static = self._static[key] = self._static_infos(cols, rows)
+        out = dict(static)
+        if self.copy:
+            for k in self._INFO_ARRAYS:
+                out[k] = cols[k][:rows].copy()
+        profile = self._profiles_cache.get(key)
+        if profile is None or flags & 4:
+            profile = self._profile_names[cols["profile"][:rows]]
+            profile.flags.writeable = False
+            self._profiles_cache[key] = profile
+        out["profile"] = profile
+        if flags & 2:
+            refused = np.empty(rows, dtype=object)
+            refused.fill(self._empty_refused)
+            counts = cols["refused_count"][:rows]
+            for i in np.flatnonzero(counts):
+                refused[i] = cols["refused_regions"][i, :counts[i]].copy()
+        else:
+            refused = self._no_refusals.get(rows)
+            if refused is None:
+                refused = np.empty(rows, dtype=object)
+                refused.fill(self._empty_refused)
+                refused.flags.writeable = False
+                self._no_refusals[rows] = refused
+        out["refused_regions"] = refused
+        return out
+
+    def _result(self, rows, flags):
+        if rows == self.num_envs and not self.copy:
+            obs, rewards = self._obs, self._reward
+            terminations, truncations = self._terminated, self._truncated
+        else:
+            obs = self._view(self._obs, rows)
+            rewards = self._view(self._reward, rows)
+            terminations = self._view(self._terminated, rows)
+            truncations = self._view(self._truncated, rows)
+        infos = self._infos(self._info, rows, flags)
+        if flags & 1:
             ended = self._ended[:rows].copy()
             final_obs = np.empty(rows, dtype=object)
             for i in np.flatnonzero(ended):
                 final_obs[i] = self._final_obs[i].copy()
             infos["final_obs"] = final_obs
             infos["_final_obs"] = ended
-            infos["final_info"] = self._infos(self._final_info, rows)
+            infos["final_info"] = self._infos(self._final_info, rows, flags | 4)
             infos["_final_info"] = ended.copy()
         return obs, rewards, terminations, truncations, infos
 
     def _actions(self, actions, rows):
+        a = actions
+        if (type(a) is np.ndarray and a.dtype == np.int64 and a.flags.c_contiguous
+                and a.shape == ((rows, *self._action_shape))):
+            return a
         a = np.ascontiguousarray(actions, dtype=np.int64)
         want = (rows, *self._action_shape)
         if a.shape != want:
@@ -236,13 +279,13 @@ class InProcessVectorEnv(_Base):
     def reset(self, *, seed=None, options=None):
         """Resets every sub-environment. seed: None, an int (env i gets seed + i) or a list
         of n ints/None; options: {"profile": name or index} for all."""
-        self._core.reset(_seeds(seed, self.num_envs), _profile(options))
-        obs, _, _, _, infos = self._result(self.num_envs, False)
+        flags = self._core.reset(_seeds(seed, self.num_envs), _profile(options))
+        obs, _, _, _, infos = self._result(self.num_envs, flags | 4)
         return obs, infos
 
     def step(self, actions):
-        any_ended = self._core.step(self._actions(actions, self.num_envs))
-        return self._result(self.num_envs, any_ended)
+        flags = self._core.step(self._actions(actions, self.num_envs))
+        return self._result(self.num_envs, flags)
 
     # --- EnvPool's asynchronous API ------------------------------------------------------
 
@@ -261,8 +304,8 @@ class InProcessVectorEnv(_Base):
         """The first batch_size environments whose step (or async reset) finished:
         (obs, rewards, terminations, truncations, infos) with infos["env_id"]."""
         rows = self.batch_size
-        any_ended = self._core.recv(rows)
-        result = self._result(rows, any_ended)
+        flags = self._core.recv(rows)
+        result = self._result(rows, flags | 4)  # rows are other environments every call
         result[4]["env_id"] = self._env_id[:rows].copy()
         result[4]["_env_id"] = result[4]["_step"]
         return result

@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""How fast Python steps placement environments, every path measured in one run:
+
+  C++ in-process        build/bin/tiergym-bench-env: BM_InProcessRoundRobin (N environments
+                        in turn, one thread) and BM_InProcessParallel (N environments, T threads)
+  Python in-process     tiergym.InProcessVectorEnv (the extension tiergym._core): 1, 64 and
+                        256 environments at 1 and 2 threads, synchronous step(); and
+                        EnvPool-style send/recv (64 environments, batches of 32, 2 threads)
+  batched ZeroMQ        tiergym.VectorEnv (one step_batch message per step) against a private
+                        `tiergym serve --threads 2` over ipc
+  SyncVectorEnv         gymnasium.vector.SyncVectorEnv of tiergym.TierEnv (one request per
+                        environment and step) against the same server: what a Python user
+                        gets without a vector environment
+
+with the issue's ratios computed from these figures (issue 20: Python in-process with 64
+environments >= 0.5 of C++ in-process at equal threads, >= 5x the batched ZeroMQ path, >= 20x
+SyncVectorEnv). Every path runs the default configuration (bundled profiles, 64 regions, 100
+steps, placement actions) with the C++ benchmark's actions: at step s, region s mod 64 on
+tier 1 and the rest on tier 0 (two regions move per step); episodes autoreset.
+
+    .venv/bin/python tests/bench/inprocess_benchmark.py [--min-time 2] [--skip-cpp]
+
+Needs numpy, pyzmq, msgpack and gymnasium, the extension (cmake with nanobind,
+TIERGYM_BUILD_PYTHON_EXT) and build/bin/{tiergym,tiergym-bench-env}.
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "env" / "python"))
+
+import numpy as np  # noqa: E402
+
+import tiergym  # noqa: E402
+
+REGIONS = 64
+
+
+def two_moves(n):
+    """The C++ benchmark's actions for n environments, one array per step mod REGIONS."""
+    out = []
+    for s in range(REGIONS):
+        a = np.zeros((n, REGIONS), dtype=np.int64)
+        a[:, s] = 1
+        out.append(a)
+    return out
+
+
+def measure(step, n_envs, min_time_s, warmup=20):
+    """Steps/s of `step(i)` (one call = n_envs environment steps) over at least min_time_s."""
+    for i in range(warmup):
+        step(i)
+    calls = 0
+    start = time.perf_counter()
+    while True:
+        for _ in range(10):
+            step(calls)
+            calls += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_time_s:
+            return calls * n_envs / elapsed
+
+
+def bench_cpp(threads, batch, min_time_s):
+    """items/s of BM_InProcessRoundRobin (threads == 1) or BM_InProcessParallel."""
+    binary = REPO / "build" / "bin" / "tiergym-bench-env"
+    name = "BM_InProcessRoundRobin" if threads == 1 else "BM_InProcessParallel"
+    with tempfile.TemporaryDirectory() as tmp:
+        out = pathlib.Path(tmp) / "out.json"
+        subprocess.run([str(binary), "--threads", str(threads), "--batch", str(batch),
+                        f"--benchmark_filter=^{name}(/|$)", f"--benchmark_min_time={min_time_s}",
+                        f"--benchmark_out={out}", "--benchmark_out_format=json"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        runs = json.loads(out.read_text())["benchmarks"]
+        return float(runs[0]["items_per_second"])
+
+
+def bench_inprocess(n, threads, min_time_s):
+    envs = tiergym.InProcessVectorEnv(n, threads=threads)
+    try:
+        envs.reset(seed=1)
+        actions = two_moves(n)
+        return measure(lambda i: envs.step(actions[i % REGIONS]), n, min_time_s)
+    finally:
+        envs.close()
+
+
+def bench_inprocess_async(n, batch, threads, min_time_s):
+    envs = tiergym.InProcessVectorEnv(n, threads=threads, batch_size=batch)
+    try:
+        envs.async_reset(seed=1)
+        actions = two_moves(batch)
+
+        def step(i):
+            infos = envs.recv()[4]
+            envs.send(actions[i % REGIONS], infos["env_id"])
+        return measure(step, batch, min_time_s)
+    finally:
+        envs.close()
+
+
+def bench_zmq(server, n, min_time_s):
+    envs = tiergym.VectorEnv(n, address=server)
+    try:
+        envs.reset(seed=1)
+        actions = two_moves(n)
+        return measure(lambda i: envs.step(actions[i % REGIONS]), n, min_time_s)
+    finally:
+        envs.close()
+
+
+def bench_sync_vector_env(server, n, min_time_s):
+    import gymnasium
+    envs = gymnasium.vector.SyncVectorEnv(
+        [lambda: tiergym.TierEnv(address=server) for _ in range(n)])
+    try:
+        envs.reset(seed=1)
+        actions = two_moves(n)
+        return measure(lambda i: envs.step(actions[i % REGIONS]), n, min_time_s, warmup=5)
+    finally:
+        envs.close()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--min-time", type=float, default=2.0,
+                        help="seconds each path is stepped for (default 2)")
+    parser.add_argument("--skip-cpp", action="store_true",
+                        help="leave out the C++ figures (no tiergym-bench-env)")
+    args = parser.parse_args()
+    t = args.min_time
+    rows = []  # (key, label, steps/s)
+
+    def add(key, label, value):
+        rows.append((key, label, value))
+        print(f"  {label}: {value:,.0f} steps/s", file=sys.stderr, flush=True)
+
+    print("measuring (each path for %.1f s) ..." % t, file=sys.stderr)
+    if not args.skip_cpp:
+        add("cpp1", "C++ in-process, 64 environments in turn, 1 thread", bench_cpp(1, 64, t))
+        add("cpp2", "C++ in-process, 64 environments, 2 threads", bench_cpp(2, 64, t))
+    for threads in (1, 2):
+        for n in (1, 64, 256):
+            add(f"py{n}_{threads}",
+                f"Python in-process, {n} environment{'s' if n > 1 else ''}, {threads} "
+                f"thread{'s' if threads > 1 else ''}", bench_inprocess(n, threads, t))
+    add("pyasync", "Python in-process send/recv, 64 environments, batches of 32, 2 threads",
+        bench_inprocess_async(64, 32, 2, t))
+    server = tiergym.Server(args=["--threads", "2", "--quiet"])
+    try:
+        add("zmq", "batched ZeroMQ (tiergym.VectorEnv, step_batch), 64 environments, server "
+            "2 threads", bench_zmq(server, 64, t))
+        add("sync", "gymnasium SyncVectorEnv of 64 tiergym.TierEnv, server 2 threads",
+            bench_sync_vector_env(server, 64, t))
+    finally:
+        server.close()
+
+    v = {k: x for k, _, x in rows}
+    against = {
+        "py64_1": [("cpp1", "C++ 1 thread"), ("zmq", "batched ZeroMQ"), ("sync", "SyncVectorEnv")],
+        "py64_2": [("cpp2", "C++ 2 threads"), ("zmq", "batched ZeroMQ"), ("sync", "SyncVectorEnv")],
+        "py256_1": [("cpp1", "C++ 1 thread")],
+        "py256_2": [("cpp2", "C++ 2 threads")],
+        "pyasync": [("cpp2", "C++ 2 threads")],
+        "zmq": [("cpp2", "C++ 2 threads")],
+    }
+    print(f"tests/bench/inprocess_benchmark.py --min-time {t}: default configuration "
+          "(bundled profiles, 64 regions, 100 steps), two regions move per step, autoreset\n")
+    print("| path | steps/s | against, same run |")
+    print("| --- | ---: | --- |")
+    for key, label, x in rows:
+        notes = [f"{name}: **{x / v[k]:.2f}**" if k.startswith("cpp") else f"{name}: **{x / v[k]:.1f}x**"
+                 for k, name in against.get(key, []) if k in v]
+        print(f"| {label} | {x:,.0f} | {'; '.join(notes)} |")
+    print()
+    checks = []
+    for threads in (1, 2):
+        if f"cpp{threads}" in v:
+            r = v[f"py64_{threads}"] / v[f"cpp{threads}"]
+            checks.append((f"Python in-process 64 envs / C++ in-process, {threads} thread(s)",
+                           r, 0.5))
+    checks.append(("Python in-process 64 envs 2 threads / batched ZeroMQ",
+                   v["py64_2"] / v["zmq"], 5.0))
+    checks.append(("Python in-process 64 envs 1 thread / SyncVectorEnv",
+                   v["py64_1"] / v["sync"], 20.0))
+    for label, r, goal in checks:
+        print(f"{label}: {r:.2f} (goal >= {goal:g}: {'met' if r >= goal else 'NOT met'})")
+
+
+if __name__ == "__main__":
+    main()
