@@ -32,6 +32,20 @@ struct VectorEnv::Loop {
   size_t done = 0;  // guarded by VectorEnv::mu_
   void (*body)(VectorEnv*, size_t, const void*) = nullptr;
   const void* arg = nullptr;
+
+  // Runs chunks of consecutive indices until none is left; returns how many it ran. A
+  // thread takes kChunk rows at a time so that two threads rarely write the same cache
+  // line of the output columns (one value per row, 8 bytes: 8 rows to a line).
+  static constexpr size_t kChunk = 8;
+  size_t Work(VectorEnv* self) {
+    size_t ran = 0;
+    for (size_t begin; (begin = next.fetch_add(kChunk, std::memory_order_relaxed)) < n;) {
+      const size_t end = std::min(n, begin + kChunk);
+      for (size_t i = begin; i < end; ++i) body(self, i, arg);
+      ran += end - begin;
+    }
+    return ran;
+  }
 };
 
 namespace {
@@ -110,11 +124,7 @@ void VectorEnv::WorkerLoop() {
       if (seen == nullptr) continue;
       std::shared_ptr<Loop> loop = seen;
       lock.unlock();
-      size_t mine = 0;
-      for (size_t i; (i = loop->next.fetch_add(1, std::memory_order_relaxed)) < loop->n;) {
-        loop->body(this, i, loop->arg);
-        ++mine;
-      }
+      const size_t mine = loop->Work(this);
       if (mine == 0) continue;
       lock.lock();
       loop->done += mine;
@@ -146,11 +156,7 @@ void VectorEnv::ParallelFor(size_t n, void (*body)(VectorEnv*, size_t, const voi
     loop_ = loop;
   }
   work_cv_.notify_all();
-  size_t mine = 0;
-  for (size_t i; (i = loop->next.fetch_add(1, std::memory_order_relaxed)) < n;) {
-    body(this, i, arg);
-    ++mine;
-  }
+  const size_t mine = loop->Work(this);
   std::unique_lock<std::mutex> lock(mu_);
   loop->done += mine;
   done_cv_.wait(lock, [&] { return loop->done == n; });
