@@ -12,8 +12,8 @@
                         environment and step) against the same server: what a Python user
                         gets without a vector environment
 
-in rounds (each path's best round is reported), with the issue's ratios computed from these
-figures (issue 20: Python in-process with 64
+in rounds, with the issue's ratios taken between figures of the same round (median and range
+over the rounds) (issue 20: Python in-process with 64
 environments >= 0.5 of C++ in-process at equal threads, >= 5x the batched ZeroMQ path, >= 20x
 SyncVectorEnv). Every path runs the default configuration (bundled profiles, 64 regions, 100
 steps, placement actions) with the C++ benchmark's actions: at step s, region s mod 64 on
@@ -134,15 +134,15 @@ def main():
     parser.add_argument("--min-time", type=float, default=2.0,
                         help="seconds each path is stepped for (default 2)")
     parser.add_argument("--rounds", type=int, default=3,
-                        help="rounds over every path; each path's best is reported (default 3)")
+                        help="rounds over every path (default 3): medians are reported, and "
+                             "ratios of figures measured in the same round")
     parser.add_argument("--skip-cpp", action="store_true",
                         help="leave out the C++ figures (no tiergym-bench-env)")
     args = parser.parse_args()
     t = args.min_time
-    rows = []  # (key, label, best steps/s)
-    # Rounds: every path once per round, in the same order; each path's best round is
-    # reported, so that a burst of load from other processes (this VM's two cores are
-    # shared) hits no path alone.
+    # Rounds: every path once per round, in the same order; ratios are taken within a
+    # round and their median reported, so that a burst of load from other processes (this
+    # VM's two cores are shared) does not decide a ratio alone.
     def measure_all():
         out = []
         if not args.skip_cpp:
@@ -168,18 +168,34 @@ def main():
             server.close()
         return out
 
+    rounds = []  # per round: {key: steps/s}
+    labels = {}
     for r in range(args.rounds):
         print(f"round {r + 1} of {args.rounds} (each path for {t:.1f} s) ...", file=sys.stderr)
+        this = {}
         for key, label, value in measure_all():
             print(f"  {label}: {value:,.0f} steps/s", file=sys.stderr, flush=True)
-            for i, (k, _, x) in enumerate(rows):
-                if k == key:
-                    rows[i] = (k, label, max(x, value))
-                    break
-            else:
-                rows.append((key, label, value))
+            labels[key] = label
+            this[key] = value
+        rounds.append(this)
 
-    v = {k: x for k, _, x in rows}
+    def median(xs):
+        xs = sorted(xs)
+        m = len(xs) // 2
+        return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+
+    def ratio(a, b):
+        """Median over the rounds of a / b measured in the same round, with the range."""
+        rs = [rd[a] / rd[b] for rd in rounds]
+        return median(rs), min(rs), max(rs)
+
+    def fmt(k, r):
+        med, lo, hi = r
+        digits = 2 if k.startswith("cpp") else 1
+        unit = "" if k.startswith("cpp") else "x"
+        rng = f" ({lo:.{digits}f}-{hi:.{digits}f})" if len(rounds) > 1 else ""
+        return f"**{med:.{digits}f}{unit}**{rng}"
+
     against = {
         "py64_1": [("cpp1", "C++ 1 thread"), ("zmq", "batched ZeroMQ"), ("sync", "SyncVectorEnv")],
         "py64_2": [("cpp2", "C++ 2 threads"), ("zmq", "batched ZeroMQ"), ("sync", "SyncVectorEnv")],
@@ -190,27 +206,29 @@ def main():
     }
     print(f"tests/bench/inprocess_benchmark.py --min-time {t} --rounds {args.rounds}: default "
           "configuration (bundled profiles, 64 regions, 100 steps), two regions move per step, "
-          "autoreset; best of the rounds\n")
-    print("| path | steps/s | against, same run |")
+          "autoreset. steps/s: median of the rounds; ratios: median (range) over the rounds of "
+          "the ratio within a round\n")
+    print("| path | steps/s | against, same round |")
     print("| --- | ---: | --- |")
-    for key, label, x in rows:
-        notes = [f"{name}: **{x / v[k]:.2f}**" if k.startswith("cpp") else f"{name}: **{x / v[k]:.1f}x**"
-                 for k, name in against.get(key, []) if k in v]
-        print(f"| {label} | {x:,.0f} | {'; '.join(notes)} |")
+    for key in rounds[0]:
+        notes = [f"{name}: {fmt(k, ratio(key, k))}" for k, name in against.get(key, [])
+                 if k in rounds[0]]
+        print(f"| {labels[key]} | {median([rd[key] for rd in rounds]):,.0f} | "
+              f"{'; '.join(notes)} |")
     print()
     checks = []
     for threads in (1, 2):
-        if f"cpp{threads}" in v:
-            r = v[f"py64_{threads}"] / v[f"cpp{threads}"]
+        if f"cpp{threads}" in rounds[0]:
             checks.append((f"Python in-process 64 envs / C++ in-process, {threads} thread(s)",
-                           r, 0.5))
-    checks.append(("Python in-process 64 envs 2 threads / batched ZeroMQ",
-                   v["py64_2"] / v["zmq"], 5.0))
+                           ratio(f"py64_{threads}", f"cpp{threads}"), 0.5))
+    checks.append(("Python in-process 64 envs 2 threads / batched ZeroMQ (2 threads)",
+                   ratio("py64_2", "zmq"), 5.0))
     checks.append(("Python in-process 64 envs 1 thread / SyncVectorEnv",
-                   v["py64_1"] / v["sync"], 20.0))
-    for label, r, goal in checks:
-        print(f"{label}: {r:.2f} (goal >= {goal:g}: {'met' if r >= goal else 'NOT met'})")
-
+                   ratio("py64_1", "sync"), 20.0))
+    for label, (med, lo, hi), goal in checks:
+        print(f"{label}: median {med:.2f}, range {lo:.2f}-{hi:.2f} (goal >= {goal:g}: "
+              f"{'met' if med >= goal else 'NOT met'} by the median, "
+              f"{'met' if lo >= goal else 'not met'} in every round)")
 
 if __name__ == "__main__":
     main()

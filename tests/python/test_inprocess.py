@@ -215,6 +215,10 @@ def test_errors_name_what_to_fix():
             envs.reset(seed=[1, 2, 3])
     finally:
         envs.close()
+    envs.close()
+    envs.close()  # idempotent
+    with pytest.raises(RuntimeError, match="closed"):
+        envs.step(np.zeros((2, 16), dtype=np.int64))
     with pytest.raises(ValueError, match="config.bogus: unknown configuration key"):
         tiergym.InProcessVectorEnv(1, bogus=1)
     with pytest.raises(ValueError, match="config.num_regions"):

@@ -23,6 +23,8 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
+#include <stdexcept>
 #include <memory>
 #include <optional>
 #include <string>
@@ -129,6 +131,18 @@ nb::object Copy(const std::vector<T>& v, std::initializer_list<size_t> shape) {
 
 class VectorCore {
  public:
+  // One call at a time: the GIL is released while a call runs, so a second Python thread
+  // could otherwise enter the (thread-compatible) core concurrently.
+  std::unique_lock<std::mutex> Enter() {
+    std::unique_lock<std::mutex> lock(call_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      throw std::runtime_error(
+          "the vector environment is in use by another thread; call it from one thread at a "
+          "time");
+    }
+    return lock;
+  }
+
   VectorCore(const std::map<std::string, std::string>& config, int num_envs, int threads,
              bool same_step) {
     VectorEnvOptions options;
@@ -234,6 +248,7 @@ class VectorCore {
   int Reset(const std::vector<std::optional<uint64_t>>& seeds,
             const std::optional<std::string>& profile) {
     absl::Status s;
+    auto entered = Enter();
     {
       nb::gil_scoped_release release;
       s = env_->Reset(seeds, profile, out_);
@@ -245,6 +260,7 @@ class VectorCore {
   void SendReset(const std::vector<std::optional<uint64_t>>& seeds,
                  const std::optional<std::string>& profile) {
     absl::Status s;
+    auto entered = Enter();
     {
       nb::gil_scoped_release release;
       s = env_->SendReset(seeds, profile);
@@ -258,6 +274,7 @@ class VectorCore {
 
   int Step(nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu> actions) {
     absl::Status s;
+    auto entered = Enter();
     {
       nb::gil_scoped_release release;
       s = env_->Step(actions.data(), actions.size(), out_);
@@ -270,6 +287,7 @@ class VectorCore {
             nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu> actions) {
     std::vector<int32_t> ids(env_ids.data(), env_ids.data() + env_ids.size());
     absl::Status s;
+    auto entered = Enter();
     {
       nb::gil_scoped_release release;
       s = env_->Send(ids, actions.data(), actions.size());
@@ -279,6 +297,7 @@ class VectorCore {
 
   int Recv(int batch) {
     absl::Status s;
+    auto entered = Enter();
     {
       nb::gil_scoped_release release;
       s = env_->Recv(batch, out_);
@@ -294,6 +313,7 @@ class VectorCore {
   const std::map<std::string, std::string>& config() const { return config_; }
 
  private:
+  std::mutex call_mu_;
   std::unique_ptr<VectorEnv> env_;
   std::map<std::string, std::string> config_;
   std::vector<float> obs_, final_obs_;

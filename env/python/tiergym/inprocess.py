@@ -279,11 +279,13 @@ class InProcessVectorEnv(_Base):
     def reset(self, *, seed=None, options=None):
         """Resets every sub-environment. seed: None, an int (env i gets seed + i) or a list
         of n ints/None; options: {"profile": name or index} for all."""
+        self._check_open()
         flags = self._core.reset(_seeds(seed, self.num_envs), _profile(options))
         obs, _, _, _, infos = self._result(self.num_envs, flags | 4)
         return obs, infos
 
     def step(self, actions):
+        self._check_open()
         flags = self._core.step(self._actions(actions, self.num_envs))
         return self._result(self.num_envs, flags)
 
@@ -292,17 +294,20 @@ class InProcessVectorEnv(_Base):
     def async_reset(self, *, seed=None, options=None):
         """Queues the reset of every sub-environment; recv() returns their first
         observations, batch_size at a time."""
+        self._check_open()
         self._core.send_reset(_seeds(seed, self.num_envs), _profile(options))
 
     def send(self, actions, env_ids=None):
         """Queues one step of each environment of env_ids (default: all) with its action
         (one row per env_id) and returns at once."""
+        self._check_open()
         ids = self._all_ids if env_ids is None else np.ascontiguousarray(env_ids, dtype=np.int32)
         self._core.send(ids.reshape(-1), self._actions(actions, ids.size))
 
     def recv(self):
         """The first batch_size environments whose step (or async reset) finished:
         (obs, rewards, terminations, truncations, infos) with infos["env_id"]."""
+        self._check_open()
         rows = self.batch_size
         flags = self._core.recv(rows)
         result = self._result(rows, flags | 4)  # rows are other environments every call
@@ -320,8 +325,16 @@ class InProcessVectorEnv(_Base):
         if self.closed:
             return
         self.closed = True
-        # Steps in flight finish before the core (and its threads) goes away.
+        # The core (its environments and threads) goes when the last array viewing its
+        # buffers does; steps in flight are dropped.
         self._core = None
+        self._obs = self._reward = self._terminated = self._truncated = None
+        self._env_id = self._ended = self._final_obs = self._info = self._final_info = None
+        self._static = {}
+
+    def _check_open(self):
+        if self.closed:
+            raise RuntimeError("the vector environment is closed")
 
     def __enter__(self):
         return self
