@@ -1,14 +1,14 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Evaluates placement policies on the tiergym environment: every policy (agents_examples/
 policies.py) on every served application, fixed seeds; prints a table (estimated runtime,
 speedup over the default tier, bytes migrated, capacity refusals) and saves a plot. With
 --real-runs DIR it also exports the policies' placements for `tiergym-prof run-placed` and
 compares the environment's estimates with the runtimes measured in DIR's runs.csv.
 
-    /usr/bin/python3 agents_examples/evaluate.py                       # bundled apps, all policies
-    /usr/bin/python3 agents_examples/evaluate.py --policies oracle,hemem --steps 50
-    /usr/bin/python3 agents_examples/evaluate.py --profiles data/hotset/profile --machine small.json
-    /usr/bin/python3 agents_examples/evaluate.py --real-runs data/synth/lulesh --policies oracle,memtis
+    python agents_examples/evaluate.py                       # bundled apps, all policies
+    python agents_examples/evaluate.py --policies oracle,hemem --steps 50
+    python agents_examples/evaluate.py --profiles data/hotset/profile --machine small.json
+    python agents_examples/evaluate.py --real-runs data/synth/lulesh --policies oracle,memtis
 
 --real-runs DIR: DIR holds runs.csv (or runs/runs.csv, as `tiergym trace synth` writes it)
 with the measured runs of one application, whose profile is DIR/profile or is named by
@@ -39,11 +39,8 @@ import time
 
 import numpy as np
 
-HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "env" / "python"))
-sys.path.insert(0, str(HERE))
-import tiergym  # noqa: E402
-import policies as policy_lib  # noqa: E402
+import tiergym
+import policies as policy_lib
 
 GIB = float(1 << 30)
 
@@ -61,7 +58,7 @@ class InputError(Exception):
 
 def read_measured_runs(path):
     """[(name, placement path, runtime_ns, line)] of a measured-runs CSV
-    (docs/formats/trace-csv.md section 3), as strictly as traces/measured_runs.h reads it:
+    (traces/TRACE_CSV.md section 3), as strictly as traces/measured_runs.h reads it:
     InputError "FILE:LINE: RULE: detail" for every rule it names."""
     try:
         with open(path, "rb") as f:
@@ -132,7 +129,7 @@ def read_measured_runs(path):
 
 
 def placement_json(action, ranges, tiers):
-    """A range placement (docs/formats/trace-csv.md section 2): regions off the default tier
+    """A range placement (traces/TRACE_CSV.md section 2): regions off the default tier
     as ranges, neighbours on the same tier merged."""
     out = []
     for r in np.argsort([s for s, _ in ranges], kind="stable"):
@@ -256,8 +253,8 @@ def save_plot(results, path, title):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("note: matplotlib is not installed (Debian: python3-matplotlib); no plot",
-              file=sys.stderr)
+        print("note: matplotlib is not installed (pip install matplotlib, or "
+              "./scripts/setup.sh examples); no plot", file=sys.stderr)
         return False
     apps = list(dict.fromkeys(r["profile"] for r in results))
     names = list(dict.fromkeys(r["policy"] for r in results))

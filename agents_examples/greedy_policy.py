@@ -1,12 +1,12 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """A greedy placement policy on the tiergym environment: after every interval, put the regions
 with the highest decayed access share on the fast tier, hottest first, as long as they fit in
 its capacity; everything else on the default tier. Runs one episode and prints its fractional
 speedup (the episode's return) against the all-on-the-default-tier run.
 
-    /usr/bin/python3 agents_examples/greedy_policy.py                  # a private server
-    /usr/bin/python3 agents_examples/greedy_policy.py --profile lulesh --steps 50
-    /usr/bin/python3 agents_examples/greedy_policy.py --address tcp://127.0.0.1:5555
+    python agents_examples/greedy_policy.py                  # a private server
+    python agents_examples/greedy_policy.py --profile lulesh --steps 50
+    python agents_examples/greedy_policy.py --address tcp://127.0.0.1:5555
 
 Only the past is used: the observation's decayed access share per region ("history", the
 last interval's share breaking ties), and the environment's static description (the fast
@@ -15,13 +15,9 @@ policies.GreedyPolicy ("greedy" in evaluate.py's table).
 """
 
 import argparse
-import pathlib
-import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "env" / "python"))
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-import tiergym  # noqa: E402
-from policies import GreedyPolicy  # noqa: E402 (the class lives in policies.py)
+import tiergym
+from policies import GreedyPolicy  # the class lives in policies.py
 
 
 def main():
@@ -49,7 +45,7 @@ def main():
                 break
         all_fast = env.estimate(info["profile"], '{"default": "%s"}' % env.tiers[fast])
         print(f"greedy policy on {info['profile']} ({env.tiers[0]} + {env.tiers[fast]}, "
-              f"{env.num_regions} regions, {info['step'] + 1} steps, seed {args.seed}):")
+              f"{env.num_regions} regions, {info['step']} steps, seed {args.seed}):")
         print(f"  fractional speedup (episode return): {total:.4f}")
         print(f"  runtime {info['elapsed_ns'] / 1e9:.3f} s vs {info['default_total_ns'] / 1e9:.3f} s "
               f"all on {env.tiers[0]}; migrated {migrated / 2**30:.2f} GiB"

@@ -18,14 +18,11 @@ Not thread-safe: one policy object per episode at a time.
 """
 
 import argparse
-import pathlib
 import sys
 
 import numpy as np
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "env" / "python"))
-import tiergym  # noqa: E402
+import tiergym
 
 BUNDLED_APPS = ("minife", "lulesh", "nekbone", "lammps")
 DEFAULT_TRAIN = ("minife", "lulesh")

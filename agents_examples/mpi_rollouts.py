@@ -1,10 +1,10 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Rollouts beyond one machine: an mpi4py launcher where every MPI rank starts its own
 tiergym server (on its own host) and its own rollout workers, and rank 0 gathers the
-env-steps/s of every rank and the total. Needs Debian's python3-mpi4py and openmpi-bin.
+env-steps/s of every rank and the total. Needs mpi4py (PyPI) and an MPI (Debian's openmpi-bin).
 
-    mpirun -n 2 /usr/bin/python3 agents_examples/mpi_rollouts.py
-    mpirun -n 4 --host a,b /usr/bin/python3 agents_examples/mpi_rollouts.py --workers-per-rank 2
+    mpirun -n 2 python agents_examples/mpi_rollouts.py
+    mpirun -n 4 --host a,b python agents_examples/mpi_rollouts.py --workers-per-rank 2
     # as root, in a container: add --allow-run-as-root --oversubscribe
 
 Two phases, as in rollouts.py: rank 0 alone (the others wait at a barrier), then every
@@ -65,8 +65,8 @@ def main(argv=None):
     try:
         from mpi4py import MPI  # imported here: spawned worker processes must not init MPI
     except ImportError as e:
-        print(f"mpi_rollouts.py: mpi4py is not installed ({e}); install Debian's "
-              "python3-mpi4py and openmpi-bin (./scripts/install_deps.sh)", file=sys.stderr)
+        print(f"mpi_rollouts.py: mpi4py is not installed ({e}); install "
+              "mpi4py (pip install mpi4py) and openmpi-bin (./scripts/install_deps.sh)", file=sys.stderr)
         return 1
     comm = MPI.COMM_WORLD
     try:

@@ -1,11 +1,11 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """PPO for tier placement in torch: trains on some applications and evaluates on held-out
-ones. Needs torch (Debian's python3-torch: ./scripts/install_deps.sh --torch); without it
-this script says so and exits 0.
+ones. Needs torch 2 (`pip install "tiergym[torch]"`, which pins torch 2.13, the CPU wheel
+the tests use); without it this script says so and exits 0.
 
-    /usr/bin/python3 agents_examples/ppo_torch.py                       # train, evaluate
-    /usr/bin/python3 agents_examples/ppo_torch.py --updates 40 --save ppo.pt
-    /usr/bin/python3 agents_examples/ppo_torch.py --load ppo.pt
+    python agents_examples/ppo_torch.py                       # train, evaluate
+    python agents_examples/ppo_torch.py --updates 40 --save ppo.pt
+    python agents_examples/ppo_torch.py --load ppo.pt
 
 The model (actor-critic, Schulman et al. 2017, "Proximal Policy Optimization Algorithms"):
 the MultiDiscrete action (a tier per region) is factorised into one categorical
@@ -47,8 +47,8 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the machine
     torch = nn = None
     HAVE_TORCH = False
-    TORCH_ERROR = (f"torch is not installed ({e}); install Debian's python3-torch "
-                   "(./scripts/install_deps.sh --torch) to run the PPO example")
+    TORCH_ERROR = (f"torch is not installed ({e}); `pip install \"tiergym[torch]\"` "
+                   "(torch 2.13) to run the PPO example")
 
 SHARE_CLIP = 20.0  # shares x regions above this (a region 20x the average) are clipped
 
@@ -273,8 +273,8 @@ class PPO:
                 loss.backward()
                 nn.utils.clip_grad_norm_(self.net.parameters(), 0.5)
                 self.optimizer.step()
-                stats = {"policy": float(policy_loss), "value": float(value_loss),
-                         "entropy": float(entropy)}
+                stats = {"policy": policy_loss.item(), "value": value_loss.item(),
+                         "entropy": entropy.item()}
         return stats
 
     def train(self, updates, horizon, progress=None):
@@ -299,7 +299,7 @@ def load_policy(path, greedy=False, seed=0):
     `greedy` and `seed`."""
     if not HAVE_TORCH:
         raise RuntimeError(TORCH_ERROR)
-    saved = torch.load(path, map_location="cpu")
+    saved = torch.load(path, map_location="cpu", weights_only=True)  # tensors and plain data only
     region_dim, global_dim, tiers, hidden = saved["dims"]
     net = ActorCritic(region_dim, global_dim, tiers, hidden)
     net.load_state_dict(saved["state_dict"])

@@ -1,10 +1,10 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Linear Q-learning for tier placement, numpy only: trains on some applications and
 evaluates on held-out ones.
 
-    /usr/bin/python3 agents_examples/q_learning.py                      # train, evaluate
-    /usr/bin/python3 agents_examples/q_learning.py --episodes 60 --save q.npz
-    /usr/bin/python3 agents_examples/q_learning.py --load q.npz --held-out nekbone,lammps
+    python agents_examples/q_learning.py                      # train, evaluate
+    python agents_examples/q_learning.py --episodes 60 --save q.npz
+    python agents_examples/q_learning.py --load q.npz --held-out nekbone,lammps
 
 The model. The joint action (a tier per region) is scored by a Q function that is a sum
 over regions with weights shared by every region (a factored linear Q, as in coordinated

@@ -1,7 +1,12 @@
-"""An RLlib `env_creator` for tiergym: every RLlib rollout worker connects to a tiergym
-server chosen by its `worker_index`, so that the workers of a cluster spread over the
-servers running on its nodes. Importing this module does not need ray; only registering
-it does.
+"""tiergym on RLlib (Ray): an `env_creator` with which every RLlib env runner connects to a
+tiergym server chosen by its `worker_index`, so that the runners of a cluster spread over
+the servers running on its nodes; and, run as a script, PPO on a local Ray cluster.
+Importing this module does not need ray; registering it and training do
+(`pip install "tiergym[rllib]"`).
+
+    python agents_examples/rllib_env.py                      # PPO, 2 env runners, private servers
+    python agents_examples/rllib_env.py --iterations 20 --addresses tcp://node1:5555,tcp://node2:5555
+    python agents_examples/rllib_env.py --ray-address auto   # on a running Ray cluster
 
     from ray.tune.registry import register_env
     from rllib_env import env_creator
@@ -9,11 +14,11 @@ it does.
     config = (PPOConfig().environment("tiergym", env_config={
                   "addresses": ["tcp://node1:5555", "tcp://node2:5555"],
                   "tiergym": {"num_regions": 64, "steps": 100}})
-              .rollouts(num_rollout_workers=8))
+              .env_runners(num_env_runners=8))
 
-RLlib calls env_creator(env_config) in every worker with an EnvContext: a dict (the
-env_config above) with the attributes `worker_index` (0 for the local worker of the driver,
-1..N for the remote rollout workers) and `vector_index` (the sub-environment within a
+RLlib calls env_creator(env_config) in every env runner with an EnvContext: a dict (the
+env_config above) with the attributes `worker_index` (0 for the local runner of the driver,
+1..N for the remote env runners) and `vector_index` (the sub-environment within a
 worker when it holds several). Keys of env_config:
 
 - "addresses": a list of server endpoints; worker i uses addresses[i % len(addresses)]
@@ -31,11 +36,14 @@ the node's address): a server reached from other nodes must listen on an address
 reach, on a trusted network (the protocol has no authentication).
 """
 
-import pathlib
-import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "env" / "python"))
-import tiergym  # noqa: E402
+import argparse
+import importlib.util
+import os
+import sys
+import time
+
+import tiergym
 
 
 def server_address(env_config, worker_index):
@@ -68,3 +76,86 @@ def env_creator(env_config):
     address = server_address(env_config, worker_index)
     return tiergym.TierEnv(address=address, timeout=float(env_config.get("timeout", 60)),
                            **dict(env_config.get("tiergym", {})))
+
+
+def ppo_config(env_config, num_env_runners=2, batch=64, seed=0):
+    """RLlib's PPO on tiergym: `num_env_runners` remote env runners (1 CPU each), one
+    environment each, batches of `batch` steps, a small network, the learner in the
+    driver."""
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.tune.registry import register_env
+    register_env("tiergym", env_creator)
+    return (PPOConfig()
+            .environment("tiergym", env_config=env_config)
+            .framework("torch")
+            .env_runners(num_env_runners=num_env_runners, num_envs_per_env_runner=1,
+                         num_cpus_per_env_runner=1,
+                         rollout_fragment_length=max(1, batch // max(num_env_runners, 1)))
+            .learners(num_learners=0)
+            .training(train_batch_size_per_learner=batch, minibatch_size=batch // 2,
+                      num_epochs=1, lr=3e-4)
+            .rl_module(model_config={"fcnet_hiddens": [32, 32]})
+            .debugging(seed=seed))
+
+
+def train(env_config, iterations, num_env_runners=2, batch=64, ray_address=None,
+          num_cpus=2, log=print):
+    """Trains PPO for `iterations` on a Ray cluster (a local one of `num_cpus` CPUs unless
+    `ray_address`) and shuts everything down, also on errors. Returns the episode return
+    means reported after each iteration (None while no episode has ended)."""
+    import ray
+    if ray_address:
+        ray.init(address=ray_address)
+    else:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    algo = None
+    returns = []
+    try:
+        algo = ppo_config(env_config, num_env_runners, batch).build_algo()
+        for i in range(iterations):
+            t0 = time.monotonic()
+            result = algo.train()
+            runners = result.get("env_runners", {})
+            mean = runners.get("episode_return_mean")
+            returns.append(mean)
+            log(f"iteration {i}: {runners.get('num_env_steps_sampled_lifetime', '?')} env steps, "
+                f"episode return mean {mean if mean is None else round(mean, 4)}, "
+                f"{time.monotonic() - t0:.1f} s")
+    finally:
+        if algo is not None:
+            algo.stop()
+        ray.shutdown()
+    return returns
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="PPO (RLlib) on tiergym over a Ray cluster")
+    parser.add_argument("--iterations", type=int, default=5, help="training iterations (default 5)")
+    parser.add_argument("--num-env-runners", type=int, default=2,
+                        help="remote env runners, one CPU each (default 2)")
+    parser.add_argument("--batch", type=int, default=128, help="env steps per iteration (default 128)")
+    parser.add_argument("--addresses", default="",
+                        help="tiergym servers, comma-separated; runner i uses the i-th (modulo). "
+                             "Default: a private server in each runner")
+    parser.add_argument("--ray-address", help="a running Ray cluster (default: a local one)")
+    parser.add_argument("--num-cpus", type=int, default=2, help="CPUs of the local cluster (default 2)")
+    parser.add_argument("--num-regions", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=20)
+    args = parser.parse_args(argv)
+    if importlib.util.find_spec("ray") is None:
+        print("ray is not installed; `pip install \"tiergym[rllib]\"`", file=sys.stderr)
+        return 1
+    env_config = {"tiergym": {"num_regions": args.num_regions, "steps": args.steps}}
+    if args.addresses:
+        env_config["addresses"] = args.addresses
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    returns = train(env_config, args.iterations, args.num_env_runners, args.batch,
+                    args.ray_address, args.num_cpus,
+                    log=lambda *m: print(*m, file=sys.stderr, flush=True))
+    print(f"rllib_env: {args.iterations} iterations of PPO with {args.num_env_runners} env "
+          f"runners; episode return mean {returns[-1]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,11 +1,11 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Parallel rollout workers: several processes, each stepping a tiergym.VectorEnv, against
 one shared server or one server each. Measures the aggregate env-steps/s of N workers
 against one worker alone, in the same run, and prints the ratio.
 
-    /usr/bin/python3 agents_examples/rollouts.py                         # 2 workers, a server each
-    /usr/bin/python3 agents_examples/rollouts.py --workers 4 --shared-server --server-threads 2
-    /usr/bin/python3 agents_examples/rollouts.py --address tcp://127.0.0.1:5555 --workers 8
+    python agents_examples/rollouts.py                         # 2 workers, a server each
+    python agents_examples/rollouts.py --workers 4 --shared-server --server-threads 2
+    python agents_examples/rollouts.py --address tcp://127.0.0.1:5555 --workers 8
 
 An env-step is one sub-environment advancing one decision interval; a worker with
 `--envs` sub-environments makes `--envs` env-steps per step_batch message. Each worker
@@ -25,14 +25,12 @@ to; --address uses a running server. Progress goes to stderr, results to stdout.
 import argparse
 import multiprocessing
 import os
-import pathlib
 import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "env" / "python"))
-import tiergym  # noqa: E402
+import tiergym
 
 WARMUP_BATCHES = 3
 

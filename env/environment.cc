@@ -22,8 +22,8 @@ absl::StatusOr<int64_t> ParseInt(const std::string& key, const std::string& valu
   errno = 0;
   const long long v = std::strtoll(value.c_str(), &end, 10);
   if (value.empty() || *end != '\0' || errno != 0 || v < lo || v > hi) {
-    return absl::InvalidArgumentError(StrCat("config key '", key, "': '", value,
-                                             "' is not an integer in [", lo, ", ", hi, "]"));
+    return absl::InvalidArgumentError(
+        StrCat("config key '", key, "': '", value, "' is not an integer in [", lo, ", ", hi, "]"));
   }
   return v;
 }
@@ -33,8 +33,8 @@ absl::StatusOr<double> ParseReal(const std::string& key, const std::string& valu
   char* end = nullptr;
   const double v = std::strtod(value.c_str(), &end);
   if (value.empty() || *end != '\0' || !std::isfinite(v) || v < lo || v > hi) {
-    return absl::InvalidArgumentError(StrCat("config key '", key, "': '", value,
-                                             "' is not a number in [", lo, ", ", hi, "]"));
+    return absl::InvalidArgumentError(
+        StrCat("config key '", key, "': '", value, "' is not a number in [", lo, ", ", hi, "]"));
   }
   return v;
 }
@@ -91,7 +91,8 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string
       }
     } else if (key == "model") {
       auto m = ParseModel(value);
-      if (!m.ok()) return absl::InvalidArgumentError(StrCat("config key 'model': ", m.status().message()));
+      if (!m.ok())
+        return absl::InvalidArgumentError(StrCat("config key 'model': ", m.status().message()));
       c.model = *m;
     } else if (key == "history_decay") {
       TG_ASSIGN_OR_RETURN(double v, ParseReal(key, value, 0, 0.999999));
@@ -112,7 +113,8 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string
               StrCat("config key 'tier_capacity_mib': '", item, "' is not TIER:MIB"));
         }
         const std::string tier = item.substr(0, colon);
-        TG_ASSIGN_OR_RETURN(int64_t mib, ParseInt(key, item.substr(colon + 1), 1, int64_t{1} << 40));
+        TG_ASSIGN_OR_RETURN(int64_t mib,
+                            ParseInt(key, item.substr(colon + 1), 1, int64_t{1} << 40));
         for (const auto& [other, unused] : c.tier_capacity_mib) {
           if (other == tier) {
             return absl::InvalidArgumentError(
@@ -126,7 +128,8 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string
       c.window_instructions = static_cast<uint64_t>(v);
     } else {
       std::string known;
-      for (const ConfigKey& k : EnvConfigKeys()) StrAppend(&known, known.empty() ? "" : ", ", k.name);
+      for (const ConfigKey& k : EnvConfigKeys())
+        StrAppend(&known, known.empty() ? "" : ", ", k.name);
       return absl::InvalidArgumentError(
           StrCat("unknown config key '", key, "' (known: ", known, ")"));
     }
@@ -141,25 +144,25 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const std::map<std::string, std::string
 
 struct ProfileAssets {
   std::string name;
-  std::shared_ptr<Estimator> estimator;        // shared through a ProfileCache
+  std::shared_ptr<Estimator> estimator;         // shared through a ProfileCache
   std::shared_ptr<const EstimatorIndex> index;  // base: the machine's default tier
   std::vector<int> device_of_tier;              // machine tier -> profile device
   std::vector<Region> regions;                  // exactly num_regions (empty ones at the end)
   std::vector<uint64_t> region_bytes;
-  std::vector<float> region_size_share;         // region bytes / all regions' bytes
-  std::vector<uint32_t> region_of_page;         // per index page id
-  std::vector<uint64_t> bounds;                 // interval boundaries: steps + 1
-  std::vector<double> default_interval_ns;      // per step, all on the default tier
+  std::vector<float> region_size_share;     // region bytes / all regions' bytes
+  std::vector<uint32_t> region_of_page;     // per index page id
+  std::vector<uint64_t> bounds;             // interval boundaries: steps + 1
+  std::vector<double> default_interval_ns;  // per step, all on the default tier
   double default_total_ns = 0;
-  std::vector<float> region_share;              // [step * K + r]: share of the step's accesses
+  std::vector<float> region_share;                   // [step * K + r]: share of the step's accesses
   std::optional<InterferenceComposer> interference;  // the contention scenario, if any
-  std::vector<float> interference_level;        // [step * tiers + t], at the step's start
+  std::vector<float> interference_level;             // [step * tiers + t], at the step's start
   // Model::kPaper: every step's interval time as a linear function of the regions' tiers
   // (GroupCostModel), so that a step prices its placement in O(regions) and a move is a
   // change of a region's tier, never a walk over pages or windows. Empty otherwise
   // (Model::kConcurrent, or a table beyond kMaxLinearCostEntries): PlacementState then.
-  std::vector<double> step_cost;                // [(step * K + r) * tiers + t]
-  std::vector<double> step_constant_ns;         // per step
+  std::vector<double> step_cost;         // [(step * K + r) * tiers + t]
+  std::vector<double> step_constant_ns;  // per step
   bool linear() const { return !step_constant_ns.empty(); }
   // The interval time of `step` with region r on machine tier region_tier[r].
   // REQUIRES: linear().
@@ -189,8 +192,8 @@ const EnvConfig& EnvAssets::config() const { return impl_->config; }
 const EnvSpec& EnvAssets::spec() const { return impl_->spec; }
 
 absl::StatusOr<std::shared_ptr<Estimator>> ProfileCache::Get(const std::string& path,
-                                                              const Machine& machine,
-                                                              uint64_t window_instructions) {
+                                                             const Machine& machine,
+                                                             uint64_t window_instructions) {
   // Capacities do not enter the estimator: machines that differ only in them share.
   Machine estimated = machine;
   for (TierSpec& t : estimated.tiers) t.capacity_bytes = 1;
@@ -248,15 +251,14 @@ size_t EnvAssets::MemoryBytes() const {
   size_t bytes = sizeof(Impl);
   for (const ProfileAssets& p : impl_->profiles) {
     bytes += p.index->MemoryBytes() + p.regions.size() * sizeof(Region) +
-             p.region_of_page.size() * 4 + p.bounds.size() * 8 +
-             p.default_interval_ns.size() * 8 + p.region_share.size() * 4 +
-             p.step_cost.size() * 8 + p.step_constant_ns.size() * 8;
+             p.region_of_page.size() * 4 + p.bounds.size() * 8 + p.default_interval_ns.size() * 8 +
+             p.region_share.size() * 4 + p.step_cost.size() * 8 + p.step_constant_ns.size() * 8;
   }
   return bytes;
 }
 
 absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig& config,
-                                                                  ProfileCache* cache) {
+                                                                 ProfileCache* cache) {
   if (config.profiles.empty()) {
     return absl::InvalidArgumentError("config key 'profiles': at least one profile is required");
   }
@@ -273,7 +275,8 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
                            [&](const TierSpec& t) { return t.name == name; });
     if (it == impl->machine.tiers.end()) {
       std::string known;
-      for (const TierSpec& t : impl->machine.tiers) StrAppend(&known, known.empty() ? "" : ", ", t.name);
+      for (const TierSpec& t : impl->machine.tiers)
+        StrAppend(&known, known.empty() ? "" : ", ", t.name);
       return absl::InvalidArgumentError(StrCat("config key 'tier_capacity_mib': machine ",
                                                impl->machine.name, " has no tier '", name,
                                                "' (tiers: ", known, ")"));
@@ -296,8 +299,8 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
     for (const TierSpec& t : m.tiers) {
       const auto it = std::find(devices.begin(), devices.end(), t.name);
       if (it == devices.end()) {
-        return absl::InvalidArgumentError(StrCat("profile ", path, " has no run for tier '",
-                                                 t.name, "' of machine ", m.name));
+        return absl::InvalidArgumentError(
+            StrCat("profile ", path, " has no run for tier '", t.name, "' of machine ", m.name));
       }
       pa.device_of_tier.push_back(static_cast<int>(it - devices.begin()));
     }
@@ -324,8 +327,9 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
     }
     if (all_bytes > m.tiers[0].capacity_bytes) {
       return absl::InvalidArgumentError(StrCat(
-          "profile ", path, ": its footprint (", all_bytes >> 20, " MiB) does not fit the default tier '",
-          m.tiers[0].name, "' (", m.tiers[0].capacity_bytes >> 20,
+          "profile ", path, ": its footprint (", all_bytes >> 20,
+          " MiB) does not fit the default tier '", m.tiers[0].name, "' (",
+          m.tiers[0].capacity_bytes >> 20,
           " MiB), where every episode starts; raise its capacity (config key tier_capacity_mib)"));
     }
     for (uint64_t b : pa.region_bytes) {
@@ -344,12 +348,13 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
       if (pa.bounds.size() < 2) pa.bounds = {0, total};
     } else {
       for (int i = 0; i <= config.steps; ++i) {
-        pa.bounds.push_back(static_cast<uint64_t>(
-            static_cast<unsigned __int128>(total) * static_cast<unsigned>(i) / config.steps));
+        pa.bounds.push_back(static_cast<uint64_t>(static_cast<unsigned __int128>(total) *
+                                                  static_cast<unsigned>(i) / config.steps));
       }
     }
     if (!config.interference.empty()) {
-      TG_ASSIGN_OR_RETURN(InterferenceSchedule schedule, ReadInterferenceSchedule(config.interference));
+      TG_ASSIGN_OR_RETURN(InterferenceSchedule schedule,
+                          ReadInterferenceSchedule(config.interference));
       auto composer = InterferenceComposer::Create(schedule, pa.estimator->profile().devices(),
                                                    pa.estimator->profile().app());
       if (!composer.ok()) {
@@ -386,7 +391,7 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
     pa.region_share.assign(steps * k, 0.0f);
     for (size_t i = 0; i < steps; ++i) {
       pa.default_interval_ns.push_back(
-          pa.linear()        ? pa.LinearIntervalNs(i, all_default_tiers)
+          pa.linear()       ? pa.LinearIntervalNs(i, all_default_tiers)
           : pa.interference ? pa.interference->IntervalNs(*base, pa.bounds[i], pa.bounds[i + 1])
                             : base->IntervalNs(pa.bounds[i], pa.bounds[i + 1]));
       if (pa.interference) {
@@ -456,13 +461,13 @@ struct Environment::State {
   bool done = false;
   const ProfileAssets* profile = nullptr;
   std::unique_ptr<PlacementState> placement;
-  std::vector<int> region_tier;        // machine tier per region
-  std::vector<float> history;          // per region
-  std::vector<uint64_t> used_bytes;    // per machine tier
+  std::vector<int> region_tier;      // machine tier per region
+  std::vector<float> history;        // per region
+  std::vector<uint64_t> used_bytes;  // per machine tier
   size_t step = 0;
   double elapsed_ns = 0;
   double default_elapsed_ns = 0;
-  double last_ratio = 1;               // last interval's time / default
+  double last_ratio = 1;  // last interval's time / default
 };
 
 Environment::Environment(std::shared_ptr<const EnvAssets> assets)
@@ -486,11 +491,17 @@ std::vector<uint8_t> ActionMask(const EnvAssets::Impl& a, const ProfileAssets& p
   const bool move_mode = a.config.action_mode == ActionMode::kMove;
   std::vector<uint8_t> mask(k * tiers + (move_mode ? 1 : 0), 1);  // move mode: the no-op last
   for (size_t t = 0; t < tiers; ++t) {
-    const uint64_t free_bytes = a.machine.tiers[t].capacity_bytes - std::min(
-        used[t], a.machine.tiers[t].capacity_bytes);
+    uint64_t free_bytes =
+        a.machine.tiers[t].capacity_bytes - std::min(used[t], a.machine.tiers[t].capacity_bytes);
     for (size_t r = 0; r < k; ++r) {
-      if (p.region_bytes[r] > free_bytes && static_cast<size_t>(region_tier[r]) != t) {
+      if (static_cast<size_t>(region_tier[r]) == t) continue;  // staying is always allowed
+      if (p.region_bytes[r] > free_bytes) {
         mask[r * tiers + t] = 0;
+      } else if (!move_mode) {
+        // Placement mode: the mask is joint. Regions are granted a tier's free space in
+        // region order, so that every combination of allowed moves fits at once (one
+        // action moves many regions); move mode moves one region, so each fits alone.
+        free_bytes -= p.region_bytes[r];
       }
     }
   }
@@ -515,9 +526,10 @@ absl::StatusOr<StepResult> Environment::Reset(std::optional<uint64_t> seed,
     }
     if (!found) {
       std::string known;
-      for (const ProfileAssets& p : a.profiles) StrAppend(&known, known.empty() ? "" : ", ", p.name);
-      return absl::InvalidArgumentError(StrCat("options.profile: unknown profile '",
-                                               *options.profile, "' (known: ", known, ")"));
+      for (const ProfileAssets& p : a.profiles)
+        StrAppend(&known, known.empty() ? "" : ", ", p.name);
+      return absl::InvalidArgumentError(
+          StrCat("options.profile: unknown profile '", *options.profile, "' (known: ", known, ")"));
     }
   } else {
     chosen = static_cast<size_t>(s.rng() % a.profiles.size());
@@ -562,14 +574,14 @@ absl::StatusOr<StepResult> Environment::Step(const Action& action) {
   std::vector<int> want = s.region_tier;
   if (a.config.action_mode == ActionMode::kPlacement) {
     if (action.values.size() != k) {
-      return absl::InvalidArgumentError(StrCat("action: expected ", k, " values (a tier per region), got ",
-                                               action.values.size()));
+      return absl::InvalidArgumentError(StrCat(
+          "action: expected ", k, " values (a tier per region), got ", action.values.size()));
     }
     for (size_t r = 0; r < k; ++r) {
       const int64_t t = action.values[r];
       if (t < 0 || t >= static_cast<int64_t>(tiers)) {
-        return absl::InvalidArgumentError(StrCat("action[", r, "]: tier ", t, " out of range [0, ",
-                                                 tiers, ")"));
+        return absl::InvalidArgumentError(
+            StrCat("action[", r, "]: tier ", t, " out of range [0, ", tiers, ")"));
       }
       want[r] = static_cast<int>(t);
     }
@@ -621,7 +633,7 @@ absl::StatusOr<StepResult> Environment::Step(const Action& action) {
 
   // Charge the interval.
   const uint64_t from = p.bounds[s.step], to = p.bounds[s.step + 1];
-  const double interval = p.linear()        ? p.LinearIntervalNs(s.step, s.region_tier)
+  const double interval = p.linear()       ? p.LinearIntervalNs(s.step, s.region_tier)
                           : p.interference ? p.interference->IntervalNs(*s.placement, from, to)
                                            : s.placement->IntervalNs(from, to);
   const double base = p.default_interval_ns[s.step];
@@ -636,7 +648,6 @@ absl::StatusOr<StepResult> Environment::Step(const Action& action) {
 
   StepInfo& info = out.info;
   info.profile = p.name;
-  info.step = s.step;
   info.interval_ns = interval;
   info.default_interval_ns = base;
   info.migration_ns = migration_ns;
@@ -647,7 +658,8 @@ absl::StatusOr<StepResult> Environment::Step(const Action& action) {
   info.tier_used_bytes = s.used_bytes;
   info.action_mask = ActionMask(a, p, s.region_tier, s.used_bytes);
 
-  ++s.step;  // the interval just charged is now in the past
+  ++s.step;            // the interval just charged is now in the past
+  info.step = s.step;  // decision intervals done so far (PROTOCOL.md "Step info")
   out.terminated = s.step + 1 >= p.bounds.size();
   s.done = out.terminated;
   out.observation = Observe();

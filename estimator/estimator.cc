@@ -17,9 +17,9 @@ absl::StatusOr<std::unique_ptr<Estimator>> Estimator::Create(Profile profile,
   if (options.machine) {
     for (const std::string& device : profile.devices()) {
       if (options.machine->Find(device) == nullptr) {
-        return absl::InvalidArgumentError(
-            StrCat("machine ", options.machine->name, " has no tier '", device, "' (profile ",
-                   profile.name(), " has a run for it)"));
+        return absl::InvalidArgumentError(StrCat("machine ", options.machine->name,
+                                                 " has no tier '", device, "' (profile ",
+                                                 profile.name(), " has a run for it)"));
       }
     }
   }
@@ -37,6 +37,14 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> Estimator::IndexFor(
   index_options.base_device = base_device;
   index_options.machine = options_.machine;
   index_options.block_samples = options_.block_samples;
+  index_options.share_runs = options_.share_runs;
+  index_options.align = options_.align;
+  index_options.first_touch = options_.first_touch;
+  index_options.empty_windows = options_.empty_windows;
+  index_options.compute_overlap = options_.compute_overlap;
+  index_options.fit_overlap = options_.fit_overlap;
+  index_options.extent_gap_pages = options_.extent_gap_pages;
+  index_options.join_sweeps = options_.join_sweeps;
   TG_ASSIGN_OR_RETURN(std::shared_ptr<const EstimatorIndex> index,
                       EstimatorIndex::Build(profile_, index_options));
   indexes_.emplace(base_device, index);
@@ -49,6 +57,16 @@ absl::StatusOr<Estimate> Estimator::EstimatePlacement(const Placement& placement
                       IndexFor(placement.default_tier));
   TG_ASSIGN_OR_RETURN(ResolvedPlacement resolved, index->Resolve(placement));
   return index->EstimateDetailed(resolved, model);
+}
+
+absl::StatusOr<EstimatorIndex::Spread> Estimator::SamplingSpread(const Placement& placement,
+                                                                 Model model, int replicates,
+                                                                 uint64_t seed, double level) {
+  TG_RETURN_IF_ERROR(CheckPlacementTiers(profile_, placement));
+  TG_ASSIGN_OR_RETURN(std::shared_ptr<const EstimatorIndex> index,
+                      IndexFor(placement.default_tier));
+  TG_ASSIGN_OR_RETURN(ResolvedPlacement resolved, index->Resolve(placement));
+  return index->SamplingSpread(resolved, model, replicates, seed, level);
 }
 
 }  // namespace tiergym

@@ -33,8 +33,30 @@ struct EstimatorOptions {
   bool use_phasemarks = true;                // see EstimateOptions
   // Enables Model::kConcurrent. Default none.
   std::optional<Machine> machine;
-  uint64_t block_samples = 256;              // see IndexOptions
+  uint64_t block_samples = 256;  // see IndexOptions
+  // Design decisions (IndexOptions; estimator/README.md, "Ablation").
+  ShareRuns share_runs = ShareRuns::kPooled;
+  WindowAlignment align = WindowAlignment::kInstructions;
+  FirstTouchFootprint first_touch = FirstTouchFootprint::kExtended;
+  EmptyWindows empty_windows = EmptyWindows::kSegmentShares;
+  uint64_t extent_gap_pages = 64;  // FirstTouchFootprint::kExtents
+  bool join_sweeps = true;         // FirstTouchFootprint::kExtents
+  double compute_overlap = 0.5;    // Model::kRoofline
+  bool fit_overlap = true;         // Model::kRoofline, three runs or more
 };
+
+// The options the commands default to (estimator/README.md, "Ablation"): first-touch
+// sweeps and sample alignment; with a machine, use Model::kRoofline. The struct's own
+// defaults keep the previous behaviour (first touch of sampled pages, instruction
+// alignment) until the environment adopts these.
+inline EstimatorOptions RecommendedEstimatorOptions(std::optional<Machine> machine = {}) {
+  EstimatorOptions o;
+  o.first_touch = FirstTouchFootprint::kExtents;
+  o.join_sweeps = true;
+  o.align = WindowAlignment::kSamples;
+  o.machine = std::move(machine);
+  return o;
+}
 
 class Estimator {
  public:
@@ -48,6 +70,11 @@ class Estimator {
 
   // The estimate of `placement` with its breakdown. Fails like EstimatorIndex::Resolve.
   absl::StatusOr<Estimate> EstimatePlacement(const Placement& placement, Model model);
+
+  // The sampling interval of the estimate (EstimatorIndex::SamplingSpread).
+  absl::StatusOr<EstimatorIndex::Spread> SamplingSpread(const Placement& placement, Model model,
+                                                        int replicates, uint64_t seed,
+                                                        double level);
 
   const Profile& profile() const { return profile_; }
   const EstimatorOptions& options() const { return options_; }

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -31,17 +32,139 @@ double Overlap(double lo, double hi, double a, double b) {
   return y > x ? (y - x) / (hi - lo) : 0.0;
 }
 
+// The roofline time of work with compute time `compute_ns` and memory time `memory_ns`:
+// the longer, plus the part of the shorter that does not overlap it.
+double RoofTime(double compute_ns, double memory_ns, double overlap) {
+  return compute_ns + memory_ns - overlap * std::min(compute_ns, memory_ns);
+}
+
+// Fits a block's roofline to its measured time on every device: the memory time of its
+// misses on device d is max(latency_d * x, band[d]) (x = misses / outstanding misses,
+// Little's law; band[d] = bytes / bandwidth_d), and t[d] = RoofTime(compute, memory_d).
+// Returns {x, compute} minimising the squared residuals: a log grid over x, refined, with
+// the compute time by golden section for each x (the residual is unimodal in it).
+std::pair<double, double> FitRoofline(const std::vector<double>& t, const std::vector<double>& band,
+                                      const std::vector<double>& latency, double overlap,
+                                      double* residual_out) {
+  *residual_out = 0;
+  const size_t n = t.size();
+  double lo = std::numeric_limits<double>::infinity(), hi = 0, t_max = 0;
+  for (size_t d = 0; d < n; ++d) {
+    lo = std::min(lo, band[d] / latency[d]);
+    hi = std::max(hi, band[d] / latency[d]);
+    t_max = std::max(t_max, t[d]);
+  }
+  if (!(hi > 0) || t_max <= 0) return {0.0, t_max};
+  // The largest x that could explain the slowest run: latency alone.
+  double x_max = 0;
+  for (size_t d = 0; d < n; ++d) x_max = std::max(x_max, t[d] / latency[d]);
+  lo *= 1e-2;
+  x_max = std::max(x_max, lo * 2);
+  // For a given x the residual is piecewise quadratic in the compute time c (each
+  // RoofTime is linear in c below and above its memory time): minimise it exactly on
+  // every piece.
+  std::vector<double> memory(n), knots;
+  auto best_compute = [&](double x, double* cost) {
+    knots.assign(1, 0.0);
+    for (size_t d = 0; d < n; ++d) {
+      memory[d] = std::max(latency[d] * x, band[d]);
+      if (memory[d] < t_max) knots.push_back(memory[d]);
+    }
+    knots.push_back(t_max);
+    std::sort(knots.begin(), knots.end());
+    auto residual = [&](double c) {
+      double r = 0;
+      for (size_t d = 0; d < n; ++d) {
+        const double e = t[d] - RoofTime(c, memory[d], overlap);
+        r += e * e;
+      }
+      return r;
+    };
+    double best_c = 0, best_r = residual(0);
+    for (size_t j = 0; j + 1 < knots.size(); ++j) {
+      const double lo_c = knots[j], hi_c = knots[j + 1];
+      if (hi_c <= lo_c) continue;
+      const double mid = 0.5 * (lo_c + hi_c);
+      // RoofTime(c, m) = slope * c + offset on this piece.
+      double saa = 0, sab = 0;
+      for (size_t d = 0; d < n; ++d) {
+        const bool below = mid < memory[d];
+        const double slope = below ? 1.0 - overlap : 1.0;
+        const double offset = below ? memory[d] : (1.0 - overlap) * memory[d];
+        saa += slope * slope;
+        sab += slope * (t[d] - offset);
+      }
+      const double c = saa > 0 ? std::clamp(sab / saa, lo_c, hi_c) : lo_c;
+      const double r = residual(c);
+      if (r < best_r) {
+        best_r = r;
+        best_c = c;
+      }
+    }
+    *cost = best_r;
+    return best_c;
+  };
+  constexpr int kGrid = 48;
+  const double ratio = std::log(x_max / lo);
+  double best_x = lo, best_c = 0, best = std::numeric_limits<double>::infinity();
+  int best_i = 0;
+  const double tol = 1e-10 * t_max * t_max;
+  for (int i = 0; i <= kGrid; ++i) {
+    const double x = lo * std::exp(ratio * i / kGrid);
+    double cost;
+    const double c = best_compute(x, &cost);
+    if (cost < best - tol) {  // ties keep the smallest x
+      best = cost;
+      best_x = x;
+      best_c = c;
+      best_i = i;
+    }
+  }
+  // Golden refinement between the grid neighbours of the best point (log x).
+  double a = ratio * std::max(0, best_i - 1) / kGrid,
+         b = ratio * std::min(kGrid, best_i + 1) / kGrid;
+  for (int it = 0; it < 24; ++it) {
+    const double u1 = a + (b - a) * 0.381966, u2 = a + (b - a) * 0.618034;
+    double c1, c2;
+    best_compute(lo * std::exp(u1), &c1);
+    best_compute(lo * std::exp(u2), &c2);
+    if (c1 <= c2) {
+      b = u2;
+    } else {
+      a = u1;
+    }
+  }
+  double cost;
+  const double x = lo * std::exp(0.5 * (a + b));
+  const double c = best_compute(x, &cost);
+  if (cost < best - tol) {
+    *residual_out = cost;
+    return {x, c};
+  }
+  *residual_out = best;
+  return {best_x, best_c};
+}
+
 }  // namespace
 
 std::string_view ModelName(Model model) {
-  return model == Model::kPaper ? "paper" : "concurrent";
+  switch (model) {
+    case Model::kPaper:
+      return "paper";
+    case Model::kConcurrent:
+      return "concurrent";
+    case Model::kRoofline:
+      return "roofline";
+  }
+  return "paper";
 }
 
 absl::StatusOr<Model> ParseModel(std::string_view name) {
   if (name == "paper") return Model::kPaper;
   if (name == "concurrent") return Model::kConcurrent;
+  if (name == "roofline") return Model::kRoofline;
   return absl::InvalidArgumentError(
-      StrCat("unknown estimator model '", name, "' (known: paper, concurrent)"));
+      StrCat("unknown estimator model '", name, "' (known: paper, concurrent, roofline)"));
 }
 
 absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
@@ -76,21 +199,35 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
 
   // Bandwidth floor per device: ns per sample = reset * line / bandwidth (bytes per ns).
   std::vector<double> ns_per_sample(n, 0.0);
+  std::vector<double> latency_ns(n, 0.0), bytes_per_ns(n, 0.0), reset_of(n, 0.0);
+  double line_bytes = 64;
   if (options.machine) {
     const Machine& m = *options.machine;
     for (size_t d = 0; d < n; ++d) {
       const TierSpec* spec = m.Find(x.devices_[d]);
       if (spec == nullptr) {
-        return absl::InvalidArgumentError(
-            StrCat("machine ", m.name, " has no tier '", x.devices_[d], "' (profile ",
-                   profile.name(), " has a run for it)"));
+        return absl::InvalidArgumentError(StrCat("machine ", m.name, " has no tier '",
+                                                 x.devices_[d], "' (profile ", profile.name(),
+                                                 " has a run for it)"));
       }
       const std::optional<uint64_t> reset = runs[d].metadata().pebs_reset;
       ns_per_sample[d] = static_cast<double>(reset.value_or(0)) *
                          static_cast<double>(m.cache_line_bytes) / spec->bandwidth_gbps;
+      latency_ns[d] = spec->latency_ns;
+      bytes_per_ns[d] = spec->bandwidth_gbps;
+      reset_of[d] = static_cast<double>(reset.value_or(1));
     }
+    line_bytes = m.cache_line_bytes;
     x.has_machine_ = true;
   }
+  if (!(options.compute_overlap >= 0 && options.compute_overlap <= 1)) {
+    return absl::InvalidArgumentError("compute_overlap must be in [0, 1]");
+  }
+  x.overlap_ = options.compute_overlap;
+  x.empty_base_ = options.empty_windows == EmptyWindows::kBaseTime;
+  x.first_touch_mode_ = options.first_touch;
+  const bool base_shares = options.share_runs == ShareRuns::kBase;
+  const bool fit_overlap = options.fit_overlap && n >= 3;
 
   // Footprint: provisional ids in first-touch order (base run first), then sorted.
   std::vector<std::vector<uint32_t>> sample_page(n);
@@ -102,6 +239,9 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
       if (static_cast<int>(d) != base) order.push_back(d);
     }
     for (size_t d : order) {
+      if (static_cast<int>(d) != base && x.num_base_pages_ == 0) {
+        x.num_base_pages_ = static_cast<uint32_t>(by_touch.size());
+      }
       sample_page[d].reserve(runs[d].num_samples());
       for (uint64_t a : runs[d].address()) {
         auto [it, inserted] = rank.try_emplace(a >> x.page_shift_, by_touch.size());
@@ -116,6 +256,7 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
       }
     }
   }
+  if (n == 1) x.num_base_pages_ = static_cast<uint32_t>(by_touch.size());
   const size_t num_pages = by_touch.size();
   std::vector<uint32_t> sorted_ids(num_pages);
   for (uint32_t i = 0; i < num_pages; ++i) sorted_ids[i] = i;
@@ -126,6 +267,64 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
   for (uint32_t i = 0; i < num_pages; ++i) {
     final_id[sorted_ids[i]] = i;
     x.pages_[i] = by_touch[sorted_ids[i]];
+  }
+  if (options.first_touch == FirstTouchFootprint::kExtents && num_pages > 0) {
+    // Extents: sorted pages closer than the gap, each with its earliest first-touch rank.
+    struct Extent {
+      uint32_t rank;
+      uint64_t start, end;
+    };
+    std::vector<Extent> extents;  // address order
+    for (uint32_t i = 0; i < num_pages;) {
+      uint32_t j = i, rank = sorted_ids[i];
+      while (j + 1 < num_pages && x.pages_[j + 1] - x.pages_[j] <= options.extent_gap_pages) {
+        ++j;
+        rank = std::min(rank, sorted_ids[j]);
+      }
+      extents.push_back({rank, x.pages_[i], x.pages_[j] + 1});
+      i = j + 1;
+    }
+    // Sweeps: when the next first touch (in rank order) lies above the previous one in
+    // the address space and every extent between them was touched later still, a sweep
+    // went from one to the other: join them with everything between (the sweep touched
+    // the unsampled pages between in address order too). Never across more than
+    // kMaxSweepHolePages (a sweep does not jump from the heap to the mmap area).
+    constexpr uint64_t kMaxSweepHolePages = uint64_t{1} << 20;
+    constexpr size_t kMaxSweepSpan = 256;            // extents between two consecutive touches
+    std::vector<uint8_t> joined(extents.size(), 0);  // joined[i]: i and i + 1 are one
+    if (options.join_sweeps) {
+      std::vector<uint32_t> by_rank(extents.size());
+      for (uint32_t i = 0; i < by_rank.size(); ++i) by_rank[i] = i;
+      std::sort(by_rank.begin(), by_rank.end(),
+                [&](uint32_t a, uint32_t b) { return extents[a].rank < extents[b].rank; });
+      for (size_t k = 0; k + 1 < by_rank.size(); ++k) {
+        const uint32_t from = by_rank[k], to = by_rank[k + 1];
+        if (to <= from || to - from > kMaxSweepSpan ||
+            extents[to].start - extents[from].end > kMaxSweepHolePages) {
+          continue;
+        }
+        bool later = true;
+        for (uint32_t i = from + 1; i < to && later; ++i)
+          later = extents[i].rank > extents[to].rank;
+        if (!later) continue;
+        for (uint32_t i = from; i < to; ++i) joined[i] = 1;
+      }
+    }
+    std::vector<Extent> chains;
+    for (size_t i = 0; i < extents.size(); ++i) {
+      if (i > 0 && joined[i - 1]) {
+        chains.back().end = extents[i].end;
+        chains.back().rank = std::min(chains.back().rank, extents[i].rank);
+      } else {
+        chains.push_back(extents[i]);
+      }
+    }
+    std::sort(chains.begin(), chains.end(),
+              [](const Extent& a, const Extent& b) { return a.rank < b.rank; });
+    for (const Extent& e : chains) {
+      x.extents_.emplace_back(e.start, e.end);
+      x.extent_pages_ += e.end - e.start;
+    }
   }
   x.first_touch_ = std::move(final_id);  // rank -> id
   for (auto& ids : sample_page) {
@@ -152,7 +351,8 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
   for (size_t s = 0; s < num_segments; ++s) {
     std::vector<const Segment*> of_run;
     for (size_t d = 0; d < n; ++d) of_run.push_back(&segments[d][s]);
-    const WindowGrid grid(of_run, base, options.window_instructions);
+    const WindowGrid grid(of_run, base, options.window_instructions,
+                          options.align == WindowAlignment::kSamples);
     std::vector<TimeAt> time_at;
     for (size_t d = 0; d < n; ++d) time_at.emplace_back(runs[d], segments[d][s]);
 
@@ -170,6 +370,7 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
 
     entries.clear();
     for (size_t d = 0; d < n; ++d) {
+      if (base_shares && static_cast<int>(d) != base) continue;
       const Segment& seg = segments[d][s];
       for (size_t i = seg.begin; i < seg.end; ++i) {
         const uint64_t w = grid.WindowOf(d, seg.position[i - seg.begin]);
@@ -218,7 +419,11 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
     for (size_t d = 0; d < n; ++d) {
       x.seg_empty_.push_back(std::max(0.0, x.seg_duration_[s * n + d] - nonempty_time[d]));
     }
-    if (seg_total == 0) x.constant_ns_ += x.seg_duration_[s * n + base];
+    if (seg_total == 0) {
+      x.constant_ns_ += x.seg_duration_[s * n + base];
+    } else if (x.empty_base_) {
+      x.constant_ns_ += x.seg_empty_[s * n + base];
+    }
 
     // Paper costs of the non-empty windows.
     auto entries_end = [&](size_t i) {
@@ -237,6 +442,7 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
     // Blocks: consecutive non-empty windows with at least block_samples samples; a short
     // remainder at the segment end joins the block before it.
     std::vector<size_t> starts;
+    std::vector<double> busy(n, 0.0);  // per run: time until the end of the last block
     uint64_t acc = 0;
     for (size_t i = first_win; i < end_win; ++i) {
       if (acc == 0) starts.push_back(i);
@@ -266,11 +472,13 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
         x.blk_count_.push_back(static_cast<uint32_t>(c));
         // Windows without samples take the segment's shares: charge them per page.
         const double share = static_cast<double>(c) / static_cast<double>(seg_total);
-        for (size_t d = 0; d < n; ++d) {
+        for (size_t d = 0; d < n && !x.empty_base_; ++d) {
           cost[d * num_pages + id] += share * x.seg_empty_[s * n + d];
         }
       }
       x.blk_total_.push_back(total);
+      std::vector<double> block_time(n), band(n);
+      double misses = 0, counted = 0;
       for (size_t d = 0; d < n; ++d) {
         double t = 0, samples = 0;
         for (size_t i = w0; i < w1; ++i) {
@@ -278,10 +486,81 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
           samples += static_cast<double>(win_samples[(i - first_win) * n + d]);
         }
         x.blk_bw_.push_back(std::min(t, samples * ns_per_sample[d]));
+        block_time[d] = t;
+        if (!base_shares || static_cast<int>(d) == base) {
+          misses += samples * reset_of[d];
+          counted += 1;
+        }
+      }
+      if (x.has_machine_) {
+        // The roofline block spans from its first window to the next block's (from the
+        // segment start for the first, to the end of its last window for the last one):
+        // windows without samples between them are work of the same kind. The segment's
+        // tail after its last sample (a barrier wait, typically) is not: it scales with
+        // the segment's time (blk_scale_ below).
+        const uint64_t wlo = b == 0 ? 0 : x.win_index_[w0];
+        const bool last = b + 1 == starts.size();
+        const uint64_t whi = last ? x.win_index_[w1 - 1] + 1 : x.win_index_[w1];
+        const bool to_end = whi >= grid.windows;
+        x.blk_lo_.push_back(static_cast<double>(wlo * options.window_instructions));
+        x.blk_hi_.push_back(to_end ? static_cast<double>(x.seg_instr_[s])
+                                   : static_cast<double>(whi * options.window_instructions));
+        for (size_t d = 0; d < n; ++d) {
+          const double t0 = time_at[d](grid.Boundary(d, wlo));
+          const double t1 = to_end ? x.seg_duration_[s * n + d] : time_at[d](grid.Boundary(d, whi));
+          block_time[d] = std::max(0.0, t1 - t0);
+          if (last) busy[d] = t1;
+        }
+        // The same instructions miss alike on every device: the runs' mean miss count.
+        misses /= std::max(1.0, counted);
+        for (size_t d = 0; d < n; ++d) band[d] = misses * line_bytes / bytes_per_ns[d];
+        double residual = 0;
+        auto [xs, compute] = FitRoofline(block_time, band, latency_ns, x.overlap_, &residual);
+        double overlap = x.overlap_;
+        if (fit_overlap) {
+          // Three runs or more determine the overlap too: the best of a grid, the prior
+          // kept unless another fits clearly better.
+          for (int i = 0; i <= 10; ++i) {
+            const double o = i / 10.0;
+            double r = 0;
+            const auto fit = FitRoofline(block_time, band, latency_ns, o, &r);
+            if (r < 0.5 * residual) {
+              residual = r;
+              xs = fit.first;
+              compute = fit.second;
+              overlap = o;
+            }
+          }
+        }
+        x.blk_overlap_.push_back(overlap);
+        for (size_t d = 0; d < n; ++d) x.blk_busy_.push_back(last ? busy[d] : 0.0);
+        x.blk_compute_.push_back(compute);
+        for (size_t d = 0; d < n; ++d) {
+          x.blk_lat_.push_back(latency_ns[d] * xs);
+          x.blk_band_.push_back(band[d]);
+        }
       }
     }
   }
   x.total_instructions_ = position;
+  x.blk_scale_.assign(x.blk_segment_.size(), 1.0);
+  if (x.has_machine_) {
+    for (size_t s = 0; s < num_segments; ++s) {
+      const size_t k0 = x.seg_first_blk_[s],
+                   k1 = s + 1 < num_segments ? x.seg_first_blk_[s + 1] : x.blk_segment_.size();
+      if (k0 == k1) continue;
+      // The segment's tail after its last block, relative to the time until then (the
+      // runs' mean): the roofline's corrections of the segment scale by 1 + that.
+      double ratio = 0;
+      for (size_t d = 0; d < n; ++d) {
+        const double busy = x.blk_busy_[(k1 - 1) * n + d];
+        const double tail = x.seg_duration_[s * n + d] - busy;
+        if (busy > 0) ratio += std::max(0.0, tail) / busy / static_cast<double>(n);
+      }
+      for (size_t k = k0; k < k1; ++k) x.blk_scale_[k] = 1.0 + ratio;
+    }
+  }
+  std::vector<double>().swap(x.blk_busy_);
   x.seg_begin_pos_.push_back(position);
   x.seg_first_win_.push_back(static_cast<uint32_t>(x.win_index_.size()));
   x.seg_first_blk_.push_back(static_cast<uint32_t>(x.blk_segment_.size()));
@@ -342,16 +621,16 @@ absl::StatusOr<ResolvedPlacement> EstimatorIndex::Resolve(const Placement& place
     if (index_of(tier) < 0) {
       std::string known;
       for (const std::string& d : devices_) StrAppend(&known, known.empty() ? "" : ", ", d);
-      return absl::InvalidArgumentError(StrCat("placement names tier '", tier,
-                                               "' but the profile has runs only for: ", known));
+      return absl::InvalidArgumentError(
+          StrCat("placement names tier '", tier, "' but the profile has runs only for: ", known));
     }
   }
   ResolvedPlacement out;
   out.default_tier = index_of(placement.default_tier);
   if (out.default_tier != base_) {
-    return absl::InvalidArgumentError(
-        StrCat("placement defaults to '", placement.default_tier, "' but this index was built ",
-               "with base run '", devices_[base_], "'"));
+    return absl::InvalidArgumentError(StrCat("placement defaults to '", placement.default_tier,
+                                             "' but this index was built ", "with base run '",
+                                             devices_[base_], "'"));
   }
   if (!placement.uses_fractions()) {
     for (const PlacementRange& r : placement.ranges) {
@@ -366,11 +645,41 @@ absl::StatusOr<ResolvedPlacement> EstimatorIndex::Resolve(const Placement& place
   for (const auto& [tier, fraction] : placement.fractions) {
     fractions.emplace_back(index_of(tier), fraction);
   }
-  const std::vector<uint64_t> keys(first_touch_.begin(), first_touch_.end());
+  // first_touch_ maps first-touch rank to page id; ranks below num_base_pages_ are the
+  // base run's pages.
+  if (first_touch_mode_ == FirstTouchFootprint::kExtents) {
+    // Tiers take round(fraction * extent pages) pages in turn, extent by extent.
+    size_t e = 0;
+    uint64_t used = 0;  // pages of extents_[e] already taken
+    for (const auto& [tier, fraction] : fractions) {
+      uint64_t quota =
+          static_cast<uint64_t>(std::llround(fraction * static_cast<double>(extent_pages_)));
+      while (quota > 0 && e < extents_.size()) {
+        const auto [first, last] = extents_[e];
+        const uint64_t take = std::min(quota, last - first - used);
+        const auto [begin, end] = IdsOfPages(first + used, first + used + take);
+        if (begin < end && tier != base_) out.ranges.push_back({begin, end, tier});
+        quota -= take;
+        used += take;
+        if (used == last - first) {
+          ++e;
+          used = 0;
+        }
+      }
+    }
+    std::sort(out.ranges.begin(), out.ranges.end(),
+              [](const ResolvedPlacement::IdRange& a, const ResolvedPlacement::IdRange& b) {
+                return a.begin < b.begin;
+              });
+    return out;
+  }
+  const size_t ranks =
+      first_touch_mode_ == FirstTouchFootprint::kBase ? num_base_pages_ : first_touch_.size();
+  const std::vector<uint64_t> keys(first_touch_.begin(), first_touch_.begin() + ranks);
   for (const PagePlacement::Interval& iv : AssignFractions(keys, fractions)) {
     if (iv.tier != base_) {
-      out.ranges.push_back({static_cast<uint32_t>(iv.start_page),
-                            static_cast<uint32_t>(iv.end_page), iv.tier});
+      out.ranges.push_back(
+          {static_cast<uint32_t>(iv.start_page), static_cast<uint32_t>(iv.end_page), iv.tier});
     }
   }
   return out;
@@ -384,13 +693,31 @@ std::vector<uint8_t> EstimatorIndex::TierArray(const ResolvedPlacement& placemen
   return tier;
 }
 
-double EstimatorIndex::Correction(size_t k, const uint64_t* hits, const double* factor) const {
+double EstimatorIndex::Correction(size_t k, const uint64_t* hits, Model model,
+                                  const double* factor) const {
   const double total = static_cast<double>(blk_total_[k]);
-  if (total == 0) return 0;
+  if (total == 0 || model == Model::kPaper) return 0;
+  if (model == Model::kRoofline) {
+    // sum_d s_d roof(m_d) - roof(m_mix): the paper's weighted mean of the fitted
+    // rooflines minus the roofline of the mix, whose misses share the miss slots
+    // (latencies add) and transfer concurrently (bandwidth times overlap).
+    const double compute = blk_compute_[k];
+    double weighted = 0, latency = 0, band = 0;
+    for (size_t d = 0; d < n_; ++d) {
+      if (hits[d] == 0) continue;
+      const double s = static_cast<double>(hits[d]) / total;
+      const double f = factor ? factor[d] : 1.0;
+      const double l = blk_lat_[k * n_ + d] * f, b = blk_band_[k * n_ + d] * f;
+      weighted += s * RoofTime(compute, std::max(l, b), blk_overlap_[k]);
+      latency += s * l;
+      band = std::max(band, s * b);
+    }
+    return blk_scale_[k] * (weighted - RoofTime(compute, std::max(latency, band), blk_overlap_[k]));
+  }
   double sum = 0, max = 0;
   for (size_t d = 0; d < n_; ++d) {
-    const double part = static_cast<double>(hits[d]) / total * blk_bw_[k * n_ + d] *
-                        (factor ? factor[d] : 1.0);
+    const double part =
+        static_cast<double>(hits[d]) / total * blk_bw_[k * n_ + d] * (factor ? factor[d] : 1.0);
     sum += part;
     max = std::max(max, part);
   }
@@ -409,7 +736,8 @@ absl::StatusOr<double> EstimatorIndex::RuntimeNs(const ResolvedPlacement& placem
   if (model == Model::kPaper) return total;
   if (!has_machine_) {
     return absl::InvalidArgumentError(
-        "the concurrent model needs the machine's tier bandwidths (give a machine)");
+        "the concurrent and roofline models need the machine's tier bandwidths and latencies "
+        "(give a machine)");
   }
   const std::vector<uint8_t> tier = TierArray(placement);
   std::vector<uint64_t> hits(n_);
@@ -418,16 +746,17 @@ absl::StatusOr<double> EstimatorIndex::RuntimeNs(const ResolvedPlacement& placem
     for (size_t e = blk_offset_[k]; e < blk_offset_[k + 1]; ++e) {
       hits[tier[blk_page_[e]]] += blk_count_[e];
     }
-    total -= Correction(k, hits.data());
+    total -= Correction(k, hits.data(), model);
   }
   return total;
 }
 
 absl::StatusOr<Estimate> EstimatorIndex::EstimateDetailed(const ResolvedPlacement& placement,
                                                           Model model) const {
-  if (model == Model::kConcurrent && !has_machine_) {
+  if (model != Model::kPaper && !has_machine_) {
     return absl::InvalidArgumentError(
-        "the concurrent model needs the machine's tier bandwidths (give a machine)");
+        "the concurrent and roofline models need the machine's tier bandwidths and latencies "
+        "(give a machine)");
   }
   const std::vector<uint8_t> tier = TierArray(placement);
   const size_t n = n_;
@@ -451,7 +780,7 @@ absl::StatusOr<Estimate> EstimatorIndex::EstimateDetailed(const ResolvedPlacemen
         hits[tier[blk_page_[e]]] += blk_count_[e];
       }
       for (size_t d = 0; d < n; ++d) seg_hits[d] += hits[d];
-      if (model == Model::kConcurrent) pe.estimated_ns -= Correction(k, hits.data());
+      if (model != Model::kPaper) pe.estimated_ns -= Correction(k, hits.data(), model);
     }
     if (seg_total_[s] == 0) {
       pe.estimated_ns += seg_duration_[s * n + base_];
@@ -471,7 +800,8 @@ absl::StatusOr<Estimate> EstimatorIndex::EstimateDetailed(const ResolvedPlacemen
       }
       const double h = static_cast<double>(seg_total_[s]);
       for (size_t d = 0; d < n; ++d) {
-        const double t = static_cast<double>(seg_hits[d]) / h * seg_empty_[s * n + d];
+        const double t = empty_base_ ? (static_cast<int>(d) == base_ ? seg_empty_[s * n + d] : 0)
+                                     : static_cast<double>(seg_hits[d]) / h * seg_empty_[s * n + d];
         pe.estimated_ns += t;
         est.time_share[d] += t;
         all_hits[d] += seg_hits[d];
@@ -572,10 +902,9 @@ double EstimatorIndex::PaperIntervalNs(size_t s, double a, double b, const uint8
   }
   const double h = static_cast<double>(seg_total_[s]);
   for (size_t d = 0; d < n; ++d) {
-    if (seg_hits[d] == 0) continue;
-    const double empty =
-        std::max(0.0, RunTimeAt(s, d, b) - RunTimeAt(s, d, a) - nonempty[d]);
-    total += static_cast<double>(seg_hits[d]) / h * empty * f_of(d);
+    if (empty_base_ ? static_cast<int>(d) != base_ : seg_hits[d] == 0) continue;
+    const double empty = std::max(0.0, RunTimeAt(s, d, b) - RunTimeAt(s, d, a) - nonempty[d]);
+    total += (empty_base_ ? 1.0 : static_cast<double>(seg_hits[d]) / h) * empty * f_of(d);
   }
   return total;
 }
@@ -583,12 +912,14 @@ double EstimatorIndex::PaperIntervalNs(size_t s, double a, double b, const uint8
 size_t EstimatorIndex::MemoryBytes() const {
   return sizeof(*this) + Bytes(device_runtime_ns_) + Bytes(pages_) + Bytes(first_touch_) +
          Bytes(lin_prefix_) + Bytes(seg_begin_pos_) + Bytes(seg_instr_) + Bytes(seg_windows_) +
-         Bytes(seg_first_win_) + Bytes(seg_first_blk_) + Bytes(seg_total_) +
-         Bytes(seg_duration_) + Bytes(seg_empty_) + Bytes(win_index_) + Bytes(win_segment_) +
-         Bytes(win_total_) + Bytes(win_time_) + Bytes(win_cum_) + Bytes(win_offset_) +
-         Bytes(win_page_) + Bytes(win_count_) + Bytes(blk_first_win_) + Bytes(blk_segment_) +
-         Bytes(blk_total_) + Bytes(blk_bw_) + Bytes(blk_offset_) + Bytes(blk_page_) +
-         Bytes(blk_count_) + Bytes(pb_offset_) + Bytes(pb_block_) + Bytes(pb_count_);
+         Bytes(seg_first_win_) + Bytes(seg_first_blk_) + Bytes(seg_total_) + Bytes(seg_duration_) +
+         Bytes(seg_empty_) + Bytes(win_index_) + Bytes(win_segment_) + Bytes(win_total_) +
+         Bytes(win_time_) + Bytes(win_cum_) + Bytes(win_offset_) + Bytes(win_page_) +
+         Bytes(win_count_) + Bytes(blk_first_win_) + Bytes(blk_segment_) + Bytes(blk_total_) +
+         Bytes(blk_bw_) + Bytes(blk_compute_) + Bytes(blk_overlap_) + Bytes(blk_scale_) +
+         Bytes(blk_lo_) + Bytes(blk_hi_) + Bytes(blk_lat_) + Bytes(blk_band_) + Bytes(blk_offset_) +
+         Bytes(blk_page_) + Bytes(blk_count_) + Bytes(pb_offset_) + Bytes(pb_block_) +
+         Bytes(pb_count_);
 }
 
 PlacementState::PlacementState(std::shared_ptr<const EstimatorIndex> index,
@@ -606,8 +937,8 @@ PlacementState::PlacementState(std::shared_ptr<const EstimatorIndex> index,
       blk_hits_[k * n + tier_[x.blk_page_[e]]] += x.blk_count_[e];
     }
     for (size_t d = 0; d < n; ++d) seg_hits_[x.blk_segment_[k] * n + d] += blk_hits_[k * n + d];
-    if (model_ == Model::kConcurrent) {
-      blk_corr_[k] = x.Correction(k, &blk_hits_[k * n]);
+    if (model_ != Model::kPaper) {
+      blk_corr_[k] = x.Correction(k, &blk_hits_[k * n], model_);
       correction_ns_ += blk_corr_[k];
     }
   }
@@ -643,14 +974,14 @@ absl::Status PlacementState::Move(uint64_t start_address, uint64_t end_address, 
       blk_hits_[k * n + tier] += c;
       seg_hits_[x.blk_segment_[k] * n + old] -= c;
       seg_hits_[x.blk_segment_[k] * n + tier] += c;
-      if (model_ == Model::kConcurrent) dirty.push_back(k);
+      if (model_ != Model::kPaper) dirty.push_back(k);
     }
   }
   if (!dirty.empty()) {
     std::sort(dirty.begin(), dirty.end());
     dirty.erase(std::unique(dirty.begin(), dirty.end()), dirty.end());
     for (uint32_t k : dirty) {
-      const double c = x.Correction(k, &blk_hits_[k * n]);
+      const double c = x.Correction(k, &blk_hits_[k * n], model_);
       correction_ns_ += c - blk_corr_[k];
       blk_corr_[k] = c;
     }
@@ -666,13 +997,14 @@ double PlacementState::IntervalNs(uint64_t from, uint64_t to,
   double sum = 0;
   x.ForEachSegment(from, to, [&](size_t s, double a, double b) {
     sum += x.PaperIntervalNs(s, a, b, tier_.data(), &seg_hits_[s * n], factor);
-    if (model_ != Model::kConcurrent) return;
+    if (model_ == Model::kPaper) return;
     for (size_t k = x.seg_first_blk_[s]; k < x.seg_first_blk_[s + 1]; ++k) {
-      const double lo = x.WinLo(x.blk_first_win_[k]);
-      const double hi = x.WinHi(x.blk_first_win_[k + 1] - 1);
+      const double lo = model_ == Model::kRoofline ? x.blk_lo_[k] : x.WinLo(x.blk_first_win_[k]);
+      const double hi =
+          model_ == Model::kRoofline ? x.blk_hi_[k] : x.WinHi(x.blk_first_win_[k + 1] - 1);
       const double overlap = Overlap(lo, hi, a, b);
       if (overlap == 0) continue;
-      const double c = factor ? x.Correction(k, &blk_hits_[k * n], factor) : blk_corr_[k];
+      const double c = factor ? x.Correction(k, &blk_hits_[k * n], model_, factor) : blk_corr_[k];
       sum -= c * overlap;
     }
   });
@@ -747,8 +1079,8 @@ GroupCostModel::GroupCostModel(std::shared_ptr<const EstimatorIndex> index,
   }
 }
 
-GroupCostModel::Costs GroupCostModel::IntervalCosts(uint64_t from, uint64_t to,
-                                                    const std::vector<double>& device_factor) const {
+GroupCostModel::Costs GroupCostModel::IntervalCosts(
+    uint64_t from, uint64_t to, const std::vector<double>& device_factor) const {
   Costs out;
   out.cost.assign(num_groups_ * index_->n_, 0.0);
   const double* factor = device_factor.empty() ? nullptr : device_factor.data();
@@ -789,10 +1121,115 @@ void GroupCostModel::AddSegment(size_t s, double a, double b, const double* fact
     const double empty =
         std::max(0.0, x.RunTimeAt(s, d, b) - x.RunTimeAt(s, d, a) - nonempty[d]) * f_of(d);
     if (empty == 0) continue;
+    if (x.empty_base_) {
+      if (static_cast<int>(d) == x.base_) out.constant_ns += empty;
+      continue;
+    }
     for (size_t e = seg_offset_[s]; e < seg_offset_[s + 1]; ++e) {
       out.cost[seg_group_[e] * n + d] += static_cast<double>(seg_count_[e]) / h * empty;
     }
   }
+}
+
+}  // namespace tiergym
+
+namespace tiergym {
+
+absl::StatusOr<EstimatorIndex::Spread> EstimatorIndex::SamplingSpread(
+    const ResolvedPlacement& placement, Model model, int replicates, uint64_t seed,
+    double level) const {
+  if (replicates < 2) return absl::InvalidArgumentError("replicates must be at least 2");
+  if (!(level > 0 && level < 1)) return absl::InvalidArgumentError("level must be in (0, 1)");
+  if (model != Model::kPaper && !has_machine_) {
+    return absl::InvalidArgumentError(
+        "the concurrent and roofline models need the machine's tier bandwidths and latencies "
+        "(give a machine)");
+  }
+  const size_t n = n_;
+  const std::vector<uint8_t> tier = TierArray(placement);
+  // Observed hits per device of every non-empty window under the placement.
+  const size_t windows = win_index_.size();
+  std::vector<uint64_t> observed(windows * n, 0);
+  std::vector<uint8_t> mixed(windows, 0);  // hits on two devices or more: counts vary
+  for (size_t i = 0; i < windows; ++i) {
+    for (size_t e = win_offset_[i]; e < win_offset_[i + 1]; ++e) {
+      observed[i * n + tier[win_page_[e]]] += win_count_[e];
+    }
+    int devices = 0;
+    for (size_t d = 0; d < n; ++d) devices += observed[i * n + d] > 0;
+    mixed[i] = devices > 1;
+  }
+  std::mt19937_64 rng(seed);
+  std::vector<double> values;
+  values.reserve(replicates);
+  std::vector<uint64_t> drawn(n), seg_hits(n), blk_hits(n);
+  for (int r = 0; r < replicates; ++r) {
+    double total = constant_ns_;
+    for (size_t s = 0; s + 1 < seg_begin_pos_.size(); ++s) {
+      if (seg_total_[s] == 0) continue;
+      std::fill(seg_hits.begin(), seg_hits.end(), 0);
+      size_t k = seg_first_blk_[s];
+      std::fill(blk_hits.begin(), blk_hits.end(), 0);
+      for (size_t i = seg_first_win_[s]; i < seg_first_win_[s + 1]; ++i) {
+        // Blocks partition the segment's non-empty windows: close the block before i.
+        if (model != Model::kPaper && k + 1 < seg_first_blk_[s + 1] && i == blk_first_win_[k + 1]) {
+          total -= Correction(k, blk_hits.data(), model);
+          std::fill(blk_hits.begin(), blk_hits.end(), 0);
+          ++k;
+        }
+        // Multinomial by conditional binomials.
+        uint64_t left = win_total_[i];
+        double p_left = 1.0;
+        for (size_t d = 0; d < n && !mixed[i]; ++d) drawn[d] = observed[i * n + d];
+        for (size_t d = 0; d < n && mixed[i]; ++d) {
+          const double p = static_cast<double>(observed[i * n + d]) / win_total_[i];
+          uint64_t x = 0;
+          if (d + 1 == n || p_left <= 0) {
+            x = left;
+          } else if (p > 0 && left > 0) {
+            std::binomial_distribution<uint64_t> b(left, std::min(1.0, p / p_left));
+            x = b(rng);
+          }
+          drawn[d] = x;
+          left -= x;
+          p_left -= p;
+        }
+        const double h = static_cast<double>(win_total_[i]);
+        for (size_t d = 0; d < n; ++d) {
+          total += static_cast<double>(drawn[d]) / h * win_time_[i * n + d];
+          seg_hits[d] += drawn[d];
+          blk_hits[d] += drawn[d];
+        }
+      }
+      if (model != Model::kPaper && k < seg_first_blk_[s + 1]) {
+        total -= Correction(k, blk_hits.data(), model);
+      }
+      const double h = static_cast<double>(seg_total_[s]);
+      for (size_t d = 0; d < n; ++d) {
+        total += empty_base_ ? (static_cast<int>(d) == base_ ? seg_empty_[s * n + d] : 0.0)
+                             : static_cast<double>(seg_hits[d]) / h * seg_empty_[s * n + d];
+      }
+    }
+    values.push_back(total);
+  }
+  std::sort(values.begin(), values.end());
+  auto quantile = [&](double q) {
+    const double at = q * static_cast<double>(values.size() - 1);
+    const size_t i = static_cast<size_t>(at);
+    const double f = at - static_cast<double>(i);
+    return i + 1 < values.size() ? values[i] * (1 - f) + values[i + 1] * f : values[i];
+  };
+  double mean = 0;
+  for (double v : values) mean += v / static_cast<double>(values.size());
+  double var = 0;
+  for (double v : values) var += (v - mean) * (v - mean) / static_cast<double>(values.size() - 1);
+  Spread out;
+  out.lo_ns = quantile((1 - level) / 2);
+  out.hi_ns = quantile((1 + level) / 2);
+  out.stddev_ns = std::sqrt(var);
+  out.replicates = replicates;
+  out.level = level;
+  return out;
 }
 
 }  // namespace tiergym

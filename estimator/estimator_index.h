@@ -50,12 +50,40 @@
 namespace tiergym {
 
 enum class Model {
-  kPaper,       // the weighted mean of seed 001 / seed 002
+  kPaper,       // the weighted mean of Denoyelle et al. (N tiers: the weighted model)
   kConcurrent,  // plus the overlap of bandwidth-bound work on different tiers
+  kRoofline,    // per block: latency and bandwidth bounds per tier, compute overlap
 };
-// "paper" / "concurrent".
+// "paper" / "concurrent" / "roofline".
 std::string_view ModelName(Model model);
 absl::StatusOr<Model> ParseModel(std::string_view name);
+
+// Which runs' samples count a window's accesses per page (the shares).
+enum class ShareRuns {
+  kPooled,  // every run's samples (weighted by PEBS reset); no sample is lost
+  kBase,    // the base run's samples only (the algorithm as published)
+};
+// Which pages the first-touch order of `fractions` placements holds.
+enum class FirstTouchFootprint {
+  kExtended,  // the base run's pages, then pages seen only in other runs
+  kBase,      // the base run's pages only (others stay on the default tier)
+  // Address extents: sampled pages (any run) closer than extent_gap_pages merge into one
+  // extent that includes the unsampled pages between them; extents are ordered by their
+  // first sample (base run first), pages ascending within an extent. Estimates the pages
+  // the samples missed and the order in which an initialisation sweep touches arrays.
+  kExtents,
+};
+// What windows without samples cost.
+enum class EmptyWindows {
+  kSegmentShares,  // each run's time weighted by the segment's shares
+  kBaseTime,       // the base run's time, whatever the placement
+};
+
+// How the other runs' windows are scaled to the base run's.
+enum class WindowAlignment {
+  kInstructions,  // by the ratio of the segments' instruction counts (the paper)
+  kSamples,       // by the ratio of the mean sample positions (run_segments.h)
+};
 
 struct IndexOptions {
   // Window length in base-run instructions (see EstimateOptions). Default 1,000,000.
@@ -69,6 +97,23 @@ struct IndexOptions {
   std::optional<Machine> machine;
   // Minimum number of samples (all runs) per block of the concurrency model. Default 256.
   uint64_t block_samples = 256;
+  // Design decisions of the estimate (estimator/README.md, "Ablation").
+  ShareRuns share_runs = ShareRuns::kPooled;
+  WindowAlignment align = WindowAlignment::kInstructions;
+  FirstTouchFootprint first_touch = FirstTouchFootprint::kExtended;
+  EmptyWindows empty_windows = EmptyWindows::kSegmentShares;
+  // FirstTouchFootprint::kExtents: sampled pages at most this many pages apart belong to
+  // one extent. Default 64 (256 KiB of 4 KiB pages).
+  uint64_t extent_gap_pages = 64;
+  // FirstTouchFootprint::kExtents: join address-adjacent extents whose first touches
+  // increase with the address. Default true.
+  bool join_sweeps = true;
+  // Model::kRoofline: the share of the shorter of compute and memory time that hides
+  // under the longer (0: none, 1: all). Default 0.5; a calibration fits it.
+  double compute_overlap = 0.5;
+  // Model::kRoofline with three runs or more: fit the overlap per block (grid 0, 0.1, ..,
+  // 1; compute_overlap stays unless another value halves the residual). Default true.
+  bool fit_overlap = true;
 };
 
 // A placement resolved against an index: sorted, disjoint ranges of page ids (the index's
@@ -87,8 +132,8 @@ class EstimatorIndex {
  public:
   // InvalidArgument for an unknown base device, a zero window or block size, a machine
   // that lacks one of the profile's devices, or a footprint beyond 2^32 pages.
-  static absl::StatusOr<std::shared_ptr<const EstimatorIndex>> Build(
-      const Profile& profile, const IndexOptions& options);
+  static absl::StatusOr<std::shared_ptr<const EstimatorIndex>> Build(const Profile& profile,
+                                                                     const IndexOptions& options);
 
   // InvalidArgument when the placement names a tier the profile has no run for, or
   // defaults to another tier than this index's base device.
@@ -99,8 +144,25 @@ class EstimatorIndex {
   absl::StatusOr<double> RuntimeNs(const ResolvedPlacement& placement, Model model) const;
 
   // The estimate with its breakdown per phase and device (O(non-zeros + pages)).
-  absl::StatusOr<Estimate> EstimateDetailed(const ResolvedPlacement& placement,
-                                            Model model) const;
+  absl::StatusOr<Estimate> EstimateDetailed(const ResolvedPlacement& placement, Model model) const;
+
+  // The uncertainty an estimate owes to sampling: a parametric bootstrap. Each replicate
+  // redraws every non-empty window's sampled accesses per device from a multinomial with
+  // the window's observed shares under the placement (PEBS samples a window's misses
+  // independently), then estimates as usual (the windows' shares, the empty windows'
+  // segment shares and, for kConcurrent/kRoofline, the blocks' corrections all follow the
+  // redrawn counts). Window times and the roofline fits stay as measured. Seeded: the
+  // same arguments give the same interval. Cost: replicates * (non-empty windows *
+  // devices + blocks). InvalidArgument for replicates < 2 or a level outside (0, 1).
+  struct Spread {
+    double lo_ns = 0, hi_ns = 0;  // the central `level` interval of the replicates
+    double stddev_ns = 0;
+    int replicates = 0;
+    double level = 0;
+  };
+  absl::StatusOr<Spread> SamplingSpread(const ResolvedPlacement& placement, Model model,
+                                        int replicates = 200, uint64_t seed = 1,
+                                        double level = 0.9) const;
 
   const std::vector<std::string>& devices() const { return devices_; }
   int base() const { return base_; }
@@ -143,7 +205,8 @@ class EstimatorIndex {
   // Time of run d at segment-local base position x of segment s (ns since segment start).
   double RunTimeAt(size_t s, size_t d, double x) const;
   // Concurrency correction of block k (>= 0) given its hits per device.
-  double Correction(size_t k, const uint64_t* hits, const double* factor = nullptr) const;
+  double Correction(size_t k, const uint64_t* hits, Model model,
+                    const double* factor = nullptr) const;
   // Base position range [lo, hi) (segment-local) of non-empty window i.
   double WinLo(size_t i) const;
   double WinHi(size_t i) const;
@@ -175,30 +238,46 @@ class EstimatorIndex {
   double constant_ns_ = 0;             // segments without samples (base run's time)
 
   // Segments (S + 1 entries for the offsets).
-  std::vector<uint64_t> seg_begin_pos_;    // base position of the segment start (run-wide)
-  std::vector<uint64_t> seg_instr_;        // base-run instructions
-  std::vector<uint64_t> seg_windows_;      // windows of the segment
-  std::vector<uint32_t> seg_first_win_;    // first non-empty window; S + 1 entries
-  std::vector<uint32_t> seg_first_blk_;    // first block; S + 1 entries
-  std::vector<uint64_t> seg_total_;        // weighted hits of all runs
-  std::vector<double> seg_duration_;       // [s * N + d]
-  std::vector<double> seg_empty_;          // [s * N + d]: time of windows without samples
+  std::vector<uint64_t> seg_begin_pos_;  // base position of the segment start (run-wide)
+  std::vector<uint64_t> seg_instr_;      // base-run instructions
+  std::vector<uint64_t> seg_windows_;    // windows of the segment
+  std::vector<uint32_t> seg_first_win_;  // first non-empty window; S + 1 entries
+  std::vector<uint32_t> seg_first_blk_;  // first block; S + 1 entries
+  std::vector<uint64_t> seg_total_;      // weighted hits of all runs
+  std::vector<double> seg_duration_;     // [s * N + d]
+  std::vector<double> seg_empty_;        // [s * N + d]: time of windows without samples
 
   // Non-empty windows (W entries; offsets W + 1).
-  std::vector<uint32_t> win_index_;        // window number within its segment
+  std::vector<uint32_t> win_index_;  // window number within its segment
   std::vector<uint32_t> win_segment_;
-  std::vector<uint32_t> win_total_;        // weighted hits
-  std::vector<double> win_time_;           // [i * N + d]
-  std::vector<double> win_cum_;            // [i * N + d]: run d's time at the window start
+  std::vector<uint32_t> win_total_;  // weighted hits
+  std::vector<double> win_time_;     // [i * N + d]
+  std::vector<double> win_cum_;      // [i * N + d]: run d's time at the window start
   std::vector<uint64_t> win_offset_;
   std::vector<uint32_t> win_page_;
   std::vector<uint32_t> win_count_;
 
   // Blocks (B entries; offsets B + 1).
-  std::vector<uint32_t> blk_first_win_;    // first non-empty window; B + 1 entries
+  std::vector<uint32_t> blk_first_win_;  // first non-empty window; B + 1 entries
   std::vector<uint32_t> blk_segment_;
   std::vector<uint64_t> blk_total_;
-  std::vector<double> blk_bw_;             // [k * N + d]: b_d
+  std::vector<double> blk_bw_;  // [k * N + d]: b_d
+  // Model::kRoofline, per block: the fitted compute time and, per device, the latency-
+  // and bandwidth-bound memory times of all the block's misses on that device.
+  std::vector<double> blk_compute_;      // [k]
+  std::vector<double> blk_overlap_;      // [k]: compute overlap (fitted, or the prior)
+  std::vector<double> blk_lo_, blk_hi_;  // [k]: segment-local base positions it spans
+  std::vector<double> blk_scale_;        // [k]: 1 + the segment's tail / busy time
+  std::vector<double> blk_busy_;         // while building: [k * N + d]
+  std::vector<double> blk_lat_;          // [k * N + d]
+  std::vector<double> blk_band_;         // [k * N + d]
+  double overlap_ = 0.5;
+  bool empty_base_ = false;
+  uint32_t num_base_pages_ = 0;  // pages the base run samples (ranks < this)
+  FirstTouchFootprint first_touch_mode_ = FirstTouchFootprint::kExtended;
+  // kExtents: page-number extents [start, end) in first-touch order, and their total pages.
+  std::vector<std::pair<uint64_t, uint64_t>> extents_;
+  uint64_t extent_pages_ = 0;
   std::vector<uint64_t> blk_offset_;
   std::vector<uint32_t> blk_page_;
   std::vector<uint32_t> blk_count_;
@@ -238,8 +317,8 @@ void EstimatorIndex::ForEachSegment(uint64_t from, uint64_t to, Visit visit) con
 class PlacementState {
  public:
   // REQUIRES: `placement` was resolved by `index`.
-  PlacementState(std::shared_ptr<const EstimatorIndex> index,
-                 const ResolvedPlacement& placement, Model model);
+  PlacementState(std::shared_ptr<const EstimatorIndex> index, const ResolvedPlacement& placement,
+                 Model model);
 
   // Moves the pages whose first byte lies in [start, end) to device `tier`. Cost: the
   // range's footprint pages and their blocks. InvalidArgument for an unknown tier or
@@ -269,10 +348,10 @@ class PlacementState {
  private:
   std::shared_ptr<const EstimatorIndex> index_;
   Model model_;
-  std::vector<uint8_t> tier_;          // per page id
-  std::vector<uint64_t> blk_hits_;     // [k * N + d]
-  std::vector<uint64_t> seg_hits_;     // [s * N + d]
-  std::vector<double> blk_corr_;       // per block (kConcurrent)
+  std::vector<uint8_t> tier_;       // per page id
+  std::vector<uint64_t> blk_hits_;  // [k * N + d]
+  std::vector<uint64_t> seg_hits_;  // [s * N + d]
+  std::vector<double> blk_corr_;    // per block (kConcurrent)
   double paper_ns_ = 0;
   double correction_ns_ = 0;
 };
@@ -300,8 +379,8 @@ class GroupCostModel {
   };
 
   // REQUIRES: group_of_page has one entry per page id of `index`, each < num_groups.
-  GroupCostModel(std::shared_ptr<const EstimatorIndex> index,
-                 std::vector<uint32_t> group_of_page, size_t num_groups);
+  GroupCostModel(std::shared_ptr<const EstimatorIndex> index, std::vector<uint32_t> group_of_page,
+                 size_t num_groups);
 
   // The decomposition of base-run positions [from, to) (clamped as IntervalNs clamps).
   // device_factor: as for PlacementState::IntervalNs (empty: all 1). Cost: the

@@ -79,8 +79,8 @@ absl::StatusOr<InterferenceComposer> InterferenceComposer::Create(
   const std::string app = schedule.app.empty() ? default_app : schedule.app;
   const contention::SensitivityFamily* family = contention::FindFamily(families, app);
   if (family == nullptr) {
-    return absl::NotFoundError(StrCat(schedule.curves_path, ": no sensitivity curves for app '",
-                                      app, "'"));
+    return absl::NotFoundError(
+        StrCat(schedule.curves_path, ": no sensitivity curves for app '", app, "'"));
   }
   TG_ASSIGN_OR_RETURN(contention::Method method, contention::ParseMethod(schedule.method));
   TG_ASSIGN_OR_RETURN(contention::ContentionModel model,
@@ -90,8 +90,8 @@ absl::StatusOr<InterferenceComposer> InterferenceComposer::Create(
   for (size_t i = 0; i < schedule.entries.size(); ++i) {
     const auto it = std::find(devices.begin(), devices.end(), schedule.entries[i].tier);
     if (it == devices.end()) {
-      return absl::InvalidArgumentError(StrCat("schedule[", i, "]: tier '", schedule.entries[i].tier,
-                                               "' has no run in the profile"));
+      return absl::InvalidArgumentError(StrCat(
+          "schedule[", i, "]: tier '", schedule.entries[i].tier, "' has no run in the profile"));
     }
     device_of_entry.push_back(static_cast<int>(it - devices.begin()));
   }
@@ -139,14 +139,14 @@ std::vector<double> InterferenceComposer::BandwidthAt(double x) const {
 double InterferenceComposer::IntervalNs(const PlacementState& state, uint64_t from,
                                         uint64_t to) const {
   double sum = 0;
-  ForEachPiece(state.index().total_instructions(), from, to,
-               [&](uint64_t lo, uint64_t hi, size_t p) {
-                 // Pieces without co-runners take the plain path (and its cached block
-                 // corrections).
-                 const bool contended = std::any_of(factors_[p].begin(), factors_[p].end(),
-                                                    [](double f) { return f != 1.0; });
-                 sum += contended ? state.IntervalNs(lo, hi, factors_[p]) : state.IntervalNs(lo, hi);
-               });
+  ForEachPiece(
+      state.index().total_instructions(), from, to, [&](uint64_t lo, uint64_t hi, size_t p) {
+        // Pieces without co-runners take the plain path (and its cached block
+        // corrections).
+        const bool contended =
+            std::any_of(factors_[p].begin(), factors_[p].end(), [](double f) { return f != 1.0; });
+        sum += contended ? state.IntervalNs(lo, hi, factors_[p]) : state.IntervalNs(lo, hi);
+      });
   return sum;
 }
 

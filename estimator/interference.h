@@ -82,8 +82,8 @@ class InterferenceComposer {
     for (size_t p = 0; p + 1 < cuts_.size(); ++p) {
       const uint64_t lo =
           std::max<uint64_t>(from, static_cast<uint64_t>(cuts_[p] * static_cast<double>(total)));
-      const uint64_t hi = std::min<uint64_t>(
-          to, static_cast<uint64_t>(cuts_[p + 1] * static_cast<double>(total)));
+      const uint64_t hi =
+          std::min<uint64_t>(to, static_cast<uint64_t>(cuts_[p + 1] * static_cast<double>(total)));
       if (lo < hi) visit(lo, hi, p);
     }
   }

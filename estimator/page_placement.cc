@@ -31,9 +31,8 @@ absl::Status CheckPlacementTiers(const Profile& profile, const Placement& placem
       for (const std::string& d : profile.devices()) {
         StrAppend(&devices, devices.empty() ? "" : ", ", d);
       }
-      return absl::InvalidArgumentError(
-          StrCat("placement names tier '", tier, "' but profile ", profile.name(),
-                 " has runs only for: ", devices));
+      return absl::InvalidArgumentError(StrCat("placement names tier '", tier, "' but profile ",
+                                               profile.name(), " has runs only for: ", devices));
     }
   }
   return absl::OkStatus();

@@ -29,8 +29,7 @@ class PagePlacement {
  public:
   // InvalidArgument when the placement names a tier the profile has no run for (the
   // message lists the profile's devices).
-  static absl::StatusOr<PagePlacement> Resolve(const Profile& profile,
-                                               const Placement& placement);
+  static absl::StatusOr<PagePlacement> Resolve(const Profile& profile, const Placement& placement);
 
   // Tier index (into the profile's runs()) of the page holding `address`.
   int TierOfAddress(uint64_t address) const { return TierOfPage(address >> page_shift_); }

@@ -41,7 +41,7 @@ absl::StatusOr<Estimate> EstimateByReplay(const Profile& profile, const Placemen
   for (size_t seg = 0; seg < num_segments; ++seg) {
     std::vector<const Segment*> of_run;
     for (size_t d = 0; d < n; ++d) of_run.push_back(&segments[d][seg]);
-    const WindowGrid grid(of_run, base, options.window_instructions);
+    const WindowGrid grid(of_run, base, options.window_instructions, options.align_by_samples);
     const size_t windows = grid.windows;
     // hits[w * n + tier] over all runs' samples.
     std::vector<double> hits(windows * n, 0.0);

@@ -1,5 +1,7 @@
-// The differential-trace runtime estimator as published (seed 001, section 4.2), replaying
-// the samples for every estimate, generalised to N tiers by the weighted model of seed 002
+// The differential-trace runtime estimator as published (Denoyelle et al., "Rapid Execution
+// Time Estimation for Heterogeneous Memory Systems through Differential Tracing", section
+// 4.2), replaying the samples for every estimate, generalised to N tiers by the weighted
+// local/remote model of the RMA-cluster memory-scheduling work
 // (section III, equation 4).
 //
 // The runs of a profile are walked phase by phase (phasemarks are the anchors). Each
@@ -40,6 +42,9 @@ struct EstimateOptions {
   // Use the phasemarks to synchronise the runs (the paper's method). false treats the
   // whole run as one phase (the paper's ablation).
   bool use_phasemarks = true;
+  // Scale the other runs' windows by the ratio of mean sample positions instead of
+  // instruction counts (IndexOptions::align, WindowAlignment::kSamples).
+  bool align_by_samples = false;
 };
 
 struct PhaseEstimate {
@@ -51,10 +56,10 @@ struct PhaseEstimate {
 
 struct Estimate {
   double runtime_ns = 0;
-  std::vector<std::string> devices;      // profile.runs() order
+  std::vector<std::string> devices;         // profile.runs() order
   std::vector<uint64_t> device_runtime_ns;  // each run's measured runtime
-  std::vector<double> access_share;      // share of all sampled accesses per device
-  std::vector<double> time_share;        // share of the estimated time weighted per device
+  std::vector<double> access_share;         // share of all sampled accesses per device
+  std::vector<double> time_share;           // share of the estimated time weighted per device
   std::vector<PhaseEstimate> phases;
 };
 

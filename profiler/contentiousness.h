@@ -63,7 +63,7 @@ struct ContentiousnessResult {
 absl::StatusOr<ContentiousnessResult> MeasureContentiousness(const LaunchOptions& launch);
 
 // Appends `app,read_gbps,write_gbps` (4 decimals) to an apps.csv
-// (docs/formats/sensitivity-csv.md), writing the column line first when the file is
+// (estimator/contention/SENSITIVITY_CSV.md), writing the column line first when the file is
 // new. InvalidArgument when an existing file has another column line or the app name
 // holds a comma.
 absl::Status AppendAppsCsv(const std::string& path, const std::string& app, double read_gbps,

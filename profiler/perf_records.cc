@@ -6,14 +6,11 @@
 #include <cstring>
 #include <vector>
 
-#include "profiler/internal/format.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
 
 namespace tiergym::prof {
 namespace {
-
-using internal::Hex;
 
 constexpr uint64_t kSupportedSampleType =
     PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |

@@ -9,7 +9,6 @@
 #include <cstring>
 #include <ctime>
 
-#include "profiler/internal/format.h"
 #include "profiler/launcher.h"
 #include "traces/base/file.h"
 #include "traces/base/status_macros.h"
@@ -17,8 +16,6 @@
 
 namespace tiergym::prof {
 namespace {
-
-using internal::Hex;
 
 constexpr uint64_t kSampleType = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID |
                                  PERF_SAMPLE_TIME | PERF_SAMPLE_ADDR | PERF_SAMPLE_CPU |

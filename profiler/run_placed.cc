@@ -17,11 +17,11 @@
 #include "profiler/launcher.h"
 #include "profiler/perf_session.h"
 #include "profiler/recorder.h"
-#include "traces/measured_runs.h"
 #include "traces/base/file.h"
 #include "traces/base/json.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
+#include "traces/measured_runs.h"
 
 namespace tiergym::prof {
 namespace {

@@ -1,6 +1,6 @@
 // `tiergym-prof sweep`: a target application's family of sensitivity curves (Zacarias
 // et al., "Contention-aware Application Performance Prediction for Disaggregated Memory
-// Systems", section 3.3), written as curves.csv (docs/formats/sensitivity-csv.md).
+// Systems", section 3.3), written as curves.csv (estimator/contention/SENSITIVITY_CSV.md).
 //
 // The target runs solo `solo_repeats` times (its mean runtime is the reference), then
 // once per point (or `repeats` times) while the interference generator (interference.h)

@@ -7,13 +7,10 @@
 #include <cstdio>
 
 #include "absl/container/flat_hash_map.h"
-#include "profiler/internal/format.h"
 #include "traces/base/strings.h"
 
 namespace tiergym::prof {
 namespace {
-
-using internal::Hex;
 
 std::string ProtLetters(const MmapEntry& m) {
   if (!m.has_prot) return "?";

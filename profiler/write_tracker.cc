@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <poll.h>
-#include <stddef.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/random.h>
@@ -13,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -109,7 +109,7 @@ absl::StatusOr<std::unique_ptr<WriteTracker>> WriteTracker::Listen(
   addr.sun_family = AF_UNIX;
   const size_t len = std::strlen(name);
   std::memcpy(addr.sun_path + 1, name, len);
-  const socklen_t addr_len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + len);
+  const auto addr_len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + len);
   if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), addr_len) != 0 ||
       ::listen(fd, 64) != 0) {
     const int e = errno;

@@ -1,5 +1,5 @@
-#!/usr/bin/python3
-"""Plot a family of sensitivity curves with its smoothed fits, like seed 000's Figure 4.
+#!/usr/bin/env python3
+"""Plot a family of sensitivity curves with its smoothed fits, like the contention paper's Figure 4.
 
 Input is the JSON that `tiergym contention validate --plot FILE.png` feeds this script on
 its standard input (or a file holding it):

@@ -1,5 +1,5 @@
-#!/usr/bin/python3
-"""Plot the memory accesses of a trace or a profile over time, like seed 001's Figure 4.
+#!/usr/bin/env python3
+"""Plot the memory accesses of a trace or a profile over time, like the differential-tracing paper's Figure 4.
 
 Each run gets one panel, its width proportional to its runtime: sampled accesses as dots
 (x: time, y: touched page, pages numbered densely in address order so that the gaps

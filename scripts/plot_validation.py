@@ -1,5 +1,5 @@
-#!/usr/bin/python3
-"""Draw measured vs estimated runtime per run, like seed 001's Figures 5 and 6.
+#!/usr/bin/env python3
+"""Draw measured vs estimated runtime per run, like the differential-tracing paper's Figures 5 and 6.
 
 Input: the JSON that `tiergym validate --json` prints (`tiergym validate --plot FILE.png`
 calls this script itself). One group of bars per measured run: the measured runtime and

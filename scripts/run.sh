@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# The main job on the bundled applications: sets up (dependencies, build), generates the
+# The main job on the bundled applications: sets up (Debian packages, .venv with the tiergym
+# package, scripts/setup.sh), generates the
 # synthetic profiles of the four bundled application models on a KNL-like machine, then
 # summarises one profile, estimates a placement, and validates the estimator against the
 # measured runs of every application; ends with an episode of the example placement policy on
 # a private environment server (agents_examples/greedy_policy.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/build.sh
-tg=build/bin/tiergym
+./scripts/setup.sh examples
+tg=.venv/bin/tiergym   # the package's command: the server binary installed inside it
+py=.venv/bin/python
 out=build/profiles
 apps=(minife lulesh nekbone lammps phasedrift)
 
@@ -31,19 +33,24 @@ errors() { sed -n "s/.*$1 model: mean error \(.*\) %, max error \(.*\) %/\1 % \/
 
 echo
 echo "== Estimator against the measured runs (mean / max error)"
-printf '%-11s %5s  %-19s %-19s %-19s\n' app runs "paper" "concurrent" "paper, no phasemarks"
+printf '%-11s %5s  %-19s %-19s %-19s %-19s %s\n' app runs "roofline (default)" "paper" "concurrent" \
+  "paper, no phasemarks" "interval coverage"
 for app in "${apps[@]}"; do
-  args=(--profile "$out/$app/profile" --runs "$out/$app/runs/runs.csv" --machine knl)
+  args=(--profile "$out/$app/profile" --runs "$out/$app/runs/runs.csv" --machine knl
+        --first-touch sweeps --align samples)
   with=$("$tg" validate "${args[@]}")
   without=$("$tg" validate "${args[@]}" --no-phasemarks)
-  runs=$(tail -n 1 <<<"$with" | cut -d' ' -f1)
-  printf '%-11s %5s  %-19s %-19s %-19s\n' "$app" "$runs" "$(errors paper <<<"$with")" \
-    "$(errors concurrent <<<"$with")" "$(errors paper <<<"$without")"
+  runs=$(grep -m1 'runs, paper model' <<<"$with" | cut -d' ' -f1)
+  coverage=$(sed -n 's/.*in \([0-9]* of [0-9]*\) runs.*/\1/p' <<<"$with")
+  printf '%-11s %5s  %-19s %-19s %-19s %-19s %s\n' "$app" "$runs" "$(errors roofline <<<"$with")" \
+    "$(errors paper <<<"$with")" "$(errors concurrent <<<"$with")" \
+    "$(errors paper <<<"$without")" "$coverage"
 done
 
 echo
 echo "== Phasemarks matter where runs drift apart (phasedrift, range placements)"
-args=(--profile "$out/phasedrift/profile" --runs "$out/phasedrift/runs/runs.csv")
+args=(--profile "$out/phasedrift/profile" --runs "$out/phasedrift/runs/runs.csv" --first-touch sweeps
+      --align samples)
 paste -d" " <("$tg" validate "${args[@]}" | grep '^range' | awk '{printf "%-22s %8s  %7s\n", $1, $2" "$3, $6}') \
       <("$tg" validate "${args[@]}" --no-phasemarks | grep '^range' | awk '{print $6}') |
   awk 'BEGIN {printf "%-22s %10s  %-9s %s\n", "run", "measured", "with pm", "without pm"} {print}'
@@ -54,15 +61,15 @@ if [[ -e /usr/bin/python3 ]] && /usr/bin/python3 -c 'import matplotlib' 2>/dev/n
 fi
 
 echo
-echo "== Contention estimator on the bundled sensitivity data (seed 000, Tables 1-3)"
+echo "== Contention estimator on the bundled sensitivity data (the contention paper, Tables 1-3)"
 data=estimator/contention/data
 "$tg" contention validate --curves "$data/curves.csv" --apps "$data/apps.csv" --pairs "$data/pairs.csv"
 
 echo
 echo "== The environment: a private 'tiergym serve' on the bundled profiles, one episode of the example greedy policy"
-/usr/bin/python3 agents_examples/greedy_policy.py --profile lulesh --steps 50
+"$py" agents_examples/greedy_policy.py --profile lulesh --steps 50
 
 echo
 echo "== Policies on the bundled applications with 512 MiB of HBM (agents_examples/evaluate.py)"
-/usr/bin/python3 agents_examples/evaluate.py --tier-capacity-mib hbm:512 --quiet \
+"$py" agents_examples/evaluate.py --tier-capacity-mib hbm:512 --quiet \
   --plot "$out/evaluation-hbm512.png"

@@ -1,14 +1,32 @@
 #!/usr/bin/env bash
-# Sets up (dependencies, build) and runs every test: the C++ suites through CTest and the
-# Python suites under /usr/bin/python3 (Debian's interpreter, which has numpy/zmq/msgpack).
+# Sets up (Debian packages, .venv with tiergym and the test extras from PyPI: Gymnasium,
+# Stable-Baselines3, RLlib on Ray, PettingZoo, torch 2.13 CPU), builds the C++ tree, and
+# runs every test: formatting and clang-tidy checks, the C++ suites through CTest (the layer
+# probes of tests/layers among them), the Python suites with the .venv's pytest, a soak of
+# the server and the fuzzers.
+# Idempotent; from any clone location.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/build.sh
+t0=$(date +%s)
+./scripts/setup.sh test
+echo "== Hygiene: clang-format (scripts/check_format.sh)"
+./scripts/check_format.sh
+t1=$(date +%s)
+# Warnings fail the build here (and so in CI).
+TIERGYM_WERROR=ON ./scripts/build.sh
+echo "== Hygiene: clang-tidy on the most recently changed sources (scripts/check_tidy.sh)"
+./scripts/check_tidy.sh build 4
+t2=$(date +%s)
 echo "== C++ tests (ctest)"
 ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 600
-shopt -s nullglob
-py_tests=(tests/python/test_*.py)
-if [ ${#py_tests[@]} -gt 0 ]; then
-  echo "== Python tests (pytest)"
-  TIERGYM_BIN_DIR="$PWD/build/bin" /usr/bin/python3 -m pytest -q tests/python
-fi
+t3=$(date +%s)
+echo "== Python tests (pytest, .venv)"
+# The package's own binary (installed in .venv by setup.sh) serves the Python tests.
+.venv/bin/python -m pytest -q -p no:cacheprovider tests/python
+t4=$(date +%s)
+echo "== Soak (tests/soak/soak.py: hostile and killed clients against one server)"
+.venv/bin/python tests/soak/soak.py --seconds "${TIERGYM_SOAK_SECONDS:-45}" --binary build/bin/tiergym
+echo "== Fuzz (scripts/fuzz.sh: libFuzzer with ASan, UBSan and LeakSanitizer)"
+./scripts/fuzz.sh
+t5=$(date +%s)
+echo "test.sh: setup $((t1 - t0)) s, C++ build $((t2 - t1)) s, ctest $((t3 - t2)) s, pytest $((t4 - t3)) s, soak and fuzz $((t5 - t4)) s; total $((t5 - t0)) s"

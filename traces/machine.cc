@@ -6,12 +6,12 @@
 #include <optional>
 #include <utility>
 
-#include "traces/bundled_models.h"
-#include "traces/base/model_source.h"
 #include "traces/base/file.h"
 #include "traces/base/json.h"
+#include "traces/base/model_source.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
+#include "traces/bundled_models.h"
 
 namespace tiergym {
 namespace {
@@ -137,8 +137,7 @@ absl::StatusOr<Machine> LoadMachine(std::string_view name_or_path) {
     }
   }
   TG_ASSIGN_OR_RETURN(ModelSource model,
-                      ReadModelSource(name_or_path, bundled, "machine",
-                                             BundledMachineNames()));
+                      ReadModelSource(name_or_path, bundled, "machine", BundledMachineNames()));
   return ParseMachine(model.text, model.source);
 }
 

@@ -1,5 +1,5 @@
-// Reader and writer of the measured-runs CSV of ../shared/formats/trace-csv.md section 3
-// (docs/formats/trace-csv.md): real executions of an application under given
+// Reader and writer of the measured-runs CSV of traces/TRACE_CSV.md section 3
+// (traces/TRACE_CSV.md): real executions of an application under given
 // placements, used to check the estimators against measured runtimes.
 //
 //   name,placement,runtime_ns

@@ -16,12 +16,6 @@ namespace {
 // Fractions written as decimals (0.1 + 0.2 + 0.7) may sum a rounding error above 1.
 constexpr double kFractionSumSlack = 1e-9;
 
-std::string Hex(uint64_t v) {
-  char buf[24] = {'0', 'x'};
-  auto r = std::to_chars(buf + 2, buf + sizeof buf, v, 16);
-  return std::string(buf, r.ptr);
-}
-
 std::string Bounds(uint64_t start, uint64_t end) {
   return StrCat("[", Hex(start), ", ", Hex(end), ")");
 }
@@ -119,7 +113,7 @@ std::vector<std::string> Placement::Tiers() const {
   return tiers;
 }
 
-absl::StatusOr<Placement> ParsePlacement(std::string_view json_text, std::string source) {
+absl::StatusOr<Placement> ParsePlacement(std::string_view json_text, const std::string& source) {
   TG_ASSIGN_OR_RETURN(json::Value root, json::Parse(json_text, source));
   json::ObjectReader r(root, source, "");
   TG_RETURN_IF_ERROR(r.CheckIsObject());

@@ -1,7 +1,7 @@
 // A placement: which memory tier backs which part of an application's address space.
 //
-// The in-memory form of the placement JSON of ../shared/formats/trace-csv.md section 2
-// (docs/formats/trace-csv.md): a default tier plus either address ranges, each on a
+// The in-memory form of the placement JSON of traces/TRACE_CSV.md section 2
+// (traces/TRACE_CSV.md): a default tier plus either address ranges, each on a
 // named tier, or fractions of the application's footprint pages per tier. Reading is
 // strict: ParsePlacement refuses the whole document with an InvalidArgument error
 // "SOURCE:LINE:COL: PATH: what is wrong" when
@@ -61,7 +61,7 @@ struct Placement {
 };
 
 // Parses placement JSON; `source` names the document in errors.
-absl::StatusOr<Placement> ParsePlacement(std::string_view json_text, std::string source);
+absl::StatusOr<Placement> ParsePlacement(std::string_view json_text, const std::string& source);
 
 // Reads and parses a file. NotFound when it does not exist.
 absl::StatusOr<Placement> ReadPlacement(const std::string& path);

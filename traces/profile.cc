@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "traces/trace_file.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
+#include "traces/trace_file.h"
 
 namespace tiergym {
 
@@ -32,9 +32,9 @@ absl::StatusOr<Profile> Profile::FromRuns(std::string name, std::vector<Trace> r
     const Trace& t = runs[i];
     const TraceMetadata& m = t.metadata();
     if (i > 0 && m.device == runs[i - 1].metadata().device) {
-      return absl::InvalidArgumentError(
-          StrCat(name, ": two runs for device '", m.device, "': ", runs[i - 1].source(), " and ",
-                 t.source(), "; a profile holds one run per device"));
+      return absl::InvalidArgumentError(StrCat(name, ": two runs for device '", m.device,
+                                               "': ", runs[i - 1].source(), " and ", t.source(),
+                                               "; a profile holds one run per device"));
     }
     if (!m.app.empty()) {
       if (p.app_.empty()) {
@@ -52,10 +52,10 @@ absl::StatusOr<Profile> Profile::FromRuns(std::string name, std::vector<Trace> r
                  first.metadata().page_size, ", ", t.source(), " has ", m.page_size));
     }
     if (t.num_phases() != first.num_phases()) {
-      return absl::InvalidArgumentError(StrCat(
-          name, ": runs disagree on the number of phases: ", first.source(), " has ",
-          first.num_phases(), ", ", t.source(), " has ", t.num_phases(),
-          "; the runs of a profile must be the same program run the same way"));
+      return absl::InvalidArgumentError(
+          StrCat(name, ": runs disagree on the number of phases: ", first.source(), " has ",
+                 first.num_phases(), ", ", t.source(), " has ", t.num_phases(),
+                 "; the runs of a profile must be the same program run the same way"));
     }
   }
   const size_t phases = runs.front().num_phases();

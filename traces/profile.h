@@ -24,9 +24,9 @@ namespace tiergym {
 struct InstructionSpread {
   // Per phase: (max - min) / max over the runs' instruction counts of that phase.
   std::vector<double> per_phase;
-  double max = 0;       // the largest per-phase spread
-  double mean = 0;      // the mean per-phase spread
-  size_t max_phase = 0; // the phase with the largest spread
+  double max = 0;        // the largest per-phase spread
+  double mean = 0;       // the mean per-phase spread
+  size_t max_phase = 0;  // the phase with the largest spread
 };
 
 class Profile {

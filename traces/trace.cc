@@ -71,7 +71,7 @@ absl::Status ValidateTrace(std::string_view source, const TraceMetadata& metadat
     if (marks[p].phase != p) {
       return Refuse(source, StrCat("mark ", p), "phase-skip",
                     StrCat("phasemark for phase ", marks[p].phase, " follows phase ", p - 1,
-                                 "; phase indices increase by one"));
+                           "; phase indices increase by one"));
     }
     if (marks[p].time_ns < marks[p - 1].time_ns) {
       return Refuse(source, StrCat("mark ", p), "unsorted-time",
@@ -98,20 +98,20 @@ absl::Status ValidateTrace(std::string_view source, const TraceMetadata& metadat
     }
     if (t < marks[p].time_ns) {
       return Refuse(source, StrCat("sample ", i), "unsorted-time",
-                    StrCat("sample of phase ", p, " at ", t,
-                                 " ns is before that phase's mark at ", marks[p].time_ns));
+                    StrCat("sample of phase ", p, " at ", t, " ns is before that phase's mark at ",
+                           marks[p].time_ns));
     }
     if (p + 1 < marks.size() && t > marks[p + 1].time_ns) {
-      return Refuse(source, StrCat("sample ", i), "unsorted-time",
-                    StrCat("sample of phase ", p, " at ", t,
-                                 " ns is after the mark of phase ", p + 1));
+      return Refuse(
+          source, StrCat("sample ", i), "unsorted-time",
+          StrCat("sample of phase ", p, " at ", t, " ns is after the mark of phase ", p + 1));
     }
   }
   const PhaseEvent& last_mark = marks.back();
   if (end.phase != last_mark.phase) {
-    return Refuse(source, "end", "phase-mismatch",
-                  StrCat("end row is in phase ", end.phase, " but the last phase is ",
-                               last_mark.phase));
+    return Refuse(
+        source, "end", "phase-mismatch",
+        StrCat("end row is in phase ", end.phase, " but the last phase is ", last_mark.phase));
   }
   if (end.time_ns < std::max(last_time, last_mark.time_ns)) {
     return Refuse(source, "end", "unsorted-time", "the end row is earlier than an earlier row");
@@ -128,9 +128,9 @@ absl::StatusOr<Trace> Trace::Create(std::string source, TraceMetadata metadata,
   // Samples are grouped by phase in increasing order (validated), so the first sample of
   // each phase is found by binary search.
   for (size_t p = 0; p <= marks.size(); ++p) {
-    (*begin)[p] = std::lower_bound(columns.phase.begin(), columns.phase.end(),
-                                   static_cast<uint32_t>(p)) -
-                  columns.phase.begin();
+    (*begin)[p] =
+        std::lower_bound(columns.phase.begin(), columns.phase.end(), static_cast<uint32_t>(p)) -
+        columns.phase.begin();
   }
   Trace t;
   t.source_ = std::move(source);
@@ -165,8 +165,8 @@ void TraceBuilder::Reserve(size_t n) {
   if (optional_.cpu) cpu_.reserve(n);
 }
 
-void TraceBuilder::AddSample(uint64_t time_ns, uint32_t tid, uint32_t phase,
-                             uint64_t instructions, uint64_t address) {
+void TraceBuilder::AddSample(uint64_t time_ns, uint32_t tid, uint32_t phase, uint64_t instructions,
+                             uint64_t address) {
   time_ns_.push_back(time_ns);
   tid_.push_back(tid);
   phase_.push_back(phase);

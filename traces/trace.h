@@ -1,6 +1,6 @@
 // One sampled run of one application on one memory device (tier).
 //
-// A Trace is the in-memory form of a trace CSV v1 file (../shared/formats/trace-csv.md)
+// A Trace is the in-memory form of a trace CSV v1 file (traces/TRACE_CSV.md)
 // or of a binary trace (traces/FORMAT.md). It is columnar: one contiguous array per
 // field of the sample rows, so that the estimators scan exactly the columns they need
 // and so that a binary trace can be used straight from an mmap'ed file.

@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "traces/binary_format.h"
 #include "traces/base/crc32c.h"
 #include "traces/base/file.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
+#include "traces/binary_format.h"
 
 namespace tiergym {
 namespace {

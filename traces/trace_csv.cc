@@ -16,8 +16,8 @@ namespace {
 
 constexpr std::string_view kVersionLine = "# tiergym trace v1";
 constexpr std::string_view kVersionPrefix = "# tiergym trace ";
-constexpr std::string_view kRequiredColumns[] = {"type",         "time_ns", "tid", "phase",
-                                                 "instructions", "address"};
+constexpr std::string_view kRequiredColumns[] = {"type",  "time_ns",      "tid",
+                                                 "phase", "instructions", "address"};
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -63,8 +63,7 @@ enum class Extra : uint8_t { kIgnored, kOp, kWeight, kCpu };
 
 class CsvParser {
  public:
-  CsvParser(std::string_view text, std::string source)
-      : text_(text), source_(std::move(source)) {}
+  CsvParser(std::string_view text, std::string source) : text_(text), source_(std::move(source)) {}
 
   absl::StatusOr<Trace> Parse();
 
@@ -126,8 +125,8 @@ absl::Status CsvParser::ParseHeader() {
   if (!NextLine(&line)) return Error("empty", "the file is empty");
   if (line != kVersionLine) {
     if (line.substr(0, kVersionPrefix.size()) == kVersionPrefix) {
-      return Error("version", StrCat("this reader reads '", kVersionLine, "', the file says '",
-                                     line, "'"));
+      return Error("version",
+                   StrCat("this reader reads '", kVersionLine, "', the file says '", line, "'"));
     }
     return Error("version", StrCat("the first line must be '", kVersionLine, "'"));
   }
@@ -158,8 +157,7 @@ absl::Status CsvParser::ParseHeader() {
       saw_pebs_reset_ = true;
       uint64_t v;
       if (!ParseDecimal(value, &v) || v == 0) {
-        return Error("bad-header",
-                     StrCat("pebs_reset '", value, "' is not a positive integer"));
+        return Error("bad-header", StrCat("pebs_reset '", value, "' is not a positive integer"));
       }
       metadata_.pebs_reset = v;
     } else if (key == "page_size") {
@@ -187,10 +185,9 @@ absl::Status CsvParser::ParseColumnLine(std::string_view line) {
   }
   for (size_t i = 0; i < std::size(kRequiredColumns); ++i) {
     if (i >= column_names_.size() || column_names_[i] != kRequiredColumns[i]) {
-      return Error("column-line",
-                   StrCat("expected the column line to start with "
-                          "'type,time_ns,tid,phase,instructions,address', got '",
-                          line, "'"));
+      return Error("column-line", StrCat("expected the column line to start with "
+                                         "'type,time_ns,tid,phase,instructions,address', got '",
+                                         line, "'"));
     }
   }
   for (size_t i = std::size(kRequiredColumns); i < column_names_.size(); ++i) {
@@ -234,8 +231,8 @@ absl::Status CsvParser::ParseRow(std::string_view line) {
   auto field_count_error = [&]() {
     size_t count = 1;
     for (char c : line) count += (c == ',');
-    return Error("field-count", StrCat("the row has ", count, " fields, the column line has ",
-                                       num_columns));
+    return Error("field-count",
+                 StrCat("the row has ", count, " fields, the column line has ", num_columns));
   };
 
   if (end_) {
@@ -294,8 +291,8 @@ absl::Status CsvParser::ParseRow(std::string_view line) {
   const uint32_t phase = static_cast<uint32_t>(v[2]);
   const uint64_t instructions = v[3];
   if (time_ns < last_time_) {
-    return Error("unsorted-time", StrCat("time_ns ", time_ns,
-                                         " is earlier than the previous row's ", last_time_));
+    return Error("unsorted-time",
+                 StrCat("time_ns ", time_ns, " is earlier than the previous row's ", last_time_));
   }
   last_time_ = time_ns;
 
@@ -306,8 +303,8 @@ absl::Status CsvParser::ParseRow(std::string_view line) {
     }
     const uint32_t current = marks_.back().phase;
     if (phase != current) {
-      return Error("phase-mismatch", StrCat("the sample says phase ", phase,
-                                            " but the current phase is ", current));
+      return Error("phase-mismatch",
+                   StrCat("the sample says phase ", phase, " but the current phase is ", current));
     }
     uint64_t addr;
     if (address.empty()) return Error("address", "an S row needs an address");
@@ -320,8 +317,8 @@ absl::Status CsvParser::ParseRow(std::string_view line) {
   }
 
   if (!address.empty()) {
-    return Error("address", StrCat("an ", std::string_view(&type, 1),
-                                   " row has an address; leave it empty"));
+    return Error("address",
+                 StrCat("an ", std::string_view(&type, 1), " row has an address; leave it empty"));
   }
   const PhaseEvent event{time_ns, tid, phase, instructions};
   if (type == 'M') {
@@ -343,8 +340,8 @@ absl::Status CsvParser::ParseRow(std::string_view line) {
     return Error("first-mark", "the E row comes before the first phasemark");
   }
   if (phase != marks_.back().phase) {
-    return Error("phase-mismatch", StrCat("the E row says phase ", phase,
-                                          " but the last phase is ", marks_.back().phase));
+    return Error("phase-mismatch", StrCat("the E row says phase ", phase, " but the last phase is ",
+                                          marks_.back().phase));
   }
   end_ = event;
   end_line_ = line_no_;
@@ -366,8 +363,9 @@ absl::StatusOr<Trace> CsvParser::Parse() {
   }
   if (!end_) {
     return absl::InvalidArgumentError(
-        StrCat(source_, ":", line_no_, ": missing-end: no E row; a trace ends with exactly one "
-                                       "E row giving the run's end time"));
+        StrCat(source_, ":", line_no_,
+               ": missing-end: no E row; a trace ends with exactly one "
+               "E row giving the run's end time"));
   }
   return builder_->Finish();
 }

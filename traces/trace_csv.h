@@ -1,5 +1,5 @@
 // Reader and writer of trace CSV v1, the interchange format of
-// ../shared/formats/trace-csv.md (copied in docs/formats/trace-csv.md).
+// traces/TRACE_CSV.md.
 //
 // The reader is strict: a file that breaks any rule of the format is refused whole with
 // an InvalidArgument error "FILE:LINE: RULE: detail" (NotFound when the file cannot be

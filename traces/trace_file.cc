@@ -5,10 +5,10 @@
 
 #include <cerrno>
 
-#include "traces/trace_binary.h"
-#include "traces/trace_csv.h"
 #include "traces/base/file.h"
 #include "traces/base/strings.h"
+#include "traces/trace_binary.h"
+#include "traces/trace_csv.h"
 
 namespace tiergym {
 

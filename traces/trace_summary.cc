@@ -11,12 +11,6 @@
 namespace tiergym {
 namespace {
 
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
-  return buf;
-}
-
 // The page number of every sample, ascending (duplicates kept, so runs give counts).
 std::vector<uint64_t> SortedSamplePages(const Trace& trace) {
   const int shift = std::countr_zero(trace.metadata().page_size);
@@ -102,8 +96,8 @@ std::string FormatSummaryText(const TraceSummary& s, size_t max_ranges) {
   StrAppend(&out, "  runtime      ", FormatDuration(s.runtime_ns), " (", s.runtime_ns, " ns)\n");
   StrAppend(&out, "  samples      ", s.samples, " from ", s.threads, " thread(s)\n");
   StrAppend(&out, "  instructions ", s.total_instructions, "\n");
-  StrAppend(&out, "  footprint    ", s.footprint_pages, " pages of ", m.page_size, " B = ",
-            FormatBytes(s.footprint_bytes), " (pages seen in samples)\n");
+  StrAppend(&out, "  footprint    ", s.footprint_pages, " pages of ", m.page_size,
+            " B = ", FormatBytes(s.footprint_bytes), " (pages seen in samples)\n");
   StrAppend(&out, "  phases       ", s.phases.size(), "\n");
   char line[160];
   std::snprintf(line, sizeof line, "    %6s %14s %14s %16s %10s\n", "phase", "start", "duration",

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "traces/trace.h"
 #include "traces/base/json.h"
+#include "traces/trace.h"
 
 namespace tiergym {
 

@@ -1,20 +1,30 @@
 #include "env/cli/serve_cli.h"
 
-#include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <csignal>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <thread>
 
 #include "env/server/bundled_profiles.h"
+#include "env/server/data_roots.h"
 #include "env/server/environment_provider.h"
 #include "env/server/server.h"
 #include "traces/base/args.h"
+#include "traces/base/exit_status.h"
 #include "traces/base/strings.h"
+
+#ifndef TIERGYM_VERSION
+#error "TIERGYM_VERSION comes from project(VERSION) in the top-level CMakeLists.txt"
+#endif
 
 namespace tiergym::env {
 namespace {
+
+constexpr std::string_view kCommand = "tiergym serve";
 
 constexpr char kEpilog[] =
     "Serves placement episodes (env/environment.h) to agents over ZeroMQ with msgpack\n"
@@ -23,6 +33,9 @@ constexpr char kEpilog[] =
     "serves (with tcp://HOST:0, the port chosen). Without --profiles it serves the bundled\n"
     "synthetic profiles (minife, lulesh, nekbone, lammps on knl), generated on first use\n"
     "into $XDG_CACHE_HOME/tiergym or ~/.cache/tiergym. Stops cleanly on SIGINT/SIGTERM.\n"
+    "Clients read only what --profiles, --data-dir and the machine presets serve, drive only\n"
+    "their own connection's sessions, and stay within the limits above (env/README.md,\n"
+    "Security model).\n"
     "\n"
     "Examples:\n"
     "  tiergym serve\n"
@@ -34,11 +47,6 @@ std::atomic<Server*> g_server{nullptr};
 
 void OnSignal(int) {
   if (Server* s = g_server.load()) s->Stop();
-}
-
-int Fail(const absl::Status& status, int code) {
-  std::cerr << "tiergym serve: " << status.message() << "\n";
-  return code;
 }
 
 }  // namespace
@@ -55,10 +63,32 @@ int RunServeCommand(const std::vector<std::string>& args) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   p.AddOption("threads", "N", "worker threads", std::to_string(cores));
   p.AddOption("max-sessions", "N", "open sessions at most", "4096");
+  p.AddOption("max-sessions-per-connection", "N", "open sessions of one connection at most",
+              "1024");
+  p.AddOption("load-threads", "N",
+              "worker threads for make and estimate, which may load assets (others never wait "
+              "for a load)",
+              "1");
+  p.AddOption("heartbeat", "S",
+              "ZMTP heartbeat interval; a peer silent for 3 intervals is dropped and its "
+              "sessions closed (0: none)",
+              "10");
   p.AddOption("idle-timeout", "S", "close sessions idle this many seconds (0: never)", "600");
+  p.AddOption("max-asset-mib", "MIB",
+              "memory for loaded configurations and sessions; a configuration whose estimated "
+              "cost does not fit is refused before it is built (0: no budget)",
+              "2048");
+  p.AddOption("unused-asset-timeout", "S",
+              "free a loaded configuration no session has used for this long (the default "
+              "configuration stays loaded)",
+              "30");
   p.AddOption("max-message-bytes", "N", "largest request accepted", std::to_string(64u << 20));
   p.AddOption("profiles", "DIRS",
               "comma-separated profile directories served (default: the bundled profiles)");
+  p.AddOption("data-dir", "DIRS",
+              "comma-separated directories whose profile directories, machine files and "
+              "interference schedules clients may name (relative to the directory, or absolute "
+              "inside it); default none: clients name only served profiles and machine presets");
   p.AddOption("parent-pid", "PID", "stop when this process exits (private servers)", "0");
   p.AddOption("machine", "NAME|FILE",
               "the machine sessions get when they name none (knl, disagg or a JSON file; "
@@ -67,38 +97,80 @@ int RunServeCommand(const std::vector<std::string>& args) {
   if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
 
   absl::StatusOr<uint64_t> threads = p.GetUint64("threads");
-  if (!threads.ok()) return Fail(threads.status(), 2);
+  if (!threads.ok()) return Fail(threads.status(), kExitUsage, kCommand);
   if (*threads < 1 || *threads > 1024) {
-    return Fail(absl::InvalidArgumentError("--threads: must be in [1, 1024]"), 2);
+    return Fail(absl::InvalidArgumentError("--threads: must be in [1, 1024]"), kExitUsage,
+                kCommand);
   }
   absl::StatusOr<uint64_t> max_sessions = p.GetUint64("max-sessions");
-  if (!max_sessions.ok()) return Fail(max_sessions.status(), 2);
+  if (!max_sessions.ok()) return Fail(max_sessions.status(), kExitUsage, kCommand);
+  absl::StatusOr<uint64_t> per_connection = p.GetUint64("max-sessions-per-connection");
+  if (!per_connection.ok()) return Fail(per_connection.status(), kExitUsage, kCommand);
+  absl::StatusOr<uint64_t> load_threads = p.GetUint64("load-threads");
+  if (!load_threads.ok()) return Fail(load_threads.status(), kExitUsage, kCommand);
+  if (*load_threads < 1 || *load_threads > 64) {
+    return Fail(absl::InvalidArgumentError("--load-threads: must be in [1, 64]"), kExitUsage,
+                kCommand);
+  }
+  absl::StatusOr<double> heartbeat = p.GetDouble("heartbeat");
+  if (!heartbeat.ok()) return Fail(heartbeat.status(), kExitUsage, kCommand);
+  if (*heartbeat < 0 || *heartbeat > 3600) {
+    return Fail(absl::InvalidArgumentError("--heartbeat: must be in [0, 3600]"), kExitUsage,
+                kCommand);
+  }
   absl::StatusOr<double> idle = p.GetDouble("idle-timeout");
-  if (!idle.ok()) return Fail(idle.status(), 2);
-  if (*idle < 0) return Fail(absl::InvalidArgumentError("--idle-timeout: must be >= 0"), 2);
+  if (!idle.ok()) return Fail(idle.status(), kExitUsage, kCommand);
+  if (*idle < 0)
+    return Fail(absl::InvalidArgumentError("--idle-timeout: must be >= 0"), kExitUsage, kCommand);
   absl::StatusOr<uint64_t> max_bytes = p.GetUint64("max-message-bytes");
-  if (!max_bytes.ok()) return Fail(max_bytes.status(), 2);
+  if (!max_bytes.ok()) return Fail(max_bytes.status(), kExitUsage, kCommand);
   if (*max_bytes < 1024 || *max_bytes > (uint64_t{1} << 31)) {
-    return Fail(absl::InvalidArgumentError("--max-message-bytes: must be in [1024, 2^31]"), 2);
+    return Fail(absl::InvalidArgumentError("--max-message-bytes: must be in [1024, 2^31]"),
+                kExitUsage, kCommand);
+  }
+  absl::StatusOr<uint64_t> asset_mib = p.GetUint64("max-asset-mib");
+  if (!asset_mib.ok()) return Fail(asset_mib.status(), kExitUsage, kCommand);
+  if (*asset_mib > (uint64_t{1} << 30)) {
+    return Fail(absl::InvalidArgumentError("--max-asset-mib: must be at most 2^30"), kExitUsage,
+                kCommand);
+  }
+  absl::StatusOr<double> unused_assets = p.GetDouble("unused-asset-timeout");
+  if (!unused_assets.ok()) return Fail(unused_assets.status(), kExitUsage, kCommand);
+  if (*unused_assets < 0) {
+    return Fail(absl::InvalidArgumentError("--unused-asset-timeout: must be >= 0"), kExitUsage,
+                kCommand);
   }
   absl::StatusOr<uint64_t> parent = p.GetUint64("parent-pid");
-  if (!parent.ok()) return Fail(parent.status(), 2);
+  if (!parent.ok()) return Fail(parent.status(), kExitUsage, kCommand);
   const bool quiet = p.Flag("quiet");
 
   absl::StatusOr<std::vector<ServedProfile>> profiles;
   if (p.Given("profiles")) {
     profiles = ProfilesFromDirs(p.Get("profiles"));
-    if (!profiles.ok()) return Fail(profiles.status(), 2);
+    if (!profiles.ok()) return Fail(profiles.status(), kExitUsage, kCommand);
   } else {
     absl::StatusOr<std::string> cache = DefaultCacheDir();
-    if (!cache.ok()) return Fail(cache.status(), 1);
+    if (!cache.ok()) return Fail(cache.status(), kExitFailed, kCommand);
     profiles = EnsureBundledProfiles(*cache, [&](const std::string& line) {
       if (!quiet) std::cerr << "tiergym serve: " << line << "\n";
     });
-    if (!profiles.ok()) return Fail(profiles.status(), 1);
+    if (!profiles.ok()) return Fail(profiles.status(), kExitFailed, kCommand);
   }
   EnvironmentProviderOptions po;
+  po.max_asset_bytes = *asset_mib << 20;
+  po.unused_asset_timeout_s = *unused_assets;
   if (p.Given("machine")) po.default_config["machine"] = p.Get("machine");
+  if (p.Given("data-dir")) {
+    const std::string dirs = p.Get("data-dir");  // SplitFields views into it
+    for (std::string_view dir : SplitFields(dirs, ',')) {
+      if (!dir.empty()) po.data_dirs.emplace_back(dir);
+    }
+    DataRootsOptions check;
+    check.data_dirs = po.data_dirs;
+    if (absl::StatusOr<DataRoots> roots = DataRoots::Create(check); !roots.ok()) {
+      return Fail(roots.status(), kExitUsage, kCommand);
+    }
+  }
   for (const ServedProfile& sp : *profiles) {
     po.default_profiles.push_back(sp.dir);
     po.named_profiles[sp.name] = sp.dir;
@@ -107,22 +179,26 @@ int RunServeCommand(const std::vector<std::string>& args) {
   // Load the default configuration now: a bad profile fails here, and the first session
   // does not wait for it.
   if (absl::StatusOr<std::unique_ptr<SessionEnv>> env = provider->Make({}); !env.ok()) {
-    return Fail(absl::Status(env.status().code(), StrCat("cannot load the served profiles: ",
-                                                         env.status().message())),
-                1);
+    return Fail(absl::Status(env.status().code(),
+                             StrCat("cannot load the served profiles: ", env.status().message())),
+                kExitFailed, kCommand);
   }
 
   ServerOptions so;
   so.endpoint = p.Get("endpoint");
   so.threads = static_cast<int>(*threads);
+  so.load_threads = static_cast<int>(*load_threads);
+  so.heartbeat_s = *heartbeat;
   so.parent_pid = static_cast<int>(*parent);
   ServiceOptions service;
-  service.server_name = "tiergym 0.1.0";
+  service.server_name = "tiergym " TIERGYM_VERSION;
   service.max_sessions = *max_sessions;
+  service.max_sessions_per_connection = *per_connection;
+  service.max_asset_bytes = po.max_asset_bytes;
   service.idle_timeout_s = *idle;
   service.max_message_bytes = *max_bytes;
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Create(so, service, provider);
-  if (!server.ok()) return Fail(server.status(), 1);
+  if (!server.ok()) return Fail(server.status(), kExitFailed, kCommand);
 
   g_server.store(server->get());
   struct sigaction sa = {};
@@ -145,7 +221,17 @@ int RunServeCommand(const std::vector<std::string>& args) {
     std::cerr << "tiergym serve: stopped after " << st.requests << " requests, " << st.sessions_made
               << " sessions\n";
   }
-  if (!run.ok()) return Fail(run, 1);
+  if (!run.ok()) return Fail(run, kExitFailed, kCommand);
+  if (!(*server)->Drained()) {
+    // A worker is still busy (a long load): destroying the server would wait for it.
+    // Requests were answered or refused; exit now, as SIGTERM asked.
+    if (!quiet) std::cerr << "tiergym serve: a request was still running; exiting without it\n";
+    const std::string endpoint = (*server)->endpoint();
+    if (endpoint.rfind("ipc://", 0) == 0) unlink(endpoint.substr(6).c_str());
+    std::cout.flush();
+    std::cerr.flush();
+    std::_Exit(0);
+  }
   return 0;
 }
 

@@ -8,9 +8,13 @@
 #include "estimator/cli/estimator_cli.h"
 #include "traces/cli/trace_cli.h"
 
+#ifndef TIERGYM_VERSION
+#error "TIERGYM_VERSION comes from project(VERSION) in the top-level CMakeLists.txt"
+#endif
+
 namespace {
 
-constexpr char kVersion[] = "0.1.0";
+constexpr char kVersion[] = TIERGYM_VERSION;
 
 std::string Usage() {
   return std::string(
@@ -43,6 +47,7 @@ int main(int argc, char** argv) {
   if (command == "trace") return tiergym::RunTraceCommand(rest);
   if (command == "estimate") return tiergym::RunEstimateCommand(rest);
   if (command == "validate") return tiergym::RunValidateCommand(rest);
+  if (command == "calibrate") return tiergym::RunCalibrateCommand(rest);
   if (command == "contention") return tiergym::RunContentionCommand(rest);
   if (command == "serve") return tiergym::env::RunServeCommand(rest);
   std::cerr << "tiergym: unknown command '" << command << "'\n\n" << Usage();

@@ -111,7 +111,8 @@ absl::StatusOr<protocol::MakeReply> Client::Make(const protocol::ConfigMap& conf
       Call(protocol::Op::kMake, protocol::MakeRequest{env_id, config}));
 }
 
-absl::StatusOr<StepResult> Client::Reset(uint64_t session, std::optional<uint64_t> seed,
+absl::StatusOr<StepResult> Client::Reset(const protocol::SessionId& session,
+                                         std::optional<uint64_t> seed,
                                          const ResetOptions& options) {
   absl::StatusOr<protocol::ResetReply> r = BodyAs<protocol::ResetReply>(
       Call(protocol::Op::kReset, protocol::ResetRequest{session, seed, options}));
@@ -119,7 +120,7 @@ absl::StatusOr<StepResult> Client::Reset(uint64_t session, std::optional<uint64_
   return std::move(r->result);
 }
 
-absl::StatusOr<StepResult> Client::Step(uint64_t session, const Action& action) {
+absl::StatusOr<StepResult> Client::Step(const protocol::SessionId& session, const Action& action) {
   absl::StatusOr<protocol::StepReply> r = BodyAs<protocol::StepReply>(
       Call(protocol::Op::kStep, protocol::StepRequest{session, action}));
   if (!r.ok()) return r.status();
@@ -135,7 +136,7 @@ absl::StatusOr<protocol::EstimateReply> Client::Estimate(const protocol::Estimat
   return BodyAs<protocol::EstimateReply>(Call(protocol::Op::kEstimate, request));
 }
 
-absl::Status Client::Close(uint64_t session) {
+absl::Status Client::Close(const protocol::SessionId& session) {
   return BodyAs<protocol::CloseReply>(Call(protocol::Op::kClose, protocol::CloseRequest{session}))
       .status();
 }

@@ -43,12 +43,13 @@ class Client {
   absl::StatusOr<protocol::ListReply> List();
   absl::StatusOr<protocol::MakeReply> Make(const protocol::ConfigMap& config,
                                            const std::string& env_id = protocol::kEnvId);
-  absl::StatusOr<StepResult> Reset(uint64_t session, std::optional<uint64_t> seed = std::nullopt,
+  absl::StatusOr<StepResult> Reset(const protocol::SessionId& session,
+                                   std::optional<uint64_t> seed = std::nullopt,
                                    const ResetOptions& options = {});
-  absl::StatusOr<StepResult> Step(uint64_t session, const Action& action);
+  absl::StatusOr<StepResult> Step(const protocol::SessionId& session, const Action& action);
   absl::StatusOr<protocol::StepBatchReply> StepBatch(const protocol::StepBatchRequest& request);
   absl::StatusOr<protocol::EstimateReply> Estimate(const protocol::EstimateRequest& request);
-  absl::Status Close(uint64_t session);
+  absl::Status Close(const protocol::SessionId& session);
   absl::StatusOr<protocol::StatsReply> Stats();
 
   // Sends a raw payload and returns the raw reply (the benchmarks' echo baseline, tests of

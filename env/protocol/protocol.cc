@@ -1,5 +1,6 @@
 #include "env/protocol/protocol.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -40,8 +41,29 @@ Error ErrorFromFieldStatus(const absl::Status& status) {
                message};
 }
 
+// A key that is a plain name joins its path with a dot ("config.steps"); any other key,
+// the empty one included, is bracketed and quoted with its bytes outside printable ASCII,
+// '"', '\\' and ':' escaped (`config["a b"]`), so that a field path is never empty and
+// never holds the ": " that ends it in an error message.
 std::string Member(std::string_view path, std::string_view key) {
-  return path.empty() ? std::string(key) : StrCat(path, ".", key);
+  const bool plain = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+  });
+  if (plain) return path.empty() ? std::string(key) : StrCat(path, ".", key);
+  std::string quoted = StrCat(path, "[\"");
+  for (const char ch : key) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"' && c != ':') {
+      quoted += ch;
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      const char escape[] = {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
+      quoted.append(escape, sizeof escape);
+    }
+  }
+  quoted += "\"]";
+  return quoted;
 }
 std::string Index(std::string_view path, size_t i) { return StrCat(path, "[", i, "]"); }
 
@@ -106,6 +128,16 @@ absl::StatusOr<double> ReadDouble(const object& o, std::string_view field) {
 absl::StatusOr<std::string> ReadString(const object& o, std::string_view field) {
   if (o.type != mtype::STR) return Expected(field, "a string", o);
   return std::string(AsView(o));
+}
+
+// A session handle: a non-empty string of at most kMaxSessionIdBytes.
+absl::StatusOr<SessionId> ReadSession(const object& o, std::string_view field) {
+  if (o.type != mtype::STR) return Expected(field, "a session handle (a string)", o);
+  if (o.via.str.size == 0 || o.via.str.size > kMaxSessionIdBytes) {
+    return Invalid(field, StrCat("a session handle has 1 to ", kMaxSessionIdBytes,
+                                 " characters, got ", o.via.str.size));
+  }
+  return SessionId(AsView(o));
 }
 
 absl::StatusOr<bool> ReadBool(const object& o, std::string_view field) {
@@ -186,6 +218,115 @@ class MapReader {
   std::vector<std::string_view> known_;
 };
 
+// --- Strict decoding: one pass over the whole message ------------------------------------
+//
+// What every request must satisfy whatever its op, checked on the unpacked msgpack tree
+// before any field is read (a schema-driven codec can run the same pass): map keys are
+// strings of at most kMaxKeyBytes, no key appears twice in one map, every string and key
+// is valid UTF-8 (no overlong forms, surrogates or code points past U+10FFFF), and there
+// are no ext values. Errors are INVALID_ARGUMENT naming the field's path ("config.steps",
+// "actions[3]", "options.profile").
+
+constexpr size_t kMaxKeyBytes = 64;
+// Names (environment, profile) and configuration values: their longest.
+constexpr size_t kMaxNameBytes = 256;
+constexpr size_t kMaxValueBytes = 4096;
+
+// Whether `s` is well-formed UTF-8.
+bool ValidUtf8(std::string_view s) {
+  size_t i = 0;
+  const size_t n = s.size();
+  while (i < n) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len;
+    uint32_t cp;
+    if ((c & 0xe0) == 0xc0) {
+      len = 2;
+      cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      len = 3;
+      cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > n) return false;
+    for (size_t k = 1; k < len; ++k) {
+      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+// The path of member `key` of the map at `path`, fit to be quoted ("config.steps").
+std::string KeyPath(std::string_view path, std::string_view key) {
+  if (key.size() <= kMaxKeyBytes) return Member(path, key);
+  return Member(path, StrCat(key.substr(0, kMaxKeyBytes), "..."));
+}
+
+absl::Status StrictCheck(const object& o, const std::string& path) {
+  const std::string here = path.empty() ? std::string(kPayloadField) : path;
+  switch (o.type) {
+    case mtype::STR:
+      if (!ValidUtf8(AsView(o))) return Invalid(here, "a string that is not valid UTF-8");
+      return absl::OkStatus();
+    case mtype::EXT:
+      return Invalid(here, "msgpack ext values are not part of the protocol");
+    case mtype::ARRAY:
+      for (uint32_t i = 0; i < o.via.array.size; ++i) {
+        TG_RETURN_IF_ERROR(StrictCheck(o.via.array.ptr[i], Index(path, i)));
+      }
+      return absl::OkStatus();
+    case mtype::MAP: {
+      const uint32_t n = o.via.map.size;
+      std::vector<std::string_view> keys;
+      keys.reserve(n);
+      for (uint32_t i = 0; i < n; ++i) {
+        const object& k = o.via.map.ptr[i].key;
+        if (k.type != mtype::STR) {
+          return Invalid(here, StrCat("map keys must be strings, got ", TypeName(k)));
+        }
+        const std::string_view key = AsView(k);
+        if (!ValidUtf8(key)) {
+          return Invalid(KeyPath(path, key), "a key that is not valid UTF-8");
+        }
+        if (key.size() > kMaxKeyBytes) {
+          return Invalid(KeyPath(path, key),
+                         StrCat("a key of ", key.size(), " bytes; at most ", kMaxKeyBytes));
+        }
+        keys.push_back(key);
+      }
+      // Duplicates: sorted copies side by side (maps are small; n log n at worst).
+      std::vector<std::string_view> sorted = keys;
+      std::sort(sorted.begin(), sorted.end());
+      for (size_t i = 1; i < sorted.size(); ++i) {
+        if (sorted[i] == sorted[i - 1]) {
+          return Invalid(KeyPath(path, sorted[i]), "the key appears more than once");
+        }
+      }
+      for (uint32_t i = 0; i < n; ++i) {
+        TG_RETURN_IF_ERROR(StrictCheck(o.via.map.ptr[i].val, KeyPath(path, keys[i])));
+      }
+      return absl::OkStatus();
+    }
+    default:
+      return absl::OkStatus();
+  }
+}
+
 // --- Arrays ----------------------------------------------------------------------------
 
 struct DtypeInfo {
@@ -224,7 +365,8 @@ absl::StatusOr<NdarrayView> ReadNdarray(const object& o, std::string_view field)
   if (a.dtype == nullptr) {
     std::string names;
     for (const DtypeInfo& d : kDtypes) StrAppend(&names, names.empty() ? "" : ", ", d.name);
-    return Invalid(r.Field("dtype"), StrCat("unknown dtype \"", dtype, "\" (known: ", names, ")"));
+    return Invalid(r.Field("dtype"),
+                   StrCat("unknown dtype \"", Printable(dtype), "\" (known: ", names, ")"));
   }
   TG_ASSIGN_OR_RETURN(const object* shape, r.Required("shape"));
   if (shape->type != mtype::ARRAY) return Expected(r.Field("shape"), "an array", *shape);
@@ -348,6 +490,10 @@ absl::StatusOr<ResetOptions> ReadResetOptions(const object& o, std::string_view 
   ResetOptions options;
   if (const object* p = r.Find("profile")) {
     if (p->type == mtype::STR) {
+      if (p->via.str.size > kMaxNameBytes) {
+        return Invalid(r.Field("profile"),
+                       StrCat(p->via.str.size, " bytes; a name has at most ", kMaxNameBytes));
+      }
       options.profile = std::string(AsView(*p));
     } else if (p->type == mtype::POSITIVE_INTEGER) {
       options.profile = StrCat(p->via.u64);
@@ -371,6 +517,9 @@ absl::StatusOr<ConfigMap> ReadConfig(const object& o, std::string_view field) {
     switch (v.type) {
       case mtype::STR:
         value = std::string(AsView(v));
+        if (value.size() > kMaxValueBytes) {
+          return Invalid(f, StrCat(value.size(), " bytes; at most ", kMaxValueBytes));
+        }
         break;
       case mtype::POSITIVE_INTEGER:
         value = StrCat(v.via.u64);
@@ -388,6 +537,9 @@ absl::StatusOr<ConfigMap> ReadConfig(const object& o, std::string_view field) {
       case mtype::ARRAY:
         for (uint32_t j = 0; j < v.via.array.size; ++j) {
           TG_ASSIGN_OR_RETURN(std::string s, ReadString(v.via.array.ptr[j], Index(f, j)));
+          if (value.size() + s.size() > kMaxValueBytes) {
+            return Invalid(Index(f, j), StrCat("the list passes ", kMaxValueBytes, " bytes"));
+          }
           if (s.find(',') != std::string::npos) {
             return Invalid(Index(f, j), "an element of a list may not contain a comma");
           }
@@ -425,8 +577,9 @@ absl::StatusOr<StepBatchRequest> ReadStepBatch(MapReader& r, const DecodeLimits&
   }
   b.sessions.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    TG_ASSIGN_OR_RETURN(uint64_t id, ReadUint(sessions->via.array.ptr[i], Index("sessions", i)));
-    b.sessions.push_back(id);
+    TG_ASSIGN_OR_RETURN(SessionId id,
+                        ReadSession(sessions->via.array.ptr[i], Index("sessions", i)));
+    b.sessions.push_back(std::move(id));
   }
 
   TG_ASSIGN_OR_RETURN(const object* actions, r.Required("actions"));
@@ -505,6 +658,9 @@ absl::Status DecodeBody(MapReader& r, Request& req, const DecodeLimits& limits) 
     case Op::kMake: {
       MakeRequest m;
       TG_ASSIGN_OR_RETURN(m.env, r.RequiredString("env"));
+      if (m.env.size() > kMaxNameBytes) {
+        return Invalid("env", StrCat(m.env.size(), " bytes; a name has at most ", kMaxNameBytes));
+      }
       if (const object* c = r.Find("config")) {
         TG_ASSIGN_OR_RETURN(m.config, ReadConfig(*c, "config"));
       }
@@ -513,7 +669,8 @@ absl::Status DecodeBody(MapReader& r, Request& req, const DecodeLimits& limits) 
     }
     case Op::kReset: {
       ResetRequest m;
-      TG_ASSIGN_OR_RETURN(m.session, r.RequiredUint("session"));
+      TG_ASSIGN_OR_RETURN(const object* s, r.Required("session"));
+      TG_ASSIGN_OR_RETURN(m.session, ReadSession(*s, "session"));
       if (const object* s = r.Find("seed")) {
         TG_ASSIGN_OR_RETURN(m.seed, ReadUint(*s, "seed"));
       }
@@ -525,7 +682,8 @@ absl::Status DecodeBody(MapReader& r, Request& req, const DecodeLimits& limits) 
     }
     case Op::kStep: {
       StepRequest m;
-      TG_ASSIGN_OR_RETURN(m.session, r.RequiredUint("session"));
+      TG_ASSIGN_OR_RETURN(const object* s, r.Required("session"));
+      TG_ASSIGN_OR_RETURN(m.session, ReadSession(*s, "session"));
       TG_ASSIGN_OR_RETURN(const object* a, r.Required("action"));
       TG_ASSIGN_OR_RETURN(m.action, ReadAction(*a, "action"));
       req.body = std::move(m);
@@ -539,15 +697,18 @@ absl::Status DecodeBody(MapReader& r, Request& req, const DecodeLimits& limits) 
     case Op::kEstimate: {
       EstimateRequest m;
       if (const object* s = r.Find("session")) {
-        TG_ASSIGN_OR_RETURN(m.session, ReadUint(*s, "session"));
-        if (m.session == 0) return Invalid("session", "session ids start at 1");
+        TG_ASSIGN_OR_RETURN(m.session, ReadSession(*s, "session"));
       }
       if (const object* c = r.Find("config")) {
-        if (m.session != 0) return Invalid("config", "give a session or a config, not both");
+        if (!m.session.empty()) return Invalid("config", "give a session or a config, not both");
         TG_ASSIGN_OR_RETURN(m.config, ReadConfig(*c, "config"));
       }
       TG_ASSIGN_OR_RETURN(const object* p, r.Required("profile"));
       if (p->type == mtype::STR) {
+        if (p->via.str.size > kMaxNameBytes) {
+          return Invalid("profile",
+                         StrCat(p->via.str.size, " bytes; a name has at most ", kMaxNameBytes));
+        }
         m.profile = std::string(AsView(*p));
       } else if (p->type == mtype::POSITIVE_INTEGER) {
         m.profile = StrCat(p->via.u64);
@@ -560,7 +721,8 @@ absl::Status DecodeBody(MapReader& r, Request& req, const DecodeLimits& limits) 
     }
     case Op::kClose: {
       CloseRequest m;
-      TG_ASSIGN_OR_RETURN(m.session, r.RequiredUint("session"));
+      TG_ASSIGN_OR_RETURN(const object* s, r.Required("session"));
+      TG_ASSIGN_OR_RETURN(m.session, ReadSession(*s, "session"));
       req.body = m;
       return absl::OkStatus();
     }
@@ -572,7 +734,8 @@ bool ReferenceAll(mtype::object_type, std::size_t, void*) { return true; }
 
 absl::StatusOr<msgpack::object_handle> Unpack(std::string_view payload, uint64_t max_elements) {
   const uint64_t n = std::min<uint64_t>(payload.size(), max_elements);
-  const msgpack::unpack_limit limit(n, n, payload.size(), payload.size(), 0, 32);
+  // ext values are unpacked (and then refused by StrictCheck as INVALID_ARGUMENT).
+  const msgpack::unpack_limit limit(n, n, payload.size(), payload.size(), payload.size(), 32);
   size_t offset = 0;
   try {
     msgpack::object_handle oh =
@@ -748,8 +911,7 @@ void PackSpec(Packer& p, const EnvSpec& spec) {
   p.Ndarray("float64", {spec.tier_bandwidth_gbps.size()}, spec.tier_bandwidth_gbps.data(),
             spec.tier_bandwidth_gbps.size() * sizeof(double));
   p.Str("region_bounds");
-  p.Ndarray("uint64",
-            {spec.profiles.size(), static_cast<uint64_t>(spec.num_regions), uint64_t{2}},
+  p.Ndarray("uint64", {spec.profiles.size(), static_cast<uint64_t>(spec.num_regions), uint64_t{2}},
             spec.region_bounds.data(), spec.region_bounds.size() * sizeof(uint64_t));
 }
 
@@ -889,9 +1051,15 @@ struct ReplyPacker {
     p.Array(r.envs.size());
     for (const std::string& e : r.envs) p.Str(e);
     p.Str("limits");
-    p.Map(5);
+    p.Map(8);
     p.Str("max_sessions");
     p.Uint(r.limits.max_sessions);
+    p.Str("max_sessions_per_connection");
+    p.Uint(r.limits.max_sessions_per_connection);
+    p.Str("max_pending_per_connection");
+    p.Uint(r.limits.max_pending_per_connection);
+    p.Str("max_asset_bytes");
+    p.Uint(r.limits.max_asset_bytes);
     p.Str("max_message_bytes");
     p.Uint(r.limits.max_message_bytes);
     p.Str("max_batch");
@@ -927,7 +1095,7 @@ struct ReplyPacker {
   void operator()(const MakeReply& r) {
     Head(3);
     p.Str("session");
-    p.Uint(r.session);
+    p.Str(r.session);
     p.Str("spec");
     PackSpec(p, r.spec);
     p.Str("config");
@@ -1006,7 +1174,7 @@ struct ReplyPacker {
   }
   void operator()(const CloseReply&) { Head(0); }
   void operator()(const StatsReply& r) {
-    Head(12);
+    Head(13);
     const std::pair<std::string_view, uint64_t> counters[] = {
         {"sessions", r.sessions},
         {"sessions_made", r.sessions_made},
@@ -1016,6 +1184,7 @@ struct ReplyPacker {
         {"asset_bytes", r.asset_bytes},
         {"requests", r.requests},
         {"errors", r.errors},
+        {"replies_dropped", r.replies_dropped},
         {"threads", r.threads},
         {"rss_bytes", r.rss_bytes},
     };
@@ -1269,6 +1438,11 @@ absl::StatusOr<ReplyBody> DecodeOk(const object& o, Op op) {
       TG_ASSIGN_OR_RETURN(r.envs, NeedStrings(o, "envs", ""));
       TG_ASSIGN_OR_RETURN(const object* l, Need(o, "limits", ""));
       TG_ASSIGN_OR_RETURN(r.limits.max_sessions, NeedUint(*l, "max_sessions", "limits"));
+      TG_ASSIGN_OR_RETURN(r.limits.max_sessions_per_connection,
+                          NeedUint(*l, "max_sessions_per_connection", "limits"));
+      TG_ASSIGN_OR_RETURN(r.limits.max_pending_per_connection,
+                          NeedUint(*l, "max_pending_per_connection", "limits"));
+      TG_ASSIGN_OR_RETURN(r.limits.max_asset_bytes, NeedUint(*l, "max_asset_bytes", "limits"));
       TG_ASSIGN_OR_RETURN(r.limits.max_message_bytes, NeedUint(*l, "max_message_bytes", "limits"));
       TG_ASSIGN_OR_RETURN(r.limits.max_batch, NeedUint(*l, "max_batch", "limits"));
       TG_ASSIGN_OR_RETURN(r.limits.idle_timeout_s, NeedDouble(*l, "idle_timeout_s", "limits"));
@@ -1303,7 +1477,7 @@ absl::StatusOr<ReplyBody> DecodeOk(const object& o, Op op) {
     }
     case Op::kMake: {
       MakeReply r;
-      TG_ASSIGN_OR_RETURN(r.session, NeedUint(o, "session", ""));
+      TG_ASSIGN_OR_RETURN(r.session, NeedString(o, "session", ""));
       TG_ASSIGN_OR_RETURN(const object* spec, Need(o, "spec", ""));
       TG_ASSIGN_OR_RETURN(r.spec, DecodeSpec(*spec));
       TG_ASSIGN_OR_RETURN(const object* config, Need(o, "config", ""));
@@ -1373,6 +1547,7 @@ absl::StatusOr<ReplyBody> DecodeOk(const object& o, Op op) {
           {"asset_bytes", &StatsReply::asset_bytes},
           {"requests", &StatsReply::requests},
           {"errors", &StatsReply::errors},
+          {"replies_dropped", &StatsReply::replies_dropped},
           {"threads", &StatsReply::threads},
           {"rss_bytes", &StatsReply::rss_bytes},
       };
@@ -1394,6 +1569,26 @@ absl::StatusOr<ReplyBody> DecodeOk(const object& o, Op op) {
 }
 
 }  // namespace
+
+std::string Printable(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (out.size() >= 64) {
+      out += "...";
+      break;
+    }
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
 
 std::string_view OpName(Op op) { return kOpNames[static_cast<int>(op)]; }
 
@@ -1453,6 +1648,11 @@ DecodedRequest DecodeRequest(std::string_view payload, const DecodeLimits& limit
       if (!v.ok()) return fail(v.status());
       out.request.id = *v;
     }
+    if (absl::Status s = StrictCheck(root, ""); !s.ok()) {
+      // A repeated id is not trusted for the reply.
+      if (s.message().substr(0, 4) == "id: ") out.request.id.reset();
+      return fail(s);
+    }
     absl::StatusOr<uint64_t> version = r.RequiredUint("v");
     if (!version.ok()) return fail(version.status());
     out.request.version = *version;
@@ -1463,7 +1663,7 @@ DecodedRequest DecodeRequest(std::string_view payload, const DecodeLimits& limit
       std::string names;
       for (std::string_view n : kOpNames) StrAppend(&names, names.empty() ? "" : ", ", n);
       return fail(FieldError(absl::StatusCode::kUnimplemented, "op",
-                             StrCat("unknown op \"", *op, "\" (known: ", names, ")")));
+                             StrCat("unknown op \"", Printable(*op), "\" (known: ", names, ")")));
     }
     out.request.op = *parsed;
     if (absl::Status s = DecodeBody(r, out.request, limits); !s.ok()) return fail(s);
@@ -1507,7 +1707,7 @@ std::string EncodeRequest(const Request& request) {
         } else if constexpr (std::is_same_v<T, ResetRequest>) {
           head(1 + (body.seed ? 1 : 0) + (body.options.profile ? 1 : 0));
           p.Str("session");
-          p.Uint(body.session);
+          p.Str(body.session);
           if (body.seed) {
             p.Str("seed");
             p.Uint(*body.seed);
@@ -1519,7 +1719,7 @@ std::string EncodeRequest(const Request& request) {
         } else if constexpr (std::is_same_v<T, StepRequest>) {
           head(2);
           p.Str("session");
-          p.Uint(body.session);
+          p.Str(body.session);
           p.Str("action");
           action(body.action);
         } else if constexpr (std::is_same_v<T, StepBatchRequest>) {
@@ -1528,7 +1728,7 @@ std::string EncodeRequest(const Request& request) {
                (body.options.empty() ? 0 : 1));
           p.Str("sessions");
           p.Array(n);
-          for (uint64_t s : body.sessions) p.Uint(s);
+          for (const SessionId& s : body.sessions) p.Str(s);
           p.Str("actions");
           const size_t width = body.actions.empty() ? 0 : body.actions[0].values.size();
           bool rectangular = body.actions.size() == n;
@@ -1561,10 +1761,10 @@ std::string EncodeRequest(const Request& request) {
           p.Str("autoreset");
           p.Str(body.autoreset == Autoreset::kSameStep ? "same_step" : "none");
         } else if constexpr (std::is_same_v<T, EstimateRequest>) {
-          head(2 + (body.session != 0 ? 1 : 0) + (body.config ? 1 : 0));
-          if (body.session != 0) {
+          head(2 + (!body.session.empty() ? 1 : 0) + (body.config ? 1 : 0));
+          if (!body.session.empty()) {
             p.Str("session");
-            p.Uint(body.session);
+            p.Str(body.session);
           }
           if (body.config) {
             p.Str("config");
@@ -1577,7 +1777,7 @@ std::string EncodeRequest(const Request& request) {
         } else if constexpr (std::is_same_v<T, CloseRequest>) {
           head(1);
           p.Str("session");
-          p.Uint(body.session);
+          p.Str(body.session);
         }
       },
       request.body);

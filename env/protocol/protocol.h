@@ -26,7 +26,10 @@
 
 namespace tiergym::env::protocol {
 
-inline constexpr uint64_t kVersion = 1;
+inline constexpr uint64_t kVersion = 2;
+// A session handle: 32 lowercase hex digits (128 random bits), opaque to clients.
+using SessionId = std::string;
+inline constexpr size_t kMaxSessionIdBytes = 64;
 inline constexpr char kEnvId[] = "tiergym/TierPlacement-v0";
 // The field named by errors about the message as a whole.
 inline constexpr char kPayloadField[] = "(payload)";
@@ -50,6 +53,10 @@ struct Error {
 Error MakeError(absl::StatusCode code, std::string field, std::string_view detail);
 // The status of `status` on `field` (status must not be OK).
 Error ErrorFromStatus(const absl::Status& status, std::string field);
+// Bytes a client sent, fit to quote in a reply: printable ASCII kept, other bytes (and
+// backslashes) as \xNN, at most 64 bytes of it (then "..."). Replies never carry a
+// client's bytes otherwise.
+std::string Printable(std::string_view text);
 // Back to a status for client code: code and message.
 absl::Status ToStatus(const Error& error);
 // "INVALID_ARGUMENT" <-> absl::StatusCode::kInvalidArgument. Unknown names give kUnknown.
@@ -64,18 +71,18 @@ struct MakeRequest {
 };
 
 struct ResetRequest {
-  uint64_t session = 0;
+  SessionId session;
   std::optional<uint64_t> seed;
   ResetOptions options;  // profile by name or by index ("0", "1", ...)
 };
 
 struct StepRequest {
-  uint64_t session = 0;
+  SessionId session;
   Action action;
 };
 
 struct StepBatchRequest {
-  std::vector<uint64_t> sessions;
+  std::vector<SessionId> sessions;
   std::vector<Action> actions;                 // one per session
   std::vector<uint8_t> reset;                  // empty or one per session
   std::vector<std::optional<uint64_t>> seeds;  // empty or one per session
@@ -84,14 +91,14 @@ struct StepBatchRequest {
 };
 
 struct EstimateRequest {
-  uint64_t session = 0;             // 0: use `config`
+  SessionId session;                // empty: use `config`
   std::optional<ConfigMap> config;  // neither: the server's default configuration
   std::string profile;              // name or index
   std::string placement_json;
 };
 
 struct CloseRequest {
-  uint64_t session = 0;
+  SessionId session;
 };
 
 using RequestBody = std::variant<std::monostate, MakeRequest, ResetRequest, StepRequest,
@@ -129,6 +136,9 @@ std::string EncodeRequest(const Request& request);
 
 struct Limits {
   uint64_t max_sessions = 0;
+  uint64_t max_sessions_per_connection = 0;
+  uint64_t max_pending_per_connection = 0;
+  uint64_t max_asset_bytes = 0;
   uint64_t max_message_bytes = 0;
   uint64_t max_batch = 0;
   double idle_timeout_s = 0;
@@ -153,7 +163,7 @@ struct ListReply {
 };
 
 struct MakeReply {
-  uint64_t session = 0;
+  SessionId session;
   EnvSpec spec;
   ConfigMap config;
 };
@@ -190,6 +200,7 @@ struct StatsReply {
   uint64_t asset_bytes = 0;
   uint64_t requests = 0;
   uint64_t errors = 0;
+  uint64_t replies_dropped = 0;
   uint64_t threads = 0;
   double uptime_s = 0;
   uint64_t rss_bytes = 0;

@@ -8,11 +8,11 @@
 #include <set>
 #include <system_error>
 
+#include "traces/base/status_macros.h"
+#include "traces/base/strings.h"
 #include "traces/machine.h"
 #include "traces/synth/app_model.h"
 #include "traces/synth/generator.h"
-#include "traces/base/status_macros.h"
-#include "traces/base/strings.h"
 
 namespace tiergym::env {
 namespace fs = std::filesystem;

@@ -53,6 +53,9 @@ class EnvProvider {
     uint64_t asset_bytes = 0;  // memory they hold
   };
   virtual Stats GetStats() const = 0;
+
+  // Frees what no environment uses any more (called periodically). Default: nothing.
+  virtual void Trim() {}
 };
 
 }  // namespace tiergym::env

@@ -1,9 +1,16 @@
 #include "env/server/environment_provider.h"
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <new>
 #include <utility>
 
+#include "absl/strings/str_format.h"
+#include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
+#include "traces/machine.h"
+#include "traces/profile.h"
 
 namespace tiergym::env {
 namespace {
@@ -11,7 +18,10 @@ namespace {
 // An Environment as a SessionEnv; keeps its assets alive.
 class EnvironmentSession : public SessionEnv {
  public:
-  explicit EnvironmentSession(std::unique_ptr<Environment> env) : env_(std::move(env)) {}
+  EnvironmentSession(std::unique_ptr<Environment> env,
+                     std::shared_ptr<std::atomic<uint64_t>> charged_to, uint64_t bytes)
+      : env_(std::move(env)), charged_to_(std::move(charged_to)), bytes_(bytes) {}
+  ~EnvironmentSession() override { charged_to_->fetch_sub(bytes_); }
   const EnvSpec& spec() const override { return env_->spec(); }
   absl::StatusOr<StepResult> Reset(std::optional<uint64_t> seed,
                                    const ResetOptions& options) override {
@@ -25,7 +35,13 @@ class EnvironmentSession : public SessionEnv {
 
  private:
   std::unique_ptr<Environment> env_;
+  std::shared_ptr<std::atomic<uint64_t>> charged_to_;
+  uint64_t bytes_;
 };
+
+std::string MiB(uint64_t bytes) {
+  return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+}
 
 bool Ready(const std::shared_future<absl::StatusOr<std::shared_ptr<const EnvAssets>>>& f) {
   return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
@@ -34,7 +50,13 @@ bool Ready(const std::shared_future<absl::StatusOr<std::shared_ptr<const EnvAsse
 }  // namespace
 
 EnvironmentProvider::EnvironmentProvider(EnvironmentProviderOptions options)
-    : options_(std::move(options)), keys_(EnvConfigKeys()) {
+    : options_(std::move(options)),
+      keys_(EnvConfigKeys()),
+      roots_(DataRoots::Create(
+          DataRootsOptions{options_.data_dirs, options_.named_profiles,
+                           options_.default_config.count("machine")
+                               ? std::vector<std::string>{options_.default_config.at("machine")}
+                               : std::vector<std::string>{}})) {
   for (ConfigKey& k : keys_) {
     auto it = options_.default_config.find(k.name);
     if (it != options_.default_config.end()) k.default_value = it->second;
@@ -51,9 +73,18 @@ std::string EnvironmentProvider::Description() const {
 
 const std::vector<ConfigKey>& EnvironmentProvider::ConfigKeys() const { return keys_; }
 
-std::map<std::string, std::string> EnvironmentProvider::Resolve(
+absl::StatusOr<std::map<std::string, std::string>> EnvironmentProvider::Resolve(
     const std::map<std::string, std::string>& config) const {
+  if (!roots_.ok()) return roots_.status();
   std::map<std::string, std::string> out = config;
+  // The client's names, resolved to the operator's files (or refused).
+  if (auto it = out.find("machine"); it != out.end()) {
+    TG_ASSIGN_OR_RETURN(it->second, roots_->Machine(it->second, "machine"));
+  }
+  if (auto it = out.find("interference"); it != out.end() && !it->second.empty()) {
+    TG_ASSIGN_OR_RETURN(it->second, roots_->Schedule(it->second, "interference"));
+  }
+  // The server's defaults: the operator's word, taken as they are.
   for (const auto& [key, value] : options_.default_config) out.emplace(key, value);
   auto it = out.find("profiles");
   if (it == out.end() || it->second.empty()) {
@@ -70,23 +101,112 @@ std::map<std::string, std::string> EnvironmentProvider::Resolve(
     size_t comma = value.find(',', start);
     if (comma == std::string::npos) comma = value.size();
     const std::string item = value.substr(start, comma - start);
-    auto named = options_.named_profiles.find(item);
-    StrAppend(&dirs, dirs.empty() ? "" : ",",
-              named != options_.named_profiles.end() ? named->second : item);
+    if (!item.empty()) {
+      TG_ASSIGN_OR_RETURN(std::string dir, roots_->ProfileDir(item, "profiles"));
+      StrAppend(&dirs, dirs.empty() ? "" : ",", dir);
+    }
     start = comma + 1;
   }
   it->second = dirs;
   return out;
 }
 
-absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvironmentProvider::Assets(
-    const std::map<std::string, std::string>& config) {
+absl::StatusOr<EnvironmentProvider::Cost> EnvironmentProvider::EstimateCost(
+    const std::map<std::string, std::string>& resolved) const {
+  TG_ASSIGN_OR_RETURN(EnvConfig c, ParseEnvConfig(resolved));
+  absl::StatusOr<Machine> machine = LoadMachine(c.machine);
+  const uint64_t tiers = machine.ok() ? machine->tiers.size() : 8;
+  const uint64_t k = static_cast<uint64_t>(std::max(1, c.num_regions));
+  // Decision intervals: as asked, or one per phase (then a generous guess).
+  uint64_t steps = static_cast<uint64_t>(c.steps);
+  Cost cost;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const std::string& dir : c.profiles) {
+    uint64_t index_bytes = 0;
+    bool held = false;
+    for (const auto& [key, f] : cache_) {
+      if (!Ready(f) || !f.get().ok()) continue;
+      const EnvAssets& a = **f.get();
+      const auto& ps = a.config().profiles;
+      if (a.config().window_instructions == c.window_instructions &&
+          std::find(ps.begin(), ps.end(), dir) != ps.end()) {
+        held = true;  // its index is shared, already counted
+      }
+    }
+    if (!held) {
+      absl::StatusOr<std::vector<std::string>> files = ListTraceFiles(dir);
+      if (files.ok()) {
+        for (const std::string& f : *files) {
+          std::error_code ec;
+          const uint64_t size = std::filesystem::file_size(f, ec);
+          if (!ec) index_bytes += size * kTraceBytesFactor;
+        }
+      }
+    }
+    const uint64_t n = steps > 0 ? steps : 10000;
+    const bool linear = c.model == Model::kPaper && n * k * tiers <= (uint64_t{1} << 22);
+    // Per interval and region: the access share (float) and, on the linear path, a cost
+    // per tier (double); per interval: bounds, default time, constant, interference levels;
+    // per region: the region, its bytes, size share, bounds.
+    cost.asset_bytes +=
+        index_bytes + n * k * (4 + (linear ? tiers * 8 : 0)) + n * (32 + tiers * 4) + k * (64 + 16);
+  }
+  // A session: per region its tier, history, observation features and mask row.
+  cost.session_bytes = 4096 + k * (4 + 4 + 16 + tiers + 8);
+  return cost;
+}
+
+std::string EnvironmentProvider::CacheKey(const std::map<std::string, std::string>& resolved) {
   // Every key with its value in force, so that spelling a default out loads nothing new.
   std::string key;
   for (const ConfigKey& k : EnvConfigKeys()) {
-    auto it = config.find(k.name);
-    StrAppend(&key, k.name, "=", it == config.end() ? k.default_value : it->second, "\n");
+    auto it = resolved.find(k.name);
+    StrAppend(&key, k.name, "=", it == resolved.end() ? k.default_value : it->second, "\n");
   }
+  return key;
+}
+
+void EnvironmentProvider::Trim() {
+  absl::StatusOr<std::map<std::string, std::string>> defaults = Resolve({});
+  const std::string pinned = defaults.ok() ? CacheKey(*defaults) : "";
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<std::shared_future<AssetsOr>> doomed;  // freed outside the lock
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = unused_since_.begin(); it != unused_since_.end();) {
+    it = cache_.count(it->first) ? std::next(it) : unused_since_.erase(it);
+  }
+  for (auto it = cache_.begin(); it != cache_.end();) {
+    const bool unused =
+        Ready(it->second) && (!it->second.get().ok() || it->second.get()->use_count() == 1);
+    if (!unused || it->first == pinned) {
+      unused_since_.erase(it->first);
+      ++it;
+      continue;
+    }
+    auto [since, fresh] = unused_since_.emplace(it->first, now);
+    if (std::chrono::duration<double>(now - since->second).count() >=
+        options_.unused_asset_timeout_s) {
+      unused_since_.erase(since);
+      doomed.push_back(std::move(it->second));
+      it = cache_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+uint64_t EnvironmentProvider::HeldBytesLocked() const {
+  uint64_t held = 0;
+  for (const auto& [key, f] : cache_) {
+    if (!Ready(f) || !f.get().ok()) continue;
+    held += (*f.get())->MemoryBytes() - (*f.get())->IndexBytes();
+  }
+  return held + profiles_.MemoryBytes() + loading_bytes_ + session_bytes_->load();
+}
+
+absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvironmentProvider::Assets(
+    const std::map<std::string, std::string>& config, const Cost& cost) {
+  const std::string key = CacheKey(config);
   std::promise<AssetsOr> promise;
   std::shared_future<AssetsOr> future;
   bool load = false;
@@ -96,45 +216,96 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvironmentProvider::Assets(
     if (it != cache_.end()) {
       future = it->second;  // loaded, or being loaded by another request
     } else {
+      if (!EvictUnusedLocked(cost.asset_bytes + cost.session_bytes)) {
+        const uint64_t held = HeldBytesLocked();
+        return absl::ResourceExhaustedError(StrCat(
+            "this configuration needs about ", MiB(cost.asset_bytes), " of assets (and ",
+            MiB(cost.session_bytes), " per session) before it is built; ", "with ", MiB(held),
+            " held by configurations and sessions in use, that is over the server's memory "
+            "budget of ",
+            MiB(options_.max_asset_bytes),
+            " (--max-asset-mib); use fewer regions or decision intervals, or close sessions"));
+      }
       future = promise.get_future().share();
       cache_.emplace(key, future);
+      loading_bytes_ += cost.asset_bytes;
       load = true;
       EvictUnusedLocked();
     }
   }
   if (load) {
     AssetsOr result = [&]() -> AssetsOr {
-      absl::StatusOr<EnvConfig> parsed = ParseEnvConfig(config);
-      if (!parsed.ok()) return parsed.status();
-      return EnvAssets::Load(*parsed, &profiles_);
+      try {
+        absl::StatusOr<EnvConfig> parsed = ParseEnvConfig(config);
+        if (!parsed.ok()) return parsed.status();
+        return EnvAssets::Load(*parsed, &profiles_);
+      } catch (const std::bad_alloc&) {
+        return absl::ResourceExhaustedError(
+            "the server ran out of memory loading this configuration");
+      } catch (const std::exception& e) {
+        return absl::InternalError(StrCat("loading this configuration: ", e.what()));
+      }
     }();
-    if (!result.ok()) {  // not cached: the next request tries again
+    {
       std::lock_guard<std::mutex> lock(mu_);
-      cache_.erase(key);
+      loading_bytes_ -= cost.asset_bytes;
+      if (!result.ok()) cache_.erase(key);  // not cached: the next request tries again
     }
+    // Always set: a waiting request never sees a broken promise.
     promise.set_value(std::move(result));
   }
   return future.get();
 }
 
-void EnvironmentProvider::EvictUnusedLocked() {
-  if (cache_.size() <= options_.max_asset_sets) return;
-  for (auto it = cache_.begin(); it != cache_.end() && cache_.size() > options_.max_asset_sets;) {
+bool EnvironmentProvider::EvictUnusedLocked(uint64_t need) {
+  auto over = [&] {
+    return cache_.size() > options_.max_asset_sets ||
+           (need > 0 && options_.max_asset_bytes > 0 &&
+            HeldBytesLocked() + need > options_.max_asset_bytes);
+  };
+  for (auto it = cache_.begin(); it != cache_.end() && over();) {
     if (Ready(it->second) && (!it->second.get().ok() || it->second.get()->use_count() == 1)) {
       it = cache_.erase(it);
     } else {
       ++it;
     }
   }
+  return need == 0 || options_.max_asset_bytes == 0 ||
+         HeldBytesLocked() + need <= options_.max_asset_bytes;
 }
 
 absl::StatusOr<std::unique_ptr<SessionEnv>> EnvironmentProvider::Make(
     const std::map<std::string, std::string>& config) {
-  absl::StatusOr<std::shared_ptr<const EnvAssets>> assets = Assets(Resolve(config));
-  if (!assets.ok()) return assets.status();
+  absl::StatusOr<std::map<std::string, std::string>> resolved = Resolve(config);
+  if (!resolved.ok()) return resolved.status();
+  absl::StatusOr<Cost> cost = EstimateCost(*resolved);
+  if (!cost.ok()) return cost.status();
+  absl::StatusOr<std::shared_ptr<const EnvAssets>> assets = Assets(*resolved, *cost);
+  if (!assets.ok()) {
+    // Files by the names clients know them by, not by their server paths.
+    return absl::Status(assets.status().code(),
+                        roots_->Redact(std::string(assets.status().message())));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (options_.max_asset_bytes > 0 &&
+        HeldBytesLocked() + cost->session_bytes > options_.max_asset_bytes) {
+      return absl::ResourceExhaustedError(
+          StrCat("a session of this configuration needs about ", MiB(cost->session_bytes),
+                 "; with ", MiB(HeldBytesLocked()),
+                 " held by configurations and sessions in use, that is over the server's "
+                 "memory budget of ",
+                 MiB(options_.max_asset_bytes), " (--max-asset-mib); close sessions"));
+    }
+    session_bytes_->fetch_add(cost->session_bytes);
+  }
   absl::StatusOr<std::unique_ptr<Environment>> env = Environment::Create(*std::move(assets));
-  if (!env.ok()) return env.status();
-  return std::unique_ptr<SessionEnv>(new EnvironmentSession(*std::move(env)));
+  if (!env.ok()) {
+    session_bytes_->fetch_sub(cost->session_bytes);
+    return env.status();
+  }
+  return std::unique_ptr<SessionEnv>(
+      new EnvironmentSession(*std::move(env), session_bytes_, cost->session_bytes));
 }
 
 EnvProvider::Stats EnvironmentProvider::GetStats() const {

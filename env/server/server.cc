@@ -1,11 +1,13 @@
 #include "env/server/server.h"
 
+#include <malloc.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -20,10 +22,14 @@
 namespace tiergym::env {
 
 struct Server::Job {
-  std::vector<zmq::message_t> envelope;  // identity (and a REQ socket's empty delimiter)
+  std::vector<std::string> envelope;  // identity (and a REQ socket's empty delimiter)
   zmq::message_t payload;
   std::string client;  // the identity, as a map key
   std::string reply;   // set by the worker
+  bool slow = false;   // make or estimate: on the load workers
+  std::string_view bytes() const {
+    return std::string_view(static_cast<const char*>(payload.data()), payload.size());
+  }
 };
 
 namespace {
@@ -71,20 +77,35 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
                                                        ServiceOptions service_options,
                                                        std::shared_ptr<EnvProvider> provider) {
   if (options.threads < 1) return absl::InvalidArgumentError("threads: must be at least 1");
+  if (options.load_threads < 1) {
+    return absl::InvalidArgumentError("load_threads: must be at least 1");
+  }
   if (const std::string path = IpcPath(options.endpoint); !path.empty() && SomeoneListens(path)) {
     return absl::FailedPreconditionError(
         StrCat(options.endpoint, ": address in use (another tiergym serve?); choose another path"));
   }
   const int event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (event_fd < 0) return absl::InternalError(StrCat("eventfd: ", std::strerror(errno)));
+  service_options.max_pending_per_connection = options.max_pending_per_client;
   try {
     auto context = std::make_unique<zmq::context_t>(1);
     auto socket = std::make_unique<zmq::socket_t>(*context, zmq::socket_type::router);
     socket->set(zmq::sockopt::linger, 1000);
-    // ZeroMQ drops a connection sending more than this; the service replies
+    // ZeroMQ drops a connection sending a frame larger than this; the service replies
     // RESOURCE_EXHAUSTED to messages between its own limit and this one.
-    const uint64_t cap = service_options.max_message_bytes * 4 + (1u << 20);
+    const uint64_t cap = service_options.max_message_bytes + (1u << 20);
     socket->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(cap));
+    socket->set(zmq::sockopt::sndhwm, options.send_hwm);
+    socket->set(zmq::sockopt::rcvhwm, options.receive_hwm);
+    // A reply to a connection that is gone fails (EHOSTUNREACH) and one that would pass the
+    // high-water mark waits (EAGAIN) instead of vanishing silently.
+    socket->set(zmq::sockopt::router_mandatory, 1);
+    if (options.heartbeat_s > 0) {
+      const int ivl_ms = static_cast<int>(options.heartbeat_s * 1000);
+      socket->set(zmq::sockopt::heartbeat_ivl, ivl_ms);
+      socket->set(zmq::sockopt::heartbeat_timeout, 3 * ivl_ms);
+      socket->set(zmq::sockopt::heartbeat_ttl, 3 * ivl_ms);
+    }
     try {
       socket->bind(options.endpoint);
     } catch (const zmq::error_t& e) {
@@ -92,8 +113,19 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
       return BindError(e, options.endpoint);
     }
     std::string endpoint = socket->get(zmq::sockopt::last_endpoint);
+    // Disconnections, to close the sessions of connections that went away.
+    const std::string monitor_endpoint =
+        StrCat("inproc://tiergym-monitor-", reinterpret_cast<uintptr_t>(socket.get()));
+    if (zmq_socket_monitor(socket->handle(), monitor_endpoint.c_str(), ZMQ_EVENT_DISCONNECTED) !=
+        0) {
+      close(event_fd);
+      return absl::InternalError(StrCat("zmq_socket_monitor: ", zmq_strerror(zmq_errno())));
+    }
+    auto monitor = std::make_unique<zmq::socket_t>(*context, zmq::socket_type::pair);
+    monitor->set(zmq::sockopt::linger, 0);
+    monitor->connect(monitor_endpoint);
     return std::unique_ptr<Server>(new Server(options, std::move(context), std::move(socket),
-                                              std::move(endpoint), event_fd,
+                                              std::move(monitor), std::move(endpoint), event_fd,
                                               std::move(service_options), std::move(provider)));
   } catch (const zmq::error_t& e) {
     close(event_fd);
@@ -102,21 +134,27 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
 }
 
 Server::Server(const ServerOptions& options, std::unique_ptr<zmq::context_t> context,
-               std::unique_ptr<zmq::socket_t> socket, std::string endpoint, int event_fd,
-               ServiceOptions service_options, std::shared_ptr<EnvProvider> provider)
+               std::unique_ptr<zmq::socket_t> socket, std::unique_ptr<zmq::socket_t> monitor,
+               std::string endpoint, int event_fd, ServiceOptions service_options,
+               std::shared_ptr<EnvProvider> provider)
     : options_(options),
       context_(std::move(context)),
       socket_(std::move(socket)),
+      monitor_(std::move(monitor)),
       endpoint_(std::move(endpoint)),
       event_fd_(event_fd) {
+  load_pool_ = std::make_unique<ThreadPool>(options.load_threads);
   pool_ = std::make_unique<ThreadPool>(options.threads);
   service_ =
       std::make_unique<Service>(std::move(service_options), std::move(provider), pool_.get());
 }
 
 Server::~Server() {
-  pool_.reset();  // workers done before the socket and the queue go
+  load_pool_.reset();  // workers done before the socket and the queue go
+  pool_.reset();
   try {
+    zmq_socket_monitor(socket_->handle(), nullptr, 0);
+    monitor_->close();
     socket_->close();
     context_->close();
   } catch (const zmq::error_t&) {
@@ -136,30 +174,138 @@ bool Server::ParentGone() const {
   return options_.parent_pid > 0 && kill(options_.parent_pid, 0) != 0 && errno == ESRCH;
 }
 
-void Server::SendReply(Job& job, std::string reply) {
+Server::Sent Server::TrySend(const Outgoing& out) {
   try {
-    for (zmq::message_t& frame : job.envelope) {
-      socket_->send(frame, zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    for (size_t i = 0; i < out.envelope.size(); ++i) {
+      const std::string& f = out.envelope[i];
+      // With ZMQ_ROUTER_MANDATORY the first frame decides: EAGAIN or EHOSTUNREACH come
+      // before anything is queued.
+      if (!socket_->send(zmq::buffer(f.data(), f.size()),
+                         zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+        return Sent::kWouldBlock;
+      }
     }
-    // ZeroMQ takes the reply's bytes over instead of copying them (a step_batch reply is
-    // tens of KB); it frees them, from its own thread, once they are sent.
-    auto* owned = new std::string(std::move(reply));
+    // ZeroMQ shares the reply's bytes instead of copying them (a step_batch reply is tens
+    // of KB); it drops its reference, from its own thread, once they are sent.
+    auto* ref = new std::shared_ptr<std::string>(out.reply);
     zmq::message_t message(
-        owned->data(), owned->size(),
-        [](void*, void* hint) { delete static_cast<std::string*>(hint); }, owned);
-    socket_->send(message, zmq::send_flags::dontwait);
+        out.reply->data(), out.reply->size(),
+        [](void*, void* hint) { delete static_cast<std::shared_ptr<std::string>*>(hint); }, ref);
+    if (!socket_->send(message, zmq::send_flags::dontwait)) return Sent::kWouldBlock;
+    return Sent::kSent;
   } catch (const zmq::error_t& e) {
-    // EHOSTUNREACH and the like: the client left; nothing to tell anyone.
     if (e.num() == ETERM) stop_.store(true);
+    return e.num() == EAGAIN ? Sent::kWouldBlock : Sent::kGone;
+  }
+}
+
+void Server::SendReply(Job& job, std::string reply) {
+  Outgoing out{job.envelope, std::make_shared<std::string>(std::move(reply))};
+  auto it = clients_.find(job.client);
+  if (it != clients_.end() && it->second.gone) return;  // nobody to tell
+  if (it == clients_.end() || it->second.outbox.empty()) {
+    switch (TrySend(out)) {
+      case Sent::kSent:
+        return;
+      case Sent::kGone:
+        PeerGone(job.client);
+        return;
+      case Sent::kWouldBlock:
+        break;
+    }
+  }
+  Client& client = clients_[job.client];
+  if (client.outbox_bytes + out.reply->size() > options_.max_queued_reply_bytes ||
+      outbox_bytes_ + out.reply->size() > options_.max_queued_reply_bytes_total) {
+    service_->CountDroppedReply();  // PROTOCOL.md: the one case without a reply
+    if (!client.busy && client.queued.empty() && client.outbox.empty()) {
+      clients_.erase(job.client);
+    }
+    return;
+  }
+  if (client.outbox.empty()) ++outbox_clients_;
+  client.outbox_bytes += out.reply->size();
+  outbox_bytes_ += out.reply->size();
+  client.outbox.push_back(std::move(out));
+}
+
+void Server::FlushOutboxes() {
+  if (outbox_clients_ == 0) return;
+  std::vector<std::string> drained, gone;
+  for (auto& [name, client] : clients_) {
+    while (!client.outbox.empty()) {
+      const Sent sent = TrySend(client.outbox.front());
+      if (sent == Sent::kWouldBlock) break;
+      if (sent == Sent::kGone) {
+        gone.push_back(name);
+        break;
+      }
+      client.outbox_bytes -= client.outbox.front().reply->size();
+      outbox_bytes_ -= client.outbox.front().reply->size();
+      client.outbox.pop_front();
+      if (client.outbox.empty()) {
+        --outbox_clients_;
+        drained.push_back(name);
+      }
+    }
+  }
+  for (const std::string& name : gone) PeerGone(name);
+  for (const std::string& name : drained) Next(name);
+}
+
+void Server::PeerGone(const std::string& name) {
+  service_->CloseSessionsOf(name);
+  trim_memory_ = true;
+  if (auto f = fd_of_.find(name); f != fd_of_.end()) {
+    auto& peers = peers_of_fd_[f->second];
+    peers.erase(std::remove(peers.begin(), peers.end(), name), peers.end());
+    if (peers.empty()) peers_of_fd_.erase(f->second);
+    fd_of_.erase(f);
+  }
+  auto it = clients_.find(name);
+  if (it == clients_.end()) return;
+  if (!it->second.outbox.empty()) --outbox_clients_;
+  outbox_bytes_ -= it->second.outbox_bytes;
+  queued_bytes_ -= it->second.queued_bytes;
+  if (it->second.busy) {
+    // A worker has its request: the client entry stays until the reply comes back.
+    it->second.gone = true;
+    it->second.queued.clear();
+    it->second.queued_bytes = 0;
+    it->second.outbox.clear();
+    it->second.outbox_bytes = 0;
+  } else {
+    clients_.erase(it);
+  }
+}
+
+void Server::DrainMonitor() {
+  for (int i = 0; i < 4096; ++i) {
+    zmq::message_t event;
+    if (!monitor_->recv(event, zmq::recv_flags::dontwait)) return;
+    zmq::message_t address;
+    if (event.more()) (void)monitor_->recv(address, zmq::recv_flags::dontwait);
+    if (event.size() < 6) continue;
+    uint16_t what;
+    uint32_t fd;
+    std::memcpy(&what, event.data(), sizeof what);
+    std::memcpy(&fd, static_cast<const char*>(event.data()) + 2, sizeof fd);
+    if (what != ZMQ_EVENT_DISCONNECTED) continue;
+    auto it = peers_of_fd_.find(static_cast<int>(fd));
+    if (it == peers_of_fd_.end()) continue;
+    const std::vector<std::string> peers = it->second;
+    for (const std::string& peer : peers) PeerGone(peer);
+    peers_of_fd_.erase(static_cast<int>(fd));
   }
 }
 
 void Server::Dispatch(std::shared_ptr<Job> job) {
   clients_[job->client].busy = true;
-  ++in_flight_;
-  pool_->Submit([this, job = std::move(job)] {
-    job->reply = service_->Handle(
-        std::string_view(static_cast<const char*>(job->payload.data()), job->payload.size()));
+  in_flight_.fetch_add(1);
+  if (!job->slow) ++in_flight_fast_;
+  ThreadPool& pool = job->slow ? *load_pool_ : *pool_;
+  pool.Submit([this, job = std::move(job)] {
+    job->reply = service_->Handle(job->bytes(), job->client);
     {
       std::lock_guard<std::mutex> lock(finished_mu_);
       finished_.push_back(job);
@@ -170,52 +316,107 @@ void Server::Dispatch(std::shared_ptr<Job> job) {
 }
 
 bool Server::Quick(const Job& job) const {
-  if (!options_.inline_quick_requests || in_flight_ > 0 || job.payload.size() > 4096) return false;
-  const std::optional<protocol::Op> op = protocol::PeekRequestOp(
-      std::string_view(static_cast<const char*>(job.payload.data()), job.payload.size()));
+  if (!options_.inline_quick_requests || in_flight_fast_ > 0 || job.payload.size() > 4096) {
+    return false;
+  }
+  const std::optional<protocol::Op> op = protocol::PeekRequestOp(job.bytes());
   using protocol::Op;
   return op == Op::kStep || op == Op::kReset || op == Op::kClose || op == Op::kHello ||
          op == Op::kList || op == Op::kStats;
 }
 
+void Server::Next(const std::string& name) {
+  auto it = clients_.find(name);
+  if (it == clients_.end()) return;
+  Client& client = it->second;
+  if (client.busy || !client.outbox.empty()) return;
+  if (client.queued.empty() || stop_.load()) {
+    if (client.queued.empty()) clients_.erase(it);
+    return;
+  }
+  std::shared_ptr<Job> next = std::move(client.queued.front());
+  client.queued.pop_front();
+  client.queued_bytes -= next->payload.size();
+  queued_bytes_ -= next->payload.size();
+  Dispatch(std::move(next));
+}
+
+void Server::Accept(std::shared_ptr<Job> job) {
+  Client& client = clients_[job->client];
+  if (!client.busy && client.queued.empty() && client.outbox.empty()) {
+    if (Quick(*job)) {
+      SendReply(*job, service_->Handle(job->bytes(), job->client));
+      Next(job->client);
+      return;
+    }
+    const std::optional<protocol::Op> op = protocol::PeekRequestOp(job->bytes());
+    job->slow = op == protocol::Op::kMake || op == protocol::Op::kEstimate;
+    Dispatch(std::move(job));
+    return;
+  }
+  if (client.queued.size() >= options_.max_pending_per_client ||
+      client.queued_bytes + job->payload.size() > options_.max_queued_request_bytes ||
+      queued_bytes_ + job->payload.size() > options_.max_queued_request_bytes_total) {
+    SendReply(*job,
+              protocol::EncodeReply(protocol::Reply{
+                  protocol::PeekReplyId(job->bytes()),
+                  protocol::MakeError(absl::StatusCode::kResourceExhausted, protocol::kPayloadField,
+                                      StrCat("more than ", options_.max_pending_per_client,
+                                             " requests (or ", options_.max_queued_request_bytes,
+                                             " bytes of them) outstanding on this connection; read "
+                                             "replies before sending more"))}));
+    return;
+  }
+  const std::optional<protocol::Op> op = protocol::PeekRequestOp(job->bytes());
+  job->slow = op == protocol::Op::kMake || op == protocol::Op::kEstimate;
+  client.queued_bytes += job->payload.size();
+  queued_bytes_ += job->payload.size();
+  client.queued.push_back(std::move(job));
+}
+
 void Server::ReceiveAll() {
+  constexpr size_t kMaxFrames = 16;
   // At most a bounded number per wake-up, so that replies keep flowing under load.
   for (int i = 0; i < 1024; ++i) {
     std::vector<zmq::message_t> frames;
+    bool more = false;
     for (;;) {
       zmq::message_t frame;
       if (!socket_->recv(frame, zmq::recv_flags::dontwait)) break;
-      const bool more = frame.more();
-      frames.push_back(std::move(frame));
+      more = frame.more();
+      if (discarding_) {
+        discarding_ = more;
+        continue;
+      }
+      if (frames.size() < kMaxFrames) frames.push_back(std::move(frame));
       if (!more) break;
+      if (frames.size() >= kMaxFrames) discarding_ = true;
     }
     if (frames.empty()) return;
-    if (frames.size() < 2) continue;  // a ROUTER always prepends the identity
+    if (frames.size() < 2 || discarding_ || frames.size() >= kMaxFrames) {
+      continue;  // a ROUTER always prepends the identity; over-long messages are dropped
+    }
+    const int fd = zmq_msg_get(frames.back().handle(), ZMQ_SRCFD);
     auto job = std::make_shared<Job>();
     job->payload = std::move(frames.back());
     frames.pop_back();
     job->client = frames[0].to_string();
-    job->envelope = std::move(frames);
-    Client& client = clients_[job->client];
-    if (!client.busy && client.queued.empty() && Quick(*job)) {
-      SendReply(*job, service_->Handle(std::string_view(
-                          static_cast<const char*>(job->payload.data()), job->payload.size())));
-      clients_.erase(job->client);
-    } else if (!client.busy) {
-      Dispatch(std::move(job));
-    } else if (client.queued.size() >= options_.max_pending_per_client) {
-      const std::optional<uint64_t> id = protocol::PeekReplyId(
-          std::string_view(static_cast<const char*>(job->payload.data()), job->payload.size()));
-      SendReply(
-          *job,
-          protocol::EncodeReply(protocol::Reply{
-              id, protocol::MakeError(absl::StatusCode::kResourceExhausted, protocol::kPayloadField,
-                                      StrCat("more than ", options_.max_pending_per_client,
-                                             " requests outstanding on this "
-                                             "connection; wait for replies"))}));
-    } else {
-      client.queued.push_back(std::move(job));
+    for (zmq::message_t& f : frames) job->envelope.push_back(f.to_string());
+    // Disconnections reported before this message arrived are applied first, so that a
+    // new connection reusing a closed one's descriptor is never taken for it.
+    DrainMonitor();
+    if (fd >= 0) {
+      auto [it, inserted] = fd_of_.emplace(job->client, fd);
+      if (inserted) {
+        peers_of_fd_[fd].push_back(job->client);
+      } else if (it->second != fd) {
+        auto& old = peers_of_fd_[it->second];
+        old.erase(std::remove(old.begin(), old.end(), job->client), old.end());
+        it->second = fd;
+        peers_of_fd_[fd].push_back(job->client);
+      }
     }
+    Accept(std::move(job));
   }
 }
 
@@ -228,19 +429,18 @@ void Server::SendFinished() {
     done.swap(finished_);
   }
   for (std::shared_ptr<Job>& job : done) {
-    --in_flight_;
-    SendReply(*job, std::move(job->reply));
+    in_flight_.fetch_sub(1);
+    if (!job->slow) --in_flight_fast_;
     auto it = clients_.find(job->client);
-    if (it == clients_.end()) continue;
-    Client& client = it->second;
-    client.busy = false;
-    if (!client.queued.empty() && !stop_.load()) {
-      std::shared_ptr<Job> next = std::move(client.queued.front());
-      client.queued.pop_front();
-      Dispatch(std::move(next));
-    } else if (client.queued.empty()) {
+    if (it != clients_.end() && it->second.gone) {
+      // It left while a worker had its request: what that request made goes too.
+      service_->CloseSessionsOf(job->client);
       clients_.erase(it);
+      continue;
     }
+    if (it != clients_.end()) it->second.busy = false;
+    SendReply(*job, std::move(job->reply));
+    Next(job->client);
   }
 }
 
@@ -251,14 +451,19 @@ absl::Status Server::Run() {
       std::chrono::duration<double>(options_.reclaim_interval_s));
   while (!stop_.load()) {
     zmq::pollitem_t items[] = {{socket_->handle(), 0, ZMQ_POLLIN, 0},
-                               {nullptr, event_fd_, ZMQ_POLLIN, 0}};
-    const int rc = zmq_poll(items, 2, 250);
+                               {nullptr, event_fd_, ZMQ_POLLIN, 0},
+                               {monitor_->handle(), 0, ZMQ_POLLIN, 0}};
+    // Outboxes are retried every few milliseconds (a ROUTER cannot be polled for room
+    // towards one peer).
+    const int rc = zmq_poll(items, 3, outbox_clients_ > 0 ? 5 : 250);
     if (rc < 0) {
       if (zmq_errno() == EINTR) continue;
       if (zmq_errno() == ETERM) break;
       return absl::InternalError(StrCat("zmq_poll: ", zmq_strerror(zmq_errno())));
     }
     try {
+      if (items[2].revents & ZMQ_POLLIN) DrainMonitor();
+      FlushOutboxes();
       if (items[1].revents & ZMQ_POLLIN) SendFinished();
       if (!stop_.load() && (items[0].revents & ZMQ_POLLIN)) ReceiveAll();
     } catch (const zmq::error_t& e) {
@@ -269,6 +474,11 @@ absl::Status Server::Run() {
     }
     if (Clock::now() >= next_reclaim) {
       service_->ReclaimIdle();
+      if (trim_memory_) {
+        // Connections and sessions went: hand their memory back to the system.
+        malloc_trim(0);
+        trim_memory_ = false;
+      }
       next_reclaim = Clock::now() + reclaim_every;
       if (ParentGone()) {
         std::cerr << "tiergym serve: parent process " << options_.parent_pid
@@ -284,19 +494,23 @@ absl::Status Server::Run() {
   try {
     for (auto& [name, client] : clients_) {
       for (std::shared_ptr<Job>& job : client.queued) {
-        const std::optional<uint64_t> id = protocol::PeekReplyId(
-            std::string_view(static_cast<const char*>(job->payload.data()), job->payload.size()));
-        SendReply(*job, protocol::EncodeReply(protocol::Reply{
-                            id, protocol::MakeError(absl::StatusCode::kUnavailable,
-                                                    protocol::kPayloadField,
-                                                    "the server is shutting down")}));
+        Outgoing out{
+            job->envelope,
+            std::make_shared<std::string>(protocol::EncodeReply(protocol::Reply{
+                protocol::PeekReplyId(job->bytes()),
+                protocol::MakeError(absl::StatusCode::kUnavailable, protocol::kPayloadField,
+                                    "the server is shutting down")}))};
+        (void)TrySend(out);
       }
       client.queued.clear();
+      queued_bytes_ -= client.queued_bytes;
+      client.queued_bytes = 0;
     }
     while (in_flight_ > 0 && Clock::now() < deadline) {
       zmq::pollitem_t item = {nullptr, event_fd_, ZMQ_POLLIN, 0};
       if (zmq_poll(&item, 1, 100) > 0) SendFinished();
     }
+    FlushOutboxes();
   } catch (const zmq::error_t&) {
   }
   return absl::OkStatus();

@@ -1,20 +1,32 @@
-// The ZeroMQ front of the environment service: one ROUTER socket, a pool of workers.
+// The ZeroMQ front of the environment service: one ROUTER socket, two pools of workers.
 //
 // The thread that calls Run() owns the socket (ZeroMQ sockets are not thread-safe): it
 // receives requests, hands them to the workers (Service::Handle) and sends the replies the
-// workers hand back through a queue signalled by an eventfd. When every worker is idle it
-// answers quick small requests itself (ServerOptions::inline_quick_requests). Requests of one connection
-// are handled one at a time in the order they arrived (a connection may pipeline up to
-// `max_pending_per_client`); different connections are served concurrently. Idle sessions
-// are reclaimed every `reclaim_interval_s`.
+// workers hand back through a queue signalled by an eventfd. `make` and `estimate`, which
+// may load assets, run on their own `load_threads`, so that a load never holds up hello,
+// stats, close or the steps of sessions already made. When every worker is idle the I/O
+// thread answers quick small requests itself (ServerOptions::inline_quick_requests).
+//
+// Connections: requests of one connection are handled one at a time in the order they
+// arrived (a connection may pipeline up to `max_pending_per_client`, holding at most
+// `max_queued_request_bytes`); different connections are served concurrently. The
+// connection (its ZeroMQ routing id) owns the sessions it makes (Service). A connection
+// that goes away (a socket monitor reports its disconnection; ZMTP heartbeats notice a
+// peer that vanished without closing; a reply that cannot be routed) has its sessions
+// closed at once. Replies a connection does not read wait in a per-connection outbox of at
+// most `max_queued_reply_bytes`, and its next requests wait until it reads; a reply that
+// does not fit is dropped and counted (`replies_dropped` in stats): the only case in which
+// a request gets no reply (env/PROTOCOL.md). A message of more than 16 frames is refused
+// (its extra frames dropped).
 //
 // Stop() (thread-safe and async-signal-safe, for SIGINT/SIGTERM handlers) ends Run():
-// requests being handled finish and get their replies, requests still queued get an
-// UNAVAILABLE reply. The destructor closes the socket and removes an ipc:// socket file.
+// requests being handled get up to `drain_timeout_s` to finish and get their replies,
+// requests still queued get an UNAVAILABLE reply. Drained() tells whether every worker is
+// idle; when not, the caller may exit without destroying the server (the workers may be
+// in a long load). The destructor closes the socket and removes an ipc:// socket file.
 // Binding an ipc:// path on which another process listens is refused (ZeroMQ alone would
-// silently take it over).
-// Exceptions from cppzmq never leave this class: they become statuses or, per message,
-// are logged and the loop goes on.
+// silently take it over). Exceptions from cppzmq never leave this class: they become
+// statuses or, per message, are logged and the loop goes on.
 #ifndef TIERGYM_ENV_SERVER_SERVER_H_
 #define TIERGYM_ENV_SERVER_SERVER_H_
 
@@ -25,6 +37,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "env/server/env_provider.h"
@@ -44,15 +57,32 @@ struct ServerOptions {
   std::string endpoint = "tcp://127.0.0.1:5555";
   // Worker threads. Default 2.
   int threads = 2;
-  // Requests queued per connection beyond the one being handled. Default 64.
+  // Worker threads for make and estimate (which may load assets). Default 1.
+  int load_threads = 1;
+  // Requests queued per connection beyond the one being handled, and their bytes.
+  // Default 64 and 64 MiB.
   uint64_t max_pending_per_client = 64;
+  uint64_t max_queued_request_bytes = uint64_t{64} << 20;
+  // The same over all connections. Default 512 MiB.
+  uint64_t max_queued_request_bytes_total = uint64_t{512} << 20;
+  // Bytes of replies a connection has not read, queued beyond ZeroMQ's send high-water
+  // mark (`send_hwm` messages). Default 64 MiB and 8.
+  uint64_t max_queued_reply_bytes = uint64_t{64} << 20;
+  // The same over all connections (then replies are dropped). Default 512 MiB.
+  uint64_t max_queued_reply_bytes_total = uint64_t{512} << 20;
+  int send_hwm = 8;
+  // Messages ZeroMQ buffers per connection before the server reads them. Default 256.
+  int receive_hwm = 256;
+  // ZMTP heartbeat interval (a peer that does not answer within 3 intervals is
+  // disconnected and its sessions closed); 0: no heartbeats. Default 10 s.
+  double heartbeat_s = 10;
   // Period of idle-session reclamation. Default 1 s.
   double reclaim_interval_s = 1;
   // Stop when this process has exited (the Python client's private server); 0: never.
   // Default 0.
   int parent_pid = 0;
-  // How long Stop() waits for requests being handled. Default 10 s.
-  double drain_timeout_s = 10;
+  // How long Stop() waits for requests being handled. Default 2 s.
+  double drain_timeout_s = 2;
   // When no worker is busy, the I/O thread answers a small request of a quick op (step,
   // reset, close, hello, list, stats; under 4 KiB) itself instead of handing it to a
   // worker and back: this saves two thread hand-offs for the common single synchronous
@@ -79,39 +109,74 @@ class Server {
   absl::Status Run();
   // Ends Run(). Async-signal-safe.
   void Stop();
+  // After Run(): whether no request is still being handled (when not, destroying the
+  // Server waits for the workers).
+  bool Drained() const { return in_flight_ == 0; }
 
  private:
   struct Job;
+  // A reply on its way: the envelope and the bytes, shared with ZeroMQ while it sends.
+  struct Outgoing {
+    std::vector<std::string> envelope;
+    std::shared_ptr<std::string> reply;
+  };
   struct Client {
     bool busy = false;
+    bool gone = false;  // disconnected while a worker had its request
     std::deque<std::shared_ptr<Job>> queued;
+    uint64_t queued_bytes = 0;
+    std::deque<Outgoing> outbox;  // replies ZeroMQ would not take yet
+    uint64_t outbox_bytes = 0;
   };
+  enum class Sent { kSent, kWouldBlock, kGone };
 
   Server(const ServerOptions& options, std::unique_ptr<zmq::context_t> context,
-         std::unique_ptr<zmq::socket_t> socket, std::string endpoint, int event_fd,
-         ServiceOptions service_options, std::shared_ptr<EnvProvider> provider);
+         std::unique_ptr<zmq::socket_t> socket, std::unique_ptr<zmq::socket_t> monitor,
+         std::string endpoint, int event_fd, ServiceOptions service_options,
+         std::shared_ptr<EnvProvider> provider);
 
   void ReceiveAll();
+  void Accept(std::shared_ptr<Job> job);
   void Dispatch(std::shared_ptr<Job> job);
   // Whether the I/O thread may answer this request itself (see inline_quick_requests).
   bool Quick(const Job& job) const;
   void SendFinished();
+  // Sends, or queues in the connection's outbox, or drops (counted) when that is full.
   void SendReply(Job& job, std::string reply);
+  Sent TrySend(const Outgoing& out);
+  // Sends what outboxes hold as far as ZeroMQ takes it; dispatches connections drained.
+  void FlushOutboxes();
+  // Dispatches the connection's next queued request when it may run.
+  void Next(const std::string& client);
+  // Reads the socket monitor: disconnected connections have their sessions closed.
+  void DrainMonitor();
+  void PeerGone(const std::string& client);
   bool ParentGone() const;
 
   ServerOptions options_;
   std::unique_ptr<zmq::context_t> context_;
   std::unique_ptr<zmq::socket_t> socket_;
+  std::unique_ptr<zmq::socket_t> monitor_;
   std::string endpoint_;
   int event_fd_;
   std::atomic<bool> stop_{false};
+  bool discarding_ = false;      // dropping the frames of an over-long message
+  bool trim_memory_ = false;     // a connection went: give freed memory back
+  uint64_t outbox_clients_ = 0;  // connections with replies in their outbox
+  uint64_t outbox_bytes_ = 0;    // replies in all outboxes
+  uint64_t queued_bytes_ = 0;    // requests queued on all connections
 
   // Declared before the pool: the pool is destroyed first, joining workers that use these.
   std::unique_ptr<Service> service_;
   std::mutex finished_mu_;
   std::deque<std::shared_ptr<Job>> finished_;  // guarded by finished_mu_
   std::map<std::string, Client> clients_;      // Run() thread only
-  uint64_t in_flight_ = 0;                     // Run() thread only
+  // The file descriptor each connection's messages came on, and back (Run() thread only).
+  std::map<std::string, int> fd_of_;
+  std::map<int, std::vector<std::string>> peers_of_fd_;
+  std::atomic<uint64_t> in_flight_{0};  // written by the Run() thread only
+  uint64_t in_flight_fast_ = 0;         // Run() thread only
+  std::unique_ptr<ThreadPool> load_pool_;
   std::unique_ptr<ThreadPool> pool_;
 };
 

@@ -1,5 +1,6 @@
 #include "env/server/service.h"
 
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,8 +10,8 @@
 #include <unordered_set>
 #include <utility>
 
-#include "traces/placement.h"
 #include "traces/base/strings.h"
+#include "traces/placement.h"
 
 namespace tiergym::env {
 
@@ -19,7 +20,8 @@ using protocol::MakeError;
 using protocol::ReplyBody;
 
 struct Service::Session {
-  uint64_t id = 0;
+  protocol::SessionId id;
+  std::string owner;
   std::unique_ptr<SessionEnv> env;
   protocol::ConfigMap config;
   std::mutex mu;
@@ -125,11 +127,27 @@ Error StepError(const absl::Status& status, const std::string& session_field,
       status, status.code() == absl::StatusCode::kInvalidArgument ? action_field : session_field);
 }
 
-Error NoEpisode(const std::string& field, uint64_t id) {
+Error NoEpisode(const std::string& field) {
   return MakeError(absl::StatusCode::kFailedPrecondition, field,
-                   StrCat("session ", id,
-                          " has no episode running: call reset first (the "
-                          "last episode ended, or none began)"));
+                   "the session has no episode running: call reset first (the last episode "
+                   "ended, or none began)");
+}
+
+// 128 bits from the kernel's CSPRNG as 32 hex digits.
+protocol::SessionId NewSessionId() {
+  unsigned char bytes[16];
+  size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n > 0) got += static_cast<size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  protocol::SessionId id;
+  for (unsigned char b : bytes) {
+    id += kHex[b >> 4];
+    id += kHex[b & 15];
+  }
+  return id;
 }
 
 uint64_t ResidentBytes() {
@@ -158,12 +176,7 @@ Service::Service(ServiceOptions options, std::shared_ptr<EnvProvider> provider, 
     : options_(std::move(options)),
       provider_(std::move(provider)),
       pool_(pool),
-      start_(options_.clock ? options_.clock() : std::chrono::steady_clock::now()) {
-  // Ids start at a random point so that a client of an earlier server process does not
-  // reach a new session by accident; they stay below 2^53 (exact in every language).
-  std::random_device rd;
-  next_id_ = 1 + ((static_cast<uint64_t>(rd()) << 20) % (uint64_t{1} << 50));
-}
+      start_(options_.clock ? options_.clock() : std::chrono::steady_clock::now()) {}
 
 Service::~Service() = default;
 
@@ -171,7 +184,8 @@ std::chrono::steady_clock::time_point Service::Now() const {
   return options_.clock ? options_.clock() : std::chrono::steady_clock::now();
 }
 
-std::string Service::Handle(std::string_view payload) {
+std::string Service::Handle(std::string_view payload, std::string_view owner_view) {
+  const std::string owner(owner_view);
   requests_.fetch_add(1, std::memory_order_relaxed);
   protocol::Reply reply;
   try {
@@ -194,7 +208,7 @@ std::string Service::Handle(std::string_view payload) {
                         StrCat("protocol version ", d.request.version,
                                " is not supported; this server speaks ", protocol::kVersion));
         } else {
-          reply.body = Dispatch(d.request);
+          reply.body = Dispatch(d.request, owner);
         }
       }
     }
@@ -215,7 +229,7 @@ std::string Service::Handle(std::string_view payload) {
   }
 }
 
-ReplyBody Service::Dispatch(const protocol::Request& request) {
+ReplyBody Service::Dispatch(const protocol::Request& request, const std::string& owner) {
   using protocol::Op;
   switch (request.op) {
     case Op::kHello:
@@ -223,17 +237,17 @@ ReplyBody Service::Dispatch(const protocol::Request& request) {
     case Op::kList:
       return List();
     case Op::kMake:
-      return Make(std::get<protocol::MakeRequest>(request.body));
+      return Make(std::get<protocol::MakeRequest>(request.body), owner);
     case Op::kReset:
-      return Reset(std::get<protocol::ResetRequest>(request.body));
+      return Reset(std::get<protocol::ResetRequest>(request.body), owner);
     case Op::kStep:
-      return Step(std::get<protocol::StepRequest>(request.body));
+      return Step(std::get<protocol::StepRequest>(request.body), owner);
     case Op::kStepBatch:
-      return StepBatch(std::get<protocol::StepBatchRequest>(request.body));
+      return StepBatch(std::get<protocol::StepBatchRequest>(request.body), owner);
     case Op::kEstimate:
-      return Estimate(std::get<protocol::EstimateRequest>(request.body));
+      return Estimate(std::get<protocol::EstimateRequest>(request.body), owner);
     case Op::kClose:
-      return Close(std::get<protocol::CloseRequest>(request.body));
+      return Close(std::get<protocol::CloseRequest>(request.body), owner);
     case Op::kStats:
       return Stats();
   }
@@ -245,6 +259,9 @@ ReplyBody Service::Hello() const {
   r.server = options_.server_name;
   r.envs = {protocol::kEnvId};
   r.limits.max_sessions = options_.max_sessions;
+  r.limits.max_sessions_per_connection = options_.max_sessions_per_connection;
+  r.limits.max_pending_per_connection = options_.max_pending_per_connection;
+  r.limits.max_asset_bytes = options_.max_asset_bytes;
   r.limits.max_message_bytes = options_.max_message_bytes;
   r.limits.max_batch = options_.max_batch;
   r.limits.idle_timeout_s = options_.idle_timeout_s;
@@ -271,23 +288,32 @@ absl::Status Service::CheckConfigKeys(const protocol::ConfigMap& config) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Service::Lease> Service::Acquire(uint64_t id, std::string_view field) {
+absl::StatusOr<Service::Lease> Service::Acquire(const protocol::SessionId& id,
+                                                const std::string& owner, std::string_view field) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = sessions_.find(id);
-  if (it == sessions_.end()) {
-    return absl::NotFoundError(StrCat(field, ": session ", id,
-                                      " not found (never made, closed, or reclaimed after ",
-                                      options_.idle_timeout_s, " s idle)"));
+  // Another connection's session is not found either: the same answer, the same work.
+  if (it == sessions_.end() || it->second->owner != owner) {
+    return absl::NotFoundError(StrCat(
+        field, ": no such session on this connection (never made here, closed, or reclaimed after ",
+        options_.idle_timeout_s, " s idle or when the connection that made it closed)"));
   }
   it->second->users.fetch_add(1);
   return Lease(it->second, this);
 }
 
-ReplyBody Service::Make(const protocol::MakeRequest& r) {
+void Service::EraseLocked(
+    std::unordered_map<protocol::SessionId, std::shared_ptr<Session>>::iterator it) {
+  auto owner = sessions_of_.find(it->second->owner);
+  if (owner != sessions_of_.end() && --owner->second == 0) sessions_of_.erase(owner);
+  sessions_.erase(it);
+}
+
+ReplyBody Service::Make(const protocol::MakeRequest& r, const std::string& owner) {
   if (r.env != protocol::kEnvId) {
-    return MakeError(
-        absl::StatusCode::kNotFound, "env",
-        StrCat("unknown environment \"", r.env, "\" (served: ", protocol::kEnvId, ")"));
+    return MakeError(absl::StatusCode::kNotFound, "env",
+                     StrCat("unknown environment \"", protocol::Printable(r.env),
+                            "\" (served: ", protocol::kEnvId, ")"));
   }
   if (absl::Status s = CheckConfigKeys(r.config); !s.ok()) {
     return protocol::ErrorFromStatus(s, std::string(s.message().substr(0, s.message().find(':'))));
@@ -300,6 +326,14 @@ ReplyBody Service::Make(const protocol::MakeRequest& r) {
                               " sessions open, the server's limit (--max-sessions); close "
                               "sessions you no longer use"));
     }
+    auto mine = sessions_of_.find(owner);
+    if (mine != sessions_of_.end() && mine->second >= options_.max_sessions_per_connection) {
+      return MakeError(absl::StatusCode::kResourceExhausted, "op",
+                       StrCat("make refused: this connection has ", mine->second,
+                              " sessions open, the server's limit per connection "
+                              "(--max-sessions-per-connection); close sessions you no "
+                              "longer use"));
+    }
     ++pending_makes_;
   }
   absl::StatusOr<std::unique_ptr<SessionEnv>> env = provider_->Make(r.config);
@@ -308,7 +342,10 @@ ReplyBody Service::Make(const protocol::MakeRequest& r) {
   if (!env.ok()) return ConfigError(env.status(), provider_->ConfigKeys());
 
   auto session = std::make_shared<Session>();
-  session->id = next_id_++;
+  do {
+    session->id = NewSessionId();
+  } while (sessions_.count(session->id) != 0);
+  session->owner = owner;
   session->env = std::move(*env);
   session->last_used_ns.store(Now().time_since_epoch().count());
   protocol::MakeReply reply;
@@ -322,13 +359,14 @@ ReplyBody Service::Make(const protocol::MakeRequest& r) {
     reply.config["profiles"] = names;
   }
   session->config = reply.config;
+  ++sessions_of_[owner];
   sessions_.emplace(session->id, std::move(session));
   sessions_made_.fetch_add(1, std::memory_order_relaxed);
   return reply;
 }
 
-ReplyBody Service::Reset(const protocol::ResetRequest& r) {
-  absl::StatusOr<Lease> lease = Acquire(r.session, "session");
+ReplyBody Service::Reset(const protocol::ResetRequest& r, const std::string& owner) {
+  absl::StatusOr<Lease> lease = Acquire(r.session, owner, "session");
   if (!lease.ok()) return FieldOf(lease.status(), "session");
   Session& s = **lease;
   std::lock_guard<std::mutex> lock(s.mu);
@@ -341,12 +379,12 @@ ReplyBody Service::Reset(const protocol::ResetRequest& r) {
   return protocol::ResetReply{std::move(*result)};
 }
 
-ReplyBody Service::Step(const protocol::StepRequest& r) {
-  absl::StatusOr<Lease> lease = Acquire(r.session, "session");
+ReplyBody Service::Step(const protocol::StepRequest& r, const std::string& owner) {
+  absl::StatusOr<Lease> lease = Acquire(r.session, owner, "session");
   if (!lease.ok()) return FieldOf(lease.status(), "session");
   Session& s = **lease;
   std::lock_guard<std::mutex> lock(s.mu);
-  if (!s.in_episode) return NoEpisode("session", r.session);
+  if (!s.in_episode) return NoEpisode("session");
   if (absl::Status c = CheckAction(s.env->spec(), r.action, "action"); !c.ok()) {
     return FieldOf(c, std::string(c.message().substr(0, c.message().find(':'))));
   }
@@ -356,23 +394,22 @@ ReplyBody Service::Step(const protocol::StepRequest& r) {
   return protocol::StepReply{std::move(*result)};
 }
 
-ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r) {
+ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::string& owner) {
   const size_t n = r.sessions.size();
   // 1. The sessions, each once.
   std::vector<Lease> leases;
   leases.reserve(n);
   {
-    std::unordered_map<uint64_t, size_t> seen;
+    std::unordered_map<std::string_view, size_t> seen;
     seen.reserve(n);
     for (size_t i = 0; i < n; ++i) {
       const std::string field = StrCat("sessions[", i, "]");
       auto [it, inserted] = seen.emplace(r.sessions[i], i);
       if (!inserted) {
-        return MakeError(
-            absl::StatusCode::kInvalidArgument, field,
-            StrCat("session ", r.sessions[i], " appears twice (also sessions[", it->second, "])"));
+        return MakeError(absl::StatusCode::kInvalidArgument, field,
+                         StrCat("the same session as sessions[", it->second, "]"));
       }
-      absl::StatusOr<Lease> lease = Acquire(r.sessions[i], field);
+      absl::StatusOr<Lease> lease = Acquire(r.sessions[i], owner, field);
       if (!lease.ok()) return FieldOf(lease.status(), field);
       leases.push_back(std::move(*lease));
     }
@@ -399,7 +436,7 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r) {
   auto resetting = [&](size_t i) { return !r.reset.empty() && r.reset[i] != 0; };
   for (size_t i = 0; i < n; ++i) {
     if (resetting(i)) continue;
-    if (!leases[i]->in_episode) return NoEpisode(StrCat("sessions[", i, "]"), r.sessions[i]);
+    if (!leases[i]->in_episode) return NoEpisode(StrCat("sessions[", i, "]"));
     if (absl::Status c = CheckAction(spec0, r.actions[i], StrCat("actions[", i, "]")); !c.ok()) {
       return FieldOf(c, std::string(c.message().substr(0, c.message().find(':'))));
     }
@@ -478,7 +515,7 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r) {
   return reply;
 }
 
-ReplyBody Service::Estimate(const protocol::EstimateRequest& r) {
+ReplyBody Service::Estimate(const protocol::EstimateRequest& r, const std::string& owner) {
   absl::StatusOr<Placement> placement = ParsePlacement(r.placement_json, "placement");
   if (!placement.ok()) return FieldOf(placement.status(), "placement");
 
@@ -497,8 +534,8 @@ ReplyBody Service::Estimate(const protocol::EstimateRequest& r) {
     return protocol::EstimateReply{*runtime, *base};
   };
 
-  if (r.session != 0) {
-    absl::StatusOr<Lease> lease = Acquire(r.session, "session");
+  if (!r.session.empty()) {
+    absl::StatusOr<Lease> lease = Acquire(r.session, owner, "session");
     if (!lease.ok()) return FieldOf(lease.status(), "session");
     std::lock_guard<std::mutex> lock((*lease)->mu);
     return estimate(*(*lease)->env);
@@ -512,39 +549,67 @@ ReplyBody Service::Estimate(const protocol::EstimateRequest& r) {
   return estimate(**env);
 }
 
-ReplyBody Service::Close(const protocol::CloseRequest& r) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (sessions_.erase(r.session) == 0) {
-    return MakeError(
-        absl::StatusCode::kNotFound, "session",
-        StrCat("session ", r.session, " not found (never made, closed, or reclaimed)"));
+ReplyBody Service::Close(const protocol::CloseRequest& r, const std::string& owner) {
+  std::shared_ptr<Session> doomed;  // destroyed outside the lock
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = sessions_.find(r.session);
+    if (it == sessions_.end() || it->second->owner != owner) {
+      return MakeError(
+          absl::StatusCode::kNotFound, "session",
+          StrCat("no such session on this connection (never made here, closed, "
+                 "or reclaimed after ",
+                 options_.idle_timeout_s, " s idle or when the connection that made it closed)"));
+    }
+    doomed = it->second;
+    EraseLocked(it);
   }
   sessions_closed_.fetch_add(1, std::memory_order_relaxed);
   return protocol::CloseReply{};
 }
 
-size_t Service::ReclaimIdle() {
-  if (options_.idle_timeout_s <= 0) return 0;
-  const int64_t now = Now().time_since_epoch().count();
-  const int64_t timeout =
-      static_cast<int64_t>(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                               std::chrono::duration<double>(options_.idle_timeout_s))
-                               .count());
+size_t Service::CloseSessionsOf(std::string_view owner) {
   std::vector<std::shared_ptr<Session>> doomed;  // destroyed outside the lock
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (sessions_of_.count(std::string(owner)) == 0) return 0;
     for (auto it = sessions_.begin(); it != sessions_.end();) {
-      Session& s = *it->second;
-      if (s.users.load() == 0 && now - s.last_used_ns.load() > timeout) {
-        doomed.push_back(std::move(it->second));
-        it = sessions_.erase(it);
-      } else {
-        ++it;
+      auto next = std::next(it);
+      if (it->second->owner == owner) {
+        doomed.push_back(it->second);
+        EraseLocked(it);
       }
+      it = next;
     }
   }
   sessions_reclaimed_.fetch_add(doomed.size(), std::memory_order_relaxed);
   return doomed.size();
+}
+
+size_t Service::ReclaimIdle() {
+  std::vector<std::shared_ptr<Session>> doomed;  // destroyed outside the lock
+  if (options_.idle_timeout_s > 0) {
+    const int64_t now = Now().time_since_epoch().count();
+    const int64_t timeout =
+        static_cast<int64_t>(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                 std::chrono::duration<double>(options_.idle_timeout_s))
+                                 .count());
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      Session& s = *it->second;
+      auto next = std::next(it);
+      if (s.users.load() == 0 && now - s.last_used_ns.load() > timeout) {
+        doomed.push_back(it->second);
+        EraseLocked(it);
+      }
+      it = next;
+    }
+  }
+  const size_t reclaimed = doomed.size();
+  sessions_reclaimed_.fetch_add(reclaimed, std::memory_order_relaxed);
+  doomed.clear();
+  provider_->Trim();  // assets the reclaimed sessions held may be unused now
+  return reclaimed;
 }
 
 protocol::StatsReply Service::Stats() const {
@@ -561,6 +626,7 @@ protocol::StatsReply Service::Stats() const {
   r.asset_bytes = ps.asset_bytes;
   r.requests = requests_.load();
   r.errors = errors_.load();
+  r.replies_dropped = replies_dropped_.load();
   r.threads = pool_ == nullptr ? 1 : pool_->size();
   r.uptime_s = std::chrono::duration<double>(Now() - start_).count();
   r.rss_bytes = ResidentBytes();

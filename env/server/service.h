@@ -3,8 +3,11 @@
 //
 // A Service owns the sessions: each holds one environment from the EnvProvider (which
 // loads profiles once per distinct configuration and shares them read-only), an episode
-// flag and its last-use time. Sessions are reclaimed after `idle_timeout_s` without a
-// request (ReclaimIdle, called periodically by the server loop). Limits on sessions,
+// flag, its last-use time and its owner: the connection that made it. A session's handle
+// is 128 random bits; a request naming a session of another owner fails exactly as one
+// naming no session at all. Sessions are reclaimed after `idle_timeout_s` without a
+// request (ReclaimIdle, called periodically by the server loop) and when their owner's
+// connection goes away (CloseSessionsOf). Limits on sessions,
 // message size and batch size give RESOURCE_EXHAUSTED replies; every malformed or wrong
 // request gets an error reply naming the field, and nothing a client sends can disturb
 // another session. step_batch runs its entries on the ThreadPool.
@@ -27,8 +30,8 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "env/server/env_provider.h"
 #include "env/protocol/protocol.h"
+#include "env/server/env_provider.h"
 #include "env/server/thread_pool.h"
 
 namespace tiergym::env {
@@ -38,6 +41,12 @@ struct ServiceOptions {
   std::string server_name = "tiergym";
   // Open sessions at most. Default 4096.
   uint64_t max_sessions = 4096;
+  // Open sessions of one owner (connection) at most. Default 1024.
+  uint64_t max_sessions_per_connection = 1024;
+  // Reported by hello: the server's limits on requests outstanding per connection and
+  // on asset memory (the server and the provider enforce them). Default 64 and 0.
+  uint64_t max_pending_per_connection = 64;
+  uint64_t max_asset_bytes = 0;
   // Sessions unused this long are closed; <= 0 never. Default 600 s.
   double idle_timeout_s = 600;
   // Request payloads larger than this are refused. Default 64 MiB.
@@ -57,31 +66,41 @@ class Service {
   Service(const Service&) = delete;
   Service& operator=(const Service&) = delete;
 
-  // The reply to one request payload.
-  std::string Handle(std::string_view payload);
+  // The reply to one request payload from `owner` (the connection it came on; "" for
+  // in-process callers).
+  std::string Handle(std::string_view payload, std::string_view owner = {});
+
+  // Closes every session of `owner` (its connection went away); returns how many.
+  size_t CloseSessionsOf(std::string_view owner);
 
   // Closes sessions idle for longer than idle_timeout_s and not in use; returns how many.
   size_t ReclaimIdle();
 
   protocol::StatsReply Stats() const;
+  // A reply the server could not deliver (the connection did not read its replies).
+  void CountDroppedReply() { replies_dropped_.fetch_add(1, std::memory_order_relaxed); }
   const ServiceOptions& options() const { return options_; }
 
  private:
   struct Session;
   class Lease;
 
-  protocol::ReplyBody Dispatch(const protocol::Request& request);
+  protocol::ReplyBody Dispatch(const protocol::Request& request, const std::string& owner);
   protocol::ReplyBody Hello() const;
   protocol::ReplyBody List() const;
-  protocol::ReplyBody Make(const protocol::MakeRequest& r);
-  protocol::ReplyBody Reset(const protocol::ResetRequest& r);
-  protocol::ReplyBody Step(const protocol::StepRequest& r);
-  protocol::ReplyBody StepBatch(const protocol::StepBatchRequest& r);
-  protocol::ReplyBody Estimate(const protocol::EstimateRequest& r);
-  protocol::ReplyBody Close(const protocol::CloseRequest& r);
+  protocol::ReplyBody Make(const protocol::MakeRequest& r, const std::string& owner);
+  protocol::ReplyBody Reset(const protocol::ResetRequest& r, const std::string& owner);
+  protocol::ReplyBody Step(const protocol::StepRequest& r, const std::string& owner);
+  protocol::ReplyBody StepBatch(const protocol::StepBatchRequest& r, const std::string& owner);
+  protocol::ReplyBody Estimate(const protocol::EstimateRequest& r, const std::string& owner);
+  protocol::ReplyBody Close(const protocol::CloseRequest& r, const std::string& owner);
 
-  // The session, marked in use until the lease ends; NotFound error naming `field`.
-  absl::StatusOr<Lease> Acquire(uint64_t id, std::string_view field);
+  // The session `id` of `owner`, marked in use until the lease ends; NotFound naming
+  // `field` when there is none (unknown and not the owner's alike).
+  absl::StatusOr<Lease> Acquire(const protocol::SessionId& id, const std::string& owner,
+                                std::string_view field);
+  // Removes a session from the table (REQUIRES: mu_ held).
+  void EraseLocked(std::unordered_map<protocol::SessionId, std::shared_ptr<Session>>::iterator it);
   // Checks a configuration's keys against the provider's; fills defaults for the reply.
   absl::Status CheckConfigKeys(const protocol::ConfigMap& config) const;
   std::chrono::steady_clock::time_point Now() const;
@@ -91,13 +110,13 @@ class Service {
   ThreadPool* pool_;
   const std::chrono::steady_clock::time_point start_;
 
-  mutable std::mutex mu_;  // guards sessions_, pending_makes_, next_id_
-  std::unordered_map<uint64_t, std::shared_ptr<Session>> sessions_;
+  mutable std::mutex mu_;  // guards sessions_, sessions_of_, pending_makes_
+  std::unordered_map<protocol::SessionId, std::shared_ptr<Session>> sessions_;
+  std::unordered_map<std::string, uint64_t> sessions_of_;  // open sessions per owner
   uint64_t pending_makes_ = 0;
-  uint64_t next_id_;
 
   std::atomic<uint64_t> sessions_made_{0}, sessions_closed_{0}, sessions_reclaimed_{0};
-  std::atomic<uint64_t> requests_{0}, errors_{0};
+  std::atomic<uint64_t> requests_{0}, errors_{0}, replies_dropped_{0};
   std::array<std::atomic<uint64_t>, protocol::kNumOps> ops_{};
 };
 

@@ -28,10 +28,10 @@ struct Space {
 };
 
 struct EnvSpec {
-  Space observation;            // Box float32
-  Space action;                 // MultiDiscrete (placement) or Discrete (move)
-  std::vector<std::string> tiers;          // machine tier names, index = tier id
-  std::vector<std::string> profiles;       // profile names (app names)
+  Space observation;                  // Box float32
+  Space action;                       // MultiDiscrete (placement) or Discrete (move)
+  std::vector<std::string> tiers;     // machine tier names, index = tier id
+  std::vector<std::string> profiles;  // profile names (app names)
   int num_regions = 0;
   // Observation layout: offsets of each block in the flat float32 vector.
   int obs_region_features = 4;  // tier / (tiers - 1), last share, history, size share
@@ -64,12 +64,12 @@ struct StepInfo {
   double default_interval_ns = 0;  // the same interval all on the default tier
   double migration_ns = 0;
   uint64_t migrated_bytes = 0;
-  double elapsed_ns = 0;           // so far, migration included
+  double elapsed_ns = 0;  // so far, migration included
   double default_elapsed_ns = 0;
   double default_total_ns = 0;
   std::vector<uint64_t> tier_used_bytes;
-  std::vector<int> refused_regions;       // moves refused for capacity, in the order tried
-  std::vector<uint8_t> action_mask;       // placement: [region * tiers + tier]; move: [n + 1]
+  std::vector<int> refused_regions;  // moves refused for capacity, in the order tried
+  std::vector<uint8_t> action_mask;  // placement: [region * tiers + tier]; move: [n + 1]
 };
 
 struct StepResult {

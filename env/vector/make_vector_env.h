@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "env/vector/vector_env.h"
@@ -15,17 +16,20 @@ namespace tiergym::env {
 
 struct MadeVectorEnv {
   std::unique_ptr<VectorEnv> env;
-  // Every configuration key with its value in force (profiles by name when defaulted), as
-  // the server's `make` reply has it.
-  std::map<std::string, std::string> config;
+  // Each environment's configuration keys with their values in force (profiles by name
+  // when defaulted), as the server's `make` replies have them.
+  std::vector<std::map<std::string, std::string>> configs;
 };
 
-// `config` holds configuration keys (env/environment.h EnvConfigKeys) as strings; unknown
-// keys and bad values are InvalidArgument naming "config.KEY". Without `profiles` the
-// bundled profiles are served (generated into DefaultCacheDir() on first use, as
-// `tiergym serve` does); `profiles` may name them ("minife,lulesh") or give directories.
-absl::StatusOr<MadeVectorEnv> MakeVectorEnv(const std::map<std::string, std::string>& config,
-                                            int num_envs, VectorEnvOptions options);
+// One environment per entry of `configs`, each holding configuration keys
+// (env/environment.h EnvConfigKeys) as strings; unknown keys and bad values are
+// InvalidArgument naming "config.KEY" (and "configs[i]" when the entries differ).
+// Environments of equal configurations share their assets. Without `profiles` the bundled
+// profiles are served (generated into DefaultCacheDir() on first use, as `tiergym serve`
+// does); `profiles` may name them ("minife,lulesh") or give directories or files anywhere
+// (the process's owner is trusted, as a private server trusts its owner).
+absl::StatusOr<MadeVectorEnv> MakeVectorEnv(
+    const std::vector<std::map<std::string, std::string>>& configs, VectorEnvOptions options);
 
 }  // namespace tiergym::env
 

@@ -11,11 +11,12 @@ namespace tiergym::env {
 struct VectorEnv::Slot {
   std::unique_ptr<SessionEnv> env;
   Action action;
-  bool started = false;     // reset at least once
+  bool started = false;     // an episode is running (kDisabled: and has not ended)
   bool reset_next = false;  // kNextStep: the last step ended an episode
   bool in_flight = false;   // sent, not received
-  bool reset_sent = false;  // SendReset: the run resets with reset_seed
+  bool reset_sent = false;  // SendReset: the run resets with reset_seed, reset_options
   std::optional<uint64_t> reset_seed;
+  ResetOptions reset_options;
   // The last run's outcome.
   StepResult result;
   StepResult final;  // kSameStep: the ended step's, when ended
@@ -68,9 +69,10 @@ absl::StatusOr<std::unique_ptr<VectorEnv>> VectorEnv::Create(
   for (size_t i = 1; i < envs.size(); ++i) {
     if (!SameShape(envs[i]->spec(), envs[0]->spec())) {
       return absl::InvalidArgumentError(
-          StrCat("envs[", i,
-                 "]: its spaces differ from those of envs[0]; a vector environment holds "
-                 "environments of one configuration"));
+          StrCat("env ", i,
+                 ": its spaces differ from those of env 0; a vector environment holds "
+                 "environments of one shape (same num_regions, action_mode and number of "
+                 "tiers)"));
     }
   }
   return std::unique_ptr<VectorEnv>(new VectorEnv(std::move(envs), options));
@@ -183,6 +185,14 @@ absl::Status VectorEnv::CheckActions(const int64_t* actions, size_t count, const
   return absl::OkStatus();
 }
 
+void VectorEnv::AfterReset(Slot& s) const {
+  // An episode that ends at its reset: reset again at the next step (as step_batch's
+  // client does), or, with autoreset disabled, none is running.
+  const bool over = s.result.terminated || s.result.truncated;
+  s.started = !(over && options_.autoreset == AutoresetMode::kDisabled);
+  s.reset_next = over && options_.autoreset != AutoresetMode::kDisabled;
+}
+
 void VectorEnv::RunSlot(size_t i) {
   Slot& s = *slots_[i];
   s.ended = false;
@@ -192,15 +202,14 @@ void VectorEnv::RunSlot(size_t i) {
     s.was_reset = true;
     s.reset_sent = false;
     s.reset_next = false;
-    absl::StatusOr<StepResult> r = s.env->Reset(s.reset_seed, async_reset_options_);
+    absl::StatusOr<StepResult> r = s.env->Reset(s.reset_seed, s.reset_options);
     if (!r.ok()) {
       s.error = r.status();
       s.started = false;
       return;
     }
-    s.started = true;
     s.result = *std::move(r);
-    s.reset_next = s.result.terminated || s.result.truncated;
+    AfterReset(s);
     return;
   }
   if (s.reset_next) {
@@ -212,7 +221,7 @@ void VectorEnv::RunSlot(size_t i) {
       return;
     }
     s.result = *std::move(r);
-    s.reset_next = s.result.terminated || s.result.truncated;
+    AfterReset(s);
     return;
   }
   absl::StatusOr<StepResult> r = s.env->Step(s.action);
@@ -222,6 +231,11 @@ void VectorEnv::RunSlot(size_t i) {
   }
   if (!(r->terminated || r->truncated)) {
     s.result = *std::move(r);
+    return;
+  }
+  if (options_.autoreset == AutoresetMode::kDisabled) {
+    s.result = *std::move(r);
+    s.started = false;
     return;
   }
   if (options_.autoreset == AutoresetMode::kNextStep) {
@@ -350,8 +364,9 @@ void FillFinals(const BatchOutput& out, size_t rows, size_t obs, size_t tiers, s
 }
 
 struct ResetArgs {
+  const std::vector<int32_t>* ids;
   const std::vector<std::optional<uint64_t>>* seeds;
-  const ResetOptions* options;
+  const std::vector<ResetOptions>* options;
   const BatchOutput* out;
 };
 
@@ -361,49 +376,63 @@ struct StepArgs {
 
 }  // namespace
 
-absl::Status VectorEnv::Reset(const std::vector<std::optional<uint64_t>>& seeds,
-                              const std::optional<std::string>& profile, const BatchOutput& out) {
+absl::Status VectorEnv::CheckPerEnv(size_t size, const char* name) const {
+  if (size != 0 && size != slots_.size()) {
+    return absl::InvalidArgumentError(
+        StrCat(name, ": ", size, " entries for ", slots_.size(), " environments"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status VectorEnv::Reset(const std::vector<uint8_t>& mask,
+                              const std::vector<std::optional<uint64_t>>& seeds,
+                              const std::vector<std::optional<std::string>>& profiles,
+                              const BatchOutput& out) {
   if (in_flight_ != 0) {
     return absl::FailedPreconditionError(
         StrCat("reset: ", in_flight_, " sent steps are not received yet; call recv until none is"));
   }
-  if (!seeds.empty() && seeds.size() != slots_.size()) {
-    return absl::InvalidArgumentError(
-        StrCat("seeds: ", seeds.size(), " seeds for ", slots_.size(), " environments"));
+  if (absl::Status s = CheckPerEnv(mask.size(), "reset_mask"); !s.ok()) return s;
+  if (absl::Status s = CheckPerEnv(seeds.size(), "seeds"); !s.ok()) return s;
+  if (absl::Status s = CheckPerEnv(profiles.size(), "options.profile"); !s.ok()) return s;
+  std::vector<int32_t> ids;
+  ids.reserve(slots_.size());
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (mask.empty() || mask[i] != 0) ids.push_back(static_cast<int32_t>(i));
   }
-  ResetOptions options;
-  options.profile = profile;
-  const ResetArgs args{&seeds, &options, &out};
+  std::vector<ResetOptions> options(profiles.empty() ? 0 : slots_.size());
+  for (size_t i = 0; i < options.size(); ++i) options[i].profile = profiles[i];
+  const ResetArgs args{&ids, &seeds, &options, &out};
   ParallelFor(
-      slots_.size(),
-      [](VectorEnv* self, size_t i, const void* arg) {
+      ids.size(),
+      [](VectorEnv* self, size_t k, const void* arg) {
         const ResetArgs& a = *static_cast<const ResetArgs*>(arg);
+        const size_t i = static_cast<size_t>((*a.ids)[k]);
         Slot& s = *self->slots_[i];
         s.ended = false;
         s.was_reset = true;
         s.reset_next = false;
         absl::StatusOr<StepResult> r =
-            s.env->Reset(a.seeds->empty() ? std::nullopt : (*a.seeds)[i], *a.options);
+            s.env->Reset(a.seeds->empty() ? std::nullopt : (*a.seeds)[i],
+                         a.options->empty() ? ResetOptions{} : (*a.options)[i]);
         if (!r.ok()) {
           s.error = r.status();
           s.started = false;
           return;
         }
         s.error = absl::OkStatus();
-        s.started = true;
         s.result = *std::move(r);
-        s.reset_next = s.result.terminated || s.result.truncated;
+        self->AfterReset(s);
         self->WriteRow(i, i, *a.out);
         s.result = StepResult{};
       },
       &args);
   *out.any_ended = false;
+  for (int32_t i : ids) out.ended[i] = 0;
   Summarize(nullptr, slots_.size(), out);
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    if (!slots_[i]->error.ok()) {
-      const absl::Status& e = slots_[i]->error;
-      return absl::Status(e.code(), StrCat(profile ? "" : StrCat("env ", i, ": "), e.message()));
-    }
+  for (int32_t i : ids) {
+    const absl::Status& e = slots_[i]->error;
+    if (!e.ok()) return absl::Status(e.code(), StrCat("env ", i, ": ", e.message()));
   }
   return absl::OkStatus();
 }
@@ -421,7 +450,9 @@ absl::Status VectorEnv::Step(const int64_t* actions, size_t num_values, const Ba
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (!slots_[i]->started) {
       return absl::FailedPreconditionError(
-          StrCat("env ", i, " has no episode running: call reset first"));
+          StrCat("env ", i,
+                 " has no episode running (never reset, or its episode ended with autoreset "
+                 "disabled): reset it first"));
     }
   }
   if (absl::Status s = CheckActions(actions, slots_.size(), "actions", nullptr); !s.ok()) return s;
@@ -483,7 +514,9 @@ absl::Status VectorEnv::Send(const std::vector<int32_t>& env_ids, const int64_t*
     }
     if (!slots_[id]->started) {
       return absl::FailedPreconditionError(
-          StrCat("env_ids[", k, "]: env ", id, " has no episode running: call reset first"));
+          StrCat("env_ids[", k, "]: env ", id,
+                 " has no episode running (never reset, or its episode ended with autoreset "
+                 "disabled): reset it first"));
     }
   }
   if (absl::Status s = CheckActions(actions, env_ids.size(), "actions", &env_ids); !s.ok()) {
@@ -504,21 +537,20 @@ absl::Status VectorEnv::Send(const std::vector<int32_t>& env_ids, const int64_t*
 }
 
 absl::Status VectorEnv::SendReset(const std::vector<std::optional<uint64_t>>& seeds,
-                                  const std::optional<std::string>& profile) {
+                                  const std::vector<std::optional<std::string>>& profiles) {
   if (in_flight_ != 0) {
     return absl::FailedPreconditionError(
         StrCat("reset: ", in_flight_, " sent steps are not received yet; call recv until none is"));
   }
-  if (!seeds.empty() && seeds.size() != slots_.size()) {
-    return absl::InvalidArgumentError(
-        StrCat("seeds: ", seeds.size(), " seeds for ", slots_.size(), " environments"));
-  }
-  async_reset_options_.profile = profile;
+  if (absl::Status s = CheckPerEnv(seeds.size(), "seeds"); !s.ok()) return s;
+  if (absl::Status s = CheckPerEnv(profiles.size(), "options.profile"); !s.ok()) return s;
   std::vector<int32_t> ids(slots_.size());
   for (size_t i = 0; i < slots_.size(); ++i) {
     Slot& s = *slots_[i];
     s.reset_sent = true;
     s.reset_seed = seeds.empty() ? std::nullopt : seeds[i];
+    s.reset_options = ResetOptions{};
+    if (!profiles.empty()) s.reset_options.profile = profiles[i];
     s.in_flight = true;
     ids[i] = static_cast<int32_t>(i);
   }

@@ -5,14 +5,16 @@
 //
 // Same semantics as step_batch, so that the same seeds and actions give bit-identical
 // episodes on both paths:
-//   - Reset(seeds, profile) resets every environment (a seed per environment, or none:
-//     the environment's generator goes on).
+//   - Reset(mask, seeds, profiles) resets the environments of the mask (all when it is
+//     empty), each with its seed (none: the environment's generator goes on) and profile.
 //   - Autoreset kNextStep: the step after an episode ended resets that environment
 //     (Reset(no seed, no options)), ignores its action and returns the reset's observation
 //     and info with reward 0 and no flags. kSameStep: the step that ends an episode resets
 //     at once; its row holds the step's reward and flags with the reset's observation and
 //     info, and the final buffers the ended step's observation and info (rows of the
 //     environments that did not end hold their current row, as the server sends them).
+//     kDisabled: nothing resets by itself; stepping an environment whose episode ended is
+//     FailedPrecondition (reset it with a mask).
 //   - Actions are checked whole before anything moves: a bad one fails the call with an
 //     InvalidArgument naming actions[i] (or actions[i][r]) and nothing steps.
 //
@@ -49,7 +51,7 @@
 
 namespace tiergym::env {
 
-enum class AutoresetMode { kNextStep, kSameStep };
+enum class AutoresetMode { kNextStep, kSameStep, kDisabled };
 
 // A step info, column-wise: row i of every array belongs to row i of the batch. Sizes:
 // rows; tier_used_bytes rows * tiers; refused_regions rows * num_regions (the first
@@ -115,12 +117,16 @@ class VectorEnv {
   size_t ActionSize() const;
   size_t MaskSize() const;
 
-  // Resets every environment: seeds has num_envs entries (nullopt: no reseeding) or is
-  // empty (none reseeded); profile, when given, picks the profile by name or index.
-  // Errors name seeds/options.profile; rows of environments reset before an error hold
-  // their new episode.
-  absl::Status Reset(const std::vector<std::optional<uint64_t>>& seeds,
-                     const std::optional<std::string>& profile, const BatchOutput& out);
+  // Resets the environments i with mask[i] != 0 (every one when mask is empty), writing
+  // row i of out for each (the other rows are left as they are). seeds and profiles have
+  // num_envs entries or none: seeds[i] reseeds environment i (nullopt: its generator goes
+  // on), profiles[i] picks its profile by name or index (nullopt: the usual draw). Errors
+  // name the environment; rows of environments reset before an error hold their new
+  // episode.
+  absl::Status Reset(const std::vector<uint8_t>& mask,
+                     const std::vector<std::optional<uint64_t>>& seeds,
+                     const std::vector<std::optional<std::string>>& profiles,
+                     const BatchOutput& out);
 
   // Steps every environment; actions holds num_envs * ActionSize() values.
   absl::Status Step(const int64_t* actions, size_t num_values, const BatchOutput& out);
@@ -131,7 +137,7 @@ class VectorEnv {
   // Queues the reset of every environment (as Reset, none in flight): Recv returns the
   // first observations, as it returns steps (EnvPool's async_reset).
   absl::Status SendReset(const std::vector<std::optional<uint64_t>>& seeds,
-                         const std::optional<std::string>& profile);
+                         const std::vector<std::optional<std::string>>& profiles);
   // Waits for `batch` finished steps (1 <= batch <= steps in flight) and writes them.
   absl::Status Recv(int batch, const BatchOutput& out);
   // Steps sent and not yet received.
@@ -140,8 +146,12 @@ class VectorEnv {
  private:
   struct Slot;
   VectorEnv(std::vector<std::unique_ptr<SessionEnv>> envs, VectorEnvOptions options);
+  // InvalidArgument unless v has 0 or num_envs entries.
+  absl::Status CheckPerEnv(size_t size, const char* name) const;
   absl::Status CheckActions(const int64_t* actions, size_t count, const std::string& base,
                             const std::vector<int32_t>* env_ids) const;
+  // Sets s.started and s.reset_next after s.result came from a reset.
+  void AfterReset(Slot& s) const;
   // Steps (or autoresets) slot i with the action in slot.action; fills slot.result.
   void RunSlot(size_t i);
   // Copies slot i's results into `row` of out.
@@ -157,8 +167,7 @@ class VectorEnv {
   EnvSpec spec_;
   int threads_ = 1;
   std::vector<std::unique_ptr<Slot>> slots_;
-  int in_flight_ = 0;                 // touched by the caller only
-  ResetOptions async_reset_options_;  // of the SendReset in flight
+  int in_flight_ = 0;  // touched by the caller only
 
   // The work the workers share: a parallel loop, or queued steps.
   struct Loop;

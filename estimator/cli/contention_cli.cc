@@ -8,38 +8,25 @@
 #include <optional>
 
 #include "estimator/contention/contention_model.h"
-#include "estimator/contention/synth/contention_synth.h"
-#include "traces/base/csv_table.h"
 #include "estimator/contention/sensitivity_csv.h"
 #include "estimator/contention/smoothing.h"
+#include "estimator/contention/synth/contention_synth.h"
 #include "estimator/contention/validation.h"
 #include "traces/base/args.h"
+#include "traces/base/csv_table.h"
+#include "traces/base/exit_status.h"
 #include "traces/base/file.h"
 #include "traces/base/json.h"
-#include "traces/base/status_macros.h"
 #include "traces/base/script.h"
+#include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
-
 
 namespace tiergym {
 namespace {
 
 using namespace contention;  // NOLINT(google-build-using-namespace): this file is its CLI
 
-constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;
-constexpr int kExitUsage = 2;
 constexpr int kPlotSamples = 80;  // points per drawn fit
-
-int Fail(const absl::Status& s) {
-  std::cerr << "error: " << s.message() << "\n";
-  return kExitFailed;
-}
-
-int UsageFail(const absl::Status& s) {
-  std::cerr << s.message() << "\n";
-  return kExitUsage;
-}
 
 // "44", "10.75", "2.5": a cost without trailing zeros.
 std::string FormatCost(double cost) {
@@ -122,10 +109,11 @@ absl::Status Plot(const SensitivityFamily& family, const std::string& out_png) {
 }
 
 int ValidateCommand(const std::vector<std::string>& args) {
-  ArgParser p("tiergym contention validate",
-              "Predict every measured pair with every method (smoothing x points x read "
-              "curve, and Memgen) and print the prediction error in the layout of seed 000's "
-              "Tables 1-3.");
+  ArgParser p(
+      "tiergym contention validate",
+      "Predict every measured pair with every method (smoothing x points x read "
+      "curve, and Memgen) and print the prediction error in the layout of the contention paper's "
+      "Tables 1-3.");
   p.AddOption("curves", "FILE", "sensitivity curves (curves.csv)");
   p.AddOption("apps", "FILE", "solo bandwidths (apps.csv)");
   p.AddOption("pairs", "FILE", "measured pairs (pairs.csv)");

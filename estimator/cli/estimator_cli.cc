@@ -1,22 +1,24 @@
 #include "estimator/cli/estimator_cli.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <optional>
 #include <string_view>
 
+#include "estimator/calibration.h"
 #include "estimator/estimator.h"
 #include "estimator/interference.h"
 #include "estimator/replay_estimator.h"
-#include "traces/measured_runs.h"
-#include "traces/trace_summary.h"
 #include "traces/base/args.h"
+#include "traces/base/exit_status.h"
 #include "traces/base/file.h"
 #include "traces/base/json.h"
 #include "traces/base/script.h"
 #include "traces/base/strings.h"
-
+#include "traces/measured_runs.h"
+#include "traces/trace_summary.h"
 
 namespace tiergym {
 namespace {
@@ -28,10 +30,45 @@ void AddEstimateOptions(ArgParser& p) {
   p.AddOption("machine", "NAME|FILE",
               "machine description (knl, disagg or a JSON file): tier bandwidths for the "
               "concurrent model");
-  p.AddOption("model", "paper|concurrent",
-              "estimator model: the paper's weighted mean, or with the overlap of "
-              "bandwidth-bound work on different tiers (needs --machine)",
-              "paper");
+  p.AddOption("model", "paper|concurrent|roofline",
+              "estimator model: the paper's weighted mean; with the overlap of "
+              "bandwidth-bound work on different tiers; or per block a roofline of latency, "
+              "bandwidth and compute fitted to the runs (the last two need --machine); "
+              "default roofline with --machine, paper without");
+  p.AddOption("shares", "pooled|base",
+              "which runs' samples set a window's access shares: every run's, or the base "
+              "run's only (the published algorithm)",
+              "pooled");
+  p.AddOption("first-touch", "sweeps|extents|extended|base",
+              "first-touch order of fraction placements: address extents of the sampled "
+              "pages (unsampled pages between them included) by first sample, joined where "
+              "the first touches sweep up the addresses (sweeps) or not (extents); or the "
+              "sampled pages by first sample, the base run's then those only other runs "
+              "sampled (extended); or the base run's sampled pages only (base). Recommended: "
+              "sweeps (estimator/README.md, \"Ablation\"); the default stays the library's "
+              "until the environment adopts it",
+              "extended");
+  p.AddOption("extent-gap", "PAGES",
+              "sweeps/extents: sampled pages at most this far apart belong to one extent", "64");
+  p.AddOption("empty-windows", "segment|base",
+              "windows without samples: weighted by their phase's shares, or at the base "
+              "run's time",
+              "segment");
+  p.AddOption("align", "instructions|samples",
+              "scale the other runs' windows by their instruction counts, or by their mean "
+              "sample positions (spinning at barriers then does not stretch them). "
+              "Recommended: samples",
+              "instructions");
+  p.AddOption("calibration", "FILE",
+              "calibration from `tiergym calibrate`: its compute overlap, and its residual "
+              "noise widening the sampling interval");
+  p.AddOption("level", "FRACTION", "confidence level of the sampling interval", "0.9");
+  p.AddOption("replicates", "N", "bootstrap replicates of the sampling interval", "100");
+  p.AddOption("seed", "N", "seed of the bootstrap", "1");
+  p.AddOption("overlap", "FRACTION",
+              "roofline model: share of the shorter of compute and memory time hidden under "
+              "the longer",
+              "0.5");
   p.AddOption("engine", "index|replay",
               "index (default) or the per-sample replay as published (paper model only; "
               "slow, for checking)",
@@ -43,6 +80,10 @@ struct CommonArgs {
   EstimatorOptions options;
   Model model = Model::kPaper;
   bool replay = false;
+  std::optional<Calibration> calibration;
+  double level = 0.9;  // sampling interval
+  int replicates = 100;
+  uint64_t seed = 1;
 };
 
 // Parses the options both commands share plus the required option `required`;
@@ -55,17 +96,70 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
   auto window = p.GetUint64("window");
   if (s.ok() && !window.ok()) s = window.status();
   if (s.ok() && *window == 0) s = absl::InvalidArgumentError("--window must be positive");
-  auto model = ParseModel(p.Get("model"));
-  if (s.ok() && !model.ok()) s = absl::InvalidArgumentError(StrCat("--model: ", model.status().message()));
+  auto model = p.Given("model")
+                   ? ParseModel(p.Get("model"))
+                   : absl::StatusOr<Model>(p.Given("machine") ? Model::kRoofline : Model::kPaper);
+  auto level = p.GetDouble("level");
+  if (s.ok() && !(level.ok() && *level > 0 && *level < 1)) {
+    s = absl::InvalidArgumentError(
+        StrCat("--level must be a number in (0, 1), not '", p.Get("level"), "'"));
+  }
+  auto replicates = p.GetUint64("replicates");
+  if (s.ok() && !(replicates.ok() && *replicates >= 2 && *replicates <= 100000)) {
+    s = absl::InvalidArgumentError(
+        StrCat("--replicates must be an integer in [2, 100000], not '", p.Get("replicates"), "'"));
+  }
+  auto seed = p.GetUint64("seed");
+  if (s.ok() && !seed.ok())
+    s = absl::InvalidArgumentError(StrCat("--seed: ", seed.status().message()));
+  if (s.ok() && !model.ok())
+    s = absl::InvalidArgumentError(StrCat("--model: ", model.status().message()));
   const std::string engine = p.Get("engine");
   if (s.ok() && engine != "index" && engine != "replay") {
     s = absl::InvalidArgumentError(StrCat("--engine must be index or replay, not '", engine, "'"));
   }
-  if (s.ok() && model.ok() && *model == Model::kConcurrent && !p.Given("machine")) {
-    s = absl::InvalidArgumentError("--model concurrent needs --machine (the tier bandwidths)");
+  if (s.ok() && model.ok() && *model != Model::kPaper && !p.Given("machine")) {
+    s = absl::InvalidArgumentError(StrCat("--model ", ModelName(*model),
+                                          " needs --machine (the tier bandwidths and latencies)"));
+  }
+  const std::string shares = p.Get("shares"), first_touch = p.Get("first-touch"),
+                    empty = p.Get("empty-windows");
+  if (s.ok() && shares != "pooled" && shares != "base") {
+    s = absl::InvalidArgumentError(StrCat("--shares must be pooled or base, not '", shares, "'"));
+  }
+  if (s.ok() && first_touch != "extended" && first_touch != "base" && first_touch != "extents" &&
+      first_touch != "sweeps") {
+    s = absl::InvalidArgumentError(
+        StrCat("--first-touch must be sweeps, extents, extended or base, not '", first_touch, "'"));
+  }
+  const std::string align = p.Get("align");
+  if (s.ok() && align != "instructions" && align != "samples") {
+    s = absl::InvalidArgumentError(
+        StrCat("--align must be instructions or samples, not '", align, "'"));
+  }
+  auto gap = p.GetUint64("extent-gap");
+  if (s.ok() && !gap.ok()) {
+    s = absl::InvalidArgumentError(StrCat("--extent-gap: ", gap.status().message()));
+  }
+  if (s.ok() && empty != "segment" && empty != "base") {
+    s = absl::InvalidArgumentError(
+        StrCat("--empty-windows must be segment or base, not '", empty, "'"));
+  }
+  auto overlap = p.GetDouble("overlap");
+  if (s.ok() && !(overlap.ok() && *overlap >= 0 && *overlap <= 1)) {
+    s = absl::InvalidArgumentError(
+        StrCat("--overlap must be a number in [0, 1], not '", p.Get("overlap"), "'"));
   }
   if (s.ok() && engine == "replay" && model.ok() && *model != Model::kPaper) {
     s = absl::InvalidArgumentError("--engine replay computes the paper model only");
+  }
+  if (s.ok() && engine == "replay" &&
+      ((p.Given("first-touch") && p.Get("first-touch") != "extended") ||
+       (p.Given("shares") && p.Get("shares") != "pooled") ||
+       (p.Given("empty-windows") && p.Get("empty-windows") != "segment"))) {
+    s = absl::InvalidArgumentError(
+        "--engine replay implements --first-touch extended, --shares pooled and "
+        "--empty-windows segment only");
   }
   if (!s.ok()) {
     std::cerr << s.message() << "\n";
@@ -73,20 +167,36 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
   }
   out->options.window_instructions = *window;
   out->options.use_phasemarks = !p.Flag("no-phasemarks");
+  out->options.share_runs = shares == "base" ? ShareRuns::kBase : ShareRuns::kPooled;
+  out->options.first_touch = first_touch == "base"       ? FirstTouchFootprint::kBase
+                             : first_touch == "extended" ? FirstTouchFootprint::kExtended
+                                                         : FirstTouchFootprint::kExtents;
+  if (engine == "replay") out->options.first_touch = FirstTouchFootprint::kExtended;
+  out->options.join_sweeps = first_touch == "sweeps";
+  out->options.align =
+      align == "samples" ? WindowAlignment::kSamples : WindowAlignment::kInstructions;
+  out->options.extent_gap_pages = *gap;
+  out->options.empty_windows =
+      empty == "base" ? EmptyWindows::kBaseTime : EmptyWindows::kSegmentShares;
+  out->options.compute_overlap = *overlap;
   out->model = *model;
+  out->level = *level;
+  out->replicates = static_cast<int>(*replicates);
+  out->seed = *seed;
   out->replay = engine == "replay";
   return std::nullopt;
-}
-
-int Fail(const absl::Status& s) {
-  std::cerr << "error: " << s.message() << "\n";
-  return 1;
 }
 
 // Loads the profile and the machine and makes the estimator.
 absl::StatusOr<std::unique_ptr<Estimator>> MakeEstimator(const ArgParser& p, CommonArgs& common) {
   auto profile = LoadProfile(p.Get("profile"));
   if (!profile.ok()) return profile.status();
+  if (p.Given("calibration")) {
+    auto calibration = ReadCalibration(p.Get("calibration"));
+    if (!calibration.ok()) return calibration.status();
+    common.calibration = *calibration;
+    ApplyCalibration(*calibration, &common.options);
+  }
   if (p.Given("machine")) {
     auto machine = LoadMachine(p.Get("machine"));
     if (!machine.ok()) return machine.status();
@@ -98,9 +208,11 @@ absl::StatusOr<std::unique_ptr<Estimator>> MakeEstimator(const ArgParser& p, Com
 absl::StatusOr<Estimate> EstimateWith(Estimator& estimator, const CommonArgs& common,
                                       const Placement& placement, Model model) {
   if (common.replay) {
-    return EstimateByReplay(estimator.profile(), placement,
-                            {.window_instructions = common.options.window_instructions,
-                             .use_phasemarks = common.options.use_phasemarks});
+    return EstimateByReplay(
+        estimator.profile(), placement,
+        {.window_instructions = common.options.window_instructions,
+         .use_phasemarks = common.options.use_phasemarks,
+         .align_by_samples = common.options.align == WindowAlignment::kSamples});
   }
   return estimator.EstimatePlacement(placement, model);
 }
@@ -125,7 +237,8 @@ absl::Status ApplyInterference(Estimator& estimator, const Placement& placement,
   if (!schedule.ok()) return schedule.status();
   auto composer = InterferenceComposer::Create(*schedule, estimator.profile().devices(),
                                                estimator.profile().app());
-  if (!composer.ok()) return absl::Status(composer.status().code(), StrCat(path, ": ", composer.status().message()));
+  if (!composer.ok())
+    return absl::Status(composer.status().code(), StrCat(path, ": ", composer.status().message()));
   auto index = estimator.IndexFor(placement.default_tier);
   if (!index.ok()) return index.status();
   auto resolved = (*index)->Resolve(placement);
@@ -134,7 +247,8 @@ absl::Status ApplyInterference(Estimator& estimator, const Placement& placement,
   const EstimatorIndex& x = **index;
   est->runtime_ns = 0;
   for (size_t s = 0; s < x.num_segments() && s < est->phases.size(); ++s) {
-    est->phases[s].estimated_ns = composer->IntervalNs(state, x.segment_begin(s), x.segment_begin(s + 1));
+    est->phases[s].estimated_ns =
+        composer->IntervalNs(state, x.segment_begin(s), x.segment_begin(s + 1));
     est->runtime_ns += est->phases[s].estimated_ns;
   }
   return absl::OkStatus();
@@ -144,7 +258,66 @@ absl::Status ApplyInterference(Estimator& estimator, const Placement& placement,
 
 std::string EstimatorCommandsHelp() {
   return "  estimate               estimate a profile's runtime under a placement\n"
-         "  validate               compare estimates with measured runs (runs.csv)\n";
+         "  validate               compare estimates with measured runs (runs.csv)\n"
+         "  calibrate              fit the estimator's compute overlap and noise to measured "
+         "runs\n";
+}
+
+int RunCalibrateCommand(const std::vector<std::string>& args) {
+  ArgParser p("tiergym calibrate",
+              "Fit the roofline model's compute overlap and the residual noise of the estimate "
+              "to measured runs, report the k-fold cross-validated error (every run scored by "
+              "a fit on the other folds) and write the calibration file that estimate and "
+              "validate read with --calibration (format: estimator/calibration.h).");
+  p.AddOption("profile", "DIR", "profile directory: one trace per device");
+  p.AddOption("runs", "FILE", "measured runs CSV (name,placement,runtime_ns)");
+  p.AddOption("machine", "NAME|FILE", "machine description (knl, disagg or a JSON file)");
+  p.AddOption("out", "FILE", "where to write the calibration JSON");
+  p.AddOption("folds", "K", "cross-validation folds", "5");
+  p.AddFlag("quiet", "no progress on stderr");
+  if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
+  absl::Status s = p.Require("profile");
+  for (const char* required : {"runs", "machine", "out"}) {
+    if (s.ok()) s = p.Require(required);
+  }
+  auto folds = p.GetUint64("folds");
+  if (s.ok() && !(folds.ok() && *folds >= 2 && *folds <= 1000)) {
+    s = absl::InvalidArgumentError(
+        StrCat("--folds must be an integer in [2, 1000], not '", p.Get("folds"), "'"));
+  }
+  if (!s.ok()) {
+    std::cerr << s.message() << "\n";
+    return 2;
+  }
+  auto profile = LoadProfile(p.Get("profile"));
+  if (!profile.ok()) return Fail(profile.status());
+  auto machine = LoadMachine(p.Get("machine"));
+  if (!machine.ok()) return Fail(machine.status());
+  auto runs = ReadMeasuredRunsWithPlacements(p.Get("runs"));
+  if (!runs.ok()) return Fail(runs.status());
+  CalibrationOptions options;
+  options.folds = static_cast<int>(*folds);
+  if (!p.Flag("quiet"))
+    options.progress = [](const std::string& line) { std::cerr << line << "\n"; };
+  auto calibration = Calibrate(*profile, RecommendedEstimatorOptions(*machine), *runs, options);
+  if (!calibration.ok()) {
+    return Fail(absl::Status(calibration.status().code(),
+                             StrCat(p.Get("runs"), ": ", calibration.status().message())));
+  }
+  if (absl::Status w = WriteFileAtomically(p.Get("out"), FormatCalibration(*calibration));
+      !w.ok()) {
+    return Fail(w);
+  }
+  const Calibration& c = *calibration;
+  std::printf(
+      "%d runs, %d-fold cross-validation (each run scored by a fit on the others):\n"
+      "  uncalibrated (overlap 0.5): mean error %.2f %%, max error %.2f %%\n"
+      "  calibrated:                 mean error %.2f %%, max error %.2f %%\n"
+      "fitted on all runs: compute overlap %.1f, relative noise %.2f %%; wrote %s\n",
+      c.fitted_runs, c.folds, c.uncalibrated_mean_error_pct, c.uncalibrated_max_error_pct,
+      c.cv_mean_error_pct, c.cv_max_error_pct, c.compute_overlap, 100 * c.relative_noise,
+      p.Get("out").c_str());
+  return 0;
 }
 
 int RunEstimateCommand(const std::vector<std::string>& args) {
@@ -170,10 +343,25 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
   auto est = EstimateWith(**estimator, common, *placement, common.model);
   if (!est.ok()) return Fail(est.status());
   const double without_interference = est->runtime_ns;
+  // The sampling interval (not with the replay, nor with interference, whose slowdowns
+  // it does not cover).
+  std::optional<EstimatorIndex::Spread> spread;
+  if (!common.replay && !p.Given("interference")) {
+    auto sp = (*estimator)
+                  ->SamplingSpread(*placement, common.model, common.replicates, common.seed,
+                                   common.level);
+    if (!sp.ok()) return Fail(sp.status());
+    spread = *sp;
+    if (common.calibration) {
+      std::tie(spread->lo_ns, spread->hi_ns) = WidenInterval(
+          *common.calibration, est->runtime_ns, spread->lo_ns, spread->hi_ns, spread->level);
+    }
+  }
   if (p.Given("interference")) {
-    if (common.replay) return Fail(absl::InvalidArgumentError("--interference needs --engine index"));
-    if (absl::Status s = ApplyInterference(**estimator, *placement, common.model,
-                                           p.Get("interference"), &*est);
+    if (common.replay)
+      return Fail(absl::InvalidArgumentError("--interference needs --engine index"));
+    if (absl::Status s =
+            ApplyInterference(**estimator, *placement, common.model, p.Get("interference"), &*est);
         !s.ok()) {
       return Fail(s);
     }
@@ -189,6 +377,21 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
     }
     w.Key("model");
     w.String(ModelName(common.model));
+    if (spread) {
+      w.Key("interval");
+      w.BeginObject();
+      w.Key("lo_ns");
+      w.Double(std::round(spread->lo_ns));
+      w.Key("hi_ns");
+      w.Double(std::round(spread->hi_ns));
+      w.Key("level");
+      w.Double(spread->level);
+      w.Key("stddev_ns");
+      w.Double(std::round(spread->stddev_ns));
+      w.Key("replicates");
+      w.Int(spread->replicates);
+      w.EndObject();
+    }
     w.Key("devices");
     w.BeginArray();
     for (const auto& d : est->devices) w.String(d);
@@ -222,6 +425,12 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
   }
   std::cout << "estimated runtime " << FormatDuration(static_cast<uint64_t>(est->runtime_ns))
             << " for " << p.Get("placement") << " (" << ModelName(common.model) << " model)\n";
+  if (spread) {
+    std::cout << "  " << FixedDecimal(100 * spread->level, 0) << " % sampling interval "
+              << FormatDuration(static_cast<uint64_t>(spread->lo_ns)) << " .. "
+              << FormatDuration(static_cast<uint64_t>(spread->hi_ns)) << " (" << spread->replicates
+              << " bootstrap replicates)\n";
+  }
   if (p.Given("interference")) {
     std::cout << "  with the co-runners of " << p.Get("interference") << "; without them "
               << FormatDuration(static_cast<uint64_t>(without_interference)) << "\n";
@@ -274,16 +483,24 @@ int RunValidateCommand(const std::vector<std::string>& args) {
   auto runs = ReadMeasuredRunsWithPlacements(p.Get("runs"));
   if (!runs.ok()) return Fail(runs.status());
   std::vector<Model> models = {Model::kPaper};
-  if ((*estimator)->has_machine() && !common.replay) models.push_back(Model::kConcurrent);
+  if ((*estimator)->has_machine() && !common.replay) {
+    models.push_back(Model::kConcurrent);
+    models.push_back(Model::kRoofline);
+  }
 
   struct Row {
     std::string name;
     uint64_t measured_ns;
-    std::vector<double> estimated_ns;  // per model
+    std::vector<double> estimated_ns;              // per model
+    std::optional<EstimatorIndex::Spread> spread;  // the chosen model's sampling interval
+    bool inside() const {
+      return spread && spread->lo_ns <= static_cast<double>(measured_ns) &&
+             static_cast<double>(measured_ns) <= spread->hi_ns;
+    }
   };
   std::vector<Row> rows;
   for (const auto& [run, placement] : *runs) {
-    Row row{run.name, run.runtime_ns, {}};
+    Row row{run.name, run.runtime_ns, {}, std::nullopt};
     for (Model m : models) {
       auto est = EstimateWith(**estimator, common, placement, m);
       if (!est.ok()) {
@@ -292,6 +509,16 @@ int RunValidateCommand(const std::vector<std::string>& args) {
                                         "): ", est.status().message())));
       }
       row.estimated_ns.push_back(est->runtime_ns);
+      if (m == common.model && !common.replay) {
+        auto sp = (*estimator)
+                      ->SamplingSpread(placement, m, common.replicates, common.seed, common.level);
+        if (!sp.ok()) return Fail(sp.status());
+        row.spread = *sp;
+        if (common.calibration) {
+          std::tie(row.spread->lo_ns, row.spread->hi_ns) =
+              WidenInterval(*common.calibration, est->runtime_ns, sp->lo_ns, sp->hi_ns, sp->level);
+        }
+      }
     }
     rows.push_back(std::move(row));
   }
@@ -299,7 +526,15 @@ int RunValidateCommand(const std::vector<std::string>& args) {
     return 100.0 * std::fabs(estimated - static_cast<double>(measured)) /
            static_cast<double>(measured);
   };
-  const size_t chosen = common.model == Model::kPaper ? 0 : 1;
+  const size_t chosen =
+      static_cast<size_t>(std::find(models.begin(), models.end(), common.model) - models.begin());
+  size_t inside = 0, with_interval = 0;
+  for (const Row& r : rows) {
+    with_interval += r.spread.has_value();
+    inside += r.inside();
+  }
+  const double coverage =
+      with_interval ? static_cast<double>(inside) / static_cast<double>(with_interval) : 0.0;
   std::vector<double> mean(models.size(), 0.0), max(models.size(), 0.0);
   for (const Row& r : rows) {
     for (size_t m = 0; m < models.size(); ++m) {
@@ -323,6 +558,14 @@ int RunValidateCommand(const std::vector<std::string>& args) {
     w.Double(std::round(r.estimated_ns[chosen]));
     w.Key("error_pct");
     w.Double(error_pct(r.estimated_ns[chosen], r.measured_ns));
+    if (r.spread) {
+      w.Key("interval_lo_ns");
+      w.Double(std::round(r.spread->lo_ns));
+      w.Key("interval_hi_ns");
+      w.Double(std::round(r.spread->hi_ns));
+      w.Key("inside");
+      w.Bool(r.inside());
+    }
     w.Key("models");
     w.BeginObject();
     for (size_t m = 0; m < models.size(); ++m) {
@@ -344,6 +587,12 @@ int RunValidateCommand(const std::vector<std::string>& args) {
   w.Double(max[chosen]);
   w.Key("model");
   w.String(ModelName(common.model));
+  if (with_interval) {
+    w.Key("interval_level");
+    w.Double(common.level);
+    w.Key("coverage");
+    w.Double(coverage);
+  }
   w.Key("models");
   w.BeginObject();
   for (size_t m = 0; m < models.size(); ++m) {
@@ -380,12 +629,18 @@ int RunValidateCommand(const std::vector<std::string>& args) {
       std::printf("%zu runs, %s model: mean error %.2f %%, max error %.2f %%\n", rows.size(),
                   std::string(ModelName(models[m])).c_str(), mean[m], max[m]);
     }
+    if (with_interval) {
+      std::printf(
+          "%s model: measured runtime inside the %.0f %% sampling interval in %zu of %zu "
+          "runs (coverage %.0f %%)\n",
+          std::string(ModelName(common.model)).c_str(), 100 * common.level, inside, with_interval,
+          100 * coverage);
+    }
   }
   if (p.Given("plot")) {
-    const std::string title =
-        StrCat((*estimator)->profile().app().empty() ? p.Get("profile")
-                                                     : (*estimator)->profile().app(),
-               ": measured vs estimated runtime");
+    const std::string title = StrCat(
+        (*estimator)->profile().app().empty() ? p.Get("profile") : (*estimator)->profile().app(),
+        ": measured vs estimated runtime");
     if (absl::Status s = Plot(json_text, p.Get("plot"), title); !s.ok()) return Fail(s);
     std::cerr << "wrote " << p.Get("plot") << "\n";
   }

@@ -11,6 +11,8 @@ namespace tiergym {
 
 int RunEstimateCommand(const std::vector<std::string>& args);
 int RunValidateCommand(const std::vector<std::string>& args);
+// `tiergym calibrate`: not yet dispatched by env/tiergym_main.cc (the lead wires it).
+int RunCalibrateCommand(const std::vector<std::string>& args);
 std::string EstimatorCommandsHelp();
 
 }  // namespace tiergym

@@ -1,4 +1,4 @@
-// The contention estimator of seed 000: predicts an application's normalized
+// The contention estimator of the contention paper: predicts an application's normalized
 // performance (solo runtime / runtime under interference) when co-runners put bandwidth
 // on its memory, from the application's family of smoothed sensitivity curves.
 //

@@ -56,9 +56,9 @@ const SensitivityCurve* SensitivityFamily::FindCurve(double read_pct) const {
 
 absl::StatusOr<std::vector<SensitivityFamily>> ParseCurvesCsv(std::string_view text,
                                                               const std::string& path) {
-  TG_ASSIGN_OR_RETURN(CsvTable table,
-                      ParseCsvTable(
-                          text, path, {"app", "read_pct", "interference_gbps", "normalized_perf"}));
+  TG_ASSIGN_OR_RETURN(
+      CsvTable table,
+      ParseCsvTable(text, path, {"app", "read_pct", "interference_gbps", "normalized_perf"}));
   std::map<std::string, std::map<double, SensitivityCurve>> by_app;
   for (const CsvRow& row : table.rows) {
     if (row.fields[0].empty()) return RuleError(path, row.line, "empty-app", "the app is empty");
@@ -131,9 +131,8 @@ absl::StatusOr<std::vector<AppBandwidth>> ParseAppsCsv(std::string_view text,
 
 absl::StatusOr<std::vector<MeasuredPair>> ParsePairsCsv(std::string_view text,
                                                         const std::string& path) {
-  TG_ASSIGN_OR_RETURN(
-      CsvTable table,
-      ParseCsvTable(text, path, {"target", "interferer", "normalized_perf"}));
+  TG_ASSIGN_OR_RETURN(CsvTable table,
+                      ParseCsvTable(text, path, {"target", "interferer", "normalized_perf"}));
   std::vector<MeasuredPair> pairs;
   for (const CsvRow& row : table.rows) {
     if (row.fields[0].empty() || row.fields[1].empty()) {

@@ -1,6 +1,6 @@
 // Sensitivity data of the contention estimator: measured sensitivity curves (curves.csv),
 // solo bandwidths (apps.csv) and measured pairwise co-runs (pairs.csv), in the formats of
-// docs/formats/sensitivity-csv.md, with strict readers and writers.
+// estimator/contention/SENSITIVITY_CSV.md, with strict readers and writers.
 //
 // Performance is normalized performance: solo runtime / runtime under interference.
 // The readers find columns by name (any order, extra columns ignored), ignore blank lines

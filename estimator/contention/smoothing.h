@@ -1,4 +1,4 @@
-// Smoothing of one sensitivity curve (seed 000, sections 3.5 and 4.2): a function from
+// Smoothing of one sensitivity curve (the contention paper, sections 3.5 and 4.2): a function from
 // the interferer's solo bandwidth to the target's normalized performance.
 //
 //   kLinear         least-squares line a + b x through the curve's points

@@ -45,7 +45,7 @@ absl::StatusOr<ValidationReport> Validate(const std::vector<SensitivityFamily>& 
     const SensitivityFamily* family = FindFamily(families, pair.target);
     if (family == nullptr) {
       return RuleError(pairs_path, pair.line, "unknown-target",
-                                 StrCat("target \"", pair.target, "\" has no curves"));
+                       StrCat("target \"", pair.target, "\" has no curves"));
     }
     const AppBandwidth* app = FindApp(apps, pair.interferer);
     if (app == nullptr) {

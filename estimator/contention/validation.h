@@ -1,7 +1,7 @@
-// Validation of the contention estimator against measured pairs (seed 000, section 4.2):
-// every pair of pairs.csv is predicted with every method, from the target's family and
-// the interferer's solo bandwidth and read share; the error of one prediction is
-// |predicted - measured| normalized performance in percentage points.
+// Validation of the contention estimator against measured pairs (the contention paper,
+// section 4.2): every pair of pairs.csv is predicted with every method, from the target's family
+// and the interferer's solo bandwidth and read share; the error of one prediction is |predicted -
+// measured| normalized performance in percentage points.
 //
 // Thread-safe: pure functions of their arguments.
 #ifndef TIERGYM_ESTIMATOR_CONTENTION_VALIDATION_H_

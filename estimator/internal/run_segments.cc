@@ -10,8 +10,8 @@ std::vector<Segment> Segments(const Trace& t, bool use_phasemarks) {
   std::vector<Segment> out;
   if (use_phasemarks) {
     for (size_t p = 0; p < t.num_phases(); ++p) {
-      Segment s{t.PhaseInstructions(p), t.PhaseStartNs(p), t.PhaseEndNs(p), t.PhaseBegin(p),
-                t.PhaseBegin(p + 1), {}};
+      Segment s{t.PhaseInstructions(p), t.PhaseStartNs(p),   t.PhaseEndNs(p),
+                t.PhaseBegin(p),        t.PhaseBegin(p + 1), {}};
       s.position.assign(t.instructions().begin() + s.begin, t.instructions().begin() + s.end);
       out.push_back(std::move(s));
     }
@@ -54,14 +54,26 @@ double TimeAt::operator()(double x) const {
 }
 
 WindowGrid::WindowGrid(const std::vector<const Segment*>& segment_of_run, int base,
-                       uint64_t window_instructions)
+                       uint64_t window_instructions, bool align_by_samples)
     : window_instructions(window_instructions) {
   const uint64_t base_instr = segment_of_run[base]->instructions;
   windows = std::max<uint64_t>(1, (base_instr + window_instructions - 1) / window_instructions);
+  auto mean_position = [](const Segment* s) {
+    double sum = 0;
+    for (uint64_t p : s->position) sum += static_cast<double>(p);
+    return sum / static_cast<double>(s->position.size());
+  };
+  const Segment* b = segment_of_run[base];
+  const bool align = align_by_samples && b->position.size() >= kMinAlignSamples;
+  const double base_mean = align ? mean_position(b) : 0.0;
   for (const Segment* s : segment_of_run) {
-    scale.push_back(base_instr == 0 ? 1.0
-                                    : static_cast<double>(s->instructions) /
-                                          static_cast<double>(base_instr));
+    if (align && s->position.size() >= kMinAlignSamples && base_mean > 0) {
+      scale.push_back(mean_position(s) / base_mean);
+      continue;
+    }
+    scale.push_back(base_instr == 0
+                        ? 1.0
+                        : static_cast<double>(s->instructions) / static_cast<double>(base_instr));
   }
 }
 

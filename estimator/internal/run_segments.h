@@ -40,14 +40,19 @@ class TimeAt {
 
 // Window geometry of one segment: `windows` windows of `window_instructions` base-run
 // instructions, the last one running to the segment end; run d's boundaries are the base
-// run's scaled by scale[d] = (run d's instructions) / (base run's instructions).
+// run's scaled by scale[d] = (run d's instructions) / (base run's instructions), or, with
+// `align_by_samples` and at least kMinAlignSamples samples in both runs, by the ratio of
+// the runs' mean sample positions: misses per instruction do not depend on the placement,
+// so the samples spread alike over the instructions that do the work, and instructions
+// retired without misses (spinning at a barrier) do not stretch the windows.
 struct WindowGrid {
   uint64_t windows = 1;
   std::vector<double> scale;  // per run
   uint64_t window_instructions = 0;
 
+  static constexpr size_t kMinAlignSamples = 16;
   WindowGrid(const std::vector<const Segment*>& segment_of_run, int base,
-             uint64_t window_instructions);
+             uint64_t window_instructions, bool align_by_samples = false);
   // Window of a sample of run d at `position`.
   uint64_t WindowOf(size_t d, uint64_t position) const;
   // Run d's instruction position of the start of window w (w == windows: +infinity).

@@ -5,11 +5,11 @@
 #include <optional>
 
 #include "profiler/mckernel/mckernel_dump.h"
-#include "traces/trace_file.h"
-#include "traces/trace_summary.h"
 #include "traces/base/args.h"
 #include "traces/base/file.h"
 #include "traces/base/strings.h"
+#include "traces/trace_file.h"
+#include "traces/trace_summary.h"
 
 namespace tiergym::mckernel {
 namespace {

@@ -17,27 +17,14 @@
 #include "profiler/recorder.h"
 #include "profiler/run_placed.h"
 #include "profiler/sweep.h"
-#include "traces/machine.h"
 #include "traces/base/args.h"
+#include "traces/base/exit_status.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
+#include "traces/machine.h"
 
 namespace tiergym::prof {
 namespace {
-
-constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;
-constexpr int kExitUsage = 2;
-
-int Fail(const absl::Status& s) {
-  std::cerr << "error: " << s.message() << "\n";
-  return kExitFailed;
-}
-
-int Usage(const absl::Status& s) {
-  std::cerr << s.message() << "\n";
-  return kExitUsage;
-}
 
 // The NUMA node of --device on --machine, or of --numa-node, into `node` (-1: unbound).
 absl::Status ResolveNode(const ArgParser& p, std::string* device, int* node) {
@@ -138,7 +125,7 @@ int RunInterfereCommand(const std::vector<std::string>& args) {
   auto duration = p.GetDouble("duration");
   for (const absl::Status& s :
        {gbps.status(), read_pct.status(), duration.status(), ReadInterferenceOptions(p, &o)}) {
-    if (!s.ok()) return Usage(s);
+    if (!s.ok()) return UsageFail(s);
   }
   o.target_gbps = *gbps;
   o.read_pct = static_cast<int>(*read_pct);
@@ -201,13 +188,13 @@ int RunContentiousnessCommand(const std::vector<std::string>& args) {
   LaunchOptions launch;
   launch.argv = p.Rest();
   if (launch.argv.empty()) {
-    return Usage(absl::InvalidArgumentError(
+    return UsageFail(absl::InvalidArgumentError(
         "tiergym-prof contentiousness: no command (give it after --; see --help)"));
   }
   for (const char* name : {"numa-node", "cpu-node"}) {
     if (!p.Given(name)) continue;
     auto n = p.GetInt64(name);
-    if (!n.ok()) return Usage(n.status());
+    if (!n.ok()) return UsageFail(n.status());
     (std::string(name) == "numa-node" ? launch.membind_node : launch.cpu_node) =
         static_cast<int>(*n);
   }
@@ -273,10 +260,10 @@ int RunSweepCommand(const std::vector<std::string>& raw_args) {
   SweepOptions o;
   o.command = p.Rest();
   if (o.command.empty()) {
-    return Usage(absl::InvalidArgumentError(
+    return UsageFail(absl::InvalidArgumentError(
         "tiergym-prof sweep: no target command (give it after --; see --help)"));
   }
-  if (absl::Status s = p.Require("output"); !s.ok()) return Usage(s);
+  if (absl::Status s = p.Require("output"); !s.ok()) return UsageFail(s);
   o.output = p.Get("output");
   o.app = p.Get("app");
   o.show_target_output = p.Flag("show-output");
@@ -287,7 +274,7 @@ int RunSweepCommand(const std::vector<std::string>& raw_args) {
   auto calibrate = p.GetDouble("calibrate-s");
   for (const absl::Status& s : {levels.status(), solo.status(), repeats.status(),
                                 calibrate.status(), ReadInterferenceOptions(p, &o.interferer)}) {
-    if (!s.ok()) return Usage(s);
+    if (!s.ok()) return UsageFail(s);
   }
   o.levels = static_cast<int>(*levels);
   o.solo_repeats = static_cast<int>(*solo);
@@ -296,26 +283,27 @@ int RunSweepCommand(const std::vector<std::string>& raw_args) {
   if (p.Given("max-gbps")) {
     auto max = p.GetDouble("max-gbps");
     if (!max.ok() || *max <= 0) {
-      return Usage(max.ok() ? absl::InvalidArgumentError("--max-gbps must be positive")
-                            : max.status());
+      return UsageFail(max.ok() ? absl::InvalidArgumentError("--max-gbps must be positive")
+                                : max.status());
     }
     o.max_gbps = *max;
   }
   if (p.Given("read-pcts")) {
     auto list = ParseCpuList(p.Get("read-pcts"));  // the same "N,N-M" syntax
-    if (!list.ok()) return Usage(absl::InvalidArgumentError("--read-pcts: a list like 50,75,100"));
+    if (!list.ok())
+      return UsageFail(absl::InvalidArgumentError("--read-pcts: a list like 50,75,100"));
     o.read_pcts = *list;
   }
   for (const char* name : {"target-mem-node", "target-cpu-node"}) {
     if (!p.Given(name)) continue;
     auto n = p.GetInt64(name);
-    if (!n.ok()) return Usage(n.status());
+    if (!n.ok()) return UsageFail(n.status());
     (std::string(name) == "target-mem-node" ? o.target_mem_node : o.target_cpu_node) =
         static_cast<int>(*n);
   }
   if (p.Given("target-cpus")) {
     auto cpus = ParseCpuList(p.Get("target-cpus"));
-    if (!cpus.ok()) return Usage(cpus.status());
+    if (!cpus.ok()) return UsageFail(cpus.status());
     o.target_cpus = *cpus;
   }
   auto result = RunSweep(o);
@@ -351,10 +339,10 @@ int RunPlacedCommand(const std::vector<std::string>& args) {
   PlacedRunOptions o;
   o.command = p.Rest();
   if (o.command.empty()) {
-    return Usage(absl::InvalidArgumentError(
+    return UsageFail(absl::InvalidArgumentError(
         "tiergym-prof run-placed: no command to run (give it after --; see --help)"));
   }
-  if (absl::Status s = p.Require("placement"); !s.ok()) return Usage(s);
+  if (absl::Status s = p.Require("placement"); !s.ok()) return UsageFail(s);
   o.placement_path = p.Get("placement");
   o.schedule_path = p.Get("schedule");
   o.runs_csv = p.Get("runs");
@@ -363,8 +351,8 @@ int RunPlacedCommand(const std::vector<std::string>& args) {
   o.phasemark_lib = p.Get("phasemark-lib");
   auto interval = p.GetUint64("interval-ms");
   if (!interval.ok() || *interval == 0) {
-    return Usage(interval.ok() ? absl::InvalidArgumentError("--interval-ms must be positive")
-                               : interval.status());
+    return UsageFail(interval.ok() ? absl::InvalidArgumentError("--interval-ms must be positive")
+                                   : interval.status());
   }
   o.interval_ms = static_cast<uint32_t>(*interval);
   if (p.Given("machine")) {
@@ -379,7 +367,7 @@ int RunPlacedCommand(const std::vector<std::string>& args) {
     int node = -1;
     if (eq == std::string::npos || eq == 0 ||
         std::sscanf(spec.c_str() + eq + 1, "%d", &node) != 1 || node < 0) {
-      return Usage(absl::InvalidArgumentError(
+      return UsageFail(absl::InvalidArgumentError(
           StrCat("--tier-node '", spec, "' is not TIER=N (N a NUMA node)")));
     }
     o.tier_nodes[spec.substr(0, eq)] = node;
@@ -472,9 +460,9 @@ int RunRecordCommand(const std::vector<std::string>& raw_args) {
   RecordOptions o;
   o.command = p.Rest();
   if (o.command.empty())
-    return Usage(absl::InvalidArgumentError(
+    return UsageFail(absl::InvalidArgumentError(
         "tiergym-prof record: no command to record (give it after --; see --help)"));
-  if (absl::Status s = p.Require("output"); !s.ok()) return Usage(s);
+  if (absl::Status s = p.Require("output"); !s.ok()) return UsageFail(s);
   o.output = p.Get("output");
   o.format = FormatForPath(o.output);
   if (p.Given("format")) {
@@ -484,12 +472,12 @@ int RunRecordCommand(const std::vector<std::string>& raw_args) {
     else if (f == "bin")
       o.format = TraceFormat::kBinary;
     else
-      return Usage(absl::InvalidArgumentError("--format must be csv or bin"));
+      return UsageFail(absl::InvalidArgumentError("--format must be csv or bin"));
   }
   absl::Status s = ResolveNode(p, &o.device, &o.numa_node);
-  if (!s.ok()) return Usage(s);
+  if (!s.ok()) return UsageFail(s);
   auto backend = ParseBackend(p.Get("backend"));
-  if (!backend.ok()) return Usage(backend.status());
+  if (!backend.ok()) return UsageFail(backend.status());
   o.backend = *backend;
   o.app = p.Get("app");
   o.event = p.Get("event");
@@ -504,25 +492,25 @@ int RunRecordCommand(const std::vector<std::string>& raw_args) {
   auto pages = p.GetUint64("mmap-pages");
   auto rearm = p.GetUint64("rearm-us");
   for (const auto* v : {&period, &precise, &ldlat, &pages, &rearm}) {
-    if (!v->ok()) return Usage(v->status());
+    if (!v->ok()) return UsageFail(v->status());
   }
   if (p.Given("period") && *period == 0)
-    return Usage(absl::InvalidArgumentError("--period must be positive"));
-  if (*precise > 3) return Usage(absl::InvalidArgumentError("--precise must be 0..3"));
+    return UsageFail(absl::InvalidArgumentError("--period must be positive"));
+  if (*precise > 3) return UsageFail(absl::InvalidArgumentError("--precise must be 0..3"));
   if (*pages == 0 || (*pages & (*pages - 1)) != 0) {
-    return Usage(absl::InvalidArgumentError("--mmap-pages must be a power of two"));
+    return UsageFail(absl::InvalidArgumentError("--mmap-pages must be a power of two"));
   }
   o.period = *period;
   o.precise_ip = static_cast<int>(*precise);
   o.ldlat_cycles = static_cast<uint32_t>(*ldlat);
   o.ring_data_pages = *pages;
   if (*rearm > 10'000'000) {
-    return Usage(absl::InvalidArgumentError("--rearm-us must be at most 10000000 (10 s)"));
+    return UsageFail(absl::InvalidArgumentError("--rearm-us must be at most 10000000 (10 s)"));
   }
   o.rearm_interval_us = static_cast<uint32_t>(*rearm);
   if (p.Given("cpu-node")) {
     auto n = p.GetInt64("cpu-node");
-    if (!n.ok()) return Usage(n.status());
+    if (!n.ok()) return UsageFail(n.status());
     o.cpu_node = static_cast<int>(*n);
   }
   auto summary = RecordCommand(o);

@@ -7,9 +7,13 @@
 #include "profiler/cli/import_cli.h"
 #include "profiler/cli/prof_cli.h"
 
+#ifndef TIERGYM_VERSION
+#error "TIERGYM_VERSION comes from project(VERSION) in the top-level CMakeLists.txt"
+#endif
+
 namespace {
 
-constexpr char kVersion[] = "0.1.0";
+constexpr char kVersion[] = TIERGYM_VERSION;
 
 std::string Usage() {
   return "usage: tiergym-prof COMMAND [options] [-- CMD ARGS]\n\n"

@@ -26,12 +26,6 @@ constexpr size_t kVmaWords = TIERGYM_DUMP_VMA_WORDS;
 constexpr size_t kBatchHeaderWords = TIERGYM_DUMP_BATCH_HEADER_WORDS;
 static_assert(kWordBytes == sizeof(uint64_t));
 
-std::string Hex(uint64_t v) {
-  char buf[20] = {'0', 'x'};
-  auto r = std::to_chars(buf + 2, buf + sizeof buf, v, 16);
-  return std::string(buf, r.ptr);
-}
-
 class DumpParser {
  public:
   DumpParser(std::string source, std::string_view bytes)

@@ -36,9 +36,9 @@
 #include "benchmark/benchmark.h"
 #include "env/client/client.h"
 #include "env/environment.h"
+#include "env/protocol/protocol.h"
 #include "env/server/bundled_profiles.h"
 #include "env/server/environment_provider.h"
-#include "env/protocol/protocol.h"
 #include "env/server/server.h"
 #include "env/server/thread_pool.h"
 #include "msgpack.hpp"
@@ -302,7 +302,7 @@ void BM_Batch(benchmark::State& state) {
     if (!r.ok()) return state.SkipWithError(r.status().ToString().c_str());
     benchmark::DoNotOptimize(r);
   }
-  for (uint64_t s : batch.sessions) (void)(*c)->Close(s);
+  for (const protocol::SessionId& s : batch.sessions) (void)(*c)->Close(s);
   state.SetItemsProcessed(state.iterations() * batch.sessions.size());
 }
 
@@ -314,13 +314,13 @@ void MeasureMessageSizes(World& w) {
   const Action a = Alternating(env->spec().num_regions, 1);
   w.step_request_bytes =
       protocol::EncodeRequest(protocol::Request{protocol::Op::kStep, protocol::kVersion, 1,
-                                                protocol::StepRequest{123456789, a}})
+                                                protocol::StepRequest{std::string(32, '0'), a}})
           .size();
   w.step_reply_bytes = protocol::EncodeReply(protocol::Reply{1, protocol::StepReply{*r}}).size();
   protocol::StepBatchRequest b;
   protocol::StepBatchReply br;
   for (int i = 0; i < w.batch; ++i) {
-    b.sessions.push_back(123456789 + i);
+    b.sessions.push_back(std::string(24, '0') + std::to_string(12345678 + i));  // handle-sized
     b.actions.push_back(a);
     br.results.push_back(*r);
     br.was_reset.push_back(0);
@@ -336,7 +336,7 @@ double SessionMemoryBytes(const World& w, int sessions, uint64_t* asset_bytes) {
   absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect({w.ipc_server->endpoint(), 120});
   if (!c.ok()) return -1;
   const uint64_t before = (*c)->Stats()->rss_bytes;
-  std::vector<uint64_t> ids;
+  std::vector<protocol::SessionId> ids;
   for (int i = 0; i < sessions; ++i) {
     absl::StatusOr<protocol::MakeReply> m = (*c)->Make({});
     if (!m.ok()) return -1;
@@ -346,7 +346,7 @@ double SessionMemoryBytes(const World& w, int sessions, uint64_t* asset_bytes) {
   }
   absl::StatusOr<protocol::StatsReply> after = (*c)->Stats();
   *asset_bytes = after->asset_bytes;
-  for (uint64_t id : ids) (void)(*c)->Close(id);
+  for (const protocol::SessionId& id : ids) (void)(*c)->Close(id);
   return static_cast<double>(after->rss_bytes - before) / sessions;
 }
 

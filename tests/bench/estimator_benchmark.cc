@@ -37,8 +37,8 @@ namespace {
 struct World {
   std::unique_ptr<Profile> profile;
   std::shared_ptr<const EstimatorIndex> index;
-  Placement placement;                 // the benchmark's range placement
-  std::vector<uint64_t> move_starts;   // 2 MiB ranges with samples, for the moves
+  Placement placement;                // the benchmark's range placement
+  std::vector<uint64_t> move_starts;  // 2 MiB ranges with samples, for the moves
   double build_seconds = 0;
 };
 
@@ -130,7 +130,8 @@ int Main(int argc, char** argv) {
   auto generated = app.ok() && machine.ok() ? synth::GenerateProfile(*app, *machine, options)
                                             : absl::StatusOr<synth::SynthProfile>(app.status());
   if (!generated.ok()) {
-    std::fprintf(stderr, "cannot generate the profile: %s\n", generated.status().ToString().c_str());
+    std::fprintf(stderr, "cannot generate the profile: %s\n",
+                 generated.status().ToString().c_str());
     return 1;
   }
   auto profile = Profile::FromRuns("lulesh", generated->traces);
@@ -166,12 +167,25 @@ int Main(int argc, char** argv) {
     w.move_starts.push_back((pages[pages.size() * k / 256] << shift) & ~uint64_t{(2 << 20) - 1});
   }
 
-  benchmark::RegisterBenchmark("BM_Replay", BM_Replay)->Iterations(3)->Unit(benchmark::kMillisecond)->UseRealTime();
-  benchmark::RegisterBenchmark("BM_IndexedFull", BM_IndexedFull)->Unit(benchmark::kMicrosecond)->UseRealTime();
-  benchmark::RegisterBenchmark("BM_IndexedDetailed", BM_IndexedDetailed)->Unit(benchmark::kMillisecond)->UseRealTime();
-  benchmark::RegisterBenchmark("BM_IndexedConcurrent", BM_IndexedConcurrent)->Unit(benchmark::kMillisecond)->UseRealTime();
-  benchmark::RegisterBenchmark("BM_IncrementalMove", BM_IncrementalMove)->Unit(benchmark::kMicrosecond)->UseRealTime();
-  benchmark::RegisterBenchmark("BM_Interval", BM_Interval)->Unit(benchmark::kMicrosecond)->UseRealTime();
+  benchmark::RegisterBenchmark("BM_Replay", BM_Replay)
+      ->Iterations(3)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_IndexedFull", BM_IndexedFull)
+      ->Unit(benchmark::kMicrosecond)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_IndexedDetailed", BM_IndexedDetailed)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_IndexedConcurrent", BM_IndexedConcurrent)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_IncrementalMove", BM_IncrementalMove)
+      ->Unit(benchmark::kMicrosecond)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_Interval", BM_Interval)
+      ->Unit(benchmark::kMicrosecond)
+      ->UseRealTime();
   SummaryReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
@@ -184,16 +198,18 @@ int Main(int argc, char** argv) {
   const EstimatorIndex& x = *w.index;
   std::printf("\n=== estimator summary: lulesh on knl, %llu samples over %zu runs ===\n",
               static_cast<unsigned long long>(x.num_samples()), w.profile->runs().size());
-  std::printf("index: built in %.2f s; %zu footprint pages, %llu windows (%zu with samples), "
-              "%zu blocks\n",
-              w.build_seconds, x.pages().size(), static_cast<unsigned long long>(x.num_windows()),
-              x.num_nonempty_windows(), x.num_blocks());
+  std::printf(
+      "index: built in %.2f s; %zu footprint pages, %llu windows (%zu with samples), "
+      "%zu blocks\n",
+      w.build_seconds, x.pages().size(), static_cast<unsigned long long>(x.num_windows()),
+      x.num_nonempty_windows(), x.num_blocks());
   std::printf("index memory: %.1f MB, %.1f bytes per sample\n", x.MemoryBytes() / 1e6,
               static_cast<double>(x.MemoryBytes()) / static_cast<double>(x.num_samples()));
   auto ratio = [](const char* what, double slow, double fast, double goal) {
     if (slow <= 0 || fast <= 0) return;
     std::printf("%-52s %12.0fx", what, slow / fast);
-    if (goal > 0) std::printf("   (goal >= %.0fx: %s)", goal, slow / fast >= goal ? "met" : "NOT met");
+    if (goal > 0)
+      std::printf("   (goal >= %.0fx: %s)", goal, slow / fast >= goal ? "met" : "NOT met");
     std::printf("\n");
   };
   ratio("replay / indexed full estimate (paper)", replay, full, 1000);

@@ -10,9 +10,9 @@
 
 #include "env/regions.h"
 #include "estimator/estimator_index.h"
-#include "traces/profile.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "traces/profile.h"
 #include "traces/synth/app_model.h"
 #include "traces/synth/generator.h"
 
@@ -171,8 +171,8 @@ TEST(EnvironmentTest, ReturnIsTheFractionalSpeedup) {
 // the same interval with the regions where the environment says they are.
 TEST(EnvironmentTest, StepTimesAreTheEstimatorsIntervalsForTheRegionsPlacement) {
   const std::string dir = ProfileDir("lulesh", "disagg");
-  EnvFixture f = Make({{"profiles", dir}, {"machine", "disagg"}, {"num_regions", "12"},
-                       {"steps", "30"}});
+  EnvFixture f =
+      Make({{"profiles", dir}, {"machine", "disagg"}, {"num_regions", "12"}, {"steps", "30"}});
   const EnvSpec& spec = f.env->spec();
   auto machine = LoadMachine("disagg");
   ASSERT_EQ(spec.tier_capacity_bytes.size(), 3u);
@@ -211,13 +211,15 @@ TEST(EnvironmentTest, StepTimesAreTheEstimatorsIntervalsForTheRegionsPlacement) 
       if (refused || a.values[region] == region_tier[region]) continue;
       region_tier[region] = static_cast<int>(a.values[region]);
       const std::string& tier = spec.tiers[region_tier[region]];
-      const int device = static_cast<int>(std::find(devices.begin(), devices.end(), tier) -
-                                          devices.begin());
-      ASSERT_TRUE(walk.Move(spec.region_bounds[2 * region], spec.region_bounds[2 * region + 1],
-                            device).ok());
+      const int device =
+          static_cast<int>(std::find(devices.begin(), devices.end(), tier) - devices.begin());
+      ASSERT_TRUE(
+          walk.Move(spec.region_bounds[2 * region], spec.region_bounds[2 * region + 1], device)
+              .ok());
     }
     const uint64_t from = static_cast<uint64_t>(static_cast<unsigned __int128>(total) * step / 30);
-    const uint64_t to = static_cast<uint64_t>(static_cast<unsigned __int128>(total) * (step + 1) / 30);
+    const uint64_t to =
+        static_cast<uint64_t>(static_cast<unsigned __int128>(total) * (step + 1) / 30);
     const double expected = walk.IntervalNs(from, to);
     ASSERT_NEAR(r->info.interval_ns, expected, 1e-9 * expected) << "step " << step;
   }
@@ -286,7 +288,8 @@ TEST(EnvironmentTest, CapacityRefusesWhatDoesNotFitAndMasksIt) {
   const std::string cap = std::to_string(uint64_t{16} << 30);
   ASSERT_NE(json.find(cap), std::string::npos);
   json.replace(json.find(cap), cap.size(), std::to_string(uint64_t{600} << 20));
-  const std::string path = fs::temp_directory_path() / ("small-hbm-" + std::to_string(getpid()) + ".json");
+  const std::string path =
+      fs::temp_directory_path() / ("small-hbm-" + std::to_string(getpid()) + ".json");
   { std::ofstream(path) << json; }
   EnvFixture f = Make({{"machine", path}, {"num_regions", "8"}});
   ASSERT_TRUE(f.env->Reset(1, {}).ok());
@@ -304,9 +307,41 @@ TEST(EnvironmentTest, CapacityRefusesWhatDoesNotFitAndMasksIt) {
   fs::remove(path);
 }
 
+// In placement mode the mask is joint: taking every move it allows at once is never
+// refused (a per-region mask would let each region in alone, and refuse some of them
+// together). info.step counts the decision intervals done (PROTOCOL.md).
+TEST(EnvironmentTest, PlacementMasksAreJointAndStepCountsTheIntervalsDone) {
+  constexpr size_t kRegions = 16, kTiers = 2;
+  EnvFixture f = Make({{"tier_capacity_mib", "hbm:600"}, {"num_regions", "16"}, {"steps", "10"}});
+  auto r = f.env->Reset(1, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->info.step, 0u);
+  for (uint64_t step = 1; step <= 10; ++step) {
+    Action wanted{std::vector<int64_t>(kRegions, 0)};
+    size_t allowed = 0;
+    for (size_t region = 0; region < kRegions; ++region) {
+      if (r->info.action_mask[region * kTiers + 1] != 0) {
+        wanted.values[region] = 1;
+        ++allowed;
+      }
+    }
+    if (step == 1) {
+      EXPECT_GT(allowed, 0u);        // hbm has room for some regions,
+      EXPECT_LT(allowed, kRegions);  // not for all of lulesh
+    }
+    r = f.env->Step(wanted);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->info.refused_regions.empty()) << "step " << step;
+    EXPECT_EQ(r->info.step, step);
+    EXPECT_EQ(r->terminated, step == 10);
+  }
+}
+
 TEST(EnvironmentTest, SameSeedAndActionsGiveIdenticalEpisodes) {
-  EnvFixture a = Make({{"profiles", ProfileDir("lulesh", "knl") + "," + ProfileDir("minife", "knl")}});
-  EnvFixture b = Make({{"profiles", ProfileDir("lulesh", "knl") + "," + ProfileDir("minife", "knl")}});
+  EnvFixture a =
+      Make({{"profiles", ProfileDir("lulesh", "knl") + "," + ProfileDir("minife", "knl")}});
+  EnvFixture b =
+      Make({{"profiles", ProfileDir("lulesh", "knl") + "," + ProfileDir("minife", "knl")}});
   for (uint64_t seed : {1u, 2u, 3u, 4u}) {
     auto ra = a.env->Reset(seed, {});
     auto rb = b.env->Reset(seed, {});
@@ -386,7 +421,8 @@ TEST(EnvironmentTest, RefusesBadActionsAndOutOfOrderCalls) {
   EXPECT_TRUE(f.env->Step(AllOn(*f.env, 1)).ok());  // the episode goes on
   auto unknown = f.env->Reset(1, ResetOptions{"hpcg"});
   ASSERT_FALSE(unknown.ok());
-  EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("unknown profile 'hpcg' (known: lulesh)"));
+  EXPECT_THAT(std::string(unknown.status().message()),
+              HasSubstr("unknown profile 'hpcg' (known: lulesh)"));
 }
 
 TEST(EnvironmentTest, RefusesBadConfiguration) {
@@ -425,24 +461,26 @@ TEST(EnvironmentTest, CapacityOverridesByConfigurationKey) {
     ASSERT_FALSE(bad.ok()) << value;
     EXPECT_THAT(std::string(bad.status().message()), HasSubstr(message)) << value;
   }
-  auto config = ParseEnvConfig({{"profiles", ProfileDir("lulesh", "knl")},
-                                {"tier_capacity_mib", "remote:100"}});
+  auto config = ParseEnvConfig(
+      {{"profiles", ProfileDir("lulesh", "knl")}, {"tier_capacity_mib", "remote:100"}});
   ASSERT_TRUE(config.ok());
   auto unknown = EnvAssets::Load(*config);
   ASSERT_FALSE(unknown.ok());
   EXPECT_THAT(std::string(unknown.status().message()),
               HasSubstr("has no tier 'remote' (tiers: ddr, hbm)"));
   // Every episode starts on the default tier: it must hold the footprint.
-  config = ParseEnvConfig({{"profiles", ProfileDir("lulesh", "knl")},
-                           {"tier_capacity_mib", "ddr:100"}});
+  config =
+      ParseEnvConfig({{"profiles", ProfileDir("lulesh", "knl")}, {"tier_capacity_mib", "ddr:100"}});
   ASSERT_TRUE(config.ok());
   auto small = EnvAssets::Load(*config);
   ASSERT_FALSE(small.ok());
-  EXPECT_THAT(std::string(small.status().message()), HasSubstr("does not fit the default tier 'ddr'"));
+  EXPECT_THAT(std::string(small.status().message()),
+              HasSubstr("does not fit the default tier 'ddr'"));
 }
 
 TEST(EnvironmentTest, ThreeTiersAndTheConcurrentModel) {
-  EnvFixture f = Make({{"profiles", ProfileDir("minife", "disagg")}, {"machine", "disagg"},
+  EnvFixture f = Make({{"profiles", ProfileDir("minife", "disagg")},
+                       {"machine", "disagg"},
                        {"model", "concurrent"}});
   EXPECT_EQ(f.env->spec().action.n, 3);
   ASSERT_TRUE(f.env->Reset(1, {}).ok());
@@ -485,8 +523,8 @@ TEST(EnvironmentTest, ContentionScenarioSlowsTheSharedTierAndIsObserved) {
   std::vector<float> obs;
   const auto [plain_ret, plain_total] = run(*plain.env, 1, nullptr);
   const auto [busy_ret, busy_total] = run(*busy.env, 1, &obs);
-  EXPECT_GT(busy_total, plain_total);  // the default run (all ddr) is slowed
-  EXPECT_GT(busy_ret, plain_ret);      // so escaping ddr gains more
+  EXPECT_GT(busy_total, plain_total);                      // the default run (all ddr) is slowed
+  EXPECT_GT(busy_ret, plain_ret);                          // so escaping ddr gains more
   EXPECT_NEAR(run(*busy.env, 0, nullptr).first, 0, 1e-9);  // staying gains nothing
   ASSERT_EQ(obs.size(), static_cast<size_t>(base_len + 2));
   EXPECT_NEAR(obs[base_len], 30.0f / 90.0f, 1e-6);  // ddr: 30 of its 90 GB/s

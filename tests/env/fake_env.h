@@ -4,18 +4,22 @@
 //
 // Configuration keys: num_regions (default 4), tiers (2), steps (3), action_mode
 // (placement|move), profiles (comma-separated names, default "alpha,beta"), fail
-// ("load": Make fails with NotFound naming profiles; "step": Step fails with Internal).
+// ("load": Make fails with NotFound naming profiles; "step": Step fails with Internal),
+// load_ms (Make sleeps that long: a slow load).
 // Observation: per region its tier / (tiers - 1), then step / steps and a value drawn
 // from the seeded generator at reset. Reward: the number of regions on tier 1 divided by
 // num_regions * steps. The episode terminates after `steps` steps.
 #ifndef TIERGYM_TESTS_ENV_FAKE_ENV_H_
 #define TIERGYM_TESTS_ENV_FAKE_ENV_H_
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -115,9 +119,13 @@ class FakeProvider : public EnvProvider {
   std::string Description() const override { return "a fake environment for tests"; }
   const std::vector<ConfigKey>& ConfigKeys() const override {
     static const std::vector<ConfigKey> kKeys = {
-        {"num_regions", "4", "regions"},        {"tiers", "2", "tiers"},
-        {"steps", "3", "steps per episode"},    {"action_mode", "placement", "placement|move"},
-        {"profiles", "alpha,beta", "profiles"}, {"fail", "", "load|step"},
+        {"num_regions", "4", "regions"},
+        {"tiers", "2", "tiers"},
+        {"steps", "3", "steps per episode"},
+        {"action_mode", "placement", "placement|move"},
+        {"profiles", "alpha,beta", "profiles"},
+        {"fail", "", "load|step"},
+        {"load_ms", "0", "how long Make takes (a slow load), at most 10 s"},
     };
     return kKeys;
   }
@@ -132,6 +140,9 @@ class FakeProvider : public EnvProvider {
       return std::string();
     };
     if (get("fail") == "load") return absl::NotFoundError("profiles: no such directory /nowhere");
+    if (const std::string ms = get("load_ms"); ms != "0" && !ms.empty() && ms.size() < 6) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(10000, std::stoi(ms))));
+    }
     int regions = 0;
     try {
       regions = std::stoi(get("num_regions"));

@@ -81,10 +81,10 @@ std::string Nd(std::string_view dtype, const std::vector<uint64_t>& shape,
                                             v.size() * sizeof(T)))}});
 }
 
-// A version 1 request map: {"v": 1, "op": op, ...members}.
+// A version 2 request map: {"v": 2, "op": op, ...members}.
 inline std::string Req(std::string_view op,
                        std::vector<std::pair<std::string, std::string>> members = {}) {
-  members.insert(members.begin(), {{"v", U(1)}, {"op", S(op)}});
+  members.insert(members.begin(), {{"v", U(2)}, {"op", S(op)}});
   return Map(members);
 }
 

@@ -94,20 +94,20 @@ TEST(ProtocolRequestTest, EveryOpRoundTrips) {
   EXPECT_EQ(std::get<MakeRequest>(d.body).env, kEnvId);
   EXPECT_EQ(std::get<MakeRequest>(d.body).config, std::get<MakeRequest>(make.body).config);
 
-  ResetRequest rr{12, 99, ResetOptions{"lulesh"}};
+  ResetRequest rr{"s12", 99, ResetOptions{"lulesh"}};
   d = MustDecode(EncodeRequest(Request{Op::kReset, kVersion, 1, rr}));
   ASSERT_TRUE(std::holds_alternative<ResetRequest>(d.body));
-  EXPECT_EQ(std::get<ResetRequest>(d.body).session, 12u);
+  EXPECT_EQ(std::get<ResetRequest>(d.body).session, "s12");
   EXPECT_EQ(std::get<ResetRequest>(d.body).seed, 99u);
   EXPECT_EQ(std::get<ResetRequest>(d.body).options.profile, "lulesh");
 
-  StepRequest sr{12, Action{{0, 1, 1, 0}}};
+  StepRequest sr{"s12", Action{{0, 1, 1, 0}}};
   d = MustDecode(EncodeRequest(Request{Op::kStep, kVersion, 2, sr}));
   ASSERT_TRUE(std::holds_alternative<StepRequest>(d.body));
   EXPECT_THAT(std::get<StepRequest>(d.body).action.values, ElementsAre(0, 1, 1, 0));
 
   StepBatchRequest br;
-  br.sessions = {3, 4, 5};
+  br.sessions = {"s3", "s4", "s5"};
   br.actions = {Action{{0, 1}}, Action{{1, 1}}, Action{{1, 0}}};
   br.reset = {0, 1, 0};
   br.seeds = {std::nullopt, 42, std::nullopt};
@@ -116,7 +116,7 @@ TEST(ProtocolRequestTest, EveryOpRoundTrips) {
   d = MustDecode(EncodeRequest(Request{Op::kStepBatch, kVersion, 3, br}));
   ASSERT_TRUE(std::holds_alternative<StepBatchRequest>(d.body));
   const StepBatchRequest& b = std::get<StepBatchRequest>(d.body);
-  EXPECT_THAT(b.sessions, ElementsAre(3, 4, 5));
+  EXPECT_THAT(b.sessions, ElementsAre("s3", "s4", "s5"));
   ASSERT_EQ(b.actions.size(), 3u);
   EXPECT_THAT(b.actions[2].values, ElementsAre(1, 0));
   EXPECT_THAT(b.reset, ElementsAre(0, 1, 0));
@@ -125,15 +125,15 @@ TEST(ProtocolRequestTest, EveryOpRoundTrips) {
   EXPECT_EQ(b.options[1].profile, "1");
   EXPECT_EQ(b.autoreset, Autoreset::kSameStep);
 
-  EstimateRequest er{0, ConfigMap{{"machine", "knl"}}, "minife", "{\"default\": \"ddr\"}"};
+  EstimateRequest er{"", ConfigMap{{"machine", "knl"}}, "minife", "{\"default\": \"ddr\"}"};
   d = MustDecode(EncodeRequest(Request{Op::kEstimate, kVersion, 4, er}));
   ASSERT_TRUE(std::holds_alternative<EstimateRequest>(d.body));
   EXPECT_EQ(std::get<EstimateRequest>(d.body).profile, "minife");
   EXPECT_EQ(std::get<EstimateRequest>(d.body).placement_json, er.placement_json);
   EXPECT_EQ(std::get<EstimateRequest>(d.body).config, er.config);
 
-  d = MustDecode(EncodeRequest(Request{Op::kClose, kVersion, 5, CloseRequest{9}}));
-  EXPECT_EQ(std::get<CloseRequest>(d.body).session, 9u);
+  d = MustDecode(EncodeRequest(Request{Op::kClose, kVersion, 5, CloseRequest{"s9"}}));
+  EXPECT_EQ(std::get<CloseRequest>(d.body).session, "s9");
   d = MustDecode(EncodeRequest(Request{Op::kStats, kVersion, 6, std::monostate{}}));
   EXPECT_EQ(d.op, Op::kStats);
   d = MustDecode(EncodeRequest(Request{Op::kList, kVersion, 6, std::monostate{}}));
@@ -142,7 +142,7 @@ TEST(ProtocolRequestTest, EveryOpRoundTrips) {
 
 TEST(ProtocolRequestTest, ActionsInEveryAcceptedForm) {
   auto action_of = [](const std::string& a) {
-    Request r = MustDecode(Req("step", {{"session", U(1)}, {"action", a}}));
+    Request r = MustDecode(Req("step", {{"session", S("s1")}, {"action", a}}));
     return std::get<StepRequest>(r.body).action.values;
   };
   EXPECT_THAT(action_of(I(5)), ElementsAre(5));
@@ -152,10 +152,10 @@ TEST(ProtocolRequestTest, ActionsInEveryAcceptedForm) {
   EXPECT_THAT(action_of(Nd<int64_t>("int64", {}, {4})), ElementsAre(4));
 
   // Batch actions as a list of actions, and as a 1-D array for move mode.
-  Request r = MustDecode(
-      Req("step_batch", {{"sessions", Arr({U(1), U(2)})}, {"actions", Arr({Arr({U(1)}), I(3)})}}));
+  Request r = MustDecode(Req(
+      "step_batch", {{"sessions", Arr({S("a"), S("b")})}, {"actions", Arr({Arr({U(1)}), I(3)})}}));
   EXPECT_THAT(std::get<StepBatchRequest>(r.body).actions[1].values, ElementsAre(3));
-  r = MustDecode(Req("step_batch", {{"sessions", Arr({U(1), U(2)})},
+  r = MustDecode(Req("step_batch", {{"sessions", Arr({S("a"), S("b")})},
                                     {"actions", Nd<int64_t>("int64", {2}, {7, 8})}}));
   EXPECT_THAT(std::get<StepBatchRequest>(r.body).actions[1].values, ElementsAre(8));
 }
@@ -177,8 +177,8 @@ TEST(ProtocolRequestTest, ConfigValuesBecomeStrings) {
 }
 
 TEST(ProtocolRequestTest, OtherVersionsDecodeSoThatHelloCanAnswer) {
-  Request r = MustDecode(Map({{"v", U(2)}, {"op", S("hello")}}));
-  EXPECT_EQ(r.version, 2u);
+  Request r = MustDecode(Map({{"v", U(1)}, {"op", S("hello")}}));
+  EXPECT_EQ(r.version, 1u);
 }
 
 // --- Malformed requests ---------------------------------------------------------------------
@@ -190,7 +190,7 @@ TEST(ProtocolMalformedTest, NotMsgpack) {
 }
 
 TEST(ProtocolMalformedTest, TruncatedMessage) {
-  const std::string full = Req("step", {{"session", U(1)}, {"action", Arr({U(1), U(0)})}});
+  const std::string full = Req("step", {{"session", S("s1")}, {"action", Arr({U(1), U(0)})}});
   ExpectError(full.substr(0, full.size() - 1), absl::StatusCode::kInvalidArgument, kPayloadField,
               "ends in the middle");
 }
@@ -215,13 +215,13 @@ TEST(ProtocolMalformedTest, MissingFields) {
   ExpectError(Map({{"op", S("hello")}}), absl::StatusCode::kInvalidArgument, "v", "missing");
   ExpectError(Map({{"v", U(1)}}), absl::StatusCode::kInvalidArgument, "op", "missing");
   ExpectError(Req("step", {{"action", U(1)}}), absl::StatusCode::kInvalidArgument, "session");
-  ExpectError(Req("step", {{"session", U(1)}}), absl::StatusCode::kInvalidArgument, "action");
+  ExpectError(Req("step", {{"session", S("s1")}}), absl::StatusCode::kInvalidArgument, "action");
   ExpectError(Req("make"), absl::StatusCode::kInvalidArgument, "env");
   ExpectError(Req("reset"), absl::StatusCode::kInvalidArgument, "session");
   ExpectError(Req("close"), absl::StatusCode::kInvalidArgument, "session");
   ExpectError(Req("estimate", {{"profile", S("x")}}), absl::StatusCode::kInvalidArgument,
               "placement");
-  ExpectError(Req("step_batch", {{"sessions", Arr({U(1)})}}), absl::StatusCode::kInvalidArgument,
+  ExpectError(Req("step_batch", {{"sessions", Arr({S("a")})}}), absl::StatusCode::kInvalidArgument,
               "actions");
   ExpectError(Req("step", {{"session", Nil()}, {"action", U(1)}}),
               absl::StatusCode::kInvalidArgument, "session", "missing");
@@ -233,21 +233,23 @@ TEST(ProtocolMalformedTest, WrongTypes) {
   ExpectError(Map({{"v", U(1)}, {"op", U(3)}}), absl::StatusCode::kInvalidArgument, "op",
               "expected a string, got integer");
   ExpectError(Req("hello", {{"id", S("x")}}), absl::StatusCode::kInvalidArgument, "id");
-  ExpectError(Req("step", {{"session", S("1")}, {"action", U(1)}}),
-              absl::StatusCode::kInvalidArgument, "session", "got str");
-  ExpectError(Req("step", {{"session", I(-4)}, {"action", U(1)}}),
-              absl::StatusCode::kInvalidArgument, "session", "must be >= 0");
-  ExpectError(Req("step", {{"session", U(1)}, {"action", S("left")}}),
+  ExpectError(Req("step", {{"session", U(7)}, {"action", U(1)}}),
+              absl::StatusCode::kInvalidArgument, "session", "got integer");
+  ExpectError(Req("step", {{"session", S("")}, {"action", U(1)}}),
+              absl::StatusCode::kInvalidArgument, "session", "1 to 64 characters, got 0");
+  ExpectError(Req("step", {{"session", S(std::string(65, 'a'))}, {"action", U(1)}}),
+              absl::StatusCode::kInvalidArgument, "session", "1 to 64 characters, got 65");
+  ExpectError(Req("step", {{"session", S("s1")}, {"action", S("left")}}),
               absl::StatusCode::kInvalidArgument, "action", "got str");
-  ExpectError(Req("step", {{"session", U(1)}, {"action", Arr({U(1), F(0.5)})}}),
+  ExpectError(Req("step", {{"session", S("s1")}, {"action", Arr({U(1), F(0.5)})}}),
               absl::StatusCode::kInvalidArgument, "action[1]", "got float");
-  ExpectError(Req("step", {{"session", U(1)}, {"action", U(uint64_t{1} << 63)}}),
+  ExpectError(Req("step", {{"session", S("s1")}, {"action", U(uint64_t{1} << 63)}}),
               absl::StatusCode::kInvalidArgument, "action", "int64 range");
-  ExpectError(Req("reset", {{"session", U(1)}, {"seed", F(1.5)}}),
+  ExpectError(Req("reset", {{"session", S("s1")}, {"seed", F(1.5)}}),
               absl::StatusCode::kInvalidArgument, "seed");
-  ExpectError(Req("reset", {{"session", U(1)}, {"options", Map({{"profile", F(1)}})}}),
+  ExpectError(Req("reset", {{"session", S("s1")}, {"options", Map({{"profile", F(1)}})}}),
               absl::StatusCode::kInvalidArgument, "options.profile");
-  ExpectError(Req("reset", {{"session", U(1)}, {"options", S("lulesh")}}),
+  ExpectError(Req("reset", {{"session", S("s1")}, {"options", S("lulesh")}}),
               absl::StatusCode::kInvalidArgument, "options", "expected a map");
   ExpectError(Req("make", {{"env", S(kEnvId)}, {"config", Map({{"num_regions", Map({})}})}}),
               absl::StatusCode::kInvalidArgument, "config.num_regions");
@@ -261,15 +263,23 @@ TEST(ProtocolMalformedTest, UnknownOpAndUnknownKeys) {
   ExpectError(Req("teleport"), absl::StatusCode::kUnimplemented, "op", "unknown op \"teleport\"");
   ExpectError(Req("hello", {{"colour", S("red")}}), absl::StatusCode::kInvalidArgument, "colour",
               "unknown key");
-  ExpectError(Req("reset", {{"session", U(1)}, {"sed", U(3)}}), absl::StatusCode::kInvalidArgument,
-              "sed", "unknown key");
-  ExpectError(Req("reset", {{"session", U(1)}, {"options", Map({{"profil", S("x")}})}}),
+  ExpectError(Req("reset", {{"session", S("s1")}, {"sed", U(3)}}),
+              absl::StatusCode::kInvalidArgument, "sed", "unknown key");
+  ExpectError(Req("reset", {{"session", S("s1")}, {"options", Map({{"profil", S("x")}})}}),
               absl::StatusCode::kInvalidArgument, "options.profil", "unknown key");
+  // Keys that are not plain names are quoted, so the field is never empty and never holds
+  // the ": " that ends it in the message (the fuzzer's find: {"": 118, ...}).
+  ExpectError(Map({{"", U(118)}, {"v", U(2)}, {"op", S("hello")}}),
+              absl::StatusCode::kInvalidArgument, "[\"\"]", "unknown key");
+  ExpectError(Req("hello", {{"a: b", U(1)}}), absl::StatusCode::kInvalidArgument, "[\"a\\x3a b\"]",
+              "unknown key");
+  ExpectError(Req("reset", {{"session", S("s1")}, {"options", Map({{"say \"hi\"", U(1)}})}}),
+              absl::StatusCode::kInvalidArgument, "options[\"say \\x22hi\\x22\"]", "unknown key");
 }
 
 TEST(ProtocolMalformedTest, BadArrays) {
   auto step = [](const std::string& action) {
-    return Req("step", {{"session", U(1)}, {"action", action}});
+    return Req("step", {{"session", S("s1")}, {"action", action}});
   };
   ExpectError(step(Nd<float>("float32", {2}, {1, 0})), absl::StatusCode::kInvalidArgument,
               "action.dtype", "integer dtype");
@@ -295,14 +305,14 @@ TEST(ProtocolMalformedTest, BadBatches) {
   auto batch = [](std::vector<std::pair<std::string, std::string>> m) {
     return Req("step_batch", m);
   };
-  const std::string two = Arr({U(1), U(2)});
+  const std::string two = Arr({S("a"), S("b")});
   ExpectError(batch({{"sessions", Arr({})}, {"actions", Arr({})}}),
               absl::StatusCode::kInvalidArgument, "sessions", "no sessions");
   ExpectError(batch({{"sessions", two}, {"actions", Arr({U(1)})}}),
               absl::StatusCode::kInvalidArgument, "actions", "1 actions for 2 sessions");
   ExpectError(batch({{"sessions", two}, {"actions", Nd<int64_t>("int64", {3, 1}, {1, 1, 1})}}),
               absl::StatusCode::kInvalidArgument, "actions.shape", "3 rows for 2 sessions");
-  ExpectError(batch({{"sessions", Arr({U(1), S("2")})}, {"actions", Arr({U(1), U(1)})}}),
+  ExpectError(batch({{"sessions", Arr({S("a"), U(2)})}, {"actions", Arr({U(1), U(1)})}}),
               absl::StatusCode::kInvalidArgument, "sessions[1]");
   ExpectError(batch({{"sessions", two}, {"actions", Arr({U(1), Arr({U(1), S("x")})})}}),
               absl::StatusCode::kInvalidArgument, "actions[1][1]");
@@ -324,7 +334,7 @@ TEST(ProtocolMalformedTest, BadBatches) {
 }
 
 TEST(ProtocolMalformedTest, OversizedBatchIsResourceExhausted) {
-  std::vector<std::string> ids(5, U(1));
+  std::vector<std::string> ids(5, S("a"));
   DecodeLimits limits;
   limits.max_batch = 4;
   DecodedRequest d = DecodeRequest(
@@ -344,17 +354,88 @@ TEST(ProtocolMalformedTest, DeclaredSizesBeyondThePayloadAreRefusedWithoutAlloca
   ExpectError(std::string("\xdf\xff\xff\xff\xff", 5), absl::StatusCode::kResourceExhausted,
               kPayloadField);
   // A bin32 of 4 GiB in a short message is simply incomplete (nothing is allocated for it).
-  ExpectError(Req("step", {{"session", U(1)}, {"action", std::string("\xc6\xff\xff\xff\xff", 5)}}),
-              absl::StatusCode::kInvalidArgument, kPayloadField, "ends in the middle");
+  ExpectError(
+      Req("step", {{"session", S("s1")}, {"action", std::string("\xc6\xff\xff\xff\xff", 5)}}),
+      absl::StatusCode::kInvalidArgument, kPayloadField, "ends in the middle");
 }
 
 TEST(ProtocolMalformedTest, EstimateTakesSessionOrConfig) {
   ExpectError(
       Req("estimate",
-          {{"session", U(1)}, {"config", Map({})}, {"profile", S("a")}, {"placement", S("{}")}}),
+          {{"session", S("s1")}, {"config", Map({})}, {"profile", S("a")}, {"placement", S("{}")}}),
       absl::StatusCode::kInvalidArgument, "config", "not both");
-  ExpectError(Req("estimate", {{"session", U(0)}, {"profile", S("a")}, {"placement", S("{}")}}),
+  ExpectError(Req("estimate", {{"session", S("")}, {"profile", S("a")}, {"placement", S("{}")}}),
               absl::StatusCode::kInvalidArgument, "session");
+}
+
+// Whether `s` is well-formed UTF-8 (what a Python client's decoder demands).
+bool IsUtf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const size_t len = c < 0x80         ? 1
+                       : (c >> 5) == 6  ? 2
+                       : (c >> 4) == 14 ? 3
+                       : (c >> 3) == 30 ? 4
+                                        : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    for (size_t k = 1; k < len; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+// The strict pass: what no request may hold, whatever its op, named by field path; and the
+// error text never carries the offending bytes raw.
+TEST(ProtocolStrictTest, DuplicateKeysBadUtf8ExtAndOverlongNamesAreInvalidArguments) {
+  const std::string ext = std::string("\xd4\x01\x00", 3);  // fixext 1
+  const std::string bad = "mach\xff\xfeine";
+  struct Case {
+    std::string payload, field, detail;
+  };
+  const std::vector<Case> cases = {
+      {Map({{"v", U(2)}, {"op", S("hello")}, {"op", S("stats")}}), "op", "more than once"},
+      {Map({{"id", U(1)}, {"v", U(2)}, {"op", S("hello")}, {"id", U(2)}}), "id", "more than once"},
+      {Req("make", {{"env", S(kEnvId)},
+                    {"config", Map({{"steps", U(1)}, {"num_regions", U(2)}, {"steps", U(3)}})}}),
+       "config.steps", "more than once"},
+      {Req("make", {{"env", S(kEnvId)}, {"config", Map({{"machine", S(bad)}})}}), "config.machine",
+       "not valid UTF-8"},
+      {Req("make", {{"env", S(kEnvId)}, {"config", Map({{bad, S("knl")}})}}),
+       "config[\"mach\\xff\\xfeine\"]", "not valid UTF-8"},
+      {Req("make", {{"env", S("\xc0\xaf")}}), "env", "not valid UTF-8"},      // overlong '/'
+      {Req("make", {{"env", S("\xed\xa0\x80")}}), "env", "not valid UTF-8"},  // a surrogate
+      {Req("hello", {{"id", ext}}), "id", "ext"},
+      {Req("step", {{"session", S("s1")}, {"action", Arr({U(1), ext})}}), "action[1]", "ext"},
+      {Req("make", {{"env", S(kEnvId)}, {"config", Map({{"machine", ext}})}}), "config.machine",
+       "ext"},
+      {Req("make", {{"env", S(kEnvId)}, {"config", Map({{std::string(65, 'k'), U(1)}})}}),
+       "config[\"" + std::string(64, 'k') + "...\"]", "at most 64"},
+      {Req("make", {{"env", S(kEnvId)}, {"config", Map({{"machine", S(std::string(5000, 'm'))}})}}),
+       "config.machine", "at most 4096"},
+      {Req("make", {{"env", S(std::string(300, 'e'))}}), "env", "at most 256"},
+      {Req("reset",
+           {{"session", S("s1")}, {"options", Map({{"profile", S(std::string(300, 'p'))}})}}),
+       "options.profile", "at most 256"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.field);
+    const Error e = DecodeError(c.payload);
+    EXPECT_EQ(e.code, absl::StatusCode::kInvalidArgument) << e.message;
+    EXPECT_EQ(e.field, c.field) << e.message;
+    EXPECT_THAT(e.message, HasSubstr(c.detail));
+    EXPECT_TRUE(IsUtf8(e.field) && IsUtf8(e.message)) << e.message;
+    EXPECT_EQ(e.message.find('\xff'), std::string::npos);
+  }
+  // The id of a message whose id is given twice is not trusted for the reply.
+  DecodedRequest d =
+      DecodeRequest(Map({{"id", U(1)}, {"v", U(2)}, {"op", S("hello")}, {"id", U(2)}}));
+  EXPECT_FALSE(d.request.id.has_value());
+  // Echoed names are escaped: an unknown op or dtype with raw bytes.
+  Error e = DecodeError(Req("\x01\x02 \\\xe2\x82\xac"));
+  EXPECT_EQ(e.code, absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(e.message, HasSubstr("\\x01\\x02 \\x5c\\xe2\\x82\\xac"));
 }
 
 TEST(ProtocolMalformedTest, TheIdIsKeptWhenTheRestFails) {
@@ -404,7 +485,7 @@ TEST(ProtocolReplyTest, BatchRoundTripsWithFinals) {
 
 TEST(ProtocolReplyTest, MakeHelloListStatsEstimateCloseRoundTrip) {
   MakeReply m;
-  m.session = 77;
+  m.session = "0123456789abcdef0123456789abcdef";
   m.spec.observation = Space{Space::kBox, {259}, 0, 1, 0};
   m.spec.action = Space{Space::kMultiDiscrete, {64}, 0, 1, 2};
   m.spec.tiers = {"ddr", "hbm"};
@@ -422,7 +503,7 @@ TEST(ProtocolReplyTest, MakeHelloListStatsEstimateCloseRoundTrip) {
   absl::StatusOr<Reply> d = DecodeReply(EncodeReply(Reply{1, m}), Op::kMake);
   ASSERT_TRUE(d.ok()) << d.status();
   const MakeReply& gm = std::get<MakeReply>(d->body);
-  EXPECT_EQ(gm.session, 77u);
+  EXPECT_EQ(gm.session, m.session);
   EXPECT_EQ(gm.spec.observation.shape, m.spec.observation.shape);
   EXPECT_EQ(gm.spec.action.kind, Space::kMultiDiscrete);
   EXPECT_EQ(gm.spec.action.n, 2);
@@ -439,7 +520,14 @@ TEST(ProtocolReplyTest, MakeHelloListStatsEstimateCloseRoundTrip) {
   ASSERT_FALSE(d.ok());
   EXPECT_THAT(std::string(d.status().message()), HasSubstr("spec.region_bounds"));
 
-  HelloReply h{kVersion, "tiergym 0.1.0", {kEnvId}, Limits{10, 20, 30, 1.5, 2}};
+  HelloReply h{kVersion,
+               "tiergym 0.1.0",
+               {kEnvId},
+               Limits{.max_sessions = 10,
+                      .max_message_bytes = 20,
+                      .max_batch = 30,
+                      .idle_timeout_s = 1.5,
+                      .threads = 2}};
   d = DecodeReply(EncodeReply(Reply{2, h}), Op::kHello);
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(std::get<HelloReply>(d->body).limits.max_batch, 30u);
@@ -484,7 +572,7 @@ TEST(ProtocolReplyTest, ErrorsRoundTripWithCodeAndField) {
 }
 
 TEST(ProtocolRequestTest, PeekRequestOpReadsOnlyTheOp) {
-  EXPECT_EQ(PeekRequestOp(Req("step", {{"session", U(1)}})), Op::kStep);
+  EXPECT_EQ(PeekRequestOp(Req("step", {{"session", S("s1")}})), Op::kStep);
   EXPECT_EQ(PeekRequestOp(Req("make")), Op::kMake);
   EXPECT_FALSE(PeekRequestOp(Req("fly")).has_value());
   EXPECT_FALSE(PeekRequestOp(Map({{"v", U(1)}})).has_value());

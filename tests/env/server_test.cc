@@ -6,6 +6,7 @@
 #include "env/server/server.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "env/client/client.h"
@@ -93,6 +95,15 @@ class RawConnection {
     Send(payload);
     return Receive();
   }
+  // The next message within `timeout_ms`, or nullopt.
+  std::optional<std::string> TryReceive(int timeout_ms) {
+    zmq::pollitem_t item = {socket_.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) == 0) return std::nullopt;
+    zmq::message_t m;
+    if (!socket_.recv(m, zmq::recv_flags::dontwait)) return std::nullopt;
+    return m.to_string();
+  }
+  zmq::socket_t& socket() { return socket_; }
 
  private:
   zmq::context_t context_{1};
@@ -143,7 +154,7 @@ TEST_P(FakeServerTest, EveryMalformedRequestGetsAnErrorNamingTheFieldAndOthersAr
   ASSERT_NE(good, nullptr);
   absl::StatusOr<protocol::MakeReply> made = good->Make({{"steps", "100"}});
   ASSERT_TRUE(made.ok()) << made.status();
-  const uint64_t s = made->session;
+  const protocol::SessionId s = made->session;
   ASSERT_TRUE(good->Reset(s, 1).ok());
 
   RawConnection bad(server_->endpoint());
@@ -152,7 +163,15 @@ TEST_P(FakeServerTest, EveryMalformedRequestGetsAnErrorNamingTheFieldAndOthersAr
     absl::StatusCode code;
     std::string field;
   };
-  const std::string sid = mp::U(s);
+  // The bad connection's own session, and the good one's, which it may not touch.
+  absl::StatusOr<protocol::Reply> bad_made = protocol::DecodeReply(
+      bad.Ask(mp::Req("make", {{"env", mp::S(protocol::kEnvId)},
+                               {"config", mp::Map({{"steps", mp::U(100)}})}})),
+      protocol::Op::kMake);
+  ASSERT_TRUE(bad_made.ok()) << bad_made.status();
+  ASSERT_TRUE(std::holds_alternative<protocol::MakeReply>(bad_made->body));
+  const std::string sid = mp::S(std::get<protocol::MakeReply>(bad_made->body).session);
+  bad.Ask(mp::Req("reset", {{"session", sid}}));
   const std::vector<Case> cases = {
       {"not msgpack", "\xc1\xc1 garbage", absl::StatusCode::kInvalidArgument,
        protocol::kPayloadField},
@@ -160,14 +179,19 @@ TEST_P(FakeServerTest, EveryMalformedRequestGetsAnErrorNamingTheFieldAndOthersAr
        absl::StatusCode::kInvalidArgument, protocol::kPayloadField},
       {"not a map", mp::Arr({mp::S("step")}), absl::StatusCode::kInvalidArgument,
        protocol::kPayloadField},
-      {"wrong type", mp::Req("step", {{"session", mp::S("one")}, {"action", mp::U(0)}}),
+      {"wrong type", mp::Req("step", {{"session", mp::U(1)}, {"action", mp::U(0)}}),
        absl::StatusCode::kInvalidArgument, "session"},
       {"wrong action type", mp::Req("step", {{"session", sid}, {"action", mp::S("up")}}),
        absl::StatusCode::kInvalidArgument, "action"},
       {"unknown op", mp::Req("jump"), absl::StatusCode::kUnimplemented, "op"},
       {"unknown key", mp::Req("stats", {{"verbose", mp::B(true)}}),
        absl::StatusCode::kInvalidArgument, "verbose"},
-      {"unknown session", mp::Req("step", {{"session", mp::U(3)}, {"action", mp::Arr({})}}),
+      {"unknown session",
+       mp::Req("step", {{"session", mp::S(std::string(32, '0'))}, {"action", mp::Arr({})}}),
+       absl::StatusCode::kNotFound, "session"},
+      {"another connection's session",
+       mp::Req("step", {{"session", mp::S(s)},
+                        {"action", mp::Arr({mp::U(1), mp::U(0), mp::U(0), mp::U(1)})}}),
        absl::StatusCode::kNotFound, "session"},
       {"wrong action shape",
        mp::Req("step", {{"session", sid}, {"action", mp::Arr({mp::U(0), mp::U(1)})}}),
@@ -220,15 +244,22 @@ TEST_P(FakeServerTest, ReqSocketsWorkToo) {
 }
 
 TEST_P(FakeServerTest, PipelinedRequestsOfOneConnectionAreHandledInOrder) {
-  std::unique_ptr<Client> c = Connect();
-  absl::StatusOr<protocol::MakeReply> made = c->Make({{"steps", "1000"}});
-  ASSERT_TRUE(made.ok());
-  ASSERT_TRUE(c->Reset(made->session, 3).ok());
   RawConnection pipe(server_->endpoint());
+  absl::StatusOr<protocol::Reply> made_reply = protocol::DecodeReply(
+      pipe.Ask(mp::Req("make", {{"env", mp::S(protocol::kEnvId)},
+                                {"config", mp::Map({{"steps", mp::U(1000)}})}})),
+      protocol::Op::kMake);
+  ASSERT_TRUE(made_reply.ok()) << made_reply.status();
+  const protocol::MakeReply* made = std::get_if<protocol::MakeReply>(&made_reply->body);
+  ASSERT_NE(made, nullptr);
+  ASSERT_TRUE(std::holds_alternative<protocol::ResetReply>(
+      protocol::DecodeReply(pipe.Ask(mp::Req("reset", {{"session", mp::S(made->session)}})),
+                            protocol::Op::kReset)
+          ->body));
   constexpr int kN = 50;
   for (int i = 0; i < kN; ++i) {
     pipe.Send(mp::Req("step", {{"id", mp::U(i)},
-                               {"session", mp::U(made->session)},
+                               {"session", mp::S(made->session)},
                                {"action", mp::Arr({mp::U(i % 2), mp::U(0), mp::U(0), mp::U(0)})}}));
   }
   for (int i = 0; i < kN; ++i) {
@@ -276,6 +307,161 @@ TEST_P(FakeServerTest, AnIpcPathInUseIsRefusedAndRemovedAfterShutdown) {
   std::ofstream(path) << "stale";
   second = Server::Create(o, {}, std::make_shared<testing::FakeProvider>());
   EXPECT_TRUE(second.ok()) << second.status();
+}
+
+// A connection that goes away takes its sessions with it, at once: no orphans until the
+// idle timeout.
+TEST_P(FakeServerTest, SessionsOfAConnectionThatGoesAwayAreClosedAtOnce) {
+  std::unique_ptr<Client> watcher = Connect();
+  ASSERT_NE(watcher, nullptr);
+  for (int round = 0; round < 3; ++round) {
+    {
+      RawConnection doomed(server_->endpoint());
+      for (int i = 0; i < 4; ++i) {
+        absl::StatusOr<protocol::Reply> r = protocol::DecodeReply(
+            doomed.Ask(mp::Req("make", {{"env", mp::S(protocol::kEnvId)}})), protocol::Op::kMake);
+        ASSERT_TRUE(r.ok() && std::holds_alternative<protocol::MakeReply>(r->body));
+      }
+    }  // the socket closes
+    absl::StatusOr<protocol::StatsReply> stats;
+    for (int i = 0; i < 200; ++i) {
+      stats = watcher->Stats();
+      ASSERT_TRUE(stats.ok()) << stats.status();
+      if (stats->sessions == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(stats->sessions, 0u) << "not reclaimed within 2 s";
+    EXPECT_EQ(stats->sessions_reclaimed, 4u * (round + 1));
+  }
+}
+
+// A client that pipelines without reading: its replies wait in a bounded outbox, then are
+// dropped and counted; every request is either answered or counted, nothing is lost
+// silently, and other connections are served meanwhile.
+TEST(ServerBackpressureTest, AConnectionThatDoesNotReadCannotHoldTheServer) {
+  const std::string dir = TempDir("backpressure");
+  ServerOptions options;
+  options.endpoint = "ipc://" + dir + "/s.sock";
+  options.max_queued_reply_bytes = 16 << 10;
+  RunningServer server(options, ServiceOptions{}, std::make_shared<testing::FakeProvider>());
+  RawConnection greedy(server.endpoint());
+  greedy.socket().set(zmq::sockopt::rcvhwm, 1);
+  greedy.socket().set(zmq::sockopt::rcvbuf, 4096);
+  constexpr int kSent = 4000;
+  for (int i = 0; i < kSent; ++i) {
+    greedy.Send(mp::Req("hello", {{"id", mp::U(i)}}));
+  }
+  absl::StatusOr<std::unique_ptr<Client>> other = Client::Connect({server.endpoint(), 10});
+  ASSERT_TRUE(other.ok()) << other.status();
+  absl::StatusOr<protocol::StatsReply> stats;
+  int received = 0;
+  for (int i = 0; i < 1000; ++i) {
+    stats = (*other)->Stats();
+    ASSERT_TRUE(stats.ok()) << stats.status();  // served while the greedy one hogs
+    if (stats->replies_dropped > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GT(stats->replies_dropped, 0u);
+  // Now it reads: every request was answered or counted as dropped.
+  while (std::optional<std::string> r = greedy.TryReceive(1000)) ++received;
+  stats = (*other)->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(received + stats->replies_dropped, static_cast<uint64_t>(kSent))
+      << received << " received, " << stats->replies_dropped << " dropped";
+  fs::remove_all(dir);
+}
+
+// The outboxes of all connections together are bounded too.
+TEST(ServerBackpressureTest, ManyConnectionsThatDoNotReadShareOneBound) {
+  const std::string dir = TempDir("backpressure-total");
+  ServerOptions options;
+  options.endpoint = "ipc://" + dir + "/s.sock";
+  options.max_queued_reply_bytes = 1 << 20;
+  options.max_queued_reply_bytes_total = 32 << 10;
+  RunningServer server(options, ServiceOptions{}, std::make_shared<testing::FakeProvider>());
+  constexpr int kConnections = 3, kSent = 3000;
+  std::vector<std::unique_ptr<RawConnection>> greedy;
+  for (int c = 0; c < kConnections; ++c) {
+    greedy.push_back(std::make_unique<RawConnection>(server.endpoint()));
+    greedy.back()->socket().set(zmq::sockopt::rcvhwm, 1);
+    greedy.back()->socket().set(zmq::sockopt::rcvbuf, 4096);
+    for (int i = 0; i < kSent; ++i) greedy.back()->Send(mp::Req("hello", {{"id", mp::U(i)}}));
+  }
+  absl::StatusOr<std::unique_ptr<Client>> other = Client::Connect({server.endpoint(), 10});
+  ASSERT_TRUE(other.ok()) << other.status();
+  absl::StatusOr<protocol::StatsReply> stats;
+  for (int i = 0; i < 1000; ++i) {
+    stats = (*other)->Stats();
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    if (stats->replies_dropped > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GT(stats->replies_dropped, 0u);
+  uint64_t received = 0;
+  for (auto& g : greedy) {
+    while (std::optional<std::string> r = g->TryReceive(1000)) ++received;
+  }
+  stats = (*other)->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(received + stats->replies_dropped, uint64_t{kConnections} * kSent);
+  fs::remove_all(dir);
+}
+
+// make and estimate run on their own workers: a slow load holds up neither hello, stats
+// and close nor the steps of sessions already made.
+TEST(ServerFairnessTest, ALoadNeverHoldsUpOtherRequests) {
+  const std::string dir = TempDir("fairness");
+  ServerOptions options;
+  options.endpoint = "ipc://" + dir + "/s.sock";
+  options.threads = 1;
+  options.load_threads = 1;
+  RunningServer server(options, ServiceOptions{}, std::make_shared<testing::FakeProvider>());
+  absl::StatusOr<std::unique_ptr<Client>> b = Client::Connect({server.endpoint(), 10});
+  ASSERT_TRUE(b.ok()) << b.status();
+  absl::StatusOr<protocol::MakeReply> made = (*b)->Make({{"steps", "100"}});
+  ASSERT_TRUE(made.ok());
+  ASSERT_TRUE((*b)->Reset(made->session, 1).ok());
+  RawConnection a(server.endpoint());
+  a.Send(mp::Req(
+      "make", {{"env", mp::S(protocol::kEnvId)}, {"config", mp::Map({{"load_ms", mp::U(2000)}})}}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE((*b)->Stats().ok());
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE((*b)->Step(made->session, Action{{1, 0, 0, 0}}).ok());
+  EXPECT_TRUE((*b)->Close(made->session).ok());
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect({server.endpoint(), 10});
+  EXPECT_TRUE(c.ok());
+  const double waited_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(waited_s, 1.0) << "other requests waited for the load";
+  absl::StatusOr<protocol::Reply> r = protocol::DecodeReply(a.Receive(), protocol::Op::kMake);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(std::holds_alternative<protocol::MakeReply>(r->body));
+  fs::remove_all(dir);
+}
+
+// Stop() ends Run() within the drain time even while a load runs; Drained() says so, and
+// `tiergym serve` then exits without waiting for it.
+TEST(ServerFairnessTest, StopReturnsWithinTheDrainTimeWhateverIsInFlight) {
+  const std::string dir = TempDir("drain");
+  ServerOptions options;
+  options.endpoint = "ipc://" + dir + "/s.sock";
+  options.drain_timeout_s = 0.5;
+  absl::StatusOr<std::unique_ptr<Server>> server =
+      Server::Create(options, ServiceOptions{}, std::make_shared<testing::FakeProvider>());
+  ASSERT_TRUE(server.ok());
+  std::thread run([&] { EXPECT_TRUE((*server)->Run().ok()); });
+  RawConnection a((*server)->endpoint());
+  a.Send(mp::Req(
+      "make", {{"env", mp::S(protocol::kEnvId)}, {"config", mp::Map({{"load_ms", mp::U(2500)}})}}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto start = std::chrono::steady_clock::now();
+  (*server)->Stop();
+  run.join();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.5);
+  EXPECT_FALSE((*server)->Drained());
+  server->reset();  // waits for the load
+  fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(InlineAndHandoff, FakeServerTest, ::testing::Bool(),
@@ -356,7 +542,7 @@ class EndToEndTest : public ::testing::Test {
 std::string* EndToEndTest::dir_ = nullptr;
 
 // One whole episode through a client; returns the sum of rewards and checks invariants.
-double RunEpisode(Client& c, uint64_t session, uint64_t seed, int64_t tier,
+double RunEpisode(Client& c, const protocol::SessionId& session, uint64_t seed, int64_t tier,
                   std::vector<std::vector<float>>* observations = nullptr) {
   absl::StatusOr<StepResult> r = c.Reset(session, seed);
   EXPECT_TRUE(r.ok()) << r.status();
@@ -409,6 +595,175 @@ TEST_F(EndToEndTest, ServerDefaultsApplyToSessionsThatNameNoValue) {
   absl::StatusOr<std::unique_ptr<SessionEnv>> refused = wrong.Make({});
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("has no run for tier 'remote'"));
+}
+
+// Clients name data; the operator decides what names mean. Paths outside the data
+// directories (symbolic links included), FIFOs, devices and /proc are refused, all with the
+// same NotFound whatever exists, and no message carries a server path or file content.
+TEST_F(EndToEndTest, ClientsReadOnlyWhatTheOperatorNamed) {
+  const std::string data = *dir_ + "/data";
+  fs::create_directories(data + "/machines");
+  fs::create_directories(data + "/prof");
+  fs::create_directories(data + "/leaky");
+  absl::StatusOr<Machine> knl = LoadMachine("knl");
+  ASSERT_TRUE(knl.ok());
+  std::ofstream(data + "/machines/small.json") << MachineToJson(*knl);
+  for (const auto& e : fs::directory_iterator(ProfileDir())) {
+    fs::copy_file(e.path(), data + "/prof/" + e.path().filename().string(),
+                  fs::copy_options::overwrite_existing);
+  }
+  const std::string secret = *dir_ + "/secret.json";
+  std::ofstream(secret) << "{\"password\": \"hunter2\"}\n";
+  fs::remove(data + "/escape.json");
+  fs::create_symlink(secret, data + "/escape.json");
+  fs::remove(data + "/outside");
+  fs::create_directory_symlink(ProfileDir(), data + "/outside");
+  fs::remove(data + "/leaky/a.tgt");
+  fs::create_symlink(fs::directory_iterator(ProfileDir())->path(), data + "/leaky/a.tgt");
+  fs::remove(data + "/fifo.json");
+  ASSERT_EQ(mkfifo((data + "/fifo.json").c_str(), 0600), 0);
+
+  EnvironmentProviderOptions po;
+  po.default_profiles = {ProfileDir()};
+  po.named_profiles = {{"minife", ProfileDir()}};
+  po.data_dirs = {data};
+  po.default_config = {{"num_regions", "4"}, {"steps", "4"}};
+  EnvironmentProvider provider(po);
+
+  // Allowed: served names, presets, files and directories inside the data directory.
+  for (const auto& config : std::vector<std::map<std::string, std::string>>{
+           {{"profiles", "minife"}},
+           {{"profiles", ProfileDir()}},  // the operator's own path, spelt out
+           {{"profiles", "prof"}, {"machine", "machines/small.json"}},
+           {{"profiles", "./prof/"}, {"machine", "knl"}},
+           {{"profiles", data + "/prof"}, {"machine", data + "/machines/small.json"}}}) {
+    absl::StatusOr<std::unique_ptr<SessionEnv>> env = provider.Make(config);
+    EXPECT_TRUE(env.ok()) << config.begin()->second << ": " << env.status();
+  }
+  // Refused, each the same way.
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"machine", "/etc/passwd"},
+      {"machine", "/proc/self/environ"},
+      {"machine", "/dev/zero"},
+      {"machine", "../secret.json"},
+      {"machine", "escape.json"},
+      {"machine", "fifo.json"},
+      {"machine", "no-such-file.json"},
+      {"machine", secret},
+      {"machine", std::string(5000, 'a')},
+      {"interference", "/etc/passwd"},
+      {"interference", "escape.json"},
+      {"interference", "fifo.json"},
+      {"interference", "/proc/self/fd/1"},
+      {"profiles", "/etc"},
+      {"profiles", "outside"},
+      {"profiles", "leaky"},
+      {"profiles", "../data/prof"},
+      {"profiles", "/proc/self/cwd"},
+      {"profiles", "no-such-dir"},
+  };
+  for (const auto& [key, value] : refused) {
+    absl::StatusOr<std::unique_ptr<SessionEnv>> env = provider.Make({{key, value}});
+    ASSERT_FALSE(env.ok()) << key << "=" << value;
+    EXPECT_EQ(env.status().code(), absl::StatusCode::kNotFound)
+        << key << "=" << value << ": " << env.status();
+    const std::string message(env.status().message());
+    EXPECT_THAT(message, HasSubstr("config key '" + key + "'"));
+    if (value.find(*dir_) == std::string::npos) {  // the client's own name is quoted
+      EXPECT_THAT(message, ::testing::Not(HasSubstr(*dir_))) << message;
+    }
+    EXPECT_THAT(message, ::testing::Not(HasSubstr("hunter2"))) << message;
+    EXPECT_THAT(message, ::testing::Not(HasSubstr("root:"))) << message;
+  }
+  // Whether a file exists outside the roots does not change the answer.
+  auto message_of = [&](const std::string& value) {
+    absl::StatusOr<std::unique_ptr<SessionEnv>> env = provider.Make({{"machine", value}});
+    std::string m(env.status().message());
+    return m.substr(m.find("\" is"));
+  };
+  EXPECT_EQ(message_of(secret), message_of(*dir_ + "/no-such.json"));
+  EXPECT_EQ(message_of("escape.json"), message_of("no-such.json"));
+  // A server whose owner trusts every path ("/", as the Python client's private servers)
+  // still reads only regular data files: no /proc, no devices, no FIFOs.
+  po.data_dirs = {"/"};
+  EnvironmentProvider trusting(po);
+  for (const std::string& value :
+       {std::string("/proc/self/environ"), std::string("/dev/zero"), data + "/fifo.json",
+        std::string("/sys/kernel/mm/transparent_hugepage/enabled")}) {
+    absl::StatusOr<std::unique_ptr<SessionEnv>> env = trusting.Make({{"machine", value}});
+    ASSERT_FALSE(env.ok()) << value;
+    EXPECT_EQ(env.status().code(), absl::StatusCode::kNotFound) << env.status();
+  }
+  EXPECT_TRUE(trusting.Make({{"machine", data + "/machines/small.json"}}).ok());
+  po.data_dirs = {data};
+  // Errors of files inside the roots name them as clients do, not by server path.
+  std::ofstream(data + "/machines/bad.json") << "{\"name\": 7}";
+  absl::StatusOr<std::unique_ptr<SessionEnv>> bad =
+      provider.Make({{"machine", "machines/bad.json"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), ::testing::Not(HasSubstr(data)));
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("data-dir:"));
+}
+
+// One request cannot exhaust the server's memory: a configuration's cost is estimated
+// before anything is built, refused over the budget (naming both figures), and a refused
+// or failed configuration leaves nothing behind, so the same make can be retried.
+TEST_F(EndToEndTest, AConfigurationOverTheMemoryBudgetIsRefusedBeforeItIsBuilt) {
+  EnvironmentProviderOptions po;
+  po.default_profiles = {ProfileDir()};
+  EnvironmentProvider provider(po);
+  const auto start = std::chrono::steady_clock::now();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    absl::StatusOr<std::unique_ptr<SessionEnv>> huge =
+        provider.Make({{"num_regions", "65536"}, {"steps", "1000000"}});
+    ASSERT_FALSE(huge.ok());
+    EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted) << huge.status();
+    EXPECT_THAT(std::string(huge.status().message()), HasSubstr("budget of 2048.0 MiB"));
+    EXPECT_THAT(std::string(huge.status().message()), HasSubstr("needs about 250"));
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
+  EXPECT_EQ(provider.GetStats().asset_sets, 0u);
+  EXPECT_TRUE(provider.Make({{"num_regions", "8"}, {"steps", "10"}}).ok());
+}
+
+TEST_F(EndToEndTest, UnusedAssetSetsMakeRoomForNewOnes) {
+  EnvironmentProviderOptions po;
+  po.default_profiles = {ProfileDir()};
+  po.max_asset_bytes = 40 << 20;
+  EnvironmentProvider provider(po);
+  // 1024 regions x 1000 intervals x (a float share + 2 tier costs): about 20 MB each.
+  absl::StatusOr<std::unique_ptr<SessionEnv>> a =
+      provider.Make({{"num_regions", "1024"}, {"steps", "1000"}});
+  ASSERT_TRUE(a.ok()) << a.status();
+  absl::StatusOr<std::unique_ptr<SessionEnv>> b =
+      provider.Make({{"num_regions", "1024"}, {"steps", "999"}});
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kResourceExhausted) << b.status();
+  a->reset();  // the first configuration is no longer used: it makes room
+  b = provider.Make({{"num_regions", "1024"}, {"steps", "999"}});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(provider.GetStats().asset_sets, 1u);
+  EXPECT_LE(provider.GetStats().asset_bytes, po.max_asset_bytes);
+}
+
+// Trim() frees configurations no session uses (after unused_asset_timeout_s), never the
+// server's default one.
+TEST_F(EndToEndTest, TrimFreesUnusedConfigurationsButTheDefault) {
+  EnvironmentProviderOptions po;
+  po.default_profiles = {ProfileDir()};
+  po.unused_asset_timeout_s = 0;
+  EnvironmentProvider provider(po);
+  ASSERT_TRUE(provider.Make({}).ok());
+  absl::StatusOr<std::unique_ptr<SessionEnv>> used = provider.Make({{"num_regions", "16"}});
+  ASSERT_TRUE(provider.Make({{"num_regions", "32"}}).ok());  // made and dropped
+  ASSERT_TRUE(used.ok());
+  EXPECT_EQ(provider.GetStats().asset_sets, 3u);
+  provider.Trim();
+  EXPECT_EQ(provider.GetStats().asset_sets, 2u);  // the default and the one in use
+  used->reset();
+  provider.Trim();
+  EXPECT_EQ(provider.GetStats().asset_sets, 1u);
+  EXPECT_TRUE(provider.Make({}).ok());
 }
 
 TEST_F(EndToEndTest, AnEpisodeOverIpcInProcess) {

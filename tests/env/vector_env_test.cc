@@ -63,6 +63,14 @@ std::map<std::string, std::string> Config(const std::string& action_mode = "plac
           {"tier_capacity_mib", "hbm:64"}};
 }
 
+// A provider that reads the test's profile directories (as a private server trusts its
+// owner).
+EnvironmentProviderOptions Trusting() {
+  EnvironmentProviderOptions o;
+  o.data_dirs = {"/"};
+  return o;
+}
+
 std::vector<std::unique_ptr<SessionEnv>> MakeEnvs(EnvironmentProvider& provider, int n,
                                                   const std::map<std::string, std::string>& c) {
   std::vector<std::unique_ptr<SessionEnv>> envs;
@@ -203,7 +211,7 @@ class VectorEnvTest : public ::testing::TestWithParam<Case> {};
 TEST_P(VectorEnvTest, StepGivesTheEpisodesOfSingleEnvironments) {
   const Case c = GetParam();
   const int n = 5;
-  EnvironmentProvider provider({});
+  EnvironmentProvider provider(Trusting());
   auto v = VectorEnv::Create(MakeEnvs(provider, n, Config(c.action_mode)), {c.mode, c.threads});
   ASSERT_TRUE(v.ok()) << v.status();
   std::vector<Reference> ref(n);
@@ -212,7 +220,7 @@ TEST_P(VectorEnvTest, StepGivesTheEpisodesOfSingleEnvironments) {
   std::vector<std::optional<uint64_t>> seeds;
   for (int i = 0; i < n; ++i)
     seeds.push_back(i == 3 ? std::nullopt : std::optional<uint64_t>(40 + i));
-  ASSERT_TRUE((*v)->Reset(seeds, std::nullopt, b.out).ok());
+  ASSERT_TRUE((*v)->Reset({}, seeds, {}, b.out).ok());
   for (int i = 0; i < n; ++i) {
     ExpectRow(**v, b, i, *ref[i].env->Reset(seeds[i], {}), "reset env " + std::to_string(i));
   }
@@ -258,7 +266,7 @@ TEST_P(VectorEnvTest, StepGivesTheEpisodesOfSingleEnvironments) {
 TEST_P(VectorEnvTest, SendRecvGivesEachEnvironmentItsOwnEpisode) {
   const Case c = GetParam();
   const int n = 6, batch = 4;
-  EnvironmentProvider provider({});
+  EnvironmentProvider provider(Trusting());
   auto v = VectorEnv::Create(MakeEnvs(provider, n, Config(c.action_mode)), {c.mode, c.threads});
   ASSERT_TRUE(v.ok()) << v.status();
   std::vector<Reference> ref(n);
@@ -266,7 +274,7 @@ TEST_P(VectorEnvTest, SendRecvGivesEachEnvironmentItsOwnEpisode) {
   Buffers b(**v);
   std::vector<std::optional<uint64_t>> seeds;
   for (int i = 0; i < n; ++i) seeds.push_back(100 + i);
-  ASSERT_TRUE((*v)->SendReset(seeds, std::nullopt).ok());
+  ASSERT_TRUE((*v)->SendReset(seeds, {}).ok());
   std::vector<int> received(n, 0);
   std::vector<std::mt19937_64> rngs;
   for (int i = 0; i < n; ++i) rngs.emplace_back(i);
@@ -301,15 +309,16 @@ INSTANTIATE_TEST_SUITE_P(Modes, VectorEnvTest,
                                            Case{AutoresetMode::kSameStep, 3, "placement"},
                                            Case{AutoresetMode::kSameStep, 2, "move"}),
                          [](const ::testing::TestParamInfo<Case>& info) {
-                           return std::string(info.param.mode == AutoresetMode::kNextStep
-                                                  ? "NextStep"
-                                                  : "SameStep") +
+                           return std::string(
+                                      info.param.mode == AutoresetMode::kNextStep   ? "NextStep"
+                                      : info.param.mode == AutoresetMode::kSameStep ? "SameStep"
+                                                                                    : "Disabled") +
                                   "Threads" + std::to_string(info.param.threads) +
                                   (info.param.action_mode == "move" ? "Move" : "Placement");
                          });
 
 TEST(VectorEnvErrorsTest, ABadActionIsRefusedBeforeAnythingMoves) {
-  EnvironmentProvider provider({});
+  EnvironmentProvider provider(Trusting());
   auto v = VectorEnv::Create(MakeEnvs(provider, 3, Config()), {AutoresetMode::kNextStep, 2});
   ASSERT_TRUE(v.ok());
   Buffers b(**v);
@@ -317,8 +326,8 @@ TEST(VectorEnvErrorsTest, ABadActionIsRefusedBeforeAnythingMoves) {
   std::vector<int64_t> actions(3 * width, 1);
   absl::Status early = (*v)->Step(actions.data(), actions.size(), b.out);
   EXPECT_EQ(early.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(early.message(), HasSubstr("call reset first"));
-  ASSERT_TRUE((*v)->Reset({}, "lulesh", b.out).ok());
+  EXPECT_THAT(early.message(), HasSubstr("reset it first"));
+  ASSERT_TRUE((*v)->Reset({}, {}, {3, "lulesh"}, b.out).ok());
   const std::vector<float> first(b.obs.begin(), b.obs.end());
   actions[2 * width + 5] = 7;
   absl::Status s = (*v)->Step(actions.data(), actions.size(), b.out);
@@ -342,13 +351,16 @@ TEST(VectorEnvErrorsTest, ABadActionIsRefusedBeforeAnythingMoves) {
 }
 
 TEST(VectorEnvErrorsTest, AsyncCallsOutOfOrderAreRefusedWithTheReason) {
-  EnvironmentProvider provider({});
+  EnvironmentProvider provider(Trusting());
   auto v = VectorEnv::Create(MakeEnvs(provider, 3, Config()), {AutoresetMode::kNextStep, 2});
   ASSERT_TRUE(v.ok());
   Buffers b(**v);
   EXPECT_EQ((*v)->Recv(1, b.out).code(), absl::StatusCode::kInvalidArgument);
-  ASSERT_TRUE((*v)->Reset({}, std::nullopt, b.out).ok());
-  EXPECT_THAT((*v)->Reset({1}, std::nullopt, b.out).message(), HasSubstr("seeds: 1 seeds for 3"));
+  ASSERT_TRUE((*v)->Reset({}, {}, {}, b.out).ok());
+  EXPECT_THAT((*v)->Reset({}, {1}, {}, b.out).message(),
+              HasSubstr("seeds: 1 entries for 3 environments"));
+  EXPECT_THAT((*v)->Reset({1, 0}, {}, {}, b.out).message(),
+              HasSubstr("reset_mask: 2 entries for 3 environments"));
   const size_t width = (*v)->ActionSize();
   std::vector<int64_t> actions(2 * width, 0);
   EXPECT_THAT((*v)->Send({0, 0}, actions.data(), actions.size()).message(),
@@ -368,15 +380,76 @@ TEST(VectorEnvErrorsTest, AsyncCallsOutOfOrderAreRefusedWithTheReason) {
   EXPECT_EQ((*v)->in_flight(), 0);
 }
 
+TEST(VectorEnvDisabledTest, OnlyAMaskedResetStartsAnEpisodeAgain) {
+  const int n = 3;
+  EnvironmentProvider provider(Trusting());
+  auto v = VectorEnv::Create(MakeEnvs(provider, n, Config()), {AutoresetMode::kDisabled, 2});
+  ASSERT_TRUE(v.ok()) << v.status();
+  std::vector<std::unique_ptr<SessionEnv>> ref;
+  for (int i = 0; i < n; ++i) ref.push_back(*provider.Make(Config()));
+  Buffers b(**v);
+  const std::vector<std::optional<uint64_t>> seeds = {5, 6, 7};
+  const std::vector<std::optional<std::string>> profiles = {"lulesh", "minife", std::nullopt};
+  ASSERT_TRUE((*v)->Reset({}, seeds, profiles, b.out).ok());
+  for (int i = 0; i < n; ++i) {
+    ResetOptions o;
+    o.profile = profiles[i];
+    ExpectRow(**v, b, i, *ref[i]->Reset(seeds[i], o), "reset env " + std::to_string(i));
+  }
+  std::mt19937_64 rng(3);
+  const size_t width = (*v)->ActionSize();
+  auto step_all = [&](std::vector<int64_t>* flat) {
+    flat->clear();
+    std::vector<Action> actions;
+    for (int i = 0; i < n; ++i) {
+      actions.push_back(RandomAction((*v)->spec(), rng));
+      flat->insert(flat->end(), actions.back().values.begin(), actions.back().values.end());
+    }
+    return actions;
+  };
+  std::vector<int64_t> flat;
+  bool ended = false;
+  for (int t = 0; t < 7; ++t) {  // episodes of 7 steps
+    std::vector<Action> actions = step_all(&flat);
+    ASSERT_TRUE((*v)->Step(flat.data(), flat.size(), b.out).ok());
+    EXPECT_FALSE(b.any_ended);  // nothing resets, so no final rows
+    for (int i = 0; i < n; ++i) {
+      ExpectRow(**v, b, i, *ref[i]->Step(actions[i]), "step " + std::to_string(t));
+      ended = ended || b.terminated[i] || b.truncated[i];
+    }
+  }
+  ASSERT_TRUE(ended);
+  // Every episode ended: stepping is refused, naming the environment, and moves nothing.
+  step_all(&flat);
+  const std::vector<float> last(b.obs.begin(), b.obs.end());
+  absl::Status s = (*v)->Step(flat.data(), flat.size(), b.out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("env 0 has no episode running"));
+  // A masked reset writes only its rows and starts only those episodes.
+  ASSERT_TRUE((*v)->Reset({1, 0, 1}, {}, {}, b.out).ok());
+  for (int i : {0, 2}) ExpectRow(**v, b, i, *ref[i]->Reset(std::nullopt, {}), "partial reset");
+  EXPECT_EQ(
+      std::vector<float>(b.obs.begin() + (*v)->ObsSize(), b.obs.begin() + 2 * (*v)->ObsSize()),
+      std::vector<float>(last.begin() + (*v)->ObsSize(), last.begin() + 2 * (*v)->ObsSize()));
+  EXPECT_THAT((*v)->Step(flat.data(), flat.size(), b.out).message(),
+              HasSubstr("env 1 has no episode running"));
+  ASSERT_TRUE((*v)->Reset({0, 1, 0}, {}, {}, b.out).ok());
+  ASSERT_TRUE(ref[1]->Reset(std::nullopt, {}).ok());
+  std::vector<Action> actions = step_all(&flat);
+  ASSERT_TRUE((*v)->Step(flat.data(), flat.size(), b.out).ok());
+  for (int i = 0; i < n; ++i) ExpectRow(**v, b, i, *ref[i]->Step(actions[i]), "after resets");
+  EXPECT_EQ(width * n, flat.size());
+}
+
 TEST(VectorEnvErrorsTest, EnvironmentsOfDifferentShapesAreRefused) {
-  EnvironmentProvider provider({});
+  EnvironmentProvider provider(Trusting());
   std::vector<std::unique_ptr<SessionEnv>> envs = MakeEnvs(provider, 1, Config());
   auto other = Config();
   other["num_regions"] = "8";
   envs.push_back(*provider.Make(other));
   auto v = VectorEnv::Create(std::move(envs), {});
   EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(v.status().message(), HasSubstr("envs[1]: its spaces differ"));
+  EXPECT_THAT(v.status().message(), HasSubstr("env 1: its spaces differ"));
   EXPECT_EQ(VectorEnv::Create({}, {}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 

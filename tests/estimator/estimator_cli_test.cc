@@ -27,8 +27,10 @@ class EstimatorCliTest : public ::testing::Test {
     dir_ = new std::string(fs::temp_directory_path() /
                            ("tiergym-estimator-cli-" + std::to_string(getpid())));
     fs::create_directories(*dir_);
-    Result r = Tiergym("trace synth --app minife --machine knl --samples 20000 --chunks 40 --quiet"
-                       " --out " + *dir_);
+    Result r = Tiergym(
+        "trace synth --app minife --machine knl --samples 20000 --chunks 40 --quiet"
+        " --out " +
+        *dir_);
     ASSERT_EQ(r.exit_code, 0) << r.out;
   }
   static void TearDownTestSuite() {
@@ -55,7 +57,8 @@ std::string* EstimatorCliTest::dir_ = nullptr;
 TEST_F(EstimatorCliTest, EstimateJsonMatchesTheReplayEngine) {
   const std::string args =
       "estimate --json " + ProfileArgs() + " --placement " + App() + "/runs/placements/hbm30.json";
-  Result indexed = Tiergym(args);
+  // The replay implements the first-touch order of sampled pages only.
+  Result indexed = Tiergym(args + " --first-touch extended");
   ASSERT_EQ(indexed.exit_code, 0) << indexed.out;
   Result replay = Tiergym(args + " --engine replay");
   ASSERT_EQ(replay.exit_code, 0) << replay.out;
@@ -73,8 +76,9 @@ TEST_F(EstimatorCliTest, EstimateJsonMatchesTheReplayEngine) {
 }
 
 TEST_F(EstimatorCliTest, EstimateTextNamesTheModelAndDevices) {
-  Result r = Tiergym("estimate " + ProfileArgs() + " --machine knl --model concurrent --placement " +
-                     App() + "/runs/placements/hbm50.json");
+  Result r =
+      Tiergym("estimate " + ProfileArgs() + " --machine knl --model concurrent --placement " +
+              App() + "/runs/placements/hbm50.json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("(concurrent model)"));
   EXPECT_THAT(r.out, HasSubstr("ddr"));
@@ -107,6 +111,54 @@ TEST_F(EstimatorCliTest, ValidateJsonHasTheDocumentedKeysAndBothModels) {
   EXPECT_LT(v.Find("mean_error_pct")->number(), 20);
   EXPECT_NE(v.Find("models")->Find("paper"), nullptr);
   EXPECT_NE(v.Find("models")->Find("concurrent"), nullptr);
+}
+
+TEST_F(EstimatorCliTest, EstimateJsonReportsASamplingIntervalAroundTheEstimate) {
+  const std::string args = "estimate --json --machine knl --first-touch sweeps --align samples " +
+                           ProfileArgs() + " --placement " + App() + "/runs/placements/hbm50.json";
+  Result r = Tiergym(args);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const json::Value v = Json(r);
+  EXPECT_EQ(v.Find("model")->string(), "roofline");  // the default with a machine
+  const json::Value* interval = v.Find("interval");
+  ASSERT_NE(interval, nullptr) << r.out;
+  const double estimate = v.Find("runtime_ns")->number();
+  EXPECT_LT(interval->Find("lo_ns")->number(), interval->Find("hi_ns")->number());
+  EXPECT_LE(interval->Find("lo_ns")->number(), estimate * 1.001);
+  EXPECT_GE(interval->Find("hi_ns")->number(), estimate * 0.999);
+  EXPECT_EQ(interval->Find("level")->number(), 0.9);
+  EXPECT_EQ(interval->Find("replicates")->number(), 100);
+  // Seeded: the same command gives the same interval; a wider level a wider one.
+  EXPECT_EQ(Tiergym(args).out, r.out);
+  const json::Value wide = Json(Tiergym(args + " --level 0.99"));
+  EXPECT_LE(wide.Find("interval")->Find("lo_ns")->number(), interval->Find("lo_ns")->number());
+  EXPECT_GE(wide.Find("interval")->Find("hi_ns")->number(), interval->Find("hi_ns")->number());
+  EXPECT_EQ(Tiergym(args + " --level 1").exit_code, 2);
+  EXPECT_EQ(Tiergym(args + " --replicates 1").exit_code, 2);
+}
+
+TEST_F(EstimatorCliTest, ValidateReportsTheCoverageOfTheIntervals) {
+  const std::string args = "validate --machine knl --replicates 20 " + ProfileArgs() + " --runs " +
+                           App() + "/runs/runs.csv";
+  Result r = Tiergym(args + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const json::Value v = Json(r);
+  size_t inside = 0;
+  const auto& runs = v.Find("runs")->array();
+  for (const json::Value& run : runs) {
+    ASSERT_NE(run.Find("interval_lo_ns"), nullptr);
+    const double measured = run.Find("measured_ns")->number();
+    const bool in = run.Find("interval_lo_ns")->number() <= measured &&
+                    measured <= run.Find("interval_hi_ns")->number();
+    EXPECT_EQ(run.Find("inside")->bool_value(), in);
+    inside += in;
+    ASSERT_NE(run.Find("models")->Find("roofline"), nullptr);
+  }
+  EXPECT_NEAR(v.Find("coverage")->number(), static_cast<double>(inside) / runs.size(), 1e-12);
+  EXPECT_EQ(v.Find("interval_level")->number(), 0.9);
+  Result text = Tiergym(args);
+  EXPECT_THAT(text.out, HasSubstr("sampling interval in"));
+  EXPECT_THAT(text.out, HasSubstr("coverage"));
 }
 
 TEST_F(EstimatorCliTest, ValidatePlotWritesAPng) {
@@ -148,16 +200,20 @@ TEST_F(EstimatorCliTest, RefusesAProfileWhoseRunsDisagreeOnPhases) {
   const std::string mixed = *dir_ + "/mixed";
   fs::create_directories(mixed);
   ASSERT_EQ(Tiergym("trace synth --app lulesh --machine knl --samples 5000 --chunks 10 --no-runs "
-                    "--quiet --out " + *dir_).exit_code, 0);
-  fs::copy_file(App() + "/profile/ddr.csv", mixed + "/ddr.csv", fs::copy_options::overwrite_existing);
+                    "--quiet --out " +
+                    *dir_)
+                .exit_code,
+            0);
+  fs::copy_file(App() + "/profile/ddr.csv", mixed + "/ddr.csv",
+                fs::copy_options::overwrite_existing);
   // Same app name, so that the phase count is what differs.
   std::ifstream in(*dir_ + "/lulesh/profile/hbm.csv");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   text.replace(text.find("# app=lulesh"), 12, "# app=minife");
   Write("mixed/hbm.csv", text);
-  Result r = Tiergym("estimate --profile " + mixed + " --placement " + App() +
-                         "/runs/placements/hbm30.json",
-                     true);
+  Result r = Tiergym(
+      "estimate --profile " + mixed + " --placement " + App() + "/runs/placements/hbm30.json",
+      true);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.out, HasSubstr("runs disagree on the number of phases"));
   EXPECT_THAT(r.out, HasSubstr("mixed/hbm.csv has 481"));

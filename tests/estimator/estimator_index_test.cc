@@ -6,6 +6,7 @@
 #include "estimator/replay_estimator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "traces/base/strings.h"
 #include "traces/synth/app_model.h"
 #include "traces/synth/generator.h"
 
@@ -20,9 +21,9 @@ constexpr uint64_t kPageB = 0x100000;  // sampled in window 1
 // One phase of 2,000,000 instructions; samples at 0.5 M (page A) and 1.5 M (page B)
 // instructions; the run's times are those of the ddr run multiplied by `slowdown`.
 Trace ToyRun(const std::string& device, double slowdown, uint64_t pebs_reset = 0) {
-  TraceBuilder b(device, TraceMetadata::Make("toy", device, "",
-                                             pebs_reset ? std::optional<uint64_t>(pebs_reset)
-                                                        : std::nullopt));
+  TraceBuilder b(
+      device, TraceMetadata::Make("toy", device, "",
+                                  pebs_reset ? std::optional<uint64_t>(pebs_reset) : std::nullopt));
   b.AddMark({0, 0, 0, 0});
   b.AddSample(static_cast<uint64_t>(50 * slowdown), 0, 0, 500'000, kPageA);
   b.AddSample(static_cast<uint64_t>(150 * slowdown), 0, 0, 1'500'000, kPageB);
@@ -72,9 +73,9 @@ TEST(EstimatorIndexTest, TwoAndThreeTiersHandComputed) {
   // Window 0 (page A) on hbm: 50 ns; window 1 (page B) on ddr: 100 ns.
   EXPECT_NEAR(Paper(*index, Ranges({{kPageA, kPageA + 4096, "hbm"}})), 150, 1e-9);
   // Window 0 on hbm (50 ns), window 1 on remote (400 - 200 ns).
-  EXPECT_NEAR(Paper(*index, Ranges({{kPageA, kPageA + 4096, "hbm"},
-                                     {kPageB, kPageB + 4096, "remote"}})),
-              250, 1e-9);
+  EXPECT_NEAR(
+      Paper(*index, Ranges({{kPageA, kPageA + 4096, "hbm"}, {kPageB, kPageB + 4096, "remote"}})),
+      250, 1e-9);
   // One window for the whole phase: the paper's formula with half the accesses on hbm.
   IndexOptions one_window;
   one_window.window_instructions = 10'000'000;
@@ -111,8 +112,8 @@ TEST(EstimatorIndexTest, SamplesCountByTheirRunsPebsReset) {
   options.window_instructions = 10'000'000;  // one window: A 1, B 1 + 2 (weighted)
   auto index = Index(profile, options);
   const double share_b = 3.0 / 4.0;
-  EXPECT_NEAR(Paper(*index, Ranges({{kPageB, kPageB + 4096, "hbm"}})),
-              200 - (200 - 100) * share_b, 1e-9);
+  EXPECT_NEAR(Paper(*index, Ranges({{kPageB, kPageB + 4096, "hbm"}})), 200 - (200 - 100) * share_b,
+              1e-9);
   auto replay = EstimateByReplay(profile, Ranges({{kPageB, kPageB + 4096, "hbm"}}),
                                  {.window_instructions = 10'000'000});
   ASSERT_TRUE(replay.ok());
@@ -159,23 +160,24 @@ struct Synth {
   synth::SynthProfile generated;
 };
 
-const Synth& SynthFor(const std::string& app, const std::string& machine) {
+const Synth& SynthFor(const std::string& app, const std::string& machine,
+                      uint64_t samples = 20000) {
   static auto* cache = new std::map<std::string, Synth>();
-  auto it = cache->find(app + "/" + machine);
+  const std::string key = StrCat(app, "/", machine, "/", samples);
+  auto it = cache->find(key);
   if (it != cache->end()) return it->second;
   auto model = synth::LoadAppModel(app);
   EXPECT_TRUE(model.ok()) << model.status();
   auto m = LoadMachine(machine);
   EXPECT_TRUE(m.ok());
   synth::SynthOptions options;
-  options.target_samples = 20000;
+  options.target_samples = samples;
   options.chunks_per_phase = 50;
   auto generated = synth::GenerateProfile(*model, *m, options);
   EXPECT_TRUE(generated.ok()) << generated.status();
   auto profile = Profile::FromRuns(app, generated->traces);
   EXPECT_TRUE(profile.ok()) << profile.status();
-  return cache->emplace(app + "/" + machine, Synth{*profile, std::move(*generated)})
-      .first->second;
+  return cache->emplace(key, Synth{*profile, std::move(*generated)}).first->second;
 }
 
 class SynthAgreementTest : public ::testing::TestWithParam<std::tuple<const char*, const char*>> {};
@@ -193,9 +195,9 @@ TEST_P(SynthAgreementTest, IndexedPaperModelEqualsTheReplay) {
       // Every third measured run: fractions, ranges and three-tier mixes all occur.
       for (size_t r = 0; r < s.generated.runs.size(); r += 3) {
         const synth::SynthRun& run = s.generated.runs[r];
-        auto replay = EstimateByReplay(s.profile, run.placement,
-                                       {.window_instructions = window,
-                                        .use_phasemarks = phasemarks});
+        auto replay =
+            EstimateByReplay(s.profile, run.placement,
+                             {.window_instructions = window, .use_phasemarks = phasemarks});
         ASSERT_TRUE(replay.ok()) << replay.status();
         const double indexed = Paper(*index, run.placement);
         EXPECT_NEAR(indexed, replay->runtime_ns, 1e-9 * replay->runtime_ns)
@@ -246,8 +248,7 @@ TEST(EstimatorIndexSynthTest, RangesAndFractionsAgreeOnTheSamePages) {
   // About 30 % of the footprint pages.
   size_t placed = 0;
   for (const auto& r : resolved->ranges) placed += r.end - r.begin;
-  EXPECT_NEAR(static_cast<double>(placed) / static_cast<double>(index->pages().size()), 0.3,
-              1e-3);
+  EXPECT_NEAR(static_cast<double>(placed) / static_cast<double>(index->pages().size()), 0.3, 1e-3);
 }
 
 // Page ids -> tier, as a ResolvedPlacement.
@@ -285,7 +286,8 @@ TEST_P(IncrementalTest, MovesEqualFullRecomputation) {
     if (step % 3 == 0) b = std::min(hi, a + (b - a) / 50);  // some small moves
     const int to = static_cast<int>(rng() % 3);
     ASSERT_TRUE(state.Move(a, b, to).ok());
-    const auto [first, last] = index->IdsOfPages((a + page - 1) / page, b == 0 ? 0 : (b - 1) / page + 1);
+    const auto [first, last] =
+        index->IdsOfPages((a + page - 1) / page, b == 0 ? 0 : (b - 1) / page + 1);
     for (uint32_t id = first; id < last; ++id) tier[id] = to;
     auto full = index->RuntimeNs(FromTiers(tier, 0), model);
     ASSERT_TRUE(full.ok());
@@ -344,7 +346,8 @@ TEST(GroupCostModelTest, PricesGroupPlacementsLikeTheIntervalWalk) {
   auto index = Index(s.profile, options);
   const size_t pages = index->pages().size(), groups = 16, n = 3;
   std::vector<uint32_t> group_of_page(pages);
-  for (size_t id = 0; id < pages; ++id) group_of_page[id] = static_cast<uint32_t>(id * groups / pages);
+  for (size_t id = 0; id < pages; ++id)
+    group_of_page[id] = static_cast<uint32_t>(id * groups / pages);
   const GroupCostModel model(index, group_of_page, groups);
   std::mt19937_64 rng(11);
   const uint64_t total = index->total_instructions();
@@ -357,14 +360,15 @@ TEST(GroupCostModelTest, PricesGroupPlacementsLikeTheIntervalWalk) {
     uint64_t from = rng() % total, to = rng() % total;
     if (from > to) std::swap(from, to);
     if (trial == 0) from = 0, to = total;
-    if (trial == 1) to = from;  // empty
+    if (trial == 1) to = from;                                                     // empty
     if (trial == 2) from = index->segment_begin(1), to = index->segment_begin(2);  // one phase
     std::vector<double> factor;
     if (trial % 2 == 1) factor = {1.0, 1.0 + (rng() % 100) / 50.0, 1.0 + (rng() % 100) / 50.0};
     const GroupCostModel::Costs costs = model.IntervalCosts(from, to, factor);
     ASSERT_EQ(costs.cost.size(), groups * n);
     double priced = costs.constant_ns;
-    for (size_t g = 0; g < groups; ++g) priced += costs.cost[g * n + static_cast<size_t>(group_tier[g])];
+    for (size_t g = 0; g < groups; ++g)
+      priced += costs.cost[g * n + static_cast<size_t>(group_tier[g])];
     const double walked = state.IntervalNs(from, to, factor);
     ASSERT_NEAR(priced, walked, 1e-9 * std::max(1.0, walked))
         << "trial " << trial << " [" << from << ", " << to << ")";
@@ -376,9 +380,11 @@ TEST(GroupCostModelTest, PricesGroupPlacementsLikeTheIntervalWalk) {
   const GroupCostModel::Costs whole = model.IntervalCosts(0, total);
   double base = whole.constant_ns;
   for (size_t g = 0; g < groups; ++g) base += whole.cost[g * n];
-  EXPECT_NEAR(base, static_cast<double>(index->RuntimeNs(FromTiers(std::vector<int>(pages, 0), 0),
-                                                         Model::kPaper).value()),
-              1e-9 * base);
+  EXPECT_NEAR(
+      base,
+      static_cast<double>(
+          index->RuntimeNs(FromTiers(std::vector<int>(pages, 0), 0), Model::kPaper).value()),
+      1e-9 * base);
 }
 
 TEST(ConcurrentModelTest, LimitsAndDirection) {
@@ -412,9 +418,157 @@ TEST(EstimatorIndexSynthTest, ReportsItsSize) {
   const Synth& s = SynthFor("lulesh", "knl");
   auto index = Index(s.profile);
   EXPECT_GT(index->MemoryBytes(), index->pages().size() * 8);
-  EXPECT_EQ(index->num_samples(), s.profile.runs()[0].num_samples() + s.profile.runs()[1].num_samples());
+  EXPECT_EQ(index->num_samples(),
+            s.profile.runs()[0].num_samples() + s.profile.runs()[1].num_samples());
   EXPECT_GT(index->num_nonempty_windows(), 0u);
   EXPECT_LE(index->num_nonempty_windows(), index->num_windows());
+}
+
+// --- The roofline model, the first-touch extents and the sampling interval -------------
+
+// Mean and max error (%) of an index's estimates of the synthetic measured runs.
+std::pair<double, double> Errors(const Synth& s, const EstimatorIndex& index, Model model) {
+  double sum = 0, max = 0;
+  for (const synth::SynthRun& run : s.generated.runs) {
+    auto resolved = index.Resolve(run.placement);
+    EXPECT_TRUE(resolved.ok()) << resolved.status();
+    auto ns = index.RuntimeNs(*resolved, model);
+    EXPECT_TRUE(ns.ok()) << ns.status();
+    const double e = 100 * std::fabs(*ns - run.runtime_ns) / run.runtime_ns;
+    sum += e;
+    max = std::max(max, e);
+  }
+  return {sum / s.generated.runs.size(), max};
+}
+
+IndexOptions Recommended(const Synth& s) {
+  IndexOptions o;
+  o.base_device = s.generated.machine.tiers[0].name;
+  o.machine = s.generated.machine;
+  o.first_touch = FirstTouchFootprint::kExtents;
+  o.join_sweeps = true;
+  o.align = WindowAlignment::kSamples;
+  return o;
+}
+
+TEST(EstimatorRooflineTest, AllOnOneTierGivesThatRunsTime) {
+  const Synth& s = SynthFor("lulesh", "disagg");
+  for (const TierSpec& tier : s.generated.machine.tiers) {
+    IndexOptions o = Recommended(s);
+    o.base_device = tier.name;
+    auto index = Index(s.profile, o);
+    Placement p;
+    p.default_tier = tier.name;
+    auto ns = index->RuntimeNs(*index->Resolve(p), Model::kRoofline);
+    ASSERT_TRUE(ns.ok()) << ns.status();
+    EXPECT_NEAR(*ns, s.profile.Find(tier.name)->runtime_ns(), 1e-6 * *ns) << tier.name;
+  }
+}
+
+TEST(EstimatorRooflineTest, FollowsTheSyntheticMachineWhereThePaperModelCannot) {
+  // The default sampling of `tiergym trace synth` (200,000 samples per run): with a tenth
+  // of it the first-touch sweeps of fraction placements have too few anchors.
+  for (const char* machine : {"knl", "disagg"}) {
+    const Synth& s = SynthFor("lulesh", machine, 200000);
+    auto index = Index(s.profile, Recommended(s));
+    const auto [paper_mean, paper_max] = Errors(s, *index, Model::kPaper);
+    const auto [roof_mean, roof_max] = Errors(s, *index, Model::kRoofline);
+    EXPECT_LT(roof_mean, 3.0) << machine;
+    EXPECT_LT(roof_mean, paper_mean / 2) << machine;
+    EXPECT_LT(roof_max, paper_max / 2) << machine;
+  }
+}
+
+TEST(EstimatorRooflineTest, PlacementStateAndIntervalsMatchTheFullEstimate) {
+  const Synth& s = SynthFor("minife", "disagg");
+  auto index = Index(s.profile, Recommended(s));
+  const synth::SynthRun& run = s.generated.runs.back();
+  auto resolved = index->Resolve(run.placement);
+  ASSERT_TRUE(resolved.ok());
+  const double full = *index->RuntimeNs(*resolved, Model::kRoofline);
+  EXPECT_NEAR(index->EstimateDetailed(*resolved, Model::kRoofline)->runtime_ns, full, 1e-6 * full);
+  const PlacementState state(index, *resolved, Model::kRoofline);
+  EXPECT_NEAR(state.runtime_ns(), full, 1e-6 * full);
+  const uint64_t total = index->total_instructions();
+  EXPECT_NEAR(state.IntervalNs(0, total), full, 1e-6 * full);
+  EXPECT_NEAR(state.IntervalNs(0, total / 3) + state.IntervalNs(total / 3, total), full,
+              1e-6 * full);
+}
+
+TEST(EstimatorExtentsTest, FractionsCountTheUnsampledPagesOfASweep) {
+  // Base run: an initialisation sweep samples pages 0, 100 and 200 of one array (in that
+  // order); later samples touch page 50 then 150. Sweeps join everything into one extent
+  // of 201 pages, so 50 % puts pages 0..100 on hbm. The sampled pages in order of first touch are
+  // 0, 100, 200, 50, 150; unjoined one-page extents put round(2.5) = 3 pages, 0, 100 and
+  // 200, on hbm.
+  auto run = [](const std::string& device, double slowdown) {
+    TraceBuilder b(device, TraceMetadata::Make("toy", device, "", 1));
+    b.AddMark({0, 0, 0, 0});
+    const uint64_t pages[] = {0, 100, 200, 50, 150};
+    for (int i = 0; i < 5; ++i) {
+      b.AddSample(static_cast<uint64_t>((10 + 20 * i) * slowdown), 0, 0, 100'000 + 200'000 * i,
+                  0x10000000 + pages[i] * 4096);
+    }
+    b.SetEnd({static_cast<uint64_t>(100 * slowdown), 0, 0, 1'000'000});
+    return *b.Finish();
+  };
+  const Profile profile = *Profile::FromRuns("toy", {run("ddr", 1), run("hbm", 0.5)});
+  Placement half;
+  half.default_tier = "ddr";
+  half.fractions = {{"hbm", 0.5}};
+  IndexOptions o;
+  o.base_device = "ddr";
+  o.window_instructions = 200'000;
+  o.first_touch = FirstTouchFootprint::kExtents;
+  o.extent_gap_pages = 8;
+  auto sweeps = Index(profile, o);
+  auto resolved = sweeps->Resolve(half);
+  ASSERT_TRUE(resolved.ok());
+  std::vector<uint64_t> on_hbm;
+  for (const auto& r : resolved->ranges) {
+    for (uint32_t id = r.begin; id < r.end; ++id) on_hbm.push_back(sweeps->pages()[id] - 0x10000);
+  }
+  EXPECT_EQ(on_hbm, (std::vector<uint64_t>{0, 50, 100}));
+  o.join_sweeps = false;  // five one-page extents in first-touch order: 0, 100, 200
+  auto apart = Index(profile, o);
+  on_hbm.clear();
+  const ResolvedPlacement unjoined = *apart->Resolve(half);
+  for (const auto& r : unjoined.ranges) {
+    for (uint32_t id = r.begin; id < r.end; ++id) on_hbm.push_back(apart->pages()[id] - 0x10000);
+  }
+  EXPECT_EQ(on_hbm, (std::vector<uint64_t>{0, 100, 200}));
+}
+
+TEST(EstimatorSpreadTest, IntervalHoldsTheEstimateAndIsSeeded) {
+  const Synth& s = SynthFor("lulesh", "knl");
+  auto index = Index(s.profile, Recommended(s));
+  Placement half;
+  half.default_tier = "ddr";
+  half.fractions = {{"hbm", 0.5}};
+  const ResolvedPlacement resolved = *index->Resolve(half);
+  for (Model model : {Model::kPaper, Model::kRoofline}) {
+    const double estimate = *index->RuntimeNs(resolved, model);
+    auto a = index->SamplingSpread(resolved, model, 200, 7, 0.9);
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_LT(a->lo_ns, a->hi_ns);
+    EXPECT_GT(a->stddev_ns, 0);
+    EXPECT_LE(a->lo_ns, estimate * (1 + 1e-3));
+    EXPECT_GE(a->hi_ns, estimate * (1 - 1e-3));
+    auto b = index->SamplingSpread(resolved, model, 200, 7, 0.9);
+    EXPECT_EQ(a->lo_ns, b->lo_ns);
+    EXPECT_EQ(a->hi_ns, b->hi_ns);
+    auto wider = index->SamplingSpread(resolved, model, 200, 7, 0.99);
+    EXPECT_LE(wider->lo_ns, a->lo_ns);
+    EXPECT_GE(wider->hi_ns, a->hi_ns);
+  }
+  // Everything on one tier: no sample can change sides, the interval is a point.
+  Placement ddr;
+  ddr.default_tier = "ddr";
+  auto point = index->SamplingSpread(*index->Resolve(ddr), Model::kPaper, 50, 1, 0.9);
+  ASSERT_TRUE(point.ok());
+  EXPECT_NEAR(point->lo_ns, point->hi_ns, 1e-6 * point->hi_ns);
+  EXPECT_FALSE(index->SamplingSpread(resolved, Model::kPaper, 1, 1, 0.9).ok());
+  EXPECT_FALSE(index->SamplingSpread(resolved, Model::kPaper, 10, 1, 1.0).ok());
 }
 
 }  // namespace

@@ -15,7 +15,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const std::string kCurves = std::string(TIERGYM_SOURCE_DIR) + "/estimator/contention/data/curves.csv";
+const std::string kCurves =
+    std::string(TIERGYM_SOURCE_DIR) + "/estimator/contention/data/curves.csv";
 
 struct World {
   std::unique_ptr<Profile> profile;
@@ -103,7 +104,8 @@ TEST(InterferenceTest, OnlyTheContendedTiersTimeGrows) {
 }
 
 TEST(InterferenceTest, ReadsSchedulesAndRefusesBadOnesWithTheMember) {
-  const std::string dir = std::filesystem::temp_directory_path() / ("intf-" + std::to_string(getpid()));
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("intf-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   auto write = [&](const std::string& name, const std::string& text) {
     std::ofstream(dir + "/" + name) << text;
@@ -123,7 +125,8 @@ TEST(InterferenceTest, ReadsSchedulesAndRefusesBadOnesWithTheMember) {
   auto share = ReadInterferenceSchedule(write("share.json", R"({"sensitivity": {"curves": "c.csv"},
   "schedule": [{"tier": "ddr", "co_runners": [{"bandwidth_gbps": 1, "read_pct": 120}]}]})"));
   ASSERT_FALSE(share.ok());
-  EXPECT_THAT(std::string(share.status().message()), HasSubstr("schedule[0].co_runners[0].read_pct"));
+  EXPECT_THAT(std::string(share.status().message()),
+              HasSubstr("schedule[0].co_runners[0].read_pct"));
   auto key = ReadInterferenceSchedule(write("key.json", R"({"sensitivity": {"curves": "c.csv"},
   "schedule": [], "scenario": 1})"));
   EXPECT_FALSE(key.ok());
@@ -134,7 +137,8 @@ TEST(InterferenceTest, ReadsSchedulesAndRefusesBadOnesWithTheMember) {
   EXPECT_THAT(std::string(tier.status().message()), HasSubstr("tier 'cxl' has no run"));
   auto app = InterferenceComposer::Create(Schedule(1), Lulesh().profile->devices(), "hpcg");
   ASSERT_FALSE(app.ok());
-  EXPECT_THAT(std::string(app.status().message()), HasSubstr("no sensitivity curves for app 'hpcg'"));
+  EXPECT_THAT(std::string(app.status().message()),
+              HasSubstr("no sensitivity curves for app 'hpcg'"));
   std::filesystem::remove_all(dir);
 }
 

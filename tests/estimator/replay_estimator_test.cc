@@ -23,7 +23,9 @@ Trace Run(const std::string& device, double slowdown) {
   return *b.Finish();
 }
 
-Profile Toy() { return *Profile::FromRuns("toy", {Run("ddr", 1), Run("hbm", 0.5), Run("remote", 2)}); }
+Profile Toy() {
+  return *Profile::FromRuns("toy", {Run("ddr", 1), Run("hbm", 0.5), Run("remote", 2)});
+}
 
 Placement Ranges(std::vector<PlacementRange> ranges) {
   Placement p;
@@ -86,7 +88,7 @@ TEST(ReplayEstimatorTest, FractionsFollowFirstTouchOrder) {
 TEST(ReplayEstimatorTest, RangesPlacePagesByTheirFirstByte) {
   auto pages = PagePlacement::Resolve(Toy(), Ranges({{kPageA + 1, kPageB + 1, "hbm"}}));
   ASSERT_TRUE(pages.ok());
-  EXPECT_EQ(pages->TierOfAddress(kPageA), 0);      // range starts inside page A
+  EXPECT_EQ(pages->TierOfAddress(kPageA), 0);  // range starts inside page A
   EXPECT_EQ(pages->TierOfAddress(kPageA + 4096), 1);
   EXPECT_EQ(pages->TierOfAddress(kPageB + 100), 1);  // page B's first byte is covered
   EXPECT_EQ(pages->TierOfAddress(kPageB + 4096), 0);

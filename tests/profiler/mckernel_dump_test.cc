@@ -383,7 +383,7 @@ TEST(ImportDumpsTest, RefusesBadOptions) {
 // ---------------------------------------------------------------- round trip
 
 // The same program on two devices: the same addresses and phases, MCDRAM faster and
-// retiring slightly different instruction counts (as the seed paper observed).
+// retiring slightly different instruction counts (as the differential-tracing paper observed).
 Dump DeviceDump(const std::string& dir, double slowdown, uint64_t instr_extra) {
   DumpBytes b;
   b.Vma(100, 0x2aaaab000000, 16 << 20).EndSection().EndSection();

@@ -5,8 +5,8 @@
 #include "gtest/gtest.h"
 #include "profiler/cli/import_cli.h"
 #include "tests/profiler/mckernel_dump_bytes.h"
-#include "traces/trace_file.h"
 #include "traces/base/file.h"
+#include "traces/trace_file.h"
 
 namespace tiergym::mckernel {
 namespace {

@@ -19,9 +19,9 @@
 #include "profiler/event_presets.h"
 #include "profiler/perf_session.h"
 #include "tests/run_tiergym.h"
+#include "traces/base/json.h"
 #include "traces/profile.h"
 #include "traces/trace_file.h"
-#include "traces/base/json.h"
 
 namespace tiergym::prof {
 namespace {

@@ -154,8 +154,13 @@ TEST_F(RecordHarmReportTest, CallsARunWhoseSystemCallsFailWithEfaultAFailure) {
 
 TEST_F(RecordHarmReportTest, SaysWhenTheSignalThatEndedTheCommandWasPassedOnByTheRecorder) {
   const std::string out = (dir_ / "term.csv").string();
-  const auto r = Shell("(" + kBin + "/tiergym-prof record --backend software --device ddr -o " +
-                       out + " -- sleep 30 & p=$!; sleep 0.5; kill -TERM $p; wait $p)");
+  const auto r =
+      Shell("(" + kBin + "/tiergym-prof record --backend software --device ddr -o " + out +
+            " -- sleep 30 & p=$!;"
+            // The signal goes to the recorder once it has started the command
+            // (its child exists), however slowly a loaded machine gets there.
+            " for i in $(seq 200); do pgrep -P $p >/dev/null && break; sleep 0.05; done;"
+            " sleep 0.2; kill -TERM $p; wait $p)");
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_THAT(r.out, HasSubstr("RECORDING FAILED: the command was ended by signal 15"));
   EXPECT_THAT(r.out, HasSubstr("passed on"));

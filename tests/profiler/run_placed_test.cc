@@ -14,8 +14,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/run_tiergym.h"
 #include "profiler/perf_session.h"
+#include "tests/run_tiergym.h"
 #include "traces/measured_runs.h"
 
 namespace tiergym::prof {

@@ -15,7 +15,7 @@ import pytest
 
 from tiergym_testing import BINARY, REPO, SKIP_REASON, needs_binary
 
-import evaluate  # noqa: E402  (agents_examples, on sys.path through tiergym_testing)
+import evaluate  # agents_examples/ (pytest's pythonpath)
 import policies  # noqa: E402
 
 SCRIPT = REPO / "agents_examples" / "evaluate.py"
@@ -152,7 +152,9 @@ def test_exported_placements_run_under_run_placed_and_come_back_compared(app, tm
     """The loop of the README: export, `tiergym-prof run-placed` (the static placement and
     the schedule, on a stand-in command: this VM has one NUMA node, so nothing moves),
     then evaluate.py matches both measured runs to what it estimated."""
-    bin_dir = pathlib.Path(BINARY).parent
+    # The profiler is not part of the Python package: it comes from the C++ build tree
+    # (./scripts/build.sh, which ./scripts/test.sh runs).
+    bin_dir = REPO / "build" / "bin"
     prof, phasemark = bin_dir / "tiergym-prof", bin_dir.parent / "lib" / "libphasemark.so"
     if not prof.is_file() or not phasemark.is_file():
         pytest.skip(f"{prof} or {phasemark} is not built")

@@ -1,6 +1,7 @@
 """The example policy (agents_examples/greedy_policy.py): its choice on a synthetic
 observation, and the script's episode on the bundled profiles (the README's example)."""
 
+import os
 import pathlib
 import re
 import subprocess
@@ -11,11 +12,9 @@ import numpy as np
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "agents_examples"))
-sys.path.insert(0, str(REPO / "env" / "python"))
 
-import greedy_policy  # noqa: E402
-import tiergym  # noqa: E402
+import greedy_policy
+import tiergym
 
 
 def fake_env(region_bytes, fast_capacity):
@@ -52,15 +51,19 @@ def test_hottest_regions_go_fast_within_the_capacity():
     assert list(policy.act(obs, info)) == [0, 0, 1, 0]
 
 
-def test_the_example_runs_an_episode_and_prints_the_speedup():
+def test_the_example_runs_an_episode_and_prints_the_speedup(tmp_path):
     try:
         tiergym.find_binary()
     except tiergym.BinaryNotFound as e:
         pytest.skip(str(e))
+    # The environment's python (not /usr/bin/python3), from another directory, without
+    # PYTHONPATH: the installed package and the script's own folder are all it needs.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run([sys.executable, str(REPO / "agents_examples" / "greedy_policy.py"),
                           "--steps", "10", "--profile", "minife"],
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     m = re.search(r"fractional speedup \(episode return\): (-?[0-9.]+)", out.stdout)
     assert m, out.stdout
     assert float(m.group(1)) > 0  # minife gains from HBM; the greedy policy finds it
+    assert "64 regions, 10 steps" in out.stdout  # info["step"]: the intervals done

@@ -13,7 +13,7 @@ import pytest
 
 from tiergym_testing import BINARY, SKIP_REASON, needs_binary
 
-import policies  # noqa: E402  (agents_examples, on sys.path through tiergym_testing)
+import policies  # agents_examples/ (pytest's pythonpath)
 import tiergym  # noqa: E402
 GIB = 1 << 30
 

@@ -16,11 +16,9 @@ import sys
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "agents_examples"))
-sys.path.insert(0, str(REPO / "env" / "python"))
 
-import rollouts  # noqa: E402
-import tiergym  # noqa: E402
+import rollouts
+import tiergym
 
 try:
     tiergym.find_binary()
@@ -89,7 +87,7 @@ def mpi_skip_reason():
     if shutil.which("mpirun") is None:
         return "mpirun not found (Debian's openmpi-bin: ./scripts/install_deps.sh)"
     if importlib.util.find_spec("mpi4py") is None:
-        return "mpi4py not found (Debian's python3-mpi4py: ./scripts/install_deps.sh)"
+        return "mpi4py not found (pip install mpi4py; a test extra of tiergym)"
     return SKIP_REASON
 
 

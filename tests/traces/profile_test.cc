@@ -16,7 +16,7 @@ namespace fs = std::filesystem;
 
 // One run: two phases whose instruction counts are scaled by `instr_scale`.
 Trace MakeRun(const std::string& device, const std::string& app = "minife", int phases = 2,
-          double instr_scale = 1.0, uint32_t page_size = 4096) {
+              double instr_scale = 1.0, uint32_t page_size = 4096) {
   TraceBuilder b(device + ".csv", TraceMetadata::Make(app, device, "", std::nullopt, page_size));
   uint64_t t = 0;
   for (int p = 0; p < phases; ++p) {
@@ -39,7 +39,8 @@ std::string FreshDir(const std::string& name) {
 TEST(ProfileTest, LoadsOneRunPerDeviceFromADirectoryOfMixedFormats) {
   const std::string dir = FreshDir("mixed");
   ASSERT_TRUE(WriteTraceCsv(MakeRun("ddr"), dir + "/a.csv").ok());
-  ASSERT_TRUE(SaveTrace(MakeRun("hbm", "minife", 2, 0.99), dir + "/b.tgt", TraceFormat::kBinary).ok());
+  ASSERT_TRUE(
+      SaveTrace(MakeRun("hbm", "minife", 2, 0.99), dir + "/b.tgt", TraceFormat::kBinary).ok());
   std::ofstream(dir + "/README.txt") << "not a trace";  // other files are not traces
   auto p = LoadProfile(dir);
   ASSERT_TRUE(p.ok()) << p.status();
@@ -89,8 +90,7 @@ TEST(ProfileTest, RefusesRunsWithDifferentPageSizes) {
 TEST(ProfileTest, ABadRunFailsTheWholeProfileWithItsOwnError) {
   const std::string dir = FreshDir("bad");
   ASSERT_TRUE(WriteTraceCsv(MakeRun("ddr"), dir + "/ddr.csv").ok());
-  fs::copy_file(std::string(TIERGYM_TESTDATA_DIR) + "/csv/bad_unsorted_time.csv",
-                dir + "/hbm.csv");
+  fs::copy_file(std::string(TIERGYM_TESTDATA_DIR) + "/csv/bad_unsorted_time.csv", dir + "/hbm.csv");
   auto p = LoadProfile(dir);
   ASSERT_FALSE(p.ok());
   EXPECT_THAT(std::string(p.status().message()), HasSubstr("hbm.csv:6: unsorted-time"));

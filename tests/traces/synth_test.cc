@@ -5,16 +5,16 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "traces/base/file.h"
+#include "traces/base/json.h"
+#include "traces/cli/synth_cli.h"
 #include "traces/machine.h"
 #include "traces/placement.h"
 #include "traces/synth/app_model.h"
 #include "traces/synth/generator.h"
-#include "traces/cli/synth_cli.h"
 #include "traces/synth/time_model.h"
 #include "traces/trace_csv.h"
 #include "traces/trace_file.h"
-#include "traces/base/file.h"
-#include "traces/base/json.h"
 
 namespace tiergym::synth {
 namespace {

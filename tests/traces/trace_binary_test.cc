@@ -13,10 +13,10 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "traces/base/crc32c.h"
 #include "traces/binary_format.h"
 #include "traces/trace.h"
 #include "traces/trace_csv.h"
-#include "traces/base/crc32c.h"
 
 namespace tiergym {
 namespace {

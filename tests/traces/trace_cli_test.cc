@@ -7,9 +7,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "traces/trace_csv.h"
 #include "tests/run_tiergym.h"
 #include "traces/base/json.h"
+#include "traces/trace_csv.h"
 
 namespace tiergym {
 namespace {
@@ -75,7 +75,9 @@ TEST(TraceCliTest, ConvertToBinaryAndBackIsLossless) {
   const std::string dir = ::testing::TempDir() + "/cli_convert";
   fs::remove_all(dir);
   fs::create_directories(dir);
-  ASSERT_EQ(Tiergym("trace convert " + Data("valid_extras_crlf.csv") + " " + dir + "/t.tgt").exit_code, 0);
+  ASSERT_EQ(
+      Tiergym("trace convert " + Data("valid_extras_crlf.csv") + " " + dir + "/t.tgt").exit_code,
+      0);
   ASSERT_EQ(Tiergym("trace convert " + dir + "/t.tgt " + dir + "/t.csv").exit_code, 0);
   auto original = ReadTraceCsv(Data("valid_extras_crlf.csv"));
   auto back = ReadTraceCsv(dir + "/t.csv");
@@ -116,7 +118,10 @@ TEST(TraceCliTest, InfoHandlesAFiveMillionSampleCsv) {
   const std::string dir = ::testing::TempDir() + "/cli_5m";
   fs::remove_all(dir);
   ASSERT_EQ(Tiergym("trace synth --app minife --machine knl --seed 3 --samples 5000000 "
-                    "--no-runs --quiet --out " + dir).exit_code, 0);
+                    "--no-runs --quiet --out " +
+                    dir)
+                .exit_code,
+            0);
   const std::string csv = dir + "/minife/profile/ddr.csv";
   Result r = Tiergym("trace info --json " + csv);
   ASSERT_EQ(r.exit_code, 0);

@@ -118,33 +118,31 @@ TEST_P(TraceCsvRefusalTest, RefusesWithFileLineAndRule) {
 
 INSTANTIATE_TEST_SUITE_P(
     EveryRule, TraceCsvRefusalTest,
-    ::testing::Values(Refusal{"bad_version.csv", 1, "version"},
-                      Refusal{"bad_no_version_line.csv", 1, "version"},
-                      Refusal{"bad_missing_device.csv", 3, "missing-device"},
-                      Refusal{"bad_page_size.csv", 3, "bad-header"},
-                      Refusal{"bad_column_line.csv", 3, "column-line"},
-                      Refusal{"bad_field_count.csv", 5, "field-count"},
-                      Refusal{"bad_too_many_fields.csv", 5, "field-count"},
-                      Refusal{"bad_non_numeric_time.csv", 5, "non-numeric"},
-                      Refusal{"bad_non_numeric_address.csv", 5, "non-numeric"},
-                      Refusal{"bad_negative_instructions.csv", 5, "non-numeric"},
-                      Refusal{"bad_tid_too_large.csv", 5, "non-numeric"},
-                      Refusal{"bad_unknown_row_type.csv", 5, "unknown-row-type"},
-                      Refusal{"bad_unsorted_time.csv", 6, "unsorted-time"},
-                      Refusal{"bad_sample_before_first_mark.csv", 4, "sample-before-first-mark"},
-                      Refusal{"bad_first_mark.csv", 4, "first-mark"},
-                      Refusal{"bad_phase_skip.csv", 6, "phase-skip"},
-                      Refusal{"bad_phase_mismatch.csv", 6, "phase-mismatch"},
-                      Refusal{"bad_missing_address.csv", 5, "address"},
-                      Refusal{"bad_address_on_mark.csv", 4, "address"},
-                      Refusal{"bad_bad_op.csv", 5, "bad-op"},
-                      Refusal{"bad_row_after_end.csv", 6, "row-after-end"},
-                      Refusal{"bad_two_ends.csv", 6, "row-after-end"},
-                      Refusal{"bad_missing_end.csv", 5, "missing-end"},
-                      Refusal{"bad_truncated_last_line.csv", 6, "truncated-last-line"},
-                      Refusal{"bad_truncated_mid_row.csv", 5, "truncated-last-line"},
-                      Refusal{"bad_empty_body.csv", 2, "empty"},
-                      Refusal{"bad_empty.csv", 0, "empty"}),
+    ::testing::Values(
+        Refusal{"bad_version.csv", 1, "version"}, Refusal{"bad_no_version_line.csv", 1, "version"},
+        Refusal{"bad_missing_device.csv", 3, "missing-device"},
+        Refusal{"bad_page_size.csv", 3, "bad-header"},
+        Refusal{"bad_column_line.csv", 3, "column-line"},
+        Refusal{"bad_field_count.csv", 5, "field-count"},
+        Refusal{"bad_too_many_fields.csv", 5, "field-count"},
+        Refusal{"bad_non_numeric_time.csv", 5, "non-numeric"},
+        Refusal{"bad_non_numeric_address.csv", 5, "non-numeric"},
+        Refusal{"bad_negative_instructions.csv", 5, "non-numeric"},
+        Refusal{"bad_tid_too_large.csv", 5, "non-numeric"},
+        Refusal{"bad_unknown_row_type.csv", 5, "unknown-row-type"},
+        Refusal{"bad_unsorted_time.csv", 6, "unsorted-time"},
+        Refusal{"bad_sample_before_first_mark.csv", 4, "sample-before-first-mark"},
+        Refusal{"bad_first_mark.csv", 4, "first-mark"},
+        Refusal{"bad_phase_skip.csv", 6, "phase-skip"},
+        Refusal{"bad_phase_mismatch.csv", 6, "phase-mismatch"},
+        Refusal{"bad_missing_address.csv", 5, "address"},
+        Refusal{"bad_address_on_mark.csv", 4, "address"}, Refusal{"bad_bad_op.csv", 5, "bad-op"},
+        Refusal{"bad_row_after_end.csv", 6, "row-after-end"},
+        Refusal{"bad_two_ends.csv", 6, "row-after-end"},
+        Refusal{"bad_missing_end.csv", 5, "missing-end"},
+        Refusal{"bad_truncated_last_line.csv", 6, "truncated-last-line"},
+        Refusal{"bad_truncated_mid_row.csv", 5, "truncated-last-line"},
+        Refusal{"bad_empty_body.csv", 2, "empty"}, Refusal{"bad_empty.csv", 0, "empty"}),
     [](const ::testing::TestParamInfo<Refusal>& info) {
       std::string name = info.param.file;
       name = name.substr(4, name.size() - 8);  // strip "bad_" and ".csv"
@@ -152,9 +150,10 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(TraceCsvTest, ParsingDoesNotDependOnTheTextOutlivingTheTrace) {
-  std::string text = "# tiergym trace v1\n# device=ddr\n"
-                     "type,time_ns,tid,phase,instructions,address\n"
-                     "M,0,0,0,0,\nS,5,1,0,10,0x1000\nE,9,0,0,20,\n";
+  std::string text =
+      "# tiergym trace v1\n# device=ddr\n"
+      "type,time_ns,tid,phase,instructions,address\n"
+      "M,0,0,0,0,\nS,5,1,0,10,0x1000\nE,9,0,0,20,\n";
   auto t = ParseTraceCsv(text, "inline");
   ASSERT_TRUE(t.ok()) << t.status();
   text.assign(text.size(), 'x');
@@ -173,9 +172,10 @@ TEST(TraceCsvTest, AcceptsSamplesAtTheSameTimeAsTheNextMark) {
 }
 
 TEST(TraceCsvTest, RejectsDuplicateKnownHeaderKeys) {
-  auto t = ParseTraceCsv("# tiergym trace v1\n# device=ddr\n# device=hbm\n"
-                         "type,time_ns,tid,phase,instructions,address\nM,0,0,0,0,\nE,1,0,0,0,\n",
-                         "dup");
+  auto t = ParseTraceCsv(
+      "# tiergym trace v1\n# device=ddr\n# device=hbm\n"
+      "type,time_ns,tid,phase,instructions,address\nM,0,0,0,0,\nE,1,0,0,0,\n",
+      "dup");
   ASSERT_FALSE(t.ok());
   EXPECT_THAT(std::string(t.status().message()), HasSubstr("dup:3: bad-header"));
 }

@@ -53,8 +53,7 @@ TEST(TraceSummaryTest, MergesTouchedPagesWithinTheGapIntoRanges) {
 }
 
 TEST(TraceSummaryTest, TouchedPagesAreSortedAndDistinct) {
-  EXPECT_EQ(TouchedPages(MakeTrace()),
-            (std::vector<uint64_t>{0x10, 0x11, 0x13, 0x7f0000000}));
+  EXPECT_EQ(TouchedPages(MakeTrace()), (std::vector<uint64_t>{0x10, 0x11, 0x13, 0x7f0000000}));
 }
 
 TEST(TraceSummaryTest, TextAndJsonReportsCarryTheFigures) {

@@ -167,8 +167,8 @@ std::optional<int> ArgParser::ParseOrExit(const std::vector<std::string>& args) 
 absl::Status ArgParser::Require(std::string_view name) const {
   if (Given(name)) return absl::OkStatus();
   const Spec* spec = FindSpec(name);
-  return UsageError(StrCat("--", name, spec != nullptr ? StrCat(" ", spec->value_name) : "",
-                           " is required"));
+  return UsageError(
+      StrCat("--", name, spec != nullptr ? StrCat(" ", spec->value_name) : "", " is required"));
 }
 
 bool ArgParser::Flag(std::string_view name) const { return Given(name); }

@@ -2,8 +2,8 @@
 
 #include <sys/wait.h>
 
-#include <csignal>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -44,8 +44,8 @@ absl::Status RunScript(std::string_view script, const std::vector<std::string>& 
                                       "scripts/ directory)"));
   }
   const char* env_python = std::getenv("TIERGYM_PYTHON");
-  std::string cmd = StrCat(ShellQuote(env_python != nullptr ? env_python : "/usr/bin/python3"),
-                           " ", ShellQuote(path));
+  std::string cmd = StrCat(ShellQuote(env_python != nullptr ? env_python : "/usr/bin/python3"), " ",
+                           ShellQuote(path));
   for (const std::string& a : args) StrAppend(&cmd, " ", ShellQuote(a));
   std::fflush(stdout);
   FILE* pipe = popen(cmd.c_str(), "w");

@@ -17,10 +17,10 @@
 #define TG_STATUS_CONCAT_INNER_(a, b) a##b
 #define TG_STATUS_CONCAT_(a, b) TG_STATUS_CONCAT_INNER_(a, b)
 
-#define TG_RETURN_IF_ERROR(expr)                  \
-  do {                                            \
-    ::absl::Status tg_status_ = (expr);           \
-    if (!tg_status_.ok()) return tg_status_;      \
+#define TG_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::absl::Status tg_status_ = (expr);      \
+    if (!tg_status_.ok()) return tg_status_; \
   } while (false)
 
 #define TG_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \

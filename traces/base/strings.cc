@@ -1,5 +1,6 @@
 #include "traces/base/strings.h"
 
+#include <charconv>
 #include <cstdio>
 
 namespace tiergym {
@@ -22,6 +23,12 @@ std::vector<std::string_view> SplitFields(std::string_view line, char separator)
     fields.push_back(line.substr(start, at - start));
     start = at + 1;
   }
+}
+
+std::string Hex(uint64_t value) {
+  char buf[2 + 16] = {'0', 'x'};
+  const std::to_chars_result r = std::to_chars(buf + 2, buf + sizeof buf, value, 16);
+  return std::string(buf, r.ptr);
 }
 
 }  // namespace tiergym

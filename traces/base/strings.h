@@ -2,17 +2,18 @@
 //
 // Debian's Abseil 20220623 is built with its own absl::string_view (not std::string_view),
 // so absl::StrCat refuses std::string_view arguments. tiergym::StrCat accepts what the
-// project uses: std::string, std::string_view, absl::string_view, C strings, single chars, integers and
-// floating-point numbers (shortest representation that round-trips).
+// project uses: std::string, std::string_view, absl::string_view, C strings, single chars, integers
+// and floating-point numbers (shortest representation that round-trips).
 #ifndef TIERGYM_TRACES_BASE_STRINGS_H_
 #define TIERGYM_TRACES_BASE_STRINGS_H_
 
 #include <charconv>
 #include <concepts>
+#include <cstdint>
 #include <string>
-#include <vector>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 
@@ -27,8 +28,8 @@ inline void Append(std::string& out, absl::string_view s) { out.append(s.data(),
 inline void Append(std::string& out, char c) { out.push_back(c); }
 
 template <typename T>
-  requires(std::integral<T> && !std::same_as<T, char> && !std::same_as<T, bool>)
-void Append(std::string& out, T v) {
+requires(std::integral<T> && !std::same_as<T, char> &&
+         !std::same_as<T, bool>) void Append(std::string& out, T v) {
   char buf[24];
   auto r = std::to_chars(buf, buf + sizeof buf, v);
   out.append(buf, r.ptr);
@@ -37,7 +38,7 @@ void Append(std::string& out, T v) {
 inline void Append(std::string& out, bool v) { out.append(v ? "true" : "false"); }
 
 template <typename T>
-  requires std::floating_point<T>
+requires std::floating_point<T>
 void Append(std::string& out, T v) {
   char buf[32];
   auto r = std::to_chars(buf, buf + sizeof buf, v);
@@ -60,6 +61,10 @@ void StrAppend(std::string* out, const Args&... args) {
 
 // `value` with `digits` digits after the decimal point ("12.35").
 std::string FixedDecimal(double value, int digits);
+
+// `value` in lowercase hexadecimal with a 0x prefix ("0x7f3a2000"), as addresses are
+// written in the project's messages.
+std::string Hex(uint64_t value);
 
 // The fields of one line of a CSV without quoting: split at every `separator`; an empty
 // line gives one empty field.

@@ -3,14 +3,17 @@
 #include <iostream>
 #include <optional>
 
+#include "traces/base/args.h"
+#include "traces/base/exit_status.h"
+#include "traces/base/strings.h"
 #include "traces/machine.h"
 #include "traces/synth/app_model.h"
 #include "traces/synth/generator.h"
-#include "traces/base/args.h"
-#include "traces/base/strings.h"
 
 namespace tiergym::synth {
 namespace {
+
+constexpr std::string_view kCommand = "tiergym trace synth";
 
 constexpr char kEpilog[] =
     "Writes OUT/<app>/profile/<tier>.csv (or .tgt with --format bin), one sampled run per\n"
@@ -28,11 +31,6 @@ constexpr char kEpilog[] =
     "  tiergym trace synth --app my_app.json --machine disagg --out data --samples 5000000\n"
     "\n"
     "Model formats: traces/SYNTH.md.\n";
-
-int Fail(const absl::Status& status, int code) {
-  std::cerr << "tiergym trace synth: " << status.message() << "\n";
-  return code;
-}
 
 }  // namespace
 
@@ -66,16 +64,19 @@ int RunSynthCommand(const std::vector<std::string>& args) {
   }
   if (p.Given("print-model")) {
     absl::StatusOr<std::string> text = BundledModelText(p.Get("print-model"));
-    if (!text.ok()) return Fail(text.status(), 2);
+    if (!text.ok()) return Fail(text.status(), kExitUsage, kCommand);
     std::cout << *text;
     if (!text->empty() && text->back() != '\n') std::cout << "\n";
     return 0;
   }
 
-  if (!p.Given("app")) return Fail(absl::InvalidArgumentError("--app is required (see --help)"), 2);
-  if (!p.Given("out")) return Fail(absl::InvalidArgumentError("--out is required (see --help)"), 2);
+  if (!p.Given("app"))
+    return Fail(absl::InvalidArgumentError("--app is required (see --help)"), kExitUsage, kCommand);
+  if (!p.Given("out"))
+    return Fail(absl::InvalidArgumentError("--out is required (see --help)"), kExitUsage, kCommand);
   if (p.Given("pebs-reset") && p.Given("samples")) {
-    return Fail(absl::InvalidArgumentError("give --pebs-reset or --samples, not both"), 2);
+    return Fail(absl::InvalidArgumentError("give --pebs-reset or --samples, not both"), kExitUsage,
+                kCommand);
   }
   TraceFormat format;
   if (p.Get("format") == "csv") {
@@ -89,22 +90,25 @@ int RunSynthCommand(const std::vector<std::string>& args) {
   }
   SynthOptions options;
   absl::StatusOr<uint64_t> seed = p.GetUint64("seed");
-  if (!seed.ok()) return Fail(seed.status(), 2);
+  if (!seed.ok()) return Fail(seed.status(), kExitUsage, kCommand);
   options.seed = *seed;
   absl::StatusOr<uint64_t> samples = p.GetUint64("samples");
-  if (!samples.ok()) return Fail(samples.status(), 2);
-  if (*samples == 0) return Fail(absl::InvalidArgumentError("--samples must be >= 1"), 2);
+  if (!samples.ok()) return Fail(samples.status(), kExitUsage, kCommand);
+  if (*samples == 0)
+    return Fail(absl::InvalidArgumentError("--samples must be >= 1"), kExitUsage, kCommand);
   options.target_samples = *samples;
   if (p.Given("pebs-reset")) {
     absl::StatusOr<uint64_t> reset = p.GetUint64("pebs-reset");
-    if (!reset.ok()) return Fail(reset.status(), 2);
-    if (*reset == 0) return Fail(absl::InvalidArgumentError("--pebs-reset must be >= 1"), 2);
+    if (!reset.ok()) return Fail(reset.status(), kExitUsage, kCommand);
+    if (*reset == 0)
+      return Fail(absl::InvalidArgumentError("--pebs-reset must be >= 1"), kExitUsage, kCommand);
     options.pebs_reset = *reset;
   }
   absl::StatusOr<uint64_t> chunks = p.GetUint64("chunks");
-  if (!chunks.ok()) return Fail(chunks.status(), 2);
+  if (!chunks.ok()) return Fail(chunks.status(), kExitUsage, kCommand);
   if (*chunks < 1 || *chunks > 100000) {
-    return Fail(absl::InvalidArgumentError("--chunks must be in [1, 100000]"), 2);
+    return Fail(absl::InvalidArgumentError("--chunks must be in [1, 100000]"), kExitUsage,
+                kCommand);
   }
   options.chunks_per_phase = static_cast<int>(*chunks);
   options.measured_runs = !p.Flag("no-runs");
@@ -113,14 +117,14 @@ int RunSynthCommand(const std::vector<std::string>& args) {
   }
 
   absl::StatusOr<AppModel> app = LoadAppModel(p.Get("app"));
-  if (!app.ok()) return Fail(app.status(), 1);
+  if (!app.ok()) return Fail(app.status(), kExitFailed, kCommand);
   absl::StatusOr<Machine> machine = LoadMachine(p.Get("machine"));
-  if (!machine.ok()) return Fail(machine.status(), 1);
+  if (!machine.ok()) return Fail(machine.status(), kExitFailed, kCommand);
 
   absl::StatusOr<SynthProfile> profile = GenerateProfile(*app, *machine, options);
-  if (!profile.ok()) return Fail(profile.status(), 1);
+  if (!profile.ok()) return Fail(profile.status(), kExitFailed, kCommand);
   absl::Status written = WriteSynthProfile(*profile, p.Get("out"), format);
-  if (!written.ok()) return Fail(written, 1);
+  if (!written.ok()) return Fail(written, kExitFailed, kCommand);
 
   std::cout << app->name << " on " << machine->name << " (seed " << options.seed << ", pebs_reset "
             << profile->pebs_reset << "): " << p.Get("out") << "/" << app->name << "\n";

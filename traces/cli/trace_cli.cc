@@ -4,28 +4,20 @@
 #include <iostream>
 #include <optional>
 
-#include "traces/profile.h"
-#include "traces/cli/synth_cli.h"
-#include "traces/trace_file.h"
-#include "traces/trace_summary.h"
 #include "traces/base/args.h"
+#include "traces/base/exit_status.h"
 #include "traces/base/json.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
+#include "traces/cli/synth_cli.h"
+#include "traces/profile.h"
+#include "traces/trace_file.h"
+#include "traces/trace_summary.h"
 
 namespace tiergym {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;
-constexpr int kExitUsage = 2;
-
-int Fail(const absl::Status& s) {
-  std::cerr << "error: " << s.message() << "\n";
-  return kExitFailed;
-}
 
 std::string SpreadText(const Profile& profile) {
   const InstructionSpread& s = profile.instruction_spread();
@@ -57,8 +49,8 @@ int Info(const std::vector<std::string>& args) {
               "the address ranges touched.");
   p.AddPositional("PATH", "a trace (CSV v1 or binary .tgt) or a profile directory");
   p.AddFlag("json", "print one JSON object on stdout instead of text");
-  p.AddOption("gap", "BYTES",
-              "touched pages closer than this are reported as one address range", "1048576");
+  p.AddOption("gap", "BYTES", "touched pages closer than this are reported as one address range",
+              "1048576");
   p.AddOption("max-ranges", "N", "address ranges listed in the text report", "16");
   p.SetEpilog(
       "JSON output for a trace: {source, app, device, event, pebs_reset, page_size,\n"
@@ -195,8 +187,7 @@ absl::Status ConvertOne(const std::string& in, const std::string& out, TraceForm
   TG_ASSIGN_OR_RETURN(Trace t, LoadTrace(in));
   TG_RETURN_IF_ERROR(SaveTrace(t, out, format));
   std::cout << "wrote " << out << " (" << (format == TraceFormat::kBinary ? "binary" : "CSV v1")
-            << ", " << t.num_samples() << " samples, "
-            << FormatBytes(fs::file_size(out)) << ")\n";
+            << ", " << t.num_samples() << " samples, " << FormatBytes(fs::file_size(out)) << ")\n";
   return absl::OkStatus();
 }
 
@@ -234,7 +225,8 @@ int Convert(const std::vector<std::string>& args) {
   if (!profile.ok()) return Fail(profile.status());
   std::error_code ec;
   fs::create_directories(out, ec);
-  if (ec) return Fail(absl::PermissionDeniedError(StrCat("cannot create ", out, ": ", ec.message())));
+  if (ec)
+    return Fail(absl::PermissionDeniedError(StrCat("cannot create ", out, ": ", ec.message())));
   for (const Trace& t : profile->runs()) {
     fs::path target = fs::path(out) / fs::path(t.source()).filename();
     target.replace_extension(format == TraceFormat::kBinary ? ".tgt" : ".csv");
@@ -255,9 +247,9 @@ std::string TraceCommandsHelp() {
 }
 
 int RunTraceCommand(const std::vector<std::string>& args) {
-  const std::string usage =
-      "usage: tiergym trace {info,validate,convert,synth} ...\n\n" + TraceCommandsHelp() +
-      "\nRun 'tiergym trace SUBCOMMAND --help' for its options.\n";
+  const std::string usage = "usage: tiergym trace {info,validate,convert,synth} ...\n\n" +
+                            TraceCommandsHelp() +
+                            "\nRun 'tiergym trace SUBCOMMAND --help' for its options.\n";
   if (args.empty()) {
     std::cerr << usage;
     return kExitUsage;

@@ -6,11 +6,11 @@
 #include <optional>
 #include <utility>
 
-#include "traces/bundled_models.h"
-#include "traces/base/model_source.h"
 #include "traces/base/file.h"
+#include "traces/base/model_source.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
+#include "traces/bundled_models.h"
 
 namespace tiergym::synth {
 namespace {
@@ -114,8 +114,8 @@ absl::StatusOr<ArrayAccess> ParseAccess(const AppModel& m, const json::Value& v,
 absl::StatusOr<PhaseSpec> ParsePhase(const AppModel& m, const json::Value& v,
                                      const std::string& source, const std::string& path) {
   TG_RETURN_IF_ERROR(json::OnlyKeys(v, source, path,
-                              {"name", "description", "instructions", "mpki", "compute_gips", "mlp",
-                               "imbalance", "overlap", "serial", "accesses"}));
+                                    {"name", "description", "instructions", "mpki", "compute_gips",
+                                     "mlp", "imbalance", "overlap", "serial", "accesses"}));
   json::ObjectReader r(v, source, path);
   PhaseSpec p;
   TG_ASSIGN_OR_RETURN(p.name, r.RequiredString("name"));
@@ -226,9 +226,10 @@ uint64_t AppModel::FootprintBytes() const {
 absl::StatusOr<AppModel> ParseAppModel(std::string_view json_text, std::string_view source) {
   TG_ASSIGN_OR_RETURN(json::Value root, json::Parse(json_text, source));
   const std::string src(source);
-  TG_RETURN_IF_ERROR(json::OnlyKeys(root, src, "",
-                              {"name", "description", "threads", "noise", "instruction_jitter",
-                               "barrier_spin_gips", "arrays", "phases", "schedule"}));
+  TG_RETURN_IF_ERROR(
+      json::OnlyKeys(root, src, "",
+                     {"name", "description", "threads", "noise", "instruction_jitter",
+                      "barrier_spin_gips", "arrays", "phases", "schedule"}));
   json::ObjectReader r(root, src, "");
   AppModel m;
   TG_ASSIGN_OR_RETURN(m.name, r.RequiredString("name"));
@@ -253,7 +254,7 @@ absl::StatusOr<AppModel> ParseAppModel(std::string_view json_text, std::string_v
   for (size_t i = 0; i < arrays->array().size(); ++i) {
     const json::Value& av = arrays->array()[i];
     TG_RETURN_IF_ERROR(json::OnlyKeys(av, src, StrCat("arrays[", i, "]"),
-                                {"name", "size_bytes", "region", "description"}));
+                                      {"name", "size_bytes", "region", "description"}));
     json::ObjectReader ar(av, src, StrCat("arrays[", i, "]"));
     ArraySpec a;
     TG_ASSIGN_OR_RETURN(a.name, ar.RequiredString("name"));
@@ -333,8 +334,8 @@ absl::StatusOr<AppModel> LoadAppModel(std::string_view name_or_path) {
   for (const BundledModel& b : BundledModels()) {
     if (!b.name.starts_with(kMachinePrefix) && b.name == name_or_path) bundled = &b;
   }
-  TG_ASSIGN_OR_RETURN(ModelSource model, ReadModelSource(name_or_path, bundled,
-                                                         "application model", BundledAppNames()));
+  TG_ASSIGN_OR_RETURN(ModelSource model, ReadModelSource(name_or_path, bundled, "application model",
+                                                         BundledAppNames()));
   return ParseAppModel(model.text, model.source);
 }
 

@@ -71,7 +71,7 @@ struct AppModel {
   // polling): they count in the phase's instructions but take no misses, so a run on a
   // faster tier, waiting less, retires fewer. Default 0.
   double barrier_spin_gips = 0;
-  std::vector<ArraySpec> arrays;      // in first-touch order
+  std::vector<ArraySpec> arrays;  // in first-touch order
   std::vector<PhaseSpec> phases;
   std::vector<int> schedule;  // expanded: phase index of every phase instance
   json::Value json;           // the parsed document, written back into model.json

@@ -9,22 +9,16 @@
 #include <set>
 #include <system_error>
 
-#include "traces/synth/rng.h"
 #include "traces/base/file.h"
 #include "traces/base/json.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
+#include "traces/synth/rng.h"
 
 namespace tiergym::synth {
 namespace {
 
 uint64_t PageCount(uint64_t bytes) { return (bytes + kSynthPageBytes - 1) / kSynthPageBytes; }
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 double ExpectedMisses(const AppModel& app) {
   double total = 0;

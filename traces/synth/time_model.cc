@@ -4,17 +4,11 @@
 #include <cmath>
 #include <cstdio>
 
-#include "traces/synth/rng.h"
 #include "traces/base/strings.h"
+#include "traces/synth/rng.h"
 
 namespace tiergym::synth {
 namespace {
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 uint64_t PageCount(uint64_t bytes) { return (bytes + kSynthPageBytes - 1) / kSynthPageBytes; }
 

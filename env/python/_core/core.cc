@@ -1,13 +1,19 @@
 // tiergym._core: the in-process vector environment (env/vector/vector_env.h) for Python.
 //
-//   core = VectorCore(config: dict[str, str], num_envs, threads, same_step)
-//   core.spec, core.config          the make reply's spec (arrays as numpy) and configuration
+//   core = VectorCore(configs: list[dict[str, str]], threads, autoreset)
+//                                   one environment per configuration; autoreset:
+//                                   "next_step", "same_step" or "disabled"
+//   core.spec, core.configs         the make reply's spec (arrays as numpy) and each
+//                                   environment's configuration in force
 //   core.buffers()                  numpy views of the output arrays (owned by core)
-//   core.reset(seeds, profile)      seeds: list of int|None (or empty), profile: str|None
+//   core.reset(mask, seeds, profiles) -> flags
+//                                   mask: bool/uint8 [num_envs] or None (all); seeds: list of
+//                                   int|None or empty; profiles: list of str|None or empty;
+//                                   writes the rows of the environments reset
 //   core.step(actions) -> flags     actions: int64 [num_envs, action_size], C order; flags:
 //                                   1 an episode ended, 2 a move was refused, 4 a reset
 //   core.send(env_ids, actions)     int32 [k], int64 [k, action_size]
-//   core.send_reset(seeds, profile) queues every environment's reset (async_reset)
+//   core.send_reset(seeds, profiles) queues every environment's reset (async_reset)
 //   core.recv(batch) -> flags       rows 0..batch-1 of the buffers, env_id says which env
 //
 // The GIL is released while environments reset or step; the buffers are written in place,
@@ -23,10 +29,10 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
-#include <stdexcept>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -143,18 +149,27 @@ class VectorCore {
     return lock;
   }
 
-  VectorCore(const std::map<std::string, std::string>& config, int num_envs, int threads,
-             bool same_step) {
+  VectorCore(const std::vector<std::map<std::string, std::string>>& configs, int threads,
+             const std::string& autoreset) {
     VectorEnvOptions options;
     options.threads = threads;
-    options.autoreset = same_step ? AutoresetMode::kSameStep : AutoresetMode::kNextStep;
+    if (autoreset == "next_step") {
+      options.autoreset = AutoresetMode::kNextStep;
+    } else if (autoreset == "same_step") {
+      options.autoreset = AutoresetMode::kSameStep;
+    } else if (autoreset == "disabled") {
+      options.autoreset = AutoresetMode::kDisabled;
+    } else {
+      throw nb::value_error(
+          ("autoreset: \"" + autoreset + "\" is not next_step, same_step or disabled").c_str());
+    }
     absl::StatusOr<MadeVectorEnv> made = [&] {
       nb::gil_scoped_release release;  // loading profiles may take a while
-      return MakeVectorEnv(config, num_envs, options);
+      return MakeVectorEnv(configs, options);
     }();
     if (!made.ok()) Raise(made.status());
     env_ = std::move(made->env);
-    config_ = std::move(made->config);
+    configs_ = std::move(made->configs);
     const size_t n = static_cast<size_t>(env_->num_envs());
     const size_t obs = env_->ObsSize(), tiers = env_->spec().tiers.size();
     const size_t regions = static_cast<size_t>(env_->spec().num_regions);
@@ -216,7 +231,8 @@ class VectorCore {
     d["tier_used_bytes"] = View(s.tier_used_bytes.data(), {n, tiers}, owner);
     d["refused_regions"] = View(s.refused_regions.data(), {n, regions}, owner);
     d["refused_count"] = View(s.refused_count.data(), {n}, owner);
-    // As the protocol shapes it: [n, regions, tiers] when the mask divides into tiers.
+    // As the protocol shapes it (PackInfoColumns): [n, mask / tiers, tiers] when the mask
+    // divides into tiers (placement mode), else [n, mask].
     if (tiers > 1 && mask % tiers == 0) {
       d["action_mask"] = View(s.action_mask.data(), {n, mask / tiers, tiers}, owner);
     } else {
@@ -245,25 +261,31 @@ class VectorCore {
     return d;
   }
 
-  int Reset(const std::vector<std::optional<uint64_t>>& seeds,
-            const std::optional<std::string>& profile) {
+  int Reset(std::optional<nb::ndarray<const bool, nb::ndim<1>, nb::c_contig, nb::device::cpu>> mask,
+            const std::vector<std::optional<uint64_t>>& seeds,
+            const std::vector<std::optional<std::string>>& profiles) {
+    std::vector<uint8_t> m;
+    if (mask) {
+      m.resize(mask->size());
+      for (size_t i = 0; i < m.size(); ++i) m[i] = mask->data()[i] ? 1 : 0;
+    }
     absl::Status s;
     auto entered = Enter();
     {
       nb::gil_scoped_release release;
-      s = env_->Reset(seeds, profile, out_);
+      s = env_->Reset(m, seeds, profiles, out_);
     }
     if (!s.ok()) Raise(s);
     return Flags();
   }
 
   void SendReset(const std::vector<std::optional<uint64_t>>& seeds,
-                 const std::optional<std::string>& profile) {
+                 const std::vector<std::optional<std::string>>& profiles) {
     absl::Status s;
     auto entered = Enter();
     {
       nb::gil_scoped_release release;
-      s = env_->SendReset(seeds, profile);
+      s = env_->SendReset(seeds, profiles);
     }
     if (!s.ok()) Raise(s);
   }
@@ -310,12 +332,12 @@ class VectorCore {
   int threads() const { return env_->threads(); }
   int in_flight() const { return env_->in_flight(); }
   size_t action_size() const { return env_->ActionSize(); }
-  const std::map<std::string, std::string>& config() const { return config_; }
+  const std::vector<std::map<std::string, std::string>>& configs() const { return configs_; }
 
  private:
   std::mutex call_mu_;
   std::unique_ptr<VectorEnv> env_;
-  std::map<std::string, std::string> config_;
+  std::vector<std::map<std::string, std::string>> configs_;
   std::vector<float> obs_, final_obs_;
   std::vector<double> reward_;
   std::vector<uint8_t> terminated_, truncated_, ended_;
@@ -332,18 +354,20 @@ NB_MODULE(_core, m) {
   using tiergym::env::VectorCore;
   m.doc() = "The in-process vector environment of tiergym (env/vector/vector_env.h).";
   nb::class_<VectorCore>(m, "VectorCore")
-      .def(nb::init<const std::map<std::string, std::string>&, int, int, bool>(), nb::arg("config"),
-           nb::arg("num_envs"), nb::arg("threads") = 1, nb::arg("same_step") = false)
+      .def(nb::init<const std::vector<std::map<std::string, std::string>>&, int,
+                    const std::string&>(),
+           nb::arg("configs"), nb::arg("threads") = 1, nb::arg("autoreset") = "next_step")
       .def_prop_ro("spec", &VectorCore::Spec)
-      .def_prop_ro("config", &VectorCore::config)
+      .def_prop_ro("configs", &VectorCore::configs)
       .def_prop_ro("num_envs", &VectorCore::num_envs)
       .def_prop_ro("threads", &VectorCore::threads)
       .def_prop_ro("in_flight", &VectorCore::in_flight)
       .def_prop_ro("action_size", &VectorCore::action_size)
       .def("buffers", [](nb::handle self) { return VectorCore::Buffers(self); })
-      .def("reset", &VectorCore::Reset, nb::arg("seeds"), nb::arg("profile") = nb::none())
+      .def("reset", &VectorCore::Reset, nb::arg("mask").none(), nb::arg("seeds"),
+           nb::arg("profiles"))
       .def("step", &VectorCore::Step, nb::arg("actions"))
-      .def("send_reset", &VectorCore::SendReset, nb::arg("seeds"), nb::arg("profile") = nb::none())
+      .def("send_reset", &VectorCore::SendReset, nb::arg("seeds"), nb::arg("profiles"))
       .def("send", &VectorCore::Send, nb::arg("env_ids"), nb::arg("actions"))
       .def("recv", &VectorCore::Recv, nb::arg("batch"));
 }

@@ -1,37 +1,51 @@
 """tiergym: a Python client of the tiergym environment server (env/PROTOCOL.md).
 
-    import tiergym
-    env = tiergym.make("tiergym/TierPlacement-v0", num_regions=16, steps=50)
+    import gymnasium, tiergym
+    env = gymnasium.make("tiergym/TierPlacement-v0", num_regions=16, steps=50)
     obs, info = env.reset(seed=0)
     obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
     env.close()
 
-    envs = tiergym.VectorEnv(8, num_regions=16)   # batched: one message per step
+    envs = tiergym.VectorEnv(8, num_regions=16)   # batched: one server, one message per step
     envs = tiergym.VectorEnv(8, inprocess=True)   # in this process, no server (inprocess.py)
 
-Without an address the environment starts a private `tiergym serve` (found through
-$TIERGYM_BIN, $TIERGYM_BIN_DIR or build/bin/tiergym) and stops it on close(); pass
-address="tcp://127.0.0.1:5555" (or a tiergym.Server) to use a running server. With
-gymnasium installed, TierEnv is a gymnasium.Env with gymnasium spaces, VectorEnv a
-gymnasium.vector.VectorEnv, and the id "tiergym/TierPlacement-v0" is registered for
-gymnasium.make. Dependencies: numpy, pyzmq, msgpack (Debian packages).
+Without an address an environment starts a private `tiergym serve` (the binary installed
+inside this package; $TIERGYM_BIN or $TIERGYM_BIN_DIR override it) and stops it on close();
+pass address="tcp://127.0.0.1:5555" (or a tiergym.Server) to use a running server. TierEnv
+is a gymnasium.Env, VectorEnv a gymnasium.vector.VectorEnv, and the id
+"tiergym/TierPlacement-v0" is registered with Gymnasium (on import of tiergym, and in every
+process of an environment where the package is installed, see _tiergym_gymnasium.py).
 """
 
-from . import spaces
 from ._protocol import ENV_ID, VERSION
 from .connection import Connection, Server, find_binary
 from .env import TierEnv
 from .errors import BinaryNotFound, ServerError, ServerUnavailable, TierGymError
-from .vector import NEXT_STEP, SAME_STEP, VectorEnv
+from .vector import DISABLED, NEXT_STEP, SAME_STEP, VectorEnv
 from .inprocess import InProcessVectorEnv
 
-__all__ = ["ENV_ID", "VERSION", "make", "config_keys", "TierEnv", "VectorEnv", "Server",
-           "Connection", "find_binary", "spaces", "TierGymError", "ServerError",
-           "ServerUnavailable", "BinaryNotFound", "NEXT_STEP", "SAME_STEP", "InProcessVectorEnv"]
+__all__ = ["ENV_ID", "VERSION", "__version__", "make", "config_keys", "register_envs",
+           "TierEnv", "VectorEnv", "Server", "Connection", "find_binary", "TierGymError",
+           "ServerError", "ServerUnavailable", "BinaryNotFound", "NEXT_STEP", "SAME_STEP",
+           "DISABLED", "InProcessVectorEnv"]
+
+
+def _package_version():
+    """The installed distribution's version (pyproject.toml takes it from project(VERSION)
+    in CMakeLists.txt, which the binaries are compiled with)."""
+    from importlib import metadata
+    try:
+        return metadata.version("tiergym")
+    except metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
+        return "0+unknown"
+
+
+__version__ = _package_version()
 
 
 def make(env_id=ENV_ID, **kwargs):
-    """A TierEnv. Keyword arguments: address, timeout, server_args, and configuration keys."""
+    """A TierEnv. Keyword arguments: address, timeout, server_args, render_mode, and
+    configuration keys."""
     if env_id != ENV_ID:
         raise ValueError(f"unknown environment id {env_id!r}; tiergym serves {ENV_ID!r}")
     return TierEnv(**kwargs)
@@ -47,6 +61,15 @@ def config_keys(address):
         connection.close()
 
 
-if spaces.HAVE_GYMNASIUM:  # pragma: no cover - depends on the machine
-    if ENV_ID not in spaces.gymnasium.registry:
-        spaces.gymnasium.register(id=ENV_ID, entry_point="tiergym.env:TierEnv")
+def register_envs():
+    """Registers tiergym/TierPlacement-v0 with Gymnasium (idempotent): `gymnasium.make`
+    gives a TierEnv, `gymnasium.make_vec(..., vectorization_mode="vector_entry_point")`
+    (the default mode for this id) the batched VectorEnv. Also the entry point of the
+    "gymnasium.envs" plugin group."""
+    import gymnasium
+    if ENV_ID not in gymnasium.registry:
+        gymnasium.register(id=ENV_ID, entry_point="tiergym.env:TierEnv",
+                           vector_entry_point="tiergym.vector:VectorEnv")
+
+
+register_envs()

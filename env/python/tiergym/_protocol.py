@@ -1,4 +1,4 @@
-"""Wire format of the tiergym protocol, version 1 (env/PROTOCOL.md), on the Python side.
+"""Wire format of the tiergym protocol, version 2 (env/PROTOCOL.md), on the Python side.
 
 Mirrors env/protocol/protocol.h: constants, arrays as {"dtype", "shape", "data"} maps, and the
 conversion of replies (observations, step infos, batch columns) into numpy values.
@@ -6,7 +6,7 @@ conversion of replies (observations, step infos, batch columns) into numpy value
 
 import numpy as np
 
-VERSION = 1
+VERSION = 2
 ENV_ID = "tiergym/TierPlacement-v0"
 
 _DTYPES = {
@@ -56,32 +56,38 @@ def decode_spec(spec):
 
 
 def decode_info(info):
-    """A step info map with its arrays as numpy arrays and its numbers as Python numbers."""
+    """A step info map as Gymnasium's vector environments batch it: numbers as Python int
+    and float, arrays of one shape per episode as numpy arrays (tier_used_bytes uint64
+    [tiers], action_mask int8 as space.sample(mask=...) takes it), and refused_regions (its
+    length varies from step to step) as a tuple of ints."""
     out = {"profile": info["profile"]}
     for key in INFO_FLOATS:
         out[key] = float(info[key])
     for key in INFO_INTS:
         out[key] = int(info[key])
-    for key in ("tier_used_bytes", "refused_regions", "action_mask"):
-        out[key] = decode_array(info[key])
+    out["tier_used_bytes"] = decode_array(info["tier_used_bytes"])
+    out["refused_regions"] = tuple(int(r) for r in decode_array(info["refused_regions"]))
+    out["action_mask"] = decode_array(info["action_mask"]).astype(np.int8)
     return out
 
 
-def decode_info_columns(info):
-    """Column-wise batch infos: every key an array with one row per entry, plus the boolean
-    "_key" masks of Gymnasium's vector info convention (all rows hold a value)."""
+def decode_info_columns(info, mask=None):
+    """Column-wise batch infos as Gymnasium's vector environments batch single infos
+    (decode_info): one row per entry, int64 / float64 / object columns, and a boolean
+    "_key" mask per key, True where the row holds a value (`mask`; default all rows)."""
     n = len(info["profile"])
+    mask = np.ones(n, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
     out = {"profile": np.array(info["profile"], dtype=object)}
-    for key, value in info.items():
-        if key == "profile":
-            continue
-        if key == "refused_regions":
-            column = np.empty(n, dtype=object)
-            for i, row in enumerate(value):
-                column[i] = decode_array(row)
-            out[key] = column
-        else:
-            out[key] = decode_array(value)
+    for key in INFO_FLOATS:
+        out[key] = decode_array(info[key]).astype(np.float64)
+    for key in INFO_INTS:
+        out[key] = decode_array(info[key]).astype(np.int64)
+    out["tier_used_bytes"] = decode_array(info["tier_used_bytes"])
+    column = np.empty(n, dtype=object)
+    for i, row in enumerate(info["refused_regions"]):
+        column[i] = tuple(int(r) for r in decode_array(row))
+    out["refused_regions"] = column
+    out["action_mask"] = decode_array(info["action_mask"]).astype(np.int8)
     for key in list(out):
-        out["_" + key] = np.ones(n, dtype=bool)
+        out["_" + key] = mask.copy()
     return out

@@ -11,6 +11,7 @@ import os
 import pathlib
 import selectors
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
@@ -21,32 +22,93 @@ import msgpack
 import zmq
 
 from ._protocol import VERSION
-from .errors import BinaryNotFound, ServerError, ServerUnavailable
+from .errors import BinaryNotFound, ProtocolError, ServerError, ServerUnavailable
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_STARTUP_TIMEOUT_S = 300.0
+CONNECT_TIMEOUT_S = 10.0  # a tcp connection that is neither accepted nor refused by then fails
 
 
-def find_binary():
-    """The `tiergym` binary: $TIERGYM_BIN, $TIERGYM_BIN_DIR/tiergym, build/bin/tiergym of the
-    repository this package sits in, or `tiergym` on PATH."""
+def _package_binary():
+    """The server binary installed inside this package (tiergym/_bin/tiergym), or None.
+    An editable install keeps the sources elsewhere: its RECORD says where the binary went."""
+    here = pathlib.Path(__file__).resolve().parent / "_bin" / "tiergym"
+    if here.is_file():
+        return here
+    try:
+        from importlib import metadata
+        for f in metadata.files("tiergym") or ():
+            if f.parts[-2:] == ("_bin", "tiergym"):
+                return pathlib.Path(f.locate()).resolve()
+    except Exception:  # not installed (a source checkout on sys.path)
+        pass
+    return None
+
+
+def find_binary(use_path=True):
+    """The `tiergym` server binary: $TIERGYM_BIN, $TIERGYM_BIN_DIR/tiergym (overrides for
+    developers), the one installed inside this package, or (use_path) `tiergym` on PATH."""
     candidates = []
     if os.environ.get("TIERGYM_BIN"):
         candidates.append(pathlib.Path(os.environ["TIERGYM_BIN"]))
     if os.environ.get("TIERGYM_BIN_DIR"):
         candidates.append(pathlib.Path(os.environ["TIERGYM_BIN_DIR"]) / "tiergym")
-    repo = pathlib.Path(__file__).resolve().parents[3]
-    candidates.append(repo / "build" / "bin" / "tiergym")
+    installed = _package_binary()
+    if installed is not None:
+        candidates.append(installed)
     for c in candidates:
         if c.is_file() and os.access(c, os.X_OK):
             return str(c)
-    on_path = shutil.which("tiergym")
+    on_path = shutil.which("tiergym") if use_path else None
     if on_path:
         return on_path
     raise BinaryNotFound(
-        "the tiergym binary was not found (looked at $TIERGYM_BIN, $TIERGYM_BIN_DIR/tiergym, "
-        f"{repo / 'build' / 'bin' / 'tiergym'} and PATH); build it with ./scripts/build.sh "
-        "or set TIERGYM_BIN")
+        "the tiergym server binary was not found: looked at $TIERGYM_BIN, "
+        "$TIERGYM_BIN_DIR/tiergym, the package (tiergym/_bin/tiergym)"
+        + (" and PATH" if use_path else "") + "; install the package with "
+        "`pip install .` from the repository (it builds the binary) or set TIERGYM_BIN")
+
+
+def normalize_endpoint(address):
+    """A ZeroMQ endpoint from what a user may type: "tcp://h:p" and "ipc://path" as they are,
+    "host:port" and "port" as tcp. Anything else is a ValueError that says what is expected."""
+    text = str(address).strip()
+    if text.startswith(("tcp://", "ipc://")):
+        return text
+    if "://" in text:
+        raise ValueError(f"address {text!r}: the protocol must be tcp:// or ipc://")
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", text
+    if not port.isdigit() or not 0 < int(port) < 65536 or (sep and not host):
+        raise ValueError(f"address {text!r} is not an endpoint: expected tcp://HOST:PORT, "
+                         "ipc://PATH or HOST:PORT")
+    return f"tcp://{host}:{port}"
+
+
+def _check_reachable(endpoint, timeout):
+    """Fails at once when nothing can serve `endpoint`: an ipc socket file that does not
+    exist, or a tcp port that refuses connections (ZeroMQ alone would retry in silence until
+    the request timeout)."""
+    if endpoint.startswith("ipc://"):
+        path = endpoint[len("ipc://"):]
+        if not path.startswith("@") and not os.path.exists(path):
+            raise ServerUnavailable(f"no tiergym server at {endpoint}: {path} does not exist")
+        return
+    host, _, port = endpoint[len("tcp://"):].rpartition(":")
+    host = host.strip("[]")
+    if host == "*" or not port.isdigit():
+        return  # let ZeroMQ report it
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except socket.gaierror as e:
+        raise ServerUnavailable(f"no tiergym server at {endpoint}: unknown host {host!r} "
+                                f"({e.strerror})") from None
+    except ConnectionRefusedError:
+        raise ServerUnavailable(f"no tiergym server at {endpoint}: connection refused (is "
+                                "`tiergym serve` running there, on that port?)") from None
+    except OSError as e:  # timeout, unreachable network
+        raise ServerUnavailable(f"no tiergym server at {endpoint}: {e}") from None
 
 
 class Server:
@@ -67,16 +129,21 @@ class Server:
         return self
 
     def __reduce__(self):
-        raise TypeError("a tiergym.Server cannot be sent to another process; pass its "
-                        "endpoint (server.endpoint) as the address instead")
+        # Sent to another process (AsyncVectorEnv, Ray, multiprocessing) a server handle is
+        # its endpoint: environments made there connect to this same server.
+        return (str, (self.endpoint,))
 
     def __init__(self, args=(), binary=None, startup_timeout=DEFAULT_STARTUP_TIMEOUT_S):
         self._binary = binary or find_binary()
         self._dir = tempfile.mkdtemp(prefix="tiergym-")
         self.endpoint = None
         self._log_path = os.path.join(self._dir, "server.log")
+        args = [str(a) for a in args]
+        # A private server is its owner's (its socket is in a 0700 directory): it may read
+        # whatever files the owner's configurations name (PROTOCOL.md, data access).
+        trust = [] if "--data-dir" in args else ["--data-dir", "/"]
         command = [self._binary, "serve", "--endpoint", f"ipc://{self._dir}/server.sock",
-                   "--parent-pid", str(os.getpid()), *map(str, args)]
+                   "--parent-pid", str(os.getpid()), *trust, *args]
         log = open(self._log_path, "wb")
         try:
             self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log,
@@ -155,12 +222,17 @@ class Connection:
         self._server = server
         # The process-wide context, never terminated: zmq_ctx_term waits for every socket
         # of its context and, with a peer that vanished, was seen to wait forever.
+        endpoint = self.endpoint = normalize_endpoint(endpoint)
+        if server is None:
+            _check_reachable(endpoint, min(self.timeout, CONNECT_TIMEOUT_S))
         self._socket = zmq.Context.instance().socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.connect(endpoint)
         self._next_id = 1
         self._lock = threading.Lock()
-        self.hello = self.call("hello")
+        # hello is answered at once by any tiergym server, busy or not: a peer that stays
+        # silent this long is not one (or not there).
+        self.hello = self.call("hello", timeout=min(self.timeout, CONNECT_TIMEOUT_S))
         if self.hello["protocol"] != VERSION:
             self.close()
             raise ServerUnavailable(f"{endpoint} speaks protocol version "
@@ -185,7 +257,15 @@ class Connection:
                         f"no reply from {self.endpoint} within {timeout} s (op {op}); is the "
                         "server running?")
                 if self._socket.poll(timeout=int(min(left, 0.1) * 1000) + 1, flags=zmq.POLLIN):
-                    reply = msgpack.unpackb(self._socket.recv(), raw=False)
+                    raw = self._socket.recv()
+                    try:
+                        reply = msgpack.unpackb(raw, raw=False)
+                    except (ValueError, msgpack.UnpackException) as e:
+                        raise ProtocolError(f"{self.endpoint} sent a reply that is not a "
+                                            f"protocol message ({e}) (op {op})") from None
+                    if not isinstance(reply, dict):
+                        raise ProtocolError(f"{self.endpoint} sent a reply that is not a map "
+                                            f"(op {op})")
                     if reply.get("id") != request_id:
                         continue  # a late reply to a request that timed out
                     if not reply.get("ok"):

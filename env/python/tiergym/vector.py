@@ -1,97 +1,175 @@
-"""VectorEnv: n sessions stepped together through step_batch, with Gymnasium's vector API.
+"""VectorEnv: n sessions stepped together through step_batch, a gymnasium.vector.VectorEnv.
 
-    envs = tiergym.VectorEnv(8, num_regions=16)
+    envs = tiergym.VectorEnv(8, num_regions=16)     # one server, one message per step
+    envs = gymnasium.make_vec("tiergym/TierPlacement-v0", num_envs=8,
+                              vectorization_mode="vector_entry_point", num_regions=16)
+    envs = tiergym.VectorEnv(8, inprocess=True, num_regions=16)   # no server: the
+    envs = gymnasium.make_vec("tiergym/TierPlacement-v0", num_envs=8,   # environments in
+                              inprocess=True, num_regions=16)           # this process
     obs, infos = envs.reset(seed=42)           # env i is seeded 42 + i
     obs, rewards, terminations, truncations, infos = envs.step(actions)
 
-Autoreset: "next_step" (default; Gymnasium's default): the step after an episode ended
-resets that sub-environment, ignores its action and returns its first observation with
-reward 0 and terminated = truncated = False. "same_step": the step that ends an episode
-resets it at once; `obs` holds the new episode's first observation and
-infos["final_obs"] / infos["final_info"] (masked by "_final_obs" / "_final_info") hold the
-last observation and info of the old one. The mode is declared in metadata["autoreset_mode"].
-Infos are dicts of arrays with one row per sub-environment and "_key" masks.
+inprocess=True gives a tiergym.InProcessVectorEnv (inprocess.py): the same interface,
+autoreset modes, configurations and episodes, stepped by the compiled core in this process
+(threads=T steps on T threads). Gymnasium's make_vec passes a vector entry point's
+arguments through its keyword arguments, so the same keyword chooses it there.
+
+Autoreset (metadata["autoreset_mode"]): "next_step" (default; Gymnasium's default): the step
+after an episode ended resets that sub-environment, ignores its action and returns its first
+observation with reward 0 and terminated = truncated = False. "same_step": the step that
+ends an episode resets it at once; `obs` holds the new episode's first observation and
+infos["final_obs"] / infos["final_info"] (masked by "_final_obs" / "_final_info", True only
+for the sub-environments that ended) hold the last observation and info of the old one.
+"disabled": nothing resets by itself; reset(options={"reset_mask": mask}) resets some.
+Infos are dicts of arrays with one row per sub-environment and "_key" masks, with the dtypes
+Gymnasium's own vector environments give TierEnv's infos.
+
+Each sub-environment may have its own configuration: configs=[{...}, {...}] (merged over
+the common keyword arguments), as long as they all have the same spaces.
 """
 
+import gymnasium
 import numpy as np
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
 
-from . import spaces
 from ._protocol import ENV_ID, decode_array, decode_info_columns, decode_spec, encode_array
 from .connection import DEFAULT_TIMEOUT_S
-from .env import close_connection, config_to_wire, open_connection
-
-if spaces.HAVE_GYMNASIUM:  # pragma: no cover - depends on the machine
-    import gymnasium.vector as _gym_vector
-    _Base = _gym_vector.VectorEnv
-    _AutoresetMode = getattr(_gym_vector, "AutoresetMode", None)
-else:
-    _Base = object
-    _AutoresetMode = None
+from .env import (_SEED_BOUND, close_connection, config_to_wire, flat_mask, integer_actions,
+                  open_connection, space_from_spec)
 
 NEXT_STEP = "next_step"
 SAME_STEP = "same_step"
+DISABLED = "disabled"
+_MODES = {NEXT_STEP: AutoresetMode.NEXT_STEP, SAME_STEP: AutoresetMode.SAME_STEP,
+          DISABLED: AutoresetMode.DISABLED}
 
 
-def _mode_value(mode):
-    if _AutoresetMode is not None:
-        return _AutoresetMode.NEXT_STEP if mode == NEXT_STEP else _AutoresetMode.SAME_STEP
+def _mode_name(mode):
+    if isinstance(mode, AutoresetMode):
+        return mode.value
+    if mode not in _MODES:
+        raise ValueError(f"autoreset_mode must be one of {sorted(_MODES)}, got {mode!r}")
     return mode
 
 
-class VectorEnv(_Base):
-    def __new__(cls, num_envs=1, address=None, *, inprocess=False, **kwargs):
-        # inprocess=True: the environments in this process (tiergym.InProcessVectorEnv).
+def batch_seeds(seed, which, num_envs, seeded):
+    """Seeds for the sub-environments `which`: an int gives env i seed + i, a list one
+    each; None seeds those never seeded (seeded[i] False) from entropy and lets the others
+    go on (None)."""
+    fresh = np.random.SeedSequence().generate_state(len(which), np.uint64) % _SEED_BOUND
+    if seed is None:
+        given = [None] * len(which)
+    elif isinstance(seed, (list, tuple, np.ndarray)):
+        if len(seed) != num_envs:
+            raise ValueError(f"{len(seed)} seeds for {num_envs} environments")
+        given = [None if seed[i] is None else int(seed[i]) for i in which]
+    else:
+        given = [int(seed) + i for i in which]
+    return [g if g is not None else (None if seeded[i] else int(fresh[j]))
+            for j, (i, g) in enumerate(zip(which, given))]
+
+
+def reset_mask(options, num_envs, first):
+    """(the bool mask [num_envs] of options["reset_mask"], or all True; the other options)."""
+    options = dict(options or {})
+    mask = options.pop("reset_mask", None)
+    if mask is None:
+        return np.ones(num_envs, dtype=bool), options
+    mask = np.asarray(mask)
+    if mask.dtype != np.bool_ or mask.shape != (num_envs,):
+        raise ValueError(f"options['reset_mask'] must be a bool array of shape "
+                         f"({num_envs},), got {mask.dtype} {mask.shape}")
+    if first and not mask.all():
+        raise ValueError("the first reset resets every sub-environment (no reset_mask)")
+    return mask, options
+
+
+class VectorEnv(gymnasium.vector.VectorEnv):
+    def __new__(cls, num_envs=None, address=None, *, inprocess=False, **kwargs):
+        # inprocess=True: the environments in this process (tiergym.InProcessVectorEnv,
+        # which is not a VectorEnv, so Python does not call __init__ below on it).
         if inprocess:
             if address is not None:
                 raise ValueError("inprocess=True runs the environments in this process; "
-                                 "it takes no address")
+                                 f"it takes no address (got {address!r})")
             from .inprocess import InProcessVectorEnv
             return InProcessVectorEnv(num_envs, **kwargs)
         return super().__new__(cls)
 
-    def __init__(self, num_envs, address=None, *, autoreset_mode=NEXT_STEP,
-                 timeout=DEFAULT_TIMEOUT_S, server_args=(), inprocess=False, **config):
-        if autoreset_mode not in (NEXT_STEP, SAME_STEP):
-            raise ValueError(f"autoreset_mode must be {NEXT_STEP!r} or {SAME_STEP!r}, "
-                             f"got {autoreset_mode!r}")
-        if int(num_envs) < 1:
+    def __init__(self, num_envs=None, address=None, *, configs=None,
+                 autoreset_mode=NEXT_STEP, timeout=DEFAULT_TIMEOUT_S, server_args=(),
+                 render_mode=None, inprocess=False, **config):
+        autoreset_mode = _mode_name(autoreset_mode)
+        if configs is not None:
+            configs = [dict(c or {}) for c in configs]
+            if num_envs is None:
+                num_envs = len(configs)
+            elif len(configs) != int(num_envs):
+                raise ValueError(f"configs has {len(configs)} entries for {num_envs} "
+                                 "environments (one configuration per sub-environment)")
+        if num_envs is None or int(num_envs) < 1:
             raise ValueError("num_envs must be at least 1")
+        if render_mode is not None:
+            raise ValueError(f"render_mode {render_mode!r}: the batched VectorEnv does not "
+                             "render (TierEnv renders 'ansi')")
         self.num_envs = int(num_envs)
         self.autoreset_mode = autoreset_mode
-        self.metadata = {"render_modes": [], "autoreset_mode": _mode_value(autoreset_mode)}
+        self.metadata = {"render_modes": [], "autoreset_mode": _MODES[autoreset_mode]}
         self.render_mode = None
         self.closed = False
         self.sessions = []
         self._connection, self._server = open_connection(address, timeout, server_args)
         try:
-            wire = config_to_wire(config)
-            for _ in range(self.num_envs):
-                reply = self._connection.call("make", env=ENV_ID, config=wire)
+            replies = []
+            for i in range(self.num_envs):
+                merged = dict(config, **(configs[i] if configs else {}))
+                reply = self._connection.call("make", env=ENV_ID, config=config_to_wire(merged))
                 self.sessions.append(reply["session"])
+                replies.append(reply)
+            first = replies[0]["spec"]
+            for i, r in enumerate(replies[1:], start=1):
+                for key in ("observation", "action"):
+                    if r["spec"][key] != first[key]:
+                        raise ValueError(
+                            f"configs[{i}] gives the {key} space {r['spec'][key]}, configs[0] "
+                            f"{first[key]}: sub-environments of a VectorEnv share their spaces "
+                            "(same num_regions, action_mode and number of tiers)")
         except BaseException:
             self.close()
             raise
-        self.tier_spec = decode_spec(reply["spec"])
-        self.config = reply["config"]
+        self.tier_specs = [decode_spec(r["spec"]) for r in replies]
+        self.tier_spec = self.tier_specs[0]
+        self.configs = [r["config"] for r in replies]
+        self.config = self.configs[0]
         self.tiers = list(self.tier_spec["tiers"])          # as TierEnv has them
         self.profiles = list(self.tier_spec["profiles"])
         self.num_regions = int(self.tier_spec["num_regions"])
-        self.single_observation_space = spaces.from_spec(self.tier_spec["observation"])
-        self.single_action_space = spaces.from_spec(self.tier_spec["action"])
-        self.observation_space = spaces.batched(self.single_observation_space, self.num_envs)
-        self.action_space = spaces.batched(self.single_action_space, self.num_envs)
+        self.single_observation_space = space_from_spec(self.tier_spec["observation"])
+        self.single_action_space = space_from_spec(self.tier_spec["action"])
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._move_mode = self.tier_spec["action"]["type"] == "discrete"
+        self._action_shape = (() if self._move_mode else (self.num_regions,))
         self._autoreset = np.zeros(self.num_envs, dtype=bool)
+        self._seeded = np.zeros(self.num_envs, dtype=bool)
+        self._obs = None
+        self._masks = None
+
+    def _require_open(self):
+        if self._connection is None:
+            raise gymnasium.error.ClosedEnvironmentError(
+                "this tiergym VectorEnv is closed (its sessions ended with close())")
 
     def _actions_to_wire(self, actions):
-        a = np.asarray(actions, dtype=np.int64)
-        want = (self.num_envs,) if self._move_mode else (self.num_envs, self.tier_spec["num_regions"])
+        a = integer_actions(actions, "actions")
+        want = (self.num_envs, *self._action_shape)
         if a.shape != want:
             a = a.reshape(want)  # ValueError names both shapes when it cannot
         return encode_array(a, "int64")
 
-    def _batch(self, actions, reset, seeds=None, options=None, autoreset="none"):
-        fields = {"sessions": self.sessions, "actions": actions,
+    def _batch(self, sessions, actions, reset, seeds=None, options=None, autoreset="none"):
+        fields = {"sessions": sessions, "actions": actions,
                   "reset": encode_array(reset, "bool"), "autoreset": autoreset}
         if seeds is not None:
             fields["seeds"] = seeds
@@ -99,58 +177,107 @@ class VectorEnv(_Base):
             fields["options"] = options
         return self._connection.call("step_batch", **fields)
 
+    def _seeds(self, seed, which):
+        return batch_seeds(seed, which, self.num_envs, self._seeded)
+
+    def _options(self, options, which):
+        """Per-entry reset options: {"profile": name or index} for all, or a list / array
+        of one profile per sub-environment."""
+        if not options:
+            return None
+        out = []
+        for i in which:
+            entry = {}
+            for key, value in options.items():
+                if isinstance(value, (list, tuple, np.ndarray)):
+                    if len(value) != self.num_envs:
+                        raise ValueError(f"options[{key!r}] has {len(value)} entries for "
+                                         f"{self.num_envs} environments")
+                    value = value[i]
+                entry[key] = int(value) if isinstance(value, (int, np.integer)) else value
+            out.append(entry)
+        return out
+
     def reset(self, *, seed=None, options=None):
-        """Resets every sub-environment. seed: None, an int (env i gets seed + i) or a list
-        of n ints/None; options: {"profile": name or index} for all."""
-        if seed is None:
-            seeds = [None] * self.num_envs
-        elif isinstance(seed, (list, tuple, np.ndarray)):
-            if len(seed) != self.num_envs:
-                raise ValueError(f"{len(seed)} seeds for {self.num_envs} environments")
-            seeds = [None if s is None else int(s) for s in seed]
+        """Resets every sub-environment, or those of options["reset_mask"] (a bool array
+        [num_envs]; the others keep their observation and have no info). seed: None, an
+        int (env i gets seed + i) or a list of n ints / None; options: {"profile": name or
+        index, or one per sub-environment}."""
+        self._require_open()
+        mask, options = reset_mask(options, self.num_envs, self._obs is None)
+        which = [int(i) for i in np.flatnonzero(mask)]
+        if len(which) == 0:
+            return self._obs.copy(), {}
+        seeds = self._seeds(seed, which)
+        zeros = np.zeros((len(which), *self._action_shape), dtype=np.int64)
+        reply = self._batch([self.sessions[i] for i in which], encode_array(zeros, "int64"),
+                            np.ones(len(which), dtype=bool), seeds, self._options(options, which))
+        self._seeded[which] = True
+        obs = decode_array(reply["obs"])
+        part = decode_info_columns(reply["info"])
+        if len(which) == self.num_envs:
+            self._obs, infos = obs, part
         else:
-            seeds = [int(seed) + i for i in range(self.num_envs)]
-        opts = None
-        if options:
-            opts = [dict(options) for _ in range(self.num_envs)]
-        zeros = np.zeros((self.num_envs,) if self._move_mode
-                         else (self.num_envs, self.tier_spec["num_regions"]), dtype=np.int64)
-        reply = self._batch(encode_array(zeros, "int64"), np.ones(self.num_envs, dtype=bool),
-                            seeds, opts)
-        self._autoreset[:] = False
-        return decode_array(reply["obs"]), decode_info_columns(reply["info"])
+            self._obs = self._obs.copy()
+            self._obs[which] = obs
+            infos = _scatter(part, which, self.num_envs)
+        self._autoreset[which] = False
+        self._masks = _merge_masks(self._masks, infos, which)
+        return self._obs.copy(), infos
 
     def step(self, actions):
+        self._require_open()
+        if self._obs is None:
+            raise gymnasium.error.ResetNeeded("step() before the first reset()")
         wire = self._actions_to_wire(actions)
         if self.autoreset_mode == NEXT_STEP:
-            reply = self._batch(wire, self._autoreset.copy())
+            reply = self._batch(self.sessions, wire, self._autoreset.copy())
+        elif self.autoreset_mode == SAME_STEP:
+            reply = self._batch(self.sessions, wire, np.zeros(self.num_envs, dtype=bool),
+                                autoreset=SAME_STEP)
         else:
-            reply = self._batch(wire, np.zeros(self.num_envs, dtype=bool), autoreset=SAME_STEP)
+            reply = self._batch(self.sessions, wire, np.zeros(self.num_envs, dtype=bool))
         obs = decode_array(reply["obs"])
-        rewards = decode_array(reply["reward"])
+        rewards = decode_array(reply["reward"]).astype(np.float64)
         terminations = decode_array(reply["terminated"])
         truncations = decode_array(reply["truncated"])
         infos = decode_info_columns(reply["info"])
+        ended = terminations | truncations
         if self.autoreset_mode == NEXT_STEP:
-            self._autoreset = terminations | truncations
-        elif "final_obs" in reply:
-            ended = terminations | truncations
+            self._autoreset = ended
+        elif self.autoreset_mode == SAME_STEP and "final_obs" in reply:
             final_obs = decode_array(reply["final_obs"])
             infos["final_obs"] = np.array([final_obs[i] if ended[i] else None
                                            for i in range(self.num_envs)], dtype=object)
             infos["_final_obs"] = ended.copy()
-            infos["final_info"] = decode_info_columns(reply["final_info"])
+            infos["final_info"] = decode_info_columns(reply["final_info"], mask=ended)
             infos["_final_info"] = ended.copy()
-        return obs, rewards, terminations, truncations, infos
+        self._obs = obs
+        self._masks = infos["action_mask"]
+        return obs.copy(), rewards, terminations, truncations, infos
 
-    def close(self, **kwargs):
-        """Closes the sessions and stops a private server. Idempotent."""
-        if getattr(self, "closed", False) and self._connection is None:
-            return
-        self.closed = True
+    def action_masks(self):
+        """[num_envs, mask size] bool: each sub-environment's flat action mask (see
+        TierEnv.action_masks), as MaskablePPO's vectorised path stacks them."""
+        self._require_open()
+        if self._masks is None:
+            raise gymnasium.error.ResetNeeded("action_masks() before the first reset()")
+        return np.stack([flat_mask(m) for m in self._masks])
+
+    def close_extras(self, **kwargs):
+        """Closes the sessions and stops a private server (VectorEnv.close() calls this
+        once)."""
         connection, server = self._connection, self._server
         self._connection = self._server = None
         close_connection(connection, server, self.sessions)
+
+    def close(self, **kwargs):
+        """Closes the sessions and stops a private server. Idempotent."""
+        if getattr(self, "_connection", None) is None and getattr(self, "_server", None) is None:
+            self.closed = True
+            return
+        self.close_extras(**kwargs)
+        self.closed = True
 
     def __enter__(self):
         return self
@@ -161,3 +288,31 @@ class VectorEnv(_Base):
 
     def __repr__(self):
         return f"tiergym.VectorEnv({self.num_envs}, autoreset_mode={self.autoreset_mode!r})"
+
+
+def _scatter(part, which, n):
+    """Infos of the entries `which` spread over n rows: Gymnasium's layout for a partial
+    reset (zeros / None elsewhere, "_key" masks True only at `which`)."""
+    out = {}
+    mask = np.zeros(n, dtype=bool)
+    mask[which] = True
+    for key, column in part.items():
+        if key.startswith("_"):
+            continue
+        if column.dtype == object:
+            full = np.full(n, None, dtype=object)
+        else:
+            full = np.zeros((n, *column.shape[1:]), dtype=column.dtype)
+        full[which] = column
+        out[key] = full
+        out["_" + key] = mask.copy()
+    return out
+
+
+def _merge_masks(current, infos, which):
+    masks = infos["action_mask"]
+    if current is None:
+        return masks
+    current = current.copy()
+    current[which] = masks[which]
+    return current

@@ -4,12 +4,12 @@
 #include <cmath>
 #include <random>
 
+#include "traces/base/status_macros.h"
+#include "traces/base/strings.h"
 #include "traces/machine.h"
 #include "traces/synth/app_model.h"
 #include "traces/synth/rng.h"
 #include "traces/synth/time_model.h"
-#include "traces/base/status_macros.h"
-#include "traces/base/strings.h"
 
 namespace tiergym::contention {
 namespace {

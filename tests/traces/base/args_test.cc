@@ -20,9 +20,8 @@ ArgParser MakeParser() {
 
 TEST(ArgParserTest, ParsesPositionalsFlagsAndOptionsInAnyOrder) {
   ArgParser p = MakeParser();
-  ASSERT_TRUE(p.Parse({"--json", "a.csv", "--gap=4096", "b.tgt", "--tier", "hbm", "--tier",
-                       "ddr"})
-                  .ok());
+  ASSERT_TRUE(
+      p.Parse({"--json", "a.csv", "--gap=4096", "b.tgt", "--tier", "hbm", "--tier", "ddr"}).ok());
   EXPECT_EQ(p.Positional("IN"), "a.csv");
   EXPECT_EQ(p.Positional("OUT"), "b.tgt");
   EXPECT_TRUE(p.Flag("json"));
@@ -47,7 +46,8 @@ TEST(ArgParserTest, ErrorsNameTheArgumentAndPointToHelp) {
   ArgParser b = MakeParser();
   EXPECT_THAT(std::string(b.Parse({}).message()), HasSubstr("missing IN"));
   ArgParser c = MakeParser();
-  EXPECT_THAT(std::string(c.Parse({"a", "b", "c"}).message()), HasSubstr("unexpected argument 'c'"));
+  EXPECT_THAT(std::string(c.Parse({"a", "b", "c"}).message()),
+              HasSubstr("unexpected argument 'c'"));
   ArgParser d = MakeParser();
   EXPECT_THAT(std::string(d.Parse({"a", "--gap"}).message()), HasSubstr("--gap needs a value"));
   ArgParser e = MakeParser();

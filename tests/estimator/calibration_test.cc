@@ -1,0 +1,137 @@
+#include "estimator/calibration.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "estimator/cli/estimator_cli.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "traces/synth/app_model.h"
+#include "traces/synth/generator.h"
+
+namespace tiergym {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(CalibrationTest, FileRoundTripsAndErrorsNameTheField) {
+  Calibration c;
+  c.compute_overlap = 0.7;
+  c.relative_noise = 0.0125;
+  c.fitted_runs = 18;
+  c.folds = 5;
+  c.cv_mean_error_pct = 0.4;
+  c.cv_max_error_pct = 1.5;
+  c.uncalibrated_mean_error_pct = 0.9;
+  c.uncalibrated_max_error_pct = 2.3;
+  auto back = ParseCalibration(FormatCalibration(c), "c.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->model, Model::kRoofline);
+  EXPECT_DOUBLE_EQ(back->compute_overlap, 0.7);
+  EXPECT_DOUBLE_EQ(back->relative_noise, 0.0125);
+  EXPECT_EQ(back->folds, 5);
+  EXPECT_DOUBLE_EQ(back->uncalibrated_max_error_pct, 2.3);
+
+  auto bad = ParseCalibration(
+      R"({"format": "tiergym-calibration", "version": 1, "model": "roofline",
+          "compute_overlap": 1.5, "relative_noise": 0})",
+      "c.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("compute_overlap"));
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("c.json:"));
+  auto unknown = ParseCalibration(
+      R"({"format": "tiergym-calibration", "version": 1, "model": "roofline",
+          "compute_overlap": 0.5, "relative_noise": 0, "overlapp": 1})",
+      "c.json");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("overlapp"));
+  EXPECT_FALSE(ParseCalibration(R"({"format": "other", "version": 1})", "c.json").ok());
+  EXPECT_FALSE(ReadCalibration("/nonexistent/c.json").ok());
+}
+
+TEST(CalibrationTest, NoiseWidensTheIntervalInQuadrature) {
+  EXPECT_NEAR(NormalQuantile(0.95), 1.644854, 1e-5);
+  EXPECT_NEAR(NormalQuantile(0.5), 0, 1e-9);
+  EXPECT_NEAR(NormalQuantile(0.005), -2.575829, 1e-5);
+  Calibration c;
+  auto same = WidenInterval(c, 100, 99, 102, 0.9);
+  EXPECT_DOUBLE_EQ(same.first, 99);
+  EXPECT_DOUBLE_EQ(same.second, 102);
+  c.relative_noise = 0.01;
+  const double z = NormalQuantile(0.95);
+  auto wide = WidenInterval(c, 100, 99, 102, 0.9);
+  EXPECT_NEAR(wide.first, 100 - std::hypot(1.0, z), 1e-9);
+  EXPECT_NEAR(wide.second, 100 + std::hypot(2.0, z), 1e-9);
+}
+
+struct Data {
+  Profile profile;
+  synth::SynthProfile generated;
+  std::vector<std::pair<MeasuredRun, Placement>> runs;
+};
+
+const Data& Nekbone() {
+  static const Data* data = [] {
+    auto model = synth::LoadAppModel("nekbone");
+    auto machine = LoadMachine("knl");
+    synth::SynthOptions options;
+    options.target_samples = 100000;
+    options.chunks_per_phase = 50;
+    auto generated = synth::GenerateProfile(*model, *machine, options);
+    auto* d = new Data{*Profile::FromRuns("nekbone", generated->traces), *generated, {}};
+    for (const synth::SynthRun& r : d->generated.runs) {
+      d->runs.push_back({MeasuredRun{r.name, "", r.runtime_ns}, r.placement});
+    }
+    return d;
+  }();
+  return *data;
+}
+
+TEST(CalibrationTest, FitsTheOverlapAndScoresEveryRunOnAFitWithoutIt) {
+  // nekbone's phases overlap compute and memory by 0.7 (0.3 for one): the prior 0.5 is
+  // off, and two devices cannot tell.
+  const Data& d = Nekbone();
+  CalibrationOptions options;
+  options.folds = 4;
+  auto c = Calibrate(d.profile, RecommendedEstimatorOptions(d.generated.machine), d.runs, options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_GT(c->compute_overlap, 0.5);
+  EXPECT_EQ(c->fitted_runs, static_cast<int>(d.runs.size()));
+  EXPECT_EQ(c->folds, 4);
+  EXPECT_LT(c->cv_mean_error_pct, c->uncalibrated_mean_error_pct);
+  EXPECT_GT(c->relative_noise, 0);
+  EXPECT_LT(c->relative_noise, 0.05);
+
+  options.folds = static_cast<int>(d.runs.size()) + 1;
+  EXPECT_FALSE(
+      Calibrate(d.profile, RecommendedEstimatorOptions(d.generated.machine), d.runs, options).ok());
+  options.folds = 1;
+  EXPECT_FALSE(
+      Calibrate(d.profile, RecommendedEstimatorOptions(d.generated.machine), d.runs, options).ok());
+}
+
+TEST(CalibrationTest, CommandWritesAFileThatValidateReads) {
+  namespace fs = std::filesystem;
+  const std::string dir =
+      fs::temp_directory_path() / ("tiergym-calibrate-" + std::to_string(getpid()));
+  const Data& d = Nekbone();
+  ASSERT_TRUE(synth::WriteSynthProfile(d.generated, dir, TraceFormat::kBinary).ok());
+  const std::string app = dir + "/nekbone";
+  const std::string out = dir + "/calibration.json";
+  EXPECT_EQ(RunCalibrateCommand({"--profile", app + "/profile", "--runs", app + "/runs/runs.csv",
+                                 "--machine", "knl", "--out", out, "--folds", "3", "--quiet"}),
+            0);
+  auto c = ReadCalibration(out);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->folds, 3);
+  EXPECT_EQ(RunValidateCommand({"--profile", app + "/profile", "--runs", app + "/runs/runs.csv",
+                                "--machine", "knl", "--calibration", out, "--replicates", "5"}),
+            0);
+  EXPECT_EQ(RunCalibrateCommand({"--profile", app + "/profile", "--out", out}), 2);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tiergym

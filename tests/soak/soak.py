@@ -1,0 +1,400 @@
+#!/usr/bin/env python3
+"""Soak test of `tiergym serve` against hostile and careless clients (loopback ipc only).
+
+For a bounded time (--seconds, default 45) one server faces at once: well-behaved clients
+running episodes (some leave their sessions open when they go), clients killed with SIGKILL
+in the middle of their work, mutated and malformed messages (random mutations, duplicate
+keys, invalid UTF-8, ext values, over-long names), security probes (paths outside the data
+directory, /proc, /dev/zero, a FIFO, a symbolic link out, a configuration too big for the
+memory budget, other connections' session handles), connections that pipeline thousands of
+requests without reading, and messages of endless 1 MiB frames. Meanwhile a reference client
+replays the same episode again and again.
+
+Asserts, and prints the figures: the server never dies; no well-formed request goes
+unanswered within its timeout; no reply is INTERNAL or not valid UTF-8; no refusal carries
+file content or tells whether a file exists; the reference episode is bit-identical every
+time; once the other clients are gone their sessions are gone and the server's RSS is within
+20 % of its level before the chaos; SIGTERM makes it exit 0 within 5 s.
+
+    /usr/bin/python3 tests/soak/soak.py [--seconds 45] [--binary build/bin/tiergym]
+"""
+
+import argparse
+import os
+import random
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import msgpack
+import zmq
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "env", "python"))
+from tiergym.connection import Connection  # noqa: E402
+from tiergym.errors import ServerError, ServerUnavailable  # noqa: E402
+
+ENV = "tiergym/TierPlacement-v0"
+SECRET = "soak-secret-4f1c"  # written into files outside the data directory
+REFERENCE_CONFIG = {"num_regions": 16, "steps": 20}
+
+
+class Tally:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.counts = {}
+        self.failures = []
+
+    def add(self, key, n=1):
+        with self.lock:
+            self.counts[key] = self.counts.get(key, 0) + n
+
+    def fail(self, what):
+        with self.lock:
+            if len(self.failures) < 50:
+                self.failures.append(what)
+
+
+def rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def check_reply(tally, raw, what):
+    """A reply must be a msgpack map, valid UTF-8, and never INTERNAL; returns it."""
+    try:
+        reply = msgpack.unpackb(raw, raw=False)
+    except Exception as e:  # noqa: BLE001
+        tally.fail(f"{what}: reply not msgpack/UTF-8: {e}")
+        return None
+    if not isinstance(reply, dict):
+        tally.fail(f"{what}: reply not a map")
+        return None
+    if not reply.get("ok"):
+        error = reply.get("error", {})
+        code = error.get("code")
+        tally.add(f"refused {code}")
+        if code == "INTERNAL":
+            tally.fail(f"{what}: INTERNAL: {error.get('message')}")
+        message = str(error.get("message", ""))
+        if SECRET in message or "root:" in message:
+            tally.fail(f"{what}: leaked file content: {message}")
+    return reply
+
+
+def episode(connection, session, seed):
+    """The reference episode: fixed actions; returns its observations and rewards as bytes."""
+    out = []
+    reply = connection.call("reset", session=session, seed=seed)
+    out.append(reply["obs"]["data"])
+    for step in range(REFERENCE_CONFIG["steps"]):
+        action = [(step + r) % 2 for r in range(REFERENCE_CONFIG["num_regions"])]
+        reply = connection.call("step", session=session, action=action)
+        out.append(reply["obs"]["data"])
+        out.append(struct.pack("<d", reply["reward"]))
+        if reply["terminated"] or reply["truncated"]:
+            break
+    return b"".join(out)
+
+
+def good_client(endpoint, stop, tally, handles, rng):
+    while not stop.is_set():
+        try:
+            c = Connection(endpoint, timeout=30)
+        except ServerUnavailable as e:
+            tally.fail(f"good client could not connect: {e}")
+            return
+        try:
+            config = {"num_regions": rng.choice([8, 16, 32]), "steps": rng.choice([5, 10, 20])}
+            session = c.call("make", env=ENV, config=config)["session"]
+            with tally.lock:
+                handles.append(session)
+                del handles[:-50]
+            c.call("reset", session=session, seed=rng.randrange(1000))
+            for _ in range(config["steps"]):
+                r = c.call("step", session=session,
+                           action=[rng.randrange(2) for _ in range(config["num_regions"])])
+                tally.add("good steps")
+                if r["terminated"] or r["truncated"]:
+                    break
+            if rng.random() < 0.5:
+                c.call("close", session=session)
+            tally.add("good episodes")
+        except ServerError as e:
+            tally.add(f"good refused {e.code}")
+            if e.code == "INTERNAL":
+                tally.fail(f"good client INTERNAL: {e.message}")
+        except ServerUnavailable as e:
+            tally.fail(f"good client got no reply (hang): {e}")
+        finally:
+            c.close()  # sessions left open go with the connection
+
+
+KILLED_CLIENT = r"""
+import sys, msgpack, zmq
+s = zmq.Context().socket(zmq.DEALER); s.setsockopt(zmq.LINGER, 0); s.connect(sys.argv[1])
+def ask(**m):
+    s.send(msgpack.packb({"v": 2, **m})); s.poll(20000); return msgpack.unpackb(s.recv())
+ids = [ask(op="make", env="tiergym/TierPlacement-v0",
+           config={"num_regions": 8, "steps": 1000})["session"] for _ in range(3)]
+for i in ids: ask(op="reset", session=i)
+while True:
+    for i in ids: ask(op="step", session=i, action=[1] * 8)
+"""
+
+
+def killer(endpoint, stop, tally, rng):
+    while not stop.is_set():
+        p = subprocess.Popen([sys.executable, "-c", KILLED_CLIENT, endpoint],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.3, 1.2))
+        p.kill()
+        p.wait()
+        tally.add("clients killed")
+
+
+def mutate(rng, message):
+    m = bytearray(message)
+    for _ in range(rng.randint(1, 4)):
+        if not m:
+            break
+        i = rng.randrange(len(m))
+        op = rng.randrange(4)
+        if op == 0:
+            m[i] = rng.randrange(256)
+        elif op == 1:
+            m.insert(i, rng.randrange(256))
+        elif op == 2:
+            del m[i:i + rng.randint(1, 8)]
+        else:
+            m[i] ^= 1 << rng.randrange(8)
+    return bytes(m)
+
+
+def hostile_messages(data_dir, handles):
+    """(what, payload) of hand-made hostile requests."""
+    def make(config):
+        return msgpack.packb({"v": 2, "op": "make", "env": ENV, "config": config})
+    out = []
+    for key in ("machine", "interference", "profiles"):
+        for path in ("/etc/passwd", "/proc/self/environ", "/dev/zero", "/proc/self/fd/1",
+                     "../secret.json", "escape.json", "fifo.json", os.path.dirname(data_dir),
+                     "no-such-file.json", "x" * 5000):
+            out.append((f"probe {key}={path[:30]}", make({key: path})))
+    out.append(("too big", make({"num_regions": 65536, "steps": 1000000})))
+    out.append(("dup keys", b"\x83\xa1v\x02\xa2op\xa5hello\xa2op\xa5stats"))
+    out.append(("bad utf8", b"\x83" + b"".join(msgpack.packb(x) for x in ("v", 2, "op", "make",
+                                                                      "env")) + b"\xa3\xff\xfe\xfd"))
+    out.append(("ext", msgpack.packb({"v": 2, "op": "hello", "id": msgpack.ExtType(1, b"x")})))
+    out.append(("long key", make({"k" * 100: 1})))
+    out.append(("v1", msgpack.packb({"v": 1, "op": "list"})))
+    for h in list(handles)[-5:] + ["0" * 32, "f" * 32]:
+        out.append(("hijack step", msgpack.packb({"v": 2, "op": "step", "session": h,
+                                                  "action": [0] * 8})))
+        out.append(("hijack close", msgpack.packb({"v": 2, "op": "close", "session": h})))
+    return out
+
+
+def fuzzer(endpoint, stop, tally, handles, data_dir, rng):
+    seeds = [
+        msgpack.packb({"v": 2, "op": "hello", "id": 1}),
+        msgpack.packb({"v": 2, "op": "make", "env": ENV,
+                       "config": {"num_regions": 8, "steps": 5, "profiles": ["minife"]}}),
+        msgpack.packb({"v": 2, "op": "step", "session": "0" * 32, "action": [0, 1, 0, 1]}),
+        msgpack.packb({"v": 2, "op": "step_batch", "sessions": ["0" * 32],
+                       "actions": {"dtype": "int64", "shape": [1, 2], "data": b"\0" * 16}}),
+        msgpack.packb({"v": 2, "op": "estimate", "profile": "minife",
+                       "placement": '{"default": "hbm"}', "config": {"num_regions": 8}}),
+    ]
+    s = zmq.Context.instance().socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.connect(endpoint)
+    try:
+        while not stop.is_set():
+            if rng.random() < 0.1:
+                hostile = hostile_messages(data_dir, handles)
+                what, payload = hostile[rng.randrange(len(hostile))]
+            else:
+                what, payload = "mutated", mutate(rng, rng.choice(seeds))
+            s.send(payload)
+            tally.add("fuzzed messages")
+            if not s.poll(30000):
+                tally.fail(f"{what}: no reply within 30 s (hang)")
+                return
+            reply = check_reply(tally, s.recv(), what)
+            if reply is not None and what.startswith("probe") and reply.get("ok"):
+                tally.fail(f"{what}: accepted")
+            if what.startswith("hijack") and reply is not None and reply.get("ok") and \
+                    "0" * 32 not in what:
+                tally.fail(f"{what}: another connection's session obeyed")
+    finally:
+        s.close()
+
+
+def nonreader(endpoint, stop, tally):
+    while not stop.is_set():
+        s = zmq.Context.instance().socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        s.setsockopt(zmq.RCVHWM, 1)
+        s.setsockopt(zmq.SNDHWM, 100000)
+        s.connect(endpoint)
+        for i in range(3000):
+            s.send(msgpack.packb({"v": 2, "op": "hello", "id": i}), zmq.NOBLOCK)
+        tally.add("unread requests", 3000)
+        stop.wait(3)
+        s.close()
+
+
+def endless_parts(endpoint, stop, tally):
+    frame = b"\0" * (1 << 20)
+    while not stop.is_set():
+        s = zmq.Context.instance().socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        s.connect(endpoint)
+        for _ in range(32):  # 32 MiB of one message that never ends
+            s.send(frame, zmq.SNDMORE)
+        tally.add("endless-part MiB", 32)
+        stop.wait(4)
+        s.close()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=45)
+    parser.add_argument("--binary", default=os.path.join(REPO, "build", "bin", "tiergym"))
+    parser.add_argument("--seed", type=int, default=15)
+    args = parser.parse_args(argv)
+    work = tempfile.mkdtemp(prefix="tiergym-soak-")
+    data = os.path.join(work, "data")
+    os.makedirs(data)
+    secret = os.path.join(work, "secret.json")
+    with open(secret, "w") as f:
+        f.write('{"token": "%s"}\n' % SECRET)
+    os.symlink(secret, os.path.join(data, "escape.json"))
+    os.mkfifo(os.path.join(data, "fifo.json"))
+    endpoint = f"ipc://{work}/soak.sock"
+    server = subprocess.Popen(
+        [args.binary, "serve", "--endpoint", endpoint, "--threads", "2", "--quiet",
+         "--data-dir", data, "--heartbeat", "1", "--unused-asset-timeout", "1"],
+        stdout=subprocess.PIPE, stderr=open(os.path.join(work, "server.log"), "wb"))
+    line = server.stdout.readline().decode()
+    if not line.startswith("listening on"):
+        print(f"soak: the server did not start: {line!r}")
+        return 1
+    tally = Tally()
+    reference = Connection(endpoint, timeout=60)
+    session = reference.call("make", env=ENV, config=REFERENCE_CONFIG)["session"]
+    expected = episode(reference, session, seed=7)
+    # Warm up: the configurations the good clients use, loaded once, then left.
+    warm = Connection(endpoint, timeout=60)
+    for regions in (8, 16, 32):
+        for steps in (5, 10, 20):
+            s = warm.call("make", env=ENV, config={"num_regions": regions, "steps": steps})
+            warm.call("close", session=s["session"])
+    warm.close()
+    time.sleep(3)  # unused configurations freed, memory trimmed
+    rss_start = rss_bytes(server.pid)
+
+    stop = threading.Event()
+    handles = []
+    threads = [threading.Thread(target=good_client,
+                                args=(endpoint, stop, tally, handles,
+                                      random.Random(args.seed * 100 + i)))
+               for i in range(4)]
+    threads += [threading.Thread(target=killer,
+                                 args=(endpoint, stop, tally, random.Random(args.seed + 10))),
+                threading.Thread(target=fuzzer, args=(endpoint, stop, tally, handles, data,
+                                                      random.Random(args.seed + 11))),
+                threading.Thread(target=fuzzer, args=(endpoint, stop, tally, handles, data,
+                                                      random.Random(args.seed + 12))),
+                threading.Thread(target=nonreader, args=(endpoint, stop, tally)),
+                threading.Thread(target=endless_parts, args=(endpoint, stop, tally))]
+    start = time.monotonic()
+    for t in threads:
+        t.start()
+    rss_peak = rss_start
+    checks = 0
+    while time.monotonic() - start < args.seconds:
+        time.sleep(min(5, max(0.1, args.seconds - (time.monotonic() - start))))
+        if server.poll() is not None:
+            tally.fail(f"the server died (exit {server.returncode})")
+            break
+        rss_peak = max(rss_peak, rss_bytes(server.pid))
+        try:
+            if episode(reference, session, seed=7) != expected:
+                tally.fail("the reference episode changed")
+            checks += 1
+        except (ServerError, ServerUnavailable) as e:
+            tally.fail(f"the reference client failed: {e}")
+    stop.set()
+    for t in threads:
+        t.join(timeout=60)
+        if t.is_alive():
+            tally.fail(f"a client thread ({t.name}) did not finish: hang")
+
+    # The others are gone: their sessions must go, and the memory come back.
+    sessions = None
+    for _ in range(100):
+        sessions = reference.call("stats")["sessions"]
+        if sessions == 1:
+            break
+        time.sleep(0.1)
+    if sessions != 1:
+        tally.fail(f"{sessions - 1} sessions of gone clients still open after 10 s")
+    # Unused configurations go after 1 s, memory is trimmed on the next reclamation tick.
+    rss_end = None
+    for _ in range(5):
+        time.sleep(1)
+        rss_end = min(rss_end or 1 << 62, rss_bytes(server.pid))
+    stats = reference.call("stats")
+    if episode(reference, session, seed=7) != expected:
+        tally.fail("the reference episode changed")
+    reference.call("close", session=session)
+    reference.close()
+    if rss_end > 1.2 * rss_start:
+        tally.fail(f"RSS {rss_end >> 20} MiB after the clients left, over 120 % of "
+                   f"{rss_start >> 20} MiB before")
+    server.send_signal(signal.SIGTERM)
+    t0 = time.monotonic()
+    try:
+        rc = server.wait(timeout=5)
+        if rc != 0:
+            tally.fail(f"SIGTERM: exit code {rc}")
+    except subprocess.TimeoutExpired:
+        server.kill()
+        tally.fail("SIGTERM: still running after 5 s")
+    stop_s = time.monotonic() - t0
+
+    c = tally.counts
+    print(f"soak: {args.seconds:.0f} s; {c.get('good episodes', 0)} good episodes "
+          f"({c.get('good steps', 0)} steps), {c.get('clients killed', 0)} clients killed, "
+          f"{c.get('fuzzed messages', 0)} fuzzed/hostile messages, "
+          f"{c.get('unread requests', 0)} requests never read, "
+          f"{c.get('endless-part MiB', 0)} MiB of endless parts")
+    refusals = ", ".join(f"{k[8:]} {v}" for k, v in sorted(c.items()) if k.startswith("refused "))
+    print(f"soak: refusals: {refusals}; INTERNAL: {c.get('refused INTERNAL', 0)}; "
+          f"replies dropped (unread): {stats['replies_dropped']}; sessions reclaimed: "
+          f"{stats['sessions_reclaimed']}")
+    print(f"soak: reference episode identical {checks + 1} times; RSS {rss_start / 2**20:.0f} MiB "
+          f"before, {rss_peak / 2**20:.0f} MiB peak, {rss_end / 2**20:.0f} MiB after "
+          f"({rss_end / rss_start:.2f}x; bound 1.20x); SIGTERM: exit in {stop_s:.2f} s")
+    if tally.failures:
+        print("soak: FAILED:")
+        for f in tally.failures:
+            print(f"  {f}")
+        print(f"server log: {os.path.join(work, 'server.log')}")
+        return 1
+    subprocess.run(["rm", "-rf", work], check=False)
+    print("soak: passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
