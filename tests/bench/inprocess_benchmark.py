@@ -21,8 +21,9 @@ tier 1 and the rest on tier 0 (two regions move per step); episodes autoreset.
 
     .venv/bin/python tests/bench/inprocess_benchmark.py [--min-time 2] [--rounds 3] [--skip-cpp]
 
-Needs numpy, pyzmq, msgpack and gymnasium, the extension (cmake with nanobind,
-TIERGYM_BUILD_PYTHON_EXT) and build/bin/{tiergym,tiergym-bench-env}.
+Runs with the package installed (./scripts/setup.sh: `pip install -e .` builds the extension
+and the server binary into it) and, for the C++ figures, build/bin/tiergym-bench-env
+(scripts/build.sh).
 """
 
 import argparse
@@ -34,12 +35,11 @@ import sys
 import tempfile
 import time
 
+import numpy as np
+
+import tiergym
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "env" / "python"))
-
-import numpy as np  # noqa: E402
-
-import tiergym  # noqa: E402
 
 REGIONS = 64
 

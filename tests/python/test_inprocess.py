@@ -318,3 +318,20 @@ def test_is_a_gymnasium_vector_env():
         assert masks.dtype == np.bool_ and masks.shape == (2, 16 * 2)
     finally:
         envs.close()
+
+
+@needs_core
+def test_sb3s_vec_env_runs_over_the_in_process_env():
+    pytest.importorskip("stable_baselines3")
+    from tiergym.sb3 import TierVecEnv
+    venv = TierVecEnv(2, inprocess=True, **CONFIG)
+    try:
+        assert venv.venv.copy  # SB3 keeps the last observation across a step
+        first = venv.reset()
+        obs, rewards, dones, infos = venv.step(np.zeros((2, 16), dtype=np.int64))
+        assert not np.shares_memory(first, obs)
+        assert obs.shape == (2, 16 * 4 + 4) and len(infos) == 2
+    finally:
+        venv.close()
+    with pytest.raises(ValueError, match="copy=True"):
+        TierVecEnv(tiergym.InProcessVectorEnv(1, autoreset_mode=tiergym.SAME_STEP, **CONFIG))
