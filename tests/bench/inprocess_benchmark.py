@@ -168,6 +168,7 @@ def main():
             server.close()
         return out
 
+    load_before = os.getloadavg()
     rounds = []  # per round: {key: steps/s}
     labels = {}
     for r in range(args.rounds):
@@ -208,6 +209,10 @@ def main():
           "configuration (bundled profiles, 64 regions, 100 steps), two regions move per step, "
           "autoreset. steps/s: median of the rounds; ratios: median (range) over the rounds of "
           "the ratio within a round\n")
+    load_after = os.getloadavg()
+    print(f"Load average (1, 5, 15 min) before: {load_before[0]:.2f} {load_before[1]:.2f} "
+          f"{load_before[2]:.2f}; after: {load_after[0]:.2f} {load_after[1]:.2f} "
+          f"{load_after[2]:.2f} ({os.cpu_count()} CPUs)\n")
     print("| path | steps/s | against, same round |")
     print("| --- | ---: | --- |")
     for key in rounds[0]:
