@@ -46,7 +46,9 @@ absl::StatusOr<MadeVectorEnv> MakeVectorEnv(
   auto where = [&](size_t i) { return all_equal ? std::string() : StrCat("configs[", i, "]: "); };
   const std::vector<ConfigKey>& keys = EnvConfigKeys();
   for (size_t i = 0; i < configs.size(); ++i) {
-    for (const auto& [key, value] : configs[i]) {
+    for (const auto& entry : configs[i]) {
+      const std::string& key = entry.first;  // (a lambda may not capture a structured binding
+                                             // in clang 14)
       if (std::none_of(keys.begin(), keys.end(),
                        [&](const ConfigKey& k) { return k.name == key; })) {
         std::string known;

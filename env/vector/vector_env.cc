@@ -279,7 +279,7 @@ void VectorEnv::WriteInfo(const StepInfo& info, size_t row, const InfoColumns& c
   uint64_t* used = c.tier_used_bytes + row * tiers;
   if (info.tier_used_bytes.size() != tiers) std::fill(used, used + tiers, 0);
   std::copy_n(info.tier_used_bytes.begin(), std::min(tiers, info.tier_used_bytes.size()), used);
-  const size_t regions = static_cast<size_t>(spec_.num_regions);
+  const auto regions = static_cast<size_t>(spec_.num_regions);
   int32_t* refused = c.refused_regions + row * regions;
   const size_t k = std::min(regions, info.refused_regions.size());
   std::copy_n(info.refused_regions.begin(), k, refused);
@@ -407,7 +407,7 @@ absl::Status VectorEnv::Reset(const std::vector<uint8_t>& mask,
       ids.size(),
       [](VectorEnv* self, size_t k, const void* arg) {
         const ResetArgs& a = *static_cast<const ResetArgs*>(arg);
-        const size_t i = static_cast<size_t>((*a.ids)[k]);
+        const auto i = static_cast<size_t>((*a.ids)[k]);
         Slot& s = *self->slots_[i];
         s.ended = false;
         s.was_reset = true;
@@ -432,7 +432,7 @@ absl::Status VectorEnv::Reset(const std::vector<uint8_t>& mask,
   Summarize(nullptr, slots_.size(), out);
   for (int32_t i : ids) {
     const absl::Status& e = slots_[i]->error;
-    if (!e.ok()) return absl::Status(e.code(), StrCat("env ", i, ": ", e.message()));
+    if (!e.ok()) return {e.code(), StrCat("env ", i, ": ", e.message())};
   }
   return absl::OkStatus();
 }
@@ -477,9 +477,7 @@ absl::Status VectorEnv::Step(const int64_t* actions, size_t num_values, const Ba
   bool any = false;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Slot& s = *slots_[i];
-    if (!s.error.ok()) {
-      return absl::Status(s.error.code(), StrCat("env ", i, ": ", s.error.message()));
-    }
+    if (!s.error.ok()) return {s.error.code(), StrCat("env ", i, ": ", s.error.message())};
     any = any || s.ended;
   }
   *out.any_ended = any;

@@ -170,9 +170,9 @@ class VectorCore {
     if (!made.ok()) Raise(made.status());
     env_ = std::move(made->env);
     configs_ = std::move(made->configs);
-    const size_t n = static_cast<size_t>(env_->num_envs());
+    const auto n = static_cast<size_t>(env_->num_envs());
     const size_t obs = env_->ObsSize(), tiers = env_->spec().tiers.size();
-    const size_t regions = static_cast<size_t>(env_->spec().num_regions);
+    const auto regions = static_cast<size_t>(env_->spec().num_regions);
     const size_t mask = env_->MaskSize();
     obs_.assign(n * obs, 0);
     final_obs_.assign(n * obs, 0);
@@ -198,7 +198,7 @@ class VectorCore {
     out_.any_reset = &any_reset_;
   }
 
-  nb::dict Spec() const {
+  [[nodiscard]] nb::dict Spec() const {
     const EnvSpec& s = env_->spec();
     nb::dict d;
     d["observation"] = SpaceDict(s.observation);
@@ -243,10 +243,11 @@ class VectorCore {
 
   // Views of every output array; `self` owns them.
   static nb::dict Buffers(nb::handle self) {
-    VectorCore& c = nb::cast<VectorCore&>(self);
-    const size_t n = static_cast<size_t>(c.env_->num_envs()), obs = c.env_->ObsSize();
+    auto& c = nb::cast<VectorCore&>(self);
+    const auto n = static_cast<size_t>(c.env_->num_envs());
+    const size_t obs = c.env_->ObsSize();
     const size_t tiers = c.env_->spec().tiers.size();
-    const size_t regions = static_cast<size_t>(c.env_->spec().num_regions);
+    const auto regions = static_cast<size_t>(c.env_->spec().num_regions);
     const size_t mask = c.env_->MaskSize();
     nb::dict d;
     d["obs"] = View(c.obs_.data(), {n, obs}, self);
@@ -261,7 +262,8 @@ class VectorCore {
     return d;
   }
 
-  int Reset(std::optional<nb::ndarray<const bool, nb::ndim<1>, nb::c_contig, nb::device::cpu>> mask,
+  int Reset(const std::optional<
+                nb::ndarray<const bool, nb::ndim<1>, nb::c_contig, nb::device::cpu>>& mask,
             const std::vector<std::optional<uint64_t>>& seeds,
             const std::vector<std::optional<std::string>>& profiles) {
     std::vector<uint8_t> m;
@@ -292,9 +294,11 @@ class VectorCore {
 
   // What the call's rows hold: 1 an ended episode (final_* are set), 2 a refused move,
   // 4 a reset environment.
-  int Flags() const { return (any_ended_ ? 1 : 0) | (any_refused_ ? 2 : 0) | (any_reset_ ? 4 : 0); }
+  [[nodiscard]] int Flags() const {
+    return (any_ended_ ? 1 : 0) | (any_refused_ ? 2 : 0) | (any_reset_ ? 4 : 0);
+  }
 
-  int Step(nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu> actions) {
+  int Step(const nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu>& actions) {
     absl::Status s;
     auto entered = Enter();
     {
@@ -305,8 +309,8 @@ class VectorCore {
     return Flags();
   }
 
-  void Send(nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> env_ids,
-            nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu> actions) {
+  void Send(const nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>& env_ids,
+            const nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu>& actions) {
     std::vector<int32_t> ids(env_ids.data(), env_ids.data() + env_ids.size());
     absl::Status s;
     auto entered = Enter();
@@ -328,11 +332,13 @@ class VectorCore {
     return Flags();
   }
 
-  int num_envs() const { return env_->num_envs(); }
-  int threads() const { return env_->threads(); }
-  int in_flight() const { return env_->in_flight(); }
-  size_t action_size() const { return env_->ActionSize(); }
-  const std::vector<std::map<std::string, std::string>>& configs() const { return configs_; }
+  [[nodiscard]] int num_envs() const { return env_->num_envs(); }
+  [[nodiscard]] int threads() const { return env_->threads(); }
+  [[nodiscard]] int in_flight() const { return env_->in_flight(); }
+  [[nodiscard]] size_t action_size() const { return env_->ActionSize(); }
+  [[nodiscard]] const std::vector<std::map<std::string, std::string>>& configs() const {
+    return configs_;
+  }
 
  private:
   std::mutex call_mu_;
