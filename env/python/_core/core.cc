@@ -356,6 +356,7 @@ class VectorCore {
 }  // namespace
 }  // namespace tiergym::env
 
+// NOLINTNEXTLINE(performance-unnecessary-value-param): nanobind's macro takes the module by value
 NB_MODULE(_core, m) {
   using tiergym::env::VectorCore;
   m.doc() = "The in-process vector environment of tiergym (env/vector/vector_env.h).";
