@@ -7,6 +7,7 @@
     env.close()
 
     envs = tiergym.VectorEnv(8, num_regions=16)   # batched: one server, one message per step
+    envs = tiergym.VectorEnv(8, inprocess=True)   # in this process, no server (inprocess.py)
 
 Without an address an environment starts a private `tiergym serve` (the binary installed
 inside this package; $TIERGYM_BIN or $TIERGYM_BIN_DIR override it) and stops it on close();
@@ -21,11 +22,12 @@ from .connection import Connection, Server, find_binary
 from .env import TierEnv
 from .errors import BinaryNotFound, ServerError, ServerUnavailable, TierGymError
 from .vector import DISABLED, NEXT_STEP, SAME_STEP, VectorEnv
+from .inprocess import InProcessVectorEnv
 
 __all__ = ["ENV_ID", "VERSION", "__version__", "make", "config_keys", "register_envs",
            "TierEnv", "VectorEnv", "Server", "Connection", "find_binary", "TierGymError",
            "ServerError", "ServerUnavailable", "BinaryNotFound", "NEXT_STEP", "SAME_STEP",
-           "DISABLED"]
+           "DISABLED", "InProcessVectorEnv"]
 
 
 def _package_version():

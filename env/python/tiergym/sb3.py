@@ -5,6 +5,7 @@ where SB3's own DummyVecEnv / SubprocVecEnv would step n TierEnvs one message ea
     from stable_baselines3 import PPO
     from tiergym.sb3 import TierVecEnv
     venv = TierVecEnv(8, num_regions=16, steps=50)         # or TierVecEnv(tiergym.VectorEnv(...))
+    venv = TierVecEnv(8, inprocess=True, num_regions=16)    # the environments in this process
     model = PPO("MlpPolicy", venv).learn(10_000)
 
 SB3's conventions: the episode that ends is reset in the same step (the VectorEnv runs
@@ -25,10 +26,15 @@ from .vector import SAME_STEP, VectorEnv
 class TierVecEnv(VecEnv):
     """An SB3 VecEnv over a tiergym.VectorEnv: pass one (made with
     autoreset_mode="same_step"), or the VectorEnv's arguments (num_envs, address=...,
-    configs=..., configuration keys)."""
+    configs=..., inprocess=..., configuration keys). An in-process one must return fresh
+    arrays (copy=True, the default here): SB3 keeps the last observation across a step."""
 
     def __init__(self, venv_or_num_envs=None, **kwargs):
-        if isinstance(venv_or_num_envs, VectorEnv):
+        from .inprocess import InProcessVectorEnv
+        if isinstance(venv_or_num_envs, InProcessVectorEnv) and not venv_or_num_envs.copy:
+            raise ValueError("SB3 keeps the last observation across a step: make the "
+                             "InProcessVectorEnv with copy=True")
+        if isinstance(venv_or_num_envs, (VectorEnv, InProcessVectorEnv)):
             if kwargs:
                 raise TypeError("pass either a VectorEnv or its arguments, not both")
             if venv_or_num_envs.autoreset_mode != SAME_STEP:
@@ -37,6 +43,8 @@ class TierVecEnv(VecEnv):
             self.venv = venv_or_num_envs
         else:
             kwargs["autoreset_mode"] = SAME_STEP
+            if kwargs.get("inprocess"):
+                kwargs.setdefault("copy", True)
             self.venv = VectorEnv(venv_or_num_envs, **kwargs)
         super().__init__(self.venv.num_envs, self.venv.single_observation_space,
                          self.venv.single_action_space)

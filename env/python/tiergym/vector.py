@@ -3,8 +3,16 @@
     envs = tiergym.VectorEnv(8, num_regions=16)     # one server, one message per step
     envs = gymnasium.make_vec("tiergym/TierPlacement-v0", num_envs=8,
                               vectorization_mode="vector_entry_point", num_regions=16)
+    envs = tiergym.VectorEnv(8, inprocess=True, num_regions=16)   # no server: the
+    envs = gymnasium.make_vec("tiergym/TierPlacement-v0", num_envs=8,   # environments in
+                              inprocess=True, num_regions=16)           # this process
     obs, infos = envs.reset(seed=42)           # env i is seeded 42 + i
     obs, rewards, terminations, truncations, infos = envs.step(actions)
+
+inprocess=True gives a tiergym.InProcessVectorEnv (inprocess.py): the same interface,
+autoreset modes, configurations and episodes, stepped by the compiled core in this process
+(threads=T steps on T threads). Gymnasium's make_vec passes a vector entry point's
+arguments through its keyword arguments, so the same keyword chooses it there.
 
 Autoreset (metadata["autoreset_mode"]): "next_step" (default; Gymnasium's default): the step
 after an episode ended resets that sub-environment, ignores its action and returns its first
@@ -45,10 +53,53 @@ def _mode_name(mode):
     return mode
 
 
+def batch_seeds(seed, which, num_envs, seeded):
+    """Seeds for the sub-environments `which`: an int gives env i seed + i, a list one
+    each; None seeds those never seeded (seeded[i] False) from entropy and lets the others
+    go on (None)."""
+    fresh = np.random.SeedSequence().generate_state(len(which), np.uint64) % _SEED_BOUND
+    if seed is None:
+        given = [None] * len(which)
+    elif isinstance(seed, (list, tuple, np.ndarray)):
+        if len(seed) != num_envs:
+            raise ValueError(f"{len(seed)} seeds for {num_envs} environments")
+        given = [None if seed[i] is None else int(seed[i]) for i in which]
+    else:
+        given = [int(seed) + i for i in which]
+    return [g if g is not None else (None if seeded[i] else int(fresh[j]))
+            for j, (i, g) in enumerate(zip(which, given))]
+
+
+def reset_mask(options, num_envs, first):
+    """(the bool mask [num_envs] of options["reset_mask"], or all True; the other options)."""
+    options = dict(options or {})
+    mask = options.pop("reset_mask", None)
+    if mask is None:
+        return np.ones(num_envs, dtype=bool), options
+    mask = np.asarray(mask)
+    if mask.dtype != np.bool_ or mask.shape != (num_envs,):
+        raise ValueError(f"options['reset_mask'] must be a bool array of shape "
+                         f"({num_envs},), got {mask.dtype} {mask.shape}")
+    if first and not mask.all():
+        raise ValueError("the first reset resets every sub-environment (no reset_mask)")
+    return mask, options
+
+
 class VectorEnv(gymnasium.vector.VectorEnv):
+    def __new__(cls, num_envs=None, address=None, *, inprocess=False, **kwargs):
+        # inprocess=True: the environments in this process (tiergym.InProcessVectorEnv,
+        # which is not a VectorEnv, so Python does not call __init__ below on it).
+        if inprocess:
+            if address is not None:
+                raise ValueError("inprocess=True runs the environments in this process; "
+                                 f"it takes no address (got {address!r})")
+            from .inprocess import InProcessVectorEnv
+            return InProcessVectorEnv(num_envs, **kwargs)
+        return super().__new__(cls)
+
     def __init__(self, num_envs=None, address=None, *, configs=None,
                  autoreset_mode=NEXT_STEP, timeout=DEFAULT_TIMEOUT_S, server_args=(),
-                 render_mode=None, **config):
+                 render_mode=None, inprocess=False, **config):
         autoreset_mode = _mode_name(autoreset_mode)
         if configs is not None:
             configs = [dict(c or {}) for c in configs]
@@ -127,19 +178,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         return self._connection.call("step_batch", **fields)
 
     def _seeds(self, seed, which):
-        """Seeds for the sub-environments `which`: an int gives env i seed + i, a list one
-        each; None seeds those never seeded from entropy and lets the others go on."""
-        fresh = np.random.SeedSequence().generate_state(len(which), np.uint64) % _SEED_BOUND
-        if seed is None:
-            given = [None] * len(which)
-        elif isinstance(seed, (list, tuple, np.ndarray)):
-            if len(seed) != self.num_envs:
-                raise ValueError(f"{len(seed)} seeds for {self.num_envs} environments")
-            given = [None if seed[i] is None else int(seed[i]) for i in which]
-        else:
-            given = [int(seed) + i for i in which]
-        return [g if g is not None else (None if self._seeded[i] else int(fresh[j]))
-                for j, (i, g) in enumerate(zip(which, given))]
+        return batch_seeds(seed, which, self.num_envs, self._seeded)
 
     def _options(self, options, which):
         """Per-entry reset options: {"profile": name or index} for all, or a list / array
@@ -165,18 +204,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         int (env i gets seed + i) or a list of n ints / None; options: {"profile": name or
         index, or one per sub-environment}."""
         self._require_open()
-        options = dict(options or {})
-        mask = options.pop("reset_mask", None)
-        if mask is None:
-            mask = np.ones(self.num_envs, dtype=bool)
-        else:
-            mask = np.asarray(mask)
-            if mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
-                raise ValueError(f"options['reset_mask'] must be a bool array of shape "
-                                 f"({self.num_envs},), got {mask.dtype} {mask.shape}")
-            if self._obs is None and not mask.all():
-                raise ValueError("the first reset resets every sub-environment "
-                                 "(no reset_mask)")
+        mask, options = reset_mask(options, self.num_envs, self._obs is None)
         which = [int(i) for i in np.flatnonzero(mask)]
         if len(which) == 0:
             return self._obs.copy(), {}

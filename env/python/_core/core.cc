@@ -1,0 +1,380 @@
+// tiergym._core: the in-process vector environment (env/vector/vector_env.h) for Python.
+//
+//   core = VectorCore(configs: list[dict[str, str]], threads, autoreset)
+//                                   one environment per configuration; autoreset:
+//                                   "next_step", "same_step" or "disabled"
+//   core.spec, core.configs         the make reply's spec (arrays as numpy) and each
+//                                   environment's configuration in force
+//   core.buffers()                  numpy views of the output arrays (owned by core)
+//   core.reset(mask, seeds, profiles) -> flags
+//                                   mask: bool/uint8 [num_envs] or None (all); seeds: list of
+//                                   int|None or empty; profiles: list of str|None or empty;
+//                                   writes the rows of the environments reset
+//   core.step(actions) -> flags     actions: int64 [num_envs, action_size], C order; flags:
+//                                   1 an episode ended, 2 a move was refused, 4 a reset
+//   core.send(env_ids, actions)     int32 [k], int64 [k, action_size]
+//   core.send_reset(seeds, profiles) queues every environment's reset (async_reset)
+//   core.recv(batch) -> flags       rows 0..batch-1 of the buffers, env_id says which env
+//
+// The GIL is released while environments reset or step; the buffers are written in place,
+// so Python reads them without a copy (env/python/tiergym/inprocess.py wraps them into
+// Gymnasium's vector API). Errors: ValueError for bad arguments (the message names the
+// argument), RuntimeError for calls out of order.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "env/vector/make_vector_env.h"
+#include "env/vector/vector_env.h"
+
+namespace nb = nanobind;
+
+namespace tiergym::env {
+namespace {
+
+void Raise(const absl::Status& s) {
+  const std::string message(s.message());
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kOutOfRange:
+      throw nb::value_error(message.c_str());
+    default:
+      throw std::runtime_error(std::string(absl::StatusCodeToString(s.code())) + ": " + message);
+  }
+}
+
+// Storage of one InfoColumns.
+struct InfoStorage {
+  std::vector<int32_t> profile;
+  std::vector<uint64_t> step;
+  std::vector<double> interval_ns, default_interval_ns, migration_ns;
+  std::vector<uint64_t> migrated_bytes;
+  std::vector<double> elapsed_ns, default_elapsed_ns, default_total_ns;
+  std::vector<uint64_t> tier_used_bytes;
+  std::vector<int32_t> refused_regions, refused_count;
+  std::vector<uint8_t> action_mask;
+
+  void Allocate(size_t rows, size_t tiers, size_t regions, size_t mask) {
+    profile.assign(rows, -1);
+    step.assign(rows, 0);
+    interval_ns.assign(rows, 0);
+    default_interval_ns.assign(rows, 0);
+    migration_ns.assign(rows, 0);
+    migrated_bytes.assign(rows, 0);
+    elapsed_ns.assign(rows, 0);
+    default_elapsed_ns.assign(rows, 0);
+    default_total_ns.assign(rows, 0);
+    tier_used_bytes.assign(rows * tiers, 0);
+    refused_regions.assign(rows * regions, -1);
+    refused_count.assign(rows, 0);
+    action_mask.assign(rows * mask, 0);
+  }
+  InfoColumns Columns() {
+    return InfoColumns{profile.data(),          step.data(),
+                       interval_ns.data(),      default_interval_ns.data(),
+                       migration_ns.data(),     migrated_bytes.data(),
+                       elapsed_ns.data(),       default_elapsed_ns.data(),
+                       default_total_ns.data(), tier_used_bytes.data(),
+                       refused_regions.data(),  refused_count.data(),
+                       action_mask.data()};
+  }
+};
+
+template <typename T>
+nb::object View(T* data, std::initializer_list<size_t> shape, nb::handle owner) {
+  return nb::cast(nb::ndarray<nb::numpy, T>(data, shape, owner));
+}
+nb::object BoolView(uint8_t* data, size_t n, nb::handle owner) {
+  return nb::cast(nb::ndarray<nb::numpy, bool>(static_cast<void*>(data), {n}, owner));
+}
+
+nb::object SpaceDict(const Space& s) {
+  nb::dict d;
+  switch (s.kind) {
+    case Space::kBox:
+      d["type"] = "box";
+      d["shape"] = s.shape;
+      d["dtype"] = "float32";
+      d["low"] = static_cast<double>(s.low);
+      d["high"] = static_cast<double>(s.high);
+      break;
+    case Space::kDiscrete:
+      d["type"] = "discrete";
+      d["n"] = s.n;
+      d["dtype"] = "int64";
+      break;
+    case Space::kMultiDiscrete:
+      d["type"] = "multi_discrete";
+      d["shape"] = s.shape;
+      d["nvec"] = s.n;
+      d["dtype"] = "int64";
+      break;
+  }
+  return d;
+}
+
+template <typename T>
+nb::object Copy(const std::vector<T>& v, std::initializer_list<size_t> shape) {
+  // A numpy array owning a copy (the spec's arrays are small and read once).
+  auto* heap = new std::vector<T>(v);
+  nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return nb::cast(nb::ndarray<nb::numpy, T>(heap->data(), shape, owner));
+}
+
+class VectorCore {
+ public:
+  // One call at a time: the GIL is released while a call runs, so a second Python thread
+  // could otherwise enter the (thread-compatible) core concurrently.
+  std::unique_lock<std::mutex> Enter() {
+    std::unique_lock<std::mutex> lock(call_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      throw std::runtime_error(
+          "the vector environment is in use by another thread; call it from one thread at a "
+          "time");
+    }
+    return lock;
+  }
+
+  VectorCore(const std::vector<std::map<std::string, std::string>>& configs, int threads,
+             const std::string& autoreset) {
+    VectorEnvOptions options;
+    options.threads = threads;
+    if (autoreset == "next_step") {
+      options.autoreset = AutoresetMode::kNextStep;
+    } else if (autoreset == "same_step") {
+      options.autoreset = AutoresetMode::kSameStep;
+    } else if (autoreset == "disabled") {
+      options.autoreset = AutoresetMode::kDisabled;
+    } else {
+      throw nb::value_error(
+          ("autoreset: \"" + autoreset + "\" is not next_step, same_step or disabled").c_str());
+    }
+    absl::StatusOr<MadeVectorEnv> made = [&] {
+      nb::gil_scoped_release release;  // loading profiles may take a while
+      return MakeVectorEnv(configs, options);
+    }();
+    if (!made.ok()) Raise(made.status());
+    env_ = std::move(made->env);
+    configs_ = std::move(made->configs);
+    const auto n = static_cast<size_t>(env_->num_envs());
+    const size_t obs = env_->ObsSize(), tiers = env_->spec().tiers.size();
+    const auto regions = static_cast<size_t>(env_->spec().num_regions);
+    const size_t mask = env_->MaskSize();
+    obs_.assign(n * obs, 0);
+    final_obs_.assign(n * obs, 0);
+    reward_.assign(n, 0);
+    terminated_.assign(n, 0);
+    truncated_.assign(n, 0);
+    ended_.assign(n, 0);
+    env_id_.assign(n, 0);
+    for (size_t i = 0; i < n; ++i) env_id_[i] = static_cast<int32_t>(i);
+    info_.Allocate(n, tiers, regions, mask);
+    final_info_.Allocate(n, tiers, regions, mask);
+    out_.obs = obs_.data();
+    out_.reward = reward_.data();
+    out_.terminated = terminated_.data();
+    out_.truncated = truncated_.data();
+    out_.env_id = env_id_.data();
+    out_.info = info_.Columns();
+    out_.ended = ended_.data();
+    out_.final_obs = final_obs_.data();
+    out_.final_info = final_info_.Columns();
+    out_.any_ended = &any_ended_;
+    out_.any_refused = &any_refused_;
+    out_.any_reset = &any_reset_;
+  }
+
+  [[nodiscard]] nb::dict Spec() const {
+    const EnvSpec& s = env_->spec();
+    nb::dict d;
+    d["observation"] = SpaceDict(s.observation);
+    d["action"] = SpaceDict(s.action);
+    d["tiers"] = s.tiers;
+    d["profiles"] = s.profiles;
+    d["num_regions"] = s.num_regions;
+    d["obs_region_features"] = s.obs_region_features;
+    d["obs_global_offset"] = s.obs_global_offset;
+    d["tier_capacity_bytes"] = Copy(s.tier_capacity_bytes, {s.tier_capacity_bytes.size()});
+    d["tier_migration_gbps"] = Copy(s.tier_migration_gbps, {s.tier_migration_gbps.size()});
+    d["tier_bandwidth_gbps"] = Copy(s.tier_bandwidth_gbps, {s.tier_bandwidth_gbps.size()});
+    d["region_bounds"] =
+        Copy(s.region_bounds, {s.profiles.size(), static_cast<size_t>(s.num_regions), 2});
+    return d;
+  }
+
+  static nb::dict InfoViews(InfoStorage& s, size_t n, size_t tiers, size_t regions, size_t mask,
+                            nb::handle owner) {
+    nb::dict d;
+    d["profile"] = View(s.profile.data(), {n}, owner);
+    d["step"] = View(s.step.data(), {n}, owner);
+    d["interval_ns"] = View(s.interval_ns.data(), {n}, owner);
+    d["default_interval_ns"] = View(s.default_interval_ns.data(), {n}, owner);
+    d["migration_ns"] = View(s.migration_ns.data(), {n}, owner);
+    d["migrated_bytes"] = View(s.migrated_bytes.data(), {n}, owner);
+    d["elapsed_ns"] = View(s.elapsed_ns.data(), {n}, owner);
+    d["default_elapsed_ns"] = View(s.default_elapsed_ns.data(), {n}, owner);
+    d["default_total_ns"] = View(s.default_total_ns.data(), {n}, owner);
+    d["tier_used_bytes"] = View(s.tier_used_bytes.data(), {n, tiers}, owner);
+    d["refused_regions"] = View(s.refused_regions.data(), {n, regions}, owner);
+    d["refused_count"] = View(s.refused_count.data(), {n}, owner);
+    // As the protocol shapes it (PackInfoColumns): [n, mask / tiers, tiers] when the mask
+    // divides into tiers (placement mode), else [n, mask].
+    if (tiers > 1 && mask % tiers == 0) {
+      d["action_mask"] = View(s.action_mask.data(), {n, mask / tiers, tiers}, owner);
+    } else {
+      d["action_mask"] = View(s.action_mask.data(), {n, mask}, owner);
+    }
+    return d;
+  }
+
+  // Views of every output array; `self` owns them.
+  static nb::dict Buffers(nb::handle self) {
+    auto& c = nb::cast<VectorCore&>(self);
+    const auto n = static_cast<size_t>(c.env_->num_envs());
+    const size_t obs = c.env_->ObsSize();
+    const size_t tiers = c.env_->spec().tiers.size();
+    const auto regions = static_cast<size_t>(c.env_->spec().num_regions);
+    const size_t mask = c.env_->MaskSize();
+    nb::dict d;
+    d["obs"] = View(c.obs_.data(), {n, obs}, self);
+    d["reward"] = View(c.reward_.data(), {n}, self);
+    d["terminated"] = BoolView(c.terminated_.data(), n, self);
+    d["truncated"] = BoolView(c.truncated_.data(), n, self);
+    d["env_id"] = View(c.env_id_.data(), {n}, self);
+    d["ended"] = BoolView(c.ended_.data(), n, self);
+    d["final_obs"] = View(c.final_obs_.data(), {n, obs}, self);
+    d["info"] = InfoViews(c.info_, n, tiers, regions, mask, self);
+    d["final_info"] = InfoViews(c.final_info_, n, tiers, regions, mask, self);
+    return d;
+  }
+
+  int Reset(const std::optional<
+                nb::ndarray<const bool, nb::ndim<1>, nb::c_contig, nb::device::cpu>>& mask,
+            const std::vector<std::optional<uint64_t>>& seeds,
+            const std::vector<std::optional<std::string>>& profiles) {
+    std::vector<uint8_t> m;
+    if (mask) {
+      m.resize(mask->size());
+      for (size_t i = 0; i < m.size(); ++i) m[i] = mask->data()[i] ? 1 : 0;
+    }
+    absl::Status s;
+    auto entered = Enter();
+    {
+      nb::gil_scoped_release release;
+      s = env_->Reset(m, seeds, profiles, out_);
+    }
+    if (!s.ok()) Raise(s);
+    return Flags();
+  }
+
+  void SendReset(const std::vector<std::optional<uint64_t>>& seeds,
+                 const std::vector<std::optional<std::string>>& profiles) {
+    absl::Status s;
+    auto entered = Enter();
+    {
+      nb::gil_scoped_release release;
+      s = env_->SendReset(seeds, profiles);
+    }
+    if (!s.ok()) Raise(s);
+  }
+
+  // What the call's rows hold: 1 an ended episode (final_* are set), 2 a refused move,
+  // 4 a reset environment.
+  [[nodiscard]] int Flags() const {
+    return (any_ended_ ? 1 : 0) | (any_refused_ ? 2 : 0) | (any_reset_ ? 4 : 0);
+  }
+
+  int Step(const nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu>& actions) {
+    absl::Status s;
+    auto entered = Enter();
+    {
+      nb::gil_scoped_release release;
+      s = env_->Step(actions.data(), actions.size(), out_);
+    }
+    if (!s.ok()) Raise(s);
+    return Flags();
+  }
+
+  void Send(const nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>& env_ids,
+            const nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu>& actions) {
+    std::vector<int32_t> ids(env_ids.data(), env_ids.data() + env_ids.size());
+    absl::Status s;
+    auto entered = Enter();
+    {
+      nb::gil_scoped_release release;
+      s = env_->Send(ids, actions.data(), actions.size());
+    }
+    if (!s.ok()) Raise(s);
+  }
+
+  int Recv(int batch) {
+    absl::Status s;
+    auto entered = Enter();
+    {
+      nb::gil_scoped_release release;
+      s = env_->Recv(batch, out_);
+    }
+    if (!s.ok()) Raise(s);
+    return Flags();
+  }
+
+  [[nodiscard]] int num_envs() const { return env_->num_envs(); }
+  [[nodiscard]] int threads() const { return env_->threads(); }
+  [[nodiscard]] int in_flight() const { return env_->in_flight(); }
+  [[nodiscard]] size_t action_size() const { return env_->ActionSize(); }
+  [[nodiscard]] const std::vector<std::map<std::string, std::string>>& configs() const {
+    return configs_;
+  }
+
+ private:
+  std::mutex call_mu_;
+  std::unique_ptr<VectorEnv> env_;
+  std::vector<std::map<std::string, std::string>> configs_;
+  std::vector<float> obs_, final_obs_;
+  std::vector<double> reward_;
+  std::vector<uint8_t> terminated_, truncated_, ended_;
+  std::vector<int32_t> env_id_;
+  InfoStorage info_, final_info_;
+  BatchOutput out_;
+  bool any_ended_ = false, any_refused_ = false, any_reset_ = false;
+};
+
+}  // namespace
+}  // namespace tiergym::env
+
+// NOLINTNEXTLINE(performance-unnecessary-value-param): nanobind's macro takes the module by value
+NB_MODULE(_core, m) {
+  using tiergym::env::VectorCore;
+  m.doc() = "The in-process vector environment of tiergym (env/vector/vector_env.h).";
+  nb::class_<VectorCore>(m, "VectorCore")
+      .def(nb::init<const std::vector<std::map<std::string, std::string>>&, int,
+                    const std::string&>(),
+           nb::arg("configs"), nb::arg("threads") = 1, nb::arg("autoreset") = "next_step")
+      .def_prop_ro("spec", &VectorCore::Spec)
+      .def_prop_ro("configs", &VectorCore::configs)
+      .def_prop_ro("num_envs", &VectorCore::num_envs)
+      .def_prop_ro("threads", &VectorCore::threads)
+      .def_prop_ro("in_flight", &VectorCore::in_flight)
+      .def_prop_ro("action_size", &VectorCore::action_size)
+      .def("buffers", [](nb::handle self) { return VectorCore::Buffers(self); })
+      .def("reset", &VectorCore::Reset, nb::arg("mask").none(), nb::arg("seeds"),
+           nb::arg("profiles"))
+      .def("step", &VectorCore::Step, nb::arg("actions"))
+      .def("send_reset", &VectorCore::SendReset, nb::arg("seeds"), nb::arg("profiles"))
+      .def("send", &VectorCore::Send, nb::arg("env_ids"), nb::arg("actions"))
+      .def("recv", &VectorCore::Recv, nb::arg("batch"));
+}

@@ -1,0 +1,454 @@
+"""InProcessVectorEnv: n environments in this process, stepped in C++ on a thread pool.
+
+    envs = tiergym.VectorEnv(64, inprocess=True, threads=2, num_regions=64)
+    envs = gymnasium.make_vec("tiergym/TierPlacement-v0", num_envs=64, inprocess=True,
+                              threads=2, num_regions=64)
+    envs = tiergym.InProcessVectorEnv(64, threads=2, num_regions=64)   # the same
+    obs, infos = envs.reset(seed=42)                 # env i is seeded 42 + i
+    obs, rewards, terminations, truncations, infos = envs.step(actions)
+
+A gymnasium.vector.VectorEnv with the interface of tiergym.VectorEnv (the ZeroMQ client of
+`tiergym serve`, vector.py): the same spaces, configuration keys and per-environment
+`configs`, autoreset modes ("next_step", "same_step", "disabled" with
+reset(options={"reset_mask": mask})), infos with the same keys, dtypes and "_key" masks,
+action_masks(), and the same episodes for the same seeds and actions, bit for bit. But no
+server and no messages: the compiled core (tiergym._core, env/vector/vector_env.h) holds
+the environments, steps them with the GIL released on `threads` threads (the caller's
+included), and writes observations, rewards, flags and infos straight into numpy arrays
+allocated once. Those arrays are returned without a copy, so they are overwritten by the
+next reset/step/recv (as EnvPool's arrays, and Gymnasium's with copy=False); pass copy=True
+to get fresh arrays every call.
+
+EnvPool-style asynchronous stepping:
+
+    envs = tiergym.InProcessVectorEnv(64, threads=2, batch_size=16)
+    envs.async_reset(seed=0)
+    while training:
+        obs, rewards, terminations, truncations, infos = envs.recv()   # 16 ready envs
+        envs.send(policy(obs), infos["env_id"])
+
+recv() returns the first batch_size environments whose step finished, infos["env_id"]
+saying which; send(actions, env_ids) queues their next steps and returns at once.
+
+The extension is built by `pip install .` (scikit-build-core with nanobind) into the
+package, or by CMake with nanobind (TIERGYM_BUILD_PYTHON_EXT) into build/python/tiergym/;
+it is imported from the package when installed there, else from $TIERGYM_PYTHON_EXT_DIR,
+$TIERGYM_BIN_DIR/../python/tiergym or the repository's build tree.
+"""
+
+import glob
+import importlib.util
+import numbers
+import os
+import pathlib
+import sys
+
+import gymnasium
+import numpy as np
+from gymnasium.vector.utils import batch_space
+
+from .env import flat_mask, integer_actions, space_from_spec
+from .vector import NEXT_STEP, SAME_STEP, _MODES, _mode_name, batch_seeds, reset_mask
+
+_core = None
+
+
+def _candidate_dirs():
+    dirs = []
+    if os.environ.get("TIERGYM_PYTHON_EXT_DIR"):
+        dirs.append(pathlib.Path(os.environ["TIERGYM_PYTHON_EXT_DIR"]))
+    if os.environ.get("TIERGYM_BIN_DIR"):
+        dirs.append(pathlib.Path(os.environ["TIERGYM_BIN_DIR"]).parent / "python" / "tiergym")
+    dirs.append(pathlib.Path(__file__).resolve().parents[3] / "build" / "python" / "tiergym")
+    return dirs
+
+
+def load_core():
+    """The extension module tiergym._core; ImportError says where it was looked for."""
+    global _core
+    if _core is not None:
+        return _core
+    try:
+        from . import _core as module  # installed beside the package
+        _core = module
+        return _core
+    except ImportError:
+        pass
+    dirs = _candidate_dirs()
+    for d in dirs:
+        found = sorted(glob.glob(str(d / "_core*.so")))
+        if not found:
+            continue
+        spec = importlib.util.spec_from_file_location(__package__ + "._core", found[0])
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[__package__ + "._core"] = module
+        _core = module
+        return _core
+    raise ImportError(
+        "the in-process extension tiergym._core was not found (looked in the package, "
+        "$TIERGYM_PYTHON_EXT_DIR, $TIERGYM_BIN_DIR/../python/tiergym and "
+        f"{dirs[-1]}); `pip install .` builds it (nanobind is a build requirement), or "
+        "CMake with nanobind: pip install nanobind, then cmake -DPython_EXECUTABLE=$(which "
+        "python) ... (TIERGYM_BUILD_PYTHON_EXT)")
+
+
+def have_core():
+    try:
+        load_core()
+        return True
+    except ImportError:
+        return False
+
+
+def _config_strings(config):
+    """Configuration values as strings, exactly as the server turns the wire's values into
+    strings (env/protocol ReadConfig): ints in decimal, floats with 6 significant digits,
+    bools as true/false, lists joined by commas."""
+    out = {}
+    for key, value in config.items():
+        if isinstance(value, (list, tuple)):
+            items = [str(v) for v in value]
+            for j, item in enumerate(items):
+                if "," in item:
+                    raise ValueError(f"config.{key}[{j}]: an element of a list may not contain "
+                                     "a comma")
+            out[key] = ",".join(items)
+        elif isinstance(value, (bool, np.bool_)):
+            out[key] = "true" if value else "false"
+        elif isinstance(value, numbers.Integral):
+            out[key] = str(int(value))
+        elif isinstance(value, numbers.Real):
+            out[key] = format(float(value), ".6g")
+        else:
+            out[key] = str(value)
+    return out
+
+
+def _profiles(options, num_envs):
+    """reset options -> one profile (str or None) per sub-environment, or [] for none."""
+    if not options:
+        return []
+    unknown = set(options) - {"profile"}
+    if unknown:
+        raise ValueError(f"options: unknown keys {sorted(unknown)} (known: 'profile', "
+                         "'reset_mask')")
+    p = options.get("profile")
+    if p is None:
+        return []
+    if isinstance(p, (list, tuple, np.ndarray)):
+        if len(p) != num_envs:
+            raise ValueError(f"options['profile'] has {len(p)} entries for {num_envs} "
+                             "environments")
+        return [None if x is None else str(int(x) if isinstance(x, numbers.Integral) else x)
+                for x in p]
+    p = str(int(p) if isinstance(p, numbers.Integral) else p)
+    return [p] * num_envs
+
+
+_INFO_FLOATS = ("interval_ns", "default_interval_ns", "migration_ns", "elapsed_ns",
+                "default_elapsed_ns", "default_total_ns")
+_INFO_INTS = ("step", "migrated_bytes")
+# The numeric info columns, as views of the core's buffers in the dtypes of
+# tiergym.VectorEnv (decode_info_columns): float64, int64, uint64 [n, tiers], int8 masks.
+_INFO_ARRAYS = _INFO_FLOATS + _INFO_INTS + ("tier_used_bytes", "action_mask")
+_INFO_KEYS = ("profile",) + _INFO_ARRAYS + ("refused_regions",)
+
+
+def _typed_columns(cols):
+    """The core's info buffers in Python's dtypes, without copies (the core writes uint64
+    counts below 2^63 and uint8 masks; int64 and int8 views read the same bytes)."""
+    out = dict(cols)
+    for key in _INFO_INTS:
+        out[key] = cols[key].view(np.int64)
+    out["action_mask"] = cols["action_mask"].view(np.int8)
+    return out
+
+
+class InProcessVectorEnv(gymnasium.vector.VectorEnv):
+    """n placement environments in this process (see the module's documentation).
+
+    Keyword arguments: configs (one configuration per sub-environment, merged over the
+    common keyword arguments), autoreset_mode, threads (threads stepping, the caller's
+    included; default 1), batch_size (what recv() returns; default num_envs), copy (fresh
+    arrays every call; default False), and configuration keys."""
+
+    def __init__(self, num_envs=None, *, configs=None, autoreset_mode=NEXT_STEP, threads=1,
+                 batch_size=None, copy=False, render_mode=None, **config):
+        autoreset_mode = _mode_name(autoreset_mode)
+        for key in ("address", "timeout", "server_args"):
+            if key in config:
+                raise TypeError(f"{key}: the in-process vector environment has no server "
+                                "(leave out inprocess=True to use one)")
+        if configs is not None:
+            configs = [dict(c or {}) for c in configs]
+            if num_envs is None:
+                num_envs = len(configs)
+            elif len(configs) != int(num_envs):
+                raise ValueError(f"configs has {len(configs)} entries for {num_envs} "
+                                 "environments (one configuration per sub-environment)")
+        if num_envs is None or int(num_envs) < 1:
+            raise ValueError("num_envs must be at least 1")
+        if int(threads) < 1:
+            raise ValueError("threads must be at least 1 (the calling thread)")
+        if render_mode is not None:
+            raise ValueError(f"render_mode {render_mode!r}: the batched VectorEnv does not "
+                             "render (TierEnv renders 'ansi')")
+        self.num_envs = int(num_envs)
+        self.batch_size = self.num_envs if batch_size is None else int(batch_size)
+        if not 1 <= self.batch_size <= self.num_envs:
+            raise ValueError(f"batch_size must be in [1, {self.num_envs}], got {batch_size}")
+        self.autoreset_mode = autoreset_mode
+        self.metadata = {"render_modes": [], "autoreset_mode": _MODES[autoreset_mode]}
+        self.render_mode = None
+        self.closed = False
+        self.copy = bool(copy)
+        self.threads = int(threads)
+        merged = [_config_strings(dict(config, **(configs[i] if configs else {})))
+                  for i in range(self.num_envs)]
+        self._core = load_core().VectorCore(merged, self.threads, autoreset_mode)
+        self.tier_spec = dict(self._core.spec)
+        self.configs = [dict(c) for c in self._core.configs]
+        self.config = self.configs[0]
+        self.tiers = list(self.tier_spec["tiers"])
+        self.profiles = list(self.tier_spec["profiles"])
+        self.num_regions = int(self.tier_spec["num_regions"])
+        self.single_observation_space = space_from_spec(self.tier_spec["observation"])
+        self.single_action_space = space_from_spec(self.tier_spec["action"])
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self._move_mode = self.tier_spec["action"]["type"] == "discrete"
+        self._action_shape = (() if self._move_mode else (self.num_regions,))
+        b = self._core.buffers()
+        self._obs, self._reward = b["obs"], b["reward"]
+        self._terminated, self._truncated = b["terminated"], b["truncated"]
+        self._env_id, self._ended, self._final_obs = b["env_id"], b["ended"], b["final_obs"]
+        self._info = _typed_columns(b["info"])
+        self._final_info = _typed_columns(b["final_info"])
+        self._profile_names = np.array(self.profiles + ["?"], dtype=object)  # -1: "?"
+        self._ones = np.ones(self.num_envs, dtype=bool)
+        self._ones.flags.writeable = False
+        self._all_ids = np.arange(self.num_envs, dtype=np.int32)
+        self._seeded = np.zeros(self.num_envs, dtype=bool)
+        self._was_reset = False
+        self._rows_are_envs = True  # the buffers' rows are environments (not a recv batch)
+        self._static = {}
+        self._profiles_cache = {}
+        self._no_refusals = {}
+
+    # --- outputs ---------------------------------------------------------------------
+
+    def _view(self, a, rows):
+        a = a if rows == self.num_envs else a[:rows]
+        return a.copy() if self.copy else a
+
+    def _static_infos(self, cols, rows):
+        """The part of an info dict that is the same every call: views of the buffers (or
+        nothing, with copy=True) and the "_key" masks."""
+        mask = self._ones if rows == self.num_envs else self._ones[:rows]
+        out = {}
+        if not self.copy:
+            for key in _INFO_ARRAYS:
+                out[key] = cols[key] if rows == self.num_envs else cols[key][:rows]
+        for key in _INFO_KEYS:
+            out["_" + key] = mask
+        return out
+
+    def _infos(self, cols, rows, flags, masks=None):
+        """Column-wise infos as tiergym.VectorEnv returns them, over `rows` rows (with the
+        "_key" masks `masks`, default all True). The object columns are rebuilt only when
+        they may have changed (flags from the core: 2 a refused move, 4 a reset, which may
+        change the profile); a column that is reused is never modified afterwards (a new
+        one replaces it)."""
+        key = (id(cols), rows)
+        static = self._static.get(key)
+        if static is None:
+            static = self._static[key] = self._static_infos(cols, rows)
+        out = dict(static)
+        if self.copy:
+            for k in _INFO_ARRAYS:
+                out[k] = cols[k][:rows].copy()
+        profile = self._profiles_cache.get(key)
+        if profile is None or flags & 4:
+            profile = self._profile_names[cols["profile"][:rows]]
+            profile.flags.writeable = False
+            self._profiles_cache[key] = profile
+        out["profile"] = profile
+        if flags & 2:
+            refused = np.empty(rows, dtype=object)
+            refused.fill(())
+            counts = cols["refused_count"][:rows]
+            for i in np.flatnonzero(counts):
+                refused[i] = tuple(cols["refused_regions"][i, :counts[i]].tolist())
+        else:
+            refused = self._no_refusals.get(rows)
+            if refused is None:
+                refused = np.empty(rows, dtype=object)
+                refused.fill(())
+                refused.flags.writeable = False
+                self._no_refusals[rows] = refused
+        out["refused_regions"] = refused
+        if masks is not None:
+            for k in _INFO_KEYS:
+                out["_" + k] = masks.copy()
+        return out
+
+    def _result(self, rows, flags):
+        if rows == self.num_envs and not self.copy:
+            obs, rewards = self._obs, self._reward
+            terminations, truncations = self._terminated, self._truncated
+        else:
+            obs = self._view(self._obs, rows)
+            rewards = self._view(self._reward, rows)
+            terminations = self._view(self._terminated, rows)
+            truncations = self._view(self._truncated, rows)
+        infos = self._infos(self._info, rows, flags)
+        if flags & 1:
+            ended = self._ended[:rows].copy()
+            final_obs = np.empty(rows, dtype=object)
+            for i in np.flatnonzero(ended):
+                final_obs[i] = self._final_obs[i].copy()
+            infos["final_obs"] = final_obs
+            infos["_final_obs"] = ended
+            final_info = self._infos(self._final_info, rows, flags | 4, masks=ended)
+            if not self.copy:  # the final columns are read rarely: give them their own
+                final_info = {k: (v.copy() if isinstance(v, np.ndarray) and v.base is not None
+                                  else v) for k, v in final_info.items()}
+            infos["final_info"] = final_info
+            infos["_final_info"] = ended.copy()
+        return obs, rewards, terminations, truncations, infos
+
+    def _actions(self, actions, rows):
+        a = actions
+        if (type(a) is np.ndarray and a.dtype == np.int64 and a.flags.c_contiguous
+                and a.shape == ((rows, *self._action_shape))):
+            return a
+        a = integer_actions(actions, "actions")
+        want = (rows, *self._action_shape)
+        if a.shape != want:
+            a = a.reshape(want)  # ValueError names both shapes when it cannot
+        return np.ascontiguousarray(a)
+
+    # --- Gymnasium's vector API --------------------------------------------------------
+
+    def reset(self, *, seed=None, options=None):
+        """Resets every sub-environment, or those of options["reset_mask"] (a bool array
+        [num_envs]; the others keep their observation and have no info). seed: None, an
+        int (env i gets seed + i) or a list of n ints / None (unseeded sub-environments
+        are seeded from entropy at their first reset); options: {"profile": name or
+        index, or one per sub-environment}."""
+        self._require_open()
+        mask, options = reset_mask(options, self.num_envs, not self._was_reset)
+        which = [int(i) for i in np.flatnonzero(mask)]
+        if not which:
+            return self._view(self._obs, self.num_envs), {}
+        if len(which) < self.num_envs and not self._rows_are_envs:
+            raise ValueError("options['reset_mask'] after recv(): the rows of the other "
+                             "sub-environments are not theirs; reset them all, or step "
+                             "with step()")
+        profiles = _profiles(options, self.num_envs)
+        seeds = [None] * self.num_envs
+        for i, s in zip(which, batch_seeds(seed, which, self.num_envs, self._seeded)):
+            seeds[i] = s
+        full = len(which) == self.num_envs
+        flags = self._core.reset(None if full else mask, seeds, profiles)
+        self._seeded[which] = True
+        self._was_reset = True
+        self._rows_are_envs = True
+        if full:
+            obs, _, _, _, infos = self._result(self.num_envs, flags | 4)
+            return obs, infos
+        from .vector import _scatter
+        part = {k: v[which] for k, v in self._infos(self._info, self.num_envs, flags | 4).items()
+                if not k.startswith("_")}
+        return self._view(self._obs, self.num_envs), _scatter(part, which, self.num_envs)
+
+    def step(self, actions):
+        self._require_open()
+        if not self._was_reset:
+            raise gymnasium.error.ResetNeeded("step() before the first reset()")
+        flags = self._core.step(self._actions(actions, self.num_envs))
+        self._rows_are_envs = True
+        return self._result(self.num_envs, flags)
+
+    def action_masks(self):
+        """[num_envs, mask size] bool: each sub-environment's flat action mask (see
+        TierEnv.action_masks), as MaskablePPO's vectorised path stacks them. After recv(),
+        the rows are those of the batch received (infos["env_id"])."""
+        self._require_open()
+        if not self._was_reset:
+            raise gymnasium.error.ResetNeeded("action_masks() before the first reset()")
+        return np.stack([flat_mask(m) for m in self._info["action_mask"]])
+
+    # --- EnvPool's asynchronous API ------------------------------------------------------
+
+    def async_reset(self, *, seed=None, options=None):
+        """Queues the reset of every sub-environment; recv() returns their first
+        observations, batch_size at a time."""
+        self._require_open()
+        options = dict(options or {})
+        if "reset_mask" in options:
+            raise ValueError("async_reset resets every sub-environment (no reset_mask)")
+        profiles = _profiles(options, self.num_envs)
+        seeds = batch_seeds(seed, list(range(self.num_envs)), self.num_envs, self._seeded)
+        self._core.send_reset(seeds, profiles)
+        self._seeded[:] = True
+        self._was_reset = True
+
+    def send(self, actions, env_ids=None):
+        """Queues one step of each environment of env_ids (default: all) with its action
+        (one row per env_id) and returns at once."""
+        self._require_open()
+        ids = self._all_ids if env_ids is None else np.ascontiguousarray(env_ids, dtype=np.int32)
+        self._core.send(ids.reshape(-1), self._actions(actions, ids.size))
+
+    def recv(self):
+        """The first batch_size environments whose step (or async reset) finished:
+        (obs, rewards, terminations, truncations, infos) with infos["env_id"]."""
+        self._require_open()
+        rows = self.batch_size
+        flags = self._core.recv(rows)
+        self._rows_are_envs = False
+        result = self._result(rows, flags | 4)  # rows are other environments every call
+        result[4]["env_id"] = self._env_id[:rows].copy()
+        result[4]["_env_id"] = result[4]["_step"]
+        return result
+
+    @property
+    def in_flight(self):
+        """Steps sent and not yet received."""
+        return self._core.in_flight
+
+    def _require_open(self):
+        if self.closed:
+            raise gymnasium.error.ClosedEnvironmentError(
+                "this tiergym InProcessVectorEnv is closed (its environments were freed by "
+                "close())")
+
+    def close_extras(self, **kwargs):
+        """Frees the environments (VectorEnv.close() calls this once)."""
+        # The core (its environments and threads) goes when the last array viewing its
+        # buffers does; steps in flight are dropped.
+        self._core = None
+        self._obs = self._reward = self._terminated = self._truncated = None
+        self._env_id = self._ended = self._final_obs = self._info = self._final_info = None
+        self._static = {}
+        self._profiles_cache = {}
+
+    def close(self, **kwargs):
+        """Frees the environments. Idempotent."""
+        if self.closed:
+            return
+        self.close_extras(**kwargs)
+        self.closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self):
+        return (f"tiergym.InProcessVectorEnv({self.num_envs}, threads={self.threads}, "
+                f"autoreset_mode={self.autoreset_mode!r})")

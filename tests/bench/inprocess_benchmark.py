@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""How fast Python steps placement environments, every path measured in one run:
+
+  C++ in-process        build/bin/tiergym-bench-env: BM_InProcessRoundRobin (N environments
+                        in turn, one thread) and BM_InProcessParallel (N environments, T threads)
+  Python in-process     tiergym.InProcessVectorEnv (the extension tiergym._core): 1, 64 and
+                        256 environments at 1 and 2 threads, synchronous step(); and
+                        EnvPool-style send/recv (64 environments, batches of 32, 2 threads)
+  batched ZeroMQ        tiergym.VectorEnv (one step_batch message per step) against a private
+                        `tiergym serve --threads 2` over ipc
+  SyncVectorEnv         gymnasium.vector.SyncVectorEnv of tiergym.TierEnv (one request per
+                        environment and step) against the same server: what a Python user
+                        gets without a vector environment
+
+in rounds, with the issue's ratios taken between figures of the same round (median and range
+over the rounds) (issue 20: Python in-process with 64
+environments >= 0.5 of C++ in-process at equal threads, >= 5x the batched ZeroMQ path, >= 20x
+SyncVectorEnv). Every path runs the default configuration (bundled profiles, 64 regions, 100
+steps, placement actions) with the C++ benchmark's actions: at step s, region s mod 64 on
+tier 1 and the rest on tier 0 (two regions move per step); episodes autoreset.
+
+    .venv/bin/python tests/bench/inprocess_benchmark.py [--min-time 2] [--rounds 3] [--skip-cpp]
+
+Runs with the package installed (./scripts/setup.sh: `pip install -e .` builds the extension
+and the server binary into it) and, for the C++ figures, build/bin/tiergym-bench-env
+(scripts/build.sh).
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+import tiergym
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+REGIONS = 64
+
+
+def two_moves(n):
+    """The C++ benchmark's actions for n environments, one array per step mod REGIONS."""
+    out = []
+    for s in range(REGIONS):
+        a = np.zeros((n, REGIONS), dtype=np.int64)
+        a[:, s] = 1
+        out.append(a)
+    return out
+
+
+def measure(step, n_envs, min_time_s, warmup=20):
+    """Steps/s of `step(i)` (one call = n_envs environment steps) over at least min_time_s."""
+    for i in range(warmup):
+        step(i)
+    calls = 0
+    start = time.perf_counter()
+    while True:
+        for _ in range(10):
+            step(calls)
+            calls += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_time_s:
+            return calls * n_envs / elapsed
+
+
+def bench_cpp(threads, batch, min_time_s):
+    """items/s of BM_InProcessRoundRobin (threads == 1) or BM_InProcessParallel."""
+    binary = REPO / "build" / "bin" / "tiergym-bench-env"
+    name = "BM_InProcessRoundRobin" if threads == 1 else "BM_InProcessParallel"
+    with tempfile.TemporaryDirectory() as tmp:
+        out = pathlib.Path(tmp) / "out.json"
+        subprocess.run([str(binary), "--threads", str(threads), "--batch", str(batch),
+                        f"--benchmark_filter=^{name}(/|$)", f"--benchmark_min_time={min_time_s}",
+                        f"--benchmark_out={out}", "--benchmark_out_format=json"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        runs = json.loads(out.read_text())["benchmarks"]
+        return float(runs[0]["items_per_second"])
+
+
+def bench_inprocess(n, threads, min_time_s):
+    envs = tiergym.InProcessVectorEnv(n, threads=threads)
+    try:
+        envs.reset(seed=1)
+        actions = two_moves(n)
+        return measure(lambda i: envs.step(actions[i % REGIONS]), n, min_time_s)
+    finally:
+        envs.close()
+
+
+def bench_inprocess_async(n, batch, threads, min_time_s):
+    envs = tiergym.InProcessVectorEnv(n, threads=threads, batch_size=batch)
+    try:
+        envs.async_reset(seed=1)
+        actions = two_moves(batch)
+
+        def step(i):
+            infos = envs.recv()[4]
+            envs.send(actions[i % REGIONS], infos["env_id"])
+        return measure(step, batch, min_time_s)
+    finally:
+        envs.close()
+
+
+def bench_zmq(server, n, min_time_s):
+    envs = tiergym.VectorEnv(n, address=server)
+    try:
+        envs.reset(seed=1)
+        actions = two_moves(n)
+        return measure(lambda i: envs.step(actions[i % REGIONS]), n, min_time_s)
+    finally:
+        envs.close()
+
+
+def bench_sync_vector_env(server, n, min_time_s):
+    import gymnasium
+    envs = gymnasium.vector.SyncVectorEnv(
+        [lambda: tiergym.TierEnv(address=server) for _ in range(n)])
+    try:
+        envs.reset(seed=1)
+        actions = two_moves(n)
+        return measure(lambda i: envs.step(actions[i % REGIONS]), n, min_time_s, warmup=5)
+    finally:
+        envs.close()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--min-time", type=float, default=2.0,
+                        help="seconds each path is stepped for (default 2)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds over every path (default 3): medians are reported, and "
+                             "ratios of figures measured in the same round")
+    parser.add_argument("--skip-cpp", action="store_true",
+                        help="leave out the C++ figures (no tiergym-bench-env)")
+    args = parser.parse_args()
+    t = args.min_time
+    # Rounds: every path once per round, in the same order; ratios are taken within a
+    # round and their median reported, so that a burst of load from other processes (this
+    # VM's two cores are shared) does not decide a ratio alone.
+    def measure_all():
+        out = []
+        if not args.skip_cpp:
+            out.append(("cpp1", "C++ in-process, 64 environments in turn, 1 thread",
+                        bench_cpp(1, 64, t)))
+            out.append(("cpp2", "C++ in-process, 64 environments, 2 threads", bench_cpp(2, 64, t)))
+        for threads in (1, 2):
+            for n in (1, 64, 256):
+                out.append((f"py{n}_{threads}",
+                            f"Python in-process, {n} environment{'s' if n > 1 else ''}, "
+                            f"{threads} thread{'s' if threads > 1 else ''}",
+                            bench_inprocess(n, threads, t)))
+        out.append(("pyasync",
+                    "Python in-process send/recv, 64 environments, batches of 32, 2 threads",
+                    bench_inprocess_async(64, 32, 2, t)))
+        server = tiergym.Server(args=["--threads", "2", "--quiet"])
+        try:
+            out.append(("zmq", "batched ZeroMQ (tiergym.VectorEnv, step_batch), 64 environments, "
+                        "server 2 threads", bench_zmq(server, 64, t)))
+            out.append(("sync", "gymnasium SyncVectorEnv of 64 tiergym.TierEnv, server 2 threads",
+                        bench_sync_vector_env(server, 64, t)))
+        finally:
+            server.close()
+        return out
+
+    load_before = os.getloadavg()
+    rounds = []  # per round: {key: steps/s}
+    labels = {}
+    for r in range(args.rounds):
+        print(f"round {r + 1} of {args.rounds} (each path for {t:.1f} s) ...", file=sys.stderr)
+        this = {}
+        for key, label, value in measure_all():
+            print(f"  {label}: {value:,.0f} steps/s", file=sys.stderr, flush=True)
+            labels[key] = label
+            this[key] = value
+        rounds.append(this)
+
+    def median(xs):
+        xs = sorted(xs)
+        m = len(xs) // 2
+        return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+
+    def ratio(a, b):
+        """Median over the rounds of a / b measured in the same round, with the range."""
+        rs = [rd[a] / rd[b] for rd in rounds]
+        return median(rs), min(rs), max(rs)
+
+    def fmt(k, r):
+        med, lo, hi = r
+        digits = 2 if k.startswith("cpp") else 1
+        unit = "" if k.startswith("cpp") else "x"
+        rng = f" ({lo:.{digits}f}-{hi:.{digits}f})" if len(rounds) > 1 else ""
+        return f"**{med:.{digits}f}{unit}**{rng}"
+
+    against = {
+        "py64_1": [("cpp1", "C++ 1 thread"), ("zmq", "batched ZeroMQ"), ("sync", "SyncVectorEnv")],
+        "py64_2": [("cpp2", "C++ 2 threads"), ("zmq", "batched ZeroMQ"), ("sync", "SyncVectorEnv")],
+        "py256_1": [("cpp1", "C++ 1 thread")],
+        "py256_2": [("cpp2", "C++ 2 threads")],
+        "pyasync": [("cpp2", "C++ 2 threads")],
+        "zmq": [("cpp2", "C++ 2 threads")],
+    }
+    print(f"tests/bench/inprocess_benchmark.py --min-time {t} --rounds {args.rounds}: default "
+          "configuration (bundled profiles, 64 regions, 100 steps), two regions move per step, "
+          "autoreset. steps/s: median of the rounds; ratios: median (range) over the rounds of "
+          "the ratio within a round\n")
+    load_after = os.getloadavg()
+    print(f"Load average (1, 5, 15 min) before: {load_before[0]:.2f} {load_before[1]:.2f} "
+          f"{load_before[2]:.2f}; after: {load_after[0]:.2f} {load_after[1]:.2f} "
+          f"{load_after[2]:.2f} ({os.cpu_count()} CPUs)\n")
+    print("| path | steps/s | against, same round |")
+    print("| --- | ---: | --- |")
+    for key in rounds[0]:
+        notes = [f"{name}: {fmt(k, ratio(key, k))}" for k, name in against.get(key, [])
+                 if k in rounds[0]]
+        print(f"| {labels[key]} | {median([rd[key] for rd in rounds]):,.0f} | "
+              f"{'; '.join(notes)} |")
+    print()
+    checks = []
+    for threads in (1, 2):
+        if f"cpp{threads}" in rounds[0]:
+            checks.append((f"Python in-process 64 envs / C++ in-process, {threads} thread(s)",
+                           ratio(f"py64_{threads}", f"cpp{threads}"), 0.5))
+    checks.append(("Python in-process 64 envs 2 threads / batched ZeroMQ (2 threads)",
+                   ratio("py64_2", "zmq"), 5.0))
+    checks.append(("Python in-process 64 envs 1 thread / SyncVectorEnv",
+                   ratio("py64_1", "sync"), 20.0))
+    for label, (med, lo, hi), goal in checks:
+        print(f"{label}: median {med:.2f}, range {lo:.2f}-{hi:.2f} (goal >= {goal:g}: "
+              f"{'met' if med >= goal else 'NOT met'} by the median, "
+              f"{'met' if lo >= goal else 'not met'} in every round)")
+
+if __name__ == "__main__":
+    main()
