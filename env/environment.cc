@@ -353,17 +353,17 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
   if (!config.calibration.empty()) {
     auto calibration = ReadCalibration(config.calibration);
     if (!calibration.ok()) {
-      return WithField(absl::Status(calibration.status().code(),
-                                    StrCat("config key 'calibration': ",
-                                           calibration.status().message())),
-                       "calibration");
+      return WithField(
+          absl::Status(calibration.status().code(),
+                       StrCat("config key 'calibration': ", calibration.status().message())),
+          "calibration");
     }
     if (calibration->model != config.model) {
-      return WithField(absl::InvalidArgumentError(StrCat(
-                           "config key 'calibration': fitted for the ",
-                           ModelName(calibration->model), " model, but config key 'model' is ",
-                           ModelName(config.model))),
-                       "calibration");
+      return WithField(
+          absl::InvalidArgumentError(
+              StrCat("config key 'calibration': fitted for the ", ModelName(calibration->model),
+                     " model, but config key 'model' is ", ModelName(config.model))),
+          "calibration");
     }
     ApplyCalibration(*calibration, &calibrated);
   }

@@ -78,7 +78,10 @@ absl::StatusOr<MadeVectorEnv> MakeVectorEnv(
   std::vector<std::unique_ptr<SessionEnv>> envs;
   envs.reserve(configs.size());
   for (size_t i = 0; i < configs.size(); ++i) {
-    absl::StatusOr<std::unique_ptr<SessionEnv>> env = provider.Make(configs[i]);
+    // The text form of every value (as a command line gives them; ParseEnvConfig reads
+    // numbers and lists from text too).
+    const ConfigMap typed(configs[i].begin(), configs[i].end());
+    absl::StatusOr<std::unique_ptr<SessionEnv>> env = provider.Make(typed);
     if (!env.ok()) {
       const absl::Status& s = env.status();
       return absl::Status(s.code(), StrCat(where(i), FieldOf(s, keys), ": ", s.message()));

@@ -23,6 +23,11 @@ namespace tiergym::env {
 namespace {
 
 using ::testing::HasSubstr;
+
+// A configuration of text values, typed as a protocol message would carry them as text.
+ConfigMap Typed(const std::map<std::string, std::string>& text) {
+  return {text.begin(), text.end()};
+}
 namespace fs = std::filesystem;
 
 const std::string& TestRoot() {
@@ -75,7 +80,7 @@ std::vector<std::unique_ptr<SessionEnv>> MakeEnvs(EnvironmentProvider& provider,
                                                   const std::map<std::string, std::string>& c) {
   std::vector<std::unique_ptr<SessionEnv>> envs;
   for (int i = 0; i < n; ++i) {
-    auto env = provider.Make(c);
+    auto env = provider.Make(ConfigMap(c.begin(), c.end()));
     EXPECT_TRUE(env.ok()) << env.status();
     envs.push_back(*std::move(env));
   }
@@ -215,7 +220,7 @@ TEST_P(VectorEnvTest, StepGivesTheEpisodesOfSingleEnvironments) {
   auto v = VectorEnv::Create(MakeEnvs(provider, n, Config(c.action_mode)), {c.mode, c.threads});
   ASSERT_TRUE(v.ok()) << v.status();
   std::vector<Reference> ref(n);
-  for (int i = 0; i < n; ++i) ref[i].env = *provider.Make(Config(c.action_mode));
+  for (int i = 0; i < n; ++i) ref[i].env = *provider.Make(Typed(Config(c.action_mode)));
   Buffers b(**v);
   std::vector<std::optional<uint64_t>> seeds;
   for (int i = 0; i < n; ++i)
@@ -270,7 +275,7 @@ TEST_P(VectorEnvTest, SendRecvGivesEachEnvironmentItsOwnEpisode) {
   auto v = VectorEnv::Create(MakeEnvs(provider, n, Config(c.action_mode)), {c.mode, c.threads});
   ASSERT_TRUE(v.ok()) << v.status();
   std::vector<Reference> ref(n);
-  for (int i = 0; i < n; ++i) ref[i].env = *provider.Make(Config(c.action_mode));
+  for (int i = 0; i < n; ++i) ref[i].env = *provider.Make(Typed(Config(c.action_mode)));
   Buffers b(**v);
   std::vector<std::optional<uint64_t>> seeds;
   for (int i = 0; i < n; ++i) seeds.push_back(100 + i);
@@ -339,7 +344,7 @@ TEST(VectorEnvErrorsTest, ABadActionIsRefusedBeforeAnythingMoves) {
   actions[2 * width + 5] = 1;
   ASSERT_TRUE((*v)->Step(actions.data(), actions.size(), b.out).ok());
   for (int i = 0; i < 3; ++i) {
-    std::unique_ptr<SessionEnv> ref = *provider.Make(Config());
+    std::unique_ptr<SessionEnv> ref = *provider.Make(Typed(Config()));
     ResetOptions lulesh;
     lulesh.profile = "lulesh";
     ASSERT_TRUE(ref->Reset(std::nullopt, lulesh).ok());
@@ -386,7 +391,7 @@ TEST(VectorEnvDisabledTest, OnlyAMaskedResetStartsAnEpisodeAgain) {
   auto v = VectorEnv::Create(MakeEnvs(provider, n, Config()), {AutoresetMode::kDisabled, 2});
   ASSERT_TRUE(v.ok()) << v.status();
   std::vector<std::unique_ptr<SessionEnv>> ref;
-  for (int i = 0; i < n; ++i) ref.push_back(*provider.Make(Config()));
+  for (int i = 0; i < n; ++i) ref.push_back(*provider.Make(Typed(Config())));
   Buffers b(**v);
   const std::vector<std::optional<uint64_t>> seeds = {5, 6, 7};
   const std::vector<std::optional<std::string>> profiles = {"lulesh", "minife", std::nullopt};
@@ -446,7 +451,7 @@ TEST(VectorEnvErrorsTest, EnvironmentsOfDifferentShapesAreRefused) {
   std::vector<std::unique_ptr<SessionEnv>> envs = MakeEnvs(provider, 1, Config());
   auto other = Config();
   other["num_regions"] = "8";
-  envs.push_back(*provider.Make(other));
+  envs.push_back(*provider.Make(Typed(other)));
   auto v = VectorEnv::Create(std::move(envs), {});
   EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(v.status().message(), HasSubstr("env 1: its spaces differ"));
