@@ -16,7 +16,7 @@ ENV_ID = "tiergym/TierPlacement-v0"
 # The default task (tiergym._protocol.DEFAULT_TASK_ID and DEFAULT_TASK, repeated here
 # because this module may import nothing of tiergym; a test checks that they agree).
 DEFAULT_TASK_ID = "tiergym/TierPlacement-v1"
-DEFAULT_TASK = {"tier_capacity_mib": "hbm:512", "action_mode": "keep",
+DEFAULT_TASK = {"tier_capacity_mib": "hbm:512", "num_regions": 16, "action_mode": "keep",
                 "observation": "normalized"}
 
 

@@ -8,11 +8,11 @@ import numpy as np
 
 VERSION = 2
 ENV_ID = "tiergym/TierPlacement-v0"
-# The default task: the server's defaults (knl, 64 regions, 100 decisions) with a fast tier
-# that holds a fifth to a half of each bundled application's footprint, the keep action
-# mode and normalized observations (agents_examples/README.md, "Learning benchmark").
+# The default task: knl with a fast tier that holds a fifth to a half of each bundled
+# application's footprint (512 MiB of HBM), 16 regions, 100 decisions, the keep action mode
+# and normalized observations (agents_examples/README.md, "Learning benchmark").
 DEFAULT_TASK_ID = "tiergym/TierPlacement-v1"
-DEFAULT_TASK = {"tier_capacity_mib": "hbm:512", "action_mode": "keep",
+DEFAULT_TASK = {"tier_capacity_mib": "hbm:512", "num_regions": 16, "action_mode": "keep",
                 "observation": "normalized"}
 
 _DTYPES = {
