@@ -102,18 +102,24 @@ class Progress:
 
 # --- Evaluation -----------------------------------------------------------------------------
 
+class PredictPolicy(policies.Policy):
+    """A trained model behind the policy interface of policies.py (name, reset(env, obs,
+    info), act(obs, info)), as the heuristics and the project's own learning agents are:
+    predict(obs) -> action in the environment's action mode (keep mode here)."""
+
+    def __init__(self, name, predict):
+        super().__init__()
+        self.name, self.predict = name, predict
+
+    def act(self, obs, info):
+        return self.predict(obs)
+
+
 def evaluate_predict(env, predict, apps, seed=0):
     """{app: return} of one deterministic episode per application; predict(obs) -> action."""
-    out = {}
-    for app in apps:
-        obs, info = env.reset(seed=seed, options={"profile": app})
-        total, done = 0.0, False
-        while not done:
-            obs, reward, terminated, truncated, info = env.step(predict(obs))
-            total += reward
-            done = terminated or truncated
-        out[app] = float(total)
-    return out
+    policy = PredictPolicy("agent", predict)
+    return {app: float(policies.run_episode(env, policy, seed=seed, profile=app)["speedup"])
+            for app in apps}
 
 
 def fraction_of_oracle(returns, oracle, apps):
