@@ -433,7 +433,9 @@ def main(argv=None):
     torch.distributions.Distribution.set_default_validate_args(False)
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     apps = list(dict.fromkeys(args.train + args.held_out))
-    server = tiergym.Server(args=["--threads", "1", "--quiet"])
+    # The evaluation session waits through a whole training chunk (many minutes on a
+    # shared CPU): no idle reclamation on this private server.
+    server = tiergym.Server(args=["--threads", "1", "--quiet", "--idle-timeout", "0"])
     try:
         log(f"task: {json.dumps(args.task)}; train {args.train}, held out {args.held_out}")
         log("reference policies (placement mode, same machine):")
