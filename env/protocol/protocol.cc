@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -27,7 +28,7 @@ constexpr std::string_view kOpNames[kNumOps] = {"hello",      "list",     "make"
 // --- Errors inside the codec: a Status whose message is "FIELD: detail" ----------------
 
 absl::Status FieldError(absl::StatusCode code, std::string_view field, std::string_view detail) {
-  return absl::Status(code, StrCat(field, ": ", detail));
+  return {code, StrCat(field, ": ", detail)};
 }
 absl::Status Invalid(std::string_view field, std::string_view detail) {
   return FieldError(absl::StatusCode::kInvalidArgument, field, detail);
@@ -97,7 +98,7 @@ absl::Status Expected(std::string_view field, std::string_view what, const objec
   return Invalid(field, StrCat("expected ", what, ", got ", TypeName(o)));
 }
 
-std::string_view AsView(const object& o) { return std::string_view(o.via.str.ptr, o.via.str.size); }
+std::string_view AsView(const object& o) { return {o.via.str.ptr, o.via.str.size}; }
 
 absl::StatusOr<uint64_t> ReadUint(const object& o, std::string_view field) {
   if (o.type == mtype::POSITIVE_INTEGER) return o.via.u64;
@@ -178,7 +179,7 @@ class MapReader {
     if (o == nullptr) return Invalid(Field(key), "required field is missing");
     return o;
   }
-  std::string Field(std::string_view key) const { return Member(path_, key); }
+  [[nodiscard]] std::string Field(std::string_view key) const { return Member(path_, key); }
 
   absl::StatusOr<uint64_t> RequiredUint(std::string_view key) {
     TG_ASSIGN_OR_RETURN(const object* o, Required(key));
@@ -237,7 +238,7 @@ bool ValidUtf8(std::string_view s) {
   size_t i = 0;
   const size_t n = s.size();
   while (i < n) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const auto c = static_cast<unsigned char>(s[i]);
     if (c < 0x80) {
       ++i;
       continue;
@@ -258,7 +259,7 @@ bool ValidUtf8(std::string_view s) {
     }
     if (i + len > n) return false;
     for (size_t k = 1; k < len; ++k) {
-      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      const auto cc = static_cast<unsigned char>(s[i + k]);
       if ((cc & 0xc0) != 0x80) return false;
       cp = (cp << 6) | (cc & 0x3f);
     }
@@ -596,7 +597,8 @@ absl::StatusOr<StepBatchRequest> ReadStepBatch(MapReader& r, const DecodeLimits&
     const size_t width = a.shape.size() == 2 ? a.shape[1] : 1;
     b.actions.resize(n);
     for (size_t i = 0; i < n; ++i) {
-      b.actions[i].values.assign(flat.begin() + i * width, flat.begin() + (i + 1) * width);
+      b.actions[i].values.assign(flat.begin() + static_cast<std::ptrdiff_t>(i * width),
+                                 flat.begin() + static_cast<std::ptrdiff_t>((i + 1) * width));
     }
   } else if (actions->type == mtype::ARRAY) {
     if (actions->via.array.size != n) {
@@ -643,7 +645,7 @@ absl::StatusOr<StepBatchRequest> ReadStepBatch(MapReader& r, const DecodeLimits&
     } else if (mode == "same_step") {
       b.autoreset = Autoreset::kSameStep;
     } else {
-      return Invalid("autoreset", StrCat("expected \"none\" or \"same_step\", got \"", mode, "\""));
+      return Invalid("autoreset", StrCat(R"(expected "none" or "same_step", got ")", mode, "\""));
     }
   }
   return b;
@@ -1428,7 +1430,8 @@ absl::Status DecodeObservationRows(const object& o, std::string_view key,
   if (shape.size() != 2) return Invalid(key, "expected 2 dimensions");
   rows.resize(shape[0]);
   for (size_t i = 0; i < rows.size(); ++i) {
-    rows[i].observation.assign(obs.begin() + i * shape[1], obs.begin() + (i + 1) * shape[1]);
+    rows[i].observation.assign(obs.begin() + static_cast<std::ptrdiff_t>(i * shape[1]),
+                               obs.begin() + static_cast<std::ptrdiff_t>((i + 1) * shape[1]));
   }
   return absl::OkStatus();
 }
@@ -1576,12 +1579,12 @@ absl::StatusOr<ReplyBody> DecodeOk(const object& o, Op op) {
 
 std::string Printable(std::string_view text) {
   std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
+  for (const char ch : text) {
     if (out.size() >= 64) {
       out += "...";
       break;
     }
-    const unsigned char c = static_cast<unsigned char>(text[i]);
+    const auto c = static_cast<unsigned char>(ch);
     if (c >= 0x20 && c < 0x7f && c != '\\') {
       out += static_cast<char>(c);
     } else {
@@ -1622,7 +1625,7 @@ Error ErrorFromStatus(const absl::Status& status, std::string field) {
                    std::string_view(status.message().data(), status.message().size()));
 }
 
-absl::Status ToStatus(const Error& error) { return absl::Status(error.code, error.message); }
+absl::Status ToStatus(const Error& error) { return {error.code, error.message}; }
 
 std::string CodeName(absl::StatusCode code) { return absl::StatusCodeToString(code); }
 
