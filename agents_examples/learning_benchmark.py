@@ -305,7 +305,9 @@ def plot(path, runs, heuristics, oracle, train, held_out, title):
         ax.axhline(1.0, color="k", lw=0.8)
         ax.set_title(f"{label} ({', '.join(apps)})")
         ax.set_xlabel("environment steps")
-        ax.set_ylim(bottom=max(-0.6, ax.get_ylim()[0]))
+        lowest = min([ax.get_ylim()[0]] + [fraction_of_oracle(r, oracle, apps) - 0.05
+                                            for r in heuristics.values()])
+        ax.set_ylim(bottom=max(-0.6, lowest))
     axes[0].set_ylabel("fraction of the oracle's time saved")
     axes[1].legend(loc="lower right", fontsize=7)
     fig.suptitle(title, fontsize=9)
