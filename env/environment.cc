@@ -181,10 +181,10 @@ struct ProfileAssets {
   // (Model::kConcurrent, or a table beyond kMaxLinearCostEntries): PlacementState then.
   std::vector<double> step_cost;         // [(step * K + r) * tiers + t]
   std::vector<double> step_constant_ns;  // per step
-  bool linear() const { return !step_constant_ns.empty(); }
+  [[nodiscard]] bool linear() const { return !step_constant_ns.empty(); }
   // The interval time of `step` with region r on machine tier region_tier[r].
   // REQUIRES: linear().
-  double LinearIntervalNs(size_t step, const std::vector<int>& region_tier) const {
+  [[nodiscard]] double LinearIntervalNs(size_t step, const std::vector<int>& region_tier) const {
     const size_t k = region_tier.size(), tiers = step_cost.size() / step_constant_ns.size() / k;
     const double* c = &step_cost[step * k * tiers];
     double sum = step_constant_ns[step];
@@ -289,8 +289,9 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
   impl->config = config;
   TG_ASSIGN_OR_RETURN(impl->machine, LoadMachine(config.machine));
   for (const auto& [name, mib] : config.tier_capacity_mib) {
+    const std::string& tier_name = name;  // a lambda may not capture a structured binding
     auto it = std::find_if(impl->machine.tiers.begin(), impl->machine.tiers.end(),
-                           [&](const TierSpec& t) { return t.name == name; });
+                           [&](const TierSpec& t) { return t.name == tier_name; });
     if (it == impl->machine.tiers.end()) {
       std::string known;
       for (const TierSpec& t : impl->machine.tiers)
@@ -307,7 +308,7 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
     impl->migration_bytes_per_ns.push_back(config.migration_gbps > 0 ? config.migration_gbps
                                                                      : t.migration_gbps);
   }
-  const size_t k = static_cast<size_t>(config.num_regions);
+  const auto k = static_cast<size_t>(config.num_regions);
   for (const std::string& path : config.profiles) {
     ProfileAssets pa;
     TG_ASSIGN_OR_RETURN(pa.estimator, cache->Get(path, m, config.window_instructions));
@@ -352,7 +353,8 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
     }
     for (uint64_t b : pa.region_bytes) {
       pa.region_size_share.push_back(
-          all_bytes ? static_cast<float>(static_cast<double>(b) / all_bytes) : 0.0f);
+          all_bytes ? static_cast<float>(static_cast<double>(b) / static_cast<double>(all_bytes))
+                    : 0.0f);
     }
 
     const uint64_t total = x.total_instructions();
@@ -652,7 +654,7 @@ absl::StatusOr<StepResult> Environment::Step(const Action& action) {
           StrCat("action: expected one value (region * tiers + tier), got ", action.values.size()));
     }
     const int64_t v = action.values[0];
-    const int64_t n = static_cast<int64_t>(k * tiers);
+    const auto n = static_cast<int64_t>(k * tiers);
     if (v < 0 || v > n) {
       return absl::InvalidArgumentError(StrCat("action: ", v, " out of range [0, ", n, "]"));
     }
@@ -702,7 +704,7 @@ absl::StatusOr<StepResult> Environment::Step(const Action& action) {
   s.default_elapsed_ns += base;
   s.last_ratio = base > 0 ? interval / base : 1.0;
   out.reward = p.default_total_ns > 0 ? (base - interval - migration_ns) / p.default_total_ns : 0;
-  const float decay = static_cast<float>(a.config.history_decay);
+  const auto decay = static_cast<float>(a.config.history_decay);
   for (size_t r = 0; r < k; ++r) {
     s.history[r] = decay * s.history[r] + (1 - decay) * p.region_share[s.step * k + r];
   }
@@ -734,7 +736,7 @@ std::vector<float> Environment::Observe() const {
   const ProfileAssets& p = *s.profile;
   const size_t k = p.regions.size(), tiers = a.machine.tiers.size();
   std::vector<float> obs(static_cast<size_t>(spec().observation.shape[0]), 0.0f);
-  const size_t features = static_cast<size_t>(spec().obs_region_features);
+  const auto features = static_cast<size_t>(spec().obs_region_features);
   // Normalized features: x / (1 + x) of an access density (the region's share of the
   // accesses over its share of the footprint: 1 = the average byte) and of the region's size
   // against the average region's.
@@ -751,10 +753,11 @@ std::vector<float> Environment::Observe() const {
       f[6] = squash(f[3] * static_cast<float>(k));
     }
   }
-  const size_t g = static_cast<size_t>(spec().obs_global_offset);
+  const auto g = static_cast<size_t>(spec().obs_global_offset);
   for (size_t t = 0; t < tiers; ++t) {
     obs[g + t] = static_cast<float>(
-        std::min(1.0, static_cast<double>(s.used_bytes[t]) / a.machine.tiers[t].capacity_bytes));
+        std::min(1.0, static_cast<double>(s.used_bytes[t]) /
+                          static_cast<double>(a.machine.tiers[t].capacity_bytes)));
   }
   obs[g + tiers] =
       static_cast<float>(static_cast<double>(s.step) / static_cast<double>(p.bounds.size() - 1));
