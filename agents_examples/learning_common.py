@@ -10,7 +10,8 @@ tier_capacity_mib), a fifth to a half of the footprints: the agent must pick the
 worth the fast tier, and when to move them.
 
 Policies follow the interface of agents_examples/policies.py (name, reset(env, obs, info),
-act(obs, info) -> int64 tier per region) in placement action mode. They use the observation,
+act(obs, info) -> int64 tier per region) in placement action mode, and derive from its
+Policy (reset() records the Layout, then calls start()). They use the observation,
 `info` and the environment's static description only (env.tier_spec: capacities, migration
 throughputs), never the future of the run.
 
@@ -22,6 +23,7 @@ import sys
 
 import numpy as np
 
+import policies
 import tiergym
 
 BUNDLED_APPS = ("minife", "lulesh", "nekbone", "lammps")
@@ -95,16 +97,17 @@ def fit_capacity(request, score, size, capacity_share):
 
 # --- Policies and episodes ---------------------------------------------------------------
 
-class RandomPolicy:
-    """A uniformly random tier per region at every step (seeded): the floor to beat."""
+class RandomPolicy(policies.Policy):
+    """A uniformly random tier per region at every step (seeded, not reseeded at reset:
+    policies.py's `random` is, and keeps to the mask): the floor to beat."""
 
     name = "random"
 
     def __init__(self, seed=0):
-        self.seed = seed
+        super().__init__(seed)
         self.rng = np.random.default_rng(seed)
 
-    def reset(self, env, obs, info):
+    def start(self, env, obs, info):
         self.tiers = len(env.tiers)
         self.k = env.num_regions
 
@@ -112,16 +115,7 @@ class RandomPolicy:
         return self.rng.integers(0, self.tiers, self.k).astype(np.int64)
 
 
-class DefaultPolicy:
-    """Everything on the default tier: return 0 by construction (the reference)."""
-
-    name = "default"
-
-    def reset(self, env, obs, info):
-        self.k = env.num_regions
-
-    def act(self, obs, info):
-        return np.zeros(self.k, dtype=np.int64)
+DefaultPolicy = policies.DefaultPolicy  # everything on the default tier: return 0
 
 
 def run_episode(env, policy, profile, seed):

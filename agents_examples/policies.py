@@ -630,7 +630,8 @@ def run_episode(env, policy, seed=0, profile=None, on_step=None):
     """Runs one episode of `policy`; returns a dict with the return (fractional speedup),
     the estimated runtime, the default runtime, bytes migrated, capacity refusals, steps and
     the placement in force at each step with that interval's estimated time
-    ("schedule": [(action, interval_ns)]). on_step(step_index) is called after each step."""
+    ("schedule": [(action, interval_ns)]; in the placement action mode, where an action is
+    a placement). on_step(step_index) is called after each step."""
     options = {"profile": profile} if profile is not None else None
     obs, info = env.reset(seed=seed, options=options)
     policy.reset(env, obs, info)
@@ -645,11 +646,14 @@ def run_episode(env, policy, seed=0, profile=None, on_step=None):
         total += reward
         migrated += int(info["migrated_bytes"])
         refused += len(info["refused_regions"])
-        # What is in force: the action minus the refused moves (those stayed where they were).
+        # What is in force (placement mode): the action minus the refused moves (those
+        # stayed where they were). An index array: refused_regions is a tuple, which numpy
+        # would take as one index per dimension.
         in_force = action.copy()
-        if len(info["refused_regions"]):
+        refused_now = np.asarray(info["refused_regions"], dtype=np.int64)
+        if len(refused_now) and in_force.ndim == 1:
             previous = schedule[-1][0] if schedule else np.zeros_like(action)
-            in_force[info["refused_regions"]] = previous[info["refused_regions"]]
+            in_force[refused_now] = previous[refused_now]
         schedule.append((in_force, float(info["interval_ns"])))
         steps += 1
         if on_step is not None:

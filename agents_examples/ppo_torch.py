@@ -38,6 +38,7 @@ import time
 import numpy as np
 
 import learning_common as lc
+import policies
 
 try:
     import torch
@@ -132,7 +133,7 @@ def grant(env, obs, info, context, request, logits):
     return lc.fit_capacity(request, margin, view.size, context.capacity / footprint)
 
 
-class PPOPolicy:
+class PPOPolicy(policies.Policy):
     """The trained network as a policy (shared interface). By default it samples its
     requests, as in training, from a generator seeded with seed + the number of episodes it
     has started (so a policy loaded twice acts the same); with greedy=True it requests the
@@ -144,14 +145,14 @@ class PPOPolicy:
     name = "ppo"
 
     def __init__(self, net, greedy=False, seed=0):
+        super().__init__(seed)
         self.net = net
         self.greedy = greedy
-        self.seed = seed
         self.episodes = 0
         self.generator = torch.Generator()
 
     def reset(self, env, obs, info):
-        self.env = env
+        super().reset(env, obs, info)  # the Layout, as every policy of policies.py has it
         self.generator.manual_seed(self.seed + self.episodes)
         self.episodes += 1
         self.context = Context(env)

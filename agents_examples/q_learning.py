@@ -41,6 +41,7 @@ import time
 import numpy as np
 
 import learning_common as lc
+import policies
 
 GAIN_FEATURES = ("history", "last", "history*remaining", "last*remaining")
 
@@ -152,19 +153,20 @@ class QModel:
         return action, self.q(view, action, move_cost)
 
 
-class QLearningPolicy:
+class QLearningPolicy(policies.Policy):
     """The greedy policy of a QModel, with the shared policy interface. With epsilon > 0,
     each region's tier is replaced by a random one with that probability (exploration)."""
 
     name = "q_learning"
 
     def __init__(self, model, epsilon=0.0, seed=0):
+        super().__init__(seed)
         self.model = model
         self.epsilon = epsilon
         self.rng = np.random.default_rng(seed)
 
     def reset(self, env, obs, info):
-        self.env = env
+        super().reset(env, obs, info)  # the Layout, as every policy of policies.py has it
         self.capacity = lc.capacity_bytes(env)
         self.migration_gbps = lc.migration_gbps(env)
         self.scale = reward_scale(env)

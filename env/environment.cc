@@ -18,6 +18,9 @@ namespace tiergym::env {
 namespace {
 
 constexpr int kRegionFeatures = 4;  // tier, last share, history, size share
+// ObservationMode::kNormalized: also last share, history and size share against the average
+// region (times the number of regions), each x / (1 + x).
+constexpr int kNormalizedRegionFeatures = 7;
 
 // Errors name the key in the message ("config key 'steps': ...") and carry it as their
 // field (traces/base/field_status.h).
@@ -118,7 +121,11 @@ const std::vector<ConfigKey>& EnvConfigKeys() {
       {"machine", "knl", "machine description: knl, disagg or a JSON file"},
       {"num_regions", "64", "regions the footprint is cut into (1..65536)"},
       {"steps", "100", "decision intervals per episode; 0 = one step per phase"},
-      {"action_mode", "placement", "placement (a tier per region) or move (one region)"},
+      {"action_mode", "placement",
+       "placement (a tier per region), keep (per region: keep, or a tier) or move (one region)"},
+      {"observation", "raw",
+       "raw (per region: tier, last and decayed access shares, size share) or normalized "
+       "(also those shares against the average region, squashed into [0, 1))"},
       {"model", "paper", "estimator model: paper or concurrent"},
       {"history_decay", "0.5", "decay of the per-region access history, in [0, 1)"},
       {"migration_gbps", "0", "migration bandwidth of every tier in GB/s; 0 keeps the machine's"},
@@ -149,8 +156,19 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const ConfigMap& keys) {
         c.action_mode = ActionMode::kPlacement;
       } else if (mode == "move") {
         c.action_mode = ActionMode::kMove;
+      } else if (mode == "keep") {
+        c.action_mode = ActionMode::kKeep;
       } else {
-        return KeyError(key, StrCat("'", mode, "' is not placement or move"));
+        return KeyError(key, StrCat("'", mode, "' is not placement, keep or move"));
+      }
+    } else if (key == "observation") {
+      TG_ASSIGN_OR_RETURN(std::string mode, StringOf(key, value));
+      if (mode == "raw") {
+        c.observation = ObservationMode::kRaw;
+      } else if (mode == "normalized") {
+        c.observation = ObservationMode::kNormalized;
+      } else {
+        return KeyError(key, StrCat("'", mode, "' is not raw or normalized"));
       }
     } else if (key == "model") {
       TG_ASSIGN_OR_RETURN(std::string name, StringOf(key, value));
@@ -330,16 +348,16 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
   if (!machine.ok()) return WithField(machine.status(), "machine");
   impl->machine = *std::move(machine);
   for (const auto& capacity : config.tier_capacity_mib) {
-    const std::string& name = capacity.first;
+    const std::string& tier_name = capacity.first;
     const uint64_t mib = capacity.second;
     auto it = std::find_if(impl->machine.tiers.begin(), impl->machine.tiers.end(),
-                           [&](const TierSpec& t) { return t.name == name; });
+                           [&](const TierSpec& t) { return t.name == tier_name; });
     if (it == impl->machine.tiers.end()) {
       std::string known;
       for (const TierSpec& t : impl->machine.tiers)
         StrAppend(&known, known.empty() ? "" : ", ", t.name);
       return KeyError("tier_capacity_mib", StrCat("machine ", impl->machine.name, " has no tier '",
-                                                  name, "' (tiers: ", known, ")"));
+                                                  tier_name, "' (tiers: ", known, ")"));
     }
     it->capacity_bytes = mib << 20;
   }
@@ -515,8 +533,11 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
     spec.tier_migration_gbps.push_back(impl->migration_bytes_per_ns[t]);
     spec.tier_bandwidth_gbps.push_back(m.tiers[t].bandwidth_gbps);
   }
-  spec.obs_region_features = kRegionFeatures;
-  spec.obs_global_offset = config.num_regions * kRegionFeatures;
+  const int features = config.observation == ObservationMode::kNormalized
+                           ? kNormalizedRegionFeatures
+                           : kRegionFeatures;
+  spec.obs_region_features = features;
+  spec.obs_global_offset = config.num_regions * features;
   spec.observation.kind = Space::kBox;
   // Global: fill per tier, progress, last interval's time against the default (halved).
   // With a contention scenario: the interference level of each tier.
@@ -529,6 +550,10 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
     spec.action.kind = Space::kMultiDiscrete;
     spec.action.shape = {config.num_regions};
     spec.action.n = static_cast<int64_t>(tiers);
+  } else if (config.action_mode == ActionMode::kKeep) {
+    spec.action.kind = Space::kMultiDiscrete;
+    spec.action.shape = {config.num_regions};
+    spec.action.n = static_cast<int64_t>(tiers) + 1;
   } else {
     spec.action.kind = Space::kDiscrete;
     spec.action.n = static_cast<int64_t>(config.num_regions) * static_cast<int64_t>(tiers) + 1;
@@ -583,14 +608,35 @@ std::vector<uint8_t> ActionMask(const EnvAssets::Impl& a, const ProfileAssets& p
       if (p.region_bytes[r] > free_bytes) {
         mask[r * tiers + t] = 0;
       } else if (!move_mode) {
-        // Placement mode: the mask is joint. Regions are granted a tier's free space in
-        // region order, so that every combination of allowed moves fits at once (one
-        // action moves many regions); move mode moves one region, so each fits alone.
+        // Placement and keep modes: the mask is joint. Regions are granted a tier's free
+        // space in region order, so that every combination of allowed moves fits at once
+        // (one action moves many regions); move mode moves one region, so each fits alone.
         free_bytes -= p.region_bytes[r];
       }
     }
   }
+  if (a.config.action_mode == ActionMode::kKeep) {  // [k, 1 + tiers]: keep, then the tiers
+    std::vector<uint8_t> keep(k * (tiers + 1), 1);
+    for (size_t r = 0; r < k; ++r) {
+      for (size_t t = 0; t < tiers; ++t) keep[r * (tiers + 1) + 1 + t] = mask[r * tiers + t];
+    }
+    return keep;
+  }
   return mask;
+}
+
+// The width of an action mask's rows (StepInfo::action_mask_columns).
+size_t MaskColumns(const EnvAssets::Impl& a) {
+  const size_t tiers = a.machine.tiers.size();
+  switch (a.config.action_mode) {
+    case ActionMode::kPlacement:
+      return tiers;
+    case ActionMode::kKeep:
+      return tiers + 1;
+    case ActionMode::kMove:
+      return 0;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -643,6 +689,7 @@ absl::StatusOr<StepResult> Environment::Reset(std::optional<uint64_t> seed,
   out.info.default_total_ns = p.default_total_ns;
   out.info.tier_used_bytes = s.used_bytes;
   out.info.action_mask = ActionMask(a, p, s.region_tier, s.used_bytes);
+  out.info.action_mask_columns = MaskColumns(a);
   out.observation = Observe();
   return out;
 }
@@ -661,6 +708,12 @@ absl::StatusOr<StepResult> Environment::Step(const Action& action) {
   std::vector<int> want = s.region_tier;
   if (a.config.action_mode == ActionMode::kPlacement) {
     for (size_t r = 0; r < k; ++r) want[r] = static_cast<int>(action.values[r]);
+  } else if (a.config.action_mode == ActionMode::kKeep) {
+    // 0 keeps the region where it is, 1 + t moves it to tier t.
+    for (size_t r = 0; r < k; ++r) {
+      const int64_t v = action.values[r];
+      if (v > 0) want[r] = static_cast<int>(v - 1);
+    }
   } else {
     const int64_t v = action.values[0];
     const auto n = static_cast<int64_t>(k * tiers);  // n: the no-op
@@ -726,6 +779,7 @@ absl::StatusOr<StepResult> Environment::Step(const Action& action) {
   info.default_total_ns = p.default_total_ns;
   info.tier_used_bytes = s.used_bytes;
   info.action_mask = ActionMask(a, p, s.region_tier, s.used_bytes);
+  info.action_mask_columns = MaskColumns(a);
 
   ++s.step;            // the interval just charged is now in the past
   info.step = s.step;  // decision intervals done so far (PROTOCOL.md "Step info")
@@ -741,12 +795,22 @@ std::vector<float> Environment::Observe() const {
   const ProfileAssets& p = *s.profile;
   const size_t k = p.regions.size(), tiers = a.machine.tiers.size();
   std::vector<float> obs(static_cast<size_t>(spec().observation.shape[0]), 0.0f);
+  const auto features = static_cast<size_t>(spec().obs_region_features);
+  // Normalized features: x / (1 + x) of an access density (the region's share of the
+  // accesses over its share of the footprint: 1 = the average byte) and of the region's size
+  // against the average region's.
+  const auto squash = [](float x) { return x / (1.0f + x); };
   for (size_t r = 0; r < k; ++r) {
-    float* f = &obs[r * kRegionFeatures];
+    float* f = &obs[r * features];
     f[0] = tiers > 1 ? static_cast<float>(s.region_tier[r]) / static_cast<float>(tiers - 1) : 0.0f;
     f[1] = s.step > 0 ? p.region_share[(s.step - 1) * k + r] : 0.0f;  // the last interval
     f[2] = s.history[r];
     f[3] = p.region_size_share[r];
+    if (a.config.observation == ObservationMode::kNormalized) {
+      f[4] = f[3] > 0 ? squash(f[1] / f[3]) : 0.0f;
+      f[5] = f[3] > 0 ? squash(f[2] / f[3]) : 0.0f;
+      f[6] = squash(f[3] * static_cast<float>(k));
+    }
   }
   const auto g = static_cast<size_t>(spec().obs_global_offset);
   for (size_t t = 0; t < tiers; ++t) {

@@ -49,6 +49,15 @@ namespace tiergym::env {
 enum class ActionMode {
   kPlacement,  // MultiDiscrete: a tier per region (default)
   kMove,       // Discrete: region * tiers + tier moves one region, num_regions * tiers = no-op
+  kKeep,       // MultiDiscrete: per region 0 = keep it where it is, 1 + t = move it to tier t
+};
+
+// What a region's observation holds (EnvSpec::obs_region_features per region).
+enum class ObservationMode {
+  kRaw,         // tier / (tiers - 1), last share, decayed share, size share (default)
+  kNormalized,  // those four, then x / (1 + x) of the last and decayed access densities
+                // (share / size share: 1 = the average byte) and of the size against the
+                // average region's (0.5 = average)
 };
 
 struct EnvConfig {
@@ -61,6 +70,8 @@ struct EnvConfig {
   // Decision intervals per episode. Default 100; 0 means one step per phase.
   int steps = 100;
   ActionMode action_mode = ActionMode::kPlacement;
+  // Per-region observation features. Default raw.
+  ObservationMode observation = ObservationMode::kRaw;
   // Estimator model for the interval times. Default paper.
   Model model = Model::kPaper;
   // Decay of the per-region access history: h = decay * h + (1 - decay) * share. Default 0.5.
@@ -86,9 +97,9 @@ struct EnvConfig {
 // numbers as such or as their text (command lines), lists (profiles, tier_capacity_mib) as
 // lists of strings or comma-separated text. InvalidArgument names the key and the rule, and
 // carries the key as its field (traces/base/field_status.h). Keys: profiles, machine,
-// num_regions, steps, action_mode (placement|move), model (paper|concurrent),
-// history_decay, migration_gbps, window_instructions, interference, tier_capacity_mib,
-// calibration.
+// num_regions, steps, action_mode (placement|move|keep), observation (raw|normalized),
+// model (paper|concurrent|roofline), history_decay, migration_gbps, window_instructions,
+// interference, tier_capacity_mib, calibration.
 absl::StatusOr<EnvConfig> ParseEnvConfig(const ConfigMap& keys);
 // The keys ParseEnvConfig accepts, with their defaults and one line of help each.
 const std::vector<ConfigKey>& EnvConfigKeys();

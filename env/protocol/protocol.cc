@@ -1055,8 +1055,10 @@ void PackInfo(Packer& p, const StepInfo& info) {
   p.Str("refused_regions");
   p.Ndarray("int32", {refused.size()}, refused.data(), refused.size() * sizeof(int32_t));
   p.Str("action_mask");
-  const size_t tiers = info.tier_used_bytes.size();
-  // Placement mode: [regions, tiers]; move mode (regions * tiers + 1 actions): [n].
+  const size_t tiers =
+      info.action_mask_columns > 0 ? info.action_mask_columns : info.tier_used_bytes.size();
+  // Placement mode: [regions, tiers]; keep mode: [regions, 1 + tiers]; move mode
+  // (regions * tiers + 1 actions): [n].
   if (tiers > 1 && info.action_mask.size() % tiers == 0) {
     p.Ndarray("uint8", {info.action_mask.size() / tiers, tiers}, info.action_mask.data(),
               info.action_mask.size());
@@ -1111,8 +1113,11 @@ void PackInfoColumns(Packer& p, const std::vector<const StepInfo*>& infos) {
   for (const StepInfo* i : infos)
     masks.insert(masks.end(), i->action_mask.begin(), i->action_mask.end());
   p.Str("action_mask");
-  if (tiers > 1 && mask % tiers == 0) {
-    p.Ndarray("uint8", {n, mask / tiers, tiers}, masks.data(), masks.size());
+  // Placement mode: [regions, tiers]; keep mode: [regions, 1 + tiers]; move mode: [n].
+  const size_t columns =
+      n == 0 || infos[0]->action_mask_columns == 0 ? tiers : infos[0]->action_mask_columns;
+  if (columns > 1 && mask % columns == 0) {
+    p.Ndarray("uint8", {n, mask / columns, columns}, masks.data(), masks.size());
   } else {
     p.Ndarray("uint8", {n, mask}, masks.data(), masks.size());
   }

@@ -1,4 +1,4 @@
-"""Registers tiergym/TierPlacement-v0 with Gymnasium in every process of a Python
+"""Registers tiergym/TierPlacement-v0 and -v1 with Gymnasium in every process of a Python
 environment where tiergym is installed, as soon as that process imports gymnasium, without
 importing tiergym itself (the registration names its entry points by string).
 
@@ -13,15 +13,21 @@ then removes itself. Anything unexpected leaves gymnasium untouched.
 import sys
 
 ENV_ID = "tiergym/TierPlacement-v0"
+# The default task (tiergym._protocol.DEFAULT_TASK_ID and DEFAULT_TASK, repeated here
+# because this module may import nothing of tiergym; a test checks that they agree).
+DEFAULT_TASK_ID = "tiergym/TierPlacement-v1"
+DEFAULT_TASK = {"tier_capacity_mib": "hbm:512", "num_regions": 16, "action_mode": "keep",
+                "observation": "normalized"}
 
 
 def register():
     try:
         from gymnasium.envs.registration import register as gym_register
         from gymnasium.envs.registration import registry
-        if ENV_ID not in registry:
-            gym_register(id=ENV_ID, entry_point="tiergym.env:TierEnv",
-                         vector_entry_point="tiergym.vector:VectorEnv")
+        for env_id, kwargs in ((ENV_ID, {}), (DEFAULT_TASK_ID, DEFAULT_TASK)):
+            if env_id not in registry:
+                gym_register(id=env_id, entry_point="tiergym.env:TierEnv",
+                             vector_entry_point="tiergym.vector:VectorEnv", kwargs=dict(kwargs))
     except Exception:  # an unknown gymnasium: `import tiergym` still registers
         pass
 

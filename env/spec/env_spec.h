@@ -70,6 +70,10 @@ struct StepInfo {
   std::vector<uint64_t> tier_used_bytes;
   std::vector<int> refused_regions;  // moves refused for capacity, in the order tried
   std::vector<uint8_t> action_mask;  // placement: [region * tiers + tier]; move: [n + 1]
+                                     // keep: [region * (1 + tiers) + (0 = keep | 1 + tier)]
+  // Width of a row of action_mask (tiers in placement mode, 1 + tiers in keep mode); 0:
+  // flat, or (when not set) tiers if the mask's size is a multiple of them.
+  size_t action_mask_columns = 0;
 };
 
 struct StepResult {

@@ -400,6 +400,99 @@ TEST(EnvironmentTest, MoveModeMovesOneRegion) {
   EXPECT_EQ(r->info.action_mask.size(), 17u);
 }
 
+// Keep mode: per region 0 keeps it where it is, 1 + t moves it to tier t; the mask is
+// [region, 1 + tiers], keep always allowed, the moves joint as in placement mode.
+TEST(EnvironmentTest, KeepModeKeepsByDefaultAndMovesOnRequest) {
+  constexpr size_t kRegions = 16, kColumns = 3;
+  EnvFixture f = Make({{"action_mode", "keep"},
+                       {"num_regions", "16"},
+                       {"tier_capacity_mib", "hbm:600"},
+                       {"steps", "10"}});
+  EXPECT_EQ(f.env->spec().action.kind, Space::kMultiDiscrete);
+  EXPECT_EQ(f.env->spec().action.n, 3);
+  auto r = f.env->Reset(1, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->info.action_mask.size(), kRegions * kColumns);
+  EXPECT_EQ(r->info.action_mask_columns, kColumns);
+  // Every move the mask allows at once, to hbm: none refused, and some regions not allowed.
+  Action wanted{std::vector<int64_t>(kRegions, 0)};
+  size_t allowed = 0;
+  for (size_t region = 0; region < kRegions; ++region) {
+    EXPECT_EQ(r->info.action_mask[region * kColumns], 1);  // keep
+    if (r->info.action_mask[region * kColumns + 2] != 0) {
+      wanted.values[region] = 2;
+      ++allowed;
+    }
+  }
+  EXPECT_GT(allowed, 0u);
+  EXPECT_LT(allowed, kRegions);
+  r = f.env->Step(wanted);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->info.refused_regions.empty());
+  EXPECT_GT(r->info.migrated_bytes, 0u);
+  const uint64_t on_hbm = r->info.tier_used_bytes[1];
+  // All keep: nothing moves and the placement stays.
+  r = f.env->Step(AllOn(*f.env, 0));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->info.migrated_bytes, 0u);
+  EXPECT_EQ(r->info.tier_used_bytes[1], on_hbm);
+  // 1 + ddr brings everything back.
+  r = f.env->Step(AllOn(*f.env, 1));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->info.tier_used_bytes[1], 0u);
+  EXPECT_EQ(r->info.migrated_bytes, on_hbm);
+  auto range = f.env->Step(AllOn(*f.env, 3));
+  ASSERT_FALSE(range.ok());
+  EXPECT_THAT(std::string(range.status().message()),
+              HasSubstr("action[0]: 3 out of range [0, 2] (0 = keep, 1 + tier = move)"));
+  EXPECT_THAT(
+      std::string(ParseEnvConfig({{"profiles", "x"}, {"action_mode", "stay"}}).status().message()),
+      HasSubstr("'stay' is not placement, keep or move"));
+}
+
+// Normalized observations: the raw four features, then the squashed densities and size,
+// in [0, 1); the same episode otherwise (same rewards as the raw observation's).
+TEST(EnvironmentTest, NormalizedObservationAddsDensitiesAgainstTheAverage) {
+  EnvFixture raw = Make({{"num_regions", "8"}});
+  EnvFixture norm = Make({{"num_regions", "8"}, {"observation", "normalized"}});
+  EXPECT_EQ(norm.env->spec().obs_region_features, 7);
+  EXPECT_EQ(norm.env->spec().obs_global_offset, 8 * 7);
+  EXPECT_EQ(norm.env->spec().observation.shape, (std::vector<int64_t>{8 * 7 + 2 + 2}));
+  ASSERT_TRUE(raw.env->Reset(1, {}).ok());
+  ASSERT_TRUE(norm.env->Reset(1, {}).ok());
+  for (int step = 0; step < 5; ++step) {
+    auto a = raw.env->Step(AllOn(*raw.env, step % 2));
+    auto b = norm.env->Step(AllOn(*norm.env, step % 2));
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->reward, b->reward);
+    float size_share_sum = 0;
+    for (int r = 0; r < 8; ++r) {
+      const float* x = &a->observation[r * 4];
+      const float* y = &b->observation[r * 7];
+      for (int i = 0; i < 4; ++i) EXPECT_EQ(x[i], y[i]);
+      const auto squash = [](float v) { return v / (1 + v); };
+      if (x[3] > 0) {
+        EXPECT_FLOAT_EQ(y[4], squash(x[1] / x[3]));
+        EXPECT_FLOAT_EQ(y[5], squash(x[2] / x[3]));
+      }
+      EXPECT_FLOAT_EQ(y[6], squash(x[3] * 8));
+      for (int i = 4; i < 7; ++i) {
+        EXPECT_GE(y[i], 0.0f);
+        EXPECT_LT(y[i], 1.0f);
+      }
+      size_share_sum += x[3];
+    }
+    EXPECT_NEAR(size_share_sum, 1.0f, 1e-4);
+    // The global features are the raw observation's.
+    EXPECT_TRUE(std::equal(a->observation.begin() + 8 * 4, a->observation.end(),
+                           b->observation.begin() + 8 * 7));
+  }
+  EXPECT_THAT(
+      std::string(
+          ParseEnvConfig({{"profiles", "x"}, {"observation", "pixels"}}).status().message()),
+      HasSubstr("config key 'observation': 'pixels' is not raw or normalized"));
+}
+
 TEST(EnvironmentTest, OneStepPerPhase) {
   EnvFixture f = Make({{"steps", "0"}});
   ASSERT_TRUE(f.env->Reset(1, {}).ok());

@@ -392,3 +392,48 @@ def test_the_mask_can_ride_in_a_dict_observation(server):
         assert obs in env.observation_space and info["refused_regions"] == ()
     finally:
         env.close()
+
+
+# --- The default task ----------------------------------------------------------------------
+
+def test_the_default_task_id_and_its_keep_mode_and_masks(server):
+    import _tiergym_gymnasium
+    assert _tiergym_gymnasium.DEFAULT_TASK_ID == tiergym.DEFAULT_TASK_ID
+    assert _tiergym_gymnasium.DEFAULT_TASK == tiergym.DEFAULT_TASK
+    env = gymnasium.make(tiergym.DEFAULT_TASK_ID, address=server, num_regions=8, steps=6)
+    try:
+        check_env(env.unwrapped, skip_render_check=True)
+        assert env.unwrapped.config["action_mode"] == "keep"
+        assert env.unwrapped.config["tier_capacity_mib"] == "hbm:512"
+        assert env.action_space == gymnasium.spaces.MultiDiscrete([3] * 8)  # keep, ddr, hbm
+        assert env.observation_space.shape == (8 * 7 + 4,)
+        obs, info = env.reset(seed=0, options={"profile": "lammps"})
+        assert info["action_mask"].shape == (8, 3) and info["action_mask"][:, 0].all()
+        # Keeping everything moves nothing; masked random actions always fit.
+        obs, _, _, _, info = env.step(np.zeros(8, dtype=np.int64))
+        assert info["migrated_bytes"] == 0
+        for _ in range(4):
+            obs, _, _, _, info = env.step(env.action_space.sample(mask=tuple(info["action_mask"])))
+            assert info["refused_regions"] == ()
+        assert env.unwrapped.action_masks().shape == (8 * 3,)
+    finally:
+        env.close()
+    with tiergym.make(tiergym.DEFAULT_TASK_ID, address=server, num_regions=8, steps=6,
+                      action_mode="move") as env:  # keyword arguments override the task's
+        assert isinstance(env.action_space, gymnasium.spaces.Discrete)
+    from tiergym.wrappers import ActionMaskObservation
+    wrapped = ActionMaskObservation(gymnasium.make(tiergym.DEFAULT_TASK_ID, address=server,
+                                                   num_regions=8, steps=6))
+    try:
+        obs, info = wrapped.reset(seed=1)
+        assert obs["action_mask"].shape == (8 * 3,) and obs in wrapped.observation_space
+    finally:
+        wrapped.close()
+    envs = gymnasium.make_vec(tiergym.DEFAULT_TASK_ID, num_envs=2, address=server,
+                              num_regions=8, steps=6)
+    try:
+        assert isinstance(envs, tiergym.VectorEnv)
+        envs.reset(seed=0)
+        assert envs.action_masks().shape == (2, 8 * 3)
+    finally:
+        envs.close()

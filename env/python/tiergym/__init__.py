@@ -17,14 +17,14 @@ is a gymnasium.Env, VectorEnv a gymnasium.vector.VectorEnv, and the id
 process of an environment where the package is installed, see _tiergym_gymnasium.py).
 """
 
-from ._protocol import ENV_ID, VERSION
+from ._protocol import DEFAULT_TASK, DEFAULT_TASK_ID, ENV_ID, VERSION
 from .connection import Connection, Server, find_binary
 from .env import TierEnv
 from .errors import BinaryNotFound, ServerError, ServerUnavailable, TierGymError
 from .vector import DISABLED, NEXT_STEP, SAME_STEP, VectorEnv
 from .inprocess import InProcessVectorEnv
 
-__all__ = ["ENV_ID", "VERSION", "__version__", "make", "config_keys", "register_envs",
+__all__ = ["ENV_ID", "DEFAULT_TASK_ID", "DEFAULT_TASK", "VERSION", "__version__", "make", "config_keys", "register_envs",
            "TierEnv", "VectorEnv", "Server", "Connection", "find_binary", "TierGymError",
            "ServerError", "ServerUnavailable", "BinaryNotFound", "NEXT_STEP", "SAME_STEP",
            "DISABLED", "InProcessVectorEnv"]
@@ -45,9 +45,13 @@ __version__ = _package_version()
 
 def make(env_id=ENV_ID, **kwargs):
     """A TierEnv. Keyword arguments: address, timeout, server_args, render_mode, and
-    configuration keys."""
+    configuration keys. DEFAULT_TASK_ID ("tiergym/TierPlacement-v1") starts from the
+    default task's keys (DEFAULT_TASK), which keyword arguments override."""
+    if env_id == DEFAULT_TASK_ID:
+        return TierEnv(**{**DEFAULT_TASK, **kwargs})
     if env_id != ENV_ID:
-        raise ValueError(f"unknown environment id {env_id!r}; tiergym serves {ENV_ID!r}")
+        raise ValueError(f"unknown environment id {env_id!r}; tiergym serves {ENV_ID!r} "
+                         f"and {DEFAULT_TASK_ID!r}")
     return TierEnv(**kwargs)
 
 
@@ -62,14 +66,17 @@ def config_keys(address):
 
 
 def register_envs():
-    """Registers tiergym/TierPlacement-v0 with Gymnasium (idempotent): `gymnasium.make`
-    gives a TierEnv, `gymnasium.make_vec(..., vectorization_mode="vector_entry_point")`
-    (the default mode for this id) the batched VectorEnv. Also the entry point of the
-    "gymnasium.envs" plugin group."""
+    """Registers tiergym/TierPlacement-v0 (the server's defaults) and
+    tiergym/TierPlacement-v1 (the default task, DEFAULT_TASK) with Gymnasium (idempotent):
+    `gymnasium.make` gives a TierEnv, `gymnasium.make_vec(...,
+    vectorization_mode="vector_entry_point")` (the default mode for these ids) the batched
+    VectorEnv. Also the entry point of the "gymnasium.envs" plugin group."""
     import gymnasium
-    if ENV_ID not in gymnasium.registry:
-        gymnasium.register(id=ENV_ID, entry_point="tiergym.env:TierEnv",
-                           vector_entry_point="tiergym.vector:VectorEnv")
+    for env_id, kwargs in ((ENV_ID, {}), (DEFAULT_TASK_ID, DEFAULT_TASK)):
+        if env_id not in gymnasium.registry:
+            gymnasium.register(id=env_id, entry_point="tiergym.env:TierEnv",
+                               vector_entry_point="tiergym.vector:VectorEnv",
+                               kwargs=dict(kwargs))
 
 
 register_envs()

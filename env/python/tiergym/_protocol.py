@@ -8,6 +8,12 @@ import numpy as np
 
 VERSION = 2
 ENV_ID = "tiergym/TierPlacement-v0"
+# The default task: knl with a fast tier that holds a fifth to a half of each bundled
+# application's footprint (512 MiB of HBM), 16 regions, 100 decisions, the keep action mode
+# and normalized observations (agents_examples/README.md, "Learning benchmark").
+DEFAULT_TASK_ID = "tiergym/TierPlacement-v1"
+DEFAULT_TASK = {"tier_capacity_mib": "hbm:512", "num_regions": 16, "action_mode": "keep",
+                "observation": "normalized"}
 
 _DTYPES = {
     "float32": np.dtype("<f4"),

@@ -20,8 +20,8 @@ class ActionMaskObservation(gymnasium.Wrapper, gymnasium.utils.RecordConstructor
         inner = env.unwrapped
         if isinstance(inner.action_space, spaces.Discrete):
             size = int(inner.action_space.n)
-        else:
-            size = int(inner.num_regions) * len(inner.tiers)
+        else:  # placement: [regions, tiers]; keep: [regions, 1 + tiers], flattened
+            size = int(np.sum(inner.action_space.nvec))
         self.observation_space = spaces.Dict({"observation": env.observation_space,
                                               "action_mask": spaces.MultiBinary(size)})
 

@@ -1,0 +1,490 @@
+"""The learning benchmark: standard RL libraries, unmodified, on tiergym's default task.
+
+    python agents_examples/learning_benchmark.py                     # everything (hours on 2 cores)
+    python agents_examples/learning_benchmark.py --agents sb3-ppo --seeds 0,1,2 --steps 200000
+    python agents_examples/learning_benchmark.py --agents sb3-ppo,sb3-a2c --steps 50000 \\
+        --json bench.json --plot bench.png
+
+The default task is `tiergym/TierPlacement-v1` (registered by tiergym): knl with 512 MiB
+of HBM (a fifth to a half of each bundled application's footprint), 16 regions, 100
+decisions, the `keep` action mode (per region: keep it, or move it to a tier) and
+normalized observations. Each agent trains on the training applications (default minife
+and lulesh: the sessions serve only those) for `--steps` environment steps and is
+evaluated every `--eval-every` steps, deterministically, on every application: the
+training ones and the held-out ones (default nekbone and lammps), which it never saw.
+
+The score is the **fraction of the oracle's time saved**: an episode's return is its time
+saved (1 - runtime / all-on-ddr runtime, migrations included); divided by the oracle's
+(policies.py: the best static placement, which sees the whole run), averaged over the
+applications of a set. The heuristics of policies.py run on the same machine (in the
+placement action mode, raw observation: the same dynamics and returns) and are drawn as
+horizontal lines. The JSON holds every curve, the heuristics, wall times and env steps
+per second; the plot the mean curve over seeds of each agent, train and held out.
+
+Agents (AGENTS below): each library's defaults, and one tuned configuration each,
+documented where it is defined. SB3 PPO and A2C take the keep-mode action (MultiDiscrete),
+SB3 DQN the move mode (Discrete: one region per step), RLlib PPO the keep mode. Progress on
+stderr; exit status 0, 1 on a failure, 2 on a usage error (an unknown agent, a library
+that is not installed).
+"""
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+import learning_common
+import policies
+import tiergym
+
+# The default task's configuration keys (tiergym/TierPlacement-v1's registration).
+TASK = dict(tiergym.DEFAULT_TASK)
+HEURISTICS = ("random", "greedy", "hemem", "memtis", "damos", "autonuma")
+
+# Tuned configurations: each a few measured changes to the library's defaults, for
+# wall-clock speed on small CPUs first (bigger batches, fewer optimiser steps per sample)
+# and for the task's horizon (100 decisions, the return undiscounted).
+AGENTS = {
+    # Stable-Baselines3 2.x defaults: PPO("MlpPolicy", env), one environment.
+    "sb3-ppo": dict(library="sb3", algo="PPO", kwargs={}),
+    # Four environments batched in one server (tiergym.sb3.TierVecEnv), 2048 steps per
+    # update as by default, minibatches of 256, gamma 1 (an episode's return is the time
+    # saved, undiscounted), a little entropy bonus.
+    "sb3-ppo-tuned": dict(library="sb3", algo="PPO", n_envs=4,
+                          kwargs=dict(n_steps=512, batch_size=256, gamma=1.0, ent_coef=0.001)),
+    "sb3-a2c": dict(library="sb3", algo="A2C", kwargs={}),
+    # A2C: longer rollouts from four environments, gamma 1, a little entropy bonus.
+    "sb3-a2c-tuned": dict(library="sb3", algo="A2C", n_envs=4,
+                          kwargs=dict(n_steps=25, gamma=1.0, ent_coef=0.001)),
+    # DQN in the move mode (one region per step): its defaults.
+    "sb3-dqn": dict(library="sb3", algo="DQN", kwargs={}, config={"action_mode": "move"}),
+    # DQN: a shorter exploration phase, learning from the first episodes, gamma 1.
+    "sb3-dqn-tuned": dict(library="sb3", algo="DQN", config={"action_mode": "move"},
+                          kwargs=dict(learning_starts=1000, exploration_fraction=0.05,
+                                      target_update_interval=2000, gamma=1.0)),
+    # RLlib (new API stack) PPO defaults, sampling in the driver (no env runner processes).
+    "rllib-ppo": dict(library="rllib", kwargs={}),
+    # RLlib PPO: SB3-like batches (2048 steps, minibatches 64, 10 epochs, lr 3e-4, 64x64).
+    "rllib-ppo-tuned": dict(library="rllib", kwargs=dict(
+        train_batch_size_per_learner=2048, minibatch_size=64, num_epochs=10, lr=3e-4,
+        fcnet_hiddens=[64, 64])),
+}
+
+
+def log(*parts):
+    print(*parts, file=sys.stderr, flush=True)
+
+
+class Progress:
+    """One line per run on stderr: a bar on a terminal (redrawn), else a line per update."""
+
+    def __init__(self, label, total):
+        self.label, self.total, self.tty = label, total, sys.stderr.isatty()
+
+    def update(self, done, note=""):
+        width = 24
+        filled = int(width * min(done, self.total) / max(self.total, 1))
+        line = (f"{self.label} [{'#' * filled}{'.' * (width - filled)}] "
+                f"{done}/{self.total} steps {note}")
+        if self.tty:
+            print("\r" + line, end="", file=sys.stderr, flush=True)
+        else:
+            log(line)
+
+    def close(self):
+        if self.tty:
+            print(file=sys.stderr, flush=True)
+
+
+# --- Evaluation -----------------------------------------------------------------------------
+
+class PredictPolicy(policies.Policy):
+    """A trained model behind the policy interface of policies.py (name, reset(env, obs,
+    info), act(obs, info)), as the heuristics and the project's own learning agents are:
+    predict(obs) -> action in the environment's action mode (keep mode here)."""
+
+    def __init__(self, name, predict):
+        super().__init__()
+        self.name, self.predict = name, predict
+
+    def act(self, obs, info):
+        return self.predict(obs)
+
+
+def evaluate_predict(env, predict, apps, seed=0):
+    """{app: return} of one deterministic episode per application; predict(obs) -> action."""
+    policy = PredictPolicy("agent", predict)
+    return {app: float(policies.run_episode(env, policy, seed=seed, profile=app)["speedup"])
+            for app in apps}
+
+
+def fraction_of_oracle(returns, oracle, apps):
+    """Mean over `apps` of return / oracle's return."""
+    return float(np.mean([returns[a] / oracle[a] for a in apps]))
+
+
+def heuristic_returns(server, apps, config, names=HEURISTICS, seed=0):
+    """{policy: {app: return}} of the oracle and the heuristics, on the task's machine in
+    the placement action mode (what policies.py drives)."""
+    placement = dict(config, action_mode="placement", observation="raw")
+    env = tiergym.TierEnv(address=server, **placement)
+    try:
+        table = {}
+        for name in ("oracle",) + tuple(names):
+            policy = policies.make_policy(name, seed=seed)
+            table[name] = {a: policies.run_episode(env, policy, seed=seed, profile=a)["speedup"]
+                           for a in apps}
+            log(f"  {name:<9} " + "  ".join(f"{a} {table[name][a]:+.4f}" for a in apps))
+        return table
+    finally:
+        env.close()
+
+
+# --- Stable-Baselines3 ----------------------------------------------------------------------
+
+def train_sb3(agent, server, config, train, apps, seed, steps, eval_every, progress, curve):
+    import stable_baselines3
+    from tiergym.sb3 import TierVecEnv
+    algo = getattr(stable_baselines3, agent["algo"])
+    env_config = dict(config, **agent.get("config", {}))
+    n_envs = int(agent.get("n_envs", 1))
+    if n_envs == 1:  # what a user of the defaults writes: the Gymnasium env itself
+        venv = tiergym.TierEnv(address=server, profiles=",".join(train), **env_config)
+    else:
+        venv = TierVecEnv(n_envs, address=server, profiles=",".join(train), **env_config)
+        venv.seed(seed)
+    eval_env = tiergym.TierEnv(address=server, **env_config)
+    model = algo("MlpPolicy", venv, seed=seed, verbose=0, **agent["kwargs"])
+    if n_envs == 1:
+        model.get_env().seed(seed)
+    started, train_s = time.monotonic(), 0.0
+
+    def evaluate():
+        returns = evaluate_predict(eval_env, lambda o: model.predict(o, deterministic=True)[0],
+                                   apps)
+        curve.append({"steps": int(model.num_timesteps), "returns": returns})
+        return returns
+
+    try:
+        evaluate()
+        while model.num_timesteps < steps:
+            t0 = time.monotonic()
+            model.learn(min(eval_every, steps - model.num_timesteps), reset_num_timesteps=False)
+            train_s += time.monotonic() - t0
+            returns = evaluate()
+            progress(model.num_timesteps, returns, train_s)
+    finally:
+        venv.close()
+        eval_env.close()
+    return curve, train_s, time.monotonic() - started
+
+
+# --- RLlib ------------------------------------------------------------------------------------
+
+def train_rllib(agent, server, config, train, apps, seed, steps, eval_every, progress, curve):
+    import ray
+    import torch
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.core.columns import Columns
+    from ray.tune.registry import register_env
+
+    import rllib_env
+    env_config = {"addresses": [server.endpoint],
+                  "tiergym": dict(config, profiles=",".join(train))}
+    register_env("tiergym", rllib_env.env_creator)
+    kwargs = dict(agent["kwargs"])
+    hiddens = kwargs.pop("fcnet_hiddens", None)
+    ppo = (PPOConfig().environment("tiergym", env_config=env_config).framework("torch")
+           .env_runners(num_env_runners=0).debugging(seed=seed))
+    if kwargs:
+        ppo = ppo.training(**kwargs)
+    if hiddens:
+        ppo = ppo.rl_module(model_config={"fcnet_hiddens": hiddens})
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    eval_env = tiergym.TierEnv(address=server, **config)
+    nvec = eval_env.action_space.nvec
+    algo = None
+    started, train_s, sampled = time.monotonic(), 0.0, 0
+    try:
+        algo = ppo.build_algo()
+        module = algo.get_module()
+
+        def predict(obs):
+            with torch.no_grad():
+                out = module.forward_inference({Columns.OBS: torch.as_tensor(obs[None])})
+            logits = out[Columns.ACTION_DIST_INPUTS][0].numpy()
+            parts = np.split(logits, np.cumsum(nvec)[:-1])
+            return np.array([int(np.argmax(p)) for p in parts], dtype=np.int64)
+
+        def evaluate():
+            curve.append({"steps": sampled, "returns": evaluate_predict(eval_env, predict, apps)})
+            return curve[-1]["returns"]
+
+        evaluate()
+        next_eval = eval_every
+        while sampled < steps:
+            t0 = time.monotonic()
+            result = algo.train()
+            train_s += time.monotonic() - t0
+            sampled = int(result["env_runners"]["num_env_steps_sampled_lifetime"])
+            if sampled >= next_eval or sampled >= steps:
+                module = algo.get_module()
+                progress(sampled, evaluate(), train_s)
+                next_eval = (sampled // eval_every + 1) * eval_every
+    finally:
+        if algo is not None:
+            algo.stop()
+        ray.shutdown()
+        eval_env.close()
+    return curve, train_s, time.monotonic() - started
+
+
+# --- The benchmark ------------------------------------------------------------------------------
+
+def summarize(runs, oracle, train, held_out):
+    """{agent: {"train": [mean, std], "held_out": [...], "steps", "steps_per_s", "wall_s"}}
+    over the seeds, from the last evaluation of each run."""
+    table = {}
+    for name in dict.fromkeys(r["agent"] for r in runs):
+        mine = [r for r in runs if r["agent"] == name]
+        last = [r["curve"][-1] for r in mine]
+        tr = [fraction_of_oracle(p["returns"], oracle, train) for p in last]
+        ho = [fraction_of_oracle(p["returns"], oracle, held_out) for p in last]
+        table[name] = {"seeds": len(mine), "steps": int(np.mean([p["steps"] for p in last])),
+                       "train": [float(np.mean(tr)), float(np.std(tr))],
+                       "held_out": [float(np.mean(ho)), float(np.std(ho))],
+                       "wall_s": float(np.mean([r["wall_s"] for r in mine])),
+                       "steps_per_s": float(np.mean([r["steps_per_s"] for r in mine]))}
+    return table
+
+
+def print_table(summary, heuristics, oracle, train, held_out, out=sys.stdout):
+    print("fraction of the oracle's time saved (mean +- std over seeds; last evaluation)",
+          file=out)
+    print(f"{'agent':<18}{'steps':>8}{'seeds':>6}{'train':>16}{'held out':>16}"
+          f"{'wall s':>9}{'steps/s':>9}", file=out)
+    for name, s in summary.items():
+        print(f"{name:<18}{s['steps']:>8}{s['seeds']:>6}"
+              f"{s['train'][0]:>10.3f} +-{s['train'][1]:.2f}"
+              f"{s['held_out'][0]:>10.3f} +-{s['held_out'][1]:.2f}"
+              f"{s['wall_s']:>9.0f}{s['steps_per_s']:>9.0f}", file=out)
+    for name, returns in heuristics.items():
+        print(f"{name:<18}{'':>8}{'':>6}{fraction_of_oracle(returns, oracle, train):>16.3f}"
+              f"{fraction_of_oracle(returns, oracle, held_out):>16.3f}", file=out)
+
+
+def plot(path, runs, heuristics, oracle, train, held_out, title):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), sharey=True)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    agents = list(dict.fromkeys(r["agent"] for r in runs))
+    for ax, apps, label in ((axes[0], train, "training applications"),
+                            (axes[1], held_out, "held-out applications")):
+        for i, name in enumerate(agents):
+            curves = [r["curve"] for r in runs if r["agent"] == name]
+            n = min(len(c) for c in curves)
+            xs = np.mean([[p["steps"] for p in c[:n]] for c in curves], axis=0)
+            ys = np.array([[fraction_of_oracle(p["returns"], oracle, apps) for p in c[:n]]
+                           for c in curves])
+            color = colors[i % len(colors)]
+            ax.plot(xs, ys.mean(axis=0), color=color, label=f"{name} ({len(curves)} seeds)")
+            if len(curves) > 1:
+                ax.fill_between(xs, ys.min(axis=0), ys.max(axis=0), color=color, alpha=0.15)
+        for j, (name, returns) in enumerate(heuristics.items()):
+            ax.axhline(fraction_of_oracle(returns, oracle, apps), color="0.4", lw=0.8,
+                       ls=(0, (1 + j, 2)))
+            ax.annotate(name, (1.0, fraction_of_oracle(returns, oracle, apps)),
+                        xycoords=("axes fraction", "data"), fontsize=7, color="0.3",
+                        xytext=(2, 0), textcoords="offset points", va="center")
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.set_title(f"{label} ({', '.join(apps)})")
+        ax.set_xlabel("environment steps")
+        lowest = min([ax.get_ylim()[0]] + [fraction_of_oracle(r, oracle, apps) - 0.05
+                                            for r in heuristics.values()])
+        ax.set_ylim(bottom=max(-0.6, lowest))
+    axes[0].set_ylabel("fraction of the oracle's time saved")
+    axes[1].legend(loc="lower right", fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_json(path, args, oracle, heuristics, runs):
+    with open(path + ".tmp", "w") as f:
+        json.dump({"task": args.task, "train": args.train, "held_out": args.held_out,
+                   "oracle": oracle, "heuristics": heuristics,
+                   "summary": summarize(runs, oracle, args.train, args.held_out) if all(
+                       r["curve"] for r in runs) else {},
+                   "runs": runs}, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
+def report(args, oracle, heuristics, runs):
+    """The table on stdout, the JSON and the plot."""
+    summary = summarize(runs, oracle, args.train, args.held_out)
+    seeds = sorted({r["seed"] for r in runs})
+    print(f"Learning benchmark: {json.dumps(args.task)}, train {','.join(args.train)}, "
+          f"held out {','.join(args.held_out)}, seeds {','.join(map(str, seeds))}")
+    print_table(summary, heuristics, oracle, args.train, args.held_out)
+    if args.json:
+        write_json(args.json, args, oracle, heuristics, runs)
+    if not args.no_plot:
+        plot(args.plot, runs, heuristics, oracle, args.train, args.held_out,
+             f"tiergym default task ({json.dumps(args.task)}); mean of seeds, band min-max")
+        log(f"plot: {args.plot}")
+
+
+def merge(args):
+    """--merge: the runs of several JSON files of the same task, as one benchmark."""
+    runs, first = [], None
+    for path in args.merge:
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except (OSError, ValueError) as e:
+            log(f"learning_benchmark: --merge {path}: {e}")
+            return 1
+        if first is None:
+            first = data
+        elif (data["task"], data["train"], data["held_out"]) != (
+                first["task"], first["train"], first["held_out"]):
+            log(f"learning_benchmark: --merge {path}: another task or split than {args.merge[0]}")
+            return 1
+        runs += [r for r in data["runs"] if r["curve"]]
+    args.task, args.train, args.held_out = first["task"], first["train"], first["held_out"]
+    report(args, first["oracle"], first["heuristics"], runs)
+    return 0
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--agents", default=",".join(AGENTS),
+                        help=f"comma-separated, among {', '.join(AGENTS)} (default all)")
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated (default 0,1,2)")
+    parser.add_argument("--steps", type=int, default=200_000,
+                        help="environment steps per run (default 200000)")
+    parser.add_argument("--eval-every", type=int, default=20_000,
+                        help="environment steps between evaluations (default 20000)")
+    parser.add_argument("--train", default=",".join(learning_common.DEFAULT_TRAIN),
+                        help="applications to train on (default %(default)s)")
+    parser.add_argument("--held-out", default=",".join(learning_common.DEFAULT_HELD_OUT),
+                        help="applications to evaluate on only (default %(default)s)")
+    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a configuration key of the task (repeatable), "
+                             "e.g. num_regions=16")
+    parser.add_argument("--heuristics", default=",".join(HEURISTICS),
+                        help="reference policies drawn as lines (default %(default)s; the "
+                             "oracle always runs: the score is a fraction of its time saved)")
+    parser.add_argument("--json", help="write every curve and the summary here")
+    parser.add_argument("--plot", default="learning-benchmark.png",
+                        help="the learning curves (default %(default)s)")
+    parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument("--merge", nargs="+", metavar="JSON",
+                        help="no training: the table and plot of the runs in these JSON files "
+                             "(runs of the same task made apart, e.g. one seed per process)")
+    parser.add_argument("--torch-threads", type=int, default=1,
+                        help="torch threads per process (default 1: the machine is shared)")
+    args = parser.parse_args(argv)
+    args.agents = [a for a in args.agents.split(",") if a]
+    unknown = [a for a in args.agents if a not in AGENTS]
+    if unknown:
+        parser.error(f"unknown agent(s) {', '.join(unknown)} (known: {', '.join(AGENTS)})")
+    try:
+        args.seeds = [int(s) for s in args.seeds.split(",") if s]
+    except ValueError:
+        parser.error(f"--seeds: {args.seeds!r} is not a comma-separated list of integers")
+    args.heuristics = [h for h in args.heuristics.split(",") if h]
+    bad = [h for h in args.heuristics if h not in policies.POLICIES or h == "oracle"]
+    if bad:
+        parser.error(f"--heuristics: unknown {', '.join(bad)} (known: {', '.join(HEURISTICS)})")
+    args.train = learning_common.split_apps(args.train)
+    args.held_out = learning_common.split_apps(args.held_out)
+    config = dict(TASK)
+    for item in args.config:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            parser.error(f"--config: {item!r} is not KEY=VALUE")
+        config[key] = value
+    args.task = config
+    if args.steps <= 0 or args.eval_every <= 0:
+        parser.error("--steps and --eval-every must be positive")
+    for name in args.agents:
+        module = {"sb3": "stable_baselines3", "rllib": "ray"}[AGENTS[name]["library"]]
+        if importlib.util.find_spec(module) is None:
+            parser.error(f"{name} needs {module}: pip install \"tiergym[test]\" (or [sb3], [rllib])")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.merge:
+        return merge(args)
+    import torch
+    torch.set_num_threads(args.torch_threads)
+    # torch checks every distribution's arguments by default: with one Categorical per
+    # region (SB3's MultiDiscrete), that check was half of PPO's time (profiled). It changes
+    # no result, only the speed; the libraries' hyperparameters stay as they are.
+    torch.distributions.Distribution.set_default_validate_args(False)
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    apps = list(dict.fromkeys(args.train + args.held_out))
+    # The evaluation session waits through a whole training chunk (many minutes on a
+    # shared CPU): no idle reclamation on this private server.
+    server = tiergym.Server(args=["--threads", "1", "--quiet", "--idle-timeout", "0"])
+    try:
+        log(f"task: {json.dumps(args.task)}; train {args.train}, held out {args.held_out}")
+        log("reference policies (placement mode, same machine):")
+        heuristics = heuristic_returns(server, apps, args.task, args.heuristics)
+        oracle = heuristics.pop("oracle")
+        runs = []
+
+        def save():
+            if args.json:
+                write_json(args.json, args, oracle, heuristics, runs)
+
+        for name in args.agents:
+            agent = AGENTS[name]
+            trainer = train_sb3 if agent["library"] == "sb3" else train_rllib
+            for seed in args.seeds:
+                bar = Progress(f"{name} seed {seed}", args.steps)
+                run = {"agent": name, "seed": seed, "curve": [], "wall_s": 0.0, "train_s": 0.0,
+                       "steps_per_s": 0.0}
+                runs.append(run)
+                t0 = time.monotonic()
+
+                def progress(done, returns, train_s, bar=bar, t0=t0, run=run):
+                    run.update(wall_s=time.monotonic() - t0, train_s=train_s,
+                               steps_per_s=done / max(train_s, 1e-9))
+                    save()  # partial results survive an interrupted run
+                    bar.update(done, f"{run['steps_per_s']:.0f} steps/s, "
+                                     f"train {fraction_of_oracle(returns, oracle, args.train):+.3f}"
+                                     f", held out "
+                                     f"{fraction_of_oracle(returns, oracle, args.held_out):+.3f}"
+                                     " of the oracle")
+                _, train_s, wall_s = trainer(agent, server, args.task, args.train, apps, seed,
+                                             args.steps, args.eval_every, progress, run["curve"])
+                bar.close()
+                run.update(wall_s=wall_s, train_s=train_s,
+                           steps_per_s=run["curve"][-1]["steps"] / max(train_s, 1e-9))
+                save()
+        report(args, oracle, heuristics, runs)
+    finally:
+        server.close()
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as e:  # a failure of a run: said in one line, exit 1
+        log(f"learning_benchmark: {type(e).__name__}: {e}")
+        sys.exit(1)

@@ -1,0 +1,58 @@
+"""agents_examples/learning_benchmark.py as a user runs it, at a tiny budget (8 regions,
+6 decisions, a few hundred steps): the curves, the oracle-relative scores and the
+heuristics land in the JSON and the plot, usage errors exit 2. Seconds; what the agents
+reach at full budget is the README's table, not a test."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tiergym_testing import REPO, needs_binary
+
+import learning_benchmark as lb  # agents_examples/ (pytest's pythonpath)
+
+pytestmark = needs_binary
+SCRIPT = str(REPO / "agents_examples" / "learning_benchmark.py")
+
+
+def test_fraction_of_oracle_is_the_mean_of_the_ratios():
+    oracle = {"a": 0.2, "b": 0.1}
+    assert lb.fraction_of_oracle({"a": 0.1, "b": 0.1}, oracle, ["a", "b"]) == pytest.approx(0.75)
+    assert lb.fraction_of_oracle({"a": -0.2, "b": 0.1}, oracle, ["a"]) == pytest.approx(-1.0)
+
+
+def test_a_tiny_run_writes_curves_scores_and_a_plot(tmp_path):
+    out = subprocess.run(
+        [sys.executable, SCRIPT, "--agents", "sb3-a2c,sb3-dqn", "--seeds", "0,1",
+         "--steps", "48", "--eval-every", "24", "--config", "num_regions=8",
+         "--config", "steps=6", "--heuristics", "random,greedy",
+         "--json", str(tmp_path / "b.json"), "--plot", str(tmp_path / "b.png")],
+        capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads((tmp_path / "b.json").read_text())
+    assert result["task"]["action_mode"] == "keep" and result["task"]["num_regions"] == "8"
+    assert set(result["heuristics"]) == {"random", "greedy"}
+    assert set(result["oracle"]) == {"minife", "lulesh", "nekbone", "lammps"}
+    assert all(v > 0 for v in result["oracle"].values())
+    assert len(result["runs"]) == 4
+    for run in result["runs"]:
+        steps = [p["steps"] for p in run["curve"]]
+        assert steps[0] == 0 and steps[-1] >= 48 and steps == sorted(steps)
+        assert set(run["curve"][-1]["returns"]) == set(result["oracle"])
+        assert run["steps_per_s"] > 0
+    summary = result["summary"]
+    assert summary["sb3-a2c"]["seeds"] == 2 and summary["sb3-dqn"]["seeds"] == 2
+    assert (tmp_path / "b.png").stat().st_size > 10_000
+    assert "fraction of the oracle's time saved" in out.stdout
+    assert "sb3-a2c seed 1" in out.stderr  # progress
+
+
+def test_usage_errors_exit_2():
+    for args in (["--agents", "sb3-sac"], ["--seeds", "x"], ["--config", "oops"],
+                 ["--heuristics", "oracle"]):
+        out = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 2, (args, out.stderr)
+        assert "learning_benchmark.py: error:" in out.stderr
