@@ -91,9 +91,18 @@ const json::Value* ValueAt(const json::Value& root, std::string_view path) {
   const json::Value* at = &root;
   while (!path.empty() && at != nullptr) {
     if (path[0] == '.') path.remove_prefix(1);
+    if (path.empty()) break;
     if (path[0] == '[') {
+      // A path names an index as [DIGITS]; anything else (a member name holding '[') is
+      // not looked up.
       const size_t close = path.find(']');
-      const size_t i = std::stoul(std::string(path.substr(1, close - 1)));
+      if (close == std::string_view::npos) return nullptr;
+      size_t i = 0;
+      const std::string_view digits = path.substr(1, close - 1);
+      const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), i);
+      if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size()) {
+        return nullptr;
+      }
       at = at->is_array() && i < at->array().size() ? &at->array()[i] : nullptr;
       path.remove_prefix(close + 1);
       continue;
