@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "env/protocol/protocol.h"
+#include "env/server/shm_batch.h"
 #include "traces/base/strings.h"
 #include "zmq.hpp"
 
@@ -84,6 +85,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
     return absl::FailedPreconditionError(
         StrCat(options.endpoint, ": address in use (another tiergym serve?); choose another path"));
   }
+  // Segments of servers that died (SIGKILL) before unlinking theirs.
+  if (service_options.max_shm_bytes > 0) RemoveStaleShmSegments();
   const int event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (event_fd < 0) return absl::InternalError(StrCat("eventfd: ", std::strerror(errno)));
   service_options.max_pending_per_connection = options.max_pending_per_client;
