@@ -319,13 +319,17 @@ void Server::Dispatch(std::shared_ptr<Job> job) {
 }
 
 bool Server::Quick(const Job& job) const {
-  if (!options_.inline_quick_requests || in_flight_fast_ > 0 || job.payload.size() > 4096) {
+  constexpr size_t kQuickBytes = 4096, kQuickBatchBytes = 16384;
+  if (!options_.inline_quick_requests || in_flight_fast_ > 0 ||
+      job.payload.size() > kQuickBatchBytes) {
     return false;
   }
   const std::optional<protocol::Op> op = protocol::PeekRequestOp(job.bytes());
   using protocol::Op;
-  return op == Op::kStep || op == Op::kReset || op == Op::kClose || op == Op::kHello ||
-         op == Op::kList || op == Op::kStats;
+  if (op == Op::kStepBatch) return true;  // its entries on this thread and the idle workers
+  return job.payload.size() <= kQuickBytes &&
+         (op == Op::kStep || op == Op::kReset || op == Op::kClose || op == Op::kHello ||
+          op == Op::kList || op == Op::kStats);
 }
 
 void Server::Next(const std::string& name) {

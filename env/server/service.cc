@@ -541,7 +541,7 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
   std::vector<uint8_t> ended(n, 0);
   std::vector<absl::Status> errors(n);
   const bool same_step = r.autoreset == protocol::Autoreset::kSameStep;
-  auto body = [&](size_t i) {
+  auto step = [&](size_t i) {
     Session& s = *leases[i];
     if (resetting(i)) {
       absl::StatusOr<StepResult> res =
@@ -587,6 +587,15 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
     reply.results[i].truncated = finals[i].truncated;
     reply.was_reset[i] = 1;
   };
+  // With a segment, each entry's row is written by the thread that stepped it.
+  std::vector<absl::Status> write_errors(segment != nullptr ? n : 0);
+  auto body = [&](size_t i) {
+    step(i);
+    if (segment != nullptr && errors[i].ok()) {
+      write_errors[i] = segment->batch->WriteRow(i, reply.results[i], reply.was_reset[i] != 0,
+                                                 leases[i]->env->spec());
+    }
+  };
   if (pool_ != nullptr && n > 1) {
     pool_->ParallelFor(n, body);
   } else {
@@ -604,25 +613,20 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
     }
     reply.finals = std::move(finals);
   }
-  if (segment != nullptr) return WriteToSegment(*segment, made, leases, reply);
+  if (segment != nullptr) return WriteToSegment(*segment, made, leases, write_errors, reply);
   return reply;
 }
 
 ReplyBody Service::WriteToSegment(Segment& segment, bool made, const std::vector<Lease>& leases,
+                                  std::vector<absl::Status>& errors,
                                   protocol::StepBatchReply& reply) {
   ShmBatch& batch = *segment.batch;
   const size_t n = reply.results.size();
   const bool has_final = !reply.finals.empty();
-  std::vector<absl::Status> errors(n);
-  auto write = [&](size_t i) {
-    const EnvSpec& spec = leases[i]->env->spec();
-    errors[i] = batch.WriteRow(i, reply.results[i], reply.was_reset[i] != 0, spec);
-    if (errors[i].ok() && has_final) errors[i] = batch.WriteFinal(i, reply.finals[i], spec);
-  };
-  if (pool_ != nullptr && n > 1) {
-    pool_->ParallelFor(n, write);
-  } else {
-    for (size_t i = 0; i < n; ++i) write(i);
+  // The rows are written (errors holds how that went); the final rows when an episode
+  // ended (rarely: once per episode).
+  for (size_t i = 0; i < n && has_final; ++i) {
+    if (errors[i].ok()) errors[i] = batch.WriteFinal(i, reply.finals[i], leases[i]->env->spec());
   }
   for (size_t i = 0; i < n; ++i) {
     if (!errors[i].ok()) {

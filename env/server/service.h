@@ -122,8 +122,10 @@ class Service {
   absl::StatusOr<std::shared_ptr<Segment>> NewSegment(
       const std::vector<protocol::SessionId>& sessions, const std::string& owner,
       const EnvSpec& spec);
-  // Writes a batch's results into its segment and turns `reply` into the reply that says so.
+  // Completes a batch's results in its segment (the rows are written, `errors` per row;
+  // the final rows are written here) and turns `reply` into the reply that says so.
   protocol::ReplyBody WriteToSegment(Segment& segment, bool made, const std::vector<Lease>& leases,
+                                     std::vector<absl::Status>& errors,
                                      protocol::StepBatchReply& reply);
   absl::StatusOr<std::shared_ptr<Segment>> FindSegment(const std::string& handle,
                                                        const std::string& owner,
