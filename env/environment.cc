@@ -695,6 +695,13 @@ absl::StatusOr<StepResult> Environment::Reset(std::optional<uint64_t> seed,
 }
 
 absl::StatusOr<StepResult> Environment::Step(const Action& action) {
+  // The action checked against the action space first (the one check the server's batches
+  // use too, before they step with StepPrechecked).
+  TG_RETURN_IF_ERROR(CheckAction(assets_->impl().spec, action, "action"));
+  return StepPrechecked(action);
+}
+
+absl::StatusOr<StepResult> Environment::StepPrechecked(const Action& action) {
   const EnvAssets::Impl& a = assets_->impl();
   State& s = *state_;
   if (!s.started) return absl::FailedPreconditionError("step before reset");
@@ -702,9 +709,7 @@ absl::StatusOr<StepResult> Environment::Step(const Action& action) {
   const ProfileAssets& p = *s.profile;
   const size_t k = p.regions.size(), tiers = a.machine.tiers.size();
 
-  // Desired tier per region; the action checked against the action space first (the one
-  // check the server's batches use too).
-  TG_RETURN_IF_ERROR(CheckAction(a.spec.action, action, "action"));
+  // Desired tier per region (the action fits the action space: Step checked it).
   std::vector<int> want = s.region_tier;
   if (a.config.action_mode == ActionMode::kPlacement) {
     for (size_t r = 0; r < k; ++r) want[r] = static_cast<int>(action.values[r]);

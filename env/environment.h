@@ -173,6 +173,10 @@ class Environment {
   // FailedPrecondition before Reset or after the episode ended; InvalidArgument for an
   // action of the wrong shape or with out-of-range values (names the index and value).
   absl::StatusOr<StepResult> Step(const Action& action);
+  // Step for a caller that has checked `action` against spec() with CheckAction
+  // (env/spec/action_check.h), as the server's batches do before anything moves: the same
+  // without checking it again. REQUIRES: CheckAction(spec(), action, ...) is OK.
+  absl::StatusOr<StepResult> StepPrechecked(const Action& action);
 
   // Estimated runtime of a placement of one profile, without an episode.
   absl::StatusOr<double> EstimatePlacementNs(const std::string& profile,

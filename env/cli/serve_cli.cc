@@ -35,7 +35,8 @@ constexpr char kEpilog[] =
     "into $XDG_CACHE_HOME/tiergym or ~/.cache/tiergym. Stops cleanly on SIGINT/SIGTERM.\n"
     "Clients read only what --profiles, --data-dir and the machine presets serve, drive only\n"
     "their own connection's sessions, and stay within the limits above (env/README.md,\n"
-    "Security model).\n"
+    "Security model). Clients on this machine may take batch results through shared memory\n"
+    "(segments of mode 0600 in /dev/shm, within --max-shm-mib).\n"
     "\n"
     "Examples:\n"
     "  tiergym serve\n"
@@ -78,6 +79,11 @@ int RunServeCommand(const std::vector<std::string>& args) {
               "memory for loaded configurations and sessions; a configuration whose estimated "
               "cost does not fit is refused before it is built (0: no budget)",
               "2048");
+  p.AddOption("max-shm-mib", "MIB",
+              "shared memory for the step_batch results of clients on this machine, over all "
+              "connections (charged to --max-asset-mib too; 0: no shared memory, results "
+              "travel in the replies)",
+              "256");
   p.AddOption("unused-asset-timeout", "S",
               "free a loaded configuration no session has used for this long (the default "
               "configuration stays loaded)",
@@ -127,6 +133,12 @@ int RunServeCommand(const std::vector<std::string>& args) {
   if (*max_bytes < 1024 || *max_bytes > (uint64_t{1} << 31)) {
     return Fail(absl::InvalidArgumentError("--max-message-bytes: must be in [1024, 2^31]"),
                 kExitUsage, kCommand);
+  }
+  absl::StatusOr<uint64_t> shm_mib = p.GetUint64("max-shm-mib");
+  if (!shm_mib.ok()) return Fail(shm_mib.status(), kExitUsage, kCommand);
+  if (*shm_mib > (uint64_t{1} << 30)) {
+    return Fail(absl::InvalidArgumentError("--max-shm-mib: must be at most 2^30"), kExitUsage,
+                kCommand);
   }
   absl::StatusOr<uint64_t> asset_mib = p.GetUint64("max-asset-mib");
   if (!asset_mib.ok()) return Fail(asset_mib.status(), kExitUsage, kCommand);
@@ -197,6 +209,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
   service.max_asset_bytes = po.max_asset_bytes;
   service.idle_timeout_s = *idle;
   service.max_message_bytes = *max_bytes;
+  service.max_shm_bytes = *shm_mib << 20;
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Create(so, service, provider);
   if (!server.ok()) return Fail(server.status(), kExitFailed, kCommand);
 

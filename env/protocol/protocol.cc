@@ -8,6 +8,7 @@
 #include <new>
 #include <utility>
 
+#include "absl/strings/str_join.h"
 #include "msgpack.hpp"
 #include "traces/base/field_status.h"
 #include "traces/base/json.h"
@@ -63,6 +64,9 @@ std::string Member(std::string_view path, std::string_view key) {
   quoted += "\"]";
   return quoted;
 }
+// absl::StrJoin's formatter for std::string_view (which this Abseil's AlphaNum does not take).
+void AppendView(std::string* out, std::string_view s) { out->append(s); }
+
 std::string Index(std::string_view path, size_t i) { return StrCat(path, "[", i, "]"); }
 
 std::string_view TypeName(const object& o) {
@@ -202,9 +206,9 @@ class MapReader {
       bool known = false;
       for (std::string_view k : known_) known = known || k == key;
       if (!known) {
-        std::string expected;
-        for (std::string_view k : known_) StrAppend(&expected, expected.empty() ? "" : ", ", k);
-        return Invalid(Field(key), StrCat("unknown key (expected: ", expected, ")"));
+        return Invalid(
+            Field(key),
+            StrCat("unknown key (expected: ", absl::StrJoin(known_, ", ", AppendView), ")"));
       }
     }
     return absl::OkStatus();
@@ -361,8 +365,8 @@ absl::StatusOr<NdarrayView> ReadNdarray(const object& o, std::string_view field)
   TG_ASSIGN_OR_RETURN(std::string dtype, r.RequiredString("dtype"));
   a.dtype = FindDtype(dtype);
   if (a.dtype == nullptr) {
-    std::string names;
-    for (const DtypeInfo& d : kDtypes) StrAppend(&names, names.empty() ? "" : ", ", d.name);
+    const std::string names = absl::StrJoin(
+        kDtypes, ", ", [](std::string* out, const DtypeInfo& d) { out->append(d.name); });
     return Invalid(r.Field("dtype"),
                    StrCat("unknown dtype \"", Printable(dtype), "\" (known: ", names, ")"));
   }
@@ -702,6 +706,24 @@ absl::StatusOr<StepBatchRequest> ReadStepBatch(MapReader& r, const DecodeLimits&
       b.autoreset = Autoreset::kSameStep;
     } else {
       return Invalid("autoreset", StrCat(R"(expected "none" or "same_step", got ")", mode, "\""));
+    }
+  }
+  if (const object* shm = r.Find("shm")) {
+    if (shm->type == mtype::BOOLEAN) {
+      b.shm_new = shm->via.boolean;
+    } else if (shm->type == mtype::STR) {
+      const std::string_view handle = AsView(*shm);
+      const bool hex = handle.size() == 32 && std::all_of(handle.begin(), handle.end(), [](char c) {
+                         return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                       });
+      if (!hex) {
+        return Invalid("shm",
+                       "expected true (a new segment) or a segment handle (32 hex digits "
+                       "from an earlier reply's shm.segment)");
+      }
+      b.shm_segment = std::string(handle);
+    } else if (shm->type != mtype::NIL) {
+      return Expected("shm", "true or a segment handle (a string)", *shm);
     }
   }
   return b;
@@ -1169,7 +1191,7 @@ struct ReplyPacker {
     p.Array(r.envs.size());
     for (const std::string& e : r.envs) p.Str(e);
     p.Str("limits");
-    p.Map(8);
+    p.Map(8 + (r.limits.max_shm_bytes > 0 ? 1 : 0));
     p.Str("max_sessions");
     p.Uint(r.limits.max_sessions);
     p.Str("max_sessions_per_connection");
@@ -1186,6 +1208,10 @@ struct ReplyPacker {
     p.Double(r.limits.idle_timeout_s);
     p.Str("threads");
     p.Uint(r.limits.threads);
+    if (r.limits.max_shm_bytes > 0) {
+      p.Str("max_shm_bytes");
+      p.Uint(r.limits.max_shm_bytes);
+    }
   }
   void operator()(const ListReply& r) {
     Head(1);
@@ -1241,10 +1267,48 @@ struct ReplyPacker {
     p.Str("info");
     PackInfo(p, r.result.info);
   }
+  void Shm(const ShmReply& s) {
+    const bool made = !s.name.empty();
+    p.Str("shm");
+    p.Map(4 + (made ? 3 : 0));
+    p.Str("segment");
+    p.Str(s.segment);
+    p.Str("seq");
+    p.Uint(s.seq);
+    p.Str("rows");
+    p.Uint(s.rows);
+    p.Str("final");
+    p.Bool(s.has_final);
+    if (!made) return;
+    p.Str("name");
+    p.Str(s.name);
+    p.Str("bytes");
+    p.Uint(s.bytes);
+    p.Str("layout");
+    p.Array(s.layout.size());
+    for (const ShmArray& a : s.layout) {
+      p.Map(4);
+      p.Str("name");
+      p.Str(a.name);
+      p.Str("dtype");
+      p.Str(a.dtype);
+      p.Str("shape");
+      p.Array(a.shape.size());
+      for (uint64_t d : a.shape) p.Uint(d);
+      p.Str("offset");
+      p.Uint(a.offset);
+    }
+  }
   void operator()(const StepBatchReply& r) {
     const size_t n = r.results.size();
+    if (r.shm && n == 0) {  // the results are in the segment
+      Head(1);
+      Shm(*r.shm);
+      return;
+    }
     const bool finals = !r.finals.empty();
-    Head(6 + (finals ? 2 : 0));
+    Head(6 + (finals ? 2 : 0) + (r.shm ? 1 : 0));
+    if (r.shm) Shm(*r.shm);
     std::vector<const StepResult*> results(n);
     std::vector<const StepInfo*> infos(n);
     for (size_t i = 0; i < n; ++i) {
@@ -1292,7 +1356,7 @@ struct ReplyPacker {
   }
   void operator()(const CloseReply&) { Head(0); }
   void operator()(const StatsReply& r) {
-    Head(13);
+    Head(15);
     const std::pair<std::string_view, uint64_t> counters[] = {
         {"sessions", r.sessions},
         {"sessions_made", r.sessions_made},
@@ -1305,6 +1369,8 @@ struct ReplyPacker {
         {"replies_dropped", r.replies_dropped},
         {"threads", r.threads},
         {"rss_bytes", r.rss_bytes},
+        {"shm_segments", r.shm_segments},
+        {"shm_bytes", r.shm_bytes},
     };
     for (const auto& [k, v] : counters) {
       p.Str(k);
@@ -1549,6 +1615,37 @@ absl::Status DecodeObservationRows(const object& o, std::string_view key,
   return absl::OkStatus();
 }
 
+absl::StatusOr<ShmReply> DecodeShm(const object& o) {
+  ShmReply s;
+  TG_ASSIGN_OR_RETURN(s.segment, NeedString(o, "segment", "shm"));
+  TG_ASSIGN_OR_RETURN(s.seq, NeedUint(o, "seq", "shm"));
+  TG_ASSIGN_OR_RETURN(s.rows, NeedUint(o, "rows", "shm"));
+  TG_ASSIGN_OR_RETURN(const object* has_final, Need(o, "final", "shm"));
+  TG_ASSIGN_OR_RETURN(s.has_final, ReadBool(*has_final, "shm.final"));
+  if (Get(o, "name") == nullptr) return s;
+  TG_ASSIGN_OR_RETURN(s.name, NeedString(o, "name", "shm"));
+  TG_ASSIGN_OR_RETURN(s.bytes, NeedUint(o, "bytes", "shm"));
+  TG_ASSIGN_OR_RETURN(const object* layout, Need(o, "layout", "shm"));
+  if (layout->type != mtype::ARRAY) return Expected("shm.layout", "an array", *layout);
+  for (uint32_t i = 0; i < layout->via.array.size; ++i) {
+    const object& a = layout->via.array.ptr[i];
+    const std::string path = Index("shm.layout", i);
+    ShmArray array;
+    TG_ASSIGN_OR_RETURN(array.name, NeedString(a, "name", path));
+    TG_ASSIGN_OR_RETURN(array.dtype, NeedString(a, "dtype", path));
+    TG_ASSIGN_OR_RETURN(array.offset, NeedUint(a, "offset", path));
+    TG_ASSIGN_OR_RETURN(const object* shape, Need(a, "shape", path));
+    if (shape->type != mtype::ARRAY) return Expected(Member(path, "shape"), "an array", *shape);
+    for (uint32_t j = 0; j < shape->via.array.size; ++j) {
+      TG_ASSIGN_OR_RETURN(uint64_t d,
+                          ReadUint(shape->via.array.ptr[j], Index(Member(path, "shape"), j)));
+      array.shape.push_back(d);
+    }
+    s.layout.push_back(std::move(array));
+  }
+  return s;
+}
+
 absl::StatusOr<ReplyBody> DecodeOk(const object& o, Op op) {
   switch (op) {
     case Op::kHello: {
@@ -1567,6 +1664,9 @@ absl::StatusOr<ReplyBody> DecodeOk(const object& o, Op op) {
       TG_ASSIGN_OR_RETURN(r.limits.max_batch, NeedUint(*l, "max_batch", "limits"));
       TG_ASSIGN_OR_RETURN(r.limits.idle_timeout_s, NeedDouble(*l, "idle_timeout_s", "limits"));
       TG_ASSIGN_OR_RETURN(r.limits.threads, NeedUint(*l, "threads", "limits"));
+      if (Get(*l, "max_shm_bytes") != nullptr) {
+        TG_ASSIGN_OR_RETURN(r.limits.max_shm_bytes, NeedUint(*l, "max_shm_bytes", "limits"));
+      }
       return r;
     }
     case Op::kList: {
@@ -1620,6 +1720,10 @@ absl::StatusOr<ReplyBody> DecodeOk(const object& o, Op op) {
     }
     case Op::kStepBatch: {
       StepBatchReply r;
+      if (const object* shm = Get(o, "shm")) {
+        TG_ASSIGN_OR_RETURN(r.shm, DecodeShm(*shm));
+        if (Get(o, "obs") == nullptr) return r;  // the results are in the segment
+      }
       TG_RETURN_IF_ERROR(DecodeObservationRows(o, "obs", r.results));
       const size_t n = r.results.size();
       TG_ASSIGN_OR_RETURN(std::vector<double> reward,
@@ -1671,6 +1775,8 @@ absl::StatusOr<ReplyBody> DecodeOk(const object& o, Op op) {
           {"replies_dropped", &StatsReply::replies_dropped},
           {"threads", &StatsReply::threads},
           {"rss_bytes", &StatsReply::rss_bytes},
+          {"shm_segments", &StatsReply::shm_segments},
+          {"shm_bytes", &StatsReply::shm_bytes},
       };
       for (const auto& [key, member] : counters) {
         TG_ASSIGN_OR_RETURN(r.*member, NeedUint(o, key, ""));
@@ -1783,8 +1889,7 @@ DecodedRequest DecodeRequest(std::string_view payload, const DecodeLimits& limit
     if (!op.ok()) return fail(op.status());
     std::optional<Op> parsed = ParseOp(*op);
     if (!parsed) {
-      std::string names;
-      for (std::string_view n : kOpNames) StrAppend(&names, names.empty() ? "" : ", ", n);
+      const std::string names = absl::StrJoin(kOpNames, ", ", AppendView);
       return fail(FieldError(absl::StatusCode::kUnimplemented, "op",
                              StrCat("unknown op \"", Printable(*op), "\" (known: ", names, ")")));
     }
@@ -1847,8 +1952,9 @@ std::string EncodeRequest(const Request& request) {
           action(body.action);
         } else if constexpr (std::is_same_v<T, StepBatchRequest>) {
           const size_t n = body.sessions.size();
+          const bool shm = body.shm_new || !body.shm_segment.empty();
           head(3 + (body.reset.empty() ? 0 : 1) + (body.seeds.empty() ? 0 : 1) +
-               (body.options.empty() ? 0 : 1));
+               (body.options.empty() ? 0 : 1) + (shm ? 1 : 0));
           p.Str("sessions");
           p.Array(n);
           for (const SessionId& s : body.sessions) p.Str(s);
@@ -1883,6 +1989,14 @@ std::string EncodeRequest(const Request& request) {
           }
           p.Str("autoreset");
           p.Str(body.autoreset == Autoreset::kSameStep ? "same_step" : "none");
+          if (shm) {
+            p.Str("shm");
+            if (body.shm_new) {
+              p.Bool(true);
+            } else {
+              p.Str(body.shm_segment);
+            }
+          }
         } else if constexpr (std::is_same_v<T, EstimateRequest>) {
           head(2 + (!body.session.empty() ? 1 : 0) + (body.config ? 1 : 0));
           if (!body.session.empty()) {

@@ -99,6 +99,11 @@ struct StepBatchRequest {
   std::vector<std::optional<uint64_t>> seeds;  // empty or one per session
   std::vector<ResetOptions> options;           // empty or one per session
   Autoreset autoreset = Autoreset::kNone;
+  // Shared memory (PROTOCOL.md "Shared memory"): shm_new asks for a new segment holding
+  // this batch's results; shm_segment names one made earlier on this connection (32 hex
+  // digits). Neither: the results travel in the reply.
+  bool shm_new = false;
+  std::string shm_segment;
 };
 
 struct EstimateRequest {
@@ -156,6 +161,9 @@ struct Limits {
   uint64_t max_batch = 0;
   double idle_timeout_s = 0;
   uint64_t threads = 0;
+  // Bytes of shared-memory segments the server holds at most; 0: no shared memory (absent
+  // from the replies of servers that have none).
+  uint64_t max_shm_bytes = 0;
 };
 
 struct HelloReply {
@@ -189,12 +197,38 @@ struct StepReply {
   StepResult result;
 };
 
+// One array of a shared-memory segment: `shape` values of `dtype` (a protocol dtype),
+// C order, at byte `offset`.
+struct ShmArray {
+  std::string name;
+  std::string dtype;
+  std::vector<uint64_t> shape;
+  uint64_t offset = 0;
+};
+
+// Where a step_batch's results went when they went through shared memory.
+struct ShmReply {
+  std::string segment;     // the handle to name in later requests
+  uint64_t seq = 0;        // this batch's number, also in the segment's `seq` array
+  uint64_t rows = 0;       // rows written (the batch's entries), from row 0
+  bool has_final = false;  // the final_* arrays hold this batch's ended episodes
+  // Only in the reply that made the segment (empty `name` otherwise): its POSIX
+  // shared-memory name, size and layout.
+  std::string name;
+  uint64_t bytes = 0;
+  std::vector<ShmArray> layout;
+};
+
 struct StepBatchReply {
   std::vector<StepResult> results;  // one per entry: after the step or the reset
   std::vector<uint8_t> was_reset;   // one per entry
   // With autoreset same_step when an episode ended: one per entry, the result of the step
   // that ended it (for other entries, a copy of `results[i]`). Otherwise empty.
   std::vector<StepResult> finals;
+  // Set when the results are in a shared-memory segment; then `results` is empty (the
+  // arrays are not in the reply) except in the reply that made the segment, which carries
+  // both.
+  std::optional<ShmReply> shm;
 };
 
 struct EstimateReply {
@@ -220,6 +254,8 @@ struct StatsReply {
   uint64_t threads = 0;
   double uptime_s = 0;
   uint64_t rss_bytes = 0;
+  uint64_t shm_segments = 0;  // shared-memory segments held
+  uint64_t shm_bytes = 0;     // their bytes
   std::map<std::string, uint64_t> ops;
 };
 

@@ -32,6 +32,9 @@ class SessionEnv {
   virtual absl::StatusOr<StepResult> Reset(std::optional<uint64_t> seed,
                                            const ResetOptions& options) = 0;
   virtual absl::StatusOr<StepResult> Step(const Action& action) = 0;
+  // Step for a caller that checked `action` with CheckAction(spec(), ...) (the service's
+  // batches, before anything moves): the environment need not check it again. Default: Step.
+  virtual absl::StatusOr<StepResult> StepPrechecked(const Action& action) { return Step(action); }
   virtual absl::StatusOr<double> EstimatePlacementNs(const std::string& profile,
                                                      const Placement& placement) const = 0;
 };
@@ -57,6 +60,13 @@ class EnvProvider {
 
   // Frees what no environment uses any more (called periodically). Default: nothing.
   virtual void Trim() {}
+
+  // Charges `bytes` the server holds for clients besides their environments (shared-memory
+  // segments of batch results) to the memory budget: ResourceExhausted, saying so, when
+  // they do not fit (after unused assets are evicted). Uncharge gives them back. Default:
+  // no budget.
+  virtual absl::Status Charge(uint64_t /*bytes*/) { return absl::OkStatus(); }
+  virtual void Uncharge(uint64_t /*bytes*/) {}
 };
 
 }  // namespace tiergym::env

@@ -29,6 +29,9 @@ class EnvironmentSession : public SessionEnv {
     return env_->Reset(seed, options);
   }
   absl::StatusOr<StepResult> Step(const Action& action) override { return env_->Step(action); }
+  absl::StatusOr<StepResult> StepPrechecked(const Action& action) override {
+    return env_->StepPrechecked(action);
+  }
   absl::StatusOr<double> EstimatePlacementNs(const std::string& profile,
                                              const Placement& placement) const override {
     return env_->EstimatePlacementNs(profile, placement);
@@ -323,6 +326,21 @@ absl::StatusOr<std::unique_ptr<SessionEnv>> EnvironmentProvider::Make(const Conf
   return std::unique_ptr<SessionEnv>(
       new EnvironmentSession(*std::move(env), session_bytes_, cost.session_bytes));
 }
+
+absl::Status EnvironmentProvider::Charge(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!EvictUnusedLocked(bytes)) {
+    return absl::ResourceExhaustedError(
+        StrCat(MiB(bytes), " more; with ", MiB(HeldBytesLocked()),
+               " held by configurations, sessions and shared memory in use, that is over the "
+               "server's memory budget of ",
+               MiB(options_.max_asset_bytes), " (--max-asset-mib); close sessions"));
+  }
+  session_bytes_->fetch_add(bytes);
+  return absl::OkStatus();
+}
+
+void EnvironmentProvider::Uncharge(uint64_t bytes) { session_bytes_->fetch_sub(bytes); }
 
 EnvProvider::Stats EnvironmentProvider::GetStats() const {
   Stats s;

@@ -73,6 +73,8 @@ class EnvironmentProvider : public EnvProvider {
   absl::StatusOr<std::unique_ptr<SessionEnv>> Make(const ConfigMap& config) override;
   Stats GetStats() const override;
   void Trim() override;
+  absl::Status Charge(uint64_t bytes) override;
+  void Uncharge(uint64_t bytes) override;
 
   // Bytes a profile not yet loaded is assumed to take per byte of its trace files.
   static constexpr uint64_t kTraceBytesFactor = 4;
@@ -111,7 +113,8 @@ class EnvironmentProvider : public EnvProvider {
   uint64_t loading_bytes_ = 0;  // estimates of the loads under way (guarded by mu_)
   // Since when each unused asset set has been seen unused by Trim (guarded by mu_).
   std::map<std::string, std::chrono::steady_clock::time_point> unused_since_;
-  // Bytes charged by the sessions alive; shared with them (they may outlive the provider).
+  // Bytes charged by the sessions alive (shared with them: they may outlive the provider)
+  // and by Charge().
   std::shared_ptr<std::atomic<uint64_t>> session_bytes_ =
       std::make_shared<std::atomic<uint64_t>>(0);
   // Profiles and indexes, shared across configurations (EnvAssets::Load).

@@ -1,7 +1,6 @@
 #include "env/server/server.h"
 
 #include <malloc.h>
-#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -10,12 +9,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <iostream>
 #include <utility>
 #include <vector>
 
 #include "env/protocol/protocol.h"
+#include "env/server/shm_batch.h"
 #include "traces/base/strings.h"
 #include "zmq.hpp"
 
@@ -27,8 +28,8 @@ struct Server::Job {
   std::string client;  // the identity, as a map key
   std::string reply;   // set by the worker
   bool slow = false;   // make or estimate: on the load workers
-  std::string_view bytes() const {
-    return std::string_view(static_cast<const char*>(payload.data()), payload.size());
+  [[nodiscard]] std::string_view bytes() const {
+    return {static_cast<const char*>(payload.data()), payload.size()};
   }
 };
 
@@ -84,6 +85,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
     return absl::FailedPreconditionError(
         StrCat(options.endpoint, ": address in use (another tiergym serve?); choose another path"));
   }
+  // Segments of servers that died (SIGKILL) before unlinking theirs.
+  if (service_options.max_shm_bytes > 0) RemoveStaleShmSegments();
   const int event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (event_fd < 0) return absl::InternalError(StrCat("eventfd: ", std::strerror(errno)));
   service_options.max_pending_per_connection = options.max_pending_per_client;
@@ -176,8 +179,7 @@ bool Server::ParentGone() const {
 
 Server::Sent Server::TrySend(const Outgoing& out) {
   try {
-    for (size_t i = 0; i < out.envelope.size(); ++i) {
-      const std::string& f = out.envelope[i];
+    for (const std::string& f : out.envelope) {
       // With ZMQ_ROUTER_MANDATORY the first frame decides: EAGAIN or EHOSTUNREACH come
       // before anything is queued.
       if (!socket_->send(zmq::buffer(f.data(), f.size()),
@@ -316,13 +318,17 @@ void Server::Dispatch(std::shared_ptr<Job> job) {
 }
 
 bool Server::Quick(const Job& job) const {
-  if (!options_.inline_quick_requests || in_flight_fast_ > 0 || job.payload.size() > 4096) {
+  constexpr size_t kQuickBytes = 4096, kQuickBatchBytes = 16384;
+  if (!options_.inline_quick_requests || in_flight_fast_ > 0 ||
+      job.payload.size() > kQuickBatchBytes) {
     return false;
   }
   const std::optional<protocol::Op> op = protocol::PeekRequestOp(job.bytes());
   using protocol::Op;
-  return op == Op::kStep || op == Op::kReset || op == Op::kClose || op == Op::kHello ||
-         op == Op::kList || op == Op::kStats;
+  if (op == Op::kStepBatch) return true;  // its entries on this thread and the idle workers
+  return job.payload.size() <= kQuickBytes &&
+         (op == Op::kStep || op == Op::kReset || op == Op::kClose || op == Op::kHello ||
+          op == Op::kList || op == Op::kStats);
 }
 
 void Server::Next(const std::string& name) {

@@ -10,6 +10,8 @@
 #include <unordered_set>
 #include <utility>
 
+#include "absl/strings/str_join.h"
+#include "env/server/shm_batch.h"
 #include "env/spec/action_check.h"
 #include "traces/base/field_status.h"
 #include "traces/base/strings.h"
@@ -30,6 +32,23 @@ struct Service::Session {
   bool in_episode = false;  // guarded by mu
   std::atomic<int> users{0};
   std::atomic<int64_t> last_used_ns{0};
+  std::vector<std::string> segments;  // handles of segments made with it (guarded by mu_)
+};
+
+struct Service::Segment {
+  std::string handle;
+  std::string owner;
+  std::unique_ptr<ShmBatch> batch;
+  std::mutex mu;                  // one batch writes at a time
+  uint64_t seq = 0;               // guarded by mu
+  std::function<void()> release;  // gives its bytes back
+  Segment() = default;
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+  ~Segment() {
+    batch.reset();
+    if (release) release();
+  }
 };
 
 // A session marked in use: ReclaimIdle leaves it alone until the lease ends, which also
@@ -219,6 +238,7 @@ ReplyBody Service::Hello() const {
   r.limits.max_batch = options_.max_batch;
   r.limits.idle_timeout_s = options_.idle_timeout_s;
   r.limits.threads = pool_ == nullptr ? 1 : pool_->size();
+  r.limits.max_shm_bytes = options_.max_shm_bytes;
   return r;
 }
 
@@ -232,8 +252,8 @@ absl::Status Service::CheckConfigKeys(const protocol::ConfigMap& config) const {
   for (const auto& entry : config) {
     const std::string& key = entry.first;
     if (std::none_of(keys.begin(), keys.end(), [&](const ConfigKey& k) { return k.name == key; })) {
-      std::string known;
-      for (const ConfigKey& k : keys) StrAppend(&known, known.empty() ? "" : ", ", k.name);
+      const std::string known = absl::StrJoin(
+          keys, ", ", [](std::string* out, const ConfigKey& k) { out->append(k.name); });
       return InvalidFieldError(protocol::MemberPath("config", key),
                                StrCat("unknown configuration key (known: ", known, ")"));
     }
@@ -259,7 +279,113 @@ void Service::EraseLocked(
     std::unordered_map<protocol::SessionId, std::shared_ptr<Session>>::iterator it) {
   auto owner = sessions_of_.find(it->second->owner);
   if (owner != sessions_of_.end() && --owner->second == 0) sessions_of_.erase(owner);
+  for (const std::string& handle : it->second->segments) EraseSegmentLocked(handle);
   sessions_.erase(it);
+}
+
+void Service::EraseSegmentLocked(const std::string& handle) {
+  auto it = segments_.find(handle);
+  if (it == segments_.end()) return;  // freed with another of its sessions
+  auto owner = segments_of_.find(it->second->owner);
+  if (owner != segments_of_.end() && --owner->second == 0) segments_of_.erase(owner);
+  segments_.erase(it);  // unmapped and unlinked when no batch uses it any more
+}
+
+absl::StatusOr<std::shared_ptr<Service::Segment>> Service::NewSegment(
+    const std::vector<protocol::SessionId>& sessions, const std::string& owner,
+    const EnvSpec& spec) {
+  if (options_.max_shm_bytes == 0) {
+    return absl::FailedPreconditionError(
+        "shm: this server offers no shared memory (--max-shm-mib 0); leave out shm");
+  }
+  const ShmBatchShape shape = ShapeOf(spec, sessions.size());
+  const uint64_t bytes = ShmBatch::BytesFor(shape);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    uint64_t& mine = segments_of_[owner];
+    if (mine >= options_.max_shm_segments_per_connection) {
+      return absl::ResourceExhaustedError(
+          StrCat("shm: this connection holds ", mine,
+                 " shared-memory segments, the server's limit per connection; name one of "
+                 "them (shm: its handle) instead of asking for another, or close sessions"));
+    }
+    if (shm_bytes_.load() + bytes > options_.max_shm_bytes) {
+      if (mine == 0) segments_of_.erase(owner);
+      return absl::ResourceExhaustedError(
+          StrCat("shm: a segment of ", bytes, " bytes; with ", shm_bytes_.load(),
+                 " held, that is over the server's shared memory of ", options_.max_shm_bytes,
+                 " bytes (--max-shm-mib); leave out shm (results in the reply)"));
+    }
+    ++mine;
+    shm_bytes_.fetch_add(bytes);
+  }
+  auto undo_count = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = segments_of_.find(owner);
+    if (it != segments_of_.end() && --it->second == 0) segments_of_.erase(it);
+  };
+  if (absl::Status s = provider_->Charge(bytes); !s.ok()) {
+    undo_count();
+    shm_bytes_.fetch_sub(bytes);
+    return absl::Status(s.code(), StrCat("shm: a shared-memory segment of ", s.message()));
+  }
+  auto segment = std::make_shared<Segment>();
+  segment->owner = owner;
+  segment->release = [this, bytes] {
+    shm_bytes_.fetch_sub(bytes);
+    provider_->Uncharge(bytes);
+  };
+  absl::StatusOr<std::unique_ptr<ShmBatch>> batch = ShmBatch::Create(shape);
+  if (!batch.ok()) {
+    undo_count();
+    return absl::Status(batch.status().code(), StrCat("shm: ", batch.status().message()));
+  }
+  segment->batch = *std::move(batch);
+  std::lock_guard<std::mutex> lock(mu_);
+  do {
+    segment->handle = NewSessionId();
+  } while (segments_.count(segment->handle) != 0);
+  for (const protocol::SessionId& id : sessions) {
+    auto it = sessions_.find(id);
+    if (it != sessions_.end()) it->second->segments.push_back(segment->handle);
+  }
+  segments_.emplace(segment->handle, segment);
+  return segment;
+}
+
+absl::StatusOr<std::shared_ptr<Service::Segment>> Service::FindSegment(const std::string& handle,
+                                                                       const std::string& owner,
+                                                                       const EnvSpec& spec,
+                                                                       size_t rows) {
+  std::shared_ptr<Segment> segment;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = segments_.find(handle);
+    // Another connection's segment is not found either: the same answer.
+    if (it == segments_.end() || it->second->owner != owner) {
+      return absl::NotFoundError(
+          "shm: no such shared-memory segment on this connection (never made here, or freed "
+          "when one of the sessions it was made with closed); ask for a new one (shm: true)");
+    }
+    segment = it->second;
+  }
+  ShmBatchShape want = ShapeOf(spec, rows);
+  const ShmBatchShape& have = segment->batch->shape();
+  want.rows = have.rows;
+  if (rows > have.rows || !(want == have)) {
+    return absl::InvalidArgumentError(StrCat(
+        "shm: the segment holds ", have.rows, " rows of ", have.obs, " observation values and ",
+        have.tiers, " tiers; this batch has ", rows, " entries of ", want.obs, " and ", want.tiers,
+        " (a segment serves batches of the spaces it was made for)"));
+  }
+  if (!segment->batch->Intact()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    EraseSegmentLocked(handle);
+    return absl::FailedPreconditionError(
+        "shm: the segment's file was truncated (by a process of the server's user); it is "
+        "freed: ask for a new one (shm: true)");
+  }
+  return segment;
 }
 
 ReplyBody Service::Make(const protocol::MakeRequest& r, const std::string& owner) {
@@ -307,9 +433,7 @@ ReplyBody Service::Make(const protocol::MakeRequest& r, const std::string& owner
   for (const ConfigKey& k : provider_->ConfigKeys()) reply.config[k.name] = k.default_value;
   for (const auto& [k, v] : r.config) reply.config[k] = ConfigValueText(v);
   if (r.config.count("profiles") == 0 && reply.config.count("profiles") != 0) {
-    std::string names;
-    for (const std::string& p : reply.spec.profiles) StrAppend(&names, names.empty() ? "" : ",", p);
-    reply.config["profiles"] = names;
+    reply.config["profiles"] = absl::StrJoin(reply.spec.profiles, ",");
   }
   session->config = reply.config;
   ++sessions_of_[owner];
@@ -389,12 +513,27 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
     if (resetting(i)) continue;
     if (!leases[i]->in_episode) return NoEpisode(StrCat("sessions[", i, "]"));
     const std::string field = StrCat("actions[", i, "]");
-    if (absl::Status c = CheckAction(spec0.action, r.actions[i], field); !c.ok()) {
+    if (absl::Status c = CheckAction(spec0, r.actions[i], field); !c.ok()) {
       return FieldOf(c, field);
     }
   }
 
-  // 5. Step (or reset) every entry, in parallel.
+  // 5. The shared-memory segment the results go to, if asked for: before anything moves,
+  // so that a refusal moves nothing.
+  std::shared_ptr<Segment> segment;
+  bool made = false;
+  if (r.shm_new || !r.shm_segment.empty()) {
+    absl::StatusOr<std::shared_ptr<Segment>> got =
+        r.shm_new ? NewSegment(r.sessions, owner, spec0)
+                  : FindSegment(r.shm_segment, owner, spec0, n);
+    if (!got.ok()) return FieldOf(got.status(), "shm");
+    segment = *std::move(got);
+    made = r.shm_new;
+  }
+  std::unique_lock<std::mutex> segment_lock;
+  if (segment != nullptr) segment_lock = std::unique_lock<std::mutex>(segment->mu);
+
+  // 6. Step (or reset) every entry, in parallel.
   protocol::StepBatchReply reply;
   reply.results.resize(n);
   reply.was_reset.assign(n, 0);
@@ -402,7 +541,7 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
   std::vector<uint8_t> ended(n, 0);
   std::vector<absl::Status> errors(n);
   const bool same_step = r.autoreset == protocol::Autoreset::kSameStep;
-  auto body = [&](size_t i) {
+  auto step = [&](size_t i) {
     Session& s = *leases[i];
     if (resetting(i)) {
       absl::StatusOr<StepResult> res =
@@ -418,7 +557,8 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
       reply.was_reset[i] = 1;
       return;
     }
-    absl::StatusOr<StepResult> res = s.env->Step(r.actions[i]);
+    // Checked in 4. (the one check of every action): not checked again.
+    absl::StatusOr<StepResult> res = s.env->StepPrechecked(r.actions[i]);
     if (!res.ok()) {
       errors[i] = res.status();
       return;
@@ -447,6 +587,15 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
     reply.results[i].truncated = finals[i].truncated;
     reply.was_reset[i] = 1;
   };
+  // With a segment, each entry's row is written by the thread that stepped it.
+  std::vector<absl::Status> write_errors(segment != nullptr ? n : 0);
+  auto body = [&](size_t i) {
+    step(i);
+    if (segment != nullptr && errors[i].ok()) {
+      write_errors[i] = segment->batch->WriteRow(i, reply.results[i], reply.was_reset[i] != 0,
+                                                 leases[i]->env->spec());
+    }
+  };
   if (pool_ != nullptr && n > 1) {
     pool_->ParallelFor(n, body);
   } else {
@@ -464,7 +613,48 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
     }
     reply.finals = std::move(finals);
   }
+  if (segment != nullptr) return WriteToSegment(*segment, made, leases, write_errors, reply);
   return reply;
+}
+
+ReplyBody Service::WriteToSegment(Segment& segment, bool made, const std::vector<Lease>& leases,
+                                  std::vector<absl::Status>& errors,
+                                  protocol::StepBatchReply& reply) {
+  ShmBatch& batch = *segment.batch;
+  const size_t n = reply.results.size();
+  const bool has_final = !reply.finals.empty();
+  // The rows are written (errors holds how that went); the final rows when an episode
+  // ended (rarely: once per episode).
+  for (size_t i = 0; i < n && has_final; ++i) {
+    if (errors[i].ok()) errors[i] = batch.WriteFinal(i, reply.finals[i], leases[i]->env->spec());
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!errors[i].ok()) {
+      return MakeError(absl::StatusCode::kInternal, "shm",
+                       StrCat("sessions[", i, "]: ", errors[i].message()));
+    }
+  }
+  batch.SetSeq(++segment.seq);
+  protocol::ShmReply shm;
+  shm.segment = segment.handle;
+  shm.seq = segment.seq;
+  shm.rows = n;
+  shm.has_final = has_final;
+  if (made) {
+    // The reply that made the segment carries the results too: a client that cannot map
+    // it (another machine) loses nothing.
+    shm.name = batch.name();
+    shm.bytes = batch.bytes();
+    shm.layout = batch.layout();
+  } else {
+    // The client mapped the segment (it named it): its name can go.
+    batch.Unlink();
+    reply.results.clear();
+    reply.was_reset.clear();
+    reply.finals.clear();
+  }
+  reply.shm = std::move(shm);
+  return std::move(reply);
 }
 
 ReplyBody Service::Estimate(const protocol::EstimateRequest& r, const std::string& owner) {
@@ -577,6 +767,7 @@ protocol::StatsReply Service::Stats() const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     r.sessions = sessions_.size();
+    r.shm_segments = segments_.size();
   }
   r.sessions_made = sessions_made_.load();
   r.sessions_closed = sessions_closed_.load();
@@ -587,6 +778,7 @@ protocol::StatsReply Service::Stats() const {
   r.requests = requests_.load();
   r.errors = errors_.load();
   r.replies_dropped = replies_dropped_.load();
+  r.shm_bytes = shm_bytes_.load();
   r.threads = pool_ == nullptr ? 1 : pool_->size();
   r.uptime_s = std::chrono::duration<double>(Now() - start_).count();
   r.rss_bytes = ResidentBytes();

@@ -12,6 +12,14 @@
 // request gets an error reply naming the field, and nothing a client sends can disturb
 // another session. step_batch runs its entries on the ThreadPool.
 //
+// Shared memory: a step_batch may ask for its results in a POSIX shared-memory segment
+// (shm_batch.h) instead of the reply. A segment belongs to the connection that made it and
+// to the sessions of the batch that made it; it is freed when any of them is closed or
+// reclaimed (so when its connection goes), and its handle, like a session's, means nothing
+// on another connection. Its name is unlinked the first time the client names it (it has
+// mapped it by then). Segments are bounded per connection and in bytes over all, and
+// charged to the provider's memory budget.
+//
 // Thread-safety: Handle() and ReclaimIdle() may be called from any number of threads.
 // Requests on one session are serialised by a per-session lock; requests on different
 // sessions run in parallel. Handle() never throws (exceptions from below become INTERNAL
@@ -53,6 +61,12 @@ struct ServiceOptions {
   uint64_t max_message_bytes = 64ull << 20;
   // Entries per step_batch. Default 65536.
   uint64_t max_batch = 65536;
+  // Shared memory for step_batch results (PROTOCOL.md "Shared memory"): bytes of segments
+  // held at most over all connections, also charged to the provider's memory budget; 0: no
+  // shared memory. Default 256 MiB.
+  uint64_t max_shm_bytes = uint64_t{256} << 20;
+  // Segments one connection holds at most. Default 16.
+  uint64_t max_shm_segments_per_connection = 16;
   // Time source (tests fake it). Default std::chrono::steady_clock::now.
   std::function<std::chrono::steady_clock::time_point()> clock;
 };
@@ -83,6 +97,7 @@ class Service {
 
  private:
   struct Session;
+  struct Segment;
   class Lease;
 
   protocol::ReplyBody Dispatch(const protocol::Request& request, const std::string& owner);
@@ -99,8 +114,22 @@ class Service {
   // `field` when there is none (unknown and not the owner's alike).
   absl::StatusOr<Lease> Acquire(const protocol::SessionId& id, const std::string& owner,
                                 std::string_view field);
-  // Removes a session from the table (REQUIRES: mu_ held).
+  // Removes a session from the table, and the segments made with it (REQUIRES: mu_ held).
   void EraseLocked(std::unordered_map<protocol::SessionId, std::shared_ptr<Session>>::iterator it);
+  void EraseSegmentLocked(const std::string& handle);
+  // The segment a batch of `sessions` (leased) with spec `spec` writes to: a new one, or
+  // the owner's `handle` if its shape fits; errors on the field `shm`.
+  absl::StatusOr<std::shared_ptr<Segment>> NewSegment(
+      const std::vector<protocol::SessionId>& sessions, const std::string& owner,
+      const EnvSpec& spec);
+  // Completes a batch's results in its segment (the rows are written, `errors` per row;
+  // the final rows are written here) and turns `reply` into the reply that says so.
+  protocol::ReplyBody WriteToSegment(Segment& segment, bool made, const std::vector<Lease>& leases,
+                                     std::vector<absl::Status>& errors,
+                                     protocol::StepBatchReply& reply);
+  absl::StatusOr<std::shared_ptr<Segment>> FindSegment(const std::string& handle,
+                                                       const std::string& owner,
+                                                       const EnvSpec& spec, size_t rows);
   // Checks a configuration's keys against the provider's; fills defaults for the reply.
   absl::Status CheckConfigKeys(const protocol::ConfigMap& config) const;
   std::chrono::steady_clock::time_point Now() const;
@@ -110,10 +139,17 @@ class Service {
   ThreadPool* pool_;
   const std::chrono::steady_clock::time_point start_;
 
-  mutable std::mutex mu_;  // guards sessions_, sessions_of_, pending_makes_
+  // guards sessions_, sessions_of_, pending_makes_, segments_, segments_of_ and each
+  // session's `segments`
+  mutable std::mutex mu_;
   std::unordered_map<protocol::SessionId, std::shared_ptr<Session>> sessions_;
   std::unordered_map<std::string, uint64_t> sessions_of_;  // open sessions per owner
   uint64_t pending_makes_ = 0;
+  // Shared-memory segments by handle, and how many each owner holds (or is making).
+  std::atomic<uint64_t> shm_bytes_{0};  // held and being made (before the segments: they
+                                        // give their bytes back when destroyed)
+  std::unordered_map<std::string, std::shared_ptr<Segment>> segments_;
+  std::unordered_map<std::string, uint64_t> segments_of_;
 
   std::atomic<uint64_t> sessions_made_{0}, sessions_closed_{0}, sessions_reclaimed_{0};
   std::atomic<uint64_t> requests_{0}, errors_{0}, replies_dropped_{0};

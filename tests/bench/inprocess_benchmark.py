@@ -7,7 +7,9 @@
                         256 environments at 1 and 2 threads, synchronous step(); and
                         EnvPool-style send/recv (64 environments, batches of 32, 2 threads)
   batched ZeroMQ        tiergym.VectorEnv (one step_batch message per step) against a private
-                        `tiergym serve --threads 2` over ipc
+                        `tiergym serve --threads 2` over ipc, the results in the replies
+                        (shm=False: msgpack) and through shared memory (shm=True,
+                        copy=False: the reply carries only the batch's number)
   SyncVectorEnv         gymnasium.vector.SyncVectorEnv of tiergym.TierEnv (one request per
                         environment and step) against the same server: what a Python user
                         gets without a vector environment
@@ -15,7 +17,8 @@
 in rounds, with the issue's ratios taken between figures of the same round (median and range
 over the rounds) (issue 20: Python in-process with 64
 environments >= 0.5 of C++ in-process at equal threads, >= 5x the batched ZeroMQ path, >= 20x
-SyncVectorEnv). Every path runs the default configuration (bundled profiles, 64 regions, 100
+SyncVectorEnv; the shared-memory path >= 0.5 of Python in-process at equal threads, measured
+also interleaved with it in slices of 0.1 s so that both see the same load). Every path runs the default configuration (bundled profiles, 64 regions, 100
 steps, placement actions) with the C++ benchmark's actions: at step s, region s mod 64 on
 tier 1 and the rest on tier 0 (two regions move per step); episodes autoreset.
 
@@ -107,14 +110,46 @@ def bench_inprocess_async(n, batch, threads, min_time_s):
         envs.close()
 
 
-def bench_zmq(server, n, min_time_s):
-    envs = tiergym.VectorEnv(n, address=server)
+def bench_zmq(server, n, min_time_s, shm=False):
+    envs = tiergym.VectorEnv(n, address=server, shm=shm, copy=not shm)
     try:
         envs.reset(seed=1)
         actions = two_moves(n)
+        if shm and not envs.shm:
+            raise RuntimeError("the shared-memory path was not taken")
         return measure(lambda i: envs.step(actions[i % REGIONS]), n, min_time_s)
     finally:
         envs.close()
+
+
+def bench_interleaved(server, n, threads, min_time_s, slice_s=0.1):
+    """(in-process steps/s, shared-memory steps/s) measured in alternating slices of
+    slice_s: both paths under the same load from other processes (the machine is shared),
+    which sequential measurements a few seconds apart are not."""
+    inproc = tiergym.InProcessVectorEnv(n, threads=threads)
+    shm = tiergym.VectorEnv(n, address=server, shm=True, copy=False)
+    try:
+        actions = two_moves(n)
+        inproc.reset(seed=1)
+        shm.reset(seed=1)
+        for i in range(20):
+            inproc.step(actions[i % REGIONS])
+            shm.step(actions[i % REGIONS])
+        steps, spent, i = [0, 0], [0.0, 0.0], 0
+        while sum(spent) < 2 * min_time_s:
+            for k, envs in enumerate((inproc, shm)):
+                start = time.perf_counter()
+                calls = 0
+                while time.perf_counter() - start < slice_s:
+                    envs.step(actions[i % REGIONS])
+                    i += 1
+                    calls += 1
+                spent[k] += time.perf_counter() - start
+                steps[k] += calls * n
+        return steps[0] / spent[0], steps[1] / spent[1]
+    finally:
+        inproc.close()
+        shm.close()
 
 
 def bench_sync_vector_env(server, n, min_time_s):
@@ -162,6 +197,14 @@ def main():
         try:
             out.append(("zmq", "batched ZeroMQ (tiergym.VectorEnv, step_batch), 64 environments, "
                         "server 2 threads", bench_zmq(server, 64, t)))
+            out.append(("shm", "batched ZeroMQ with shared memory (step_batch, shm=True, "
+                        "copy=False), 64 environments, server 2 threads",
+                        bench_zmq(server, 64, t, shm=True)))
+            pair_in, pair_shm = bench_interleaved(server, 64, 2, t)
+            out.append(("pair_in", "Python in-process, 64 environments, 2 threads, interleaved "
+                        "with the next row in slices of 0.1 s", pair_in))
+            out.append(("pair_shm", "batched ZeroMQ with shared memory, 64 environments, server "
+                        "2 threads, interleaved with the row above", pair_shm))
             out.append(("sync", "gymnasium SyncVectorEnv of 64 tiergym.TierEnv, server 2 threads",
                         bench_sync_vector_env(server, 64, t)))
         finally:
@@ -192,8 +235,9 @@ def main():
 
     def fmt(k, r):
         med, lo, hi = r
-        digits = 2 if k.startswith("cpp") else 1
-        unit = "" if k.startswith("cpp") else "x"
+        fraction = k.startswith(("cpp", "py", "pair_in"))  # of a faster path; else times a slower
+        digits = 2 if fraction else 1
+        unit = "" if fraction else "x"
         rng = f" ({lo:.{digits}f}-{hi:.{digits}f})" if len(rounds) > 1 else ""
         return f"**{med:.{digits}f}{unit}**{rng}"
 
@@ -204,6 +248,9 @@ def main():
         "py256_2": [("cpp2", "C++ 2 threads")],
         "pyasync": [("cpp2", "C++ 2 threads")],
         "zmq": [("cpp2", "C++ 2 threads")],
+        "shm": [("py64_2", "Python in-process 2 threads"), ("zmq", "batched ZeroMQ"),
+                ("cpp2", "C++ 2 threads")],
+        "pair_shm": [("pair_in", "Python in-process 2 threads, interleaved")],
     }
     print(f"tests/bench/inprocess_benchmark.py --min-time {t} --rounds {args.rounds}: default "
           "configuration (bundled profiles, 64 regions, 100 steps), two regions move per step, "
@@ -230,6 +277,10 @@ def main():
                    ratio("py64_2", "zmq"), 5.0))
     checks.append(("Python in-process 64 envs 1 thread / SyncVectorEnv",
                    ratio("py64_1", "sync"), 20.0))
+    checks.append(("Shared memory 64 envs (server 2 threads) / Python in-process 64 envs "
+                   "2 threads", ratio("shm", "py64_2"), 0.5))
+    checks.append(("The same, measured interleaved (the same load on both)",
+                   ratio("pair_shm", "pair_in"), 0.5))
     for label, (med, lo, hi), goal in checks:
         print(f"{label}: median {med:.2f}, range {lo:.2f}-{hi:.2f} (goal >= {goal:g}: "
               f"{'met' if med >= goal else 'NOT met'} by the median, "

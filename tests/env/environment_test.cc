@@ -444,7 +444,8 @@ TEST(EnvironmentTest, KeepModeKeepsByDefaultAndMovesOnRequest) {
   auto range = f.env->Step(AllOn(*f.env, 3));
   ASSERT_FALSE(range.ok());
   EXPECT_THAT(std::string(range.status().message()),
-              HasSubstr("action[0]: tier 3 out of range [0, 3)"));  // the one action check
+              HasSubstr("action[0]: code 3 out of range [0, 3) (keep mode: 0 keeps the region "
+                        "where it is, 1 + t moves it to tier t, t < 2)"));  // the one check
   EXPECT_THAT(
       std::string(ParseEnvConfig({{"profiles", "x"}, {"action_mode", "stay"}}).status().message()),
       HasSubstr("'stay' is not placement, keep or move"));

@@ -63,7 +63,7 @@ class FakeEnv : public SessionEnv {
 
   absl::StatusOr<StepResult> Step(const Action& action) override {
     if (fail_step_) return absl::InternalError("the fake was told to fail");
-    if (absl::Status s = CheckAction(spec_.action, action, "action"); !s.ok()) return s;
+    if (absl::Status s = CheckAction(spec_, action, "action"); !s.ok()) return s;
     if (spec_.action.kind == Space::kMultiDiscrete) {
       for (size_t i = 0; i < tiers_.size(); ++i) tiers_[i] = static_cast<int>(action.values[i]);
     } else if (action.values[0] < spec_.num_regions * static_cast<int64_t>(spec_.tiers.size())) {

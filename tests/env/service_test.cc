@@ -1,9 +1,18 @@
 // The session manager (env/server/service.h) on a fake environment: every operation,
 // every refusal with its code and field, limits, idle reclamation, and step_batch
-// (parallel, all-or-nothing checks, autoreset) against stepping the sessions one by one.
+// (parallel, all-or-nothing checks, autoreset) against stepping the sessions one by one;
+// step_batch results through shared memory against the same results in the reply, and the
+// segments' ownership, lifetime and limits.
 #include "env/server/service.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <cstring>
+#include <map>
 #include <memory>
 #include <random>
 #include <set>
@@ -549,6 +558,305 @@ TEST_F(StepBatchTest, EnvironmentFailuresNameTheEntry) {
   Reset(b);
   Err(Op::kStepBatch, Batch({a, b}, {{0, 0, 0, 0}, {0, 0, 0, 0}}), absl::StatusCode::kInternal,
       "sessions[1]");
+}
+
+// A segment as a client maps it (by the name the reply that made it gave).
+class MappedSegment {
+ public:
+  explicit MappedSegment(const protocol::ShmReply& made) : bytes_(made.bytes) {
+    for (const protocol::ShmArray& a : made.layout) arrays_[a.name] = a;
+    const int fd = shm_open(made.name.c_str(), O_RDONLY, 0);
+    EXPECT_GE(fd, 0) << made.name << ": " << std::strerror(errno);
+    if (fd < 0) return;
+    struct stat st = {};
+    EXPECT_EQ(fstat(fd, &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << "only the server's user may open it";
+    EXPECT_EQ(static_cast<uint64_t>(st.st_size), bytes_);
+    void* base = mmap(nullptr, bytes_, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    EXPECT_NE(base, MAP_FAILED);
+    if (base != MAP_FAILED) base_ = static_cast<const char*>(base);
+  }
+  ~MappedSegment() {
+    if (base_ != nullptr) munmap(const_cast<char*>(base_), bytes_);
+  }
+  MappedSegment(const MappedSegment&) = delete;
+  MappedSegment& operator=(const MappedSegment&) = delete;
+  bool ok() const { return base_ != nullptr; }
+
+  template <typename T>
+  std::vector<T> Row(const std::string& name, size_t row) const {
+    const protocol::ShmArray& a = arrays_.at(name);
+    size_t width = 1;
+    for (size_t d = 1; d < a.shape.size(); ++d) width *= a.shape[d];
+    std::vector<T> out(width);
+    EXPECT_LE(a.offset + (row + 1) * width * sizeof(T), bytes_) << name;
+    std::memcpy(out.data(), base_ + a.offset + row * width * sizeof(T), width * sizeof(T));
+    return out;
+  }
+  template <typename T>
+  T At(const std::string& name, size_t row) const {
+    return Row<T>(name, row)[0];
+  }
+
+  // Row `row` of the results (or of the final results) as a StepResult, the profile by
+  // its index into `profiles`.
+  StepResult Result(size_t row, bool final, const std::vector<std::string>& profiles) const {
+    const std::string info = final ? "final_info." : "info.";
+    StepResult r;
+    r.observation = Row<float>(final ? "final_obs" : "obs", row);
+    if (!final) {
+      r.reward = At<double>("reward", row);
+      r.terminated = At<uint8_t>("terminated", row) != 0;
+      r.truncated = At<uint8_t>("truncated", row) != 0;
+    }
+    const int32_t profile = At<int32_t>(info + "profile", row);
+    r.info.profile = profile < 0 ? "?" : profiles.at(static_cast<size_t>(profile));
+    r.info.step = At<uint64_t>(info + "step", row);
+    r.info.interval_ns = At<double>(info + "interval_ns", row);
+    r.info.migrated_bytes = At<uint64_t>(info + "migrated_bytes", row);
+    r.info.elapsed_ns = At<double>(info + "elapsed_ns", row);
+    r.info.tier_used_bytes = Row<uint64_t>(info + "tier_used_bytes", row);
+    const std::vector<int32_t> refused = Row<int32_t>(info + "refused_regions", row);
+    r.info.refused_regions.assign(refused.begin(),
+                                  refused.begin() + At<int32_t>(info + "refused_count", row));
+    r.info.action_mask = Row<uint8_t>(info + "action_mask", row);
+    return r;
+  }
+
+ private:
+  const char* base_ = nullptr;
+  uint64_t bytes_ = 0;
+  std::map<std::string, protocol::ShmArray> arrays_;
+};
+
+void ExpectSameResult(const StepResult& shm, const StepResult& reply, bool final,
+                      const std::string& what) {
+  SCOPED_TRACE(what);
+  EXPECT_EQ(shm.observation, reply.observation);
+  if (!final) {
+    EXPECT_EQ(shm.reward, reply.reward);
+    EXPECT_EQ(shm.terminated, reply.terminated);
+    EXPECT_EQ(shm.truncated, reply.truncated);
+  }
+  EXPECT_EQ(shm.info.profile, reply.info.profile);
+  EXPECT_EQ(shm.info.step, reply.info.step);
+  EXPECT_EQ(shm.info.interval_ns, reply.info.interval_ns);
+  EXPECT_EQ(shm.info.migrated_bytes, reply.info.migrated_bytes);
+  EXPECT_EQ(shm.info.elapsed_ns, reply.info.elapsed_ns);
+  EXPECT_EQ(shm.info.tier_used_bytes, reply.info.tier_used_bytes);
+  EXPECT_EQ(shm.info.refused_regions, reply.info.refused_regions);
+  EXPECT_EQ(shm.info.action_mask, reply.info.action_mask);
+}
+
+bool NameExists(const std::string& name) {
+  const int fd = shm_open(name.c_str(), O_RDONLY, 0);
+  if (fd >= 0) close(fd);
+  return fd >= 0;
+}
+
+// The same batches, seeds and actions on two sets of sessions: one through shared memory,
+// one in the replies; every array the same, through resets, steps and same_step autoresets.
+TEST_F(StepBatchTest, SharedMemoryResultsAreTheReplysResults) {
+  constexpr size_t kN = 6;
+  std::vector<protocol::SessionId> shm, plain;
+  for (size_t i = 0; i < kN; ++i) {
+    shm.push_back(Make({{"steps", "3"}}));
+    plain.push_back(Make({{"steps", "3"}}));
+  }
+  const std::vector<std::string> profiles = {"alpha", "beta"};
+  auto first = Batch(shm, std::vector<std::vector<int64_t>>(kN, {0, 0, 0, 0}));
+  first.reset.assign(kN, 1);
+  for (size_t i = 0; i < kN; ++i) first.seeds.push_back(40 + i);
+  protocol::StepBatchRequest twin = first;
+  twin.sessions = plain;
+  first.shm_new = true;
+  auto made = Ok<protocol::StepBatchReply>(Op::kStepBatch, first);
+  const auto expected = Ok<protocol::StepBatchReply>(Op::kStepBatch, twin);
+  ASSERT_TRUE(made.shm.has_value());
+  // The reply that makes the segment carries the results too.
+  ASSERT_EQ(made.results.size(), kN);
+  EXPECT_EQ(made.shm->seq, 1u);
+  EXPECT_EQ(made.shm->rows, kN);
+  EXPECT_EQ(made.shm->segment.size(), 32u);
+  EXPECT_THAT(made.shm->name, StartsWith(StrCat("/tiergym-", getpid(), "-")));
+  MappedSegment seg(*made.shm);
+  ASSERT_TRUE(seg.ok());
+  EXPECT_EQ(seg.At<uint64_t>("seq", 0), 1u);
+  for (size_t i = 0; i < kN; ++i) {
+    ExpectSameResult(seg.Result(i, false, profiles), expected.results[i], false,
+                     StrCat("reset ", i));
+    ExpectSameResult(made.results[i], expected.results[i], false, StrCat("reply ", i));
+    EXPECT_EQ(seg.At<uint8_t>("reset", i), 1);
+  }
+  // Steps naming the segment: only `shm` in the reply; episodes end (3 steps) and restart.
+  EXPECT_TRUE(NameExists(made.shm->name));
+  bool saw_final = false;
+  for (int step = 0; step < 7; ++step) {
+    std::vector<std::vector<int64_t>> actions;
+    for (size_t i = 0; i < kN; ++i) actions.push_back({(step + static_cast<int>(i)) % 2, 1, 0, 1});
+    auto b = Batch(shm, actions);
+    b.autoreset = protocol::Autoreset::kSameStep;
+    auto t = b;
+    t.sessions = plain;
+    b.shm_segment = made.shm->segment;
+    auto got = Ok<protocol::StepBatchReply>(Op::kStepBatch, b);
+    const auto want = Ok<protocol::StepBatchReply>(Op::kStepBatch, t);
+    ASSERT_TRUE(got.shm.has_value());
+    EXPECT_TRUE(got.results.empty()) << "the arrays stay out of the reply";
+    EXPECT_TRUE(got.shm->name.empty());
+    EXPECT_EQ(got.shm->seq, 2u + step);
+    EXPECT_EQ(seg.At<uint64_t>("seq", 0), got.shm->seq);
+    EXPECT_EQ(got.shm->has_final, !want.finals.empty());
+    for (size_t i = 0; i < kN; ++i) {
+      const std::string what = StrCat("step ", step, " entry ", i);
+      ExpectSameResult(seg.Result(i, false, profiles), want.results[i], false, what);
+      EXPECT_EQ(seg.At<uint8_t>("reset", i), want.was_reset[i]) << what;
+      if (got.shm->has_final) {
+        saw_final = true;
+        ExpectSameResult(seg.Result(i, true, profiles), want.finals[i], true, what + " final");
+      }
+    }
+    // Named once, the segment has no name any more: only the two mappings hold it.
+    EXPECT_FALSE(NameExists(made.shm->name));
+  }
+  EXPECT_TRUE(saw_final);
+  auto stats = Ok<protocol::StatsReply>(Op::kStats);
+  EXPECT_EQ(stats.shm_segments, 1u);
+  EXPECT_EQ(stats.shm_bytes, made.shm->bytes);
+}
+
+TEST_F(StepBatchTest, SegmentsBelongToTheirConnectionAndGoWithTheirSessions) {
+  const protocol::SessionId a = Make(), b = Make();
+  auto batch = Batch({a, b}, {{0, 0, 0, 0}, {0, 0, 0, 0}});
+  batch.reset = {1, 1};
+  batch.shm_new = true;
+  auto made = Ok<protocol::StepBatchReply>(Op::kStepBatch, batch);
+  ASSERT_TRUE(made.shm.has_value());
+  const std::string handle = made.shm->segment;
+  // Another connection, with sessions of the same shape, cannot name it.
+  owner_ = "connection-b";
+  const protocol::SessionId c = Make(), d = Make();
+  auto theirs = Batch({c, d}, {{0, 0, 0, 0}, {0, 0, 0, 0}});
+  theirs.reset = {1, 1};
+  theirs.shm_segment = handle;
+  auto e = Err(Op::kStepBatch, theirs, absl::StatusCode::kNotFound, "shm");
+  EXPECT_THAT(e.message, HasSubstr("no such shared-memory segment on this connection"));
+  // Its sessions going with their connection take their segments along (names included).
+  auto mine = theirs;
+  mine.shm_segment.clear();
+  mine.shm_new = true;
+  auto made_b = Ok<protocol::StepBatchReply>(Op::kStepBatch, mine);
+  ASSERT_TRUE(made_b.shm.has_value());
+  EXPECT_TRUE(NameExists(made_b.shm->name));
+  EXPECT_EQ(Ok<protocol::StatsReply>(Op::kStats).shm_segments, 2u);
+  EXPECT_EQ(service_->CloseSessionsOf("connection-b"), 2u);
+  EXPECT_FALSE(NameExists(made_b.shm->name));
+  EXPECT_EQ(Ok<protocol::StatsReply>(Op::kStats).shm_segments, 1u);
+  // Closing one session of a batch frees its segment (and its name).
+  owner_ = "connection-a";
+  EXPECT_TRUE(NameExists(made.shm->name));
+  Ok<protocol::CloseReply>(Op::kClose, protocol::CloseRequest{a});
+  EXPECT_FALSE(NameExists(made.shm->name));
+  auto again = Batch({b}, {{0, 0, 0, 0}});
+  again.reset = {1};
+  again.shm_segment = handle;
+  Err(Op::kStepBatch, again, absl::StatusCode::kNotFound, "shm");
+  auto stats = Ok<protocol::StatsReply>(Op::kStats);
+  EXPECT_EQ(stats.shm_segments, 0u);
+  EXPECT_EQ(stats.shm_bytes, 0u);
+}
+
+// Counts what the service charges to the memory budget, and refuses past a limit.
+class BudgetProvider : public testing::FakeProvider {
+ public:
+  explicit BudgetProvider(uint64_t budget) : budget_(budget) {}
+  absl::Status Charge(uint64_t bytes) override {
+    if (charged + bytes > budget_) return absl::ResourceExhaustedError("over the budget");
+    charged += bytes;
+    return absl::OkStatus();
+  }
+  void Uncharge(uint64_t bytes) override { charged -= bytes; }
+  std::atomic<uint64_t> charged{0};
+
+ private:
+  uint64_t budget_;
+};
+
+TEST_F(StepBatchTest, SegmentsAreBoundedAndChargedToTheMemoryBudget) {
+  ServiceOptions options;
+  options.max_shm_segments_per_connection = 2;
+  options.clock = [this] { return now_; };
+  auto provider = std::make_shared<BudgetProvider>(uint64_t{1} << 30);
+  service_ = std::make_unique<Service>(options, provider, &pool_);
+  EXPECT_EQ(Ok<protocol::HelloReply>(Op::kHello).limits.max_shm_bytes, options.max_shm_bytes);
+  std::vector<protocol::SessionId> s;
+  for (int i = 0; i < 3; ++i) s.push_back(Make());
+  auto ask = [&](const protocol::SessionId& id) {
+    auto b = Batch({id}, {{0, 0, 0, 0}});
+    b.reset = {1};
+    b.shm_new = true;
+    return b;
+  };
+  auto one = Ok<protocol::StepBatchReply>(Op::kStepBatch, ask(s[0]));
+  Ok<protocol::StepBatchReply>(Op::kStepBatch, ask(s[1]));
+  EXPECT_EQ(provider->charged.load(), 2 * one.shm->bytes);
+  auto e = Err(Op::kStepBatch, ask(s[2]), absl::StatusCode::kResourceExhausted, "shm");
+  EXPECT_THAT(e.message, HasSubstr("limit per connection"));
+  // A batch larger than its segment, or of other spaces, is refused before anything moves.
+  const protocol::SessionId wide = Make({{"num_regions", "5"}});
+  auto bigger = Batch({s[0], s[1]}, {{0, 0, 0, 0}, {0, 0, 0, 0}});
+  bigger.reset = {1, 1};
+  bigger.shm_segment = one.shm->segment;
+  Err(Op::kStepBatch, bigger, absl::StatusCode::kInvalidArgument, "shm");
+  auto other = Batch({wide}, {{0, 0, 0, 0, 0}});
+  other.reset = {1};
+  other.shm_segment = one.shm->segment;
+  Err(Op::kStepBatch, other, absl::StatusCode::kInvalidArgument, "shm");
+  // Freed segments give their bytes back.
+  Ok<protocol::CloseReply>(Op::kClose, protocol::CloseRequest{s[0]});
+  Ok<protocol::CloseReply>(Op::kClose, protocol::CloseRequest{s[1]});
+  EXPECT_EQ(provider->charged.load(), 0u);
+
+  // The budget says no: nothing held, nothing charged.
+  provider = std::make_shared<BudgetProvider>(1000);
+  service_ = std::make_unique<Service>(options, provider, &pool_);
+  const protocol::SessionId x = Make();
+  e = Err(Op::kStepBatch, ask(x), absl::StatusCode::kResourceExhausted, "shm");
+  EXPECT_THAT(e.message, HasSubstr("over the budget"));
+  EXPECT_EQ(Ok<protocol::StatsReply>(Op::kStats).shm_bytes, 0u);
+  // Nor does the server's shared memory limit; 0 turns shared memory off.
+  options.max_shm_bytes = 1000;
+  MakeService(options);
+  const protocol::SessionId y = Make();
+  e = Err(Op::kStepBatch, ask(y), absl::StatusCode::kResourceExhausted, "shm");
+  EXPECT_THAT(e.message, HasSubstr("--max-shm-mib"));
+  options.max_shm_bytes = 0;
+  MakeService(options);
+  EXPECT_EQ(Ok<protocol::HelloReply>(Op::kHello).limits.max_shm_bytes, 0u);
+  const protocol::SessionId z = Make();
+  Err(Op::kStepBatch, ask(z), absl::StatusCode::kFailedPrecondition, "shm");
+  // Nothing moved: z was never reset.
+  Err(Op::kStep, protocol::StepRequest{z, Action{{0, 0, 0, 0}}},
+      absl::StatusCode::kFailedPrecondition, "session");
+}
+
+TEST_F(StepBatchTest, ATruncatedSegmentIsAnErrorNotACrash) {
+  const protocol::SessionId a = Make();
+  auto b = Batch({a}, {{0, 0, 0, 0}});
+  b.reset = {1};
+  b.shm_new = true;
+  auto made = Ok<protocol::StepBatchReply>(Op::kStepBatch, b);
+  ASSERT_TRUE(made.shm.has_value());
+  const int fd = shm_open(made.shm->name.c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 0), 0);  // what a hostile process of the server's user could do
+  close(fd);
+  b.shm_new = false;
+  b.shm_segment = made.shm->segment;
+  auto e = Err(Op::kStepBatch, b, absl::StatusCode::kFailedPrecondition, "shm");
+  EXPECT_THAT(e.message, HasSubstr("truncated"));
+  EXPECT_EQ(Ok<protocol::StatsReply>(Op::kStats).shm_segments, 0u);
 }
 
 }  // namespace

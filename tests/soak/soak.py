@@ -6,7 +6,8 @@ running episodes (some leave their sessions open when they go), clients killed w
 in the middle of their work, mutated and malformed messages (random mutations, duplicate
 keys, invalid UTF-8, ext values, over-long names), security probes (paths outside the data
 directory, /proc, /dev/zero, a FIFO, a symbolic link out, a configuration too big for the
-memory budget, other connections' session handles), connections that pipeline thousands of
+memory budget, other connections' session handles and shared-memory segments), connections
+that pipeline thousands of
 requests without reading, and messages of endless 1 MiB frames. Meanwhile a reference client
 replays the same episode again and again.
 
@@ -14,7 +15,8 @@ Asserts, and prints the figures: the server never dies; no well-formed request g
 unanswered within its timeout; no reply is INTERNAL or not valid UTF-8; no refusal carries
 file content or tells whether a file exists; the reference episode is bit-identical every
 time; once the other clients are gone their sessions are gone and the server's RSS is within
-20 % of its level before the chaos; SIGTERM makes it exit 0 within 5 s.
+20 % of its level before the chaos, and so are their shared-memory segments (killed clients
+take step_batch results through shared memory); SIGTERM makes it exit 0 within 5 s.
 
     /usr/bin/python3 tests/soak/soak.py [--seconds 45] [--binary build/bin/tiergym]
 """
@@ -145,8 +147,14 @@ def ask(**m):
 ids = [ask(op="make", env="tiergym/TierPlacement-v0",
            config={"num_regions": 8, "steps": 1000})["session"] for _ in range(3)]
 for i in ids: ask(op="reset", session=i)
+# Batches through shared memory: a segment made, then named (it is unlinked then).
+reset = {"dtype": "bool", "shape": [3], "data": b"\0" * 3}
+acts = {"dtype": "uint8", "shape": [3, 8], "data": b"\1" * 24}
+seg = ask(op="step_batch", sessions=ids, actions=acts, reset=reset, shm=True)["shm"]["segment"]
+ask(op="step_batch", sessions=ids, actions=acts, reset=reset, shm=True)  # a second, left named
 while True:
     for i in ids: ask(op="step", session=i, action=[1] * 8)
+    ask(op="step_batch", sessions=ids, actions=acts, reset=reset, shm=seg)
 """
 
 
@@ -210,6 +218,10 @@ def fuzzer(endpoint, stop, tally, handles, data_dir, rng):
         msgpack.packb({"v": 2, "op": "step", "session": "0" * 32, "action": [0, 1, 0, 1]}),
         msgpack.packb({"v": 2, "op": "step_batch", "sessions": ["0" * 32],
                        "actions": {"dtype": "int64", "shape": [1, 2], "data": b"\0" * 16}}),
+        msgpack.packb({"v": 2, "op": "step_batch", "sessions": ["0" * 32],
+                       "actions": [[0, 1]], "shm": "0" * 32}),
+        msgpack.packb({"v": 2, "op": "step_batch", "sessions": ["0" * 32],
+                       "actions": [[0, 1]], "shm": True}),
         msgpack.packb({"v": 2, "op": "estimate", "profile": "minife",
                        "placement": '{"default": "hbm"}', "config": {"num_regions": 8}}),
     ]
@@ -348,6 +360,12 @@ def main(argv=None):
         time.sleep(0.1)
     if sessions != 1:
         tally.fail(f"{sessions - 1} sessions of gone clients still open after 10 s")
+    # Their shared-memory segments too, names included.
+    shm = reference.call("stats")
+    left = [n for n in os.listdir("/dev/shm") if n.startswith(f"tiergym-{server.pid}-")]
+    if shm["shm_segments"] != 0 or shm["shm_bytes"] != 0 or left:
+        tally.fail(f"shared memory of gone clients still held: {shm['shm_segments']} "
+                   f"segments, {shm['shm_bytes']} bytes, names {left}")
     # Unused configurations go after 1 s, memory is trimmed on the next reclamation tick.
     rss_end = None
     for _ in range(5):

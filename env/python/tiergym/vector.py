@@ -26,6 +26,15 @@ Gymnasium's own vector environments give TierEnv's infos.
 
 Each sub-environment may have its own configuration: configs=[{...}, {...}] (merged over
 the common keyword arguments), as long as they all have the same spaces.
+
+Shared memory (env/PROTOCOL.md, "Shared memory"): with a server on this machine (an ipc://
+or loopback tcp:// address, or the private server), the results of step() and reset()
+come through a shared-memory segment the server writes and this process maps; the reply
+carries only the batch's number. shm=None (default) uses it when the server offers it and
+the address is local, shm=True insists (an error when it cannot be mapped), shm=False
+keeps every result in the replies. Episodes are the same bit for bit either way. copy=False
+returns the segment's arrays themselves (no copy, read-only, overwritten by the next step,
+as InProcessVectorEnv's); copy=True (default) fresh arrays every call.
 """
 
 import gymnasium
@@ -34,6 +43,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from ._protocol import ENV_ID, decode_array, decode_info_columns, decode_spec, encode_array
+from ._shm import SharedResults, is_local
 from .connection import DEFAULT_TIMEOUT_S
 from .env import (_SEED_BOUND, close_connection, config_to_wire, flat_mask, integer_actions,
                   open_connection, space_from_spec)
@@ -99,7 +109,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
 
     def __init__(self, num_envs=None, address=None, *, configs=None,
                  autoreset_mode=NEXT_STEP, timeout=DEFAULT_TIMEOUT_S, server_args=(),
-                 render_mode=None, inprocess=False, **config):
+                 render_mode=None, inprocess=False, shm=None, copy=True, **config):
         autoreset_mode = _mode_name(autoreset_mode)
         if configs is not None:
             configs = [dict(c or {}) for c in configs]
@@ -121,6 +131,8 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         self.sessions = []
         self._connection, self._server = open_connection(address, timeout, server_args)
         try:
+            self.copy = bool(copy)
+            self._init_shm(shm)
             replies = []
             for i in range(self.num_envs):
                 merged = dict(config, **(configs[i] if configs else {}))
@@ -156,16 +168,86 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         self._obs = None
         self._masks = None
 
+    # --- the transport: results in the replies or in shared memory ----------------------
+
+    def _init_shm(self, shm):
+        if shm not in (None, True, False):
+            raise ValueError(f"shm must be None (automatic), True or False, got {shm!r}")
+        offered = int(self._connection.hello.get("limits", {}).get("max_shm_bytes", 0)) > 0
+        if shm is True and not offered:
+            raise ValueError(f"shm=True: the server at {self._connection.endpoint} offers no "
+                             "shared memory (an older server, or --max-shm-mib 0)")
+        self._shm_mode = shm
+        self._shm_wanted = offered and (shm is True or
+                                        (shm is None and is_local(self._connection.endpoint)))
+        self._shared = None  # SharedResults once a segment is mapped
+
+    @property
+    def shm(self):
+        """Whether results come through shared memory (a segment is mapped)."""
+        return self._shared is not None
+
+    def _shm_field(self, rows):
+        """The request's `shm`: the segment's handle, true for a new one, or None."""
+        if not self._shm_wanted:
+            return None
+        if rows != self.num_envs:
+            # A partial reset: its rows would land on rows of other sub-environments, whose
+            # observations may still be read from the segment.
+            return None
+        return True if self._shared is None else self._shared.segment
+
+    def _results(self, reply, which):
+        """(obs, rewards, terminations, truncations, reset, infos, final) of a step_batch
+        reply for the entries `which`, from the reply or from the segment it names; final is
+        None or (final_obs [n, obs], final_info columns masked by the ended rows)."""
+        shm = reply.get("shm")
+        if shm is not None and "name" in shm:
+            self._map(shm, which)
+        if shm is not None and "obs" not in reply:
+            if self._shared is None or shm["segment"] != self._shared.segment:
+                raise ValueError("the server wrote to a shared-memory segment this client "
+                                 "has not mapped")
+            return self._shared.read(shm, self.copy)
+        obs = decode_array(reply["obs"])
+        rewards = decode_array(reply["reward"]).astype(np.float64)
+        terminations = decode_array(reply["terminated"])
+        truncations = decode_array(reply["truncated"])
+        infos = decode_info_columns(reply["info"])
+        final = None
+        if "final_obs" in reply:
+            ended = terminations | truncations
+            final = (decode_array(reply["final_obs"]),
+                     decode_info_columns(reply["final_info"], mask=ended))
+        return (obs, rewards, terminations, truncations, decode_array(reply["reset"]), infos,
+                final)
+
+    def _map(self, made, which):
+        try:
+            self._shared = SharedResults(made, [self.tier_specs[i]["profiles"] for i in which])
+        except (OSError, ValueError) as e:
+            self._shm_wanted = False  # the server is elsewhere: results in the replies
+            if self._shm_mode is True:
+                raise ValueError(f"shm=True: the shared-memory segment {made.get('name')!r} "
+                                 f"of {self._connection.endpoint} cannot be mapped here: "
+                                 f"{e}") from None
+
     def _require_open(self):
         if self._connection is None:
             raise gymnasium.error.ClosedEnvironmentError(
                 "this tiergym VectorEnv is closed (its sessions ended with close())")
 
     def _actions_to_wire(self, actions):
-        a = integer_actions(actions, "actions")
+        a = actions
+        if not (type(a) is np.ndarray and a.dtype.kind in "iu"):
+            a = integer_actions(actions, "actions")
         want = (self.num_envs, *self._action_shape)
         if a.shape != want:
             a = a.reshape(want)  # ValueError names both shapes when it cannot
+        # Tier and move indices usually fit a byte: an eighth of the message (the server
+        # takes any integer dtype); anything else (out of range too) goes as int64.
+        if a.size and 0 <= a.min() and a.max() <= 255:
+            return encode_array(a, "uint8")
         return encode_array(a, "int64")
 
     def _batch(self, sessions, actions, reset, seeds=None, options=None, autoreset="none"):
@@ -175,6 +257,9 @@ class VectorEnv(gymnasium.vector.VectorEnv):
             fields["seeds"] = seeds
         if options is not None:
             fields["options"] = options
+        shm = self._shm_field(len(sessions))
+        if shm is not None:
+            fields["shm"] = shm
         return self._connection.call("step_batch", **fields)
 
     def _seeds(self, seed, which):
@@ -213,8 +298,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         reply = self._batch([self.sessions[i] for i in which], encode_array(zeros, "int64"),
                             np.ones(len(which), dtype=bool), seeds, self._options(options, which))
         self._seeded[which] = True
-        obs = decode_array(reply["obs"])
-        part = decode_info_columns(reply["info"])
+        obs, _, _, _, _, part, _ = self._results(reply, which)
         if len(which) == self.num_envs:
             self._obs, infos = obs, part
         else:
@@ -223,7 +307,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
             infos = _scatter(part, which, self.num_envs)
         self._autoreset[which] = False
         self._masks = _merge_masks(self._masks, infos, which)
-        return self._obs.copy(), infos
+        return (self._obs.copy() if self.copy or self._shared is None else self._obs), infos
 
     def step(self, actions):
         self._require_open()
@@ -237,24 +321,23 @@ class VectorEnv(gymnasium.vector.VectorEnv):
                                 autoreset=SAME_STEP)
         else:
             reply = self._batch(self.sessions, wire, np.zeros(self.num_envs, dtype=bool))
-        obs = decode_array(reply["obs"])
-        rewards = decode_array(reply["reward"]).astype(np.float64)
-        terminations = decode_array(reply["terminated"])
-        truncations = decode_array(reply["truncated"])
-        infos = decode_info_columns(reply["info"])
+        obs, rewards, terminations, truncations, _, infos, final = self._results(
+            reply, range(self.num_envs))
         ended = terminations | truncations
         if self.autoreset_mode == NEXT_STEP:
             self._autoreset = ended
-        elif self.autoreset_mode == SAME_STEP and "final_obs" in reply:
-            final_obs = decode_array(reply["final_obs"])
+        elif self.autoreset_mode == SAME_STEP and final is not None:
+            final_obs, final_info = final
             infos["final_obs"] = np.array([final_obs[i] if ended[i] else None
                                            for i in range(self.num_envs)], dtype=object)
             infos["_final_obs"] = ended.copy()
-            infos["final_info"] = decode_info_columns(reply["final_info"], mask=ended)
+            infos["final_info"] = final_info
             infos["_final_info"] = ended.copy()
-        self._obs = obs
+        self._obs = obs  # kept for partial resets: the caller gets its own copy
         self._masks = infos["action_mask"]
-        return obs.copy(), rewards, terminations, truncations, infos
+        if self.copy or self._shared is None:
+            obs = obs.copy()
+        return obs, rewards, terminations, truncations, infos
 
     def action_masks(self):
         """[num_envs, mask size] bool: each sub-environment's flat action mask (see

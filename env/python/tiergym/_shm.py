@@ -1,0 +1,159 @@
+"""step_batch results through shared memory (env/PROTOCOL.md, "Shared memory"), client side.
+
+The server writes a batch's arrays into a POSIX shared-memory segment and replies with its
+number only; SharedResults maps the segment once (read-only, from the name the reply that
+made it gave) and hands the arrays out as numpy views, without a copy, in the layout and
+dtypes tiergym.VectorEnv gives from replies (decode_info_columns). A view is overwritten
+by the next batch written to the segment; copy=True gives fresh arrays instead.
+"""
+
+import ipaddress
+import mmap
+import os
+
+import numpy as np
+
+from ._protocol import _DTYPES, INFO_FLOATS, INFO_INTS
+
+_INFO_ARRAYS = INFO_FLOATS + INFO_INTS + ("tier_used_bytes", "action_mask")
+_INFO_KEYS = ("profile",) + _INFO_ARRAYS + ("refused_regions",)
+
+
+def is_local(endpoint):
+    """Whether a ZeroMQ endpoint is on this machine: ipc://, or tcp:// to a loopback address
+    or localhost (a server elsewhere cannot share memory with this process)."""
+    if endpoint.startswith("ipc://"):
+        return True
+    if not endpoint.startswith("tcp://"):
+        return False
+    host = endpoint[len("tcp://"):].rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class SharedResults:
+    """A mapped segment: `made` is the `shm` map of the reply that made it; `profiles` the
+    profile names of each row's session (spec.profiles). OSError when it cannot be mapped
+    (another machine, another /dev/shm), ValueError when it is not what the reply says."""
+
+    def __init__(self, made, profiles):
+        self.segment = made["segment"]
+        size = int(made["bytes"])
+        name = made["name"]
+        if not isinstance(name, str) or "/" in name.lstrip("/") or not name.lstrip("/"):
+            raise ValueError(f"shm.name {name!r} is not a shared-memory name")
+        fd = os.open("/dev/shm/" + name.lstrip("/"), os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            if os.fstat(fd).st_size < size:
+                raise ValueError(f"shared-memory segment {name} is smaller than {size} bytes")
+            buf = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+        finally:
+            os.close(fd)
+        self.arrays = {}
+        for a in made["layout"]:
+            dtype = _DTYPES[a["dtype"]]
+            shape = tuple(int(d) for d in a["shape"])
+            end = int(a["offset"]) + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            if end > size:
+                raise ValueError(f"shm.layout: {a['name']} ends past the segment")
+            self.arrays[a["name"]] = np.ndarray(shape, dtype=dtype, buffer=buf,
+                                                offset=int(a["offset"]))
+        if int(self.arrays["seq"][0]) != int(made["seq"]):
+            raise ValueError(f"shared-memory segment {name} does not hold batch {made['seq']}")
+        self.rows = len(self.arrays["obs"])
+        # Profile names: one table for every row when the sessions share theirs.
+        self._per_row = [list(p) + ["?"] for p in profiles]
+        self._shared = (np.array(self._per_row[0], dtype=object)
+                        if all(p == self._per_row[0] for p in self._per_row) else None)
+        self._static = {}
+        self._profiles = {}
+        self._no_refusals = {}
+
+    def _column(self, prefix, key, rows):
+        a = self.arrays[prefix + key]
+        if key in INFO_INTS:
+            a = a.view(np.int64)  # counts below 2**63: the same values as the reply's int64
+        elif key == "action_mask":
+            a = a.view(np.int8)
+        return a if rows == self.rows else a[:rows]
+
+    def _infos(self, prefix, rows, copy, mask=None):
+        """The info columns as decode_info_columns gives them from a reply."""
+        key = (prefix, rows)
+        static = self._static.get(key)
+        if static is None:
+            ones = np.ones(rows, dtype=bool)
+            ones.flags.writeable = False
+            static = {k: self._column(prefix, k, rows) for k in _INFO_ARRAYS}
+            static.update({"_" + k: ones for k in _INFO_KEYS})
+            self._static[key] = static
+        out = dict(static)
+        if copy:
+            for k in _INFO_ARRAYS:
+                out[k] = static[k].copy()
+        # The profile column (objects) is built again only when a row's profile changed.
+        index = self.arrays[prefix + "profile"][:rows]
+        cached = self._profiles.get(key)
+        if cached is None or cached[0] != index.tobytes():
+            if self._shared is not None:
+                profile = self._shared[index]
+            else:
+                profile = np.array([self._per_row[i][j] for i, j in enumerate(index)],
+                                   dtype=object)
+            profile.flags.writeable = False
+            self._profiles[key] = (index.tobytes(), profile)
+        else:
+            profile = cached[1]
+        out["profile"] = profile.copy() if copy else profile
+        counts = self.arrays[prefix + "refused_count"][:rows]
+        if counts.any():
+            refused = np.empty(rows, dtype=object)
+            refused.fill(())
+            regions = self.arrays[prefix + "refused_regions"]
+            for i in np.flatnonzero(counts):
+                refused[i] = tuple(int(r) for r in regions[i, :counts[i]])
+        else:
+            refused = self._no_refusals.get(rows)
+            if refused is None:
+                refused = np.empty(rows, dtype=object)
+                refused.fill(())
+                refused.flags.writeable = False
+                self._no_refusals[rows] = refused
+            if copy:
+                refused = refused.copy()
+        out["refused_regions"] = refused
+        if mask is not None:
+            for k in _INFO_KEYS:
+                out["_" + k] = mask.copy()
+        return out
+
+    def read(self, shm, copy):
+        """(obs, rewards, terminations, truncations, reset, infos, final) of the batch the
+        reply's `shm` map announces; final is None or (final_obs, final_info columns) for
+        same_step autoreset (final_info masked by the rows whose episode ended)."""
+        rows = int(shm["rows"])
+        if not 0 < rows <= self.rows:
+            raise ValueError(f"shm.rows {rows}: the segment has {self.rows} rows")
+        if int(self.arrays["seq"][0]) != int(shm["seq"]):
+            raise ValueError(f"the shared-memory segment holds batch {int(self.arrays['seq'][0])}"
+                             f", not batch {shm['seq']} (two requests in flight on it?)")
+        a = self.arrays
+
+        def take(name):
+            v = a[name] if rows == self.rows else a[name][:rows]
+            return v.copy() if copy else v
+
+        obs, rewards = take("obs"), take("reward")
+        terminations, truncations, reset = take("terminated"), take("truncated"), take("reset")
+        infos = self._infos("info.", rows, copy)
+        final = None
+        if shm.get("final"):
+            ended = terminations | truncations
+            final_obs = a["final_obs"][:rows].copy()
+            final_info = self._infos("final_info.", rows, True, mask=ended)
+            final = (final_obs, final_info)
+        return obs, rewards, terminations, truncations, reset, infos, final

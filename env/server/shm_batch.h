@@ -1,0 +1,116 @@
+// A POSIX shared-memory segment holding a step_batch's results (env/PROTOCOL.md, "Shared
+// memory"): the zero-copy transport for clients on the server's machine.
+//
+// The segment is laid out as fixed arrays, one row per batch entry: observations, rewards,
+// flags and the step info column by column (the same columns as the in-process vector
+// environment's, env/vector/vector_env.h InfoColumns), and the same again for the final
+// observation and info of same_step autoreset. layout() describes every array (name, dtype,
+// shape, byte offset) as the reply that made the segment tells the client; the client maps
+// the segment and wraps each array without a copy.
+//
+// Security: the name is "/tiergym-PID-" and 128 random bits, the segment is created
+// exclusively with mode 0600 (only the server's user can open it) and its pages are
+// allocated up front (posix_fallocate), so that a full /dev/shm is an error at creation and
+// never a SIGBUS later; Unlink() removes the name once the client has mapped it (the
+// server's mapping stays). Intact() tells whether the file still has its size (a process of
+// the server's user could shrink it; writing past its end would fault): the service checks
+// it before every write. The destructor unmaps, closes and unlinks (if still linked).
+// RemoveStaleShmSegments() unlinks the segments of tiergym servers that died without
+// unlinking theirs.
+//
+// Thread-compatible: rows may be written by different threads at once (WriteRow touches
+// only its row), everything else by one thread at a time.
+#ifndef TIERGYM_ENV_SERVER_SHM_BATCH_H_
+#define TIERGYM_ENV_SERVER_SHM_BATCH_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "env/protocol/protocol.h"
+#include "env/spec/env_spec.h"
+
+namespace tiergym::env {
+
+// The sizes of a batch's arrays.
+struct ShmBatchShape {
+  size_t rows = 0;          // entries the segment holds at most
+  size_t obs = 0;           // observation values per row
+  size_t tiers = 0;         // tier_used_bytes per row
+  size_t regions = 0;       // refused_regions capacity per row
+  size_t mask = 0;          // action-mask values per row
+  size_t mask_columns = 0;  // the mask's row width ([regions, columns]); 0: a flat [mask]
+  bool operator==(const ShmBatchShape&) const = default;
+};
+
+// The shape of `rows` results of environments with `spec`.
+ShmBatchShape ShapeOf(const EnvSpec& spec, size_t rows);
+
+class ShmBatch {
+ public:
+  // A new segment for results of `shape`. ResourceExhausted when /dev/shm has no room (or
+  // would keep less than an eighth of itself free), Unavailable for other system errors;
+  // the message says what to do.
+  static absl::StatusOr<std::unique_ptr<ShmBatch>> Create(const ShmBatchShape& shape);
+  // Bytes a segment of `shape` takes (its layout, rounded up to pages).
+  static uint64_t BytesFor(const ShmBatchShape& shape);
+  ~ShmBatch();
+  ShmBatch(const ShmBatch&) = delete;
+  ShmBatch& operator=(const ShmBatch&) = delete;
+
+  const std::string& name() const { return name_; }
+  uint64_t bytes() const { return bytes_; }
+  const ShmBatchShape& shape() const { return shape_; }
+  const std::vector<protocol::ShmArray>& layout() const { return layout_; }
+  bool linked() const { return linked_; }
+
+  // Removes the name (the client has mapped the segment). Idempotent.
+  void Unlink();
+  // Whether the segment's file still has its full size.
+  bool Intact() const;
+
+  // Row `row` of the results: `result` (its profile as an index into spec.profiles, -1
+  // when not there), with `was_reset`. REQUIRES: row < shape().rows and `result` of the
+  // segment's shape (InvalidArgument otherwise, nothing written to the mask).
+  absl::Status WriteRow(size_t row, const StepResult& result, bool was_reset, const EnvSpec& spec);
+  // Row `row` of the final arrays (same_step autoreset).
+  absl::Status WriteFinal(size_t row, const StepResult& result, const EnvSpec& spec);
+  // The batch's number, read by the client to check that the segment holds the reply's
+  // batch.
+  void SetSeq(uint64_t seq);
+
+ private:
+  struct Info;  // offsets of one set of info columns
+  ShmBatch(std::string name, int fd, void* base, uint64_t bytes, const ShmBatchShape& shape);
+  void Lay();
+  uint64_t Add(std::string name, std::string dtype, size_t itemsize, std::vector<uint64_t> shape);
+  void LayInfo(const std::string& prefix, Info& info);
+  absl::Status WriteInfo(const Info& info, size_t row, const StepInfo& si, const EnvSpec& spec);
+  template <typename T>
+  T* At(uint64_t offset) const {
+    return reinterpret_cast<T*>(static_cast<char*>(base_) + offset);
+  }
+
+  std::string name_;
+  int fd_ = -1;
+  void* base_ = nullptr;
+  uint64_t bytes_ = 0;
+  ShmBatchShape shape_;
+  bool linked_ = true;
+  std::vector<protocol::ShmArray> layout_;
+  uint64_t end_ = 0;  // bytes laid out so far
+  uint64_t seq_ = 0, obs_ = 0, reward_ = 0, terminated_ = 0, truncated_ = 0, reset_ = 0;
+  uint64_t final_obs_ = 0;
+  std::unique_ptr<Info> info_, final_info_;
+};
+
+// Unlinks /dev/shm/tiergym-PID-* segments of this user whose process PID is gone; returns
+// how many.
+size_t RemoveStaleShmSegments();
+
+}  // namespace tiergym::env
+
+#endif  // TIERGYM_ENV_SERVER_SHM_BATCH_H_

@@ -1,0 +1,163 @@
+"""step_batch results through shared memory (env/PROTOCOL.md "Shared memory";
+env/python/tiergym/_shm.py): tiergym.VectorEnv gives the same episodes, bit for bit, with
+the results in shared memory as with the results in the replies, in the three autoreset
+modes (partial resets included), with and without copies; it chooses shared memory for
+local servers only; the segments leave nothing in /dev/shm once mapped and are freed when
+the environment closes or its process dies."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from tiergym_testing import BINARY, SKIP_REASON, needs_binary
+from test_inprocess import assert_same_outputs, assert_same_vector_env
+import tiergym
+from tiergym._shm import is_local
+from tiergym.connection import Connection
+
+CONFIG = dict(num_regions=16, steps=9, tier_capacity_mib="hbm:2048", profiles="minife,lulesh")
+
+
+@pytest.fixture(scope="module")
+def server():
+    if BINARY is None:
+        pytest.skip(SKIP_REASON)
+    s = tiergym.Server(args=["--threads", "2"])
+    yield s
+    s.close()
+
+
+def stats(server):
+    c = Connection(server.endpoint)
+    try:
+        return c.call("stats")
+    finally:
+        c.close()
+
+
+def tiergym_segments():
+    return sorted(n for n in os.listdir("/dev/shm") if n.startswith("tiergym-"))
+
+
+def test_only_local_addresses_are_local():
+    assert is_local("ipc:///tmp/x.sock")
+    assert is_local("tcp://127.0.0.1:5555") and is_local("tcp://127.3.4.5:1")
+    assert is_local("tcp://localhost:5555") and is_local("tcp://[::1]:5555")
+    assert not is_local("tcp://10.1.2.3:5555")
+    assert not is_local("tcp://example.org:5555")
+
+
+@needs_binary
+@pytest.mark.parametrize("mode", [tiergym.NEXT_STEP, tiergym.SAME_STEP, tiergym.DISABLED])
+@pytest.mark.parametrize("copy", [False, True])
+def test_episodes_are_bit_identical_to_results_in_the_replies(server, mode, copy):
+    n = 5
+    configs = [{"steps": 9}, {"steps": 5}, {"steps": 9, "tier_capacity_mib": "hbm:1024"},
+               {"steps": 7}, {"steps": 9}]
+    plain = tiergym.VectorEnv(n, address=server, autoreset_mode=mode, configs=configs,
+                              shm=False, **CONFIG)
+    shared = tiergym.VectorEnv(n, address=server, autoreset_mode=mode, configs=configs,
+                               shm=True, copy=copy, **CONFIG)
+    try:
+        assert_same_vector_env(shared, plain)
+        seeds = [11, 12, 13, 14, 15]
+        assert_same_outputs(shared.reset(seed=seeds), plain.reset(seed=seeds), "reset")
+        assert shared.shm and not plain.shm
+        same = [None, 12, None, None, None]
+        assert_same_outputs(shared.reset(seed=same, options={"profile": 1}),
+                            plain.reset(seed=same, options={"profile": 1}), "reset again")
+        rng = np.random.default_rng(5)
+        ended = refused = partial = 0
+        for t in range(30):
+            actions = rng.integers(0, 2, size=(n, CONFIG["num_regions"]))
+            r = plain.step(actions)
+            out = shared.step(actions)
+            assert_same_outputs(out, r, f"step {t}")
+            np.testing.assert_array_equal(shared.action_masks(), plain.action_masks())
+            if not copy:
+                assert not out[0].flags.writeable  # the segment's own array, read-only
+            done = r[2] | r[3]
+            ended += int(done.sum())
+            refused += sum(len(x) > 0 for x in r[4]["refused_regions"])
+            if mode == tiergym.DISABLED and done.any():
+                options = {"reset_mask": done, "profile": ["minife", "lulesh"] * 2 + ["minife"]}
+                seed = [int(rng.integers(0, 1000)) if i % 2 else None for i in range(n)]
+                assert_same_outputs(shared.reset(seed=seed, options=options),
+                                    plain.reset(seed=seed, options=options), f"reset {t}")
+                partial += int(not done.all())
+        assert ended >= 2 * n
+        assert refused > 0
+        if mode == tiergym.DISABLED:
+            assert partial > 0
+    finally:
+        plain.close()
+        shared.close()
+
+
+@needs_binary
+def test_segments_leave_no_name_and_go_with_the_environment(server):
+    before = tiergym_segments()
+    envs = tiergym.VectorEnv(4, address=server, **CONFIG)  # shm chosen by itself: ipc
+    try:
+        envs.reset(seed=1)
+        assert envs.shm
+        assert len(tiergym_segments()) == len(before) + 1  # named until first used
+        envs.step(np.zeros((4, 16), dtype=np.int64))
+        assert tiergym_segments() == before  # unlinked: only the two mappings remain
+        s = stats(server)
+        assert s["shm_segments"] >= 1 and s["shm_bytes"] > 0
+    finally:
+        envs.close()
+    assert stats(server)["shm_segments"] == 0
+
+
+@needs_binary
+def test_a_client_that_dies_has_its_segments_freed(server):
+    script = textwrap.dedent(f"""
+        import sys, time
+        import numpy as np
+        import tiergym
+        envs = tiergym.VectorEnv(8, address={server.endpoint!r}, shm=True, num_regions=16)
+        envs.reset(seed=3)
+        envs.step(np.zeros((8, 16), dtype=np.int64))
+        print("ready", flush=True)
+        time.sleep(60)
+    """)
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout.readline().strip() == b"ready"
+        assert stats(server)["shm_segments"] == 1
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while stats(server)["shm_segments"] != 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        s = stats(server)
+        assert s["shm_segments"] == 0 and s["shm_bytes"] == 0
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()
+
+
+@needs_binary
+def test_shm_true_needs_a_server_that_offers_it():
+    s = tiergym.Server(args=["--threads", "1", "--max-shm-mib", "0"])
+    try:
+        with pytest.raises(ValueError, match="offers no shared memory"):
+            tiergym.VectorEnv(2, address=s, shm=True, num_regions=4)
+        envs = tiergym.VectorEnv(2, address=s, num_regions=4)  # automatic: replies
+        try:
+            envs.reset(seed=0)
+            envs.step(np.zeros((2, 4), dtype=np.int64))
+            assert not envs.shm
+        finally:
+            envs.close()
+    finally:
+        s.close()
