@@ -14,8 +14,10 @@
 
 #include "env/environment.h"
 #include "env/server/environment_provider.h"
+#include "env/vector/make_vector_env.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "traces/base/field_status.h"
 #include "traces/synth/app_model.h"
 #include "traces/synth/generator.h"
 
@@ -23,6 +25,7 @@ namespace tiergym::env {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 
 // A configuration of text values, typed as a protocol message would carry them as text.
 ConfigMap Typed(const std::map<std::string, std::string>& text) {
@@ -456,6 +459,44 @@ TEST(VectorEnvErrorsTest, EnvironmentsOfDifferentShapesAreRefused) {
   EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(v.status().message(), HasSubstr("env 1: its spaces differ"));
   EXPECT_EQ(VectorEnv::Create({}, {}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// MakeVectorEnv takes typed values as a `make` message carries them: a list of profile
+// directories stays a list, numbers stay numbers; errors carry the key at fault as their
+// field. (It serves the bundled profiles by default, so it generates them into the user's
+// cache the first time, as `tiergym serve` and the Python tests do.)
+TEST(MakeVectorEnvTest, TakesTypedValuesAndNamesTheKeyAtFault) {
+  const std::string lulesh = ProfileDir("lulesh"), minife = ProfileDir("minife");
+  const ConfigMap config = {{"profiles", ConfigValue::List{lulesh, minife}},
+                            {"num_regions", 12},
+                            {"steps", 7},
+                            {"tier_capacity_mib", "hbm:64"}};
+  absl::StatusOr<MadeVectorEnv> made = MakeVectorEnv({config, config}, {});
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_EQ(made->env->num_envs(), 2);
+  EXPECT_EQ(made->env->spec().num_regions, 12);
+  EXPECT_EQ(made->env->spec().profiles.size(), 2u);
+  ASSERT_EQ(made->configs.size(), 2u);
+  EXPECT_EQ(made->configs[1].at("profiles"), lulesh + "," + minife);
+  EXPECT_EQ(made->configs[1].at("num_regions"), "12");
+  EXPECT_EQ(made->configs[1].at("action_mode"), "placement");  // the default, in force
+
+  ConfigMap bad = config;
+  bad["num_regions"] = 0;
+  made = MakeVectorEnv({config, bad}, {});
+  EXPECT_EQ(made.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorField(made.status()), "config.num_regions");
+  EXPECT_THAT(std::string(made.status().message()), StartsWith("configs[1]: config.num_regions: "));
+  bad["num_regions"] = "twelve";
+  made = MakeVectorEnv({bad}, {});
+  EXPECT_EQ(ErrorField(made.status()), "config.num_regions");
+  EXPECT_THAT(std::string(made.status().message()), StartsWith("config.num_regions: "));
+
+  made = MakeVectorEnv({{{"bogus", 1}}}, {});
+  EXPECT_EQ(ErrorField(made.status()), "config.bogus");
+  EXPECT_THAT(std::string(made.status().message()),
+              StartsWith("config.bogus: unknown configuration key (known: "));
+  EXPECT_EQ(MakeVectorEnv({}, {}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

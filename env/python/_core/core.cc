@@ -1,8 +1,12 @@
 // tiergym._core: the in-process vector environment (env/vector/vector_env.h) for Python.
 //
-//   core = VectorCore(configs: list[dict[str, str]], threads, autoreset)
-//                                   one environment per configuration; autoreset:
-//                                   "next_step", "same_step" or "disabled"
+//   core = VectorCore(configs: list[dict], threads, autoreset)
+//                                   one environment per configuration, its values str, int,
+//                                   float, bool or a list/tuple of str, kept typed to
+//                                   ParseEnvConfig as a `make` message keeps them
+//                                   (env/spec/config_value.h; TypeError on "config.KEY" for
+//                                   any other type); autoreset: "next_step", "same_step" or
+//                                   "disabled"
 //   core.spec, core.configs         the make reply's spec (arrays as numpy) and each
 //                                   environment's configuration in force
 //   core.buffers()                  numpy views of the output arrays (owned by core)
@@ -55,6 +59,52 @@ void Raise(const absl::Status& s) {
     default:
       throw std::runtime_error(std::string(absl::StatusCodeToString(s.code())) + ": " + message);
   }
+}
+
+// One configuration from Python, its values typed as the protocol types them
+// (env/protocol ReadConfig): str, int (64-bit), float, bool, or a list or tuple of str.
+// `where` leads the message of a refusal ("configs[1]: ", or empty). Throws TypeError
+// naming the key (and the element) for anything else.
+ConfigMap ToConfigMap(const nb::dict& config, const std::string& where) {
+  ConfigMap out;
+  auto refuse = [&](const std::string& field, const std::string& expected, nb::handle got) {
+    const std::string type = nb::cast<std::string>(nb::type_name(got.type()));
+    throw nb::type_error((where + field + ": expected " + expected + ", got " + type).c_str());
+  };
+  for (auto [k, v] : config) {
+    if (!nb::isinstance<nb::str>(k)) {
+      refuse("config", "string keys", k);
+    }
+    const std::string key = nb::cast<std::string>(k);
+    const std::string field = "config." + key;
+    ConfigValue value;
+    int64_t integer = 0;
+    if (nb::isinstance<nb::bool_>(v)) {  // before int: a bool is an int in Python
+      value = ConfigValue(nb::cast<bool>(v));
+    } else if (nb::isinstance<nb::int_>(v)) {
+      if (!nb::try_cast<int64_t>(v, integer)) refuse(field, "a 64-bit integer", v);
+      value = ConfigValue(integer);
+    } else if (nb::isinstance<nb::float_>(v)) {
+      value = ConfigValue(nb::cast<double>(v));
+    } else if (nb::isinstance<nb::str>(v)) {
+      value = ConfigValue(nb::cast<std::string>(v));
+    } else if (nb::isinstance<nb::list>(v) || nb::isinstance<nb::tuple>(v)) {
+      ConfigValue::List list;
+      size_t j = 0;
+      for (nb::handle item : v) {
+        if (!nb::isinstance<nb::str>(item)) {
+          refuse(field + "[" + std::to_string(j) + "]", "a string", item);
+        }
+        list.push_back(nb::cast<std::string>(item));
+        ++j;
+      }
+      value = ConfigValue(std::move(list));
+    } else {
+      refuse(field, "a string, integer, number, bool or list of strings", v);
+    }
+    out[key] = std::move(value);
+  }
+  return out;
 }
 
 // Storage of one InfoColumns.
@@ -149,8 +199,15 @@ class VectorCore {
     return lock;
   }
 
-  VectorCore(const std::vector<std::map<std::string, std::string>>& configs, int threads,
-             const std::string& autoreset) {
+  VectorCore(const std::vector<nb::dict>& dicts, int threads, const std::string& autoreset) {
+    // "configs[i]: " leads a refusal when the entries differ (as MakeVectorEnv's messages).
+    bool all_equal = true;
+    for (const nb::dict& d : dicts) all_equal = all_equal && d.equal(dicts[0]);
+    std::vector<ConfigMap> configs;
+    for (size_t i = 0; i < dicts.size(); ++i) {
+      configs.push_back(ToConfigMap(
+          dicts[i], all_equal ? std::string() : "configs[" + std::to_string(i) + "]: "));
+    }
     VectorEnvOptions options;
     options.threads = threads;
     if (autoreset == "next_step") {
@@ -361,9 +418,8 @@ NB_MODULE(_core, m) {
   using tiergym::env::VectorCore;
   m.doc() = "The in-process vector environment of tiergym (env/vector/vector_env.h).";
   nb::class_<VectorCore>(m, "VectorCore")
-      .def(nb::init<const std::vector<std::map<std::string, std::string>>&, int,
-                    const std::string&>(),
-           nb::arg("configs"), nb::arg("threads") = 1, nb::arg("autoreset") = "next_step")
+      .def(nb::init<const std::vector<nb::dict>&, int, const std::string&>(), nb::arg("configs"),
+           nb::arg("threads") = 1, nb::arg("autoreset") = "next_step")
       .def_prop_ro("spec", &VectorCore::Spec)
       .def_prop_ro("configs", &VectorCore::configs)
       .def_prop_ro("num_envs", &VectorCore::num_envs)

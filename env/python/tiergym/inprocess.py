@@ -47,7 +47,7 @@ import gymnasium
 import numpy as np
 from gymnasium.vector.utils import batch_space
 
-from .env import flat_mask, integer_actions, space_from_spec
+from .env import config_to_wire, flat_mask, integer_actions, space_from_spec
 from .vector import NEXT_STEP, SAME_STEP, _MODES, _mode_name, batch_seeds, reset_mask
 
 _core = None
@@ -99,30 +99,6 @@ def have_core():
         return True
     except ImportError:
         return False
-
-
-def _config_strings(config):
-    """Configuration values as strings, exactly as the server turns the wire's values into
-    strings (env/protocol ReadConfig): ints in decimal, floats with 6 significant digits,
-    bools as true/false, lists joined by commas."""
-    out = {}
-    for key, value in config.items():
-        if isinstance(value, (list, tuple)):
-            items = [str(v) for v in value]
-            for j, item in enumerate(items):
-                if "," in item:
-                    raise ValueError(f"config.{key}[{j}]: an element of a list may not contain "
-                                     "a comma")
-            out[key] = ",".join(items)
-        elif isinstance(value, (bool, np.bool_)):
-            out[key] = "true" if value else "false"
-        elif isinstance(value, numbers.Integral):
-            out[key] = str(int(value))
-        elif isinstance(value, numbers.Real):
-            out[key] = format(float(value), ".6g")
-        else:
-            out[key] = str(value)
-    return out
 
 
 def _profiles(options, num_envs):
@@ -204,7 +180,8 @@ class InProcessVectorEnv(gymnasium.vector.VectorEnv):
         self.closed = False
         self.copy = bool(copy)
         self.threads = int(threads)
-        merged = [_config_strings(dict(config, **(configs[i] if configs else {})))
+        # Typed as the client sends them to a server (lists stay lists, numbers numbers).
+        merged = [config_to_wire(dict(config, **(configs[i] if configs else {})))
                   for i in range(self.num_envs)]
         self._core = load_core().VectorCore(merged, self.threads, autoreset_mode)
         self.tier_spec = dict(self._core.spec)
