@@ -4,9 +4,6 @@
 // synchronous and asynchronous, with 1 and 3 threads.
 #include "env/vector/vector_env.h"
 
-#include <unistd.h>
-
-#include <filesystem>
 #include <map>
 #include <random>
 #include <string>
@@ -17,54 +14,24 @@
 #include "env/vector/make_vector_env.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/test_root.h"
 #include "traces/base/field_status.h"
-#include "traces/synth/app_model.h"
-#include "traces/synth/generator.h"
 
 namespace tiergym::env {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::SmallProfileDir;
 using ::testing::StartsWith;
 
 // A configuration of text values, typed as a protocol message would carry them as text.
 ConfigMap Typed(const std::map<std::string, std::string>& text) {
   return {text.begin(), text.end()};
 }
-namespace fs = std::filesystem;
-
-const std::string& TestRoot() {
-  static const std::string* root = new std::string(
-      (fs::temp_directory_path() / ("tiergym-vector-test-" + std::to_string(getpid()))).string());
-  return *root;
-}
-
-class RemoveTestRoot : public ::testing::Environment {
- public:
-  void TearDown() override { fs::remove_all(TestRoot()); }
-};
-const auto* const kRemoveTestRoot = ::testing::AddGlobalTestEnvironment(new RemoveTestRoot);
-
-std::string ProfileDir(const std::string& app) {
-  const std::string dir = TestRoot() + "/knl";
-  const std::string profile = dir + "/" + app + "/profile";
-  if (!fs::exists(profile)) {
-    auto model = synth::LoadAppModel(app);
-    auto m = LoadMachine("knl");
-    synth::SynthOptions options;
-    options.target_samples = 20000;
-    options.chunks_per_phase = 40;
-    options.measured_runs = false;
-    auto generated = synth::GenerateProfile(*model, *m, options);
-    EXPECT_TRUE(generated.ok()) << generated.status();
-    EXPECT_TRUE(synth::WriteSynthProfile(*generated, dir, TraceFormat::kBinary).ok());
-  }
-  return profile;
-}
 
 // Short episodes over two profiles, with a small fast tier so that moves get refused.
 std::map<std::string, std::string> Config(const std::string& action_mode = "placement") {
-  return {{"profiles", ProfileDir("lulesh") + "," + ProfileDir("minife")},
+  return {{"profiles", SmallProfileDir("lulesh") + "," + SmallProfileDir("minife")},
           {"num_regions", "12"},
           {"steps", "7"},
           {"action_mode", action_mode},
@@ -466,7 +433,7 @@ TEST(VectorEnvErrorsTest, EnvironmentsOfDifferentShapesAreRefused) {
 // field. (It serves the bundled profiles by default, so it generates them into the user's
 // cache the first time, as `tiergym serve` and the Python tests do.)
 TEST(MakeVectorEnvTest, TakesTypedValuesAndNamesTheKeyAtFault) {
-  const std::string lulesh = ProfileDir("lulesh"), minife = ProfileDir("minife");
+  const std::string lulesh = SmallProfileDir("lulesh"), minife = SmallProfileDir("minife");
   const ConfigMap config = {{"profiles", ConfigValue::List{lulesh, minife}},
                             {"num_regions", 12},
                             {"steps", 7},
