@@ -4,13 +4,13 @@
 #include <numa.h>
 #include <numaif.h>
 #include <sched.h>
-#include <signal.h>
 #include <sys/personality.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -163,8 +163,9 @@ absl::StatusOr<StoppedChild> StoppedChild::Spawn(const LaunchOptions& options) {
     for (const auto& kv : options.env) replaced = replaced || kv.first == key;
     if (!replaced) env_strings.push_back(entry);
   }
-  for (const auto& [k, v] : options.env) env_strings.push_back(k + "=" + v);
+  for (const auto& [k, v] : options.env) env_strings.push_back(StrCat(k, "=", v));
   std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
   std::vector<char*> argv;

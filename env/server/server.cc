@@ -1,7 +1,6 @@
 #include "env/server/server.h"
 
 #include <malloc.h>
-#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -10,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <iostream>
 #include <utility>
@@ -28,8 +28,8 @@ struct Server::Job {
   std::string client;  // the identity, as a map key
   std::string reply;   // set by the worker
   bool slow = false;   // make or estimate: on the load workers
-  std::string_view bytes() const {
-    return std::string_view(static_cast<const char*>(payload.data()), payload.size());
+  [[nodiscard]] std::string_view bytes() const {
+    return {static_cast<const char*>(payload.data()), payload.size()};
   }
 };
 
@@ -177,8 +177,7 @@ bool Server::ParentGone() const {
 
 Server::Sent Server::TrySend(const Outgoing& out) {
   try {
-    for (size_t i = 0; i < out.envelope.size(); ++i) {
-      const std::string& f = out.envelope[i];
+    for (const std::string& f : out.envelope) {
       // With ZMQ_ROUTER_MANDATORY the first frame decides: EAGAIN or EHOSTUNREACH come
       // before anything is queued.
       if (!socket_->send(zmq::buffer(f.data(), f.size()),

@@ -107,43 +107,6 @@ ConfigMap ToConfigMap(const nb::dict& config, const std::string& where) {
   return out;
 }
 
-// Storage of one InfoColumns.
-struct InfoStorage {
-  std::vector<int32_t> profile;
-  std::vector<uint64_t> step;
-  std::vector<double> interval_ns, default_interval_ns, migration_ns;
-  std::vector<uint64_t> migrated_bytes;
-  std::vector<double> elapsed_ns, default_elapsed_ns, default_total_ns;
-  std::vector<uint64_t> tier_used_bytes;
-  std::vector<int32_t> refused_regions, refused_count;
-  std::vector<uint8_t> action_mask;
-
-  void Allocate(size_t rows, size_t tiers, size_t regions, size_t mask) {
-    profile.assign(rows, -1);
-    step.assign(rows, 0);
-    interval_ns.assign(rows, 0);
-    default_interval_ns.assign(rows, 0);
-    migration_ns.assign(rows, 0);
-    migrated_bytes.assign(rows, 0);
-    elapsed_ns.assign(rows, 0);
-    default_elapsed_ns.assign(rows, 0);
-    default_total_ns.assign(rows, 0);
-    tier_used_bytes.assign(rows * tiers, 0);
-    refused_regions.assign(rows * regions, -1);
-    refused_count.assign(rows, 0);
-    action_mask.assign(rows * mask, 0);
-  }
-  InfoColumns Columns() {
-    return InfoColumns{profile.data(),          step.data(),
-                       interval_ns.data(),      default_interval_ns.data(),
-                       migration_ns.data(),     migrated_bytes.data(),
-                       elapsed_ns.data(),       default_elapsed_ns.data(),
-                       default_total_ns.data(), tier_used_bytes.data(),
-                       refused_regions.data(),  refused_count.data(),
-                       action_mask.data()};
-  }
-};
-
 template <typename T>
 nb::object View(T* data, std::initializer_list<size_t> shape, nb::handle owner) {
   return nb::cast(nb::ndarray<nb::numpy, T>(data, shape, owner));
@@ -227,32 +190,7 @@ class VectorCore {
     if (!made.ok()) Raise(made.status());
     env_ = std::move(made->env);
     configs_ = std::move(made->configs);
-    const auto n = static_cast<size_t>(env_->num_envs());
-    const size_t obs = env_->ObsSize(), tiers = env_->spec().tiers.size();
-    const auto regions = static_cast<size_t>(env_->spec().num_regions);
-    const size_t mask = env_->MaskSize();
-    obs_.assign(n * obs, 0);
-    final_obs_.assign(n * obs, 0);
-    reward_.assign(n, 0);
-    terminated_.assign(n, 0);
-    truncated_.assign(n, 0);
-    ended_.assign(n, 0);
-    env_id_.assign(n, 0);
-    for (size_t i = 0; i < n; ++i) env_id_[i] = static_cast<int32_t>(i);
-    info_.Allocate(n, tiers, regions, mask);
-    final_info_.Allocate(n, tiers, regions, mask);
-    out_.obs = obs_.data();
-    out_.reward = reward_.data();
-    out_.terminated = terminated_.data();
-    out_.truncated = truncated_.data();
-    out_.env_id = env_id_.data();
-    out_.info = info_.Columns();
-    out_.ended = ended_.data();
-    out_.final_obs = final_obs_.data();
-    out_.final_info = final_info_.Columns();
-    out_.any_ended = &any_ended_;
-    out_.any_refused = &any_refused_;
-    out_.any_reset = &any_reset_;
+    buffers_ = std::make_unique<BatchBuffers>(*env_);
   }
 
   [[nodiscard]] nb::dict Spec() const {
@@ -273,8 +211,8 @@ class VectorCore {
     return d;
   }
 
-  static nb::dict InfoViews(InfoStorage& s, size_t n, size_t tiers, size_t regions, size_t mask,
-                            nb::handle owner) {
+  static nb::dict InfoViews(BatchBuffers::Info& s, size_t n, size_t tiers, size_t regions,
+                            size_t mask, nb::handle owner) {
     nb::dict d;
     d["profile"] = View(s.profile.data(), {n}, owner);
     d["step"] = View(s.step.data(), {n}, owner);
@@ -307,15 +245,15 @@ class VectorCore {
     const auto regions = static_cast<size_t>(c.env_->spec().num_regions);
     const size_t mask = c.env_->MaskSize();
     nb::dict d;
-    d["obs"] = View(c.obs_.data(), {n, obs}, self);
-    d["reward"] = View(c.reward_.data(), {n}, self);
-    d["terminated"] = BoolView(c.terminated_.data(), n, self);
-    d["truncated"] = BoolView(c.truncated_.data(), n, self);
-    d["env_id"] = View(c.env_id_.data(), {n}, self);
-    d["ended"] = BoolView(c.ended_.data(), n, self);
-    d["final_obs"] = View(c.final_obs_.data(), {n, obs}, self);
-    d["info"] = InfoViews(c.info_, n, tiers, regions, mask, self);
-    d["final_info"] = InfoViews(c.final_info_, n, tiers, regions, mask, self);
+    d["obs"] = View(c.buffers_->obs.data(), {n, obs}, self);
+    d["reward"] = View(c.buffers_->reward.data(), {n}, self);
+    d["terminated"] = BoolView(c.buffers_->terminated.data(), n, self);
+    d["truncated"] = BoolView(c.buffers_->truncated.data(), n, self);
+    d["env_id"] = View(c.buffers_->env_id.data(), {n}, self);
+    d["ended"] = BoolView(c.buffers_->ended.data(), n, self);
+    d["final_obs"] = View(c.buffers_->final_obs.data(), {n, obs}, self);
+    d["info"] = InfoViews(c.buffers_->info, n, tiers, regions, mask, self);
+    d["final_info"] = InfoViews(c.buffers_->final_info, n, tiers, regions, mask, self);
     return d;
   }
 
@@ -332,7 +270,7 @@ class VectorCore {
     auto entered = Enter();
     {
       nb::gil_scoped_release release;
-      s = env_->Reset(m, seeds, profiles, out_);
+      s = env_->Reset(m, seeds, profiles, buffers_->out);
     }
     if (!s.ok()) Raise(s);
     return Flags();
@@ -352,7 +290,8 @@ class VectorCore {
   // What the call's rows hold: 1 an ended episode (final_* are set), 2 a refused move,
   // 4 a reset environment.
   [[nodiscard]] int Flags() const {
-    return (any_ended_ ? 1 : 0) | (any_refused_ ? 2 : 0) | (any_reset_ ? 4 : 0);
+    const BatchBuffers& b = *buffers_;
+    return (b.any_ended ? 1 : 0) | (b.any_refused ? 2 : 0) | (b.any_reset ? 4 : 0);
   }
 
   int Step(const nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu>& actions) {
@@ -360,7 +299,7 @@ class VectorCore {
     auto entered = Enter();
     {
       nb::gil_scoped_release release;
-      s = env_->Step(actions.data(), actions.size(), out_);
+      s = env_->Step(actions.data(), actions.size(), buffers_->out);
     }
     if (!s.ok()) Raise(s);
     return Flags();
@@ -383,7 +322,7 @@ class VectorCore {
     auto entered = Enter();
     {
       nb::gil_scoped_release release;
-      s = env_->Recv(batch, out_);
+      s = env_->Recv(batch, buffers_->out);
     }
     if (!s.ok()) Raise(s);
     return Flags();
@@ -401,13 +340,7 @@ class VectorCore {
   std::mutex call_mu_;
   std::unique_ptr<VectorEnv> env_;
   std::vector<std::map<std::string, std::string>> configs_;
-  std::vector<float> obs_, final_obs_;
-  std::vector<double> reward_;
-  std::vector<uint8_t> terminated_, truncated_, ended_;
-  std::vector<int32_t> env_id_;
-  InfoStorage info_, final_info_;
-  BatchOutput out_;
-  bool any_ended_ = false, any_refused_ = false, any_reset_ = false;
+  std::unique_ptr<BatchBuffers> buffers_;  // the arrays Python views
 };
 
 }  // namespace

@@ -45,9 +45,8 @@ import sys
 
 import gymnasium
 import numpy as np
-from gymnasium.vector.utils import batch_space
 
-from .env import config_to_wire, flat_mask, integer_actions, space_from_spec
+from .env import config_to_wire, flat_mask, integer_actions
 from .vector import NEXT_STEP, _VectorEnvBase, batch_seeds, reset_mask
 
 _core = None
@@ -166,18 +165,7 @@ class InProcessVectorEnv(_VectorEnvBase):
         # Typed as the client sends them to a server (lists stay lists, numbers numbers).
         self._core = load_core().VectorCore([config_to_wire(c) for c in merged], self.threads,
                                             self.autoreset_mode)
-        self.tier_spec = dict(self._core.spec)
-        self.configs = [dict(c) for c in self._core.configs]
-        self.config = self.configs[0]
-        self.tiers = list(self.tier_spec["tiers"])
-        self.profiles = list(self.tier_spec["profiles"])
-        self.num_regions = int(self.tier_spec["num_regions"])
-        self.single_observation_space = space_from_spec(self.tier_spec["observation"])
-        self.single_action_space = space_from_spec(self.tier_spec["action"])
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self._move_mode = self.tier_spec["action"]["type"] == "discrete"
-        self._action_shape = (() if self._move_mode else (self.num_regions,))
+        self._init_spec(dict(self._core.spec), [dict(c) for c in self._core.configs])
         b = self._core.buffers()
         self._obs, self._reward = b["obs"], b["reward"]
         self._terminated, self._truncated = b["terminated"], b["truncated"]

@@ -115,6 +115,23 @@ class _VectorEnvBase(gymnasium.vector.VectorEnv):
         self.closed = False
         return [dict(config, **(configs[i] if configs else {})) for i in range(self.num_envs)]
 
+    def _init_spec(self, tier_spec, configs):
+        """Sets what the sub-environments' spec gives: tier_spec, configs (each one's
+        configuration in force) and config, tiers, profiles and num_regions (as TierEnv
+        has them), the spaces, and the shape of one action."""
+        self.tier_spec = tier_spec
+        self.configs = configs
+        self.config = configs[0]
+        self.tiers = list(tier_spec["tiers"])
+        self.profiles = list(tier_spec["profiles"])
+        self.num_regions = int(tier_spec["num_regions"])
+        self.single_observation_space = space_from_spec(tier_spec["observation"])
+        self.single_action_space = space_from_spec(tier_spec["action"])
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self._move_mode = tier_spec["action"]["type"] == "discrete"
+        self._action_shape = (() if self._move_mode else (self.num_regions,))
+
     def close(self, **kwargs):
         """Frees the sub-environments (close_extras, once). Idempotent."""
         if getattr(self, "closed", True):  # closed, or __init__ failed before it began
@@ -172,18 +189,7 @@ class VectorEnv(_VectorEnvBase):
             self.close()
             raise
         self.tier_specs = [decode_spec(r["spec"]) for r in replies]
-        self.tier_spec = self.tier_specs[0]
-        self.configs = [r["config"] for r in replies]
-        self.config = self.configs[0]
-        self.tiers = list(self.tier_spec["tiers"])          # as TierEnv has them
-        self.profiles = list(self.tier_spec["profiles"])
-        self.num_regions = int(self.tier_spec["num_regions"])
-        self.single_observation_space = space_from_spec(self.tier_spec["observation"])
-        self.single_action_space = space_from_spec(self.tier_spec["action"])
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self._move_mode = self.tier_spec["action"]["type"] == "discrete"
-        self._action_shape = (() if self._move_mode else (self.num_regions,))
+        self._init_spec(self.tier_specs[0], [r["config"] for r in replies])
         self._autoreset = np.zeros(self.num_envs, dtype=bool)
         self._seeded = np.zeros(self.num_envs, dtype=bool)
         self._obs = None
