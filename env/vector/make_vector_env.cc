@@ -53,7 +53,8 @@ absl::StatusOr<MadeVectorEnv> MakeVectorEnv(const std::vector<ConfigMap>& config
   for (size_t i = 0; i < configs.size(); ++i) {
     absl::StatusOr<std::unique_ptr<SessionEnv>> env = provider.Make(configs[i]);
     if (!env.ok()) {
-      // On its field (env_provider.h), the message led by it as the server's `error` is.
+      // On its field (env_provider.h), which also leads the message: a Python ValueError
+      // carries no field of its own.
       const absl::Status s = ConfigFieldError(env.status());
       const std::string field = ErrorField(s).value_or("config");
       return in_entry(i,
