@@ -4,16 +4,18 @@
 #include <numa.h>
 #include <numaif.h>
 #include <sched.h>
-#include <signal.h>
 #include <sys/personality.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "traces/base/file.h"
 #include "traces/base/strings.h"
 
@@ -161,40 +163,33 @@ absl::StatusOr<StoppedChild> StoppedChild::Spawn(const LaunchOptions& options) {
     for (const auto& kv : options.env) replaced = replaced || kv.first == key;
     if (!replaced) env_strings.push_back(entry);
   }
-  for (const auto& [k, v] : options.env) env_strings.push_back(k + "=" + v);
+  for (const auto& [k, v] : options.env) env_strings.push_back(StrCat(k, "=", v));
   std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
   std::vector<char*> argv;
   for (const std::string& a : options.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
 
-  int out_fd = -1;
+  // The parent's descriptors, closed on every return but those the StoppedChild takes
+  // (the child never returns: it execs or _exits).
+  int out_fd = -1, go[2] = {-1, -1}, err[2] = {-1, -1};
+  const absl::Cleanup close_fds = [&] {
+    CloseFd(out_fd);
+    CloseFd(go[0]);
+    CloseFd(go[1]);
+    CloseFd(err[0]);
+    CloseFd(err[1]);
+  };
   if (!options.stdout_path.empty()) {
     out_fd = ::open(options.stdout_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (out_fd < 0) return ErrnoStatus(errno, StrCat("cannot open ", options.stdout_path));
   }
-  int go[2], err[2];
-  if (::pipe2(go, O_CLOEXEC) != 0) {
-    const int e = errno;
-    if (out_fd >= 0) ::close(out_fd);
-    return ErrnoStatus(e, "pipe");
-  }
-  if (::pipe2(err, O_CLOEXEC) != 0) {
-    int e = errno;
-    ::close(go[0]);
-    ::close(go[1]);
-    if (out_fd >= 0) ::close(out_fd);
-    return ErrnoStatus(e, "pipe");
-  }
+  if (::pipe2(go, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe");
+  if (::pipe2(err, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe");
   const pid_t pid = ::fork();
-  if (pid < 0) {
-    int e = errno;
-    for (int fd : {go[0], go[1], err[0], err[1], out_fd}) {
-      if (fd >= 0) ::close(fd);
-    }
-    return ErrnoStatus(e, "fork");
-  }
+  if (pid < 0) return ErrnoStatus(errno, "fork");
   if (pid == 0) {
     ::close(go[1]);
     ::close(err[0]);
@@ -220,13 +215,10 @@ absl::StatusOr<StoppedChild> StoppedChild::Spawn(const LaunchOptions& options) {
     ::execvpe(argv[0], argv.data(), envp.data());
     ChildFail(err[1], errno);
   }
-  ::close(go[0]);
-  ::close(err[1]);
-  if (out_fd >= 0) ::close(out_fd);
   StoppedChild child;
   child.pid_ = pid;
-  child.go_fd_ = go[1];
-  child.error_fd_ = err[0];
+  child.go_fd_ = std::exchange(go[1], -1);
+  child.error_fd_ = std::exchange(err[0], -1);
   return child;
 }
 

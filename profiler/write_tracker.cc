@@ -16,7 +16,9 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "traces/base/file.h"
 #include "traces/base/strings.h"
 
@@ -104,6 +106,7 @@ absl::StatusOr<std::unique_ptr<WriteTracker>> WriteTracker::Listen(
                 static_cast<unsigned long long>(nonce));
   const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return ErrnoStatus(errno, "software backend: socket");
+  absl::Cleanup close_fd = [fd] { ::close(fd); };  // until the tracker owns it
   sockaddr_un addr;
   std::memset(&addr, 0, sizeof addr);
   addr.sun_family = AF_UNIX;
@@ -112,19 +115,16 @@ absl::StatusOr<std::unique_ptr<WriteTracker>> WriteTracker::Listen(
   const auto addr_len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + len);
   if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), addr_len) != 0 ||
       ::listen(fd, 64) != 0) {
-    const int e = errno;
-    ::close(fd);
-    return ErrnoStatus(e, "software backend: cannot listen on an abstract Unix socket");
+    return ErrnoStatus(errno, "software backend: cannot listen on an abstract Unix socket");
   }
   std::unique_ptr<WriteTracker> t(new WriteTracker(fd, name, options));
+  std::move(close_fd).Cancel();
   t->wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   return t;
 }
 
 WriteTracker::~WriteTracker() {
-  Stop();
-  for (Process& p : processes_) ::close(p.uffd);
-  processes_.clear();
+  Stop();  // closes the processes' descriptors (only its thread accepts them)
   if (listen_fd_ >= 0) ::close(listen_fd_);
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
@@ -162,11 +162,11 @@ void WriteTracker::AcceptAll() {
     const int uffd = ReceiveDescriptor(conn, 1000);
     ::close(conn);
     if (uffd < 0) continue;
+    absl::Cleanup close_uffd = [uffd] { ::close(uffd); };  // unless it is tracked
     std::string error;
     if (have_cred && ::access(StrCat("/proc/", cred.pid, "/stat").c_str(), F_OK) != 0) {
       // The process has ended (and been reaped) before its descriptor was read: nothing
       // left to track, and nothing wrong.
-      ::close(uffd);
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.processes;
       continue;
@@ -187,13 +187,13 @@ void WriteTracker::AcceptAll() {
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (!error.empty()) {
-      ::close(uffd);
       ++stats_.refused;
       if (stats_.setup_error.empty()) stats_.setup_error = error;
       continue;
     }
     ++stats_.processes;
     processes_.push_back(Process{cred.pid, uffd, {}});
+    std::move(close_uffd).Cancel();
   }
 }
 

@@ -12,6 +12,7 @@
 #ifndef TIERGYM_ENV_SERVER_ENV_PROVIDER_H_
 #define TIERGYM_ENV_SERVER_ENV_PROVIDER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -20,7 +21,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_join.h"
 #include "env/environment.h"
+#include "env/protocol/protocol.h"
+#include "traces/base/field_status.h"
+#include "traces/base/strings.h"
 #include "traces/placement.h"
 
 namespace tiergym::env {
@@ -68,6 +73,52 @@ class EnvProvider {
   virtual absl::Status Charge(uint64_t /*bytes*/) { return absl::OkStatus(); }
   virtual void Uncharge(uint64_t /*bytes*/) {}
 };
+
+// What every maker of environments from a client's configuration (the server's `make`,
+// env/vector/make_vector_env.h) does around EnvProvider::Make, in one place.
+
+// OK when every key of `config` is one of `keys`; else InvalidArgument on "config.KEY"
+// (protocol::MemberPath) for the first unknown key, naming the known ones.
+inline absl::Status CheckKnownConfigKeys(const ConfigMap& config,
+                                         const std::vector<ConfigKey>& keys) {
+  for (const auto& entry : config) {
+    const std::string& key = entry.first;
+    if (std::none_of(keys.begin(), keys.end(), [&](const ConfigKey& k) { return k.name == key; })) {
+      return InvalidFieldError(
+          protocol::MemberPath("config", key),  // quoted when the key is not plain
+          StrCat("unknown configuration key (known: ",
+                 absl::StrJoin(keys, ", ",
+                               [](std::string* out, const ConfigKey& k) { out->append(k.name); }),
+                 ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// An error of EnvProvider::Make placed on the configuration: on "config.KEY" when it
+// carries its key, on "config.profiles" for a profile not found, else on "config". The
+// message is unchanged.
+inline absl::Status ConfigFieldError(absl::Status status) {
+  if (!ErrorField(status) && status.code() == absl::StatusCode::kNotFound) {
+    status = WithField(std::move(status), "profiles");
+  }
+  return NestField(std::move(status), "config");
+}
+
+// Every key of `keys` with its value in force, as text (ConfigValueText): the one in
+// `config`, else the key's default; `profiles`, when defaulted, names the profiles of the
+// environment made (`spec`).
+inline std::map<std::string, std::string> ConfigInForce(const std::vector<ConfigKey>& keys,
+                                                        const ConfigMap& config,
+                                                        const EnvSpec& spec) {
+  std::map<std::string, std::string> in_force;
+  for (const ConfigKey& k : keys) in_force[k.name] = k.default_value;
+  for (const auto& [k, v] : config) in_force[k] = ConfigValueText(v);
+  if (config.count("profiles") == 0 && in_force.count("profiles") != 0) {
+    in_force["profiles"] = absl::StrJoin(spec.profiles, ",");
+  }
+  return in_force;
+}
 
 }  // namespace tiergym::env
 

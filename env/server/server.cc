@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "env/protocol/protocol.h"
 #include "env/server/shm_batch.h"
 #include "traces/base/strings.h"
@@ -89,6 +90,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   if (service_options.max_shm_bytes > 0) RemoveStaleShmSegments();
   const int event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (event_fd < 0) return absl::InternalError(StrCat("eventfd: ", std::strerror(errno)));
+  absl::Cleanup close_event_fd = [event_fd] { close(event_fd); };  // until the Server owns it
   service_options.max_pending_per_connection = options.max_pending_per_client;
   try {
     auto context = std::make_unique<zmq::context_t>(1);
@@ -112,7 +114,6 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
     try {
       socket->bind(options.endpoint);
     } catch (const zmq::error_t& e) {
-      close(event_fd);
       return BindError(e, options.endpoint);
     }
     std::string endpoint = socket->get(zmq::sockopt::last_endpoint);
@@ -121,17 +122,17 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
         StrCat("inproc://tiergym-monitor-", reinterpret_cast<uintptr_t>(socket.get()));
     if (zmq_socket_monitor(socket->handle(), monitor_endpoint.c_str(), ZMQ_EVENT_DISCONNECTED) !=
         0) {
-      close(event_fd);
       return absl::InternalError(StrCat("zmq_socket_monitor: ", zmq_strerror(zmq_errno())));
     }
     auto monitor = std::make_unique<zmq::socket_t>(*context, zmq::socket_type::pair);
     monitor->set(zmq::sockopt::linger, 0);
     monitor->connect(monitor_endpoint);
-    return std::unique_ptr<Server>(new Server(options, std::move(context), std::move(socket),
+    std::unique_ptr<Server> server(new Server(options, std::move(context), std::move(socket),
                                               std::move(monitor), std::move(endpoint), event_fd,
                                               std::move(service_options), std::move(provider)));
+    std::move(close_event_fd).Cancel();
+    return server;
   } catch (const zmq::error_t& e) {
-    close(event_fd);
     return absl::InternalError(StrCat(options.endpoint, ": ZeroMQ: ", e.what()));
   }
 }

@@ -74,13 +74,9 @@ class Service::Lease {
 
 namespace {
 
-// A provider's error about the configuration: on `config.KEY` when it names its key
-// (field_status.h); otherwise on `config`, or `config.profiles` for a profile not found.
+// A provider's error about the configuration, on its field (env_provider.h).
 Error ConfigError(const absl::Status& status) {
-  if (!ErrorField(status) && status.code() == absl::StatusCode::kNotFound) {
-    return protocol::ErrorFromStatus(status, "config.profiles");
-  }
-  return protocol::ErrorFromStatus(NestField(status, "config"), "config");
+  return protocol::ErrorFromStatus(ConfigFieldError(status), "config");
 }
 
 Error FieldOf(const absl::Status& status, const std::string& field) {
@@ -248,17 +244,7 @@ ReplyBody Service::List() const {
 }
 
 absl::Status Service::CheckConfigKeys(const protocol::ConfigMap& config) const {
-  const std::vector<ConfigKey>& keys = provider_->ConfigKeys();
-  for (const auto& entry : config) {
-    const std::string& key = entry.first;
-    if (std::none_of(keys.begin(), keys.end(), [&](const ConfigKey& k) { return k.name == key; })) {
-      const std::string known = absl::StrJoin(
-          keys, ", ", [](std::string* out, const ConfigKey& k) { out->append(k.name); });
-      return InvalidFieldError(protocol::MemberPath("config", key),
-                               StrCat("unknown configuration key (known: ", known, ")"));
-    }
-  }
-  return absl::OkStatus();
+  return CheckKnownConfigKeys(config, provider_->ConfigKeys());
 }
 
 absl::StatusOr<Service::Lease> Service::Acquire(const protocol::SessionId& id,
@@ -430,11 +416,7 @@ ReplyBody Service::Make(const protocol::MakeRequest& r, const std::string& owner
   protocol::MakeReply reply;
   reply.session = session->id;
   reply.spec = session->env->spec();
-  for (const ConfigKey& k : provider_->ConfigKeys()) reply.config[k.name] = k.default_value;
-  for (const auto& [k, v] : r.config) reply.config[k] = ConfigValueText(v);
-  if (r.config.count("profiles") == 0 && reply.config.count("profiles") != 0) {
-    reply.config["profiles"] = absl::StrJoin(reply.spec.profiles, ",");
-  }
+  reply.config = ConfigInForce(provider_->ConfigKeys(), r.config, reply.spec);
   session->config = reply.config;
   ++sessions_of_[owner];
   sessions_.emplace(session->id, std::move(session));

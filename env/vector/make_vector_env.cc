@@ -1,61 +1,33 @@
 #include "env/vector/make_vector_env.h"
 
 #include <algorithm>
-#include <cctype>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "env/server/bundled_profiles.h"
 #include "env/server/environment_provider.h"
+#include "traces/base/field_status.h"
 #include "traces/base/strings.h"
 
 namespace tiergym::env {
 
-namespace {
-
-// The key a provider's message is about, as the server names it ("config.num_regions"):
-// the earliest key named in it as a whole word.
-std::string FieldOf(const absl::Status& s, const std::vector<ConfigKey>& keys) {
-  const std::string message(s.message());
-  std::string field = "config";
-  size_t best = std::string::npos;
-  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-  for (const ConfigKey& k : keys) {
-    for (size_t pos = message.find(k.name); pos != std::string::npos && pos < best;
-         pos = message.find(k.name, pos + 1)) {
-      const size_t end = pos + k.name.size();
-      if ((pos == 0 || !word(message[pos - 1])) && (end == message.size() || !word(message[end]))) {
-        best = pos;
-        field = StrCat("config.", k.name);
-        break;
-      }
-    }
-  }
-  if (field == "config" && s.code() == absl::StatusCode::kNotFound) field = "config.profiles";
-  return field;
-}
-
-}  // namespace
-
-absl::StatusOr<MadeVectorEnv> MakeVectorEnv(
-    const std::vector<std::map<std::string, std::string>>& configs, VectorEnvOptions options) {
+absl::StatusOr<MadeVectorEnv> MakeVectorEnv(const std::vector<ConfigMap>& configs,
+                                            VectorEnvOptions options) {
   if (configs.empty()) return absl::InvalidArgumentError("num_envs: at least 1, got 0");
   const bool all_equal =
       std::all_of(configs.begin(), configs.end(), [&](const auto& c) { return c == configs[0]; });
-  // "configs[i]: " before a message about entry i, when the entries differ.
-  auto where = [&](size_t i) { return all_equal ? std::string() : StrCat("configs[", i, "]: "); };
-  const std::vector<ConfigKey>& keys = EnvConfigKeys();
+  // `s` with "configs[i]: " before its message when the entries differ; code and field kept.
+  auto in_entry = [&](size_t i, const absl::Status& s) {
+    if (all_equal) return s;
+    absl::Status out(s.code(), StrCat("configs[", i, "]: ", s.message()));
+    const std::optional<std::string> field = ErrorField(s);
+    return field ? WithField(std::move(out), *field) : out;
+  };
   for (size_t i = 0; i < configs.size(); ++i) {
-    for (const auto& entry : configs[i]) {
-      const std::string& key = entry.first;  // (a lambda may not capture a structured binding
-                                             // in clang 14)
-      if (std::none_of(keys.begin(), keys.end(),
-                       [&](const ConfigKey& k) { return k.name == key; })) {
-        std::string known;
-        for (const ConfigKey& k : keys) StrAppend(&known, known.empty() ? "" : ", ", k.name);
-        return absl::InvalidArgumentError(
-            StrCat(where(i), "config.", key, ": unknown configuration key (known: ", known, ")"));
-      }
+    if (absl::Status s = CheckKnownConfigKeys(configs[i], EnvConfigKeys()); !s.ok()) {
+      return in_entry(i, s);
     }
   }
   absl::StatusOr<std::string> cache = DefaultCacheDir();
@@ -77,30 +49,19 @@ absl::StatusOr<MadeVectorEnv> MakeVectorEnv(
   EnvironmentProvider provider(po);
   std::vector<std::unique_ptr<SessionEnv>> envs;
   envs.reserve(configs.size());
-  for (size_t i = 0; i < configs.size(); ++i) {
-    // The text form of every value (as a command line gives them; ParseEnvConfig reads
-    // numbers and lists from text too).
-    const ConfigMap typed(configs[i].begin(), configs[i].end());
-    absl::StatusOr<std::unique_ptr<SessionEnv>> env = provider.Make(typed);
-    if (!env.ok()) {
-      const absl::Status& s = env.status();
-      return absl::Status(s.code(), StrCat(where(i), FieldOf(s, keys), ": ", s.message()));
-    }
-    envs.push_back(*std::move(env));
-  }
   MadeVectorEnv made;
   for (size_t i = 0; i < configs.size(); ++i) {
-    std::map<std::string, std::string> c;
-    for (const ConfigKey& k : keys) c[k.name] = k.default_value;
-    for (const auto& [k, v] : configs[i]) c[k] = v;
-    if (configs[i].count("profiles") == 0) {
-      std::string names;
-      for (const std::string& p : envs[i]->spec().profiles) {
-        StrAppend(&names, names.empty() ? "" : ",", p);
-      }
-      c["profiles"] = names;
+    absl::StatusOr<std::unique_ptr<SessionEnv>> env = provider.Make(configs[i]);
+    if (!env.ok()) {
+      // On its field (env_provider.h), which also leads the message: a Python ValueError
+      // carries no field of its own.
+      const absl::Status s = ConfigFieldError(env.status());
+      const std::string field = ErrorField(s).value_or("config");
+      return in_entry(i,
+                      WithField(absl::Status(s.code(), StrCat(field, ": ", s.message())), field));
     }
-    made.configs.push_back(std::move(c));
+    made.configs.push_back(ConfigInForce(provider.ConfigKeys(), configs[i], (*env)->spec()));
+    envs.push_back(*std::move(env));
   }
   absl::StatusOr<std::unique_ptr<VectorEnv>> env = VectorEnv::Create(std::move(envs), options);
   if (!env.ok()) {

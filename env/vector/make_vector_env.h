@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "env/spec/config_value.h"
 #include "env/vector/vector_env.h"
 
 namespace tiergym::env {
@@ -22,14 +23,16 @@ struct MadeVectorEnv {
 };
 
 // One environment per entry of `configs`, each holding configuration keys
-// (env/environment.h EnvConfigKeys) as strings; unknown keys and bad values are
-// InvalidArgument naming "config.KEY" (and "configs[i]" when the entries differ).
+// (env/environment.h EnvConfigKeys) with typed values, as a `make` message carries them
+// (env/spec/config_value.h: lists stay lists, numbers numbers); unknown keys and bad values
+// are InvalidArgument, with the message and the status's field (traces/base/field_status.h)
+// naming "config.KEY" (the message prefixed by "configs[i]: " when the entries differ).
 // Environments of equal configurations share their assets. Without `profiles` the bundled
 // profiles are served (generated into DefaultCacheDir() on first use, as `tiergym serve`
 // does); `profiles` may name them ("minife,lulesh") or give directories or files anywhere
 // (the process's owner is trusted, as a private server trusts its owner).
-absl::StatusOr<MadeVectorEnv> MakeVectorEnv(
-    const std::vector<std::map<std::string, std::string>>& configs, VectorEnvOptions options);
+absl::StatusOr<MadeVectorEnv> MakeVectorEnv(const std::vector<ConfigMap>& configs,
+                                            VectorEnvOptions options);
 
 }  // namespace tiergym::env
 

@@ -612,4 +612,58 @@ absl::Status VectorEnv::Recv(int batch, const BatchOutput& out) {
   return absl::OkStatus();
 }
 
+void BatchBuffers::Info::Allocate(size_t rows, size_t tiers, size_t regions, size_t mask) {
+  profile.assign(rows, -1);
+  step.assign(rows, 0);
+  interval_ns.assign(rows, 0);
+  default_interval_ns.assign(rows, 0);
+  migration_ns.assign(rows, 0);
+  migrated_bytes.assign(rows, 0);
+  elapsed_ns.assign(rows, 0);
+  default_elapsed_ns.assign(rows, 0);
+  default_total_ns.assign(rows, 0);
+  tier_used_bytes.assign(rows * tiers, 0);
+  refused_regions.assign(rows * regions, -1);
+  refused_count.assign(rows, 0);
+  action_mask.assign(rows * mask, 0);
+}
+
+InfoColumns BatchBuffers::Info::Columns() {
+  return InfoColumns{profile.data(),          step.data(),
+                     interval_ns.data(),      default_interval_ns.data(),
+                     migration_ns.data(),     migrated_bytes.data(),
+                     elapsed_ns.data(),       default_elapsed_ns.data(),
+                     default_total_ns.data(), tier_used_bytes.data(),
+                     refused_regions.data(),  refused_count.data(),
+                     action_mask.data()};
+}
+
+BatchBuffers::BatchBuffers(const VectorEnv& env) {
+  const auto n = static_cast<size_t>(env.num_envs());
+  const size_t obs_size = env.ObsSize(), tiers = env.spec().tiers.size();
+  const auto regions = static_cast<size_t>(env.spec().num_regions);
+  obs.assign(n * obs_size, 0);
+  final_obs.assign(n * obs_size, 0);
+  reward.assign(n, 0);
+  terminated.assign(n, 0);
+  truncated.assign(n, 0);
+  ended.assign(n, 0);
+  env_id.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) env_id[i] = static_cast<int32_t>(i);
+  info.Allocate(n, tiers, regions, env.MaskSize());
+  final_info.Allocate(n, tiers, regions, env.MaskSize());
+  out.obs = obs.data();
+  out.reward = reward.data();
+  out.terminated = terminated.data();
+  out.truncated = truncated.data();
+  out.env_id = env_id.data();
+  out.info = info.Columns();
+  out.ended = ended.data();
+  out.final_obs = final_obs.data();
+  out.final_info = final_info.Columns();
+  out.any_ended = &any_ended;
+  out.any_refused = &any_refused;
+  out.any_reset = &any_reset;
+}
+
 }  // namespace tiergym::env

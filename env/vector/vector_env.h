@@ -180,6 +180,38 @@ class VectorEnv {
   std::vector<std::thread> workers_;
 };
 
+// Arrays that own a call's outputs for `env` (num_envs rows), with a BatchOutput pointing
+// into them: for callers that bring no arrays of their own (tiergym._core, tests). profile
+// and refused_regions start at -1, env_id at 0, 1, 2, ..., the rest at 0. Not copyable or
+// movable: `out` points into it.
+struct BatchBuffers {
+  struct Info {
+    std::vector<int32_t> profile;
+    std::vector<uint64_t> step;
+    std::vector<double> interval_ns, default_interval_ns, migration_ns;
+    std::vector<uint64_t> migrated_bytes;
+    std::vector<double> elapsed_ns, default_elapsed_ns, default_total_ns;
+    std::vector<uint64_t> tier_used_bytes;
+    std::vector<int32_t> refused_regions, refused_count;
+    std::vector<uint8_t> action_mask;
+
+    void Allocate(size_t rows, size_t tiers, size_t regions, size_t mask);
+    InfoColumns Columns();
+  };
+
+  explicit BatchBuffers(const VectorEnv& env);
+  BatchBuffers(const BatchBuffers&) = delete;
+  BatchBuffers& operator=(const BatchBuffers&) = delete;
+
+  std::vector<float> obs, final_obs;
+  std::vector<double> reward;
+  std::vector<uint8_t> terminated, truncated, ended;
+  std::vector<int32_t> env_id;
+  Info info, final_info;
+  bool any_ended = false, any_refused = false, any_reset = false;
+  BatchOutput out;
+};
+
 }  // namespace tiergym::env
 
 #endif  // TIERGYM_ENV_VECTOR_VECTOR_ENV_H_

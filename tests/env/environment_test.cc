@@ -13,10 +13,9 @@
 #include "estimator/estimator_index.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/test_root.h"
 #include "traces/base/strings.h"
 #include "traces/profile.h"
-#include "traces/synth/app_model.h"
-#include "traces/synth/generator.h"
 
 namespace tiergym::env {
 namespace {
@@ -66,37 +65,8 @@ TEST(RegionsTest, MergesTheClosestAreasWhenThereAreMoreAreasThanRegions) {
 
 // --- Episodes ----------------------------------------------------------------------------
 
-const std::string& TestRoot() {
-  static const std::string* root = new std::string(
-      (fs::temp_directory_path() / ("tiergym-env-test-" + std::to_string(getpid()))).string());
-  return *root;
-}
-
-// Removes the generated profiles when the test program ends.
-class RemoveTestRoot : public ::testing::Environment {
- public:
-  void TearDown() override { fs::remove_all(TestRoot()); }
-};
-const auto* const kRemoveTestRoot = ::testing::AddGlobalTestEnvironment(new RemoveTestRoot);
-
-// A small synthetic profile directory per (app, machine), generated once.
-std::string ProfileDir(const std::string& app, const std::string& machine) {
-  const std::string& root = TestRoot();
-  const std::string dir = root + "/" + machine;
-  const std::string profile = dir + "/" + app + "/profile";
-  if (!fs::exists(profile)) {
-    auto model = synth::LoadAppModel(app);
-    auto m = LoadMachine(machine);
-    synth::SynthOptions options;
-    options.target_samples = 20000;
-    options.chunks_per_phase = 40;
-    options.measured_runs = false;
-    auto generated = synth::GenerateProfile(*model, *m, options);
-    EXPECT_TRUE(generated.ok()) << generated.status();
-    EXPECT_TRUE(synth::WriteSynthProfile(*generated, dir, TraceFormat::kBinary).ok());
-  }
-  return profile;
-}
+using testing::SmallProfileDir;
+using testing::TestRoot;
 
 struct EnvFixture {
   std::shared_ptr<const EnvAssets> assets;
@@ -105,7 +75,7 @@ struct EnvFixture {
 
 EnvFixture Make(ConfigMap keys) {
   EnvFixture f;
-  if (!keys.count("profiles")) keys["profiles"] = ProfileDir("lulesh", "knl");
+  if (!keys.count("profiles")) keys["profiles"] = SmallProfileDir("lulesh", "knl");
   auto config = ParseEnvConfig(keys);
   EXPECT_TRUE(config.ok()) << config.status();
   auto assets = EnvAssets::Load(*config);
@@ -172,7 +142,7 @@ TEST(EnvironmentTest, ReturnIsTheFractionalSpeedup) {
 // moving pages in the estimator: each interval must equal the estimator's own walk over
 // the same interval with the regions where the environment says they are.
 TEST(EnvironmentTest, StepTimesAreTheEstimatorsIntervalsForTheRegionsPlacement) {
-  const std::string dir = ProfileDir("lulesh", "disagg");
+  const std::string dir = SmallProfileDir("lulesh", "disagg");
   EnvFixture f =
       Make({{"profiles", dir}, {"machine", "disagg"}, {"num_regions", "12"}, {"steps", "30"}});
   const EnvSpec& spec = f.env->spec();
@@ -232,7 +202,7 @@ TEST(EnvironmentTest, StepTimesAreTheEstimatorsIntervalsForTheRegionsPlacement) 
 TEST(EnvironmentTest, ConfigurationsShareProfilesThroughTheCache) {
   ProfileCache cache;
   auto load = [&](ConfigMap keys) {
-    keys["profiles"] = ProfileDir("lulesh", "knl");
+    keys["profiles"] = SmallProfileDir("lulesh", "knl");
     auto config = ParseEnvConfig(keys);
     EXPECT_TRUE(config.ok()) << config.status();
     auto assets = EnvAssets::Load(*config, &cache);
@@ -340,10 +310,10 @@ TEST(EnvironmentTest, PlacementMasksAreJointAndStepCountsTheIntervalsDone) {
 }
 
 TEST(EnvironmentTest, SameSeedAndActionsGiveIdenticalEpisodes) {
-  EnvFixture a =
-      Make({{"profiles", ProfileDir("lulesh", "knl") + "," + ProfileDir("minife", "knl")}});
-  EnvFixture b =
-      Make({{"profiles", ProfileDir("lulesh", "knl") + "," + ProfileDir("minife", "knl")}});
+  EnvFixture a = Make(
+      {{"profiles", SmallProfileDir("lulesh", "knl") + "," + SmallProfileDir("minife", "knl")}});
+  EnvFixture b = Make(
+      {{"profiles", SmallProfileDir("lulesh", "knl") + "," + SmallProfileDir("minife", "knl")}});
   for (uint64_t seed : {1u, 2u, 3u, 4u}) {
     auto ra = a.env->Reset(seed, {});
     auto rb = b.env->Reset(seed, {});
@@ -530,7 +500,8 @@ TEST(EnvironmentTest, RefusesBadConfiguration) {
   EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("unknown config key 'regions'"));
   EXPECT_FALSE(ParseEnvConfig({}).ok());  // profiles required
   // A knl profile on the three-tier machine: no run for 'remote'.
-  auto config = ParseEnvConfig({{"profiles", ProfileDir("lulesh", "knl")}, {"machine", "disagg"}});
+  auto config =
+      ParseEnvConfig({{"profiles", SmallProfileDir("lulesh", "knl")}, {"machine", "disagg"}});
   ASSERT_TRUE(config.ok());
   auto assets = EnvAssets::Load(*config);
   ASSERT_FALSE(assets.ok());
@@ -558,15 +529,15 @@ TEST(EnvironmentTest, CapacityOverridesByConfigurationKey) {
     EXPECT_THAT(std::string(bad.status().message()), HasSubstr(message)) << value;
   }
   auto config = ParseEnvConfig(
-      {{"profiles", ProfileDir("lulesh", "knl")}, {"tier_capacity_mib", "remote:100"}});
+      {{"profiles", SmallProfileDir("lulesh", "knl")}, {"tier_capacity_mib", "remote:100"}});
   ASSERT_TRUE(config.ok());
   auto unknown = EnvAssets::Load(*config);
   ASSERT_FALSE(unknown.ok());
   EXPECT_THAT(std::string(unknown.status().message()),
               HasSubstr("has no tier 'remote' (tiers: ddr, hbm)"));
   // Every episode starts on the default tier: it must hold the footprint.
-  config =
-      ParseEnvConfig({{"profiles", ProfileDir("lulesh", "knl")}, {"tier_capacity_mib", "ddr:100"}});
+  config = ParseEnvConfig(
+      {{"profiles", SmallProfileDir("lulesh", "knl")}, {"tier_capacity_mib", "ddr:100"}});
   ASSERT_TRUE(config.ok());
   auto small = EnvAssets::Load(*config);
   ASSERT_FALSE(small.ok());
@@ -605,7 +576,7 @@ TEST(EnvironmentTest, CalibrationFileSetsTheRooflineOverlap) {
   EXPECT_NE(episode({{"calibration", write(1.0)}}), prior);
 
   auto load = [](ConfigMap keys) {
-    keys["profiles"] = ProfileDir("lulesh", "knl");
+    keys["profiles"] = SmallProfileDir("lulesh", "knl");
     auto config = ParseEnvConfig(keys);
     EXPECT_TRUE(config.ok()) << config.status();
     return EnvAssets::Load(*config).status();
@@ -619,7 +590,7 @@ TEST(EnvironmentTest, CalibrationFileSetsTheRooflineOverlap) {
 }
 
 TEST(EnvironmentTest, ThreeTiersAndTheConcurrentModel) {
-  EnvFixture f = Make({{"profiles", ProfileDir("minife", "disagg")},
+  EnvFixture f = Make({{"profiles", SmallProfileDir("minife", "disagg")},
                        {"machine", "disagg"},
                        {"model", "concurrent"}});
   EXPECT_EQ(f.env->spec().action.n, 3);

@@ -4,9 +4,6 @@
 // synchronous and asynchronous, with 1 and 3 threads.
 #include "env/vector/vector_env.h"
 
-#include <unistd.h>
-
-#include <filesystem>
 #include <map>
 #include <random>
 #include <string>
@@ -14,54 +11,27 @@
 
 #include "env/environment.h"
 #include "env/server/environment_provider.h"
+#include "env/vector/make_vector_env.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "traces/synth/app_model.h"
-#include "traces/synth/generator.h"
+#include "tests/test_root.h"
+#include "traces/base/field_status.h"
 
 namespace tiergym::env {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::SmallProfileDir;
+using ::testing::StartsWith;
 
 // A configuration of text values, typed as a protocol message would carry them as text.
 ConfigMap Typed(const std::map<std::string, std::string>& text) {
   return {text.begin(), text.end()};
 }
-namespace fs = std::filesystem;
-
-const std::string& TestRoot() {
-  static const std::string* root = new std::string(
-      (fs::temp_directory_path() / ("tiergym-vector-test-" + std::to_string(getpid()))).string());
-  return *root;
-}
-
-class RemoveTestRoot : public ::testing::Environment {
- public:
-  void TearDown() override { fs::remove_all(TestRoot()); }
-};
-const auto* const kRemoveTestRoot = ::testing::AddGlobalTestEnvironment(new RemoveTestRoot);
-
-std::string ProfileDir(const std::string& app) {
-  const std::string dir = TestRoot() + "/knl";
-  const std::string profile = dir + "/" + app + "/profile";
-  if (!fs::exists(profile)) {
-    auto model = synth::LoadAppModel(app);
-    auto m = LoadMachine("knl");
-    synth::SynthOptions options;
-    options.target_samples = 20000;
-    options.chunks_per_phase = 40;
-    options.measured_runs = false;
-    auto generated = synth::GenerateProfile(*model, *m, options);
-    EXPECT_TRUE(generated.ok()) << generated.status();
-    EXPECT_TRUE(synth::WriteSynthProfile(*generated, dir, TraceFormat::kBinary).ok());
-  }
-  return profile;
-}
 
 // Short episodes over two profiles, with a small fast tier so that moves get refused.
 std::map<std::string, std::string> Config(const std::string& action_mode = "placement") {
-  return {{"profiles", ProfileDir("lulesh") + "," + ProfileDir("minife")},
+  return {{"profiles", SmallProfileDir("lulesh") + "," + SmallProfileDir("minife")},
           {"num_regions", "12"},
           {"steps", "7"},
           {"action_mode", action_mode},
@@ -87,51 +57,8 @@ std::vector<std::unique_ptr<SessionEnv>> MakeEnvs(EnvironmentProvider& provider,
   return envs;
 }
 
-// Owns the arrays a BatchOutput points into.
-struct Buffers {
-  struct Info {
-    std::vector<int32_t> profile, refused_regions, refused_count;
-    std::vector<uint64_t> step, migrated_bytes, tier_used_bytes;
-    std::vector<double> interval_ns, default_interval_ns, migration_ns, elapsed_ns,
-        default_elapsed_ns, default_total_ns;
-    std::vector<uint8_t> action_mask;
-    InfoColumns Columns(size_t n, size_t tiers, size_t regions, size_t mask) {
-      profile.resize(n), step.resize(n), interval_ns.resize(n), default_interval_ns.resize(n);
-      migration_ns.resize(n), migrated_bytes.resize(n), elapsed_ns.resize(n);
-      default_elapsed_ns.resize(n), default_total_ns.resize(n), refused_count.resize(n);
-      tier_used_bytes.resize(n * tiers), refused_regions.resize(n * regions);
-      action_mask.resize(n * mask);
-      return {profile.data(),          step.data(),
-              interval_ns.data(),      default_interval_ns.data(),
-              migration_ns.data(),     migrated_bytes.data(),
-              elapsed_ns.data(),       default_elapsed_ns.data(),
-              default_total_ns.data(), tier_used_bytes.data(),
-              refused_regions.data(),  refused_count.data(),
-              action_mask.data()};
-    }
-  };
-  std::vector<float> obs, final_obs;
-  std::vector<double> reward;
-  std::vector<uint8_t> terminated, truncated, ended;
-  std::vector<int32_t> env_id;
-  Info info, final_info;
-  bool any_ended = false;
-  BatchOutput out;
-
-  explicit Buffers(const VectorEnv& v) {
-    const size_t n = v.num_envs(), tiers = v.spec().tiers.size(), regions = v.spec().num_regions;
-    obs.resize(n * v.ObsSize()), final_obs.resize(n * v.ObsSize());
-    reward.resize(n), terminated.resize(n), truncated.resize(n), ended.resize(n);
-    env_id.resize(n);
-    out = {obs.data(),       reward.data(),    terminated.data(),
-           truncated.data(), env_id.data(),    info.Columns(n, tiers, regions, v.MaskSize()),
-           ended.data(),     final_obs.data(), final_info.Columns(n, tiers, regions, v.MaskSize()),
-           &any_ended};
-  }
-};
-
 // Row `row` of the columns equals `info`.
-void ExpectInfo(const EnvSpec& spec, const Buffers::Info& c, size_t row, const StepInfo& info,
+void ExpectInfo(const EnvSpec& spec, const BatchBuffers::Info& c, size_t row, const StepInfo& info,
                 const std::string& where) {
   const size_t tiers = spec.tiers.size(), regions = spec.num_regions;
   ASSERT_GE(c.profile[row], 0) << where;
@@ -159,7 +86,7 @@ void ExpectInfo(const EnvSpec& spec, const Buffers::Info& c, size_t row, const S
       << where;
 }
 
-void ExpectRow(const VectorEnv& v, const Buffers& b, size_t row, const StepResult& want,
+void ExpectRow(const VectorEnv& v, const BatchBuffers& b, size_t row, const StepResult& want,
                const std::string& where) {
   const size_t obs = v.ObsSize();
   EXPECT_EQ(std::vector<float>(b.obs.begin() + row * obs, b.obs.begin() + (row + 1) * obs),
@@ -221,7 +148,7 @@ TEST_P(VectorEnvTest, StepGivesTheEpisodesOfSingleEnvironments) {
   ASSERT_TRUE(v.ok()) << v.status();
   std::vector<Reference> ref(n);
   for (int i = 0; i < n; ++i) ref[i].env = *provider.Make(Typed(Config(c.action_mode)));
-  Buffers b(**v);
+  BatchBuffers b(**v);
   std::vector<std::optional<uint64_t>> seeds;
   for (int i = 0; i < n; ++i)
     seeds.push_back(i == 3 ? std::nullopt : std::optional<uint64_t>(40 + i));
@@ -276,7 +203,7 @@ TEST_P(VectorEnvTest, SendRecvGivesEachEnvironmentItsOwnEpisode) {
   ASSERT_TRUE(v.ok()) << v.status();
   std::vector<Reference> ref(n);
   for (int i = 0; i < n; ++i) ref[i].env = *provider.Make(Typed(Config(c.action_mode)));
-  Buffers b(**v);
+  BatchBuffers b(**v);
   std::vector<std::optional<uint64_t>> seeds;
   for (int i = 0; i < n; ++i) seeds.push_back(100 + i);
   ASSERT_TRUE((*v)->SendReset(seeds, {}).ok());
@@ -326,7 +253,7 @@ TEST(VectorEnvErrorsTest, ABadActionIsRefusedBeforeAnythingMoves) {
   EnvironmentProvider provider(Trusting());
   auto v = VectorEnv::Create(MakeEnvs(provider, 3, Config()), {AutoresetMode::kNextStep, 2});
   ASSERT_TRUE(v.ok());
-  Buffers b(**v);
+  BatchBuffers b(**v);
   const size_t width = (*v)->ActionSize();
   std::vector<int64_t> actions(3 * width, 1);
   absl::Status early = (*v)->Step(actions.data(), actions.size(), b.out);
@@ -359,7 +286,7 @@ TEST(VectorEnvErrorsTest, AsyncCallsOutOfOrderAreRefusedWithTheReason) {
   EnvironmentProvider provider(Trusting());
   auto v = VectorEnv::Create(MakeEnvs(provider, 3, Config()), {AutoresetMode::kNextStep, 2});
   ASSERT_TRUE(v.ok());
-  Buffers b(**v);
+  BatchBuffers b(**v);
   EXPECT_EQ((*v)->Recv(1, b.out).code(), absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE((*v)->Reset({}, {}, {}, b.out).ok());
   EXPECT_THAT((*v)->Reset({}, {1}, {}, b.out).message(),
@@ -392,7 +319,7 @@ TEST(VectorEnvDisabledTest, OnlyAMaskedResetStartsAnEpisodeAgain) {
   ASSERT_TRUE(v.ok()) << v.status();
   std::vector<std::unique_ptr<SessionEnv>> ref;
   for (int i = 0; i < n; ++i) ref.push_back(*provider.Make(Typed(Config())));
-  Buffers b(**v);
+  BatchBuffers b(**v);
   const std::vector<std::optional<uint64_t>> seeds = {5, 6, 7};
   const std::vector<std::optional<std::string>> profiles = {"lulesh", "minife", std::nullopt};
   ASSERT_TRUE((*v)->Reset({}, seeds, profiles, b.out).ok());
@@ -456,6 +383,44 @@ TEST(VectorEnvErrorsTest, EnvironmentsOfDifferentShapesAreRefused) {
   EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(v.status().message(), HasSubstr("env 1: its spaces differ"));
   EXPECT_EQ(VectorEnv::Create({}, {}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// MakeVectorEnv takes typed values as a `make` message carries them: a list of profile
+// directories stays a list, numbers stay numbers; errors carry the key at fault as their
+// field. (It serves the bundled profiles by default, so it generates them into the user's
+// cache the first time, as `tiergym serve` and the Python tests do.)
+TEST(MakeVectorEnvTest, TakesTypedValuesAndNamesTheKeyAtFault) {
+  const std::string lulesh = SmallProfileDir("lulesh"), minife = SmallProfileDir("minife");
+  const ConfigMap config = {{"profiles", ConfigValue::List{lulesh, minife}},
+                            {"num_regions", 12},
+                            {"steps", 7},
+                            {"tier_capacity_mib", "hbm:64"}};
+  absl::StatusOr<MadeVectorEnv> made = MakeVectorEnv({config, config}, {});
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_EQ(made->env->num_envs(), 2);
+  EXPECT_EQ(made->env->spec().num_regions, 12);
+  EXPECT_EQ(made->env->spec().profiles.size(), 2u);
+  ASSERT_EQ(made->configs.size(), 2u);
+  EXPECT_EQ(made->configs[1].at("profiles"), lulesh + "," + minife);
+  EXPECT_EQ(made->configs[1].at("num_regions"), "12");
+  EXPECT_EQ(made->configs[1].at("action_mode"), "placement");  // the default, in force
+
+  ConfigMap bad = config;
+  bad["num_regions"] = 0;
+  made = MakeVectorEnv({config, bad}, {});
+  EXPECT_EQ(made.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorField(made.status()), "config.num_regions");
+  EXPECT_THAT(std::string(made.status().message()), StartsWith("configs[1]: config.num_regions: "));
+  bad["num_regions"] = "twelve";
+  made = MakeVectorEnv({bad}, {});
+  EXPECT_EQ(ErrorField(made.status()), "config.num_regions");
+  EXPECT_THAT(std::string(made.status().message()), StartsWith("config.num_regions: "));
+
+  made = MakeVectorEnv({{{"bogus", 1}}}, {});
+  EXPECT_EQ(ErrorField(made.status()), "config.bogus");
+  EXPECT_THAT(std::string(made.status().message()),
+              StartsWith("config.bogus: unknown configuration key (known: "));
+  EXPECT_EQ(MakeVectorEnv({}, {}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

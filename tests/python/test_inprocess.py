@@ -149,6 +149,39 @@ def test_episodes_are_bit_identical_to_the_server_path(server, mode, threads):
         local.close()
 
 
+@needs_both
+def test_configuration_values_keep_their_types_as_on_the_server_path(server):
+    # A real number with more digits than a text detour would keep, and a list of
+    # profiles: the same configurations in force and the same episodes as the server's.
+    typed = dict(CONFIG, history_decay=0.123456789, profiles=["minife", "lulesh"])
+    remote = tiergym.VectorEnv(2, address=server, **typed)
+    local = tiergym.VectorEnv(2, inprocess=True, **typed)
+    rounded = tiergym.VectorEnv(2, inprocess=True, **dict(typed, history_decay=0.123457))
+    try:
+        assert local.configs == remote.configs
+        assert local.config["history_decay"] == "0.123456789"
+        assert local.config["profiles"] == "minife,lulesh"
+        outs = [env.reset(seed=[3, 4]) for env in (local, remote, rounded)]
+        assert_same_outputs(outs[0], outs[1], "reset")
+        rng = np.random.default_rng(2)
+        differs = False
+        for t in range(CONFIG["steps"]):
+            actions = rng.integers(0, 2, size=(2, CONFIG["num_regions"]))
+            outs = [env.step(actions) for env in (local, remote, rounded)]
+            assert_same_outputs(outs[0], outs[1], f"step {t}")
+            differs = differs or not np.array_equal(outs[0][0], outs[2][0])
+        assert differs  # the digits a text detour would lose change the episode
+    finally:
+        for env in (local, remote, rounded):
+            env.close()
+    core = inprocess.load_core()
+    with pytest.raises(TypeError, match=r"config\.num_regions: expected a string, integer, "
+                                        "number, bool or list of strings, got complex"):
+        core.VectorCore([{"num_regions": 1j}])
+    with pytest.raises(TypeError, match=r"config\.profiles\[1\]: expected a string, got int"):
+        core.VectorCore([{"profiles": ["minife", 3]}])
+
+
 @needs_core
 def test_make_vec_with_inprocess_true_gives_the_in_process_env():
     envs = gymnasium.make_vec(tiergym.ENV_ID, num_envs=3, inprocess=True, threads=2, **CONFIG)

@@ -1,8 +1,12 @@
 // tiergym._core: the in-process vector environment (env/vector/vector_env.h) for Python.
 //
-//   core = VectorCore(configs: list[dict[str, str]], threads, autoreset)
-//                                   one environment per configuration; autoreset:
-//                                   "next_step", "same_step" or "disabled"
+//   core = VectorCore(configs: list[dict], threads, autoreset)
+//                                   one environment per configuration, its values str, int,
+//                                   float, bool or a list/tuple of str, kept typed to
+//                                   ParseEnvConfig as a `make` message keeps them
+//                                   (env/spec/config_value.h; TypeError on "config.KEY" for
+//                                   any other type); autoreset: "next_step", "same_step" or
+//                                   "disabled"
 //   core.spec, core.configs         the make reply's spec (arrays as numpy) and each
 //                                   environment's configuration in force
 //   core.buffers()                  numpy views of the output arrays (owned by core)
@@ -57,42 +61,51 @@ void Raise(const absl::Status& s) {
   }
 }
 
-// Storage of one InfoColumns.
-struct InfoStorage {
-  std::vector<int32_t> profile;
-  std::vector<uint64_t> step;
-  std::vector<double> interval_ns, default_interval_ns, migration_ns;
-  std::vector<uint64_t> migrated_bytes;
-  std::vector<double> elapsed_ns, default_elapsed_ns, default_total_ns;
-  std::vector<uint64_t> tier_used_bytes;
-  std::vector<int32_t> refused_regions, refused_count;
-  std::vector<uint8_t> action_mask;
-
-  void Allocate(size_t rows, size_t tiers, size_t regions, size_t mask) {
-    profile.assign(rows, -1);
-    step.assign(rows, 0);
-    interval_ns.assign(rows, 0);
-    default_interval_ns.assign(rows, 0);
-    migration_ns.assign(rows, 0);
-    migrated_bytes.assign(rows, 0);
-    elapsed_ns.assign(rows, 0);
-    default_elapsed_ns.assign(rows, 0);
-    default_total_ns.assign(rows, 0);
-    tier_used_bytes.assign(rows * tiers, 0);
-    refused_regions.assign(rows * regions, -1);
-    refused_count.assign(rows, 0);
-    action_mask.assign(rows * mask, 0);
+// One configuration from Python, its values typed as the protocol types them
+// (env/protocol ReadConfig): str, int (64-bit), float, bool, or a list or tuple of str.
+// `where` leads the message of a refusal ("configs[1]: ", or empty). Throws TypeError
+// naming the key (and the element) for anything else.
+ConfigMap ToConfigMap(const nb::dict& config, const std::string& where) {
+  ConfigMap out;
+  auto refuse = [&](const std::string& field, const std::string& expected, nb::handle got) {
+    const std::string type = nb::cast<std::string>(nb::type_name(got.type()));
+    throw nb::type_error((where + field + ": expected " + expected + ", got " + type).c_str());
+  };
+  for (auto [k, v] : config) {
+    if (!nb::isinstance<nb::str>(k)) {
+      refuse("config", "string keys", k);
+    }
+    const std::string key = nb::cast<std::string>(k);
+    const std::string field = "config." + key;
+    ConfigValue value;
+    int64_t integer = 0;
+    if (nb::isinstance<nb::bool_>(v)) {  // before int: a bool is an int in Python
+      value = ConfigValue(nb::cast<bool>(v));
+    } else if (nb::isinstance<nb::int_>(v)) {
+      if (!nb::try_cast<int64_t>(v, integer)) refuse(field, "a 64-bit integer", v);
+      value = ConfigValue(integer);
+    } else if (nb::isinstance<nb::float_>(v)) {
+      value = ConfigValue(nb::cast<double>(v));
+    } else if (nb::isinstance<nb::str>(v)) {
+      value = ConfigValue(nb::cast<std::string>(v));
+    } else if (nb::isinstance<nb::list>(v) || nb::isinstance<nb::tuple>(v)) {
+      ConfigValue::List list;
+      size_t j = 0;
+      for (nb::handle item : v) {
+        if (!nb::isinstance<nb::str>(item)) {
+          refuse(field + "[" + std::to_string(j) + "]", "a string", item);
+        }
+        list.push_back(nb::cast<std::string>(item));
+        ++j;
+      }
+      value = ConfigValue(std::move(list));
+    } else {
+      refuse(field, "a string, integer, number, bool or list of strings", v);
+    }
+    out[key] = std::move(value);
   }
-  InfoColumns Columns() {
-    return InfoColumns{profile.data(),          step.data(),
-                       interval_ns.data(),      default_interval_ns.data(),
-                       migration_ns.data(),     migrated_bytes.data(),
-                       elapsed_ns.data(),       default_elapsed_ns.data(),
-                       default_total_ns.data(), tier_used_bytes.data(),
-                       refused_regions.data(),  refused_count.data(),
-                       action_mask.data()};
-  }
-};
+  return out;
+}
 
 template <typename T>
 nb::object View(T* data, std::initializer_list<size_t> shape, nb::handle owner) {
@@ -149,8 +162,15 @@ class VectorCore {
     return lock;
   }
 
-  VectorCore(const std::vector<std::map<std::string, std::string>>& configs, int threads,
-             const std::string& autoreset) {
+  VectorCore(const std::vector<nb::dict>& dicts, int threads, const std::string& autoreset) {
+    // "configs[i]: " leads a refusal when the entries differ (as MakeVectorEnv's messages).
+    bool all_equal = true;
+    for (const nb::dict& d : dicts) all_equal = all_equal && d.equal(dicts[0]);
+    std::vector<ConfigMap> configs;
+    for (size_t i = 0; i < dicts.size(); ++i) {
+      configs.push_back(ToConfigMap(
+          dicts[i], all_equal ? std::string() : "configs[" + std::to_string(i) + "]: "));
+    }
     VectorEnvOptions options;
     options.threads = threads;
     if (autoreset == "next_step") {
@@ -170,32 +190,7 @@ class VectorCore {
     if (!made.ok()) Raise(made.status());
     env_ = std::move(made->env);
     configs_ = std::move(made->configs);
-    const auto n = static_cast<size_t>(env_->num_envs());
-    const size_t obs = env_->ObsSize(), tiers = env_->spec().tiers.size();
-    const auto regions = static_cast<size_t>(env_->spec().num_regions);
-    const size_t mask = env_->MaskSize();
-    obs_.assign(n * obs, 0);
-    final_obs_.assign(n * obs, 0);
-    reward_.assign(n, 0);
-    terminated_.assign(n, 0);
-    truncated_.assign(n, 0);
-    ended_.assign(n, 0);
-    env_id_.assign(n, 0);
-    for (size_t i = 0; i < n; ++i) env_id_[i] = static_cast<int32_t>(i);
-    info_.Allocate(n, tiers, regions, mask);
-    final_info_.Allocate(n, tiers, regions, mask);
-    out_.obs = obs_.data();
-    out_.reward = reward_.data();
-    out_.terminated = terminated_.data();
-    out_.truncated = truncated_.data();
-    out_.env_id = env_id_.data();
-    out_.info = info_.Columns();
-    out_.ended = ended_.data();
-    out_.final_obs = final_obs_.data();
-    out_.final_info = final_info_.Columns();
-    out_.any_ended = &any_ended_;
-    out_.any_refused = &any_refused_;
-    out_.any_reset = &any_reset_;
+    buffers_ = std::make_unique<BatchBuffers>(*env_);
   }
 
   [[nodiscard]] nb::dict Spec() const {
@@ -216,8 +211,8 @@ class VectorCore {
     return d;
   }
 
-  static nb::dict InfoViews(InfoStorage& s, size_t n, size_t tiers, size_t regions, size_t mask,
-                            nb::handle owner) {
+  static nb::dict InfoViews(BatchBuffers::Info& s, size_t n, size_t tiers, size_t regions,
+                            size_t mask, nb::handle owner) {
     nb::dict d;
     d["profile"] = View(s.profile.data(), {n}, owner);
     d["step"] = View(s.step.data(), {n}, owner);
@@ -250,15 +245,15 @@ class VectorCore {
     const auto regions = static_cast<size_t>(c.env_->spec().num_regions);
     const size_t mask = c.env_->MaskSize();
     nb::dict d;
-    d["obs"] = View(c.obs_.data(), {n, obs}, self);
-    d["reward"] = View(c.reward_.data(), {n}, self);
-    d["terminated"] = BoolView(c.terminated_.data(), n, self);
-    d["truncated"] = BoolView(c.truncated_.data(), n, self);
-    d["env_id"] = View(c.env_id_.data(), {n}, self);
-    d["ended"] = BoolView(c.ended_.data(), n, self);
-    d["final_obs"] = View(c.final_obs_.data(), {n, obs}, self);
-    d["info"] = InfoViews(c.info_, n, tiers, regions, mask, self);
-    d["final_info"] = InfoViews(c.final_info_, n, tiers, regions, mask, self);
+    d["obs"] = View(c.buffers_->obs.data(), {n, obs}, self);
+    d["reward"] = View(c.buffers_->reward.data(), {n}, self);
+    d["terminated"] = BoolView(c.buffers_->terminated.data(), n, self);
+    d["truncated"] = BoolView(c.buffers_->truncated.data(), n, self);
+    d["env_id"] = View(c.buffers_->env_id.data(), {n}, self);
+    d["ended"] = BoolView(c.buffers_->ended.data(), n, self);
+    d["final_obs"] = View(c.buffers_->final_obs.data(), {n, obs}, self);
+    d["info"] = InfoViews(c.buffers_->info, n, tiers, regions, mask, self);
+    d["final_info"] = InfoViews(c.buffers_->final_info, n, tiers, regions, mask, self);
     return d;
   }
 
@@ -275,7 +270,7 @@ class VectorCore {
     auto entered = Enter();
     {
       nb::gil_scoped_release release;
-      s = env_->Reset(m, seeds, profiles, out_);
+      s = env_->Reset(m, seeds, profiles, buffers_->out);
     }
     if (!s.ok()) Raise(s);
     return Flags();
@@ -295,7 +290,8 @@ class VectorCore {
   // What the call's rows hold: 1 an ended episode (final_* are set), 2 a refused move,
   // 4 a reset environment.
   [[nodiscard]] int Flags() const {
-    return (any_ended_ ? 1 : 0) | (any_refused_ ? 2 : 0) | (any_reset_ ? 4 : 0);
+    const BatchBuffers& b = *buffers_;
+    return (b.any_ended ? 1 : 0) | (b.any_refused ? 2 : 0) | (b.any_reset ? 4 : 0);
   }
 
   int Step(const nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu>& actions) {
@@ -303,7 +299,7 @@ class VectorCore {
     auto entered = Enter();
     {
       nb::gil_scoped_release release;
-      s = env_->Step(actions.data(), actions.size(), out_);
+      s = env_->Step(actions.data(), actions.size(), buffers_->out);
     }
     if (!s.ok()) Raise(s);
     return Flags();
@@ -326,7 +322,7 @@ class VectorCore {
     auto entered = Enter();
     {
       nb::gil_scoped_release release;
-      s = env_->Recv(batch, out_);
+      s = env_->Recv(batch, buffers_->out);
     }
     if (!s.ok()) Raise(s);
     return Flags();
@@ -344,13 +340,7 @@ class VectorCore {
   std::mutex call_mu_;
   std::unique_ptr<VectorEnv> env_;
   std::vector<std::map<std::string, std::string>> configs_;
-  std::vector<float> obs_, final_obs_;
-  std::vector<double> reward_;
-  std::vector<uint8_t> terminated_, truncated_, ended_;
-  std::vector<int32_t> env_id_;
-  InfoStorage info_, final_info_;
-  BatchOutput out_;
-  bool any_ended_ = false, any_refused_ = false, any_reset_ = false;
+  std::unique_ptr<BatchBuffers> buffers_;  // the arrays Python views
 };
 
 }  // namespace
@@ -361,9 +351,8 @@ NB_MODULE(_core, m) {
   using tiergym::env::VectorCore;
   m.doc() = "The in-process vector environment of tiergym (env/vector/vector_env.h).";
   nb::class_<VectorCore>(m, "VectorCore")
-      .def(nb::init<const std::vector<std::map<std::string, std::string>>&, int,
-                    const std::string&>(),
-           nb::arg("configs"), nb::arg("threads") = 1, nb::arg("autoreset") = "next_step")
+      .def(nb::init<const std::vector<nb::dict>&, int, const std::string&>(), nb::arg("configs"),
+           nb::arg("threads") = 1, nb::arg("autoreset") = "next_step")
       .def_prop_ro("spec", &VectorCore::Spec)
       .def_prop_ro("configs", &VectorCore::configs)
       .def_prop_ro("num_envs", &VectorCore::num_envs)

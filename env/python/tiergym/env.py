@@ -280,12 +280,7 @@ class TierEnv(gymnasium.Env):
         close_connection(connection, server, [] if self.session is None else [self.session])
         super().close()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
+    # (`with tiergym.TierEnv(...) as env:` closes it: gymnasium.Env's __enter__/__exit__.)
 
     def __repr__(self):
         return f"TierEnv(session={self.session}, endpoint={self.endpoint!r})"

@@ -45,10 +45,9 @@ import sys
 
 import gymnasium
 import numpy as np
-from gymnasium.vector.utils import batch_space
 
-from .env import flat_mask, integer_actions, space_from_spec
-from .vector import NEXT_STEP, SAME_STEP, _MODES, _mode_name, batch_seeds, reset_mask
+from .env import config_to_wire, flat_mask, integer_actions
+from .vector import NEXT_STEP, _VectorEnvBase, batch_seeds, reset_mask
 
 _core = None
 
@@ -101,30 +100,6 @@ def have_core():
         return False
 
 
-def _config_strings(config):
-    """Configuration values as strings, exactly as the server turns the wire's values into
-    strings (env/protocol ReadConfig): ints in decimal, floats with 6 significant digits,
-    bools as true/false, lists joined by commas."""
-    out = {}
-    for key, value in config.items():
-        if isinstance(value, (list, tuple)):
-            items = [str(v) for v in value]
-            for j, item in enumerate(items):
-                if "," in item:
-                    raise ValueError(f"config.{key}[{j}]: an element of a list may not contain "
-                                     "a comma")
-            out[key] = ",".join(items)
-        elif isinstance(value, (bool, np.bool_)):
-            out[key] = "true" if value else "false"
-        elif isinstance(value, numbers.Integral):
-            out[key] = str(int(value))
-        elif isinstance(value, numbers.Real):
-            out[key] = format(float(value), ".6g")
-        else:
-            out[key] = str(value)
-    return out
-
-
 def _profiles(options, num_envs):
     """reset options -> one profile (str or None) per sub-environment, or [] for none."""
     if not options:
@@ -165,7 +140,7 @@ def _typed_columns(cols):
     return out
 
 
-class InProcessVectorEnv(gymnasium.vector.VectorEnv):
+class InProcessVectorEnv(_VectorEnvBase):
     """n placement environments in this process (see the module's documentation).
 
     Keyword arguments: configs (one configuration per sub-environment, merged over the
@@ -175,50 +150,22 @@ class InProcessVectorEnv(gymnasium.vector.VectorEnv):
 
     def __init__(self, num_envs=None, *, configs=None, autoreset_mode=NEXT_STEP, threads=1,
                  batch_size=None, copy=False, render_mode=None, **config):
-        autoreset_mode = _mode_name(autoreset_mode)
         for key in ("address", "timeout", "server_args"):
             if key in config:
                 raise TypeError(f"{key}: the in-process vector environment has no server "
                                 "(leave out inprocess=True to use one)")
-        if configs is not None:
-            configs = [dict(c or {}) for c in configs]
-            if num_envs is None:
-                num_envs = len(configs)
-            elif len(configs) != int(num_envs):
-                raise ValueError(f"configs has {len(configs)} entries for {num_envs} "
-                                 "environments (one configuration per sub-environment)")
-        if num_envs is None or int(num_envs) < 1:
-            raise ValueError("num_envs must be at least 1")
         if int(threads) < 1:
             raise ValueError("threads must be at least 1 (the calling thread)")
-        if render_mode is not None:
-            raise ValueError(f"render_mode {render_mode!r}: the batched VectorEnv does not "
-                             "render (TierEnv renders 'ansi')")
-        self.num_envs = int(num_envs)
+        merged = self._init_common(num_envs, configs, config, autoreset_mode, render_mode)
         self.batch_size = self.num_envs if batch_size is None else int(batch_size)
         if not 1 <= self.batch_size <= self.num_envs:
             raise ValueError(f"batch_size must be in [1, {self.num_envs}], got {batch_size}")
-        self.autoreset_mode = autoreset_mode
-        self.metadata = {"render_modes": [], "autoreset_mode": _MODES[autoreset_mode]}
-        self.render_mode = None
-        self.closed = False
         self.copy = bool(copy)
         self.threads = int(threads)
-        merged = [_config_strings(dict(config, **(configs[i] if configs else {})))
-                  for i in range(self.num_envs)]
-        self._core = load_core().VectorCore(merged, self.threads, autoreset_mode)
-        self.tier_spec = dict(self._core.spec)
-        self.configs = [dict(c) for c in self._core.configs]
-        self.config = self.configs[0]
-        self.tiers = list(self.tier_spec["tiers"])
-        self.profiles = list(self.tier_spec["profiles"])
-        self.num_regions = int(self.tier_spec["num_regions"])
-        self.single_observation_space = space_from_spec(self.tier_spec["observation"])
-        self.single_action_space = space_from_spec(self.tier_spec["action"])
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self._move_mode = self.tier_spec["action"]["type"] == "discrete"
-        self._action_shape = (() if self._move_mode else (self.num_regions,))
+        # Typed as the client sends them to a server (lists stay lists, numbers numbers).
+        self._core = load_core().VectorCore([config_to_wire(c) for c in merged], self.threads,
+                                            self.autoreset_mode)
+        self._init_spec(dict(self._core.spec), [dict(c) for c in self._core.configs])
         b = self._core.buffers()
         self._obs, self._reward = b["obs"], b["reward"]
         self._terminated, self._truncated = b["terminated"], b["truncated"]
@@ -434,20 +381,6 @@ class InProcessVectorEnv(gymnasium.vector.VectorEnv):
         self._env_id = self._ended = self._final_obs = self._info = self._final_info = None
         self._static = {}
         self._profiles_cache = {}
-
-    def close(self, **kwargs):
-        """Frees the environments. Idempotent."""
-        if self.closed:
-            return
-        self.close_extras(**kwargs)
-        self.closed = True
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
 
     def __repr__(self):
         return (f"tiergym.InProcessVectorEnv({self.num_envs}, threads={self.threads}, "

@@ -95,21 +95,16 @@ def reset_mask(options, num_envs, first):
     return mask, options
 
 
-class VectorEnv(gymnasium.vector.VectorEnv):
-    def __new__(cls, num_envs=None, address=None, *, inprocess=False, **kwargs):
-        # inprocess=True: the environments in this process (tiergym.InProcessVectorEnv,
-        # which is not a VectorEnv, so Python does not call __init__ below on it).
-        if inprocess:
-            if address is not None:
-                raise ValueError("inprocess=True runs the environments in this process; "
-                                 f"it takes no address (got {address!r})")
-            from .inprocess import InProcessVectorEnv
-            return InProcessVectorEnv(num_envs, **kwargs)
-        return super().__new__(cls)
+class _VectorEnvBase(gymnasium.vector.VectorEnv):
+    """What tiergym's two vector environments share (VectorEnv below, through `tiergym
+    serve`; InProcessVectorEnv in inprocess.py): the checks of the common arguments, an
+    idempotent close() that is safe on an object whose __init__ failed half-way, and the
+    context manager. Subclasses free what they hold in close_extras()."""
 
-    def __init__(self, num_envs=None, address=None, *, configs=None,
-                 autoreset_mode=NEXT_STEP, timeout=DEFAULT_TIMEOUT_S, server_args=(),
-                 render_mode=None, inprocess=False, shm=None, copy=True, **config):
+    def _init_common(self, num_envs, configs, config, autoreset_mode, render_mode):
+        """Checks the common arguments and sets num_envs, autoreset_mode, metadata,
+        render_mode and closed; returns each sub-environment's configuration (configs[i]
+        merged over the common keyword arguments `config`)."""
         autoreset_mode = _mode_name(autoreset_mode)
         if configs is not None:
             configs = [dict(c or {}) for c in configs]
@@ -128,6 +123,61 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         self.metadata = {"render_modes": [], "autoreset_mode": _MODES[autoreset_mode]}
         self.render_mode = None
         self.closed = False
+        return [dict(config, **(configs[i] if configs else {})) for i in range(self.num_envs)]
+
+    def _init_spec(self, tier_spec, configs):
+        """Sets what the sub-environments' spec gives: tier_spec, configs (each one's
+        configuration in force) and config, tiers, profiles and num_regions (as TierEnv
+        has them), the spaces, and the shape of one action."""
+        self.tier_spec = tier_spec
+        self.configs = configs
+        self.config = configs[0]
+        self.tiers = list(tier_spec["tiers"])
+        self.profiles = list(tier_spec["profiles"])
+        self.num_regions = int(tier_spec["num_regions"])
+        self.single_observation_space = space_from_spec(tier_spec["observation"])
+        self.single_action_space = space_from_spec(tier_spec["action"])
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self._move_mode = tier_spec["action"]["type"] == "discrete"
+        self._action_shape = (() if self._move_mode else (self.num_regions,))
+
+    def close(self, **kwargs):
+        """Frees the sub-environments (close_extras, once). Idempotent."""
+        if getattr(self, "closed", True):  # closed, or __init__ failed before it began
+            return
+        try:
+            self.close_extras(**kwargs)
+        finally:
+            self.closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class VectorEnv(_VectorEnvBase):
+    # (None until __init__ opens them: close_extras may run after an __init__ that failed.)
+    _connection = _server = None
+
+    def __new__(cls, num_envs=None, address=None, *, inprocess=False, **kwargs):
+        # inprocess=True: the environments in this process (tiergym.InProcessVectorEnv,
+        # which is not a VectorEnv, so Python does not call __init__ below on it).
+        if inprocess:
+            if address is not None:
+                raise ValueError("inprocess=True runs the environments in this process; "
+                                 f"it takes no address (got {address!r})")
+            from .inprocess import InProcessVectorEnv
+            return InProcessVectorEnv(num_envs, **kwargs)
+        return super().__new__(cls)
+
+    def __init__(self, num_envs=None, address=None, *, configs=None,
+                 autoreset_mode=NEXT_STEP, timeout=DEFAULT_TIMEOUT_S, server_args=(),
+                 render_mode=None, inprocess=False, shm=None, copy=True, **config):
+        merged = self._init_common(num_envs, configs, config, autoreset_mode, render_mode)
         self.sessions = []
         self._connection, self._server = open_connection(address, timeout, server_args)
         try:
@@ -135,8 +185,8 @@ class VectorEnv(gymnasium.vector.VectorEnv):
             self._init_shm(shm)
             replies = []
             for i in range(self.num_envs):
-                merged = dict(config, **(configs[i] if configs else {}))
-                reply = self._connection.call("make", env=ENV_ID, config=config_to_wire(merged))
+                reply = self._connection.call("make", env=ENV_ID,
+                                              config=config_to_wire(merged[i]))
                 self.sessions.append(reply["session"])
                 replies.append(reply)
             first = replies[0]["spec"]
@@ -151,18 +201,7 @@ class VectorEnv(gymnasium.vector.VectorEnv):
             self.close()
             raise
         self.tier_specs = [decode_spec(r["spec"]) for r in replies]
-        self.tier_spec = self.tier_specs[0]
-        self.configs = [r["config"] for r in replies]
-        self.config = self.configs[0]
-        self.tiers = list(self.tier_spec["tiers"])          # as TierEnv has them
-        self.profiles = list(self.tier_spec["profiles"])
-        self.num_regions = int(self.tier_spec["num_regions"])
-        self.single_observation_space = space_from_spec(self.tier_spec["observation"])
-        self.single_action_space = space_from_spec(self.tier_spec["action"])
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self._move_mode = self.tier_spec["action"]["type"] == "discrete"
-        self._action_shape = (() if self._move_mode else (self.num_regions,))
+        self._init_spec(self.tier_specs[0], [r["config"] for r in replies])
         self._autoreset = np.zeros(self.num_envs, dtype=bool)
         self._seeded = np.zeros(self.num_envs, dtype=bool)
         self._obs = None
@@ -353,21 +392,6 @@ class VectorEnv(gymnasium.vector.VectorEnv):
         connection, server = self._connection, self._server
         self._connection = self._server = None
         close_connection(connection, server, self.sessions)
-
-    def close(self, **kwargs):
-        """Closes the sessions and stops a private server. Idempotent."""
-        if getattr(self, "_connection", None) is None and getattr(self, "_server", None) is None:
-            self.closed = True
-            return
-        self.close_extras(**kwargs)
-        self.closed = True
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
 
     def __repr__(self):
         return f"tiergym.VectorEnv({self.num_envs}, autoreset_mode={self.autoreset_mode!r})"
