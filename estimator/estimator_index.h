@@ -229,6 +229,9 @@ class EstimatorIndex {
   int base_ = 0;
   int page_shift_ = 12;
   bool has_machine_ = false;
+  // [d]: device d's loaded-latency curve at all reads (flat for a tier without measured
+  // curves); PEBS samples loads, so the estimate reads the tiers' all-reads curves.
+  std::vector<LoadCurve> curves_;
   uint64_t window_instructions_ = 0;
   uint64_t total_instructions_ = 0;
   uint64_t num_windows_ = 0;
