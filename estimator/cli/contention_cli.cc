@@ -118,6 +118,9 @@ int ValidateCommand(const std::vector<std::string>& args) {
   p.AddOption("apps", "FILE", "solo bandwidths (apps.csv)");
   p.AddOption("pairs", "FILE", "measured pairs (pairs.csv)");
   p.AddFlag("json", "print a JSON list of rows instead of the table");
+  p.AddOption("fit", "least-squares|robust",
+              "how the linear and poly2 rows fit their points (default least-squares, the "
+              "paper's; robust: Tukey's biweight, which outlying measurements do not pull)");
   p.AddOption("plot", "FILE.png",
               "also draw one family with its smoothed fits (like the seed's Figure 4)");
   p.AddOption("plot-app", "NAME", "the family to draw (default: the first by name)");
@@ -138,7 +141,20 @@ int ValidateCommand(const std::vector<std::string>& args) {
   if (!apps.ok()) return Fail(apps.status());
   auto pairs = ReadPairsCsv(p.Get("pairs"));
   if (!pairs.ok()) return Fail(pairs.status());
-  auto report = Validate(*families, *apps, *pairs, StandardMethods(), p.Get("pairs"));
+  std::vector<Method> methods = StandardMethods();
+  if (p.Given("fit")) {
+    Fit fit = Fit::kLeastSquares;
+    if (p.Get("fit") == "robust") {
+      fit = Fit::kRobust;
+    } else if (p.Get("fit") != "least-squares") {
+      return UsageFail(absl::InvalidArgumentError(
+          StrCat("--fit: unknown fit '", p.Get("fit"), "' (least-squares or robust)")));
+    }
+    for (Method& m : methods) {
+      if (m.smoothing != Smoothing::kInterpolation) m.fit = fit;
+    }
+  }
+  auto report = Validate(*families, *apps, *pairs, methods, p.Get("pairs"));
   if (!report.ok()) return Fail(report.status());
   for (const SkippedMethod& s : report->skipped) {
     std::cerr << "note: method " << MethodName(s.method) << " left out: " << s.reason << "\n";

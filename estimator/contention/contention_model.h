@@ -46,6 +46,7 @@ struct Method {
   PointSet points = PointSet::kAll;          // default: every measured point
   CurveChoice curve = CurveChoice::kRight;   // default: the interferer's own read share
   double static_read_pct = 75;               // used by kStatic only; default 75
+  Fit fit = Fit::kLeastSquares;              // kLinear and kPoly2 only
 
   // Interpolation, sampled points, the static 75 % curve.
   static Method Memgen();
@@ -54,6 +55,7 @@ struct Method {
   // Same smoothing, points and curve choice (static_read_pct counts for kStatic only).
   friend bool operator==(const Method& a, const Method& b) {
     return a.smoothing == b.smoothing && a.points == b.points && a.curve == b.curve &&
+           a.fit == b.fit &&
            (a.curve != CurveChoice::kStatic || a.static_read_pct == b.static_read_pct);
   }
 };
