@@ -231,11 +231,14 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
                          static_cast<double>(m.cache_line_bytes) / spec->bandwidth_gbps;
       latency_ns[d] = spec->latency_ns;
       bytes_per_ns[d] = spec->bandwidth_gbps;
-      x.curves_.push_back(spec->CurveAt(100));
+      x.curves_.push_back(spec->CurveAt(options.read_pct));
       reset_of[d] = static_cast<double>(reset.value_or(1));
     }
     line_bytes = m.cache_line_bytes;
     x.has_machine_ = true;
+  }
+  if (!(options.read_pct >= 0 && options.read_pct <= 100)) {
+    return absl::InvalidArgumentError("read_pct must be in [0, 100]");
   }
   if (!(options.compute_overlap >= 0 && options.compute_overlap <= 1)) {
     return absl::InvalidArgumentError("compute_overlap must be in [0, 1]");

@@ -116,6 +116,10 @@ struct IndexOptions {
   // tail. false: the last block spans to the segment's end (the previous rule). Default
   // true.
   bool tail_window_apart = true;
+  // Machines with measured curves: the share of reads in the application's traffic, which
+  // picks the curves the models load their latencies along (PEBS samples loads and cannot
+  // tell). Default 100 (all reads), in [0, 100].
+  double read_pct = 100;
   // Model::kRoofline with three runs or more: fit the overlap per block (grid 0, 0.1, ..,
   // 1; compute_overlap stays unless another value halves the residual). Default true.
   bool fit_overlap = true;
