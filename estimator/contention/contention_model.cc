@@ -210,6 +210,10 @@ double ContentionModel::Slowdown(const Interference& interference) const {
   return 1.0 / std::max(perf, kMinNormalizedPerf);
 }
 
+double ContentionModel::MeasuredMaxGbps(const Interference& interference) const {
+  return Combine(interference.ReadPct(), [](const SmoothedCurve& c) { return c.max_gbps(); });
+}
+
 double ContentionModel::ProfilingCost() const {
   double levels = 0;
   for (const SmoothedCurve& c : curves_) levels += static_cast<double>(c.distinct_points());

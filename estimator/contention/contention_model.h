@@ -113,6 +113,12 @@ class ContentionModel {
   // REQUIRES: CheckInterference(interference) is OK.
   double Slowdown(const Interference& interference) const;
 
+  // The largest interference measured on the curves a prediction at this interference's
+  // read share reads (combined across read shares like the prediction), GB/s. Beyond it a
+  // curve holds its last value: the prediction is not extrapolated, and callers should say
+  // so (`tiergym contention predict` does). REQUIRES: CheckInterference(interference).
+  double MeasuredMaxGbps(const Interference& interference) const;
+
   // Profiling cost as the seed counts it (Tables 1-3): the distinct interference levels
   // of every curve the method uses, divided by 4 (one static curve of four points = 1).
   double ProfilingCost() const;
