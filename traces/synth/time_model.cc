@@ -16,7 +16,7 @@ uint64_t PageCount(uint64_t bytes) { return (bytes + kSynthPageBytes - 1) / kSyn
 class ArrayTiers {
  public:
   ArrayTiers(const ArraySpec& array, const TierMap& map) {
-    const double size = static_cast<double>(array.size_bytes);
+    const auto size = static_cast<double>(array.size_bytes);
     uint64_t cursor = array.start_address;
     const uint64_t end = array.end_address();
     for (const TierRange& r : map.ranges) {
@@ -148,8 +148,7 @@ absl::StatusOr<TierMap> ResolvePlacement(const AppModel& app, const Machine& mac
     uint64_t page = 0;  // next untaken page of `array`
     for (const auto& [tier_name, f] : p.fractions) {
       const int tier = machine.IndexOf(tier_name);
-      uint64_t quota =
-          static_cast<uint64_t>(std::floor(f * static_cast<double>(total_pages) + 0.5));
+      auto quota = static_cast<uint64_t>(std::floor(f * static_cast<double>(total_pages) + 0.5));
       while (quota > 0 && array < app.arrays.size()) {
         const ArraySpec& a = app.arrays[array];
         const uint64_t pages = PageCount(a.size_bytes);
@@ -304,7 +303,8 @@ double TimeModel::PhaseTimeNs(int phase, const TierMap& map) const {
 
 double TimeModel::RuntimeNs(const TierMap& map) const {
   std::vector<double> per_phase(app_.phases.size());
-  for (size_t p = 0; p < per_phase.size(); ++p) per_phase[p] = PhaseTimeNs(p, map);
+  for (size_t p = 0; p < per_phase.size(); ++p)
+    per_phase[p] = PhaseTimeNs(static_cast<int>(p), map);
   double total = 0;
   for (int p : app_.schedule) total += per_phase[p];
   return total;
