@@ -41,7 +41,7 @@ std::vector<std::pair<double, double>> LevelMeans(const std::vector<CurvePoint>&
 // reweighted least squares, see smoothing.h).
 std::array<double, 3> FitPolynomial(const std::vector<CurvePoint>& points, int degree, double scale,
                                     Fit fit) {
-  const Eigen::Index n = static_cast<Eigen::Index>(points.size());
+  const auto n = static_cast<Eigen::Index>(points.size());
   Eigen::MatrixXd a(n, degree + 1);
   Eigen::VectorXd y(n);
   for (Eigen::Index i = 0; i < n; ++i) {
