@@ -44,6 +44,7 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> Estimator::IndexFor(
   index_options.compute_overlap = options_.compute_overlap;
   index_options.fit_overlap = options_.fit_overlap;
   index_options.tail_window_apart = options_.tail_window_apart;
+  index_options.read_pct = options_.read_pct;
   index_options.extent_gap_pages = options_.extent_gap_pages;
   index_options.join_sweeps = options_.join_sweeps;
   TG_ASSIGN_OR_RETURN(std::shared_ptr<const EstimatorIndex> index,

@@ -44,6 +44,7 @@ struct EstimatorOptions {
   double compute_overlap = 0.5;    // Model::kRoofline
   bool fit_overlap = true;         // Model::kRoofline, three runs or more
   bool tail_window_apart = true;   // Model::kRoofline
+  double read_pct = 100;           // machines with measured curves: the traffic's read share
 };
 
 // The recommended options (estimator/README.md, "Ablation"), which are the struct's

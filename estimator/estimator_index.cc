@@ -1,10 +1,12 @@
 #include "estimator/estimator_index.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <limits>
 #include <random>
+#include <span>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -19,6 +21,10 @@ namespace {
 using internal::Segment;
 using internal::TimeAt;
 using internal::WindowGrid;
+
+// Devices whose loaded curves a block's correction combines without allocating (a
+// machine has a handful of tiers; beyond this the flat rule applies).
+constexpr size_t kMaxCurveDevices = 16;
 
 template <typename T>
 size_t Bytes(const std::vector<T>& v) {
@@ -38,14 +44,24 @@ double RoofTime(double compute_ns, double memory_ns, double overlap) {
   return compute_ns + memory_ns - overlap * std::min(compute_ns, memory_ns);
 }
 
+// The memory time of a block's misses on one device: max(latency time, band time) with a
+// flat curve, the loaded-latency fixed point of LoadedMemoryTimeNs with a measured one.
+double DeviceMemoryNs(double latency_time, double band_time, const LoadCurve* curve) {
+  if (curve == nullptr || curve->flat()) return std::max(latency_time, band_time);
+  return LoadedMemoryTimeNs(std::span<const double>(&latency_time, 1),
+                            std::span<const double>(&band_time, 1),
+                            std::span<const LoadCurve* const>(&curve, 1));
+}
+
 // Fits a block's roofline to its measured time on every device: the memory time of its
 // misses on device d is max(latency_d * x, band[d]) (x = misses / outstanding misses,
-// Little's law; band[d] = bytes / bandwidth_d), and t[d] = RoofTime(compute, memory_d).
+// Little's law; band[d] = bytes / bandwidth_d), with the latency loaded along the device's
+// measured curve when it has one (DeviceMemoryNs), and t[d] = RoofTime(compute, memory_d).
 // Returns {x, compute} minimising the squared residuals: a log grid over x, refined, with
 // the compute time by golden section for each x (the residual is unimodal in it).
 std::pair<double, double> FitRoofline(const std::vector<double>& t, const std::vector<double>& band,
                                       const std::vector<double>& latency, double overlap,
-                                      double* residual_out) {
+                                      const std::vector<LoadCurve>& curves, double* residual_out) {
   *residual_out = 0;
   const size_t n = t.size();
   double lo = std::numeric_limits<double>::infinity(), hi = 0, t_max = 0;
@@ -67,7 +83,7 @@ std::pair<double, double> FitRoofline(const std::vector<double>& t, const std::v
   auto best_compute = [&](double x, double* cost) {
     knots.assign(1, 0.0);
     for (size_t d = 0; d < n; ++d) {
-      memory[d] = std::max(latency[d] * x, band[d]);
+      memory[d] = DeviceMemoryNs(latency[d] * x, band[d], curves.empty() ? nullptr : &curves[d]);
       if (memory[d] < t_max) knots.push_back(memory[d]);
     }
     knots.push_back(t_max);
@@ -215,10 +231,14 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
                          static_cast<double>(m.cache_line_bytes) / spec->bandwidth_gbps;
       latency_ns[d] = spec->latency_ns;
       bytes_per_ns[d] = spec->bandwidth_gbps;
+      x.curves_.push_back(spec->CurveAt(options.read_pct));
       reset_of[d] = static_cast<double>(reset.value_or(1));
     }
     line_bytes = m.cache_line_bytes;
     x.has_machine_ = true;
+  }
+  if (!(options.read_pct >= 0 && options.read_pct <= 100)) {
+    return absl::InvalidArgumentError("read_pct must be in [0, 100]");
   }
   if (!(options.compute_overlap >= 0 && options.compute_overlap <= 1)) {
     return absl::InvalidArgumentError("compute_overlap must be in [0, 1]");
@@ -536,7 +556,8 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
         misses /= std::max(1.0, counted);
         for (size_t d = 0; d < n; ++d) band[d] = misses * line_bytes / bytes_per_ns[d];
         double residual = 0;
-        auto [xs, compute] = FitRoofline(block_time, band, latency_ns, x.overlap_, &residual);
+        auto [xs, compute] =
+            FitRoofline(block_time, band, latency_ns, x.overlap_, x.curves_, &residual);
         double overlap = x.overlap_;
         if (fit_overlap) {
           // Three runs or more determine the overlap too: the best of a grid, the prior
@@ -544,7 +565,7 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
           for (int i = 0; i <= 10; ++i) {
             const double o = i / 10.0;
             double r = 0;
-            const auto fit = FitRoofline(block_time, band, latency_ns, o, &r);
+            const auto fit = FitRoofline(block_time, band, latency_ns, o, x.curves_, &r);
             if (r < 0.5 * residual) {
               residual = r;
               xs = fit.first;
@@ -723,17 +744,48 @@ double EstimatorIndex::Correction(size_t k, const uint64_t* hits, Model model,
     // rooflines minus the roofline of the mix, whose misses share the miss slots
     // (latencies add) and transfer concurrently (bandwidth times overlap).
     const double compute = blk_compute_[k];
-    double weighted = 0, latency = 0, band = 0;
+    double weighted = 0;
+    bool loaded = false;
+    std::array<double, kMaxCurveDevices> lat{}, band{};
+    std::array<const LoadCurve*, kMaxCurveDevices> curve{};
+    const size_t m = std::min(n_, kMaxCurveDevices);
     for (size_t d = 0; d < n_; ++d) {
       if (hits[d] == 0) continue;
       const double s = static_cast<double>(hits[d]) / total;
       const double f = factor ? factor[d] : 1.0;
       const double l = blk_lat_[k * n_ + d] * f, b = blk_band_[k * n_ + d] * f;
-      weighted += s * RoofTime(compute, std::max(l, b), blk_overlap_[k]);
-      latency += s * l;
-      band = std::max(band, s * b);
+      const LoadCurve* c = curves_.empty() ? nullptr : &curves_[d];
+      weighted += s * RoofTime(compute, DeviceMemoryNs(l, b, c), blk_overlap_[k]);
+      if (d < m) {
+        lat[d] = s * l;
+        band[d] = s * b;
+        curve[d] = c;
+        loaded = loaded || (c != nullptr && !c->flat());
+      }
     }
-    return blk_scale_[k] * (weighted - RoofTime(compute, std::max(latency, band), blk_overlap_[k]));
+    double mix = 0;
+    if (loaded && n_ <= kMaxCurveDevices) {
+      // The mix's misses share the miss slots and transfer concurrently, each device's
+      // latency loaded by its own share of the bandwidth.
+      mix = LoadedMemoryTimeNs(std::span<const double>(lat.data(), m),
+                               std::span<const double>(band.data(), m),
+                               std::span<const LoadCurve* const>(curve.data(), m));
+    } else {
+      double latency = 0, bw = 0;
+      for (size_t d = 0; d < m; ++d) {
+        latency += lat[d];
+        bw = std::max(bw, band[d]);
+      }
+      for (size_t d = m; d < n_; ++d) {
+        if (hits[d] == 0) continue;
+        const double s = static_cast<double>(hits[d]) / total;
+        const double f = factor ? factor[d] : 1.0;
+        latency += s * blk_lat_[k * n_ + d] * f;
+        bw = std::max(bw, s * blk_band_[k * n_ + d] * f);
+      }
+      mix = std::max(latency, bw);
+    }
+    return blk_scale_[k] * (weighted - RoofTime(compute, mix, blk_overlap_[k]));
   }
   double sum = 0, max = 0;
   for (size_t d = 0; d < n_; ++d) {

@@ -116,6 +116,10 @@ struct IndexOptions {
   // tail. false: the last block spans to the segment's end (the previous rule). Default
   // true.
   bool tail_window_apart = true;
+  // Machines with measured curves: the share of reads in the application's traffic, which
+  // picks the curves the models load their latencies along (PEBS samples loads and cannot
+  // tell). Default 100 (all reads), in [0, 100].
+  double read_pct = 100;
   // Model::kRoofline with three runs or more: fit the overlap per block (grid 0, 0.1, ..,
   // 1; compute_overlap stays unless another value halves the residual). Default true.
   bool fit_overlap = true;
@@ -229,6 +233,9 @@ class EstimatorIndex {
   int base_ = 0;
   int page_shift_ = 12;
   bool has_machine_ = false;
+  // [d]: device d's loaded-latency curve at all reads (flat for a tier without measured
+  // curves); PEBS samples loads, so the estimate reads the tiers' all-reads curves.
+  std::vector<LoadCurve> curves_;
   uint64_t window_instructions_ = 0;
   uint64_t total_instructions_ = 0;
   uint64_t num_windows_ = 0;

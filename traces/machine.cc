@@ -1,5 +1,6 @@
 #include "traces/machine.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <initializer_list>
@@ -43,11 +44,76 @@ absl::StatusOr<int> CheckedInt(json::ObjectReader& r, const json::Value& obj, st
   return static_cast<int>(v);
 }
 
+// "curves": [{"read_pct": R, "points": [[bandwidth_gbps, latency_ns], ...]}, ...].
+absl::StatusOr<std::vector<BandwidthLatencyCurve>> ParseCurves(const json::Value& array,
+                                                               const std::string& source,
+                                                               const std::string& path) {
+  json::ObjectReader at(array, source, path);
+  if (array.array().empty()) {
+    return at.Error("", &array, "needs at least one curve (or leave \"curves\" out)");
+  }
+  std::vector<BandwidthLatencyCurve> curves;
+  for (size_t i = 0; i < array.array().size(); ++i) {
+    const json::Value& cv = array.array()[i];
+    const std::string cpath = StrCat(path, "[", i, "]");
+    TG_RETURN_IF_ERROR(json::OnlyKeys(cv, source, cpath, {"read_pct", "points"}));
+    json::ObjectReader r(cv, source, cpath);
+    BandwidthLatencyCurve c;
+    TG_ASSIGN_OR_RETURN(c.read_pct, r.RequiredNumber("read_pct"));
+    if (!(c.read_pct >= 0 && c.read_pct <= 100)) {
+      return r.Error("read_pct", cv.Find("read_pct"), "must be in [0, 100]");
+    }
+    if (!curves.empty() && c.read_pct <= curves.back().read_pct) {
+      return r.Error("read_pct", cv.Find("read_pct"),
+                     StrCat(c.read_pct, " is not above the previous curve's ",
+                            curves.back().read_pct, " (list curves by ascending read_pct)"));
+    }
+    TG_ASSIGN_OR_RETURN(const json::Value* points, r.RequiredArray("points"));
+    if (points->array().size() < 2) {
+      return r.Error("points", points,
+                     "a curve needs at least two [bandwidth_gbps, latency_ns] points");
+    }
+    for (size_t k = 0; k < points->array().size(); ++k) {
+      const json::Value& pv = points->array()[k];
+      const std::string key = StrCat("points[", k, "]");
+      if (!pv.is_array() || pv.array().size() != 2 || !pv.array()[0].is_number() ||
+          !pv.array()[1].is_number()) {
+        return r.Error(key, &pv, "must be a pair of numbers [bandwidth_gbps, latency_ns]");
+      }
+      const double bw = pv.array()[0].number(), lat = pv.array()[1].number();
+      if (!std::isfinite(bw) || bw <= 0) {
+        return r.Error(key, &pv, StrCat("bandwidth ", bw, " GB/s must be > 0"));
+      }
+      if (!std::isfinite(lat) || lat <= 0) {
+        return r.Error(key, &pv, StrCat("latency ", lat, " ns must be > 0"));
+      }
+      if (!c.points.empty() && bw <= c.points.back().first) {
+        return r.Error(
+            key, &pv,
+            StrCat("bandwidth ", bw, " is not above the previous point's ", c.points.back().first,
+                   " (bandwidth must increase along a curve: keep the points "
+                   "up to the curve's peak)"));
+      }
+      if (!c.points.empty() && lat < c.points.back().second) {
+        return r.Error(
+            key, &pv,
+            StrCat("latency ", lat, " is below the previous point's ", c.points.back().second,
+                   " (latency must not fall as bandwidth grows: smooth the "
+                   "measurement, e.g. with a running maximum)"));
+      }
+      c.points.emplace_back(bw, lat);
+    }
+    TG_RETURN_IF_ERROR(r.NoOtherKeys());
+    curves.push_back(std::move(c));
+  }
+  return curves;
+}
+
 absl::StatusOr<TierSpec> ParseTier(const json::Value& v, const std::string& source,
                                    const std::string& path) {
-  TG_RETURN_IF_ERROR(json::OnlyKeys(
-      v, source, path,
-      {"name", "capacity_bytes", "bandwidth_gbps", "latency_ns", "migration_gbps", "numa_node"}));
+  TG_RETURN_IF_ERROR(json::OnlyKeys(v, source, path,
+                                    {"name", "capacity_bytes", "bandwidth_gbps", "latency_ns",
+                                     "migration_gbps", "numa_node", "curves"}));
   json::ObjectReader r(v, source, path);
   TierSpec t;
   TG_ASSIGN_OR_RETURN(t.name, r.RequiredString("name"));
@@ -62,9 +128,25 @@ absl::StatusOr<TierSpec> ParseTier(const json::Value& v, const std::string& sour
   if (t.capacity_bytes == 0) {
     return r.Error("capacity_bytes", v.Find("capacity_bytes"), "must be > 0");
   }
-  TG_ASSIGN_OR_RETURN(t.bandwidth_gbps,
-                      CheckedNumber(r, v, "bandwidth_gbps", std::nullopt, 0, true));
-  TG_ASSIGN_OR_RETURN(t.latency_ns, CheckedNumber(r, v, "latency_ns", std::nullopt, 0, true));
+  TG_ASSIGN_OR_RETURN(const json::Value* curves, r.OptionalMember("curves"));
+  if (curves != nullptr) {
+    for (std::string_view key : {"bandwidth_gbps", "latency_ns"}) {
+      if (v.Find(key) != nullptr) {
+        return r.Error(key, v.Find(key),
+                       "give either bandwidth_gbps and latency_ns or curves, not both (with "
+                       "curves they are the all-reads curve's peak and idle latency)");
+      }
+    }
+    if (!curves->is_array()) return r.Error("curves", curves, "must be an array of curves");
+    TG_ASSIGN_OR_RETURN(t.curves, ParseCurves(*curves, source, r.MemberPath("curves")));
+    const BandwidthLatencyCurve& top = t.curves.back();
+    t.bandwidth_gbps = top.points.back().first;
+    t.latency_ns = top.points.front().second;
+  } else {
+    TG_ASSIGN_OR_RETURN(t.bandwidth_gbps,
+                        CheckedNumber(r, v, "bandwidth_gbps", std::nullopt, 0, true));
+    TG_ASSIGN_OR_RETURN(t.latency_ns, CheckedNumber(r, v, "latency_ns", std::nullopt, 0, true));
+  }
   TG_ASSIGN_OR_RETURN(t.migration_gbps,
                       CheckedNumber(r, v, "migration_gbps", std::nullopt, 0, true));
   TG_ASSIGN_OR_RETURN(t.numa_node, CheckedInt(r, v, "numa_node", -1, -1));
@@ -72,7 +154,105 @@ absl::StatusOr<TierSpec> ParseTier(const json::Value& v, const std::string& sour
   return t;
 }
 
+std::string ReadShares(const TierSpec& t) {
+  std::string out;
+  for (const BandwidthLatencyCurve& c : t.curves) {
+    StrAppend(&out, out.empty() ? "" : ", ", c.read_pct);
+  }
+  return out;
+}
+
+// The latency ratio of one measured curve at utilisation u of its own peak.
+double CurveRatio(const BandwidthLatencyCurve& c, double u) {
+  const double peak = c.points.back().first, idle = c.points.front().second;
+  const double bw = u * peak;
+  if (bw <= c.points.front().first) return 1.0;
+  for (size_t k = 1; k < c.points.size(); ++k) {
+    if (bw <= c.points[k].first) {
+      const auto& [b0, l0] = c.points[k - 1];
+      const auto& [b1, l1] = c.points[k];
+      return (l0 + (l1 - l0) * (bw - b0) / (b1 - b0)) / idle;
+    }
+  }
+  return c.points.back().second / idle;
+}
+
 }  // namespace
+
+double LoadCurve::Ratio(double u) const {
+  if (ratio.empty() || u <= 0) return 1.0;
+  if (u <= ratio.front().first) return 1.0 + (ratio.front().second - 1.0) * u / ratio.front().first;
+  for (size_t k = 1; k < ratio.size(); ++k) {
+    if (u <= ratio[k].first) {
+      const auto& [u0, r0] = ratio[k - 1];
+      const auto& [u1, r1] = ratio[k];
+      return r0 + (r1 - r0) * (u - u0) / (u1 - u0);
+    }
+  }
+  return ratio.back().second;
+}
+
+LoadCurve TierSpec::CurveAt(double read_pct) const {
+  LoadCurve out;
+  out.idle_latency_ns = latency_ns;
+  out.peak_gbps = bandwidth_gbps;
+  if (curves.empty()) return out;
+  // The two measured curves around read_pct (the same one at or beyond the ends).
+  size_t hi = 0;
+  while (hi + 1 < curves.size() && curves[hi].read_pct < read_pct) ++hi;
+  const size_t lo = (hi > 0 && curves[hi].read_pct > read_pct) ? hi - 1 : hi;
+  const BandwidthLatencyCurve &a = curves[lo], &b = curves[hi];
+  const double w = (lo == hi) ? 0.0 : (read_pct - a.read_pct) / (b.read_pct - a.read_pct);
+  out.peak_gbps = (1 - w) * a.points.back().first + w * b.points.back().first;
+  out.idle_latency_ns = (1 - w) * a.points.front().second + w * b.points.front().second;
+  // The union of both curves' utilisations, each ratio interpolated at them.
+  std::vector<double> us;
+  for (const BandwidthLatencyCurve* c : {&a, &b}) {
+    for (const auto& [bw, lat] : c->points) us.push_back(bw / c->points.back().first);
+  }
+  std::sort(us.begin(), us.end());
+  us.erase(std::unique(us.begin(), us.end()), us.end());
+  for (double u : us) {
+    out.ratio.emplace_back(u, (1 - w) * CurveRatio(a, u) + w * CurveRatio(b, u));
+  }
+  return out;
+}
+
+double LoadedMemoryTimeNs(std::span<const double> latency_time, std::span<const double> band_time,
+                          std::span<const LoadCurve* const> curves) {
+  double floor = 0, flat_sum = 0;
+  bool loaded = false;
+  for (size_t t = 0; t < latency_time.size(); ++t) {
+    floor = std::max(floor, band_time[t]);
+    flat_sum += latency_time[t];
+    if (curves[t] != nullptr && !curves[t]->flat() && latency_time[t] > 0) loaded = true;
+  }
+  if (!loaded) return std::max(flat_sum, floor);
+  // f(m) = sum_t latency_time[t] * ratio_t(band_time[t] / m) - m falls strictly with m.
+  auto demand = [&](double m) {
+    double sum = 0;
+    for (size_t t = 0; t < latency_time.size(); ++t) {
+      if (latency_time[t] <= 0) continue;
+      const double u = m > 0 ? band_time[t] / m : 0.0;
+      sum += latency_time[t] * (curves[t] != nullptr ? curves[t]->Ratio(u) : 1.0);
+    }
+    return sum;
+  };
+  double lo = floor;
+  if (lo > 0 && demand(lo) <= lo) return lo;  // bandwidth-bound: the slowest tier at its peak
+  double hi = demand(lo);                     // latency at the floor's load bounds m above
+  if (lo <= 0) lo = flat_sum;                 // no bandwidth term: latency at least idle
+  if (hi <= lo) return lo;
+  for (int it = 0; it < 60 && hi - lo > 1e-12 * hi; ++it) {
+    const double mid = 0.5 * (lo + hi);
+    if (demand(mid) > mid) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return hi;
+}
 
 const TierSpec* Machine::Find(std::string_view tier_name) const {
   for (const TierSpec& t : tiers) {
@@ -111,6 +291,16 @@ absl::StatusOr<Machine> ParseMachine(std::string_view json_text, std::string_vie
     if (m.Find(t.name) != nullptr) {
       return json::ObjectReader(tv, src, StrCat("tiers[", i, "]"))
           .Error("name", tv.Find("name"), StrCat("duplicate tier name \"", t.name, "\""));
+    }
+    for (const TierSpec& other : m.tiers) {
+      if (t.curves.empty() || other.curves.empty()) continue;
+      if (ReadShares(t) != ReadShares(other)) {
+        return json::ObjectReader(tv, src, StrCat("tiers[", i, "]"))
+            .Error("curves", tv.Find("curves"),
+                   StrCat("read shares ", ReadShares(t), " differ from tier \"", other.name,
+                          "\"'s ", ReadShares(other),
+                          " (every tier with curves must be measured at the same read shares)"));
+      }
     }
     m.tiers.push_back(std::move(t));
   }
@@ -164,14 +354,36 @@ std::string MachineToJson(const Machine& m) {
     w.String(t.name);
     w.Key("capacity_bytes");
     w.Uint(t.capacity_bytes);
-    w.Key("bandwidth_gbps");
-    w.Double(t.bandwidth_gbps);
-    w.Key("latency_ns");
-    w.Double(t.latency_ns);
+    if (t.curves.empty()) {
+      w.Key("bandwidth_gbps");
+      w.Double(t.bandwidth_gbps);
+      w.Key("latency_ns");
+      w.Double(t.latency_ns);
+    }
     w.Key("migration_gbps");
     w.Double(t.migration_gbps);
     w.Key("numa_node");
     w.Int(t.numa_node);
+    if (!t.curves.empty()) {
+      w.Key("curves");
+      w.BeginArray();
+      for (const BandwidthLatencyCurve& c : t.curves) {
+        w.BeginObject();
+        w.Key("read_pct");
+        w.Double(c.read_pct);
+        w.Key("points");
+        w.BeginArray();
+        for (const auto& [bw, lat] : c.points) {
+          w.BeginArray();
+          w.Double(bw);
+          w.Double(lat);
+          w.EndArray();
+        }
+        w.EndArray();
+        w.EndObject();
+      }
+      w.EndArray();
+    }
     w.EndObject();
   }
   w.EndArray();

@@ -1,7 +1,10 @@
 // Machine descriptions: the memory tiers of a heterogeneous-memory node.
 //
 // A Machine names its tiers (ddr, hbm, remote, ...) with capacity, bandwidth, latency and
-// page-migration throughput, and the number of cores applications run on. The synthetic
+// page-migration throughput, and the number of cores applications run on. A tier's
+// bandwidth and latency are either two numbers or measured bandwidth-latency curves, one
+// per read share (the format of published memory characterisations such as the Mess
+// benchmark's), from which the loaded latency at any bandwidth follows (LoadCurve). The synthetic
 // profile generator uses it as its performance model, the estimator and the environment
 // use it for tier names, capacities and migration costs, and the profiler uses the NUMA
 // node of each tier to bind memory. The JSON format is documented in traces/SYNTH.md
@@ -13,24 +16,72 @@
 #define TIERGYM_TRACES_MACHINE_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 
 namespace tiergym {
 
+// One measured bandwidth-latency curve of a tier: the loaded latency of a miss while the
+// tier serves a given bandwidth, with a given share of reads in its traffic.
+struct BandwidthLatencyCurve {
+  double read_pct = 100;  // share of reads in the traffic, [0, 100]
+  // (bandwidth GB/s, latency ns) in order of load: bandwidth strictly increasing,
+  // latency non-decreasing, both > 0; at least two points.
+  std::vector<std::pair<double, double>> points;
+
+  friend bool operator==(const BandwidthLatencyCurve&, const BandwidthLatencyCurve&) = default;
+};
+
+// A tier's loaded latency at one read share, normalised: at utilisation u = bandwidth /
+// peak_gbps the latency is idle_latency_ns * Ratio(u). Ratio is 1 at u = 0, non-decreasing,
+// and holds its last value beyond the last point (the tier serves no more than its peak).
+// A tier without curves has a flat curve: Ratio = 1, the two-number model.
+struct LoadCurve {
+  double idle_latency_ns = 0;
+  double peak_gbps = 0;
+  std::vector<std::pair<double, double>> ratio;  // (u, latency / idle), u ascending
+
+  double Ratio(double u) const;
+  bool flat() const { return ratio.empty(); }
+};
+
 struct TierSpec {
   std::string name;             // e.g. "ddr", "hbm", "remote"; unique within a machine
   uint64_t capacity_bytes = 0;  // > 0
-  double bandwidth_gbps = 0;    // sustained bandwidth, GB/s (= bytes/ns), > 0
-  double latency_ns = 0;        // idle load-to-use latency of an LLC miss, > 0
-  double migration_gbps = 0;    // page migration throughput into this tier, GB/s, > 0
-  int numa_node = -1;           // NUMA node backing the tier, -1 = none
+  // Sustained bandwidth, GB/s (= bytes/ns), > 0. With curves: the all-reads (highest read
+  // share) curve's last bandwidth.
+  double bandwidth_gbps = 0;
+  // Idle load-to-use latency of an LLC miss, > 0. With curves: that curve's first latency.
+  double latency_ns = 0;
+  double migration_gbps = 0;  // page migration throughput into this tier, GB/s, > 0
+  int numa_node = -1;         // NUMA node backing the tier, -1 = none
+  // Measured curves, read_pct ascending; empty: bandwidth_gbps and latency_ns only.
+  std::vector<BandwidthLatencyCurve> curves;
+
+  // The tier's loaded-latency curve at `read_pct` (clamped to the measured shares): each
+  // curve is normalised by its own peak and idle latency; between two measured shares,
+  // peak, idle latency and ratio are interpolated linearly in the read share.
+  LoadCurve CurveAt(double read_pct) const;
 
   friend bool operator==(const TierSpec&, const TierSpec&) = default;
 };
+
+// The memory time of work whose misses several tiers serve at once, with loaded latencies.
+// For each tier t: latency_time[t] = its misses' latency time at the idle latency (misses *
+// idle latency / outstanding misses, Little's law) and band_time[t] = its bytes / peak
+// bandwidth. The result is the smallest m >= max_t band_time[t] with
+//     m >= sum_t latency_time[t] * curve[t].Ratio(band_time[t] / m)
+// (the tiers' bandwidths at time m set their latencies, which set the time). With flat
+// curves it is max(sum latency_time, max band_time), the two-number model exactly.
+// Entries with latency_time 0 and band_time 0 do not count. `curves` may hold nullptrs
+// (flat).
+double LoadedMemoryTimeNs(std::span<const double> latency_time, std::span<const double> band_time,
+                          std::span<const LoadCurve* const> curves);
 
 struct Machine {
   std::string name;
@@ -50,7 +101,9 @@ struct Machine {
 };
 
 // Parses a machine description. `source` names the text in errors, which read
-// "SOURCE:LINE:COL: PATH: RULE", e.g. "m.json:7:22: tiers[1].latency_ns: must be > 0".
+// "SOURCE:LINE:COL: PATH: RULE", e.g. "m.json:7:22: tiers[1].latency_ns: must be > 0" or
+// "m.json:12:30: tiers[0].curves[1].points[3]: bandwidth 80 is not above the previous
+// point's 92 (bandwidth must increase along a curve)".
 // Unknown keys are errors. Fails with InvalidArgument.
 absl::StatusOr<Machine> ParseMachine(std::string_view json_text, std::string_view source);
 

@@ -118,6 +118,9 @@ int ValidateCommand(const std::vector<std::string>& args) {
   p.AddOption("apps", "FILE", "solo bandwidths (apps.csv)");
   p.AddOption("pairs", "FILE", "measured pairs (pairs.csv)");
   p.AddFlag("json", "print a JSON list of rows instead of the table");
+  p.AddOption("fit", "least-squares|robust",
+              "how the linear and poly2 rows fit their points (default least-squares, the "
+              "paper's; robust: Tukey's biweight, which outlying measurements do not pull)");
   p.AddOption("plot", "FILE.png",
               "also draw one family with its smoothed fits (like the seed's Figure 4)");
   p.AddOption("plot-app", "NAME", "the family to draw (default: the first by name)");
@@ -138,7 +141,20 @@ int ValidateCommand(const std::vector<std::string>& args) {
   if (!apps.ok()) return Fail(apps.status());
   auto pairs = ReadPairsCsv(p.Get("pairs"));
   if (!pairs.ok()) return Fail(pairs.status());
-  auto report = Validate(*families, *apps, *pairs, StandardMethods(), p.Get("pairs"));
+  std::vector<Method> methods = StandardMethods();
+  if (p.Given("fit")) {
+    Fit fit = Fit::kLeastSquares;
+    if (p.Get("fit") == "robust") {
+      fit = Fit::kRobust;
+    } else if (p.Get("fit") != "least-squares") {
+      return UsageFail(absl::InvalidArgumentError(
+          StrCat("--fit: unknown fit '", p.Get("fit"), "' (least-squares or robust)")));
+    }
+    for (Method& m : methods) {
+      if (m.smoothing != Smoothing::kInterpolation) m.fit = fit;
+    }
+  }
+  auto report = Validate(*families, *apps, *pairs, methods, p.Get("pairs"));
   if (!report.ok()) return Fail(report.status());
   for (const SkippedMethod& s : report->skipped) {
     std::cerr << "note: method " << MethodName(s.method) << " left out: " << s.reason << "\n";
@@ -234,8 +250,10 @@ int PredictCommand(const std::vector<std::string>& args) {
       "normalized_perf is the seed's prediction (solo runtime / runtime under interference);\n"
       "slowdown is the runtime factor the runtime estimator uses: 1 / the prediction from the\n"
       "curves made non-increasing and never above 1 (always >= 1).\n"
-      "JSON output: {app, method, bandwidth_gbps, read_pct, normalized_perf, slowdown, cost}\n"
-      "(bandwidth_gbps and read_pct: the co-runners combined).");
+      "JSON output: {app, method, bandwidth_gbps, read_pct, normalized_perf, slowdown, cost,\n"
+      "measured_max_gbps, beyond_measured} (bandwidth_gbps and read_pct: the co-runners\n"
+      "combined; beyond_measured: more than the curves measured, where they hold their last\n"
+      "value, with a note on stderr).");
   if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
   for (const char* required : {"curves", "app", "bandwidth", "read-pct"}) {
     if (absl::Status s = p.Require(required); !s.ok()) return UsageFail(s);
@@ -268,6 +286,15 @@ int PredictCommand(const std::vector<std::string>& args) {
   if (!model.ok()) return Fail(model.status());
   const double perf = model->NormalizedPerf(interference);
   const double slowdown = model->Slowdown(interference);
+  const double measured_max = model->MeasuredMaxGbps(interference);
+  const bool beyond = interference.TotalBandwidthGbps() > measured_max;
+  if (beyond) {
+    std::cerr << "note: " << interference.TotalBandwidthGbps()
+              << " GB/s lies beyond the largest interference measured on the curves used ("
+              << measured_max
+              << " GB/s): the curves hold their last value there, nothing is extrapolated; "
+                 "measure the curves further to trust this prediction\n";
+  }
   if (p.Flag("json")) {
     json::Writer w;
     w.BeginObject();
@@ -285,6 +312,10 @@ int PredictCommand(const std::vector<std::string>& args) {
     w.Double(slowdown);
     w.Key("cost");
     w.Double(model->ProfilingCost());
+    w.Key("measured_max_gbps");
+    w.Double(measured_max);
+    w.Key("beyond_measured");
+    w.Bool(beyond);
     w.EndObject();
     std::cout << w.Take() << "\n";
     return kExitOk;

@@ -72,6 +72,10 @@ void AddEstimateOptions(ArgParser& p) {
               "roofline model: share of the shorter of compute and memory time hidden under "
               "the longer",
               "0.5");
+  p.AddOption("read-pct", "PERCENT",
+              "machines with measured curves: the share of reads in the application's memory "
+              "traffic, which picks the curves (PEBS samples loads only)",
+              "100");
   p.AddOption("engine", "index|replay",
               "index (default) or the per-sample replay as published (paper model only; "
               "slow, for checking)",
@@ -158,6 +162,11 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
     s = absl::InvalidArgumentError(
         StrCat("--overlap must be a number in [0, 1], not '", p.Get("overlap"), "'"));
   }
+  auto read_pct = p.GetDouble("read-pct");
+  if (s.ok() && !(read_pct.ok() && *read_pct >= 0 && *read_pct <= 100)) {
+    s = absl::InvalidArgumentError(
+        StrCat("--read-pct must be a number in [0, 100], not '", p.Get("read-pct"), "'"));
+  }
   if (s.ok() && engine == "replay" && model.ok() && *model != Model::kPaper) {
     s = absl::InvalidArgumentError("--engine replay computes the paper model only");
   }
@@ -188,6 +197,7 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
       empty == "base" ? EmptyWindows::kBaseTime : EmptyWindows::kSegmentShares;
   out->options.compute_overlap = *overlap;
   out->options.tail_window_apart = tail == "apart";
+  out->options.read_pct = *read_pct;
   out->model = *model;
   out->level = *level;
   out->replicates = static_cast<int>(*replicates);

@@ -37,7 +37,7 @@ std::string CurveName(const Method& method) {
 std::string MethodName(const Method& method) {
   if (method.IsMemgen()) return "memgen";
   return StrCat(SmoothingName(method.smoothing), "/", PointSetName(method.points), "/",
-                CurveName(method));
+                CurveName(method), method.fit == Fit::kRobust ? "/robust" : "");
 }
 
 absl::StatusOr<Method> ParseMethod(std::string_view name) {
@@ -50,13 +50,17 @@ absl::StatusOr<Method> ParseMethod(std::string_view name) {
     start = slash + 1;
   }
   const auto bad = [&](std::string_view why) {
-    return absl::InvalidArgumentError(
-        StrCat("method \"", name, "\": ", why,
-               "; expected SMOOTHING/POINTS/CURVE (linear|poly2|interpolation / all|sampled / "
-               "right|estimated|READ_PCT) or memgen, e.g. linear/all/right"));
+    return absl::InvalidArgumentError(StrCat(
+        "method \"", name, "\": ", why,
+        "; expected SMOOTHING/POINTS/CURVE (linear|poly2|interpolation / all|sampled / "
+        "right|estimated|READ_PCT, then optionally /robust) or memgen, e.g. linear/all/right"));
   };
-  if (parts.size() != 2 && parts.size() != 3) return bad("wrong number of '/'-separated parts");
   Method m;
+  if (parts.size() >= 3 && parts.back() == "robust") {
+    m.fit = Fit::kRobust;
+    parts.pop_back();
+  }
+  if (parts.size() != 2 && parts.size() != 3) return bad("wrong number of '/'-separated parts");
   if (parts[0] == "linear") {
     m.smoothing = Smoothing::kLinear;
   } else if (parts[0] == "poly2") {
@@ -65,6 +69,9 @@ absl::StatusOr<Method> ParseMethod(std::string_view name) {
     m.smoothing = Smoothing::kInterpolation;
   } else {
     return bad(StrCat("unknown smoothing \"", parts[0], "\""));
+  }
+  if (m.fit == Fit::kRobust && m.smoothing == Smoothing::kInterpolation) {
+    return bad("robust applies to the linear and poly2 fits, not to interpolation");
   }
   if (parts.size() == 3) {
     if (parts[1] == "all") {
@@ -155,7 +162,7 @@ absl::StatusOr<ContentionModel> ContentionModel::Create(const SensitivityFamily&
   model.app_ = family.app;
   model.method_ = method;
   for (const SensitivityCurve* c : used) {
-    absl::StatusOr<SmoothedCurve> s = SmoothCurve(*c, method.smoothing, method.points);
+    absl::StatusOr<SmoothedCurve> s = SmoothCurve(*c, method.smoothing, method.points, method.fit);
     if (!s.ok()) {
       return absl::Status(s.status().code(),
                           StrCat("app \"", family.app, "\": ", s.status().message()));
@@ -201,6 +208,10 @@ double ContentionModel::Slowdown(const Interference& interference) const {
   const double perf =
       Combine(interference.ReadPct(), [gbps](const SmoothedCurve& c) { return c.Envelope(gbps); });
   return 1.0 / std::max(perf, kMinNormalizedPerf);
+}
+
+double ContentionModel::MeasuredMaxGbps(const Interference& interference) const {
+  return Combine(interference.ReadPct(), [](const SmoothedCurve& c) { return c.max_gbps(); });
 }
 
 double ContentionModel::ProfilingCost() const {

@@ -46,6 +46,7 @@ struct Method {
   PointSet points = PointSet::kAll;          // default: every measured point
   CurveChoice curve = CurveChoice::kRight;   // default: the interferer's own read share
   double static_read_pct = 75;               // used by kStatic only; default 75
+  Fit fit = Fit::kLeastSquares;              // kLinear and kPoly2 only
 
   // Interpolation, sampled points, the static 75 % curve.
   static Method Memgen();
@@ -54,6 +55,7 @@ struct Method {
   // Same smoothing, points and curve choice (static_read_pct counts for kStatic only).
   friend bool operator==(const Method& a, const Method& b) {
     return a.smoothing == b.smoothing && a.points == b.points && a.curve == b.curve &&
+           a.fit == b.fit &&
            (a.curve != CurveChoice::kStatic || a.static_read_pct == b.static_read_pct);
   }
 };
@@ -110,6 +112,12 @@ class ContentionModel {
   // non-decreasing when the co-runners' bandwidths grow at a fixed read share.
   // REQUIRES: CheckInterference(interference) is OK.
   double Slowdown(const Interference& interference) const;
+
+  // The largest interference measured on the curves a prediction at this interference's
+  // read share reads (combined across read shares like the prediction), GB/s. Beyond it a
+  // curve holds its last value: the prediction is not extrapolated, and callers should say
+  // so (`tiergym contention predict` does). REQUIRES: CheckInterference(interference).
+  double MeasuredMaxGbps(const Interference& interference) const;
 
   // Profiling cost as the seed counts it (Tables 1-3): the distinct interference levels
   // of every curve the method uses, divided by 4 (one static curve of four points = 1).

@@ -9,6 +9,15 @@
 namespace tiergym::contention {
 namespace {
 
+// Tukey's biweight: points further than kBiweightTuning robust standard deviations of the
+// residuals from the fit get no weight (4.685: 95 % efficiency on normal noise); the
+// scale is the median absolute residual times 1.4826, at least kRobustScaleFloor (a
+// hundredth of a percent: a curve fitted exactly does not divide by zero).
+constexpr double kBiweightTuning = 4.685;
+constexpr double kMadToSigma = 1.4826;
+constexpr double kRobustScaleFloor = 1e-4;
+constexpr int kRobustIterations = 20;
+
 // Distinct interference levels of ascending points, with the mean performance of each.
 std::vector<std::pair<double, double>> LevelMeans(const std::vector<CurvePoint>& points) {
   std::vector<std::pair<double, double>> levels;
@@ -28,9 +37,11 @@ std::vector<std::pair<double, double>> LevelMeans(const std::vector<CurvePoint>&
 
 // Least-squares coefficients {a, b, c} of a + b x + c x^2 (degree 1 or 2) through the
 // points. x is scaled by `scale` for the solve, which keeps the columns comparable.
-std::array<double, 3> FitPolynomial(const std::vector<CurvePoint>& points, int degree,
-                                    double scale) {
-  const Eigen::Index n = static_cast<Eigen::Index>(points.size());
+// Fit::kRobust reweights the points by Tukey's biweight of their residuals (iteratively
+// reweighted least squares, see smoothing.h).
+std::array<double, 3> FitPolynomial(const std::vector<CurvePoint>& points, int degree, double scale,
+                                    Fit fit) {
+  const auto n = static_cast<Eigen::Index>(points.size());
   Eigen::MatrixXd a(n, degree + 1);
   Eigen::VectorXd y(n);
   for (Eigen::Index i = 0; i < n; ++i) {
@@ -42,7 +53,27 @@ std::array<double, 3> FitPolynomial(const std::vector<CurvePoint>& points, int d
     }
     y(i) = points[i].normalized_perf;
   }
-  const Eigen::VectorXd solution = a.colPivHouseholderQr().solve(y);
+  Eigen::VectorXd solution = a.colPivHouseholderQr().solve(y);
+  if (fit == Fit::kRobust && n > degree + 2) {
+    std::vector<double> abs_residual(n);
+    Eigen::VectorXd w(n);
+    for (int it = 0; it < kRobustIterations; ++it) {
+      const Eigen::VectorXd r = y - a * solution;
+      for (Eigen::Index i = 0; i < n; ++i) abs_residual[i] = std::fabs(r(i));
+      std::nth_element(abs_residual.begin(), abs_residual.begin() + n / 2, abs_residual.end());
+      const double scale_r = std::max(kMadToSigma * abs_residual[n / 2], kRobustScaleFloor);
+      const double c = kBiweightTuning * scale_r;
+      Eigen::Index kept = 0;
+      for (Eigen::Index i = 0; i < n; ++i) {
+        const double z = r(i) / c;
+        w(i) = std::fabs(z) < 1 ? (1 - z * z) * (1 - z * z) : 0.0;
+        if (w(i) > 0) ++kept;
+      }
+      if (kept <= degree + 1) break;  // too few points left to fit: keep the last solution
+      const Eigen::VectorXd sw = w.cwiseSqrt();
+      solution = (sw.asDiagonal() * a).colPivHouseholderQr().solve(sw.asDiagonal() * y);
+    }
+  }
   std::array<double, 3> c{};
   double factor = 1;
   for (int k = 0; k <= degree; ++k) {
@@ -102,6 +133,11 @@ std::vector<CurvePoint> SampledPoints(const SensitivityCurve& curve) {
 
 absl::StatusOr<SmoothedCurve> SmoothCurve(const SensitivityCurve& curve, Smoothing smoothing,
                                           PointSet point_set) {
+  return SmoothCurve(curve, smoothing, point_set, Fit::kLeastSquares);
+}
+
+absl::StatusOr<SmoothedCurve> SmoothCurve(const SensitivityCurve& curve, Smoothing smoothing,
+                                          PointSet point_set, Fit fit) {
   const std::vector<CurvePoint> points =
       point_set == PointSet::kAll ? Sorted(curve.points) : SampledPoints(curve);
   std::vector<std::pair<double, double>> levels = LevelMeans(points);
@@ -124,7 +160,7 @@ absl::StatusOr<SmoothedCurve> SmoothCurve(const SensitivityCurve& curve, Smoothi
     out.knots_ = std::move(levels);
   } else {
     out.coefficients_ =
-        FitPolynomial(points, smoothing == Smoothing::kPoly2 ? 2 : 1, out.max_gbps_);
+        FitPolynomial(points, smoothing == Smoothing::kPoly2 ? 2 : 1, out.max_gbps_, fit);
   }
   return out;
 }

@@ -35,6 +35,14 @@ namespace tiergym::contention {
 
 enum class Smoothing { kLinear, kPoly2, kInterpolation };
 enum class PointSet { kAll, kSampled };
+// How kLinear and kPoly2 fit their points (interpolation has no fit):
+//   kLeastSquares  ordinary least squares (the contention paper's fits)
+//   kRobust        Tukey's biweight by iteratively reweighted least squares: a measurement
+//                  far from the curve (a run disturbed by something else) loses its weight
+//                  instead of pulling the fit; the scale is the median absolute residual.
+//                  With no more points than the fit's unknowns plus two it is ordinary
+//                  least squares.
+enum class Fit { kLeastSquares, kRobust };
 
 // "linear", "poly2", "interpolation"; "all", "sampled" (the keys of validate --json).
 std::string_view SmoothingName(Smoothing s);
@@ -62,7 +70,8 @@ class SmoothedCurve {
   double Envelope(double gbps) const;
 
  private:
-  friend absl::StatusOr<SmoothedCurve> SmoothCurve(const SensitivityCurve&, Smoothing, PointSet);
+  friend absl::StatusOr<SmoothedCurve> SmoothCurve(const SensitivityCurve&, Smoothing, PointSet,
+                                                   Fit);
   double Body(double gbps) const;
 
   Smoothing smoothing_ = Smoothing::kInterpolation;
@@ -83,6 +92,9 @@ std::vector<CurvePoint> SampledPoints(const SensitivityCurve& curve);
 // Smooths `curve`. FailedPrecondition, naming the curve's read share, when the points
 // used have fewer distinct interference levels than the method needs (kLinear 2,
 // kPoly2 3, kInterpolation 1).
+absl::StatusOr<SmoothedCurve> SmoothCurve(const SensitivityCurve& curve, Smoothing smoothing,
+                                          PointSet points, Fit fit);
+// Fit::kLeastSquares.
 absl::StatusOr<SmoothedCurve> SmoothCurve(const SensitivityCurve& curve, Smoothing smoothing,
                                           PointSet points);
 

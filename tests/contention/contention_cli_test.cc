@@ -109,6 +109,38 @@ TEST(ContentionCliTest, PredictAnswersOneQuery) {
   EXPECT_NEAR(v->Find("slowdown")->number(), 1 / perf, 0.05);
 }
 
+TEST(ContentionCliTest, PredictSaysSoBeyondTheMeasuredRange) {
+  // The bundled curves reach 45 GB/s at most (the link): 500 GB/s is not extrapolated.
+  const std::string query = "contention predict --curves " + Bundled() +
+                            "/curves.csv --app lulesh --read-pct 70 --bandwidth ";
+  Result far = Tiergym(query + "500", true);
+  ASSERT_EQ(far.exit_code, 0) << far.out;
+  EXPECT_THAT(far.out, HasSubstr("beyond the largest interference measured"));
+  Result near = Tiergym(query + "20", true);
+  ASSERT_EQ(near.exit_code, 0) << near.out;
+  EXPECT_THAT(near.out, Not(HasSubstr("beyond")));
+  Result j = Tiergym("contention predict --json --curves " + Bundled() +
+                     "/curves.csv --app lulesh --read-pct 70 --bandwidth 500 --method "
+                     "linear/all/right/robust");
+  ASSERT_EQ(j.exit_code, 0) << j.out;
+  auto v = json::Parse(j.out, "stdout");
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_TRUE(v->Find("beyond_measured")->bool_value());
+  EXPECT_LT(v->Find("measured_max_gbps")->number(), 500);
+  EXPECT_EQ(v->Find("method")->string(), "linear/all/right/robust");
+}
+
+TEST(ContentionCliTest, ValidateFitsRobustlyOnRequest) {
+  const std::string files = " --curves " + Bundled() + "/curves.csv --apps " + Bundled() +
+                            "/apps.csv --pairs " + Bundled() + "/pairs.csv";
+  Result robust = Tiergym("contention validate --json --fit robust" + files);
+  Result plain = Tiergym("contention validate --json" + files);
+  ASSERT_EQ(robust.exit_code, 0) << robust.out;
+  ASSERT_EQ(plain.exit_code, 0) << plain.out;
+  EXPECT_NE(robust.out, plain.out);  // the fitted rows move, interpolation's do not
+  EXPECT_EQ(Tiergym("contention validate --fit median" + files, true).exit_code, 2);
+}
+
 TEST(ContentionCliTest, PredictCombinesSeveralCoRunners) {
   const std::string base =
       "contention predict --json --curves " + Bundled() + "/curves.csv --app minife ";

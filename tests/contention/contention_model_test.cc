@@ -233,5 +233,18 @@ TEST(MethodTest, NamesRoundTripAndMemgenIsItsOwnName) {
   EXPECT_FALSE(ParseMethod("linear/all/right/extra").ok());
 }
 
+TEST(MethodTest, RobustFitsAreNamedAndRefusedForInterpolation) {
+  for (const char* name : {"linear/all/right/robust", "poly2/sampled/estimated/robust"}) {
+    auto m = ParseMethod(name);
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ(m->fit, Fit::kRobust);
+    EXPECT_EQ(MethodName(*m), name);
+  }
+  EXPECT_EQ(ParseMethod("linear/right/robust")->points, PointSet::kAll);
+  EXPECT_NE(*ParseMethod("linear/all/right/robust"), Method());
+  EXPECT_THAT(ParseMethod("interpolation/all/right/robust").status().message(),
+              HasSubstr("robust applies to the linear and poly2 fits"));
+}
+
 }  // namespace
 }  // namespace tiergym::contention

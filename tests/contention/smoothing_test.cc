@@ -31,6 +31,46 @@ std::vector<double> Levels(const std::vector<CurvePoint>& points) {
   return out;
 }
 
+// A measured curve on the line 1 - 0.01 x, two repeats per level, with one disturbed run
+// (an outlier 20 points low at the largest level, as the synthetic campaign's outliers).
+SensitivityCurve WithOutlier() {
+  std::vector<std::pair<double, double>> points;
+  for (double x = 2; x <= 20; x += 2) {
+    const double wiggle = 0.002 * ((static_cast<int>(x) / 2) % 3 - 1);
+    points.emplace_back(x, 1 - 0.01 * x + wiggle);
+    points.emplace_back(x, 1 - 0.01 * x - wiggle);
+  }
+  points.back().second -= 0.2;
+  return Curve(75, points);
+}
+
+TEST(SmoothingTest, RobustFitIsNotPulledByADisturbedMeasurement) {
+  const SensitivityCurve c = WithOutlier();
+  for (Smoothing s : {Smoothing::kLinear, Smoothing::kPoly2}) {
+    auto ls = SmoothCurve(c, s, PointSet::kAll, Fit::kLeastSquares);
+    auto robust = SmoothCurve(c, s, PointSet::kAll, Fit::kRobust);
+    ASSERT_TRUE(ls.ok() && robust.ok());
+    // At the largest level the truth is 0.8: least squares follows the outlier down.
+    EXPECT_LT(ls->Evaluate(20), 0.79) << SmoothingName(s);
+    EXPECT_NEAR(robust->Evaluate(20), 0.8, 0.003) << SmoothingName(s);
+    EXPECT_NEAR(robust->Evaluate(10), 0.9, 0.003) << SmoothingName(s);
+  }
+}
+
+TEST(SmoothingTest, RobustFitOfCleanPointsIsTheLeastSquaresFit) {
+  // Points exactly on a line: every weight stays 1 (the scale's floor avoids 0 / 0).
+  const SensitivityCurve c = Curve(75, {{2, 0.98}, {4, 0.96}, {6, 0.94}, {8, 0.92}, {10, 0.90}});
+  auto robust = SmoothCurve(c, Smoothing::kLinear, PointSet::kAll, Fit::kRobust);
+  ASSERT_TRUE(robust.ok());
+  EXPECT_NEAR(robust->coefficients()[0], 1.0, 1e-9);
+  EXPECT_NEAR(robust->coefficients()[1], -0.01, 1e-9);
+  // Too few points to tell an outlier (unknowns + 2): ordinary least squares.
+  const SensitivityCurve three = Curve(75, {{2, 0.98}, {4, 0.90}, {6, 0.94}});
+  auto a = SmoothCurve(three, Smoothing::kLinear, PointSet::kAll, Fit::kRobust);
+  auto b = SmoothCurve(three, Smoothing::kLinear, PointSet::kAll, Fit::kLeastSquares);
+  EXPECT_EQ(a->coefficients(), b->coefficients());
+}
+
 // Hand fit: x = 2, 4, 6, 8; mean x 5, mean y 0.925; Sxx = 20, Sxy = -0.38;
 // slope -0.019, intercept 0.925 + 5 * 0.019 = 1.02.
 TEST(SmoothingTest, LinearIsTheLeastSquaresLine) {

@@ -130,6 +130,13 @@ TEST(EstimatorIndexTest, Refusals) {
   options.base_device = "ddr";
   options.window_instructions = 0;
   EXPECT_FALSE(EstimatorIndex::Build(Toy(), options).ok());
+  options.window_instructions = 1'000'000;
+  options.read_pct = 101;
+  auto bad_read = EstimatorIndex::Build(Toy(), options);
+  ASSERT_FALSE(bad_read.ok());
+  EXPECT_THAT(std::string(bad_read.status().message()), HasSubstr("read_pct must be in [0, 100]"));
+  options.read_pct = 100;
+  options.window_instructions = 0;
 
   auto index = Index(Toy());
   auto unknown = index->Resolve(Ranges({{kPageA, kPageA + 4096, "cxl"}}));
@@ -482,6 +489,42 @@ TEST(EstimatorRooflineTest, FollowsTheSyntheticMachineWhereThePaperModelCannot) 
     EXPECT_LT(roof_mean, paper_mean / 2) << machine;
     EXPECT_LT(roof_max, paper_max / 2) << machine;
   }
+}
+
+TEST(EstimatorRooflineTest, OnAMachineFromMeasuredCurvesTheLoadedLatencyBeatsTwoNumbers) {
+  // xeonmax's tiers load their latency along measured curves (110 ns idle, 235 ns at the
+  // DDR5 peak): the same estimator given only each tier's peak and idle latency mistakes
+  // the queueing of a loaded tier for compute or concurrency.
+  const Synth& s = SynthFor("minife", "xeonmax", 200000);
+  ASSERT_FALSE(s.generated.machine.tiers[0].curves.empty());
+  IndexOptions curves = Recommended(s), flat = Recommended(s);
+  for (TierSpec& t : flat.machine->tiers) t.curves.clear();
+  const auto [curves_mean, curves_max] = Errors(s, *Index(s.profile, curves), Model::kRoofline);
+  const auto [flat_mean, flat_max] = Errors(s, *Index(s.profile, flat), Model::kRoofline);
+  EXPECT_LT(curves_mean, flat_mean);
+  EXPECT_LT(curves_max, flat_max);
+  EXPECT_LT(curves_mean, 2.0);
+}
+
+TEST(EstimatorRooflineTest, TheReadShareOptionPicksTheCurvesOfTheApplicationsTraffic) {
+  // minife with 69 % reads loads xeonmax's tiers along their 69 % curves (a lower peak,
+  // 340 ns at it); the estimator reading the all-reads curves misjudges the loaded
+  // latency, told the read share it does not.
+  auto model = synth::LoadAppModel("minife");
+  ASSERT_TRUE(model.ok());
+  for (synth::PhaseSpec& phase : model->phases) phase.read_pct = 69;
+  synth::SynthOptions options;
+  options.target_samples = 200000;
+  options.chunks_per_phase = 50;
+  auto generated = synth::GenerateProfile(*model, *LoadMachine("xeonmax"), options);
+  ASSERT_TRUE(generated.ok()) << generated.status();
+  const Synth s{*Profile::FromRuns("minife", generated->traces), std::move(*generated)};
+  IndexOptions all_reads = Recommended(s), told = Recommended(s);
+  told.read_pct = 69;
+  const auto [all_mean, all_max] = Errors(s, *Index(s.profile, all_reads), Model::kRoofline);
+  const auto [told_mean, told_max] = Errors(s, *Index(s.profile, told), Model::kRoofline);
+  EXPECT_LT(told_mean, all_mean);
+  EXPECT_LT(told_max, all_max);
 }
 
 TEST(EstimatorRooflineTest, TheBarrierWaitAtAPhasesEndIsNotTakenForMisses) {

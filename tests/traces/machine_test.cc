@@ -137,5 +137,148 @@ TEST(MachineTest, JsonRoundTrips) {
   EXPECT_EQ(*back, *m);
 }
 
+TEST(MachineTest, LoadsXeonMaxWithMeasuredCurvesAndDerivesPeakAndIdleLatency) {
+  absl::StatusOr<Machine> m = LoadMachine("xeonmax");
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->tiers.size(), 2u);
+  const TierSpec& ddr = m->tiers[0];
+  ASSERT_EQ(ddr.curves.size(), 2u);
+  EXPECT_EQ(ddr.curves[0].read_pct, 69);
+  EXPECT_EQ(ddr.curves[1].read_pct, 100);
+  // The all-reads curve's last bandwidth and first latency (Mess, Xeon Platinum 8480+).
+  EXPECT_DOUBLE_EQ(ddr.bandwidth_gbps, 263.57);
+  EXPECT_DOUBLE_EQ(ddr.latency_ns, 109.982);
+  const TierSpec* hbm = m->Find("hbm");
+  ASSERT_NE(hbm, nullptr);
+  EXPECT_NEAR(hbm->bandwidth_gbps / ddr.bandwidth_gbps, 1638.4 / 307.2, 0.01);
+  // At its peak the all-reads curve has 234.932 ns; with 69 % reads the peak is lower.
+  const LoadCurve all_reads = ddr.CurveAt(100);
+  EXPECT_NEAR(all_reads.Ratio(1.0) * all_reads.idle_latency_ns, 234.932, 1e-9);
+  EXPECT_NEAR(ddr.CurveAt(69).peak_gbps, 236.567, 1e-9);
+  EXPECT_NEAR(ddr.CurveAt(84.5).peak_gbps, 0.5 * (236.567 + 263.57), 1e-9);
+  // Outside the measured shares the nearest curve applies.
+  EXPECT_NEAR(ddr.CurveAt(10).peak_gbps, 236.567, 1e-9);
+  // The ratio grows with the load.
+  double previous = 0;
+  for (double u = 0; u <= 1.2; u += 0.05) {
+    const double r = all_reads.Ratio(u);
+    EXPECT_GE(r, previous - 1e-12) << u;
+    previous = r;
+  }
+  EXPECT_DOUBLE_EQ(all_reads.Ratio(0), 1.0);
+}
+
+TEST(MachineTest, JsonRoundTripsWithCurves) {
+  absl::StatusOr<Machine> m = LoadMachine("xeonmax");
+  ASSERT_TRUE(m.ok()) << m.status();
+  absl::StatusOr<Machine> back = ParseMachine(MachineToJson(*m), "roundtrip.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, *m);
+}
+
+TEST(MachineTest, TierWithoutCurvesHasAFlatCurve) {
+  absl::StatusOr<Machine> m = ParseMachine(kTwoTiers, "toy.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  const LoadCurve c = m->tiers[0].CurveAt(70);
+  EXPECT_TRUE(c.flat());
+  EXPECT_EQ(c.peak_gbps, 50);
+  EXPECT_EQ(c.idle_latency_ns, 100);
+  EXPECT_EQ(c.Ratio(0.99), 1.0);
+}
+
+// A machine whose first tier's curves are `curves` (JSON), for the refusals below.
+std::string WithCurves(const std::string& curves, const std::string& second = "") {
+  std::string text =
+      "{\n"
+      "  \"name\": \"c\",\n"
+      "  \"tiers\": [\n"
+      "    {\"name\": \"ddr\", \"capacity_bytes\": 1024, \"migration_gbps\": 4,\n"
+      "     \"curves\": " +
+      curves + "}";
+  if (!second.empty()) text += ",\n    " + second;
+  return text + "\n  ]\n}";
+}
+
+struct CurveCase {
+  std::string name;
+  std::string text;
+  std::string where;  // "FILE:LINE:" and path the message must name
+  std::string rule;   // words of the rule
+};
+
+TEST(MachineTest, RefusesMalformedCurvesNamingLineFieldAndRule) {
+  const std::string ok_curve = R"([{"read_pct": 100, "points": [[1, 100], [50, 150]]}])";
+  const std::vector<CurveCase> cases = {
+      {"non-monotonic bandwidth",
+       WithCurves(R"([{"read_pct": 100, "points": [[1, 100], [50, 150], [40, 170]]}])"),
+       "c.json:5:67: tiers[0].curves[0].points[2]", "bandwidth must increase"},
+      {"falling latency", WithCurves(R"([{"read_pct": 100, "points": [[1, 100], [50, 90]]}])"),
+       "tiers[0].curves[0].points[1]", "latency must not fall"},
+      {"negative bandwidth", WithCurves(R"([{"read_pct": 100, "points": [[-1, 100], [5, 90]]}])"),
+       "tiers[0].curves[0].points[0]", "must be > 0"},
+      {"negative latency", WithCurves(R"([{"read_pct": 100, "points": [[1, -100], [5, 90]]}])"),
+       "tiers[0].curves[0].points[0]", "latency -100 ns must be > 0"},
+      {"read share out of range",
+       WithCurves(R"([{"read_pct": 101, "points": [[1, 100], [5, 190]]}])"),
+       "tiers[0].curves[0].read_pct", "[0, 100]"},
+      {"read shares not ascending",
+       WithCurves(
+           R"([{"read_pct": 100, "points": [[1, 100], [5, 190]]}, {"read_pct": 50, "points": [[1, 100], [5, 190]]}])"),
+       "tiers[0].curves[1].read_pct", "ascending read_pct"},
+      {"missing read shares on another tier",
+       WithCurves(
+           R"([{"read_pct": 50, "points": [[1, 100], [5, 190]]}, {"read_pct": 100, "points": [[1, 100], [5, 190]]}])",
+           R"({"name": "hbm", "capacity_bytes": 1024, "migration_gbps": 4, "curves": )" + ok_curve +
+               "}"),
+       "tiers[1].curves", "read shares 100 differ from tier \"ddr\"'s 50, 100"},
+      {"one point", WithCurves(R"([{"read_pct": 100, "points": [[1, 100]]}])"),
+       "tiers[0].curves[0].points", "at least two"},
+      {"point not a pair", WithCurves(R"([{"read_pct": 100, "points": [[1, 100], [5]]}])"),
+       "tiers[0].curves[0].points[1]", "pair of numbers"},
+      {"no curve", WithCurves("[]"), "tiers[0].curves", "at least one curve"},
+      {"missing points", WithCurves(R"([{"read_pct": 100}])"), "tiers[0].curves[0]",
+       "missing required key \"points\""},
+      {"curves and numbers",
+       R"({"name": "c", "tiers": [{"name": "ddr", "capacity_bytes": 1024, "migration_gbps": 4,
+          "bandwidth_gbps": 10, "curves": )" +
+           ok_curve + "}]}",
+       "tiers[0].bandwidth_gbps", "not both"},
+  };
+  for (const CurveCase& c : cases) {
+    absl::StatusOr<Machine> m = ParseMachine(c.text, "c.json");
+    ASSERT_FALSE(m.ok()) << c.name;
+    const std::string msg(m.status().message());
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << c.name;
+    EXPECT_NE(msg.find(c.where), std::string::npos) << c.name << ": " << msg;
+    EXPECT_NE(msg.find(c.rule), std::string::npos) << c.name << ": " << msg;
+  }
+}
+
+TEST(MachineTest, LoadedMemoryTimeIsTheTwoNumberModelOnFlatCurves) {
+  const std::vector<double> latency = {30, 50}, band = {70, 20};
+  const std::vector<const LoadCurve*> flat = {nullptr, nullptr};
+  EXPECT_EQ(LoadedMemoryTimeNs(latency, band, flat), 80);  // latency adds up
+  const std::vector<double> band_bound = {120, 20};
+  EXPECT_EQ(LoadedMemoryTimeNs(latency, band_bound, flat), 120);  // the slowest transfer
+}
+
+TEST(MachineTest, LoadedLatencyRisesWithTheTiersLoadAndSolvesItsFixedPoint) {
+  LoadCurve curve;
+  curve.idle_latency_ns = 100;
+  curve.peak_gbps = 10;
+  curve.ratio = {{0.5, 1.0}, {1.0, 3.0}};  // flat to half the peak, then 3x at the peak
+  const std::vector<const LoadCurve*> c = {&curve};
+  // Low load (band time 10 of a latency time 100: u = 0.1): idle latency.
+  EXPECT_NEAR(LoadedMemoryTimeNs(std::vector<double>{100}, std::vector<double>{10}, c), 100, 1e-9);
+  // Band time 80: at m = 100, u = 0.8 gives a ratio of 2.2, so m rises until
+  // m = 100 * (1 + 4 * (80 / m - 0.5)) = 400 * 80 / m - 100 holds.
+  const double m = LoadedMemoryTimeNs(std::vector<double>{100}, std::vector<double>{80}, c);
+  EXPECT_NEAR(m, 100 * curve.Ratio(80 / m), 1e-6 * m);
+  EXPECT_GT(m, 100);
+  EXPECT_GT(m, 80);
+  // Bandwidth-bound work runs at the peak: band time 500 against latency 100 * 3.
+  EXPECT_NEAR(LoadedMemoryTimeNs(std::vector<double>{100}, std::vector<double>{500}, c), 500, 1e-9);
+}
+
 }  // namespace
 }  // namespace tiergym

@@ -113,9 +113,10 @@ absl::StatusOr<ArrayAccess> ParseAccess(const AppModel& m, const json::Value& v,
 
 absl::StatusOr<PhaseSpec> ParsePhase(const AppModel& m, const json::Value& v,
                                      const std::string& source, const std::string& path) {
-  TG_RETURN_IF_ERROR(json::OnlyKeys(v, source, path,
-                                    {"name", "description", "instructions", "mpki", "compute_gips",
-                                     "mlp", "imbalance", "overlap", "serial", "accesses"}));
+  TG_RETURN_IF_ERROR(
+      json::OnlyKeys(v, source, path,
+                     {"name", "description", "instructions", "mpki", "compute_gips", "mlp",
+                      "imbalance", "overlap", "read_pct", "serial", "accesses"}));
   json::ObjectReader r(v, source, path);
   PhaseSpec p;
   TG_ASSIGN_OR_RETURN(p.name, r.RequiredString("name"));
@@ -132,6 +133,7 @@ absl::StatusOr<PhaseSpec> ParsePhase(const AppModel& m, const json::Value& v,
   TG_ASSIGN_OR_RETURN(p.mlp, Number(r, v, "mlp", 1.0, 0, true, 1e6, false));
   TG_ASSIGN_OR_RETURN(p.imbalance, Number(r, v, "imbalance", 0.0, 0, false, 10, false));
   TG_ASSIGN_OR_RETURN(p.overlap, Number(r, v, "overlap", 0.5, 0, false, 1, false));
+  TG_ASSIGN_OR_RETURN(p.read_pct, Number(r, v, "read_pct", 100.0, 0, false, 100, false));
   TG_ASSIGN_OR_RETURN(p.serial, r.OptionalBool("serial", false));
   TG_ASSIGN_OR_RETURN(const json::Value* accesses, r.RequiredArray("accesses"));
   if (accesses->array().empty() && p.mpki > 0) {

@@ -57,7 +57,10 @@ struct PhaseSpec {
   double mlp = 1;             // outstanding misses per core, > 0
   double imbalance = 0;       // barrier wait: phase time is multiplied by (1 + imbalance)
   double overlap = 0.5;       // fraction of the shorter of compute/memory time hidden
-  bool serial = false;        // accesses run one after another in listed order
+  // Share of reads in the phase's memory traffic, [0, 100]: which of a tier's measured
+  // bandwidth-latency curves apply (machines with curves only).
+  double read_pct = 100;
+  bool serial = false;  // accesses run one after another in listed order
   std::vector<ArrayAccess> accesses;
 };
 

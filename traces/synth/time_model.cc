@@ -16,7 +16,7 @@ uint64_t PageCount(uint64_t bytes) { return (bytes + kSynthPageBytes - 1) / kSyn
 class ArrayTiers {
  public:
   ArrayTiers(const ArraySpec& array, const TierMap& map) {
-    const double size = static_cast<double>(array.size_bytes);
+    const auto size = static_cast<double>(array.size_bytes);
     uint64_t cursor = array.start_address;
     const uint64_t end = array.end_address();
     for (const TierRange& r : map.ranges) {
@@ -148,8 +148,7 @@ absl::StatusOr<TierMap> ResolvePlacement(const AppModel& app, const Machine& mac
     uint64_t page = 0;  // next untaken page of `array`
     for (const auto& [tier_name, f] : p.fractions) {
       const int tier = machine.IndexOf(tier_name);
-      uint64_t quota =
-          static_cast<uint64_t>(std::floor(f * static_cast<double>(total_pages) + 0.5));
+      auto quota = static_cast<uint64_t>(std::floor(f * static_cast<double>(total_pages) + 0.5));
       while (quota > 0 && array < app.arrays.size()) {
         const ArraySpec& a = app.arrays[array];
         const uint64_t pages = PageCount(a.size_bytes);
@@ -207,16 +206,22 @@ double TimeModel::ChunkTimeNs(const PhaseSpec& phase, const Machine& machine, in
   const double compute_ns = instructions / phase.compute_gips;
   const double misses = instructions * phase.mpki / 1000.0;
   const double concurrency = phase.mlp * std::min(threads, machine.cores);
-  double latency_ns = 0;    // all tiers share the outstanding-miss slots
-  double bandwidth_ns = 0;  // tiers transfer in parallel: the slowest one bounds
-  for (size_t t = 0; t < machine.tiers.size() && t < tier_shares.size(); ++t) {
-    const double n = misses * tier_shares[t];
-    if (n <= 0) continue;
-    latency_ns += n * machine.tiers[t].latency_ns / concurrency;
-    bandwidth_ns =
-        std::max(bandwidth_ns, n * machine.cache_line_bytes / machine.tiers[t].bandwidth_gbps);
+  // Per tier: the latency time of its misses at the idle latency (all tiers share the
+  // outstanding-miss slots, Little's law) and their transfer time at the peak bandwidth
+  // (tiers transfer in parallel); with measured curves the latency rises with the load.
+  const size_t n = std::min(machine.tiers.size(), tier_shares.size());
+  std::vector<double> latency_time(n, 0.0), band_time(n, 0.0);
+  std::vector<LoadCurve> curves(n);
+  std::vector<const LoadCurve*> curve_of(n, nullptr);
+  for (size_t t = 0; t < n; ++t) {
+    const double misses_t = misses * tier_shares[t];
+    if (misses_t <= 0) continue;
+    curves[t] = machine.tiers[t].CurveAt(phase.read_pct);
+    curve_of[t] = &curves[t];
+    latency_time[t] = misses_t * curves[t].idle_latency_ns / concurrency;
+    band_time[t] = misses_t * machine.cache_line_bytes / curves[t].peak_gbps;
   }
-  const double memory_ns = std::max(latency_ns, bandwidth_ns);
+  const double memory_ns = LoadedMemoryTimeNs(latency_time, band_time, curve_of);
   return std::max(compute_ns, memory_ns) + (1.0 - phase.overlap) * std::min(compute_ns, memory_ns);
 }
 
@@ -298,7 +303,8 @@ double TimeModel::PhaseTimeNs(int phase, const TierMap& map) const {
 
 double TimeModel::RuntimeNs(const TierMap& map) const {
   std::vector<double> per_phase(app_.phases.size());
-  for (size_t p = 0; p < per_phase.size(); ++p) per_phase[p] = PhaseTimeNs(p, map);
+  for (size_t p = 0; p < per_phase.size(); ++p)
+    per_phase[p] = PhaseTimeNs(static_cast<int>(p), map);
   double total = 0;
   for (int p : app_.schedule) total += per_phase[p];
   return total;
