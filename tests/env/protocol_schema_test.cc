@@ -5,6 +5,7 @@
 // declare, a type on the wire other than the declared one.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -311,7 +312,8 @@ std::map<Op, ReplyBody> SampleReplies() {
   spec.tier_migration_gbps = {2, 3};
   spec.tier_bandwidth_gbps = {90, 400};
   spec.region_bounds = {0, 4096, 4096, 8192};
-  StepBatchReply batch{{SampleResult(), SampleResult()}, {0, 1}, {SampleResult(), SampleResult()}};
+  StepBatchReply batch{
+      {SampleResult(), SampleResult()}, {0, 1}, {SampleResult(), SampleResult()}, std::nullopt};
   StatsReply stats;
   stats.ops = {{"step", 3}};
   return {
