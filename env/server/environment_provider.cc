@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "env/interval_pricer.h"
 #include "traces/base/field_status.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
@@ -151,7 +152,7 @@ EnvironmentProvider::Cost EnvironmentProvider::EstimateCost(const EnvConfig& c) 
       }
     }
     const uint64_t n = steps > 0 ? steps : 10000;
-    const bool linear = c.model == Model::kPaper && n * k * tiers <= (uint64_t{1} << 22);
+    const bool linear = PricesByLinearCosts(c.model, n, k, tiers);
     // Per interval and region: the access share (float) and, on the linear path, a cost
     // per tier (double); per interval: bounds, default time, constant, interference levels;
     // per region: the region, its bytes, size share, bounds.
