@@ -4,6 +4,8 @@
 #include <cmath>
 #include <random>
 
+#include "absl/strings/str_join.h"
+#include "env/interval_pricer.h"
 #include "env/regions.h"
 #include "env/spec/action_check.h"
 #include "estimator/calibration.h"
@@ -204,9 +206,8 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const ConfigMap& keys) {
       TG_ASSIGN_OR_RETURN(int64_t v, IntOf(key, value, 1, int64_t{1} << 40));
       c.window_instructions = static_cast<uint64_t>(v);
     } else {
-      std::string known;
-      for (const ConfigKey& k : EnvConfigKeys())
-        StrAppend(&known, known.empty() ? "" : ", ", k.name);
+      const std::string known = absl::StrJoin(
+          EnvConfigKeys(), ", ", [](std::string* out, const ConfigKey& k) { out->append(k.name); });
       return WithField(
           absl::InvalidArgumentError(StrCat("unknown config key '", key, "' (known: ", known, ")")),
           key);
@@ -230,30 +231,13 @@ struct ProfileAssets {
   std::vector<uint64_t> bounds;             // interval boundaries: steps + 1
   std::vector<double> default_interval_ns;  // per step, all on the default tier
   double default_total_ns = 0;
-  std::vector<float> region_share;                   // [step * K + r]: share of the step's accesses
-  std::optional<InterferenceComposer> interference;  // the contention scenario, if any
-  std::vector<float> interference_level;             // [step * tiers + t], at the step's start
-  // Model::kPaper: every step's interval time as a linear function of the regions' tiers
-  // (GroupCostModel), so that a step prices its placement in O(regions) and a move is a
-  // change of a region's tier, never a walk over pages or windows. Empty otherwise
-  // (Model::kConcurrent, or a table beyond kMaxLinearCostEntries): PlacementState then.
-  std::vector<double> step_cost;         // [(step * K + r) * tiers + t]
-  std::vector<double> step_constant_ns;  // per step
-  [[nodiscard]] bool linear() const { return !step_constant_ns.empty(); }
-  // The interval time of `step` with region r on machine tier region_tier[r].
-  // REQUIRES: linear().
-  [[nodiscard]] double LinearIntervalNs(size_t step, const std::vector<int>& region_tier) const {
-    const size_t k = region_tier.size(), tiers = step_cost.size() / step_constant_ns.size() / k;
-    const double* c = &step_cost[step * k * tiers];
-    double sum = step_constant_ns[step];
-    for (size_t r = 0; r < k; ++r) sum += c[r * tiers + static_cast<size_t>(region_tier[r])];
-    return sum;
-  }
+  std::vector<float> region_share;  // [step * K + r]: share of the step's accesses
+  // The contention scenario, if any (shared with the pricer).
+  std::shared_ptr<const InterferenceComposer> interference;
+  std::vector<float> interference_level;  // [step * tiers + t], at the step's start
+  // How a step is priced (env/interval_pricer.h), chosen from the configuration.
+  std::unique_ptr<const IntervalPricer> pricer;
 };
-
-// Largest linear step-cost table per profile (doubles: 32 MiB); beyond it (very many
-// regions times steps) the environment walks the estimator index instead.
-constexpr size_t kMaxLinearCostEntries = size_t{1} << 22;
 
 struct EnvAssets::Impl {
   EnvConfig config;
@@ -331,207 +315,42 @@ size_t EnvAssets::MemoryBytes() const {
   for (const ProfileAssets& p : impl_->profiles) {
     bytes += p.index->MemoryBytes() + p.regions.size() * sizeof(Region) +
              p.region_of_page.size() * 4 + p.bounds.size() * 8 + p.default_interval_ns.size() * 8 +
-             p.region_share.size() * 4 + p.step_cost.size() * 8 + p.step_constant_ns.size() * 8;
+             p.region_share.size() * 4 + p.pricer->MemoryBytes();
   }
   return bytes;
 }
 
-absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig& config,
-                                                                 ProfileCache* cache) {
-  if (config.profiles.empty()) return KeyError("profiles", "at least one profile is required");
-  if (config.num_regions < 1) return KeyError("num_regions", "must be at least 1");
-  ProfileCache own;  // without a shared cache: one for this load (the assets keep theirs)
-  if (cache == nullptr) cache = &own;
-  auto impl = std::make_unique<Impl>();
-  impl->config = config;
+absl::StatusOr<Machine> ConfiguredMachine(const EnvConfig& config) {
   absl::StatusOr<Machine> machine = LoadMachine(config.machine);
   if (!machine.ok()) return WithField(machine.status(), "machine");
-  impl->machine = *std::move(machine);
   for (const auto& capacity : config.tier_capacity_mib) {
     const std::string& tier_name = capacity.first;
-    const uint64_t mib = capacity.second;
-    auto it = std::find_if(impl->machine.tiers.begin(), impl->machine.tiers.end(),
+    auto it = std::find_if(machine->tiers.begin(), machine->tiers.end(),
                            [&](const TierSpec& t) { return t.name == tier_name; });
-    if (it == impl->machine.tiers.end()) {
-      std::string known;
-      for (const TierSpec& t : impl->machine.tiers)
-        StrAppend(&known, known.empty() ? "" : ", ", t.name);
-      return KeyError("tier_capacity_mib", StrCat("machine ", impl->machine.name, " has no tier '",
-                                                  tier_name, "' (tiers: ", known, ")"));
+    if (it == machine->tiers.end()) {
+      return KeyError(
+          "tier_capacity_mib",
+          StrCat("machine ", machine->name, " has no tier '", tier_name, "' (tiers: ",
+                 absl::StrJoin(machine->tiers, ", ",
+                               [](std::string* out, const TierSpec& t) { out->append(t.name); }),
+                 ")"));
     }
-    it->capacity_bytes = mib << 20;
+    it->capacity_bytes = capacity.second << 20;
   }
-  const Machine& m = impl->machine;
-  const size_t tiers = m.tiers.size();
-  for (const TierSpec& t : m.tiers) {
-    impl->migration_bytes_per_ns.push_back(config.migration_gbps > 0 ? config.migration_gbps
-                                                                     : t.migration_gbps);
-  }
-  EstimatorOptions calibrated;
-  if (!config.calibration.empty()) {
-    auto calibration = ReadCalibration(config.calibration);
-    if (!calibration.ok()) {
-      return WithField(
-          absl::Status(calibration.status().code(),
-                       StrCat("config key 'calibration': ", calibration.status().message())),
-          "calibration");
-    }
-    if (calibration->model != config.model) {
-      return WithField(
-          absl::InvalidArgumentError(
-              StrCat("config key 'calibration': fitted for the ", ModelName(calibration->model),
-                     " model, but config key 'model' is ", ModelName(config.model))),
-          "calibration");
-    }
-    ApplyCalibration(*calibration, &calibrated);
-  }
-  const auto k = static_cast<size_t>(config.num_regions);
-  for (const std::string& path : config.profiles) {
-    ProfileAssets pa;
-    absl::StatusOr<std::shared_ptr<Estimator>> estimator =
-        cache->Get(path, m, config.window_instructions, calibrated.compute_overlap);
-    if (!estimator.ok()) return WithField(estimator.status(), "profiles");
-    pa.estimator = *std::move(estimator);
-    const Profile& profile = pa.estimator->profile();
-    pa.name = profile.app().empty() ? path : profile.app();
-    const std::vector<std::string>& devices = profile.devices();
-    for (const TierSpec& t : m.tiers) {
-      const auto it = std::find(devices.begin(), devices.end(), t.name);
-      if (it == devices.end()) {
-        return absl::InvalidArgumentError(
-            StrCat("profile ", path, " has no run for tier '", t.name, "' of machine ", m.name));
-      }
-      pa.device_of_tier.push_back(static_cast<int>(it - devices.begin()));
-    }
-    if (devices.size() != tiers) {
-      return absl::InvalidArgumentError(StrCat("profile ", path, " has runs for ", devices.size(),
-                                               " devices but machine ", m.name, " has ", tiers,
-                                               " tiers; they must match"));
-    }
-    TG_ASSIGN_OR_RETURN(pa.index, pa.estimator->IndexFor(m.tiers[0].name));
-    const EstimatorIndex& x = *pa.index;
+  return machine;
+}
 
-    pa.regions = MakeRegions(x.pages(), config.num_regions);
-    const uint64_t page_bytes = uint64_t{1} << x.page_shift();
-    pa.region_of_page.assign(x.pages().size(), 0);
-    for (size_t r = 0; r < pa.regions.size(); ++r) {
-      const auto [begin, end] = x.IdsOfPages(pa.regions[r].start_page, pa.regions[r].end_page);
-      for (uint32_t id = begin; id < end; ++id) pa.region_of_page[id] = static_cast<uint32_t>(r);
-    }
-    pa.regions.resize(k);  // profiles with fewer pages than regions: empty regions at the end
-    uint64_t all_bytes = 0;
-    for (const Region& r : pa.regions) {
-      pa.region_bytes.push_back((r.end_page - r.start_page) * page_bytes);
-      all_bytes += pa.region_bytes.back();
-    }
-    if (all_bytes > m.tiers[0].capacity_bytes) {
-      return WithField(absl::InvalidArgumentError(
-                           StrCat("profile ", path, ": its footprint (", all_bytes >> 20,
-                                  " MiB) does not fit the default tier '", m.tiers[0].name, "' (",
-                                  m.tiers[0].capacity_bytes >> 20,
-                                  " MiB), where every episode starts; raise its capacity (config "
-                                  "key tier_capacity_mib)")),
-                       "tier_capacity_mib");
-    }
-    for (uint64_t b : pa.region_bytes) {
-      pa.region_size_share.push_back(
-          all_bytes ? static_cast<float>(static_cast<double>(b) / static_cast<double>(all_bytes))
-                    : 0.0f);
-    }
-
-    const uint64_t total = x.total_instructions();
-    if (config.steps == 0) {
-      // One step per phase; phases without instructions join the step that holds them.
-      for (size_t seg = 0; seg <= x.num_segments(); ++seg) {
-        if (pa.bounds.empty() || x.segment_begin(seg) > pa.bounds.back()) {
-          pa.bounds.push_back(x.segment_begin(seg));
-        }
-      }
-      if (pa.bounds.size() < 2) pa.bounds = {0, total};
-    } else {
-      for (int i = 0; i <= config.steps; ++i) {
-        pa.bounds.push_back(static_cast<uint64_t>(static_cast<unsigned __int128>(total) *
-                                                  static_cast<unsigned>(i) / config.steps));
-      }
-    }
-    if (!config.interference.empty()) {
-      absl::StatusOr<InterferenceSchedule> schedule = ReadInterferenceSchedule(config.interference);
-      if (!schedule.ok()) return WithField(schedule.status(), "interference");
-      auto composer = InterferenceComposer::Create(*schedule, pa.estimator->profile().devices(),
-                                                   pa.estimator->profile().app());
-      if (!composer.ok()) {
-        return WithField(absl::Status(composer.status().code(),
-                                      StrCat("config key 'interference' (", config.interference,
-                                             "): ", composer.status().message())),
-                         "interference");
-      }
-      pa.interference.emplace(*std::move(composer));
-    }
-    const size_t steps = pa.bounds.size() - 1;
-    if (config.model == Model::kPaper && steps * k * tiers <= kMaxLinearCostEntries) {
-      const GroupCostModel costs(pa.index, pa.region_of_page, k);
-      pa.step_cost.resize(steps * k * tiers);
-      for (size_t i = 0; i < steps; ++i) {
-        const GroupCostModel::Costs c =
-            pa.interference ? pa.interference->IntervalCosts(costs, pa.bounds[i], pa.bounds[i + 1])
-                            : costs.IntervalCosts(pa.bounds[i], pa.bounds[i + 1]);
-        pa.step_constant_ns.push_back(c.constant_ns);
-        for (size_t r = 0; r < k; ++r) {
-          for (size_t t = 0; t < tiers; ++t) {
-            pa.step_cost[(i * k + r) * tiers + t] =
-                c.cost[r * x.devices().size() + static_cast<size_t>(pa.device_of_tier[t])];
-          }
-        }
-      }
-    }
-    std::optional<PlacementState> base;
-    if (!pa.linear()) {
-      TG_ASSIGN_OR_RETURN(ResolvedPlacement all_default,
-                          x.Resolve(Placement{m.tiers[0].name, {}, {}}));
-      base.emplace(pa.index, all_default, config.model);
-    }
-    const std::vector<int> all_default_tiers(k, 0);
-    pa.region_share.assign(steps * k, 0.0f);
-    for (size_t i = 0; i < steps; ++i) {
-      pa.default_interval_ns.push_back(
-          pa.linear()       ? pa.LinearIntervalNs(i, all_default_tiers)
-          : pa.interference ? pa.interference->IntervalNs(*base, pa.bounds[i], pa.bounds[i + 1])
-                            : base->IntervalNs(pa.bounds[i], pa.bounds[i + 1]));
-      if (pa.interference) {
-        const std::vector<double> bw = pa.interference->BandwidthAt(
-            static_cast<double>(pa.bounds[i]) / static_cast<double>(std::max<uint64_t>(1, total)));
-        for (size_t t = 0; t < tiers; ++t) {
-          pa.interference_level.push_back(static_cast<float>(
-              std::min(1.0, bw[pa.device_of_tier[t]] / m.tiers[t].bandwidth_gbps)));
-        }
-      }
-      pa.default_total_ns += pa.default_interval_ns.back();
-      const std::vector<double> counts =
-          x.AccessesPerGroup(pa.bounds[i], pa.bounds[i + 1], pa.region_of_page, k);
-      double sum = 0;
-      for (double c : counts) sum += c;
-      for (size_t r = 0; r < k; ++r) {
-        pa.region_share[i * k + r] = sum > 0 ? static_cast<float>(counts[r] / sum) : 0.0f;
-      }
-    }
-    impl->profiles.push_back(std::move(pa));
-  }
-
-  EnvSpec& spec = impl->spec;
+absl::StatusOr<EnvSpec> MakeEnvSpec(const EnvConfig& config, const Machine& machine) {
+  if (config.num_regions < 1) return KeyError("num_regions", "must be at least 1");
+  EnvSpec spec;
+  const size_t tiers = machine.tiers.size();
   spec.num_regions = config.num_regions;
-  for (const TierSpec& t : m.tiers) spec.tiers.push_back(t.name);
-  for (const ProfileAssets& p : impl->profiles) {
-    spec.profiles.push_back(p.name);
-    const uint64_t page_bytes = uint64_t{1} << p.index->page_shift();
-    for (const Region& r : p.regions) {
-      spec.region_bounds.push_back(r.start_page * page_bytes);
-      spec.region_bounds.push_back(r.end_page * page_bytes);
-    }
-  }
-  for (size_t t = 0; t < tiers; ++t) {
-    spec.tier_capacity_bytes.push_back(m.tiers[t].capacity_bytes);
-    spec.tier_migration_gbps.push_back(impl->migration_bytes_per_ns[t]);
-    spec.tier_bandwidth_gbps.push_back(m.tiers[t].bandwidth_gbps);
+  for (const TierSpec& t : machine.tiers) {
+    spec.tiers.push_back(t.name);
+    spec.tier_capacity_bytes.push_back(t.capacity_bytes);
+    spec.tier_migration_gbps.push_back(config.migration_gbps > 0 ? config.migration_gbps
+                                                                 : t.migration_gbps);
+    spec.tier_bandwidth_gbps.push_back(t.bandwidth_gbps);
   }
   const int features = config.observation == ObservationMode::kNormalized
                            ? kNormalizedRegionFeatures
@@ -558,6 +377,233 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
     spec.action.kind = Space::kDiscrete;
     spec.action.n = static_cast<int64_t>(config.num_regions) * static_cast<int64_t>(tiers) + 1;
   }
+  return spec;
+}
+
+absl::StatusOr<EnvSpec> MakeEnvSpec(const EnvConfig& config) {
+  TG_ASSIGN_OR_RETURN(Machine machine, ConfiguredMachine(config));
+  return MakeEnvSpec(config, machine);
+}
+
+namespace {
+
+// The estimator options config.calibration sets (the roofline's compute overlap), or the
+// defaults without one. The calibration must have been fitted for config.model.
+absl::StatusOr<EstimatorOptions> CalibratedOptions(const EnvConfig& config) {
+  EstimatorOptions calibrated;
+  if (config.calibration.empty()) return calibrated;
+  auto calibration = ReadCalibration(config.calibration);
+  if (!calibration.ok()) {
+    return WithField(
+        absl::Status(calibration.status().code(),
+                     StrCat("config key 'calibration': ", calibration.status().message())),
+        "calibration");
+  }
+  if (calibration->model != config.model) {
+    return WithField(absl::InvalidArgumentError(StrCat(
+                         "config key 'calibration': fitted for the ", ModelName(calibration->model),
+                         " model, but config key 'model' is ", ModelName(config.model))),
+                     "calibration");
+  }
+  ApplyCalibration(*calibration, &calibrated);
+  return calibrated;
+}
+
+// The contention scenario's schedule (config.interference), if any.
+absl::StatusOr<std::optional<InterferenceSchedule>> ContentionSchedule(const EnvConfig& config) {
+  if (config.interference.empty()) return std::nullopt;
+  absl::StatusOr<InterferenceSchedule> schedule = ReadInterferenceSchedule(config.interference);
+  if (!schedule.ok()) return WithField(schedule.status(), "interference");
+  return *std::move(schedule);
+}
+
+// The profile's device for every machine tier; the profile must have a run for each tier
+// and no other.
+absl::Status MatchTiers(const std::string& path, const Machine& m, ProfileAssets& pa) {
+  const std::vector<std::string>& devices = pa.estimator->profile().devices();
+  for (const TierSpec& t : m.tiers) {
+    const auto it = std::find(devices.begin(), devices.end(), t.name);
+    if (it == devices.end()) {
+      return absl::InvalidArgumentError(
+          StrCat("profile ", path, " has no run for tier '", t.name, "' of machine ", m.name));
+    }
+    pa.device_of_tier.push_back(static_cast<int>(it - devices.begin()));
+  }
+  if (devices.size() != m.tiers.size()) {
+    return absl::InvalidArgumentError(StrCat("profile ", path, " has runs for ", devices.size(),
+                                             " devices but machine ", m.name, " has ",
+                                             m.tiers.size(), " tiers; they must match"));
+  }
+  return absl::OkStatus();
+}
+
+// The footprint cut into exactly num_regions regions, with their pages, sizes and size
+// shares; the footprint must fit the default tier, where every episode starts.
+absl::Status CutRegions(const std::string& path, const Machine& m, int num_regions,
+                        ProfileAssets& pa) {
+  const EstimatorIndex& x = *pa.index;
+  pa.regions = MakeRegions(x.pages(), num_regions);
+  const uint64_t page_bytes = uint64_t{1} << x.page_shift();
+  pa.region_of_page.assign(x.pages().size(), 0);
+  for (size_t r = 0; r < pa.regions.size(); ++r) {
+    const auto [begin, end] = x.IdsOfPages(pa.regions[r].start_page, pa.regions[r].end_page);
+    for (uint32_t id = begin; id < end; ++id) pa.region_of_page[id] = static_cast<uint32_t>(r);
+  }
+  // Profiles with fewer pages than regions: empty regions at the end.
+  pa.regions.resize(static_cast<size_t>(num_regions));
+  uint64_t all_bytes = 0;
+  for (const Region& r : pa.regions) {
+    pa.region_bytes.push_back((r.end_page - r.start_page) * page_bytes);
+    all_bytes += pa.region_bytes.back();
+  }
+  if (all_bytes > m.tiers[0].capacity_bytes) {
+    return WithField(absl::InvalidArgumentError(
+                         StrCat("profile ", path, ": its footprint (", all_bytes >> 20,
+                                " MiB) does not fit the default tier '", m.tiers[0].name, "' (",
+                                m.tiers[0].capacity_bytes >> 20,
+                                " MiB), where every episode starts; raise its capacity (config "
+                                "key tier_capacity_mib)")),
+                     "tier_capacity_mib");
+  }
+  for (uint64_t b : pa.region_bytes) {
+    pa.region_size_share.push_back(
+        all_bytes ? static_cast<float>(static_cast<double>(b) / static_cast<double>(all_bytes))
+                  : 0.0f);
+  }
+  return absl::OkStatus();
+}
+
+// The decision intervals' boundaries in base-run instructions: `steps` equal spans, or
+// (steps == 0) one per phase, phases without instructions joining the step that holds
+// them.
+std::vector<uint64_t> DecisionBounds(const EstimatorIndex& x, int steps) {
+  const uint64_t total = x.total_instructions();
+  std::vector<uint64_t> bounds;
+  if (steps == 0) {
+    for (size_t seg = 0; seg <= x.num_segments(); ++seg) {
+      if (bounds.empty() || x.segment_begin(seg) > bounds.back()) {
+        bounds.push_back(x.segment_begin(seg));
+      }
+    }
+    if (bounds.size() < 2) bounds = {0, total};
+  } else {
+    for (int i = 0; i <= steps; ++i) {
+      bounds.push_back(static_cast<uint64_t>(static_cast<unsigned __int128>(total) *
+                                             static_cast<unsigned>(i) / steps));
+    }
+  }
+  return bounds;
+}
+
+// The contention scenario composed for the profile's devices and app.
+absl::Status ComposeContention(const EnvConfig& config, const InterferenceSchedule& schedule,
+                               ProfileAssets& pa) {
+  auto composer = InterferenceComposer::Create(schedule, pa.estimator->profile().devices(),
+                                               pa.estimator->profile().app());
+  if (!composer.ok()) {
+    return WithField(absl::Status(composer.status().code(),
+                                  StrCat("config key 'interference' (", config.interference,
+                                         "): ", composer.status().message())),
+                     "interference");
+  }
+  pa.interference = std::make_shared<const InterferenceComposer>(*std::move(composer));
+  return absl::OkStatus();
+}
+
+// What every episode sees the same way, per step: the time of the run all on the
+// default tier, the interference levels and the regions' shares of the accesses.
+absl::Status ObserveDefaultRun(const Machine& m, ProfileAssets& pa) {
+  const EstimatorIndex& x = *pa.index;
+  const size_t steps = pa.bounds.size() - 1, k = pa.regions.size(), tiers = m.tiers.size();
+  const uint64_t total = x.total_instructions();
+  TG_ASSIGN_OR_RETURN(std::unique_ptr<IntervalPricer::Episode> all_default,
+                      pa.pricer->NewEpisode());
+  const std::vector<int> all_default_tiers(k, 0);
+  pa.region_share.assign(steps * k, 0.0f);
+  for (size_t i = 0; i < steps; ++i) {
+    pa.default_interval_ns.push_back(all_default->IntervalNs(i, all_default_tiers));
+    if (pa.interference) {
+      const std::vector<double> bw = pa.interference->BandwidthAt(
+          static_cast<double>(pa.bounds[i]) / static_cast<double>(std::max<uint64_t>(1, total)));
+      for (size_t t = 0; t < tiers; ++t) {
+        pa.interference_level.push_back(static_cast<float>(
+            std::min(1.0, bw[pa.device_of_tier[t]] / m.tiers[t].bandwidth_gbps)));
+      }
+    }
+    pa.default_total_ns += pa.default_interval_ns.back();
+    const std::vector<double> counts =
+        x.AccessesPerGroup(pa.bounds[i], pa.bounds[i + 1], pa.region_of_page, k);
+    double sum = 0;
+    for (double c : counts) sum += c;
+    for (size_t r = 0; r < k; ++r) {
+      pa.region_share[i * k + r] = sum > 0 ? static_cast<float>(counts[r] / sum) : 0.0f;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One profile's assets: its estimator and index (from the cache), regions, decision
+// intervals, contention scenario, pricer and default run.
+absl::StatusOr<ProfileAssets> LoadProfileAssets(const std::string& path, const EnvConfig& config,
+                                                const Machine& m,
+                                                const EstimatorOptions& calibrated,
+                                                const std::optional<InterferenceSchedule>& schedule,
+                                                ProfileCache& cache) {
+  ProfileAssets pa;
+  absl::StatusOr<std::shared_ptr<Estimator>> estimator =
+      cache.Get(path, m, config.window_instructions, calibrated.compute_overlap);
+  if (!estimator.ok()) return WithField(estimator.status(), "profiles");
+  pa.estimator = *std::move(estimator);
+  const Profile& profile = pa.estimator->profile();
+  pa.name = profile.app().empty() ? path : profile.app();
+  TG_RETURN_IF_ERROR(MatchTiers(path, m, pa));
+  TG_ASSIGN_OR_RETURN(pa.index, pa.estimator->IndexFor(m.tiers[0].name));
+  TG_RETURN_IF_ERROR(CutRegions(path, m, config.num_regions, pa));
+  pa.bounds = DecisionBounds(*pa.index, config.steps);
+  if (schedule) TG_RETURN_IF_ERROR(ComposeContention(config, *schedule, pa));
+  pa.pricer = MakeIntervalPricer({.index = pa.index,
+                                  .model = config.model,
+                                  .device_of_tier = pa.device_of_tier,
+                                  .regions = pa.regions,
+                                  .region_of_page = pa.region_of_page,
+                                  .bounds = pa.bounds,
+                                  .contention = pa.interference});
+  TG_RETURN_IF_ERROR(ObserveDefaultRun(m, pa));
+  return pa;
+}
+
+// The profile's name and region bounds in the spec.
+void AddToSpec(const ProfileAssets& p, EnvSpec& spec) {
+  spec.profiles.push_back(p.name);
+  const uint64_t page_bytes = uint64_t{1} << p.index->page_shift();
+  for (const Region& r : p.regions) {
+    spec.region_bounds.push_back(r.start_page * page_bytes);
+    spec.region_bounds.push_back(r.end_page * page_bytes);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig& config,
+                                                                 ProfileCache* cache) {
+  if (config.profiles.empty()) return KeyError("profiles", "at least one profile is required");
+  ProfileCache own;  // without a shared cache: one for this load (the assets keep theirs)
+  if (cache == nullptr) cache = &own;
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  // Everything the configuration alone decides, checked before any profile is loaded.
+  TG_ASSIGN_OR_RETURN(impl->machine, ConfiguredMachine(config));
+  TG_ASSIGN_OR_RETURN(impl->spec, MakeEnvSpec(config, impl->machine));
+  impl->migration_bytes_per_ns = impl->spec.tier_migration_gbps;
+  TG_ASSIGN_OR_RETURN(const EstimatorOptions calibrated, CalibratedOptions(config));
+  TG_ASSIGN_OR_RETURN(const std::optional<InterferenceSchedule> schedule,
+                      ContentionSchedule(config));
+  for (const std::string& path : config.profiles) {
+    TG_ASSIGN_OR_RETURN(ProfileAssets pa, LoadProfileAssets(path, config, impl->machine, calibrated,
+                                                            schedule, *cache));
+    AddToSpec(pa, impl->spec);
+    impl->profiles.push_back(std::move(pa));
+  }
   auto assets = std::shared_ptr<EnvAssets>(new EnvAssets());
   assets->impl_ = std::move(impl);
   return std::shared_ptr<const EnvAssets>(std::move(assets));
@@ -570,10 +616,11 @@ struct Environment::State {
   bool started = false;
   bool done = false;
   const ProfileAssets* profile = nullptr;
-  std::unique_ptr<PlacementState> placement;
-  std::vector<int> region_tier;      // machine tier per region
-  std::vector<float> history;        // per region
-  std::vector<uint64_t> used_bytes;  // per machine tier
+  std::unique_ptr<IntervalPricer::Episode> pricing;  // the profile's pricer's view
+  std::vector<int> region_tier;                      // machine tier per region
+  std::vector<int> moved;                            // regions moved by this step
+  std::vector<float> history;                        // per region
+  std::vector<uint64_t> used_bytes;                  // per machine tier
   size_t step = 0;
   double elapsed_ns = 0;
   double default_elapsed_ns = 0;
@@ -656,11 +703,11 @@ absl::StatusOr<StepResult> Environment::Reset(std::optional<uint64_t> seed,
       }
     }
     if (!found) {
-      std::string known;
-      for (const ProfileAssets& p : a.profiles)
-        StrAppend(&known, known.empty() ? "" : ", ", p.name);
-      return absl::InvalidArgumentError(
-          StrCat("options.profile: unknown profile '", *options.profile, "' (known: ", known, ")"));
+      return absl::InvalidArgumentError(StrCat(
+          "options.profile: unknown profile '", *options.profile, "' (known: ",
+          absl::StrJoin(a.profiles, ", ",
+                        [](std::string* out, const ProfileAssets& p) { out->append(p.name); }),
+          ")"));
     }
   } else {
     chosen = static_cast<size_t>(s.rng() % a.profiles.size());
@@ -668,12 +715,8 @@ absl::StatusOr<StepResult> Environment::Reset(std::optional<uint64_t> seed,
   s.profile = &a.profiles[chosen];
   const ProfileAssets& p = *s.profile;
   const size_t k = p.regions.size(), tiers = a.machine.tiers.size();
-  s.placement.reset();
-  if (!p.linear()) {
-    TG_ASSIGN_OR_RETURN(ResolvedPlacement all_default,
-                        p.index->Resolve(Placement{a.machine.tiers[0].name, {}, {}}));
-    s.placement = std::make_unique<PlacementState>(p.index, all_default, a.config.model);
-  }
+  s.pricing.reset();
+  TG_ASSIGN_OR_RETURN(s.pricing, p.pricer->NewEpisode());
   s.region_tier.assign(k, 0);
   s.history.assign(k, 0.0f);
   s.used_bytes.assign(tiers, 0);
@@ -734,6 +777,7 @@ absl::StatusOr<StepResult> Environment::StepPrechecked(const Action& action) {
   }
   double migration_ns = 0;
   uint64_t migrated = 0;
+  s.moved.clear();
   for (int pass = 0; pass < 2 && !pending.empty(); ++pass) {
     std::vector<int> refused;
     for (int r : pending) {
@@ -743,11 +787,7 @@ absl::StatusOr<StepResult> Environment::StepPrechecked(const Action& action) {
         refused.push_back(r);
         continue;
       }
-      if (s.placement != nullptr) {
-        const uint64_t page = uint64_t{1} << p.index->page_shift();
-        TG_RETURN_IF_ERROR(s.placement->Move(p.regions[r].start_page * page,
-                                             p.regions[r].end_page * page, p.device_of_tier[to]));
-      }
+      s.moved.push_back(r);
       s.used_bytes[s.region_tier[r]] -= bytes;
       s.used_bytes[to] += bytes;
       s.region_tier[r] = to;
@@ -757,12 +797,10 @@ absl::StatusOr<StepResult> Environment::StepPrechecked(const Action& action) {
     pending = std::move(refused);
   }
   out.info.refused_regions = pending;
+  if (!s.moved.empty()) TG_RETURN_IF_ERROR(s.pricing->Move(s.moved, s.region_tier));
 
   // Charge the interval.
-  const uint64_t from = p.bounds[s.step], to = p.bounds[s.step + 1];
-  const double interval = p.linear()       ? p.LinearIntervalNs(s.step, s.region_tier)
-                          : p.interference ? p.interference->IntervalNs(*s.placement, from, to)
-                                           : s.placement->IntervalNs(from, to);
+  const double interval = s.pricing->IntervalNs(s.step, s.region_tier);
   const double base = p.default_interval_ns[s.step];
   s.elapsed_ns += interval + migration_ns;
   s.default_elapsed_ns += base;

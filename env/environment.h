@@ -20,12 +20,16 @@
 // Layout and bounds: EnvSpec. Same seed and same actions give bit-identical observations
 // and rewards.
 //
-// Cost: under Model::kPaper each decision interval is priced per region and tier when the
-// assets load (GroupCostModel), so a step is O(regions * tiers), about a microsecond;
-// Model::kConcurrent moves pages in a PlacementState and walks the interval's windows.
+// Cost: how an interval is priced is chosen per profile when the assets load
+// (env/interval_pricer.h): under Model::kPaper each decision interval is tabulated per
+// region and tier (GroupCostModel), so a step is O(regions * tiers), about a microsecond;
+// Model::kConcurrent and kRoofline move pages in a PlacementState and walk the interval's
+// windows.
 //
-// EnvAssets (profiles, their estimators and regions) are loaded once and shared read-only
-// by any number of Environments; an Environment is not thread-safe (one per session).
+// The spec (spaces, tiers, observation layout) follows from the configuration and the
+// machine alone (MakeEnvSpec), before any profile is loaded. EnvAssets (profiles, their
+// estimators, regions and pricers) are loaded once and shared read-only by any number of
+// Environments; an Environment is not thread-safe (one per session).
 #ifndef TIERGYM_ENV_ENVIRONMENT_H_
 #define TIERGYM_ENV_ENVIRONMENT_H_
 
@@ -104,6 +108,19 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const ConfigMap& keys);
 // The keys ParseEnvConfig accepts, with their defaults and one line of help each.
 const std::vector<ConfigKey>& EnvConfigKeys();
 
+// The machine of a configuration: `machine` loaded, tier_capacity_mib applied.
+// InvalidArgument / NotFound carry the key (machine, tier_capacity_mib) as their field.
+absl::StatusOr<Machine> ConfiguredMachine(const EnvConfig& config);
+
+// The spec of a configuration on `machine` (ConfiguredMachine), known before any profile
+// is loaded: spaces, tiers, capacities, migration and tier bandwidths, observation layout.
+// `profiles` and `region_bounds` come from the profiles and stay empty here (EnvAssets::
+// spec() has them). InvalidArgument (with the key) for a configuration no profile could
+// satisfy. Cheap: no file is read.
+absl::StatusOr<EnvSpec> MakeEnvSpec(const EnvConfig& config, const Machine& machine);
+// The same, loading the machine description (and nothing else).
+absl::StatusOr<EnvSpec> MakeEnvSpec(const EnvConfig& config);
+
 // Loaded profiles with their estimators and indexes, shared by the asset sets of every
 // configuration naming the same profile directory, machine, estimator window and compute
 // overlap (a calibration's): a
@@ -130,13 +147,16 @@ class ProfileCache {
   std::map<std::string, Entry> loaded_;  // guarded by mu_
 };
 
-// Profiles, their estimator indexes and regions, the machine: loaded once per
-// configuration and shared read-only by every Environment made from it. Thread-safe.
+// Profiles, their estimator indexes, regions and interval pricers, the machine: loaded
+// once per configuration and shared read-only by every Environment made from it.
+// Thread-safe.
 class EnvAssets {
  public:
-  // Loads every profile of config.profiles and the machine, builds the indexes and the
-  // regions. InvalidArgument / NotFound name the key or file at fault. With a cache, the
-  // profiles and their indexes come from (and go to) it.
+  // Checks the configuration (machine, spec, calibration, contention scenario) first, then
+  // loads every profile of config.profiles, builds the indexes, the regions and each
+  // profile's pricer, and completes the spec with the profiles' names and region bounds.
+  // InvalidArgument / NotFound name the key or file at fault. With a cache, the profiles
+  // and their indexes come from (and go to) it.
   static absl::StatusOr<std::shared_ptr<const EnvAssets>> Load(const EnvConfig& config,
                                                                ProfileCache* cache = nullptr);
 

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_join.h"
 #include "estimator/internal/run_segments.h"
 #include "estimator/page_placement.h"
 #include "traces/base/status_macros.h"
@@ -183,74 +184,178 @@ absl::StatusOr<Model> ParseModel(std::string_view name) {
       StrCat("unknown estimator model '", name, "' (known: paper, concurrent, roofline)"));
 }
 
-absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
-    const Profile& profile, const IndexOptions& options) {
-  if (options.window_instructions == 0) {
+// Build's steps, in the order Run() takes them; each fills its part of the index.
+class EstimatorIndex::Builder {
+ public:
+  Builder(const Profile& profile, const IndexOptions& options, EstimatorIndex& x)
+      : profile_(profile), runs_(profile.runs()), options_(options), x_(x) {}
+
+  absl::Status Run() {
+    TG_RETURN_IF_ERROR(ReadRuns());
+    TG_RETURN_IF_ERROR(ReadMachine());
+    TG_RETURN_IF_ERROR(NumberPages());
+    weight_ = internal::SampleWeights(profile_);
+    for (const Trace& t : runs_)
+      segments_.push_back(internal::Segments(t, options_.use_phasemarks));
+    cost_.assign(n_ * x_.pages_.size(), 0.0);
+    for (size_t s = 0; s < segments_[base_].size(); ++s) IndexSegment(s);
+    x_.total_instructions_ = position_;
+    ScaleBlocksByTail();
+    Finish();
+    return absl::OkStatus();
+  }
+
+ private:
+  // A block under construction: non-empty windows [first_win, end_win) of its segment.
+  struct Block {
+    size_t first_win = 0, end_win = 0;
+    bool last = false;         // the segment's last block
+    std::vector<double> time;  // per run: the time of its windows
+    double misses = 0;         // reset-weighted sampled misses of the runs counted
+    double counted = 0;        // runs counted
+  };
+
+  // The devices, the base run, the page size and the runs' totals. InvalidArgument for
+  // a zero window or block size or an unknown base device.
+  absl::Status ReadRuns();
+  // Per device, what the machine says about its tier (the concurrent and roofline
+  // models). InvalidArgument for a machine that lacks a device or an overlap outside
+  // [0, 1].
+  absl::Status ReadMachine();
+  // The footprint: page ids in address order, the first-touch order (and its extents),
+  // and every sample's page id.
+  absl::Status NumberPages();
+  // FirstTouchFootprint::kExtents: extents of the sorted pages, joined along sweeps, in
+  // first-touch order. sorted_ids[i]: the first-touch rank of page id i.
+  void FindExtents(const std::vector<uint32_t>& sorted_ids);
+  // Segment s: its windows, their paper costs and its blocks.
+  void IndexSegment(size_t s);
+  // The non-empty windows of segment s with their sparse page counts and per-run times;
+  // returns the segment's weighted hits.
+  uint64_t IndexWindows(size_t s, const WindowGrid& grid, const std::vector<TimeAt>& time_at);
+  // Adds the non-empty windows' paper costs to cost_.
+  void AddWindowCosts(size_t first_win, size_t end_win);
+  // The blocks of segment s (non-empty windows [first_win, end_win)).
+  void IndexBlocks(size_t s, const WindowGrid& grid, const std::vector<TimeAt>& time_at,
+                   size_t first_win, size_t end_win, uint64_t seg_total);
+  // A block's merged page counts; charges its share of the segment's empty windows.
+  void AddBlockPages(size_t s, const Block& block, uint64_t seg_total);
+  // Per run, the block's time and the part of it its misses need at peak bandwidth
+  // (blk_bw_, the concurrent model); counts the block's misses.
+  void AddBandwidthFloors(size_t first_win, Block& block);
+  // Model::kRoofline: fits the block's roofline. busy: per run, the time until the end
+  // of the segment's last block.
+  void FitBlock(size_t s, const WindowGrid& grid, const std::vector<TimeAt>& time_at, size_t b,
+                size_t first_win, Block& block, std::vector<double>& busy);
+  // Model::kRoofline: each block's corrections scale with its segment's tail.
+  void ScaleBlocksByTail();
+  // Sentinel offsets, the linear costs' prefix sums, the pages' blocks, and no slack.
+  void Finish();
+
+  // One past the last page entry of non-empty window i.
+  [[nodiscard]] size_t WinEntriesEnd(size_t i) const {
+    return i + 1 < x_.win_offset_.size() ? x_.win_offset_[i + 1] : x_.win_page_.size();
+  }
+
+  const Profile& profile_;
+  const std::vector<Trace>& runs_;
+  const IndexOptions& options_;
+  EstimatorIndex& x_;
+  size_t n_ = 0;
+  int base_ = 0;
+  bool base_shares_ = false;
+  bool fit_overlap_ = false;
+  // Per device: ns per sample of the bandwidth floor (reset * line / bandwidth), the
+  // tier's latency and bandwidth (bytes per ns), and its PEBS reset.
+  std::vector<double> ns_per_sample_, latency_ns_, bytes_per_ns_, reset_of_;
+  double line_bytes_ = 64;
+  std::vector<std::vector<uint32_t>> sample_page_;  // [d][i]: page id of run d's sample i
+  std::vector<uint32_t> weight_;                    // per run: what a sample counts for
+  std::vector<std::vector<Segment>> segments_;      // [d][s]
+  // Linear costs accumulate per (device, page id).
+  std::vector<double> cost_;
+  uint64_t position_ = 0;  // base position of the current segment's start
+  struct Entry {
+    uint64_t key;  // window << 32 | page id
+    uint32_t run;
+  };
+  std::vector<Entry> entries_;
+  std::vector<uint64_t> win_samples_;  // [i * N + d]: unweighted samples, this segment
+  std::vector<std::pair<uint32_t, uint32_t>> merged_;
+};
+
+absl::Status EstimatorIndex::Builder::ReadRuns() {
+  if (options_.window_instructions == 0) {
     return absl::InvalidArgumentError("window_instructions must be positive");
   }
-  if (options.block_samples == 0) {
+  if (options_.block_samples == 0) {
     return absl::InvalidArgumentError("block_samples must be positive");
   }
-  const std::vector<Trace>& runs = profile.runs();
-  auto index = std::shared_ptr<EstimatorIndex>(new EstimatorIndex());
-  EstimatorIndex& x = *index;
-  x.n_ = runs.size();
-  x.devices_ = profile.devices();
-  x.base_ = DeviceIndex(profile, options.base_device);
-  if (x.base_ < 0) {
-    std::string known;
-    for (const std::string& d : x.devices_) StrAppend(&known, known.empty() ? "" : ", ", d);
-    return absl::InvalidArgumentError(StrCat("base device '", options.base_device,
-                                             "' has no run in profile ", profile.name(),
-                                             " (devices: ", known, ")"));
+  x_.n_ = runs_.size();
+  x_.devices_ = profile_.devices();
+  x_.base_ = DeviceIndex(profile_, options_.base_device);
+  if (x_.base_ < 0) {
+    return absl::InvalidArgumentError(StrCat("base device '", options_.base_device,
+                                             "' has no run in profile ", profile_.name(),
+                                             " (devices: ", absl::StrJoin(x_.devices_, ", "), ")"));
   }
-  x.page_shift_ = std::countr_zero(runs.front().metadata().page_size);
-  x.window_instructions_ = options.window_instructions;
-  for (const Trace& t : runs) {
-    x.device_runtime_ns_.push_back(t.runtime_ns());
-    x.num_samples_ += t.num_samples();
+  x_.page_shift_ = std::countr_zero(runs_.front().metadata().page_size);
+  x_.window_instructions_ = options_.window_instructions;
+  for (const Trace& t : runs_) {
+    x_.device_runtime_ns_.push_back(t.runtime_ns());
+    x_.num_samples_ += t.num_samples();
   }
-  const size_t n = x.n_;
-  const int base = x.base_;
+  n_ = x_.n_;
+  base_ = x_.base_;
+  return absl::OkStatus();
+}
 
-  // Bandwidth floor per device: ns per sample = reset * line / bandwidth (bytes per ns).
-  std::vector<double> ns_per_sample(n, 0.0);
-  std::vector<double> latency_ns(n, 0.0), bytes_per_ns(n, 0.0), reset_of(n, 0.0);
-  double line_bytes = 64;
-  if (options.machine) {
-    const Machine& m = *options.machine;
+absl::Status EstimatorIndex::Builder::ReadMachine() {
+  const size_t n = n_;
+  ns_per_sample_.assign(n, 0.0);
+  latency_ns_.assign(n, 0.0);
+  bytes_per_ns_.assign(n, 0.0);
+  reset_of_.assign(n, 0.0);
+  if (options_.machine) {
+    const Machine& m = *options_.machine;
     for (size_t d = 0; d < n; ++d) {
-      const TierSpec* spec = m.Find(x.devices_[d]);
+      const TierSpec* spec = m.Find(x_.devices_[d]);
       if (spec == nullptr) {
         return absl::InvalidArgumentError(StrCat("machine ", m.name, " has no tier '",
-                                                 x.devices_[d], "' (profile ", profile.name(),
+                                                 x_.devices_[d], "' (profile ", profile_.name(),
                                                  " has a run for it)"));
       }
-      const std::optional<uint64_t> reset = runs[d].metadata().pebs_reset;
-      ns_per_sample[d] = static_cast<double>(reset.value_or(0)) *
-                         static_cast<double>(m.cache_line_bytes) / spec->bandwidth_gbps;
-      latency_ns[d] = spec->latency_ns;
-      bytes_per_ns[d] = spec->bandwidth_gbps;
-      x.curves_.push_back(spec->CurveAt(options.read_pct));
-      reset_of[d] = static_cast<double>(reset.value_or(1));
+      const std::optional<uint64_t> reset = runs_[d].metadata().pebs_reset;
+      ns_per_sample_[d] = static_cast<double>(reset.value_or(0)) *
+                          static_cast<double>(m.cache_line_bytes) / spec->bandwidth_gbps;
+      latency_ns_[d] = spec->latency_ns;
+      bytes_per_ns_[d] = spec->bandwidth_gbps;
+      x_.curves_.push_back(spec->CurveAt(options_.read_pct));
+      reset_of_[d] = static_cast<double>(reset.value_or(1));
     }
-    line_bytes = m.cache_line_bytes;
-    x.has_machine_ = true;
+    line_bytes_ = m.cache_line_bytes;
+    x_.has_machine_ = true;
   }
-  if (!(options.read_pct >= 0 && options.read_pct <= 100)) {
+  if (!(options_.read_pct >= 0 && options_.read_pct <= 100)) {
     return absl::InvalidArgumentError("read_pct must be in [0, 100]");
   }
-  if (!(options.compute_overlap >= 0 && options.compute_overlap <= 1)) {
+  if (!(options_.compute_overlap >= 0 && options_.compute_overlap <= 1)) {
     return absl::InvalidArgumentError("compute_overlap must be in [0, 1]");
   }
-  x.overlap_ = options.compute_overlap;
-  x.empty_base_ = options.empty_windows == EmptyWindows::kBaseTime;
-  x.first_touch_mode_ = options.first_touch;
-  const bool base_shares = options.share_runs == ShareRuns::kBase;
-  const bool fit_overlap = options.fit_overlap && n >= 3;
+  x_.overlap_ = options_.compute_overlap;
+  x_.empty_base_ = options_.empty_windows == EmptyWindows::kBaseTime;
+  x_.first_touch_mode_ = options_.first_touch;
+  base_shares_ = options_.share_runs == ShareRuns::kBase;
+  fit_overlap_ = options_.fit_overlap && n >= 3;
+  return absl::OkStatus();
+}
 
-  // Footprint: provisional ids in first-touch order (base run first), then sorted.
-  std::vector<std::vector<uint32_t>> sample_page(n);
+absl::Status EstimatorIndex::Builder::NumberPages() {
+  const size_t n = n_;
+  const int base = base_;
+  EstimatorIndex& x = x_;
+  // Provisional ids in first-touch order (base run first), then sorted.
+  sample_page_.assign(n, {});
   std::vector<uint64_t> by_touch;
   {
     absl::flat_hash_map<uint64_t, uint32_t> rank;
@@ -262,17 +367,17 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
       if (static_cast<int>(d) != base && x.num_base_pages_ == 0) {
         x.num_base_pages_ = static_cast<uint32_t>(by_touch.size());
       }
-      sample_page[d].reserve(runs[d].num_samples());
-      for (uint64_t a : runs[d].address()) {
+      sample_page_[d].reserve(runs_[d].num_samples());
+      for (uint64_t a : runs_[d].address()) {
         auto [it, inserted] = rank.try_emplace(a >> x.page_shift_, by_touch.size());
         if (inserted) {
           if (by_touch.size() == std::numeric_limits<uint32_t>::max()) {
             return absl::InvalidArgumentError(
-                StrCat("profile ", profile.name(), " touches more than 2^32 pages"));
+                StrCat("profile ", profile_.name(), " touches more than 2^32 pages"));
           }
           by_touch.push_back(a >> x.page_shift_);
         }
-        sample_page[d].push_back(it->second);
+        sample_page_[d].push_back(it->second);
       }
     }
   }
@@ -288,303 +393,344 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
     final_id[sorted_ids[i]] = i;
     x.pages_[i] = by_touch[sorted_ids[i]];
   }
-  if (options.first_touch == FirstTouchFootprint::kExtents && num_pages > 0) {
-    // Extents: sorted pages closer than the gap, each with its earliest first-touch rank.
-    struct Extent {
-      uint32_t rank;
-      uint64_t start, end;
-    };
-    std::vector<Extent> extents;  // address order
-    for (uint32_t i = 0; i < num_pages;) {
-      uint32_t j = i, rank = sorted_ids[i];
-      while (j + 1 < num_pages && x.pages_[j + 1] - x.pages_[j] <= options.extent_gap_pages) {
-        ++j;
-        rank = std::min(rank, sorted_ids[j]);
-      }
-      extents.push_back({rank, x.pages_[i], x.pages_[j] + 1});
-      i = j + 1;
-    }
-    // Sweeps: when the next first touch (in rank order) lies above the previous one in
-    // the address space and every extent between them was touched later still, a sweep
-    // went from one to the other: join them with everything between (the sweep touched
-    // the unsampled pages between in address order too). Never across more than
-    // kMaxSweepHolePages (a sweep does not jump from the heap to the mmap area).
-    constexpr uint64_t kMaxSweepHolePages = uint64_t{1} << 20;
-    constexpr size_t kMaxSweepSpan = 256;            // extents between two consecutive touches
-    std::vector<uint8_t> joined(extents.size(), 0);  // joined[i]: i and i + 1 are one
-    if (options.join_sweeps) {
-      std::vector<uint32_t> by_rank(extents.size());
-      for (uint32_t i = 0; i < by_rank.size(); ++i) by_rank[i] = i;
-      std::sort(by_rank.begin(), by_rank.end(),
-                [&](uint32_t a, uint32_t b) { return extents[a].rank < extents[b].rank; });
-      for (size_t k = 0; k + 1 < by_rank.size(); ++k) {
-        const uint32_t from = by_rank[k], to = by_rank[k + 1];
-        if (to <= from || to - from > kMaxSweepSpan ||
-            extents[to].start - extents[from].end > kMaxSweepHolePages) {
-          continue;
-        }
-        bool later = true;
-        for (uint32_t i = from + 1; i < to && later; ++i)
-          later = extents[i].rank > extents[to].rank;
-        if (!later) continue;
-        for (uint32_t i = from; i < to; ++i) joined[i] = 1;
-      }
-    }
-    std::vector<Extent> chains;
-    for (size_t i = 0; i < extents.size(); ++i) {
-      if (i > 0 && joined[i - 1]) {
-        chains.back().end = extents[i].end;
-        chains.back().rank = std::min(chains.back().rank, extents[i].rank);
-      } else {
-        chains.push_back(extents[i]);
-      }
-    }
-    std::sort(chains.begin(), chains.end(),
-              [](const Extent& a, const Extent& b) { return a.rank < b.rank; });
-    for (const Extent& e : chains) {
-      x.extents_.emplace_back(e.start, e.end);
-      x.extent_pages_ += e.end - e.start;
-    }
+  if (options_.first_touch == FirstTouchFootprint::kExtents && num_pages > 0) {
+    FindExtents(sorted_ids);
   }
   x.first_touch_ = std::move(final_id);  // rank -> id
-  for (auto& ids : sample_page) {
+  for (auto& ids : sample_page_) {
     for (uint32_t& id : ids) id = x.first_touch_[id];
   }
-  std::vector<uint64_t>().swap(by_touch);
-  std::vector<uint32_t>().swap(sorted_ids);
+  return absl::OkStatus();
+}
 
-  const std::vector<uint32_t> weight = internal::SampleWeights(profile);
-  std::vector<std::vector<Segment>> segments;
-  for (const Trace& t : runs) segments.push_back(internal::Segments(t, options.use_phasemarks));
-  const size_t num_segments = segments[base].size();
-
-  // Linear costs accumulate per (device, page id).
-  std::vector<double> cost(n * num_pages, 0.0);
-  uint64_t position = 0;
-  struct Entry {
-    uint64_t key;  // window << 32 | page id
-    uint32_t run;
+void EstimatorIndex::Builder::FindExtents(const std::vector<uint32_t>& sorted_ids) {
+  EstimatorIndex& x = x_;
+  const size_t num_pages = sorted_ids.size();
+  // Extents: sorted pages closer than the gap, each with its earliest first-touch rank.
+  struct Extent {
+    uint32_t rank;
+    uint64_t start, end;
   };
-  std::vector<Entry> entries;
-  std::vector<uint64_t> win_samples;  // [i * N + d]: unweighted samples, this segment
-  std::vector<std::pair<uint32_t, uint32_t>> merged;
-  for (size_t s = 0; s < num_segments; ++s) {
-    std::vector<const Segment*> of_run;
-    for (size_t d = 0; d < n; ++d) of_run.push_back(&segments[d][s]);
-    const WindowGrid grid(of_run, base, options.window_instructions,
-                          options.align == WindowAlignment::kSamples);
-    std::vector<TimeAt> time_at;
-    for (size_t d = 0; d < n; ++d) time_at.emplace_back(runs[d], segments[d][s]);
-
-    x.seg_begin_pos_.push_back(position);
-    x.seg_instr_.push_back(segments[base][s].instructions);
-    x.seg_windows_.push_back(grid.windows);
-    x.seg_first_win_.push_back(static_cast<uint32_t>(x.win_index_.size()));
-    x.seg_first_blk_.push_back(static_cast<uint32_t>(x.blk_segment_.size()));
-    position += segments[base][s].instructions;
-    x.num_windows_ += grid.windows;
-    for (size_t d = 0; d < n; ++d) {
-      x.seg_duration_.push_back(
-          static_cast<double>(segments[d][s].end_ns - segments[d][s].start_ns));
+  std::vector<Extent> extents;  // address order
+  for (uint32_t i = 0; i < num_pages;) {
+    uint32_t j = i, rank = sorted_ids[i];
+    while (j + 1 < num_pages && x.pages_[j + 1] - x.pages_[j] <= options_.extent_gap_pages) {
+      ++j;
+      rank = std::min(rank, sorted_ids[j]);
     }
-
-    entries.clear();
-    for (size_t d = 0; d < n; ++d) {
-      if (base_shares && static_cast<int>(d) != base) continue;
-      const Segment& seg = segments[d][s];
-      for (size_t i = seg.begin; i < seg.end; ++i) {
-        const uint64_t w = grid.WindowOf(d, seg.position[i - seg.begin]);
-        entries.push_back({w << 32 | sample_page[d][i], static_cast<uint32_t>(d)});
+    extents.push_back({rank, x.pages_[i], x.pages_[j] + 1});
+    i = j + 1;
+  }
+  // Sweeps: when the next first touch (in rank order) lies above the previous one in
+  // the address space and every extent between them was touched later still, a sweep
+  // went from one to the other: join them with everything between (the sweep touched
+  // the unsampled pages between in address order too). Never across more than
+  // kMaxSweepHolePages (a sweep does not jump from the heap to the mmap area).
+  constexpr uint64_t kMaxSweepHolePages = uint64_t{1} << 20;
+  constexpr size_t kMaxSweepSpan = 256;            // extents between two consecutive touches
+  std::vector<uint8_t> joined(extents.size(), 0);  // joined[i]: i and i + 1 are one
+  if (options_.join_sweeps) {
+    std::vector<uint32_t> by_rank(extents.size());
+    for (uint32_t i = 0; i < by_rank.size(); ++i) by_rank[i] = i;
+    std::sort(by_rank.begin(), by_rank.end(),
+              [&](uint32_t a, uint32_t b) { return extents[a].rank < extents[b].rank; });
+    for (size_t k = 0; k + 1 < by_rank.size(); ++k) {
+      const uint32_t from = by_rank[k], to = by_rank[k + 1];
+      if (to <= from || to - from > kMaxSweepSpan ||
+          extents[to].start - extents[from].end > kMaxSweepHolePages) {
+        continue;
       }
+      bool later = true;
+      for (uint32_t i = from + 1; i < to && later; ++i) later = extents[i].rank > extents[to].rank;
+      if (!later) continue;
+      for (uint32_t i = from; i < to; ++i) joined[i] = 1;
     }
-    std::sort(entries.begin(), entries.end(),
-              [](const Entry& a, const Entry& b) { return a.key < b.key; });
+  }
+  std::vector<Extent> chains;
+  for (size_t i = 0; i < extents.size(); ++i) {
+    if (i > 0 && joined[i - 1]) {
+      chains.back().end = extents[i].end;
+      chains.back().rank = std::min(chains.back().rank, extents[i].rank);
+    } else {
+      chains.push_back(extents[i]);
+    }
+  }
+  std::sort(chains.begin(), chains.end(),
+            [](const Extent& a, const Extent& b) { return a.rank < b.rank; });
+  for (const Extent& e : chains) {
+    x.extents_.emplace_back(e.start, e.end);
+    x.extent_pages_ += e.end - e.start;
+  }
+}
 
-    // Non-empty windows with their sparse page counts.
-    const size_t first_win = x.win_index_.size();
-    win_samples.clear();
-    uint64_t seg_total = 0;
-    std::vector<double> nonempty_time(n, 0.0);
-    for (size_t i = 0; i < entries.size();) {
-      const uint64_t w = entries[i].key >> 32;
-      x.win_index_.push_back(static_cast<uint32_t>(w));
-      x.win_segment_.push_back(static_cast<uint32_t>(s));
-      x.win_offset_.push_back(x.win_page_.size());
-      win_samples.resize(win_samples.size() + n, 0);
-      uint64_t total = 0;
-      while (i < entries.size() && (entries[i].key >> 32) == w) {
-        const uint32_t id = static_cast<uint32_t>(entries[i].key);
-        uint32_t count = 0;
-        while (i < entries.size() && entries[i].key == (w << 32 | id)) {
-          count += weight[entries[i].run];
-          ++win_samples[win_samples.size() - n + entries[i].run];
-          ++i;
-        }
-        x.win_page_.push_back(id);
-        x.win_count_.push_back(count);
-        total += count;
+void EstimatorIndex::Builder::IndexSegment(size_t s) {
+  const size_t n = n_;
+  const int base = base_;
+  EstimatorIndex& x = x_;
+  std::vector<const Segment*> of_run;
+  for (size_t d = 0; d < n; ++d) of_run.push_back(&segments_[d][s]);
+  const WindowGrid grid(of_run, base, options_.window_instructions,
+                        options_.align == WindowAlignment::kSamples);
+  std::vector<TimeAt> time_at;
+  for (size_t d = 0; d < n; ++d) time_at.emplace_back(runs_[d], segments_[d][s]);
+
+  x.seg_begin_pos_.push_back(position_);
+  x.seg_instr_.push_back(segments_[base][s].instructions);
+  x.seg_windows_.push_back(grid.windows);
+  x.seg_first_win_.push_back(static_cast<uint32_t>(x.win_index_.size()));
+  x.seg_first_blk_.push_back(static_cast<uint32_t>(x.blk_segment_.size()));
+  position_ += segments_[base][s].instructions;
+  x.num_windows_ += grid.windows;
+  for (size_t d = 0; d < n; ++d) {
+    x.seg_duration_.push_back(
+        static_cast<double>(segments_[d][s].end_ns - segments_[d][s].start_ns));
+  }
+
+  const size_t first_win = x.win_index_.size();
+  const uint64_t seg_total = IndexWindows(s, grid, time_at);
+  const size_t end_win = x.win_index_.size();
+  AddWindowCosts(first_win, end_win);
+  IndexBlocks(s, grid, time_at, first_win, end_win, seg_total);
+}
+
+uint64_t EstimatorIndex::Builder::IndexWindows(size_t s, const WindowGrid& grid,
+                                               const std::vector<TimeAt>& time_at) {
+  const size_t n = n_;
+  const int base = base_;
+  EstimatorIndex& x = x_;
+  const std::vector<uint32_t>& weight = weight_;
+  entries_.clear();
+  for (size_t d = 0; d < n; ++d) {
+    if (base_shares_ && static_cast<int>(d) != base) continue;
+    const Segment& seg = segments_[d][s];
+    for (size_t i = seg.begin; i < seg.end; ++i) {
+      const uint64_t w = grid.WindowOf(d, seg.position[i - seg.begin]);
+      entries_.push_back({w << 32 | sample_page_[d][i], static_cast<uint32_t>(d)});
+    }
+  }
+  std::sort(entries_.begin(), entries_.end(),
+            [](const Entry& a, const Entry& b) { return a.key < b.key; });
+
+  // Non-empty windows with their sparse page counts.
+  win_samples_.clear();
+  uint64_t seg_total = 0;
+  std::vector<double> nonempty_time(n, 0.0);
+  for (size_t i = 0; i < entries_.size();) {
+    const uint64_t w = entries_[i].key >> 32;
+    x.win_index_.push_back(static_cast<uint32_t>(w));
+    x.win_segment_.push_back(static_cast<uint32_t>(s));
+    x.win_offset_.push_back(x.win_page_.size());
+    win_samples_.resize(win_samples_.size() + n, 0);
+    uint64_t total = 0;
+    while (i < entries_.size() && (entries_[i].key >> 32) == w) {
+      const auto id = static_cast<uint32_t>(entries_[i].key);
+      uint32_t count = 0;
+      while (i < entries_.size() && entries_[i].key == (w << 32 | id)) {
+        count += weight[entries_[i].run];
+        ++win_samples_[win_samples_.size() - n + entries_[i].run];
+        ++i;
       }
-      x.win_total_.push_back(static_cast<uint32_t>(total));
-      seg_total += total;
+      x.win_page_.push_back(id);
+      x.win_count_.push_back(count);
+      total += count;
+    }
+    x.win_total_.push_back(static_cast<uint32_t>(total));
+    seg_total += total;
+    for (size_t d = 0; d < n; ++d) {
+      const double lo = time_at[d](grid.Boundary(d, w));
+      const double hi = time_at[d](grid.Boundary(d, w + 1));
+      x.win_cum_.push_back(lo);
+      x.win_time_.push_back(hi - lo);
+      nonempty_time[d] += hi - lo;
+    }
+  }
+  x.seg_total_.push_back(seg_total);
+  for (size_t d = 0; d < n; ++d) {
+    x.seg_empty_.push_back(std::max(0.0, x.seg_duration_[s * n + d] - nonempty_time[d]));
+  }
+  if (seg_total == 0) {
+    x.constant_ns_ += x.seg_duration_[s * n + base];
+  } else if (x.empty_base_) {
+    x.constant_ns_ += x.seg_empty_[s * n + base];
+  }
+  return seg_total;
+}
+
+void EstimatorIndex::Builder::AddWindowCosts(size_t first_win, size_t end_win) {
+  const size_t n = n_;
+  const size_t num_pages = x_.pages_.size();
+  EstimatorIndex& x = x_;
+  for (size_t i = first_win; i < end_win; ++i) {
+    const auto h = static_cast<double>(x.win_total_[i]);
+    for (size_t e = x.win_offset_[i]; e < WinEntriesEnd(i); ++e) {
+      const double c = x.win_count_[e] / h;
       for (size_t d = 0; d < n; ++d) {
-        const double lo = time_at[d](grid.Boundary(d, w));
-        const double hi = time_at[d](grid.Boundary(d, w + 1));
-        x.win_cum_.push_back(lo);
-        x.win_time_.push_back(hi - lo);
-        nonempty_time[d] += hi - lo;
-      }
-    }
-    const size_t end_win = x.win_index_.size();
-    x.seg_total_.push_back(seg_total);
-    for (size_t d = 0; d < n; ++d) {
-      x.seg_empty_.push_back(std::max(0.0, x.seg_duration_[s * n + d] - nonempty_time[d]));
-    }
-    if (seg_total == 0) {
-      x.constant_ns_ += x.seg_duration_[s * n + base];
-    } else if (x.empty_base_) {
-      x.constant_ns_ += x.seg_empty_[s * n + base];
-    }
-
-    // Paper costs of the non-empty windows.
-    auto entries_end = [&](size_t i) {
-      return i + 1 < x.win_offset_.size() ? x.win_offset_[i + 1] : x.win_page_.size();
-    };
-    for (size_t i = first_win; i < end_win; ++i) {
-      const double h = static_cast<double>(x.win_total_[i]);
-      for (size_t e = x.win_offset_[i]; e < entries_end(i); ++e) {
-        const double c = x.win_count_[e] / h;
-        for (size_t d = 0; d < n; ++d) {
-          cost[d * num_pages + x.win_page_[e]] += c * x.win_time_[i * n + d];
-        }
-      }
-    }
-
-    // Blocks: consecutive non-empty windows with at least block_samples samples; a short
-    // remainder at the segment end joins the block before it.
-    std::vector<size_t> starts;
-    std::vector<double> busy(n, 0.0);  // per run: time until the end of the last block
-    uint64_t acc = 0;
-    for (size_t i = first_win; i < end_win; ++i) {
-      if (acc == 0) starts.push_back(i);
-      for (size_t d = 0; d < n; ++d) acc += win_samples[(i - first_win) * n + d];
-      if (acc >= options.block_samples) acc = 0;
-    }
-    if (acc != 0 && starts.size() > 1) starts.pop_back();
-    for (size_t b = 0; b < starts.size(); ++b) {
-      const size_t w0 = starts[b], w1 = b + 1 < starts.size() ? starts[b + 1] : end_win;
-      x.blk_first_win_.push_back(static_cast<uint32_t>(w0));
-      x.blk_segment_.push_back(static_cast<uint32_t>(s));
-      x.blk_offset_.push_back(x.blk_page_.size());
-      merged.clear();
-      uint64_t total = 0;
-      for (size_t i = w0; i < w1; ++i) {
-        for (size_t e = x.win_offset_[i]; e < entries_end(i); ++e) {
-          merged.emplace_back(x.win_page_[e], x.win_count_[e]);
-        }
-        total += x.win_total_[i];
-      }
-      std::sort(merged.begin(), merged.end());
-      for (size_t e = 0; e < merged.size();) {
-        uint64_t c = 0;
-        const uint32_t id = merged[e].first;
-        while (e < merged.size() && merged[e].first == id) c += merged[e++].second;
-        x.blk_page_.push_back(id);
-        x.blk_count_.push_back(static_cast<uint32_t>(c));
-        // Windows without samples take the segment's shares: charge them per page.
-        const double share = static_cast<double>(c) / static_cast<double>(seg_total);
-        for (size_t d = 0; d < n && !x.empty_base_; ++d) {
-          cost[d * num_pages + id] += share * x.seg_empty_[s * n + d];
-        }
-      }
-      x.blk_total_.push_back(total);
-      std::vector<double> block_time(n), band(n);
-      double misses = 0, counted = 0;
-      for (size_t d = 0; d < n; ++d) {
-        double t = 0, samples = 0;
-        for (size_t i = w0; i < w1; ++i) {
-          t += x.win_time_[i * n + d];
-          samples += static_cast<double>(win_samples[(i - first_win) * n + d]);
-        }
-        x.blk_bw_.push_back(std::min(t, samples * ns_per_sample[d]));
-        block_time[d] = t;
-        if (!base_shares || static_cast<int>(d) == base) {
-          misses += samples * reset_of[d];
-          counted += 1;
-        }
-      }
-      if (x.has_machine_) {
-        // The roofline block spans from its first window to the next block's (from the
-        // segment start for the first, to the end of its last window for the last one):
-        // windows without samples between them are work of the same kind. The segment's
-        // tail after its last sample (a barrier wait, typically) is not: it scales with
-        // the segment's time (blk_scale_ below).
-        const uint64_t wlo = b == 0 ? 0 : x.win_index_[w0];
-        const bool last = b + 1 == starts.size();
-        uint64_t whi = last ? x.win_index_[w1 - 1] + 1 : x.win_index_[w1];
-        // The segment's last window runs to its end, barrier wait included: time without
-        // samples that is not the block's work (a latency-bound fit would take the wait
-        // for misses). When the block holds more than that window, it stops before it;
-        // the window and the wait are the segment's tail (blk_scale_ below).
-        size_t w_end = w1;
-        if (last && whi >= grid.windows && options.tail_window_apart && w1 - 1 > w0) {
-          whi = x.win_index_[w1 - 1];
-          w_end = w1 - 1;
-        }
-        const bool to_end = whi >= grid.windows;
-        if (w_end != w1) {
-          // Misses of the windows the block spans only.
-          misses = 0;
-          for (size_t d = 0; d < n; ++d) {
-            if (base_shares && static_cast<int>(d) != base) continue;
-            double samples = 0;
-            for (size_t i = w0; i < w_end; ++i) {
-              samples += static_cast<double>(win_samples[(i - first_win) * n + d]);
-            }
-            misses += samples * reset_of[d];
-          }
-        }
-        x.blk_lo_.push_back(static_cast<double>(wlo * options.window_instructions));
-        x.blk_hi_.push_back(to_end ? static_cast<double>(x.seg_instr_[s])
-                                   : static_cast<double>(whi * options.window_instructions));
-        for (size_t d = 0; d < n; ++d) {
-          const double t0 = time_at[d](grid.Boundary(d, wlo));
-          const double t1 = to_end ? x.seg_duration_[s * n + d] : time_at[d](grid.Boundary(d, whi));
-          block_time[d] = std::max(0.0, t1 - t0);
-          if (last) busy[d] = t1;
-        }
-        // The same instructions miss alike on every device: the runs' mean miss count.
-        misses /= std::max(1.0, counted);
-        for (size_t d = 0; d < n; ++d) band[d] = misses * line_bytes / bytes_per_ns[d];
-        double residual = 0;
-        auto [xs, compute] =
-            FitRoofline(block_time, band, latency_ns, x.overlap_, x.curves_, &residual);
-        double overlap = x.overlap_;
-        if (fit_overlap) {
-          // Three runs or more determine the overlap too: the best of a grid, the prior
-          // kept unless another fits clearly better.
-          for (int i = 0; i <= 10; ++i) {
-            const double o = i / 10.0;
-            double r = 0;
-            const auto fit = FitRoofline(block_time, band, latency_ns, o, x.curves_, &r);
-            if (r < 0.5 * residual) {
-              residual = r;
-              xs = fit.first;
-              compute = fit.second;
-              overlap = o;
-            }
-          }
-        }
-        x.blk_overlap_.push_back(overlap);
-        for (size_t d = 0; d < n; ++d) x.blk_busy_.push_back(last ? busy[d] : 0.0);
-        x.blk_compute_.push_back(compute);
-        for (size_t d = 0; d < n; ++d) {
-          x.blk_lat_.push_back(latency_ns[d] * xs);
-          x.blk_band_.push_back(band[d]);
-        }
+        cost_[d * num_pages + x.win_page_[e]] += c * x.win_time_[i * n + d];
       }
     }
   }
-  x.total_instructions_ = position;
+}
+
+void EstimatorIndex::Builder::IndexBlocks(size_t s, const WindowGrid& grid,
+                                          const std::vector<TimeAt>& time_at, size_t first_win,
+                                          size_t end_win, uint64_t seg_total) {
+  const size_t n = n_;
+  // Blocks: consecutive non-empty windows with at least block_samples samples; a short
+  // remainder at the segment end joins the block before it.
+  std::vector<size_t> starts;
+  std::vector<double> busy(n, 0.0);  // per run: time until the end of the last block
+  uint64_t acc = 0;
+  for (size_t i = first_win; i < end_win; ++i) {
+    if (acc == 0) starts.push_back(i);
+    for (size_t d = 0; d < n; ++d) acc += win_samples_[(i - first_win) * n + d];
+    if (acc >= options_.block_samples) acc = 0;
+  }
+  if (acc != 0 && starts.size() > 1) starts.pop_back();
+  for (size_t b = 0; b < starts.size(); ++b) {
+    Block block;
+    block.first_win = starts[b];
+    block.end_win = b + 1 < starts.size() ? starts[b + 1] : end_win;
+    block.last = b + 1 == starts.size();
+    AddBlockPages(s, block, seg_total);
+    AddBandwidthFloors(first_win, block);
+    if (x_.has_machine_) FitBlock(s, grid, time_at, b, first_win, block, busy);
+  }
+}
+
+void EstimatorIndex::Builder::AddBlockPages(size_t s, const Block& block, uint64_t seg_total) {
+  const size_t n = n_;
+  const size_t num_pages = x_.pages_.size();
+  EstimatorIndex& x = x_;
+  const size_t w0 = block.first_win, w1 = block.end_win;
+  x.blk_first_win_.push_back(static_cast<uint32_t>(w0));
+  x.blk_segment_.push_back(static_cast<uint32_t>(s));
+  x.blk_offset_.push_back(x.blk_page_.size());
+  merged_.clear();
+  uint64_t total = 0;
+  for (size_t i = w0; i < w1; ++i) {
+    for (size_t e = x.win_offset_[i]; e < WinEntriesEnd(i); ++e) {
+      merged_.emplace_back(x.win_page_[e], x.win_count_[e]);
+    }
+    total += x.win_total_[i];
+  }
+  std::sort(merged_.begin(), merged_.end());
+  for (size_t e = 0; e < merged_.size();) {
+    uint64_t c = 0;
+    const uint32_t id = merged_[e].first;
+    while (e < merged_.size() && merged_[e].first == id) c += merged_[e++].second;
+    x.blk_page_.push_back(id);
+    x.blk_count_.push_back(static_cast<uint32_t>(c));
+    // Windows without samples take the segment's shares: charge them per page.
+    const double share = static_cast<double>(c) / static_cast<double>(seg_total);
+    for (size_t d = 0; d < n && !x.empty_base_; ++d) {
+      cost_[d * num_pages + id] += share * x.seg_empty_[s * n + d];
+    }
+  }
+  x.blk_total_.push_back(total);
+}
+
+void EstimatorIndex::Builder::AddBandwidthFloors(size_t first_win, Block& block) {
+  const size_t n = n_;
+  EstimatorIndex& x = x_;
+  block.time.assign(n, 0.0);
+  for (size_t d = 0; d < n; ++d) {
+    double t = 0, samples = 0;
+    for (size_t i = block.first_win; i < block.end_win; ++i) {
+      t += x.win_time_[i * n + d];
+      samples += static_cast<double>(win_samples_[(i - first_win) * n + d]);
+    }
+    x.blk_bw_.push_back(std::min(t, samples * ns_per_sample_[d]));
+    block.time[d] = t;
+    if (!base_shares_ || static_cast<int>(d) == base_) {
+      block.misses += samples * reset_of_[d];
+      block.counted += 1;
+    }
+  }
+}
+
+void EstimatorIndex::Builder::FitBlock(size_t s, const WindowGrid& grid,
+                                       const std::vector<TimeAt>& time_at, size_t b,
+                                       size_t first_win, Block& block, std::vector<double>& busy) {
+  const size_t n = n_;
+  const int base = base_;
+  EstimatorIndex& x = x_;
+  const size_t w0 = block.first_win, w1 = block.end_win;
+  const bool last = block.last;
+  std::vector<double>& block_time = block.time;
+  double misses = block.misses;
+  std::vector<double> band(n);
+  // The roofline block spans from its first window to the next block's (from the
+  // segment start for the first, to the end of its last window for the last one):
+  // windows without samples between them are work of the same kind. The segment's
+  // tail after its last sample (a barrier wait, typically) is not: it scales with
+  // the segment's time (blk_scale_ below).
+  const uint64_t wlo = b == 0 ? 0 : x.win_index_[w0];
+  uint64_t whi = last ? x.win_index_[w1 - 1] + 1 : x.win_index_[w1];
+  // The segment's last window runs to its end, barrier wait included: time without
+  // samples that is not the block's work (a latency-bound fit would take the wait
+  // for misses). When the block holds more than that window, it stops before it;
+  // the window and the wait are the segment's tail (blk_scale_ below).
+  size_t w_end = w1;
+  if (last && whi >= grid.windows && options_.tail_window_apart && w1 - 1 > w0) {
+    whi = x.win_index_[w1 - 1];
+    w_end = w1 - 1;
+  }
+  const bool to_end = whi >= grid.windows;
+  if (w_end != w1) {
+    // Misses of the windows the block spans only.
+    misses = 0;
+    for (size_t d = 0; d < n; ++d) {
+      if (base_shares_ && static_cast<int>(d) != base) continue;
+      double samples = 0;
+      for (size_t i = w0; i < w_end; ++i) {
+        samples += static_cast<double>(win_samples_[(i - first_win) * n + d]);
+      }
+      misses += samples * reset_of_[d];
+    }
+  }
+  x.blk_lo_.push_back(static_cast<double>(wlo * options_.window_instructions));
+  x.blk_hi_.push_back(to_end ? static_cast<double>(x.seg_instr_[s])
+                             : static_cast<double>(whi * options_.window_instructions));
+  for (size_t d = 0; d < n; ++d) {
+    const double t0 = time_at[d](grid.Boundary(d, wlo));
+    const double t1 = to_end ? x.seg_duration_[s * n + d] : time_at[d](grid.Boundary(d, whi));
+    block_time[d] = std::max(0.0, t1 - t0);
+    if (last) busy[d] = t1;
+  }
+  // The same instructions miss alike on every device: the runs' mean miss count.
+  misses /= std::max(1.0, block.counted);
+  for (size_t d = 0; d < n; ++d) band[d] = misses * line_bytes_ / bytes_per_ns_[d];
+  double residual = 0;
+  auto [xs, compute] = FitRoofline(block_time, band, latency_ns_, x.overlap_, x.curves_, &residual);
+  double overlap = x.overlap_;
+  if (fit_overlap_) {
+    // Three runs or more determine the overlap too: the best of a grid, the prior
+    // kept unless another fits clearly better.
+    for (int i = 0; i <= 10; ++i) {
+      const double o = i / 10.0;
+      double r = 0;
+      const auto fit = FitRoofline(block_time, band, latency_ns_, o, x.curves_, &r);
+      if (r < 0.5 * residual) {
+        residual = r;
+        xs = fit.first;
+        compute = fit.second;
+        overlap = o;
+      }
+    }
+  }
+  x.blk_overlap_.push_back(overlap);
+  for (size_t d = 0; d < n; ++d) x.blk_busy_.push_back(last ? busy[d] : 0.0);
+  x.blk_compute_.push_back(compute);
+  for (size_t d = 0; d < n; ++d) {
+    x.blk_lat_.push_back(latency_ns_[d] * xs);
+    x.blk_band_.push_back(band[d]);
+  }
+}
+
+void EstimatorIndex::Builder::ScaleBlocksByTail() {
+  const size_t n = n_;
+  EstimatorIndex& x = x_;
+  const size_t num_segments = x.seg_first_blk_.size();
   x.blk_scale_.assign(x.blk_segment_.size(), 1.0);
   if (x.has_machine_) {
     for (size_t s = 0; s < num_segments; ++s) {
@@ -603,7 +749,13 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
     }
   }
   std::vector<double>().swap(x.blk_busy_);
-  x.seg_begin_pos_.push_back(position);
+}
+
+void EstimatorIndex::Builder::Finish() {
+  const size_t n = n_;
+  const size_t num_pages = x_.pages_.size();
+  EstimatorIndex& x = x_;
+  x.seg_begin_pos_.push_back(position_);
   x.seg_first_win_.push_back(static_cast<uint32_t>(x.win_index_.size()));
   x.seg_first_blk_.push_back(static_cast<uint32_t>(x.blk_segment_.size()));
   x.win_offset_.push_back(x.win_page_.size());
@@ -613,7 +765,7 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
   x.lin_prefix_.assign(n * (num_pages + 1), 0.0);
   for (size_t d = 0; d < n; ++d) {
     double* prefix = &x.lin_prefix_[d * (num_pages + 1)];
-    for (size_t i = 0; i < num_pages; ++i) prefix[i + 1] = prefix[i] + cost[d * num_pages + i];
+    for (size_t i = 0; i < num_pages; ++i) prefix[i + 1] = prefix[i] + cost_[d * num_pages + i];
   }
 
   // Transpose the blocks' page counts: per page id, its (block, count) entries.
@@ -642,6 +794,12 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
   for (auto* v : {&x.seg_duration_, &x.seg_empty_, &x.win_time_, &x.win_cum_, &x.blk_bw_}) {
     v->shrink_to_fit();
   }
+}
+
+absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
+    const Profile& profile, const IndexOptions& options) {
+  auto index = std::shared_ptr<EstimatorIndex>(new EstimatorIndex());
+  TG_RETURN_IF_ERROR(Builder(profile, options, *index).Run());
   return std::shared_ptr<const EstimatorIndex>(std::move(index));
 }
 
@@ -661,10 +819,9 @@ absl::StatusOr<ResolvedPlacement> EstimatorIndex::Resolve(const Placement& place
   };
   for (const std::string& tier : placement.Tiers()) {
     if (index_of(tier) < 0) {
-      std::string known;
-      for (const std::string& d : devices_) StrAppend(&known, known.empty() ? "" : ", ", d);
       return absl::InvalidArgumentError(
-          StrCat("placement names tier '", tier, "' but the profile has runs only for: ", known));
+          StrCat("placement names tier '", tier,
+                 "' but the profile has runs only for: ", absl::StrJoin(devices_, ", ")));
     }
   }
   ResolvedPlacement out;
@@ -694,7 +851,7 @@ absl::StatusOr<ResolvedPlacement> EstimatorIndex::Resolve(const Placement& place
     size_t e = 0;
     uint64_t used = 0;  // pages of extents_[e] already taken
     for (const auto& [tier, fraction] : fractions) {
-      uint64_t quota =
+      auto quota =
           static_cast<uint64_t>(std::llround(fraction * static_cast<double>(extent_pages_)));
       while (quota > 0 && e < extents_.size()) {
         const auto [first, last] = extents_[e];
@@ -717,7 +874,8 @@ absl::StatusOr<ResolvedPlacement> EstimatorIndex::Resolve(const Placement& place
   }
   const size_t ranks =
       first_touch_mode_ == FirstTouchFootprint::kBase ? num_base_pages_ : first_touch_.size();
-  const std::vector<uint64_t> keys(first_touch_.begin(), first_touch_.begin() + ranks);
+  const std::vector<uint64_t> keys(first_touch_.begin(),
+                                   first_touch_.begin() + static_cast<std::ptrdiff_t>(ranks));
   for (const PagePlacement::Interval& iv : AssignFractions(keys, fractions)) {
     if (iv.tier != base_) {
       out.ranges.push_back(
@@ -737,7 +895,7 @@ std::vector<uint8_t> EstimatorIndex::TierArray(const ResolvedPlacement& placemen
 
 double EstimatorIndex::Correction(size_t k, const uint64_t* hits, Model model,
                                   const double* factor) const {
-  const double total = static_cast<double>(blk_total_[k]);
+  const auto total = static_cast<double>(blk_total_[k]);
   if (total == 0 || model == Model::kPaper) return 0;
   if (model == Model::kRoofline) {
     // sum_d s_d roof(m_d) - roof(m_mix): the paper's weighted mean of the fitted
@@ -864,14 +1022,14 @@ absl::StatusOr<Estimate> EstimatorIndex::EstimateDetailed(const ResolvedPlacemen
         for (size_t e = win_offset_[i]; e < win_offset_[i + 1]; ++e) {
           hits[tier[win_page_[e]]] += win_count_[e];
         }
-        const double h = static_cast<double>(win_total_[i]);
+        const auto h = static_cast<double>(win_total_[i]);
         for (size_t d = 0; d < n; ++d) {
           const double t = static_cast<double>(hits[d]) / h * win_time_[i * n + d];
           pe.estimated_ns += t;
           est.time_share[d] += t;
         }
       }
-      const double h = static_cast<double>(seg_total_[s]);
+      const auto h = static_cast<double>(seg_total_[s]);
       for (size_t d = 0; d < n; ++d) {
         const double t = empty_base_ ? (static_cast<int>(d) == base_ ? seg_empty_[s * n + d] : 0)
                                      : static_cast<double>(seg_hits[d]) / h * seg_empty_[s * n + d];
@@ -920,7 +1078,7 @@ size_t EstimatorIndex::FirstWindowEndingAfter(size_t s, double a) const {
 }
 
 double EstimatorIndex::RunTimeAt(size_t s, size_t d, double x) const {
-  const double len = static_cast<double>(seg_instr_[s]);
+  const auto len = static_cast<double>(seg_instr_[s]);
   const double duration = seg_duration_[s * n_ + d];
   if (x <= 0) return 0;
   if (x >= len) return duration;
@@ -967,13 +1125,13 @@ double EstimatorIndex::PaperIntervalNs(size_t s, double a, double b, const uint8
     for (size_t e = win_offset_[i]; e < win_offset_[i + 1]; ++e) {
       hits[tier[win_page_[e]]] += win_count_[e];
     }
-    const double h = static_cast<double>(win_total_[i]);
+    const auto h = static_cast<double>(win_total_[i]);
     for (size_t d = 0; d < n; ++d) {
       total += f * static_cast<double>(hits[d]) / h * win_time_[i * n + d] * f_of(d);
       nonempty[d] += f * win_time_[i * n + d];
     }
   }
-  const double h = static_cast<double>(seg_total_[s]);
+  const auto h = static_cast<double>(seg_total_[s]);
   for (size_t d = 0; d < n; ++d) {
     if (empty_base_ ? static_cast<int>(d) != base_ : seg_hits[d] == 0) continue;
     const double empty = std::max(0.0, RunTimeAt(s, d, b) - RunTimeAt(s, d, a) - nonempty[d]);
@@ -1097,7 +1255,7 @@ std::vector<double> EstimatorIndex::AccessesPerGroup(uint64_t from, uint64_t to,
   s = s == 0 ? 0 : s - 1;
   const size_t segs = seg_begin_pos_.size() - 1;
   for (; s < segs && seg_begin_pos_[s] < to; ++s) {
-    const double begin = static_cast<double>(seg_begin_pos_[s]);
+    const auto begin = static_cast<double>(seg_begin_pos_[s]);
     const double a = static_cast<double>(from) - begin, b = static_cast<double>(to) - begin;
     for (size_t i = seg_first_win_[s]; i < seg_first_win_[s + 1]; ++i) {
       if (WinLo(i) >= b) break;
@@ -1178,18 +1336,18 @@ void GroupCostModel::AddSegment(size_t s, double a, double b, const double* fact
        ++i) {
     const double f = Overlap(x.WinLo(i), x.WinHi(i), a, b);
     if (f == 0) continue;
-    const double h = static_cast<double>(x.win_total_[i]);
+    const auto h = static_cast<double>(x.win_total_[i]);
     for (size_t d = 0; d < n; ++d) {
       weight[d] = f / h * x.win_time_[i * n + d] * f_of(d);
       nonempty[d] += f * x.win_time_[i * n + d];
     }
     for (size_t e = x.win_offset_[i]; e < x.win_offset_[i + 1]; ++e) {
       double* c = &out.cost[group_of_page_[x.win_page_[e]] * n];
-      const double count = static_cast<double>(x.win_count_[e]);
+      const auto count = static_cast<double>(x.win_count_[e]);
       for (size_t d = 0; d < n; ++d) c[d] += count * weight[d];
     }
   }
-  const double h = static_cast<double>(x.seg_total_[s]);
+  const auto h = static_cast<double>(x.seg_total_[s]);
   for (size_t d = 0; d < n; ++d) {
     const double empty =
         std::max(0.0, x.RunTimeAt(s, d, b) - x.RunTimeAt(s, d, a) - nonempty[d]) * f_of(d);
@@ -1267,7 +1425,7 @@ absl::StatusOr<EstimatorIndex::Spread> EstimatorIndex::SamplingSpread(
           left -= x;
           p_left -= p;
         }
-        const double h = static_cast<double>(win_total_[i]);
+        const auto h = static_cast<double>(win_total_[i]);
         for (size_t d = 0; d < n; ++d) {
           total += static_cast<double>(drawn[d]) / h * win_time_[i * n + d];
           seg_hits[d] += drawn[d];
@@ -1277,7 +1435,7 @@ absl::StatusOr<EstimatorIndex::Spread> EstimatorIndex::SamplingSpread(
       if (model != Model::kPaper && k < seg_first_blk_[s + 1]) {
         total -= Correction(k, blk_hits.data(), model);
       }
-      const double h = static_cast<double>(seg_total_[s]);
+      const auto h = static_cast<double>(seg_total_[s]);
       for (size_t d = 0; d < n; ++d) {
         total += empty_base_ ? (static_cast<int>(d) == base_ ? seg_empty_[s * n + d] : 0.0)
                              : static_cast<double>(seg_hits[d]) / h * seg_empty_[s * n + d];
@@ -1288,7 +1446,7 @@ absl::StatusOr<EstimatorIndex::Spread> EstimatorIndex::SamplingSpread(
   std::sort(values.begin(), values.end());
   auto quantile = [&](double q) {
     const double at = q * static_cast<double>(values.size() - 1);
-    const size_t i = static_cast<size_t>(at);
+    const auto i = static_cast<size_t>(at);
     const double f = at - static_cast<double>(i);
     return i + 1 < values.size() ? values[i] * (1 - f) + values[i + 1] * f : values[i];
   };

@@ -203,6 +203,7 @@ class EstimatorIndex {
  private:
   friend class PlacementState;
   friend class GroupCostModel;
+  class Builder;  // Build's steps (estimator_index.cc)
   EstimatorIndex() = default;
 
   // Estimated time of segment-local base positions [a, b) of segment s, given the tier of

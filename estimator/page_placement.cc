@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_join.h"
 #include "traces/base/strings.h"
 
 namespace tiergym {
@@ -27,12 +28,9 @@ int PagePlacement::TierOfPage(uint64_t page) const {
 absl::Status CheckPlacementTiers(const Profile& profile, const Placement& placement) {
   for (const std::string& tier : placement.Tiers()) {
     if (DeviceIndex(profile, tier) < 0) {
-      std::string devices;
-      for (const std::string& d : profile.devices()) {
-        StrAppend(&devices, devices.empty() ? "" : ", ", d);
-      }
-      return absl::InvalidArgumentError(StrCat("placement names tier '", tier, "' but profile ",
-                                               profile.name(), " has runs only for: ", devices));
+      return absl::InvalidArgumentError(
+          StrCat("placement names tier '", tier, "' but profile ", profile.name(),
+                 " has runs only for: ", absl::StrJoin(profile.devices(), ", ")));
     }
   }
   return absl::OkStatus();
@@ -57,7 +55,7 @@ std::vector<uint64_t> FirstTouchPages(const Profile& profile, int base) {
 std::vector<PagePlacement::Interval> AssignFractions(
     const std::vector<uint64_t>& first_touch_keys,
     const std::vector<std::pair<int, double>>& tier_fractions) {
-  const double footprint = static_cast<double>(first_touch_keys.size());
+  const auto footprint = static_cast<double>(first_touch_keys.size());
   std::vector<std::pair<uint64_t, int>> assigned;
   size_t next = 0;
   for (const auto& [tier, fraction] : tier_fractions) {

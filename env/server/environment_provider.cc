@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "env/interval_pricer.h"
 #include "traces/base/field_status.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
@@ -154,7 +155,7 @@ EnvironmentProvider::Cost EnvironmentProvider::EstimateCost(const EnvConfig& c) 
       }
     }
     const uint64_t n = steps > 0 ? steps : 10000;
-    const bool linear = c.model == Model::kPaper && n * k * tiers <= (uint64_t{1} << 22);
+    const bool linear = PricesByLinearCosts(c.model, n, k, tiers);
     // Per interval and region: the access share (float) and, on the linear path, a cost
     // per tier (double); per interval: bounds, default time, constant, interference levels;
     // per region: the region, its bytes, size share, bounds.
@@ -295,16 +296,21 @@ absl::StatusOr<std::unique_ptr<SessionEnv>> EnvironmentProvider::Make(const Conf
   if (!resolved.ok()) return resolved.status();
   absl::StatusOr<EnvConfig> parsed = ParseEnvConfig(*resolved);
   if (!parsed.ok()) return parsed.status();
+  // Files by the names clients know them by, not by their server paths; the field kept.
+  auto redact = [&](const absl::Status& status) {
+    absl::Status redacted(status.code(), roots_->Redact(std::string(status.message())));
+    const std::optional<std::string> field = ErrorField(status);
+    return field ? WithField(std::move(redacted), *field) : redacted;
+  };
+  // What the configuration alone decides (machine, overrides, spaces) is checked before
+  // its cost is weighed or anything is loaded.
+  if (absl::StatusOr<EnvSpec> spec = MakeEnvSpec(*parsed); !spec.ok()) {
+    return redact(spec.status());
+  }
   const Cost cost = EstimateCost(*parsed);
   absl::StatusOr<std::shared_ptr<const EnvAssets>> assets =
       Assets(CacheKey(*resolved), *parsed, cost);
-  if (!assets.ok()) {
-    // Files by the names clients know them by, not by their server paths; the field kept.
-    absl::Status redacted(assets.status().code(),
-                          roots_->Redact(std::string(assets.status().message())));
-    const std::optional<std::string> field = ErrorField(assets.status());
-    return field ? WithField(std::move(redacted), *field) : redacted;
-  }
+  if (!assets.ok()) return redact(assets.status());
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (options_.max_asset_bytes > 0 &&

@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_root.h"
+#include "traces/base/field_status.h"
 #include "traces/base/strings.h"
 #include "traces/profile.h"
 
@@ -506,6 +507,65 @@ TEST(EnvironmentTest, RefusesBadConfiguration) {
   auto assets = EnvAssets::Load(*config);
   ASSERT_FALSE(assets.ok());
   EXPECT_THAT(std::string(assets.status().message()), HasSubstr("has no run for tier 'remote'"));
+}
+
+// The spec follows from the configuration and the machine alone (EnvPool's spec before
+// dynamics): a client learns the spaces without any profile being read, and a bad
+// configuration fails before one is.
+TEST(EnvironmentTest, SpecIsKnownBeforeAnyProfileIsLoaded) {
+  auto config = ParseEnvConfig({{"profiles", "/nonexistent/profile"},
+                                {"machine", "disagg"},
+                                {"num_regions", "12"},
+                                {"action_mode", "keep"},
+                                {"observation", "normalized"},
+                                {"migration_gbps", "3"}});
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto spec = MakeEnvSpec(*config);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->profiles.empty());
+  EXPECT_TRUE(spec->region_bounds.empty());
+  // What the loaded assets declare, but for the profiles' names and regions.
+  config->profiles = {ProfileDir("lulesh", "disagg")};
+  auto assets = EnvAssets::Load(*config);
+  ASSERT_TRUE(assets.ok()) << assets.status();
+  const EnvSpec& loaded = (*assets)->spec();
+  EXPECT_EQ(loaded.profiles, std::vector<std::string>{"lulesh"});
+  EXPECT_EQ(loaded.region_bounds.size(), 12u * 2);
+  EXPECT_EQ(spec->observation.kind, loaded.observation.kind);
+  EXPECT_EQ(spec->observation.shape, loaded.observation.shape);
+  EXPECT_EQ(spec->observation.shape, (std::vector<int64_t>{12 * 7 + 3 + 2}));
+  EXPECT_EQ(spec->action.kind, loaded.action.kind);
+  EXPECT_EQ(spec->action.shape, loaded.action.shape);
+  EXPECT_EQ(spec->action.n, 4);  // keep, or one of three tiers
+  EXPECT_EQ(spec->action.n, loaded.action.n);
+  EXPECT_EQ(spec->tiers, loaded.tiers);
+  EXPECT_EQ(spec->num_regions, loaded.num_regions);
+  EXPECT_EQ(spec->obs_region_features, loaded.obs_region_features);
+  EXPECT_EQ(spec->obs_global_offset, loaded.obs_global_offset);
+  EXPECT_EQ(spec->tier_capacity_bytes, loaded.tier_capacity_bytes);
+  EXPECT_EQ(spec->tier_migration_gbps, (std::vector<double>{3, 3, 3}));
+  EXPECT_EQ(spec->tier_migration_gbps, loaded.tier_migration_gbps);
+  EXPECT_EQ(spec->tier_bandwidth_gbps, loaded.tier_bandwidth_gbps);
+  // A contention scenario adds a level per tier, known without reading the schedule.
+  config->interference = "/nonexistent/schedule.json";
+  auto contended = MakeEnvSpec(*config);
+  ASSERT_TRUE(contended.ok()) << contended.status();
+  EXPECT_EQ(contended->observation.shape, (std::vector<int64_t>{12 * 7 + 3 + 2 + 3}));
+  // A capacity override of a tier the machine lacks fails before any profile is read:
+  // the profile does not exist, yet the error is the override's.
+  config->profiles = {"/nonexistent/profile"};
+  config->interference.clear();
+  config->tier_capacity_mib = {{"nvm", 100}};
+  for (const absl::Status& status :
+       {MakeEnvSpec(*config).status(), EnvAssets::Load(*config).status()}) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(status.message()),
+                HasSubstr("machine disagg has no tier 'nvm' (tiers: ddr, hbm, remote)"));
+    EXPECT_EQ(ErrorField(status), "tier_capacity_mib");
+  }
+  config->tier_capacity_mib.clear();
+  config->num_regions = 0;
+  EXPECT_EQ(ErrorField(MakeEnvSpec(*config).status()), "num_regions");
 }
 
 // tier_capacity_mib shrinks a tier without a machine file (which a remote server would

@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "tests/env/fake_env.h"
 #include "tests/env/msgpack_builder.h"
+#include "traces/base/field_status.h"
 #include "traces/machine.h"
 #include "traces/synth/app_model.h"
 #include "traces/synth/generator.h"
@@ -728,6 +729,21 @@ TEST_F(EndToEndTest, AConfigurationOverTheMemoryBudgetIsRefusedBeforeItIsBuilt) 
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
   EXPECT_EQ(provider.GetStats().asset_sets, 0u);
   EXPECT_TRUE(provider.Make({{"num_regions", "8"}, {"steps", "10"}}).ok());
+}
+
+// A configuration wrong in itself gets its own error, whatever it would cost: the spec is
+// made from the configuration before its cost is weighed or a profile is read.
+TEST_F(EndToEndTest, AWrongConfigurationIsRefusedForWhatIsWrongBeforeItsCost) {
+  EnvironmentProviderOptions po;
+  po.default_profiles = {ProfileDir()};
+  EnvironmentProvider provider(po);
+  absl::StatusOr<std::unique_ptr<SessionEnv>> wrong = provider.Make(
+      {{"num_regions", "65536"}, {"steps", "1000000"}, {"tier_capacity_mib", "nvm:100"}});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument) << wrong.status();
+  EXPECT_THAT(std::string(wrong.status().message()), HasSubstr("has no tier 'nvm'"));
+  EXPECT_EQ(ErrorField(wrong.status()), "tier_capacity_mib");
+  EXPECT_EQ(provider.GetStats().asset_sets, 0u);
 }
 
 TEST_F(EndToEndTest, UnusedAssetSetsMakeRoomForNewOnes) {

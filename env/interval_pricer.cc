@@ -1,0 +1,169 @@
+#include "env/interval_pricer.h"
+
+#include <utility>
+
+#include "traces/placement.h"
+
+namespace tiergym::env {
+namespace {
+
+// Model::kPaper: the intervals' times tabulated per region and tier.
+class LinearCostPricer final : public IntervalPricer {
+ public:
+  explicit LinearCostPricer(const IntervalPricerInputs& in)
+      : regions_(in.regions.size()), tiers_(in.device_of_tier.size()) {
+    const size_t steps = in.bounds.size() - 1, k = regions_, tiers = tiers_;
+    const size_t devices = in.index->devices().size();
+    const GroupCostModel costs(in.index, in.region_of_page, k);
+    cost_.resize(steps * k * tiers);
+    constant_ns_.reserve(steps);
+    for (size_t i = 0; i < steps; ++i) {
+      const GroupCostModel::Costs c =
+          in.contention ? in.contention->IntervalCosts(costs, in.bounds[i], in.bounds[i + 1])
+                        : costs.IntervalCosts(in.bounds[i], in.bounds[i + 1]);
+      constant_ns_.push_back(c.constant_ns);
+      for (size_t r = 0; r < k; ++r) {
+        for (size_t t = 0; t < tiers; ++t) {
+          cost_[(i * k + r) * tiers + t] =
+              c.cost[r * devices + static_cast<size_t>(in.device_of_tier[t])];
+        }
+      }
+    }
+  }
+
+  // The episode has no state of its own: the regions' tiers are the placement.
+  class LinearEpisode final : public Episode {
+   public:
+    explicit LinearEpisode(const LinearCostPricer& pricer) : pricer_(pricer) {}
+    absl::Status Move(std::span<const int> /*moved*/,
+                      const std::vector<int>& /*region_tier*/) override {
+      return absl::OkStatus();
+    }
+    [[nodiscard]] double IntervalNs(size_t step,
+                                    const std::vector<int>& region_tier) const override {
+      return pricer_.IntervalNs(step, region_tier);
+    }
+
+   private:
+    const LinearCostPricer& pricer_;
+  };
+
+  absl::StatusOr<std::unique_ptr<Episode>> NewEpisode() const override {
+    return std::make_unique<LinearEpisode>(*this);
+  }
+  [[nodiscard]] const char* name() const override { return "linear costs"; }
+  [[nodiscard]] size_t MemoryBytes() const override {
+    return cost_.size() * sizeof(double) + constant_ns_.size() * sizeof(double);
+  }
+
+  [[nodiscard]] double IntervalNs(size_t step, const std::vector<int>& region_tier) const {
+    const size_t k = regions_, tiers = tiers_;
+    const double* c = &cost_[step * k * tiers];
+    double sum = constant_ns_[step];
+    for (size_t r = 0; r < k; ++r) sum += c[r * tiers + static_cast<size_t>(region_tier[r])];
+    return sum;
+  }
+
+ private:
+  size_t regions_, tiers_;
+  std::vector<double> cost_;         // [(step * regions + r) * tiers + t]
+  std::vector<double> constant_ns_;  // per step: what no placement changes
+};
+
+// The regions' pages moved in a PlacementState, the interval's windows walked; with a
+// contention scenario, through its composer.
+class IndexWalkPricer final : public IntervalPricer {
+ public:
+  explicit IndexWalkPricer(const IntervalPricerInputs& in)
+      : index_(in.index),
+        model_(in.model),
+        device_of_tier_(in.device_of_tier),
+        bounds_(in.bounds),
+        contention_(in.contention) {
+    const uint64_t page_bytes = uint64_t{1} << index_->page_shift();
+    for (const Region& r : in.regions) {
+      region_bytes_.emplace_back(r.start_page * page_bytes, r.end_page * page_bytes);
+    }
+  }
+
+  class WalkEpisode : public Episode {
+   public:
+    WalkEpisode(const IndexWalkPricer& pricer, PlacementState state)
+        : pricer_(pricer), state_(std::move(state)) {}
+    absl::Status Move(std::span<const int> moved, const std::vector<int>& region_tier) override {
+      for (const int r : moved) {
+        const auto [start, end] = pricer_.region_bytes_[static_cast<size_t>(r)];
+        absl::Status status =
+            state_.Move(start, end, pricer_.device_of_tier_[static_cast<size_t>(region_tier[r])]);
+        if (!status.ok()) return status;
+      }
+      return absl::OkStatus();
+    }
+
+   protected:
+    const IndexWalkPricer& pricer_;
+    PlacementState state_;
+  };
+
+  class PlainWalkEpisode final : public WalkEpisode {
+   public:
+    using WalkEpisode::WalkEpisode;
+    [[nodiscard]] double IntervalNs(size_t step,
+                                    const std::vector<int>& /*region_tier*/) const override {
+      return state_.IntervalNs(pricer_.bounds_[step], pricer_.bounds_[step + 1]);
+    }
+  };
+
+  class ContendedWalkEpisode final : public WalkEpisode {
+   public:
+    using WalkEpisode::WalkEpisode;
+    [[nodiscard]] double IntervalNs(size_t step,
+                                    const std::vector<int>& /*region_tier*/) const override {
+      return pricer_.contention_->IntervalNs(state_, pricer_.bounds_[step],
+                                             pricer_.bounds_[step + 1]);
+    }
+  };
+
+  absl::StatusOr<std::unique_ptr<Episode>> NewEpisode() const override {
+    const EstimatorIndex& x = *index_;
+    absl::StatusOr<ResolvedPlacement> all_default =
+        x.Resolve(Placement{x.devices()[static_cast<size_t>(x.base())], {}, {}});
+    if (!all_default.ok()) return all_default.status();
+    PlacementState state(index_, *all_default, model_);
+    if (contention_ != nullptr)
+      return std::make_unique<ContendedWalkEpisode>(*this, std::move(state));
+    return std::make_unique<PlainWalkEpisode>(*this, std::move(state));
+  }
+  [[nodiscard]] const char* name() const override {
+    return contention_ != nullptr ? "contended index walk" : "index walk";
+  }
+  [[nodiscard]] size_t MemoryBytes() const override {
+    return device_of_tier_.size() * sizeof(int) + bounds_.size() * sizeof(uint64_t) +
+           region_bytes_.size() * 2 * sizeof(uint64_t);
+  }
+
+ private:
+  std::shared_ptr<const EstimatorIndex> index_;
+  Model model_;
+  std::vector<int> device_of_tier_;
+  std::vector<uint64_t> bounds_;
+  std::vector<std::pair<uint64_t, uint64_t>> region_bytes_;  // per region: [start, end) bytes
+  std::shared_ptr<const InterferenceComposer> contention_;
+};
+
+}  // namespace
+
+bool PricesByLinearCosts(Model model, uint64_t steps, uint64_t regions, uint64_t tiers,
+                         uint64_t max_entries) {
+  return model == Model::kPaper && steps * regions * tiers <= max_entries;
+}
+
+std::unique_ptr<const IntervalPricer> MakeIntervalPricer(const IntervalPricerInputs& inputs) {
+  if (PricesByLinearCosts(inputs.model, inputs.bounds.size() - 1, inputs.regions.size(),
+                          inputs.device_of_tier.size(), inputs.max_linear_entries)) {
+    return std::make_unique<LinearCostPricer>(inputs);
+  }
+  return std::make_unique<IndexWalkPricer>(inputs);
+}
+
+}  // namespace tiergym::env
