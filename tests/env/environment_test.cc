@@ -525,7 +525,7 @@ TEST(EnvironmentTest, SpecIsKnownBeforeAnyProfileIsLoaded) {
   EXPECT_TRUE(spec->profiles.empty());
   EXPECT_TRUE(spec->region_bounds.empty());
   // What the loaded assets declare, but for the profiles' names and regions.
-  config->profiles = {ProfileDir("lulesh", "disagg")};
+  config->profiles = {SmallProfileDir("lulesh", "disagg")};
   auto assets = EnvAssets::Load(*config);
   ASSERT_TRUE(assets.ok()) << assets.status();
   const EnvSpec& loaded = (*assets)->spec();
