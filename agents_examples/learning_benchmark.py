@@ -227,6 +227,26 @@ def train_sb3(agent, server, config, train, apps, seed, steps, eval_every, progr
 
 # --- RLlib ------------------------------------------------------------------------------------
 
+# Where an RLlib iteration's time goes (seconds: per iteration for the first two, mean per
+# call for the others), logged after each iteration: these names end the flattened keys.
+RLLIB_TIMERS = ("env_runner_sampling_timer", "learner_update_timer", "env_step_timer",
+                "env_to_module_connector", "rlmodule_inference_timer",
+                "module_to_env_connector", "learner_connector")
+
+
+def rllib_timers(result, prefix=""):
+    """{flattened key: seconds} of the RLLIB_TIMERS in an RLlib result."""
+    found = {}
+    for key, value in result.items():
+        name = f"{prefix}/{key}" if prefix else str(key)
+        if isinstance(value, dict):
+            found.update(rllib_timers(value, name))
+        elif isinstance(value, (int, float)) and any(
+                part in RLLIB_TIMERS for part in name.split("/")[-2:]):
+            found[name] = float(value)
+    return found
+
+
 def train_rllib(agent, server, config, train, apps, seed, steps, eval_every, progress, curve):
     import ray
     import torch
@@ -273,6 +293,8 @@ def train_rllib(agent, server, config, train, apps, seed, steps, eval_every, pro
             result = algo.train()
             train_s += time.monotonic() - t0
             sampled = int(result["env_runners"]["num_env_steps_sampled_lifetime"])
+            log(f"  rllib iteration: {sampled} env steps, {time.monotonic() - t0:.1f} s; " +
+                ", ".join(f"{k} {v:.4g}" for k, v in sorted(rllib_timers(result).items())))
             if sampled >= next_eval or sampled >= steps:
                 module = algo.get_module()
                 progress(sampled, evaluate(), train_s)
