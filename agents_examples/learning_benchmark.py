@@ -5,7 +5,8 @@
     python agents_examples/learning_benchmark.py --agents sb3-ppo,sb3-a2c --steps 50000 \\
         --json bench.json --plot bench.png
 
-The default task is `tiergym/TierPlacement-v1` (registered by tiergym): knl with 512 MiB
+The default task is `tiergym/TierPlacement-v1` (registered by tiergym; the unversioned
+`tiergym/TierPlacement` resolves to it): knl with 512 MiB
 of HBM (a fifth to a half of each bundled application's footprint), 16 regions, 100
 decisions, the `keep` action mode (per region: keep it, or move it to a tier) and
 normalized observations. Each agent trains on the training applications (default minife
