@@ -23,6 +23,18 @@ def test_fraction_of_oracle_is_the_mean_of_the_ratios():
     assert lb.fraction_of_oracle({"a": -0.2, "b": 0.1}, oracle, ["a"]) == pytest.approx(-1.0)
 
 
+def test_rllib_timers_are_found_anywhere_in_a_result():
+    result = {"timers": {"env_runner_sampling_timer": 1.5, "learner_update_timer": 3,
+                         "synch_weights": 0.1},
+              "env_runners": {"env_step_timer": 0.001, "episode_return_mean": 0.1,
+                              "env_to_module_connector": {"mean": 0.002, "count": 7}}}
+    assert lb.rllib_timers(result) == {
+        "timers/env_runner_sampling_timer": 1.5, "timers/learner_update_timer": 3.0,
+        "env_runners/env_step_timer": 0.001,
+        "env_runners/env_to_module_connector/mean": 0.002,
+        "env_runners/env_to_module_connector/count": 7.0}
+
+
 def test_the_vectorized_multicategorical_is_sb3s_distribution():
     torch = pytest.importorskip("torch")
     from stable_baselines3.common.distributions import MultiCategoricalDistribution
