@@ -1,4 +1,5 @@
-"""Registers tiergym/TierPlacement-v0 and -v1 with Gymnasium in every process of a Python
+"""Registers tiergym/TierPlacement-v0 and -v1 (the default task, to which the unversioned
+tiergym/TierPlacement resolves) with Gymnasium in every process of a Python
 environment where tiergym is installed, as soon as that process imports gymnasium, without
 importing tiergym itself (the registration names its entry points by string).
 
@@ -18,13 +19,15 @@ ENV_ID = "tiergym/TierPlacement-v0"
 DEFAULT_TASK_ID = "tiergym/TierPlacement-v1"
 DEFAULT_TASK = {"tier_capacity_mib": "hbm:512", "num_regions": 16, "action_mode": "keep",
                 "observation": "normalized"}
+V0_TASK = {"machine": "knl", "num_regions": 64, "steps": 100, "action_mode": "placement",
+           "observation": "raw"}
 
 
 def register():
     try:
         from gymnasium.envs.registration import register as gym_register
         from gymnasium.envs.registration import registry
-        for env_id, kwargs in ((ENV_ID, {}), (DEFAULT_TASK_ID, DEFAULT_TASK)):
+        for env_id, kwargs in ((ENV_ID, V0_TASK), (DEFAULT_TASK_ID, DEFAULT_TASK)):
             if env_id not in registry:
                 gym_register(id=env_id, entry_point="tiergym.env:TierEnv",
                              vector_entry_point="tiergym.vector:VectorEnv", kwargs=dict(kwargs))

@@ -56,7 +56,7 @@ def test_the_id_is_registered_in_a_process_that_never_imports_tiergym(tmp_path):
 def test_the_readme_snippet_works_from_any_directory(tmp_path):
     out = run_python("""
         import gymnasium, tiergym
-        e = gymnasium.make("tiergym/TierPlacement-v0", num_regions=8, steps=4)
+        e = gymnasium.make("tiergym/TierPlacement-v1", num_regions=8, steps=4)
         obs, info = e.reset(seed=0)
         e.step(e.action_space.sample())
         e.close()
@@ -437,3 +437,29 @@ def test_the_default_task_id_and_its_keep_mode_and_masks(server):
         assert envs.action_masks().shape == (2, 8 * 3)
     finally:
         envs.close()
+
+
+def test_the_unversioned_id_is_the_default_task_and_v0_keeps_the_servers_defaults(server):
+    import warnings
+    import _tiergym_gymnasium
+    assert _tiergym_gymnasium.V0_TASK == tiergym.V0_TASK
+    # Gymnasium resolves an id without a version to the highest registered one (it warns).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        env = gymnasium.make(tiergym.TASK_NAME, address=server, num_regions=8, steps=6)
+    try:
+        assert env.spec.id == tiergym.DEFAULT_TASK_ID
+        assert env.unwrapped.config["action_mode"] == "keep"
+        assert env.unwrapped.config["tier_capacity_mib"] == "hbm:512"
+    finally:
+        env.close()
+    with tiergym.make(tiergym.TASK_NAME, address=server, num_regions=8, steps=6) as env:
+        assert env.config["observation"] == "normalized"
+    # v0 spells out the server's defaults: if one of them changes, v0 must not move with it.
+    defaults = {name: default for name, default, _ in tiergym.config_keys(server)}
+    for key, value in tiergym.V0_TASK.items():
+        assert defaults[key] == str(value), key
+    assert defaults["tier_capacity_mib"] == ""  # v0: all of knl's HBM
+    assert gymnasium.spec(tiergym.ENV_ID).kwargs == tiergym.V0_TASK
+    with gymnasium.make(tiergym.ENV_ID, address=server, steps=6) as env:
+        assert env.action_space == gymnasium.spaces.MultiDiscrete([2] * 64)

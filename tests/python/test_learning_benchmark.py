@@ -23,6 +23,57 @@ def test_fraction_of_oracle_is_the_mean_of_the_ratios():
     assert lb.fraction_of_oracle({"a": -0.2, "b": 0.1}, oracle, ["a"]) == pytest.approx(-1.0)
 
 
+def test_rllib_timers_are_found_anywhere_in_a_result():
+    result = {"timers": {"env_runner_sampling_timer": 1.5, "learner_update_timer": 3,
+                         "synch_weights": 0.1},
+              "env_runners": {"env_step_timer": 0.001, "episode_return_mean": 0.1,
+                              "env_to_module_connector": {"mean": 0.002, "count": 7}}}
+    assert lb.rllib_timers(result) == {
+        "timers/env_runner_sampling_timer": 1.5, "timers/learner_update_timer": 3.0,
+        "env_runners/env_step_timer": 0.001,
+        "env_runners/env_to_module_connector/mean": 0.002,
+        "env_runners/env_to_module_connector/count": 7.0}
+
+
+def test_the_vectorized_multicategorical_is_sb3s_distribution():
+    torch = pytest.importorskip("torch")
+    from stable_baselines3.common.distributions import MultiCategoricalDistribution
+    torch.manual_seed(0)
+    logits, unequal = torch.randn(6, 4 * 3), torch.randn(6, 2 + 3)
+    actions = torch.randint(0, 3, (6, 4)).float()
+    plain = MultiCategoricalDistribution([3] * 4).proba_distribution(logits)
+    plain_unequal = MultiCategoricalDistribution([2, 3]).proba_distribution(unequal)
+    expected = (plain.log_prob(actions), plain.entropy(), plain.mode(),
+                plain_unequal.log_prob(actions[:, :2].clamp(max=1)), plain_unequal.entropy())
+    saved = dict(vars(MultiCategoricalDistribution))
+    try:
+        assert lb.vectorize_multicategorical()
+        check_vectorized(MultiCategoricalDistribution, logits, unequal, actions, expected)
+    finally:  # other tests of this process get SB3 as it is
+        for name in ("proba_distribution", "log_prob", "entropy", "sample", "mode",
+                     "_tiergym_vectorized"):
+            if name in saved:
+                setattr(MultiCategoricalDistribution, name, saved[name])
+            elif hasattr(MultiCategoricalDistribution, name):
+                delattr(MultiCategoricalDistribution, name)
+
+
+def check_vectorized(dist_class, logits, unequal, actions, expected):
+    import torch
+    fast = dist_class([3] * 4).proba_distribution(logits)
+    assert isinstance(fast.distribution, torch.distributions.Categorical)
+    assert torch.allclose(fast.log_prob(actions), expected[0])
+    assert torch.allclose(fast.entropy(), expected[1])
+    assert torch.equal(fast.mode(), expected[2])
+    sample = fast.sample()
+    assert sample.shape == (6, 4) and int(sample.max()) <= 2
+    # Unequal numbers of choices keep SB3's own list of Categoricals.
+    other = dist_class([2, 3]).proba_distribution(unequal)
+    assert isinstance(other.distribution, list)
+    assert torch.allclose(other.log_prob(actions[:, :2].clamp(max=1)), expected[3])
+    assert torch.allclose(other.entropy(), expected[4])
+
+
 def test_a_tiny_run_writes_curves_scores_and_a_plot(tmp_path):
     out = subprocess.run(
         [sys.executable, SCRIPT, "--agents", "sb3-a2c,sb3-dqn", "--seeds", "0,1",

@@ -1,7 +1,7 @@
 """tiergym: a Python client of the tiergym environment server (env/PROTOCOL.md).
 
     import gymnasium, tiergym
-    env = gymnasium.make("tiergym/TierPlacement-v0", num_regions=16, steps=50)
+    env = gymnasium.make("tiergym/TierPlacement-v1")   # the default task (DEFAULT_TASK)
     obs, info = env.reset(seed=0)
     obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
     env.close()
@@ -12,19 +12,23 @@
 Without an address an environment starts a private `tiergym serve` (the binary installed
 inside this package; $TIERGYM_BIN or $TIERGYM_BIN_DIR override it) and stops it on close();
 pass address="tcp://127.0.0.1:5555" (or a tiergym.Server) to use a running server. TierEnv
-is a gymnasium.Env, VectorEnv a gymnasium.vector.VectorEnv, and the id
-"tiergym/TierPlacement-v0" is registered with Gymnasium (on import of tiergym, and in every
-process of an environment where the package is installed, see _tiergym_gymnasium.py).
+is a gymnasium.Env, VectorEnv a gymnasium.vector.VectorEnv, and the ids
+"tiergym/TierPlacement-v1" (the default task: 512 MiB of HBM, 16 regions, keep action mode,
+normalized observations; "tiergym/TierPlacement" resolves to it) and
+"tiergym/TierPlacement-v0" (the server's defaults: all of knl's HBM, 64 regions, placement
+action mode, raw observations) are registered with Gymnasium (on import of tiergym, and in
+every process of an environment where the package is installed, see _tiergym_gymnasium.py).
 """
 
-from ._protocol import DEFAULT_TASK, DEFAULT_TASK_ID, ENV_ID, VERSION
+from ._protocol import DEFAULT_TASK, DEFAULT_TASK_ID, ENV_ID, TASK_NAME, V0_TASK, VERSION
 from .connection import Connection, Server, find_binary
 from .env import TierEnv
 from .errors import BinaryNotFound, ServerError, ServerUnavailable, TierGymError
 from .vector import DISABLED, NEXT_STEP, SAME_STEP, VectorEnv
 from .inprocess import InProcessVectorEnv
 
-__all__ = ["ENV_ID", "DEFAULT_TASK_ID", "DEFAULT_TASK", "VERSION", "__version__", "make", "config_keys", "register_envs",
+__all__ = ["ENV_ID", "DEFAULT_TASK_ID", "DEFAULT_TASK", "TASK_NAME", "V0_TASK", "VERSION",
+           "__version__", "make", "config_keys", "register_envs",
            "TierEnv", "VectorEnv", "Server", "Connection", "find_binary", "TierGymError",
            "ServerError", "ServerUnavailable", "BinaryNotFound", "NEXT_STEP", "SAME_STEP",
            "DISABLED", "InProcessVectorEnv"]
@@ -45,13 +49,15 @@ __version__ = _package_version()
 
 def make(env_id=ENV_ID, **kwargs):
     """A TierEnv. Keyword arguments: address, timeout, server_args, render_mode, and
-    configuration keys. DEFAULT_TASK_ID ("tiergym/TierPlacement-v1") starts from the
-    default task's keys (DEFAULT_TASK), which keyword arguments override."""
-    if env_id == DEFAULT_TASK_ID:
+    configuration keys, which override the task's. DEFAULT_TASK_ID
+    ("tiergym/TierPlacement-v1", also TASK_NAME without a version, as in Gymnasium) is the
+    default task (DEFAULT_TASK); ENV_ID ("tiergym/TierPlacement-v0", the default here for
+    compatibility) the server's own defaults, which V0_TASK spells out."""
+    if env_id in (DEFAULT_TASK_ID, TASK_NAME):
         return TierEnv(**{**DEFAULT_TASK, **kwargs})
     if env_id != ENV_ID:
-        raise ValueError(f"unknown environment id {env_id!r}; tiergym serves {ENV_ID!r} "
-                         f"and {DEFAULT_TASK_ID!r}")
+        raise ValueError(f"unknown environment id {env_id!r}; tiergym serves {TASK_NAME!r} "
+                         f"(= {DEFAULT_TASK_ID!r}, the default task) and {ENV_ID!r}")
     return TierEnv(**kwargs)
 
 
@@ -66,13 +72,14 @@ def config_keys(address):
 
 
 def register_envs():
-    """Registers tiergym/TierPlacement-v0 (the server's defaults) and
-    tiergym/TierPlacement-v1 (the default task, DEFAULT_TASK) with Gymnasium (idempotent):
+    """Registers tiergym/TierPlacement-v0 (the server's defaults, V0_TASK) and
+    tiergym/TierPlacement-v1 (the default task, DEFAULT_TASK; the highest version, so
+    `gymnasium.make("tiergym/TierPlacement")` resolves to it) with Gymnasium (idempotent):
     `gymnasium.make` gives a TierEnv, `gymnasium.make_vec(...,
     vectorization_mode="vector_entry_point")` (the default mode for these ids) the batched
     VectorEnv. Also the entry point of the "gymnasium.envs" plugin group."""
     import gymnasium
-    for env_id, kwargs in ((ENV_ID, {}), (DEFAULT_TASK_ID, DEFAULT_TASK)):
+    for env_id, kwargs in ((ENV_ID, V0_TASK), (DEFAULT_TASK_ID, DEFAULT_TASK)):
         if env_id not in gymnasium.registry:
             gymnasium.register(id=env_id, entry_point="tiergym.env:TierEnv",
                                vector_entry_point="tiergym.vector:VectorEnv",

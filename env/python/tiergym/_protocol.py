@@ -11,9 +11,15 @@ ENV_ID = "tiergym/TierPlacement-v0"
 # The default task: knl with a fast tier that holds a fifth to a half of each bundled
 # application's footprint (512 MiB of HBM), 16 regions, 100 decisions, the keep action mode
 # and normalized observations (agents_examples/README.md, "Learning benchmark").
+# It is the highest version, so the unversioned TASK_NAME resolves to it in Gymnasium.
 DEFAULT_TASK_ID = "tiergym/TierPlacement-v1"
 DEFAULT_TASK = {"tier_capacity_mib": "hbm:512", "num_regions": 16, "action_mode": "keep",
                 "observation": "normalized"}
+TASK_NAME = "tiergym/TierPlacement"
+# tiergym/TierPlacement-v0, spelled out: the server's defaults when v0 was the only task (a
+# test checks that they still are), so that its results reproduce even if those change.
+V0_TASK = {"machine": "knl", "num_regions": 64, "steps": 100, "action_mode": "placement",
+           "observation": "raw"}
 
 _DTYPES = {
     "float32": np.dtype("<f4"),
