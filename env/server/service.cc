@@ -1,6 +1,5 @@
 #include "env/server/service.h"
 
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_join.h"
+#include "env/server/random_id.h"
 #include "env/server/shm_batch.h"
 #include "env/spec/action_check.h"
 #include "traces/base/field_status.h"
@@ -99,23 +99,6 @@ Error NoEpisode(const std::string& field) {
   return MakeError(absl::StatusCode::kFailedPrecondition, field,
                    "the session has no episode running: call reset first (the last episode "
                    "ended, or none began)");
-}
-
-// 128 bits from the kernel's CSPRNG as 32 hex digits.
-protocol::SessionId NewSessionId() {
-  unsigned char bytes[16];
-  size_t got = 0;
-  while (got < sizeof bytes) {
-    const ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
-    if (n > 0) got += static_cast<size_t>(n);
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  protocol::SessionId id;
-  for (unsigned char b : bytes) {
-    id += kHex[b >> 4];
-    id += kHex[b & 15];
-  }
-  return id;
 }
 
 uint64_t ResidentBytes() {
@@ -329,7 +312,7 @@ absl::StatusOr<std::shared_ptr<Service::Segment>> Service::NewSegment(
   segment->batch = *std::move(batch);
   std::lock_guard<std::mutex> lock(mu_);
   do {
-    segment->handle = NewSessionId();
+    segment->handle = RandomHex128();
   } while (segments_.count(segment->handle) != 0);
   for (const protocol::SessionId& id : sessions) {
     auto it = sessions_.find(id);
@@ -408,7 +391,7 @@ ReplyBody Service::Make(const protocol::MakeRequest& r, const std::string& owner
 
   auto session = std::make_shared<Session>();
   do {
-    session->id = NewSessionId();
+    session->id = RandomHex128();
   } while (sessions_.count(session->id) != 0);
   session->owner = owner;
   session->env = std::move(*env);

@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -15,6 +14,7 @@
 #include <cstring>
 #include <utility>
 
+#include "env/server/random_id.h"
 #include "traces/base/strings.h"
 
 namespace tiergym::env {
@@ -27,22 +27,6 @@ constexpr uint64_t kAlign = 64;  // every array starts on a cache line
 constexpr char kMagic[8] = {'T', 'G', 'S', 'H', 'M', 0, 0, 1};
 
 uint64_t RoundUp(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
-
-std::string RandomHex() {
-  unsigned char bytes[16];
-  size_t got = 0;
-  while (got < sizeof bytes) {
-    const ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
-    if (n > 0) got += static_cast<size_t>(n);
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char b : bytes) {
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
-  }
-  return out;
-}
 
 // The column a protocol reply's action_mask takes (protocol.cc PackInfoColumns).
 size_t EncodedColumns(const StepInfo& info) {
@@ -175,7 +159,7 @@ absl::StatusOr<std::unique_ptr<ShmBatch>> ShmBatch::Create(const ShmBatchShape& 
                  " bytes free; an eighth is kept free); use results in the reply (no shm)"));
     }
   }
-  const std::string name = StrCat("/", kPrefix, getpid(), "-", RandomHex());
+  const std::string name = StrCat("/", kPrefix, getpid(), "-", RandomHex128());
   const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     return absl::UnavailableError(
