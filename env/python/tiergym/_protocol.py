@@ -103,3 +103,15 @@ def decode_info_columns(info, mask=None):
     for key in list(out):
         out["_" + key] = mask.copy()
     return out
+
+
+def no_refusals(cache, rows):
+    """The refused_regions column of `rows` entries none of which was refused: a read-only
+    object array of empty tuples, made once per length and kept in `cache` (a dict)."""
+    refused = cache.get(rows)
+    if refused is None:
+        refused = np.empty(rows, dtype=object)
+        refused.fill(())
+        refused.flags.writeable = False
+        cache[rows] = refused
+    return refused

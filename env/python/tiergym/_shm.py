@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from ._protocol import _DTYPES, INFO_FLOATS, INFO_INTS
+from ._protocol import _DTYPES, INFO_FLOATS, INFO_INTS, no_refusals
 
 _INFO_ARRAYS = INFO_FLOATS + INFO_INTS + ("tier_used_bytes", "action_mask")
 _INFO_KEYS = ("profile",) + _INFO_ARRAYS + ("refused_regions",)
@@ -117,12 +117,7 @@ class SharedResults:
             for i in np.flatnonzero(counts):
                 refused[i] = tuple(int(r) for r in regions[i, :counts[i]])
         else:
-            refused = self._no_refusals.get(rows)
-            if refused is None:
-                refused = np.empty(rows, dtype=object)
-                refused.fill(())
-                refused.flags.writeable = False
-                self._no_refusals[rows] = refused
+            refused = no_refusals(self._no_refusals, rows)
             if copy:
                 refused = refused.copy()
         out["refused_regions"] = refused

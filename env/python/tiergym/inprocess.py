@@ -46,6 +46,7 @@ import sys
 import gymnasium
 import numpy as np
 
+from ._protocol import no_refusals
 from .env import config_to_wire, flat_mask, integer_actions
 from .vector import NEXT_STEP, _VectorEnvBase, batch_seeds, reset_mask
 
@@ -228,12 +229,7 @@ class InProcessVectorEnv(_VectorEnvBase):
             for i in np.flatnonzero(counts):
                 refused[i] = tuple(cols["refused_regions"][i, :counts[i]].tolist())
         else:
-            refused = self._no_refusals.get(rows)
-            if refused is None:
-                refused = np.empty(rows, dtype=object)
-                refused.fill(())
-                refused.flags.writeable = False
-                self._no_refusals[rows] = refused
+            refused = no_refusals(self._no_refusals, rows)
         out["refused_regions"] = refused
         if masks is not None:
             for k in _INFO_KEYS:
