@@ -8,7 +8,11 @@
 #ifndef TIERGYM_TRACES_BASE_EXIT_STATUS_H_
 #define TIERGYM_TRACES_BASE_EXIT_STATUS_H_
 
+#include <functional>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -24,6 +28,16 @@ int Fail(const absl::Status& status, int code = kExitFailed, std::string_view pr
 // Prints the status's message alone (usage errors carry their own context) and returns
 // kExitUsage.
 int UsageFail(const absl::Status& status);
+
+// One subcommand of a program: its name and what runs it with the arguments after it.
+using Command = std::pair<std::string, std::function<int(const std::vector<std::string>&)>>;
+
+// The main() of a program made of subcommands (`tiergym`, `tiergym-prof`): `--help`, `-h`
+// and `help` print `usage` and return kExitOk, `--version` prints "PROGRAM VERSION", a
+// known command runs with the remaining arguments and its status is returned; no command
+// or an unknown one prints `usage` to standard error and returns kExitUsage.
+int RunCommand(std::string_view program, std::string_view version, const std::string& usage,
+               const std::vector<Command>& commands, int argc, char** argv);
 
 }  // namespace tiergym
 

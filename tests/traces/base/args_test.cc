@@ -1,7 +1,11 @@
 #include "traces/base/args.h"
 
+#include <string>
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "traces/base/exit_status.h"
 
 namespace tiergym {
 namespace {
@@ -137,6 +141,38 @@ TEST(ArgParserTest, ParseOrExitStopsOnHelpAndUsageErrorsOnly) {
   ArgParser good = MakeParser();
   EXPECT_EQ(good.ParseOrExit({"a.csv"}), std::nullopt);
   EXPECT_EQ(good.Positional("IN"), "a.csv");
+}
+
+// RunCommand (traces/base/exit_status.h): the subcommand dispatch of tiergym and tiergym-prof.
+int Dispatch(std::vector<std::string> argv_text, std::vector<std::string>* ran) {
+  std::vector<char*> argv;
+  for (std::string& a : argv_text) argv.push_back(a.data());
+  const std::vector<Command> commands = {{"one", [&](const std::vector<std::string>& rest) {
+                                            *ran = rest;
+                                            return 7;
+                                          }}};
+  return RunCommand("prog", "1.2.3", "usage: prog COMMAND\n", commands,
+                    static_cast<int>(argv.size()), argv.data());
+}
+
+TEST(RunCommandTest, RunsTheNamedCommandWithTheArgumentsAfterIt) {
+  std::vector<std::string> ran;
+  EXPECT_EQ(Dispatch({"prog", "one", "--x", "a"}, &ran), 7);
+  EXPECT_THAT(ran, testing::ElementsAre("--x", "a"));
+}
+
+TEST(RunCommandTest, HelpAndVersionSucceedAndNoOrUnknownCommandIsAUsageError) {
+  std::vector<std::string> ran = {"untouched"};
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(Dispatch({"prog", "--help"}, &ran), kExitOk);
+  EXPECT_EQ(Dispatch({"prog", "--version"}, &ran), kExitOk);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), "usage: prog COMMAND\nprog 1.2.3\n");
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(Dispatch({"prog"}, &ran), kExitUsage);
+  EXPECT_EQ(Dispatch({"prog", "two"}, &ran), kExitUsage);
+  EXPECT_THAT(testing::internal::GetCapturedStderr(),
+              testing::HasSubstr("prog: unknown command 'two'"));
+  EXPECT_THAT(ran, testing::ElementsAre("untouched"));
 }
 
 }  // namespace
