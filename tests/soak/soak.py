@@ -15,8 +15,9 @@ Asserts, and prints the figures: the server never dies; no well-formed request g
 unanswered within its timeout; no reply is INTERNAL or not valid UTF-8; no refusal carries
 file content or tells whether a file exists; the reference episode is bit-identical every
 time; once the other clients are gone their sessions are gone and the server's RSS is within
-35 % of its level before the chaos (RSS_BOUND), and so are their shared-memory segments (killed clients
-take step_batch results through shared memory); SIGTERM makes it exit 0 within 5 s.
+35 % of its level before the chaos (RSS_BOUND), and so are their shared-memory segments
+(killed clients take step_batch results through shared memory); SIGTERM makes it exit 0
+within 5 s.
 
     /usr/bin/python3 tests/soak/soak.py [--seconds 45] [--binary build/bin/tiergym]
 """
