@@ -36,6 +36,10 @@ struct Server::Job {
 
 namespace {
 
+// How many reclamation ticks (reclaim_interval_s apart) memory is trimmed after clients or
+// sessions went: unused configurations are released up to a couple of seconds later.
+constexpr int kTrimTicks = 4;
+
 absl::Status BindError(const zmq::error_t& e, const std::string& endpoint) {
   if (e.num() == EADDRINUSE) {
     return absl::FailedPreconditionError(
@@ -258,7 +262,7 @@ void Server::FlushOutboxes() {
 
 void Server::PeerGone(const std::string& name) {
   service_->CloseSessionsOf(name);
-  trim_memory_ = true;
+  trim_ticks_ = kTrimTicks;
   if (auto f = fd_of_.find(name); f != fd_of_.end()) {
     auto& peers = peers_of_fd_[f->second];
     peers.erase(std::remove(peers.begin(), peers.end(), name), peers.end());
@@ -480,11 +484,13 @@ absl::Status Server::Run() {
       }
     }
     if (Clock::now() >= next_reclaim) {
-      service_->ReclaimIdle();
-      if (trim_memory_) {
-        // Connections and sessions went: hand their memory back to the system.
+      if (service_->ReclaimIdle() > 0) trim_ticks_ = kTrimTicks;
+      if (trim_ticks_ > 0) {
+        // Connections and sessions went: hand their memory back to the system, again on
+        // the next ticks, for what is freed after them (configurations left unused are
+        // released a while later).
         malloc_trim(0);
-        trim_memory_ = false;
+        --trim_ticks_;
       }
       next_reclaim = Clock::now() + reclaim_every;
       if (ParentGone()) {

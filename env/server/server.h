@@ -164,7 +164,7 @@ class Server {
   int event_fd_;
   std::atomic<bool> stop_{false};
   bool discarding_ = false;      // dropping the frames of an over-long message
-  bool trim_memory_ = false;     // a connection went: give freed memory back
+  int trim_ticks_ = 0;           // reclamation ticks left on which to give freed memory back
   uint64_t outbox_clients_ = 0;  // connections with replies in their outbox
   uint64_t outbox_bytes_ = 0;    // replies in all outboxes
   uint64_t queued_bytes_ = 0;    // requests queued on all connections
