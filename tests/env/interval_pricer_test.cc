@@ -9,6 +9,7 @@
 #include "estimator/estimator_index.h"
 #include "estimator/interference.h"
 #include "gtest/gtest.h"
+#include "tests/test_root.h"
 #include "traces/machine.h"
 #include "traces/profile.h"
 #include "traces/synth/app_model.h"
@@ -29,11 +30,7 @@ const World& Lulesh() {
     auto* w = new World();
     auto app = synth::LoadAppModel("lulesh");
     auto m = LoadMachine("disagg");
-    synth::SynthOptions options;
-    options.target_samples = 20000;
-    options.chunks_per_phase = 40;
-    options.measured_runs = false;
-    auto generated = synth::GenerateProfile(*app, *m, options);
+    auto generated = synth::GenerateProfile(*app, *m, testing::SmallProfileOptions());
     w->profile = std::make_unique<Profile>(*Profile::FromRuns("lulesh", generated->traces));
     IndexOptions io;
     io.base_device = "ddr";

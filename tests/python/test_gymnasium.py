@@ -20,7 +20,7 @@ from gymnasium.utils.env_checker import check_env
 from gymnasium.vector.utils import batch_space
 
 import tiergym
-from tiergym_testing import BINARY, SKIP_REASON, needs_binary
+from tiergym_testing import BINARY, needs_binary, server_fixture
 
 pytestmark = needs_binary
 ID = tiergym.ENV_ID
@@ -28,13 +28,7 @@ CONFIG = {"num_regions": 8, "steps": 6}
 SMALL_HBM = {"num_regions": 8, "steps": 6, "tier_capacity_mib": "hbm:256"}
 
 
-@pytest.fixture(scope="module")
-def server():
-    if BINARY is None:
-        pytest.skip(SKIP_REASON)
-    s = tiergym.Server(args=["--threads", "2", "--quiet"])
-    yield s
-    s.close()
+server = server_fixture("--threads", "2", "--quiet")
 
 
 def run_python(code, timeout=180, cwd=None):

@@ -9,7 +9,7 @@ import gymnasium
 import numpy as np
 import pytest
 
-from tiergym_testing import BINARY, SKIP_REASON
+from tiergym_testing import BINARY, SKIP_REASON, server_fixture
 import tiergym
 from tiergym import inprocess
 
@@ -26,15 +26,12 @@ needs_both = pytest.mark.skipif(bool(CORE_REASON) or BINARY is None,
 # Short episodes over the bundled profiles, with a small fast tier so that some moves are
 # refused for capacity (refused_regions is exercised).
 CONFIG = dict(num_regions=16, steps=9, tier_capacity_mib="hbm:2048", profiles="minife,lulesh")
+# Episodes of different lengths and capacities per sub-environment.
+CONFIGS = [{"steps": 9}, {"steps": 5}, {"steps": 9, "tier_capacity_mib": "hbm:1024"},
+           {"steps": 7}, {"steps": 9}]
 
 
-@pytest.fixture(scope="module")
-def server():
-    if BINARY is None:
-        pytest.skip(SKIP_REASON)
-    s = tiergym.Server(args=["--threads", "2"])
-    yield s
-    s.close()
+server = server_fixture("--threads", "2")
 
 
 def assert_info_equal(a, b, where):
@@ -80,6 +77,37 @@ def assert_same_vector_env(local, remote):
         else:
             assert local.tier_spec[key] == value, key
 
+def assert_same_steps(env, reference, mode, check_step=None):
+    """Steps two vector environments of len(CONFIGS) sub-environments, just reset alike,
+    with the same random actions for 30 steps (three autoresets each and more; in DISABLED
+    mode partial resets of the ended ones, some with a seed and a profile of their own) and
+    asserts the same outputs and masks every time, and that episodes ended, moves were
+    refused and partial resets happened. check_step(out) runs on each of env's results."""
+    n = len(CONFIGS)
+    rng = np.random.default_rng(5)
+    ended = refused = partial = 0
+    for t in range(30):
+        actions = rng.integers(0, 2, size=(n, CONFIG["num_regions"]))
+        r = reference.step(actions)
+        out = env.step(actions)
+        assert_same_outputs(out, r, f"step {t}")
+        np.testing.assert_array_equal(env.action_masks(), reference.action_masks())
+        if check_step is not None:
+            check_step(out)
+        done = r[2] | r[3]
+        ended += int(done.sum())
+        refused += sum(len(x) > 0 for x in r[4]["refused_regions"])
+        if mode == tiergym.DISABLED and done.any():
+            options = {"reset_mask": done, "profile": ["minife", "lulesh"] * 2 + ["minife"]}
+            seed = [int(rng.integers(0, 1000)) if i % 2 else None for i in range(n)]
+            assert_same_outputs(env.reset(seed=seed, options=options),
+                                reference.reset(seed=seed, options=options), f"reset {t}")
+            partial += int(not done.all())
+    assert ended >= 2 * n
+    assert refused > 0
+    if mode == tiergym.DISABLED:
+        assert partial > 0
+
 
 def assert_same_outputs(l, r, where):
     """One reset's (obs, infos) or one step's five outputs, bit for bit, same dtypes."""
@@ -100,14 +128,11 @@ def assert_same_outputs(l, r, where):
 @pytest.mark.parametrize("mode", [tiergym.NEXT_STEP, tiergym.SAME_STEP, tiergym.DISABLED])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_episodes_are_bit_identical_to_the_server_path(server, mode, threads):
-    n = 5
-    # Episodes of different lengths and profiles per sub-environment.
-    configs = [{"steps": 9}, {"steps": 5}, {"steps": 9, "tier_capacity_mib": "hbm:1024"},
-               {"steps": 7}, {"steps": 9}]
-    remote = tiergym.VectorEnv(n, address=server, autoreset_mode=mode, configs=configs,
+    n = len(CONFIGS)
+    remote = tiergym.VectorEnv(n, address=server, autoreset_mode=mode, configs=CONFIGS,
                                **CONFIG)
     local = tiergym.VectorEnv(n, inprocess=True, autoreset_mode=mode, threads=threads,
-                              configs=configs, **CONFIG)
+                              configs=CONFIGS, **CONFIG)
     try:
         assert isinstance(local, tiergym.InProcessVectorEnv)
         assert_same_vector_env(local, remote)
@@ -122,28 +147,7 @@ def test_episodes_are_bit_identical_to_the_server_path(server, mode, threads):
         assert_same_outputs(local.reset(seed=same, options={"profile": 1}),
                             remote.reset(seed=same, options={"profile": 1}), "reset again")
         np.testing.assert_array_equal(local.action_masks(), remote.action_masks())
-        rng = np.random.default_rng(5)
-        ended = refused = partial = 0
-        for t in range(30):  # three autoresets per environment and more
-            actions = rng.integers(0, 2, size=(n, CONFIG["num_regions"]))
-            r = remote.step(actions)
-            out = local.step(actions)
-            assert_same_outputs(out, r, f"step {t}")
-            np.testing.assert_array_equal(local.action_masks(), remote.action_masks())
-            done = r[2] | r[3]
-            ended += int(done.sum())
-            refused += sum(len(x) > 0 for x in r[4]["refused_regions"])
-            if mode == tiergym.DISABLED and done.any():
-                # Only the ended ones, some with a seed and a profile of their own.
-                options = {"reset_mask": done, "profile": ["minife", "lulesh"] * 2 + ["minife"]}
-                seed = [int(rng.integers(0, 1000)) if i % 2 else None for i in range(n)]
-                assert_same_outputs(local.reset(seed=seed, options=options),
-                                    remote.reset(seed=seed, options=options), f"reset {t}")
-                partial += int(not done.all())
-        assert ended >= 2 * n
-        assert refused > 0
-        if mode == tiergym.DISABLED:
-            assert partial > 0
+        assert_same_steps(local, remote, mode)
     finally:
         remote.close()
         local.close()

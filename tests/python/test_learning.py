@@ -13,7 +13,7 @@ import types
 import numpy as np
 import pytest
 
-from tiergym_testing import BINARY, REPO, SKIP_REASON, needs_binary
+from tiergym_testing import REPO, needs_binary, server_fixture
 
 import learning_common as lc  # agents_examples/ (pytest's pythonpath)
 import ppo_torch
@@ -26,13 +26,7 @@ TRAIN = ["minife", "lulesh"]
 HELD_OUT = ["nekbone", "lammps"]
 
 
-@pytest.fixture(scope="module")
-def server():
-    if BINARY is None:
-        pytest.skip(SKIP_REASON)
-    s = tiergym.Server(args=["--threads", "1", "--quiet"])
-    yield s
-    s.close()
+server = server_fixture("--threads", "1", "--quiet")
 
 
 def small_config(regions, steps):

@@ -11,20 +11,14 @@ import msgpack
 import pytest
 import zmq
 
-from tiergym_testing import BINARY, SKIP_REASON
+from tiergym_testing import server_fixture
 
 import tiergym  # noqa: E402  (env/python, on sys.path through tiergym_testing)
 from tiergym.connection import Connection  # noqa: E402
 from tiergym.errors import ProtocolError  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def server():
-    if BINARY is None:
-        pytest.skip(SKIP_REASON)
-    s = tiergym.Server(args=["--threads", "2"])
-    yield s
-    s.close()
+server = server_fixture("--threads", "2")
 
 
 def test_a_session_answers_only_on_the_connection_that_made_it(server):

@@ -21,7 +21,7 @@ from stable_baselines3.common.vec_env import SubprocVecEnv
 
 import tiergym
 from tiergym.sb3 import TierVecEnv
-from tiergym_testing import BINARY, SKIP_REASON, command_line, needs_binary
+from tiergym_testing import command_line, needs_binary, server_fixture
 
 pytestmark = needs_binary
 ID = tiergym.ENV_ID
@@ -46,13 +46,7 @@ def one_thread_and_logs_in_tmp(tmp_path_factory):
         os.environ["SB3_LOGDIR"] = logdir
 
 
-@pytest.fixture(scope="module")
-def server():
-    if BINARY is None:
-        pytest.skip(SKIP_REASON)
-    s = tiergym.Server(args=["--threads", "2", "--quiet"])
-    yield s
-    s.close()
+server = server_fixture("--threads", "2", "--quiet")
 
 
 def descendants():

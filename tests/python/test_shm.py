@@ -15,22 +15,14 @@ import time
 import numpy as np
 import pytest
 
-from tiergym_testing import BINARY, SKIP_REASON, needs_binary
-from test_inprocess import assert_same_outputs, assert_same_vector_env
+from tiergym_testing import needs_binary, server_fixture
+from test_inprocess import (CONFIG, CONFIGS, assert_same_outputs, assert_same_steps,
+                            assert_same_vector_env)
 import tiergym
 from tiergym._shm import is_local
 from tiergym.connection import Connection
 
-CONFIG = dict(num_regions=16, steps=9, tier_capacity_mib="hbm:2048", profiles="minife,lulesh")
-
-
-@pytest.fixture(scope="module")
-def server():
-    if BINARY is None:
-        pytest.skip(SKIP_REASON)
-    s = tiergym.Server(args=["--threads", "2"])
-    yield s
-    s.close()
+server = server_fixture("--threads", "2")
 
 
 def stats(server):
@@ -57,12 +49,10 @@ def test_only_local_addresses_are_local():
 @pytest.mark.parametrize("mode", [tiergym.NEXT_STEP, tiergym.SAME_STEP, tiergym.DISABLED])
 @pytest.mark.parametrize("copy", [False, True])
 def test_episodes_are_bit_identical_to_results_in_the_replies(server, mode, copy):
-    n = 5
-    configs = [{"steps": 9}, {"steps": 5}, {"steps": 9, "tier_capacity_mib": "hbm:1024"},
-               {"steps": 7}, {"steps": 9}]
-    plain = tiergym.VectorEnv(n, address=server, autoreset_mode=mode, configs=configs,
+    n = len(CONFIGS)
+    plain = tiergym.VectorEnv(n, address=server, autoreset_mode=mode, configs=CONFIGS,
                               shm=False, **CONFIG)
-    shared = tiergym.VectorEnv(n, address=server, autoreset_mode=mode, configs=configs,
+    shared = tiergym.VectorEnv(n, address=server, autoreset_mode=mode, configs=CONFIGS,
                                shm=True, copy=copy, **CONFIG)
     try:
         assert_same_vector_env(shared, plain)
@@ -72,29 +62,12 @@ def test_episodes_are_bit_identical_to_results_in_the_replies(server, mode, copy
         same = [None, 12, None, None, None]
         assert_same_outputs(shared.reset(seed=same, options={"profile": 1}),
                             plain.reset(seed=same, options={"profile": 1}), "reset again")
-        rng = np.random.default_rng(5)
-        ended = refused = partial = 0
-        for t in range(30):
-            actions = rng.integers(0, 2, size=(n, CONFIG["num_regions"]))
-            r = plain.step(actions)
-            out = shared.step(actions)
-            assert_same_outputs(out, r, f"step {t}")
-            np.testing.assert_array_equal(shared.action_masks(), plain.action_masks())
+
+        def segment_arrays_are_read_only(out):
             if not copy:
                 assert not out[0].flags.writeable  # the segment's own array, read-only
-            done = r[2] | r[3]
-            ended += int(done.sum())
-            refused += sum(len(x) > 0 for x in r[4]["refused_regions"])
-            if mode == tiergym.DISABLED and done.any():
-                options = {"reset_mask": done, "profile": ["minife", "lulesh"] * 2 + ["minife"]}
-                seed = [int(rng.integers(0, 1000)) if i % 2 else None for i in range(n)]
-                assert_same_outputs(shared.reset(seed=seed, options=options),
-                                    plain.reset(seed=seed, options=options), f"reset {t}")
-                partial += int(not done.all())
-        assert ended >= 2 * n
-        assert refused > 0
-        if mode == tiergym.DISABLED:
-            assert partial > 0
+
+        assert_same_steps(shared, plain, mode, segment_arrays_are_read_only)
     finally:
         plain.close()
         shared.close()

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from tiergym_testing import BINARY, SKIP_REASON, needs_binary
+from tiergym_testing import needs_binary, server_fixture
 
 import tiergym
 
@@ -18,13 +18,7 @@ import tiergym
 CONFIG = {"num_regions": 8, "steps": 6}
 
 
-@pytest.fixture(scope="module")
-def server():
-    if BINARY is None:
-        pytest.skip(SKIP_REASON)
-    s = tiergym.Server(args=["--threads", "2"])
-    yield s
-    s.close()
+server = server_fixture("--threads", "2")
 
 
 @pytest.fixture

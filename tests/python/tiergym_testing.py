@@ -4,7 +4,8 @@ no binary. The tests run with the package installed (`pip install -e ".[test]"`,
 ./scripts/test.sh does); pytest puts agents_examples/ and this folder on sys.path
 (pyproject.toml, [tool.pytest.ini_options]).
 
-    from tiergym_testing import REPO, BINARY, SKIP_REASON, needs_binary
+    from tiergym_testing import REPO, BINARY, SKIP_REASON, needs_binary, server_fixture
+    server = server_fixture("--threads", "2")   # the module's `server` fixture
 """
 
 import os
@@ -24,6 +25,21 @@ except tiergym.BinaryNotFound as e:  # pragma: no cover
     SKIP_REASON = str(e)
 
 needs_binary = pytest.mark.skipif(BINARY is None, reason=SKIP_REASON)
+
+
+def server_fixture(*args):
+    """A module-scoped fixture: one `tiergym serve` with `args` (tiergym.Server) for the
+    module's tests, closed after them; the tests are skipped when there is no binary."""
+
+    @pytest.fixture(scope="module")
+    def server():
+        if BINARY is None:
+            pytest.skip(SKIP_REASON)
+        s = tiergym.Server(args=list(args))
+        yield s
+        s.close()
+
+    return server
 
 
 def processes_with_env(marker):
