@@ -4,6 +4,8 @@
 #include <cstring>
 #include <utility>
 
+#include "env/spec/action_check.h"
+#include "traces/base/field_status.h"
 #include "traces/base/strings.h"
 
 namespace tiergym::env {
@@ -165,22 +167,19 @@ void VectorEnv::ParallelFor(size_t n, void (*body)(VectorEnv*, size_t, const voi
   loop_ = nullptr;
 }
 
-absl::Status VectorEnv::CheckActions(const int64_t* actions, size_t count, const std::string& base,
-                                     const std::vector<int32_t>* env_ids) const {
+absl::Status VectorEnv::StageActions(const int64_t* actions, size_t count,
+                                     const std::vector<int32_t>* env_ids) {
   const size_t width = ActionSize();
-  for (size_t i = 0; i < count; ++i) {
-    const int64_t* a = actions + i * width;
-    for (size_t r = 0; r < width; ++r) {
-      if (a[r] >= 0 && a[r] < spec_.action.n) continue;
-      const std::string where =
-          width == 1 ? StrCat(base, "[", i, "]") : StrCat(base, "[", i, "][", r, "]");
-      const std::string env = env_ids == nullptr ? "" : StrCat(" (env ", (*env_ids)[i], ")");
-      return absl::InvalidArgumentError(
-          width == 1
-              ? StrCat(where, env, ": ", a[r], " out of range [0, ", spec_.action.n,
-                       ") (move mode)")
-              : StrCat(where, env, ": tier ", a[r], " out of range [0, ", spec_.action.n, ")"));
+  for (size_t k = 0; k < count; ++k) {
+    const size_t slot = env_ids == nullptr ? k : static_cast<size_t>((*env_ids)[k]);
+    Action& action = slots_[slot]->action;
+    std::copy_n(actions + k * width, width, action.values.begin());
+    absl::Status s = CheckAction(spec_, action, StrCat("actions[", k, "]"));
+    if (!s.ok() && env_ids != nullptr) {
+      s = WithField(absl::Status(s.code(), StrCat(s.message(), " (env ", slot, ")")),
+                    ErrorField(s).value_or(""));
     }
+    if (!s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -224,7 +223,7 @@ void VectorEnv::RunSlot(size_t i) {
     AfterReset(s);
     return;
   }
-  absl::StatusOr<StepResult> r = s.env->Step(s.action);
+  absl::StatusOr<StepResult> r = s.env->StepPrechecked(s.action);  // StageActions checked it
   if (!r.ok()) {
     s.error = r.status();
     return;
@@ -455,10 +454,7 @@ absl::Status VectorEnv::Step(const int64_t* actions, size_t num_values, const Ba
                  "disabled): reset it first"));
     }
   }
-  if (absl::Status s = CheckActions(actions, slots_.size(), "actions", nullptr); !s.ok()) return s;
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    std::copy_n(actions + i * width, width, slots_[i]->action.values.begin());
-  }
+  if (absl::Status s = StageActions(actions, slots_.size(), nullptr); !s.ok()) return s;
   const StepArgs args{&out};
   ParallelFor(
       slots_.size(),
@@ -517,14 +513,8 @@ absl::Status VectorEnv::Send(const std::vector<int32_t>& env_ids, const int64_t*
                  "disabled): reset it first"));
     }
   }
-  if (absl::Status s = CheckActions(actions, env_ids.size(), "actions", &env_ids); !s.ok()) {
-    return s;
-  }
-  for (size_t k = 0; k < env_ids.size(); ++k) {
-    Slot& s = *slots_[env_ids[k]];
-    std::copy_n(actions + k * width, width, s.action.values.begin());
-    s.in_flight = true;
-  }
+  if (absl::Status s = StageActions(actions, env_ids.size(), &env_ids); !s.ok()) return s;
+  for (const int32_t id : env_ids) slots_[id]->in_flight = true;
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.insert(queue_.end(), env_ids.begin(), env_ids.end());

@@ -148,8 +148,11 @@ class VectorEnv {
   VectorEnv(std::vector<std::unique_ptr<SessionEnv>> envs, VectorEnvOptions options);
   // InvalidArgument unless v has 0 or num_envs entries.
   absl::Status CheckPerEnv(size_t size, const char* name) const;
-  absl::Status CheckActions(const int64_t* actions, size_t count, const std::string& base,
-                            const std::vector<int32_t>* env_ids) const;
+  // Copies entry k of `actions` into the action of slot slot_of(k) (k < count) and checks
+  // it with the one action check (env/spec/action_check.h) on field "actions[k]"; the slots
+  // then step with StepPrechecked. `env_ids` (Send) names the environment in the message.
+  absl::Status StageActions(const int64_t* actions, size_t count,
+                            const std::vector<int32_t>* env_ids);
   // Sets s.started and s.reset_next after s.result came from a reset.
   void AfterReset(Slot& s) const;
   // Steps (or autoresets) slot i with the action in slot.action; fills slot.result.

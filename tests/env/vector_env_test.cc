@@ -265,6 +265,7 @@ TEST(VectorEnvErrorsTest, ABadActionIsRefusedBeforeAnythingMoves) {
   absl::Status s = (*v)->Step(actions.data(), actions.size(), b.out);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("actions[2][5]: tier 7 out of range [0, 2)"));
+  EXPECT_EQ(ErrorField(s), "actions[2][5]");                         // the one action check's field
   EXPECT_EQ(std::vector<float>(b.obs.begin(), b.obs.end()), first);  // nothing written
   EXPECT_EQ((*v)->Step(actions.data(), 5, b.out).code(), absl::StatusCode::kInvalidArgument);
   // Every environment is still at its first step: a good batch steps all from there.
@@ -299,6 +300,12 @@ TEST(VectorEnvErrorsTest, AsyncCallsOutOfOrderAreRefusedWithTheReason) {
               HasSubstr("env_ids[1]: env 0 appears twice"));
   EXPECT_THAT((*v)->Send({0, 3}, actions.data(), actions.size()).message(),
               HasSubstr("env_ids[1]: 3 out of range [0, 3)"));
+  actions[width + 3] = 9;  // entry 1 goes to env 2
+  const absl::Status bad = (*v)->Send({0, 2}, actions.data(), actions.size());
+  EXPECT_THAT(bad.message(), HasSubstr("actions[1][3]: tier 9 out of range [0, 2) (env 2)"));
+  EXPECT_EQ(ErrorField(bad), "actions[1][3]");
+  EXPECT_EQ((*v)->in_flight(), 0);  // nothing was sent
+  actions[width + 3] = 0;
   ASSERT_TRUE((*v)->Send({0, 2}, actions.data(), actions.size()).ok());
   EXPECT_EQ((*v)->in_flight(), 2);
   EXPECT_EQ((*v)->Send({2}, actions.data(), width).code(), absl::StatusCode::kFailedPrecondition);
