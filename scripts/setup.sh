@@ -7,7 +7,8 @@
 #   ./scripts/setup.sh            # tiergym and its requirements (numpy, pyzmq, msgpack, gymnasium)
 #   ./scripts/setup.sh examples   # also matplotlib, for the plots of agents_examples/evaluate.py
 #   ./scripts/setup.sh test       # also the test extras: pytest, SB3, RLlib (Ray), PettingZoo,
-#                                 # torch 2.13 (CPU), mpi4py, matplotlib
+#                                 # torch 2.13 (CPU), mpi4py, matplotlib; the package is built
+#                                 # with warnings as errors, as the test build is
 #
 # Then: source .venv/bin/activate. PYTHON=python3.12 ./scripts/setup.sh picks the interpreter.
 set -euo pipefail
@@ -39,6 +40,12 @@ export CC="${CC:-cc}" CXX="${CXX:-c++}"
 if command -v ccache >/dev/null; then
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
   export CMAKE_ARGS="${CMAKE_ARGS:-} -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
+fi
+# For the test command, the package is compiled with warnings as errors, like the test
+# build that follows (scripts/test.sh): identical flags, so that build takes the library
+# objects from the compiler cache instead of compiling them a second time.
+if [ "$extras" = "[test]" ]; then
+  export CMAKE_ARGS="${CMAKE_ARGS:-} -DTIERGYM_WERROR=ON"
 fi
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 
