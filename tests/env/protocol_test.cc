@@ -401,24 +401,6 @@ TEST(ProtocolMalformedTest, EstimateTakesSessionOrConfig) {
               absl::StatusCode::kInvalidArgument, "session");
 }
 
-// Whether `s` is well-formed UTF-8 (what a Python client's decoder demands).
-bool IsUtf8(const std::string& s) {
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    const size_t len = c < 0x80         ? 1
-                       : (c >> 5) == 6  ? 2
-                       : (c >> 4) == 14 ? 3
-                       : (c >> 3) == 30 ? 4
-                                        : 0;
-    if (len == 0 || i + len > s.size()) return false;
-    for (size_t k = 1; k < len; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
-    }
-    i += len;
-  }
-  return true;
-}
-
 // The strict pass: what no request may hold, whatever its op, named by field path; and the
 // error text never carries the offending bytes raw.
 TEST(ProtocolStrictTest, DuplicateKeysBadUtf8ExtAndOverlongNamesAreInvalidArguments) {

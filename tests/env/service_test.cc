@@ -322,24 +322,6 @@ TEST_F(ServiceTest, MalformedPayloadsGetErrorRepliesAndTheServiceGoesOn) {
   EXPECT_EQ(stats.ops.at("step"), 1u);  // the malformed step never decoded
 }
 
-// Whether `s` is well-formed UTF-8 (lead and continuation bytes; what decoders demand).
-bool IsUtf8(const std::string& s) {
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    const size_t len = c < 0x80         ? 1
-                       : (c >> 5) == 6  ? 2
-                       : (c >> 4) == 14 ? 3
-                       : (c >> 3) == 30 ? 4
-                                        : 0;
-    if (len == 0 || i + len > s.size()) return false;
-    for (size_t k = 1; k < len; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
-    }
-    i += len;
-  }
-  return true;
-}
-
 // 10,000 mutations of valid requests (bytes flipped, inserted, cut, spliced): every one
 // gets one decodable reply whose strings are valid UTF-8, and none is INTERNAL.
 TEST_F(ServiceTest, TenThousandMutatedRequestsGetCleanRefusals) {
@@ -398,7 +380,7 @@ TEST_F(ServiceTest, TenThousandMutatedRequestsGetCleanRefusals) {
         ADD_FAILURE() << e.message;
       }
       EXPECT_THAT(e.message, StartsWith(e.field + ": "));
-      EXPECT_TRUE(IsUtf8(e.message)) << e.message;
+      EXPECT_TRUE(mp::IsUtf8(e.message)) << e.message;
     }
     ASSERT_FALSE(reply.empty());
   }
