@@ -364,6 +364,25 @@ TEST(ProtocolMalformedTest, BadBatches) {
               absl::StatusCode::kInvalidArgument, "options[1].x", "unknown key");
   ExpectError(batch({{"sessions", two}, {"actions", Arr({U(1), U(1)})}, {"autoreset", S("later")}}),
               absl::StatusCode::kInvalidArgument, "autoreset", "\"later\"");
+  // The ready signal stands for a reply only to batches naming a segment: the reply that
+  // makes one carries its name.
+  for (const std::string& shm : {B(true), Nil()}) {
+    ExpectError(batch({{"sessions", two},
+                       {"actions", Arr({U(1), U(1)})},
+                       {"shm", shm},
+                       {"shm_signal", B(true)}}),
+                absl::StatusCode::kInvalidArgument, "shm_signal", "only with shm naming a segment");
+  }
+  ExpectError(batch({{"sessions", two},
+                     {"actions", Arr({U(1), U(1)})},
+                     {"shm", S(std::string(32, 'a'))},
+                     {"shm_signal", U(1)}}),
+              absl::StatusCode::kInvalidArgument, "shm_signal");
+  const Request signalled = MustDecode(batch({{"sessions", two},
+                                              {"actions", Arr({U(1), U(1)})},
+                                              {"shm", S(std::string(32, 'a'))},
+                                              {"shm_signal", B(true)}}));
+  EXPECT_TRUE(std::get<StepBatchRequest>(signalled.body).shm_signal);
 }
 
 TEST(ProtocolMalformedTest, OversizedBatchIsResourceExhausted) {

@@ -6,8 +6,10 @@
 #include "env/server/service.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -17,6 +19,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -580,6 +583,7 @@ class MappedSegment {
   T At(const std::string& name, size_t row) const {
     return Row<T>(name, row)[0];
   }
+  const void* Address(const std::string& name) const { return base_ + arrays_.at(name).offset; }
 
   // Row `row` of the results (or of the final results) as a StepResult, the profile by
   // its index into `profiles`.
@@ -706,6 +710,81 @@ TEST_F(StepBatchTest, SharedMemoryResultsAreTheReplysResults) {
   auto stats = Ok<protocol::StatsReply>(Op::kStats);
   EXPECT_EQ(stats.shm_segments, 1u);
   EXPECT_EQ(stats.shm_bytes, made.shm->bytes);
+}
+
+// With shm_signal, a batch that succeeds gets no reply: its results, has_final and number
+// are in the segment, and a process sleeping on the seq word (FUTEX_WAIT on its low 32
+// bits, through its own read-only mapping) is woken. Failures are replies as always.
+TEST_F(StepBatchTest, ASignalledBatchGetsNoReplyAndWakesWhoWaitsOnTheSegment) {
+  constexpr size_t kN = 3;
+  std::vector<protocol::SessionId> shm, plain;
+  for (size_t i = 0; i < kN; ++i) {
+    shm.push_back(Make({{"steps", "2"}}));
+    plain.push_back(Make({{"steps", "2"}}));
+  }
+  const std::vector<std::string> profiles = {"alpha", "beta"};
+  auto first = Batch(shm, std::vector<std::vector<int64_t>>(kN, {0, 0, 0, 0}));
+  first.reset.assign(kN, 1);
+  for (size_t i = 0; i < kN; ++i) first.seeds.push_back(7 + i);
+  protocol::StepBatchRequest twin = first;
+  twin.sessions = plain;
+  first.shm_new = true;
+  auto made = Ok<protocol::StepBatchReply>(Op::kStepBatch, first);
+  Ok<protocol::StepBatchReply>(Op::kStepBatch, twin);
+  ASSERT_TRUE(made.shm.has_value());
+  EXPECT_TRUE(made.shm->signal);
+  MappedSegment seg(*made.shm);
+  ASSERT_TRUE(seg.ok());
+  const auto* word = static_cast<const uint32_t*>(seg.Address("seq"));
+  bool saw_final = false;
+  for (int step = 0; step < 4; ++step) {
+    std::vector<std::vector<int64_t>> actions;
+    for (size_t i = 0; i < kN; ++i) actions.push_back({(step + static_cast<int>(i)) % 2, 1, 0, 1});
+    auto b = Batch(shm, actions);
+    b.autoreset = protocol::Autoreset::kSameStep;
+    auto t = b;
+    t.sessions = plain;
+    b.shm_segment = made.shm->segment;
+    b.shm_signal = true;
+    const auto before = static_cast<uint32_t>(seg.At<uint64_t>("seq", 0));
+    std::chrono::duration<double> slept{0};
+    std::thread waiter([&] {
+      const auto start = std::chrono::steady_clock::now();
+      const timespec ten_s = {10, 0};
+      while (__atomic_load_n(word, __ATOMIC_ACQUIRE) == before) {
+        syscall(SYS_futex, word, FUTEX_WAIT, before, &ten_s, nullptr, 0);
+      }
+      slept = std::chrono::steady_clock::now() - start;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let it fall asleep
+    EXPECT_EQ(
+        service_->Handle(
+            protocol::EncodeRequest(Request{Op::kStepBatch, protocol::kVersion, ++id_, b}), owner_),
+        "")
+        << "no reply: the segment says it";
+    waiter.join();
+    EXPECT_LT(slept.count(), 5.0) << "woken, not timed out";
+    const auto want = Ok<protocol::StepBatchReply>(Op::kStepBatch, t);
+    EXPECT_EQ(seg.At<uint64_t>("seq", 0), 2u + step);
+    EXPECT_EQ(seg.At<uint8_t>("has_final", 0) != 0, !want.finals.empty());
+    for (size_t i = 0; i < kN; ++i) {
+      const std::string what = StrCat("step ", step, " entry ", i);
+      ExpectSameResult(seg.Result(i, false, profiles), want.results[i], false, what);
+      if (!want.finals.empty()) {
+        saw_final = true;
+        ExpectSameResult(seg.Result(i, true, profiles), want.finals[i], true, what + " final");
+      }
+    }
+  }
+  EXPECT_TRUE(saw_final);
+  // A signalled batch that fails is a reply; the segment keeps its batch.
+  auto bad = Batch(shm, std::vector<std::vector<int64_t>>(kN, {9, 0, 0, 0}));
+  bad.shm_segment = made.shm->segment;
+  bad.shm_signal = true;
+  const protocol::ReplyBody refused = Call(Op::kStepBatch, bad);
+  ASSERT_TRUE(std::holds_alternative<protocol::Error>(refused));
+  EXPECT_THAT(std::get<protocol::Error>(refused).field, StartsWith("actions[0]"));
+  EXPECT_EQ(seg.At<uint64_t>("seq", 0), 5u);
 }
 
 TEST_F(StepBatchTest, SegmentsBelongToTheirConnectionAndGoWithTheirSessions) {
