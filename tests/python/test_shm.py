@@ -115,6 +115,33 @@ def test_the_ready_signal_stands_for_the_replies_of_the_batches_that_succeed(ser
 
 
 @needs_binary
+def test_a_signalled_batch_not_seen_in_time_is_never_taken_for_the_next(server):
+    n = 4
+    signalled = tiergym.VectorEnv(n, address=server, shm=True, copy=False, **CONFIG)
+    replied = tiergym.VectorEnv(n, address=server, shm=False, **CONFIG)
+    try:
+        assert_same_outputs(signalled.reset(seed=3), replied.reset(seed=3), "reset")
+        actions = np.zeros((n, CONFIG["num_regions"]), dtype=np.int64)
+        assert_same_outputs(signalled.step(actions), replied.step(actions), "step 1")
+        # The signal is missed (as by a client that gave up waiting): the server has
+        # stepped the batch all the same; the next batch must not be taken for it.
+        shared = signalled._shared
+        shared.wait = lambda seq, seconds: False
+        signalled._connection.timeout = 0.2
+        with pytest.raises(tiergym.ServerUnavailable):
+            signalled.step(actions)
+        replied.step(actions)
+        assert signalled._use_signal is False
+        del shared.wait
+        signalled._connection.timeout = 30
+        actions[:, 0] = 1
+        assert_same_outputs(signalled.step(actions), replied.step(actions), "after the miss")
+    finally:
+        signalled.close()
+        replied.close()
+
+
+@needs_binary
 def test_segments_leave_no_name_and_go_with_the_environment(server):
     before = tiergym_segments()
     envs = tiergym.VectorEnv(4, address=server, **CONFIG)  # shm chosen by itself: ipc

@@ -47,6 +47,7 @@ from gymnasium.vector.utils import batch_space
 from ._protocol import ENV_ID, decode_array, decode_info_columns, decode_spec, encode_array
 from ._shm import SharedResults, is_local
 from .connection import DEFAULT_TIMEOUT_S
+from .errors import ServerError
 from .env import (_SEED_BOUND, close_connection, config_to_wire, flat_mask, integer_actions,
                   open_connection, space_from_spec)
 
@@ -309,8 +310,17 @@ class VectorEnv(_VectorEnvBase):
             # No reply when it succeeds: the segment's seq word says the batch is there.
             fields["shm_signal"] = True
             seq = shared.last_seq + 1
-            reply = self._connection.call_signalled(
-                "step_batch", lambda seconds: shared.wait(seq, seconds), **fields)
+            try:
+                reply = self._connection.call_signalled(
+                    "step_batch", lambda seconds: shared.wait(seq, seconds), **fields)
+            except ServerError:
+                raise  # refused before anything moved: the segment keeps its batch
+            except BaseException:
+                # No answer in time (or interrupted): the batch may still land in the
+                # segment later, where the next signal would be taken for it. From now on
+                # every batch gets a reply, whose `seq` tells which batch is there.
+                self._use_signal = False
+                raise
             if reply is None:
                 reply = {"shm": shared.announced(seq, len(sessions))}
             return reply
