@@ -457,6 +457,46 @@ class StepBatchTest : public ServiceTest {
     for (const auto& a : actions) b.actions.push_back(Action{a});
     return b;
   }
+
+  // `n` sessions of `steps`-step episodes reset (seeds seed0 + i) by the batch that makes a
+  // shared-memory segment for their results, and `n` twins reset alike with the results in
+  // the reply.
+  struct Twins {
+    std::vector<protocol::SessionId> shm, plain;
+    protocol::StepBatchReply made;      // the reset that made the segment
+    protocol::StepBatchReply expected;  // the twins' reset
+  };
+  Twins MakeTwins(size_t n, const std::string& steps, uint64_t seed0) {
+    Twins t;
+    for (size_t i = 0; i < n; ++i) {
+      t.shm.push_back(Make({{"steps", steps}}));
+      t.plain.push_back(Make({{"steps", steps}}));
+    }
+    auto first = Batch(t.shm, std::vector<std::vector<int64_t>>(n, {0, 0, 0, 0}));
+    first.reset.assign(n, 1);
+    for (size_t i = 0; i < n; ++i) first.seeds.push_back(seed0 + i);
+    protocol::StepBatchRequest twin = first;
+    twin.sessions = t.plain;
+    first.shm_new = true;
+    t.made = Ok<protocol::StepBatchReply>(Op::kStepBatch, first);
+    t.expected = Ok<protocol::StepBatchReply>(Op::kStepBatch, twin);
+    return t;
+  }
+  // Step `step` of the twins (same_step autoreset): the batch into the segment, and the
+  // twins' batch with the same actions.
+  std::pair<protocol::StepBatchRequest, protocol::StepBatchRequest> TwinSteps(const Twins& twins,
+                                                                              int step) {
+    std::vector<std::vector<int64_t>> actions;
+    for (size_t i = 0; i < twins.shm.size(); ++i) {
+      actions.push_back({(step + static_cast<int>(i)) % 2, 1, 0, 1});
+    }
+    auto b = Batch(twins.shm, actions);
+    b.autoreset = protocol::Autoreset::kSameStep;
+    auto t = b;
+    t.sessions = twins.plain;
+    b.shm_segment = twins.made.shm->segment;
+    return {b, t};
+  }
 };
 
 TEST_F(StepBatchTest, MatchesSteppingEachSessionAlone) {
@@ -645,20 +685,9 @@ bool NameExists(const std::string& name) {
 // one in the replies; every array the same, through resets, steps and same_step autoresets.
 TEST_F(StepBatchTest, SharedMemoryResultsAreTheReplysResults) {
   constexpr size_t kN = 6;
-  std::vector<protocol::SessionId> shm, plain;
-  for (size_t i = 0; i < kN; ++i) {
-    shm.push_back(Make({{"steps", "3"}}));
-    plain.push_back(Make({{"steps", "3"}}));
-  }
+  const Twins twins = MakeTwins(kN, "3", 40);
+  const protocol::StepBatchReply &made = twins.made, &expected = twins.expected;
   const std::vector<std::string> profiles = {"alpha", "beta"};
-  auto first = Batch(shm, std::vector<std::vector<int64_t>>(kN, {0, 0, 0, 0}));
-  first.reset.assign(kN, 1);
-  for (size_t i = 0; i < kN; ++i) first.seeds.push_back(40 + i);
-  protocol::StepBatchRequest twin = first;
-  twin.sessions = plain;
-  first.shm_new = true;
-  auto made = Ok<protocol::StepBatchReply>(Op::kStepBatch, first);
-  const auto expected = Ok<protocol::StepBatchReply>(Op::kStepBatch, twin);
   ASSERT_TRUE(made.shm.has_value());
   // The reply that makes the segment carries the results too.
   ASSERT_EQ(made.results.size(), kN);
@@ -679,13 +708,7 @@ TEST_F(StepBatchTest, SharedMemoryResultsAreTheReplysResults) {
   EXPECT_TRUE(NameExists(made.shm->name));
   bool saw_final = false;
   for (int step = 0; step < 7; ++step) {
-    std::vector<std::vector<int64_t>> actions;
-    for (size_t i = 0; i < kN; ++i) actions.push_back({(step + static_cast<int>(i)) % 2, 1, 0, 1});
-    auto b = Batch(shm, actions);
-    b.autoreset = protocol::Autoreset::kSameStep;
-    auto t = b;
-    t.sessions = plain;
-    b.shm_segment = made.shm->segment;
+    auto [b, t] = TwinSteps(twins, step);
     auto got = Ok<protocol::StepBatchReply>(Op::kStepBatch, b);
     const auto want = Ok<protocol::StepBatchReply>(Op::kStepBatch, t);
     ASSERT_TRUE(got.shm.has_value());
@@ -717,20 +740,9 @@ TEST_F(StepBatchTest, SharedMemoryResultsAreTheReplysResults) {
 // bits, through its own read-only mapping) is woken. Failures are replies as always.
 TEST_F(StepBatchTest, ASignalledBatchGetsNoReplyAndWakesWhoWaitsOnTheSegment) {
   constexpr size_t kN = 3;
-  std::vector<protocol::SessionId> shm, plain;
-  for (size_t i = 0; i < kN; ++i) {
-    shm.push_back(Make({{"steps", "2"}}));
-    plain.push_back(Make({{"steps", "2"}}));
-  }
+  const Twins twins = MakeTwins(kN, "2", 7);
+  const protocol::StepBatchReply& made = twins.made;
   const std::vector<std::string> profiles = {"alpha", "beta"};
-  auto first = Batch(shm, std::vector<std::vector<int64_t>>(kN, {0, 0, 0, 0}));
-  first.reset.assign(kN, 1);
-  for (size_t i = 0; i < kN; ++i) first.seeds.push_back(7 + i);
-  protocol::StepBatchRequest twin = first;
-  twin.sessions = plain;
-  first.shm_new = true;
-  auto made = Ok<protocol::StepBatchReply>(Op::kStepBatch, first);
-  Ok<protocol::StepBatchReply>(Op::kStepBatch, twin);
   ASSERT_TRUE(made.shm.has_value());
   EXPECT_TRUE(made.shm->signal);
   MappedSegment seg(*made.shm);
@@ -738,13 +750,7 @@ TEST_F(StepBatchTest, ASignalledBatchGetsNoReplyAndWakesWhoWaitsOnTheSegment) {
   const auto* word = static_cast<const uint32_t*>(seg.Address("seq"));
   bool saw_final = false;
   for (int step = 0; step < 4; ++step) {
-    std::vector<std::vector<int64_t>> actions;
-    for (size_t i = 0; i < kN; ++i) actions.push_back({(step + static_cast<int>(i)) % 2, 1, 0, 1});
-    auto b = Batch(shm, actions);
-    b.autoreset = protocol::Autoreset::kSameStep;
-    auto t = b;
-    t.sessions = plain;
-    b.shm_segment = made.shm->segment;
+    auto [b, t] = TwinSteps(twins, step);
     b.shm_signal = true;
     const auto before = static_cast<uint32_t>(seg.At<uint64_t>("seq", 0));
     std::chrono::duration<double> slept{0};
@@ -778,7 +784,7 @@ TEST_F(StepBatchTest, ASignalledBatchGetsNoReplyAndWakesWhoWaitsOnTheSegment) {
   }
   EXPECT_TRUE(saw_final);
   // A signalled batch that fails is a reply; the segment keeps its batch.
-  auto bad = Batch(shm, std::vector<std::vector<int64_t>>(kN, {9, 0, 0, 0}));
+  auto bad = Batch(twins.shm, std::vector<std::vector<int64_t>>(kN, {9, 0, 0, 0}));
   bad.shm_segment = made.shm->segment;
   bad.shm_signal = true;
   const protocol::ReplyBody refused = Call(Op::kStepBatch, bad);
