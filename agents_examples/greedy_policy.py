@@ -17,7 +17,7 @@ policies.GreedyPolicy ("greedy" in evaluate.py's table).
 import argparse
 
 import tiergym
-from policies import GreedyPolicy  # the class lives in policies.py
+from policies import GreedyPolicy, run_episode  # the class lives in policies.py
 
 
 def main():
@@ -32,23 +32,14 @@ def main():
     with tiergym.make(tiergym.ENV_ID, address=args.address, steps=args.steps,
                       num_regions=args.num_regions) as env:
         policy = GreedyPolicy()
-        obs, info = env.reset(seed=args.seed, options={"profile": args.profile})
-        policy.reset(env, obs, info)
-        fast = policy.layout.fast
-        total, migrated, refused = 0.0, 0, 0
-        while True:
-            obs, reward, terminated, truncated, info = env.step(policy.act(obs, info))
-            total += reward
-            migrated += info["migrated_bytes"]
-            refused += len(info["refused_regions"])
-            if terminated or truncated:
-                break
-        all_fast = env.estimate(info["profile"], {"default": env.tiers[fast]})
-        print(f"greedy policy on {info['profile']} ({env.tiers[0]} + {env.tiers[fast]}, "
-              f"{env.num_regions} regions, {info['step']} steps, seed {args.seed}):")
-        print(f"  fractional speedup (episode return): {total:.4f}")
-        print(f"  runtime {info['elapsed_ns'] / 1e9:.3f} s vs {info['default_total_ns'] / 1e9:.3f} s "
-              f"all on {env.tiers[0]}; migrated {migrated / 2**30:.2f} GiB"
+        r = run_episode(env, policy, seed=args.seed, profile=args.profile)
+        fast, refused = policy.layout.fast, r["refused"]
+        all_fast = env.estimate(r["profile"], {"default": env.tiers[fast]})
+        print(f"greedy policy on {r['profile']} ({env.tiers[0]} + {env.tiers[fast]}, "
+              f"{env.num_regions} regions, {r['steps']} steps, seed {args.seed}):")
+        print(f"  fractional speedup (episode return): {r['speedup']:.4f}")
+        print(f"  runtime {r['runtime_ns'] / 1e9:.3f} s vs {r['default_runtime_ns'] / 1e9:.3f} s "
+              f"all on {env.tiers[0]}; migrated {r['migrated_bytes'] / 2**30:.2f} GiB"
               f"{f', {refused} moves refused for capacity' if refused else ''}")
         print(f"  for reference, everything on {env.tiers[fast]} from the start (no migration): "
               f"speedup {all_fast['speedup']:.4f}")

@@ -19,6 +19,7 @@ Not thread-safe: one policy object per episode at a time.
 """
 
 import argparse
+import contextlib
 import sys
 
 import numpy as np
@@ -118,33 +119,43 @@ class RandomPolicy(policies.Policy):
 DefaultPolicy = policies.DefaultPolicy  # everything on the default tier: return 0
 
 
-def run_episode(env, policy, profile, seed):
-    """One episode of `policy` on `profile`: {"return", "migrated_bytes", "refused"}."""
-    obs, info = env.reset(seed=seed, options={"profile": profile})
-    policy.reset(env, obs, info)
-    total, migrated, refused = 0.0, 0, 0
-    while True:
-        obs, reward, terminated, truncated, info = env.step(policy.act(obs, info))
-        total += reward
-        migrated += info["migrated_bytes"]
-        refused += len(info["refused_regions"])
-        if terminated or truncated:
-            return {"return": total, "migrated_bytes": migrated, "refused": refused}
-
-
-def evaluate(env, policies, profiles, seeds):
+def evaluate(env, policies_, profiles, seeds):
     """{policy name: {profile: mean return over seeds}} (the return is the fractional
-    speedup over the default tier)."""
+    speedup over the default tier); episodes run by policies.run_episode."""
     table = {}
-    for policy in policies:
+    for policy in policies_:
         table[policy.name] = {}
         for p in profiles:
-            table[policy.name][p] = float(np.mean([run_episode(env, policy, p, s)["return"]
-                                                   for s in seeds]))
+            table[policy.name][p] = float(np.mean(
+                [policies.run_episode(env, policy, seed=s, profile=p)["speedup"] for s in seeds]))
     return table
 
 
-def print_table(table, train, held_out, out=sys.stdout):
+def evaluate_against_baselines(env, policy, train, held_out, seed, eval_seeds, out=None):
+    """The agents' closing evaluation: `policy`, RandomPolicy(seed) and DefaultPolicy on the
+    training and held-out applications (`eval_seeds` episodes each, seeds from 10000 + seed),
+    the table, then one line per held-out application saying whether `policy` beat random.
+    Returns the table."""
+    seeds = [10_000 + seed + i for i in range(eval_seeds)]
+    table = evaluate(env, [policy, RandomPolicy(seed), DefaultPolicy()],
+                     list(dict.fromkeys(list(train) + list(held_out))), seeds)
+    print_table(table, train, held_out, out=out)
+    name = policy.name
+    for a in held_out:
+        better = table[name][a] > table["random"][a]
+        print(f"held out {a}: {name} {table[name][a]:+.4f} vs random "
+              f"{table['random'][a]:+.4f} ({'better' if better else 'NOT better'})", file=out)
+    return table
+
+
+def settings(args, machine, **trained):
+    """What a saved policy records: the agent's own training options (`trained`), then the
+    shared ones (seed, regions, steps, machine, fast tier size)."""
+    return {**trained, "seed": args.seed, "num_regions": args.num_regions, "steps": args.steps,
+            "machine": machine, "fast_mib": args.fast_mib}
+
+
+def print_table(table, train, held_out, out=None):
     """The evaluation table: speedup over the default tier per application, one column per
     policy, held-out applications marked."""
     names = list(table)
@@ -155,6 +166,26 @@ def print_table(table, train, held_out, out=sys.stdout):
     for a in apps:
         label = f"{a} ({'held out' if a in held_out else 'train'})"
         print(f"{label:<18}" + "".join(f"{table[n][a]:>12.4f}" for n in names), file=out)
+
+
+def agent_parser(doc, progress):
+    """An agent's argument parser: its description (the first paragraph of `doc`), an
+    epilog saying where the progress (`progress`: what a line shows) and the table go, and
+    the options both agents share (add_protocol_args); the agent adds its own."""
+    parser = argparse.ArgumentParser(
+        description=doc.split("\n\n")[0],
+        epilog=f"Progress ({progress}) goes to stderr; the evaluation table to stdout. The "
+               "return of an episode is its fractional speedup over the "
+               "all-on-the-default-tier run.")
+    add_protocol_args(parser)
+    return parser
+
+
+def apps_and_progress(args):
+    """(training applications, held-out applications, say): say(text) logs progress to
+    stderr, or nothing with --quiet."""
+    say = (lambda *a: None) if args.quiet else log
+    return split_apps(args.train), split_apps(args.held_out), say
 
 
 def add_protocol_args(parser):
@@ -194,9 +225,11 @@ def env_config(args):
     return config
 
 
-def open_server(args):
-    """The address to use: args.address, or a private server (closed by the caller)."""
+@contextlib.contextmanager
+def served(args):
+    """The address to use: args.address, or a private server's, closed on leaving."""
     if args.address:
-        return args.address, None
-    server = tiergym.Server(args=["--threads", "1", "--quiet"])
-    return server, server
+        yield args.address
+        return
+    with contextlib.closing(tiergym.Server(args=["--threads", "1", "--quiet"])) as server:
+        yield server

@@ -340,7 +340,29 @@ class GreedyPolicy(Policy):
         return action
 
 
-class HeMemPolicy(Policy):
+class CooledCountPolicy(Policy):
+    """Base of HeMem and Memtis: a sampled access count per region, halved every
+    `cooling_steps` decisions (before the new interval is counted) so that old accesses
+    fade. Subclasses set `cooling_steps` and call cool_and_count() first in act()."""
+
+    cooling_steps = 4
+
+    def start(self, env, obs, info):
+        self.count = np.zeros(self.layout.num_regions)
+        self.decisions = 0
+
+    def cool_and_count(self, obs):
+        """Cools (every `cooling_steps` decisions), adds the last interval's access density
+        to the counts, and returns the observation's View."""
+        view = View(obs, self.layout)
+        if self.decisions > 0 and self.decisions % self.cooling_steps == 0:
+            self.count *= 0.5
+        self.count += view.density(view.last)
+        self.decisions += 1
+        return view
+
+
+class HeMemPolicy(CooledCountPolicy):
     """HeMem-like (Raybuck et al., "HeMem: Scalable Tiered Memory Management for Big Data
     Applications and Real NVM", SOSP 2021).
 
@@ -365,17 +387,9 @@ class HeMemPolicy(Policy):
         self.cooling_steps = cooling_steps
         self.rate_mbps = rate_mbps
 
-    def start(self, env, obs, info):
-        self.count = np.zeros(self.layout.num_regions)
-        self.decisions = 0
-
     def act(self, obs, info):
         layout = self.layout
-        view = View(obs, layout)
-        if self.decisions > 0 and self.decisions % self.cooling_steps == 0:
-            self.count *= 0.5
-        self.count += view.density(view.last)
-        self.decisions += 1
+        view = self.cool_and_count(obs)
         hot = self.count >= self.hot_density * self.cooling_steps
         plan = Planner(layout, view, info, layout.fast, budget_from_rate(self.rate_mbps, info))
         fast = layout.fast
@@ -389,7 +403,7 @@ class HeMemPolicy(Policy):
         return plan.action
 
 
-class MemtisPolicy(Policy):
+class MemtisPolicy(CooledCountPolicy):
     """Memtis-like (Lee et al., "MEMTIS: Efficient Memory Tiering with Dynamic Page
     Classification and Page Size Determination", SOSP 2023).
 
@@ -415,10 +429,6 @@ class MemtisPolicy(Policy):
         self.rate_mbps = rate_mbps
         self.bins = bins
 
-    def start(self, env, obs, info):
-        self.count = np.zeros(self.layout.num_regions)
-        self.decisions = 0
-
     def threshold(self, bins):
         """Lowest bin T such that the bytes in bins >= T fit the fast tier."""
         layout = self.layout
@@ -432,11 +442,7 @@ class MemtisPolicy(Policy):
 
     def act(self, obs, info):
         layout = self.layout
-        view = View(obs, layout)
-        if self.decisions > 0 and self.decisions % self.cooling_steps == 0:
-            self.count *= 0.5
-        self.count += view.density(view.last)
-        self.decisions += 1
+        view = self.cool_and_count(obs)
         bins = np.minimum(np.floor(np.log2(1.0 + self.count)).astype(np.int64), self.bins - 1)
         t = self.threshold(bins)
         fast = layout.fast

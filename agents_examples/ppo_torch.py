@@ -31,7 +31,6 @@ Saved weights (--save) are a torch file with the state dict and the settings;
 (name, reset, act).
 """
 
-import argparse
 import sys
 import time
 
@@ -311,12 +310,7 @@ def load_policy(path, greedy=False, seed=0):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog="Progress (update, episodes finished with their application and return, losses) "
-               "goes to stderr; the evaluation table to stdout. The return of an episode is its "
-               "fractional speedup over the all-on-the-default-tier run.")
-    lc.add_protocol_args(parser)
+    parser = lc.agent_parser(__doc__, "update, episodes finished with their application and return, losses")
     parser.add_argument("--updates", type=int, default=40, help="PPO updates (default 40)")
     parser.add_argument("--envs", type=int, default=4,
                         help="sub-environments of the training VectorEnv (default 4)")
@@ -333,11 +327,9 @@ def main(argv=None):
         print(f"ppo_torch.py: {TORCH_ERROR}")
         return 0
     torch.set_num_threads(args.threads)
-    train, held_out = lc.split_apps(args.train), lc.split_apps(args.held_out)
-    say = (lambda *a: None) if args.quiet else lc.log
+    train, held_out, say = lc.apps_and_progress(args)
 
-    address, server = lc.open_server(args)
-    try:
+    with lc.served(args) as address:
         config = lc.env_config(args)
         if args.load:
             policy = load_policy(args.load, greedy=args.greedy, seed=args.seed)
@@ -361,26 +353,15 @@ def main(argv=None):
                 say(f"trained in {time.monotonic() - started:.1f} s")
                 ppo.net.eval()
                 policy = PPOPolicy(ppo.net, greedy=args.greedy, seed=args.seed)
-                policy.settings = {"train": train, "updates": args.updates, "envs": args.envs,
-                                   "horizon": args.horizon, "lr": args.lr, "entropy": args.entropy,
-                                   "seed": args.seed,
-                                   "num_regions": args.num_regions, "steps": args.steps,
-                                   "machine": str(args.machine), "fast_mib": args.fast_mib}
+                policy.settings = lc.settings(
+                    args, str(args.machine), train=train, updates=args.updates, envs=args.envs,
+                    horizon=args.horizon, lr=args.lr, entropy=args.entropy)
                 if args.save:
                     save(args.save, ppo.net, policy.settings)
                     say(f"saved {args.save}")
         with lc.tiergym.make(address=address, **config) as env:
-            seeds = [10_000 + args.seed + i for i in range(args.eval_seeds)]
-            table = lc.evaluate(env, [policy, lc.RandomPolicy(args.seed), lc.DefaultPolicy()],
-                                list(dict.fromkeys(train + held_out)), seeds)
-            lc.print_table(table, train, held_out)
-            for a in held_out:
-                better = table["ppo"][a] > table["random"][a]
-                print(f"held out {a}: ppo {table['ppo'][a]:+.4f} vs random "
-                      f"{table['random'][a]:+.4f} ({'better' if better else 'NOT better'})")
-    finally:
-        if server is not None:
-            server.close()
+            lc.evaluate_against_baselines(env, policy, train, held_out, args.seed,
+                                          args.eval_seeds)
     return 0
 
 

@@ -33,7 +33,6 @@ Saved weights (--save, .npz) hold w, theta and the settings; `load_policy(path)`
 policy with the interface of agents_examples/policies.py (name, reset, act), greedy.
 """
 
-import argparse
 import json
 import sys
 import time
@@ -289,22 +288,15 @@ def load_policy(path):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog="Progress (episode, application, exploration, return) goes to stderr; the "
-               "evaluation table to stdout. The return of an episode is its fractional speedup "
-               "over the all-on-the-default-tier run.")
-    lc.add_protocol_args(parser)
+    parser = lc.agent_parser(__doc__, "episode, application, exploration, return")
     parser.add_argument("--episodes", type=int, default=30, help="training episodes (default 30)")
     parser.add_argument("--gamma", type=float, default=0.95, help="discount (default 0.95)")
     parser.add_argument("--iterations", type=int, default=10,
                         help="fitted Q iterations after each episode (default 10)")
     args = parser.parse_args(argv)
-    train, held_out = lc.split_apps(args.train), lc.split_apps(args.held_out)
-    say = (lambda *a: None) if args.quiet else lc.log
+    train, held_out, say = lc.apps_and_progress(args)
 
-    address, server = lc.open_server(args)
-    try:
+    with lc.served(args) as address:
         config = lc.env_config(args)
         with lc.tiergym.make(address=address, **config) as env:
             global_size = len(global_features(lc.ObsView(env, np.zeros(
@@ -323,25 +315,14 @@ def main(argv=None):
                     f"episode {e:4d}  {p:<8}  epsilon {eps:.3f}  return {r:+.4f}"))
                 say(f"trained in {time.monotonic() - started:.1f} s")
                 policy = QLearningPolicy(learner.model)
-                policy.settings = {"train": train, "episodes": args.episodes,
-                                   "gamma": args.gamma, "iterations": args.iterations,
-                                   "seed": args.seed,
-                                   "num_regions": args.num_regions, "steps": args.steps,
-                                   "machine": config["machine"], "fast_mib": args.fast_mib}
+                policy.settings = lc.settings(
+                    args, config["machine"], train=train, episodes=args.episodes,
+                    gamma=args.gamma, iterations=args.iterations)
                 if args.save:
                     save(args.save, learner.model, policy.settings)
                     say(f"saved {args.save}")
-            seeds = [10_000 + args.seed + i for i in range(args.eval_seeds)]
-            table = lc.evaluate(env, [policy, lc.RandomPolicy(args.seed), lc.DefaultPolicy()],
-                                list(dict.fromkeys(train + held_out)), seeds)
-            lc.print_table(table, train, held_out)
-            for a in held_out:
-                better = table["q_learning"][a] > table["random"][a]
-                print(f"held out {a}: q_learning {table['q_learning'][a]:+.4f} vs random "
-                      f"{table['random'][a]:+.4f} ({'better' if better else 'NOT better'})")
-    finally:
-        if server is not None:
-            server.close()
+            lc.evaluate_against_baselines(env, policy, train, held_out, args.seed,
+                                          args.eval_seeds)
     return 0
 
 

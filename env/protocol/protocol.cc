@@ -726,6 +726,14 @@ absl::StatusOr<StepBatchRequest> ReadStepBatch(MapReader& r, const DecodeLimits&
       return Expected("shm", "true or a segment handle (a string)", *shm);
     }
   }
+  if (const object* signal = r.Find("shm_signal")) {
+    TG_ASSIGN_OR_RETURN(b.shm_signal, ReadBool(*signal, "shm_signal"));
+    if (b.shm_signal && b.shm_segment.empty()) {
+      return Invalid("shm_signal",
+                     "only with shm naming a segment (the reply that makes a segment is always "
+                     "sent: it carries the segment's name)");
+    }
+  }
   return b;
 }
 
@@ -1270,7 +1278,7 @@ struct ReplyPacker {
   void Shm(const ShmReply& s) {
     const bool made = !s.name.empty();
     p.Str("shm");
-    p.Map(4 + (made ? 3 : 0));
+    p.Map(4 + (made ? 3 + (s.signal ? 1 : 0) : 0));
     p.Str("segment");
     p.Str(s.segment);
     p.Str("seq");
@@ -1297,6 +1305,10 @@ struct ReplyPacker {
       for (uint64_t d : a.shape) p.Uint(d);
       p.Str("offset");
       p.Uint(a.offset);
+    }
+    if (s.signal) {
+      p.Str("signal");
+      p.Bool(true);
     }
   }
   void operator()(const StepBatchReply& r) {
@@ -1625,6 +1637,9 @@ absl::StatusOr<ShmReply> DecodeShm(const object& o) {
   if (Get(o, "name") == nullptr) return s;
   TG_ASSIGN_OR_RETURN(s.name, NeedString(o, "name", "shm"));
   TG_ASSIGN_OR_RETURN(s.bytes, NeedUint(o, "bytes", "shm"));
+  if (const object* signal = Get(o, "signal")) {
+    TG_ASSIGN_OR_RETURN(s.signal, ReadBool(*signal, "shm.signal"));
+  }
   TG_ASSIGN_OR_RETURN(const object* layout, Need(o, "layout", "shm"));
   if (layout->type != mtype::ARRAY) return Expected("shm.layout", "an array", *layout);
   for (uint32_t i = 0; i < layout->via.array.size; ++i) {
@@ -1953,8 +1968,9 @@ std::string EncodeRequest(const Request& request) {
         } else if constexpr (std::is_same_v<T, StepBatchRequest>) {
           const size_t n = body.sessions.size();
           const bool shm = body.shm_new || !body.shm_segment.empty();
+          const bool signal = body.shm_signal && !body.shm_segment.empty();
           head(3 + (body.reset.empty() ? 0 : 1) + (body.seeds.empty() ? 0 : 1) +
-               (body.options.empty() ? 0 : 1) + (shm ? 1 : 0));
+               (body.options.empty() ? 0 : 1) + (shm ? 1 : 0) + (signal ? 1 : 0));
           p.Str("sessions");
           p.Array(n);
           for (const SessionId& s : body.sessions) p.Str(s);
@@ -1996,6 +2012,10 @@ std::string EncodeRequest(const Request& request) {
             } else {
               p.Str(body.shm_segment);
             }
+          }
+          if (signal) {
+            p.Str("shm_signal");
+            p.Bool(true);
           }
         } else if constexpr (std::is_same_v<T, EstimateRequest>) {
           head(2 + (!body.session.empty() ? 1 : 0) + (body.config ? 1 : 0));

@@ -104,6 +104,9 @@ struct StepBatchRequest {
   // digits). Neither: the results travel in the reply.
   bool shm_new = false;
   std::string shm_segment;
+  // With shm_segment (a segment whose making reply said `signal`): no reply on success;
+  // the segment's seq word is the ready signal (a futex the server wakes).
+  bool shm_signal = false;
 };
 
 struct EstimateRequest {
@@ -213,10 +216,12 @@ struct ShmReply {
   uint64_t rows = 0;       // rows written (the batch's entries), from row 0
   bool has_final = false;  // the final_* arrays hold this batch's ended episodes
   // Only in the reply that made the segment (empty `name` otherwise): its POSIX
-  // shared-memory name, size and layout.
+  // shared-memory name, size and layout, and whether later batches may ask for the
+  // futex signal instead of a reply (shm_signal).
   std::string name;
   uint64_t bytes = 0;
   std::vector<ShmArray> layout;
+  bool signal = false;
 };
 
 struct StepBatchReply {
@@ -229,6 +234,9 @@ struct StepBatchReply {
   // arrays are not in the reply) except in the reply that made the segment, which carries
   // both.
   std::optional<ShmReply> shm;
+  // Nothing is sent: the results are in the segment and its seq word told the client
+  // (shm_signal). Not on the wire.
+  bool quiet = false;
 };
 
 struct EstimateReply {

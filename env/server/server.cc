@@ -207,6 +207,7 @@ Server::Sent Server::TrySend(const Outgoing& out) {
 }
 
 void Server::SendReply(Job& job, std::string reply) {
+  if (reply.empty()) return;  // a step_batch with shm_signal: the segment told the client
   Outgoing out{job.envelope, std::make_shared<std::string>(std::move(reply))};
   auto it = clients_.find(job.client);
   if (it != clients_.end() && it->second.gone) return;  // nobody to tell

@@ -171,6 +171,10 @@ std::string Service::Handle(std::string_view payload, std::string_view owner_vie
                            StrCat("unexpected exception: ", e.what()));
   }
   if (std::holds_alternative<Error>(reply.body)) errors_.fetch_add(1, std::memory_order_relaxed);
+  if (const auto* batch = std::get_if<protocol::StepBatchReply>(&reply.body);
+      batch != nullptr && batch->quiet) {
+    return {};  // the segment's seq word told the client (shm_signal)
+  }
   try {
     return protocol::EncodeReply(reply);
   } catch (const std::exception& e) {
@@ -578,11 +582,14 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
     }
     reply.finals = std::move(finals);
   }
-  if (segment != nullptr) return WriteToSegment(*segment, made, leases, write_errors, reply);
+  if (segment != nullptr) {
+    return WriteToSegment(*segment, made, r.shm_signal, leases, write_errors, reply);
+  }
   return reply;
 }
 
-ReplyBody Service::WriteToSegment(Segment& segment, bool made, const std::vector<Lease>& leases,
+ReplyBody Service::WriteToSegment(Segment& segment, bool made, bool signal,
+                                  const std::vector<Lease>& leases,
                                   std::vector<absl::Status>& errors,
                                   protocol::StepBatchReply& reply) {
   ShmBatch& batch = *segment.batch;
@@ -599,7 +606,12 @@ ReplyBody Service::WriteToSegment(Segment& segment, bool made, const std::vector
                        StrCat("sessions[", i, "]: ", errors[i].message()));
     }
   }
-  batch.SetSeq(++segment.seq);
+  batch.Publish(++segment.seq, has_final);
+  if (signal) {
+    // The client waits on the seq word (shm_signal): woken, it reads the batch there.
+    batch.Wake();
+    reply.quiet = true;
+  }
   protocol::ShmReply shm;
   shm.segment = segment.handle;
   shm.seq = segment.seq;
@@ -611,6 +623,7 @@ ReplyBody Service::WriteToSegment(Segment& segment, bool made, const std::vector
     shm.name = batch.name();
     shm.bytes = batch.bytes();
     shm.layout = batch.layout();
+    shm.signal = true;
   } else {
     // The client mapped the segment (it named it): its name can go.
     batch.Unlink();

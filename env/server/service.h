@@ -81,7 +81,8 @@ class Service {
   Service& operator=(const Service&) = delete;
 
   // The reply to one request payload from `owner` (the connection it came on; "" for
-  // in-process callers).
+  // in-process callers). Empty: no reply is to be sent (a step_batch with shm_signal that
+  // succeeded: the segment's seq word told the client).
   std::string Handle(std::string_view payload, std::string_view owner = {});
 
   // Closes every session of `owner` (its connection went away); returns how many.
@@ -124,7 +125,10 @@ class Service {
       const EnvSpec& spec);
   // Completes a batch's results in its segment (the rows are written, `errors` per row;
   // the final rows are written here) and turns `reply` into the reply that says so.
-  protocol::ReplyBody WriteToSegment(Segment& segment, bool made, const std::vector<Lease>& leases,
+  // With `signal` (the request's shm_signal), the client is woken through the segment and
+  // no reply is sent (reply.quiet).
+  protocol::ReplyBody WriteToSegment(Segment& segment, bool made, bool signal,
+                                     const std::vector<Lease>& leases,
                                      std::vector<absl::Status>& errors,
                                      protocol::StepBatchReply& reply);
   absl::StatusOr<std::shared_ptr<Segment>> FindSegment(const std::string& handle,

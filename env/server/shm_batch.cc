@@ -2,14 +2,18 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
+#include <climits>
 #include <csignal>
 #include <cstring>
 #include <utility>
@@ -125,6 +129,8 @@ void ShmBatch::Lay() {
   const uint64_t n = shape_.rows;
   seq_ = sizeof kMagic;  // the header's second word
   layout_.push_back(protocol::ShmArray{"seq", "uint64", {1}, seq_});
+  has_final_ = seq_ + sizeof(uint64_t);  // the third
+  layout_.push_back(protocol::ShmArray{"has_final", "uint8", {1}, has_final_});
   end_ = kAlign;
   obs_ = Add("obs", "float32", 4, {n, shape_.obs});
   reward_ = Add("reward", "float64", 8, {n});
@@ -186,7 +192,16 @@ absl::StatusOr<std::unique_ptr<ShmBatch>> ShmBatch::Create(const ShmBatchShape& 
   return batch;
 }
 
-void ShmBatch::SetSeq(uint64_t seq) { std::memcpy(At<char>(seq_), &seq, sizeof seq); }
+void ShmBatch::Publish(uint64_t seq, bool has_final) {
+  std::atomic_ref<uint8_t>(*At<uint8_t>(has_final_))
+      .store(has_final ? 1 : 0, std::memory_order_relaxed);
+  std::atomic_ref<uint64_t>(*At<uint64_t>(seq_)).store(seq, std::memory_order_release);
+}
+
+void ShmBatch::Wake() {
+  // The low 32 bits of the little-endian seq word: the futex clients wait on.
+  syscall(SYS_futex, At<uint32_t>(seq_), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
 
 absl::Status ShmBatch::WriteInfo(const Info& info, size_t row, const StepInfo& si,
                                  const EnvSpec& spec) {

@@ -14,8 +14,9 @@
 // never a SIGBUS later; Unlink() removes the name once the client has mapped it (the
 // server's mapping stays). Intact() tells whether the file still has its size (a process of
 // the server's user could shrink it; writing past its end would fault): the service checks
-// it before every write. The destructor unmaps, closes and unlinks (if still linked).
-// RemoveStaleShmSegments() unlinks the segments of tiergym servers that died without
+// it before every write. A client waiting for a batch may sleep on the seq word (a futex;
+// Wake()) instead of waiting for the reply. The destructor unmaps, closes and unlinks (if still
+// linked). RemoveStaleShmSegments() unlinks the segments of tiergym servers that died without
 // unlinking theirs.
 //
 // Thread-compatible: rows may be written by different threads at once (WriteRow touches
@@ -78,9 +79,13 @@ class ShmBatch {
   absl::Status WriteRow(size_t row, const StepResult& result, bool was_reset, const EnvSpec& spec);
   // Row `row` of the final arrays (same_step autoreset).
   absl::Status WriteFinal(size_t row, const StepResult& result, const EnvSpec& spec);
-  // The batch's number, read by the client to check that the segment holds the reply's
-  // batch.
-  void SetSeq(uint64_t seq);
+  // Publishes a batch whose rows are written: `has_final` (the final arrays hold its ended
+  // episodes), then its number `seq` (a release store: a client that sees the number sees
+  // the rows).
+  void Publish(uint64_t seq, bool has_final);
+  // Wakes the processes waiting for the next batch with FUTEX_WAIT on the low 32 bits of
+  // the seq word (a shared futex: any process mapping the segment).
+  void Wake();
 
  private:
   struct Info;  // offsets of one set of info columns
@@ -102,7 +107,8 @@ class ShmBatch {
   bool linked_ = true;
   std::vector<protocol::ShmArray> layout_;
   uint64_t end_ = 0;  // bytes laid out so far
-  uint64_t seq_ = 0, obs_ = 0, reward_ = 0, terminated_ = 0, truncated_ = 0, reset_ = 0;
+  uint64_t seq_ = 0, has_final_ = 0, obs_ = 0, reward_ = 0, terminated_ = 0, truncated_ = 0,
+           reset_ = 0;
   uint64_t final_obs_ = 0;
   std::unique_ptr<Info> info_, final_info_;
 };

@@ -171,15 +171,21 @@ void BM_InProcess(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// `n` environments, environment i reset with seed i.
+std::vector<std::unique_ptr<SessionEnv>> MakeResetEnvs(int n) {
+  std::vector<std::unique_ptr<SessionEnv>> envs;
+  for (int i = 0; i < n; ++i) {
+    envs.push_back(MakeEnv());
+    (void)envs.back()->Reset(i, {});
+  }
+  return envs;
+}
+
 // N environments stepped in turn by one thread: what a batch costs without parallelism
 // (N environments' state does not stay in cache as one environment's does).
 void BM_InProcessRoundRobin(benchmark::State& state) {
   const World& w = TheWorld();
-  std::vector<std::unique_ptr<SessionEnv>> envs;
-  for (int i = 0; i < w.batch; ++i) {
-    envs.push_back(MakeEnv());
-    (void)envs.back()->Reset(i, {});
-  }
+  std::vector<std::unique_ptr<SessionEnv>> envs = MakeResetEnvs(w.batch);
   const int regions = envs[0]->spec().num_regions;
   uint64_t step = 0;
   for (auto _ : state) {
@@ -195,11 +201,7 @@ void BM_InProcessRoundRobin(benchmark::State& state) {
 
 void BM_InProcessParallel(benchmark::State& state) {
   const World& w = TheWorld();
-  std::vector<std::unique_ptr<SessionEnv>> envs;
-  for (int i = 0; i < w.batch; ++i) {
-    envs.push_back(MakeEnv());
-    (void)envs.back()->Reset(i, {});
-  }
+  std::vector<std::unique_ptr<SessionEnv>> envs = MakeResetEnvs(w.batch);
   const int regions = envs[0]->spec().num_regions;
   // The calling thread works too: T threads in all, as in a server worker's step_batch.
   ThreadPool pool(std::max(1, w.threads - 1));

@@ -23,6 +23,13 @@ steps, placement actions) with the C++ benchmark's actions: at step s, region s 
 tier 1 and the rest on tier 0 (two regions move per step); episodes autoreset.
 
     .venv/bin/python tests/bench/inprocess_benchmark.py [--min-time 2] [--rounds 3] [--skip-cpp]
+        [--only-interleaved]
+
+The interleaved rows alternate three paths in 0.1 s slices: Python in-process, shared memory
+with the ready signal (a futex in the segment: no reply per batch) and shared memory with a
+reply per batch (as before the signal), and give each one's CPU time per environment step
+(this process's, plus the server's for the server paths): on a loaded machine wall-clock
+figures swing with the load, CPU time much less. --only-interleaved runs only those.
 
 Runs with the package installed (./scripts/setup.sh: `pip install -e .` builds the extension
 and the server binary into it) and, for the C++ figures, build/bin/tiergym-bench-env
@@ -122,34 +129,55 @@ def bench_zmq(server, n, min_time_s, shm=False):
         envs.close()
 
 
+def process_cpu_s(pid):
+    """CPU seconds (user + system, every thread) of process `pid` so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def bench_interleaved(server, n, threads, min_time_s, slice_s=0.1):
-    """(in-process steps/s, shared-memory steps/s) measured in alternating slices of
-    slice_s: both paths under the same load from other processes (the machine is shared),
-    which sequential measurements a few seconds apart are not."""
+    """{path: (steps/s, CPU us per environment step)} for Python in-process ("in"), shared
+    memory with the ready signal ("shm") and shared memory with a reply per batch
+    ("shm_reply"), measured in alternating slices of slice_s: every path under the same load
+    from other processes (the machine is shared), which sequential measurements a few seconds
+    apart are not. CPU time: this process's, plus the server's for the server paths (both
+    sides of the round trip; wall-clock figures swing with the load, CPU time less)."""
     inproc = tiergym.InProcessVectorEnv(n, threads=threads)
     shm = tiergym.VectorEnv(n, address=server, shm=True, copy=False)
+    shm_reply = tiergym.VectorEnv(n, address=server, shm=True, copy=False)
+    shm_reply._use_signal = False  # a reply per batch (as before the ready signal)
+    paths = {"in": (inproc, False), "shm": (shm, True), "shm_reply": (shm_reply, True)}
     try:
         actions = two_moves(n)
-        inproc.reset(seed=1)
-        shm.reset(seed=1)
-        for i in range(20):
-            inproc.step(actions[i % REGIONS])
-            shm.step(actions[i % REGIONS])
-        steps, spent, i = [0, 0], [0.0, 0.0], 0
-        while sum(spent) < 2 * min_time_s:
-            for k, envs in enumerate((inproc, shm)):
-                start = time.perf_counter()
+        for envs, _ in paths.values():
+            envs.reset(seed=1)
+            for i in range(20):
+                envs.step(actions[i % REGIONS])
+        if not (shm.shm and shm._shared.signal and shm_reply.shm):
+            raise RuntimeError("the shared-memory path (with its ready signal) was not taken")
+        steps = dict.fromkeys(paths, 0)
+        spent = dict.fromkeys(paths, 0.0)
+        cpu = dict.fromkeys(paths, 0.0)
+        i = 0
+        while sum(spent.values()) < len(paths) * min_time_s:
+            for key, (envs, served) in paths.items():
+                start, cpu0 = time.perf_counter(), time.process_time()
+                server_cpu0 = process_cpu_s(server.process.pid) if served else 0.0
                 calls = 0
                 while time.perf_counter() - start < slice_s:
                     envs.step(actions[i % REGIONS])
                     i += 1
                     calls += 1
-                spent[k] += time.perf_counter() - start
-                steps[k] += calls * n
-        return steps[0] / spent[0], steps[1] / spent[1]
+                spent[key] += time.perf_counter() - start
+                cpu[key] += time.process_time() - cpu0
+                if served:
+                    cpu[key] += process_cpu_s(server.process.pid) - server_cpu0
+                steps[key] += calls * n
+        return {k: (steps[k] / spent[k], 1e6 * cpu[k] / steps[k]) for k in paths}
     finally:
-        inproc.close()
-        shm.close()
+        for envs, _ in paths.values():
+            envs.close()
 
 
 def bench_sync_vector_env(server, n, min_time_s):
@@ -173,12 +201,38 @@ def main():
                              "ratios of figures measured in the same round")
     parser.add_argument("--skip-cpp", action="store_true",
                         help="leave out the C++ figures (no tiergym-bench-env)")
+    parser.add_argument("--only-interleaved", action="store_true",
+                        help="only the interleaved rows (in-process against shared memory "
+                             "with and without its ready signal, with CPU times)")
     args = parser.parse_args()
     t = args.min_time
     # Rounds: every path once per round, in the same order; ratios are taken within a
     # round and their median reported, so that a burst of load from other processes (this
     # VM's two cores are shared) does not decide a ratio alone.
+    def interleaved(server):
+        pair = bench_interleaved(server, 64, 2, t)
+        return [
+            ("pair_in", "Python in-process, 64 environments, 2 threads, interleaved with the "
+             "next two rows in slices of 0.1 s", pair["in"][0]),
+            ("pair_shm", "batched ZeroMQ with shared memory and its ready signal, 64 "
+             "environments, server 2 threads, interleaved", pair["shm"][0]),
+            ("pair_shm_reply", "batched ZeroMQ with shared memory, a reply per batch (no ready "
+             "signal), 64 environments, server 2 threads, interleaved", pair["shm_reply"][0]),
+            ("cpu_in", "CPU us per environment step: Python in-process, interleaved",
+             pair["in"][1]),
+            ("cpu_shm", "CPU us per environment step (client + server): shared memory with "
+             "the ready signal, interleaved", pair["shm"][1]),
+            ("cpu_shm_reply", "CPU us per environment step (client + server): shared memory, "
+             "a reply per batch, interleaved", pair["shm_reply"][1]),
+        ]
+
     def measure_all():
+        if args.only_interleaved:
+            server = tiergym.Server(args=["--threads", "2", "--quiet"])
+            try:
+                return interleaved(server)
+            finally:
+                server.close()
         out = []
         if not args.skip_cpp:
             out.append(("cpp1", "C++ in-process, 64 environments in turn, 1 thread",
@@ -200,11 +254,7 @@ def main():
             out.append(("shm", "batched ZeroMQ with shared memory (step_batch, shm=True, "
                         "copy=False), 64 environments, server 2 threads",
                         bench_zmq(server, 64, t, shm=True)))
-            pair_in, pair_shm = bench_interleaved(server, 64, 2, t)
-            out.append(("pair_in", "Python in-process, 64 environments, 2 threads, interleaved "
-                        "with the next row in slices of 0.1 s", pair_in))
-            out.append(("pair_shm", "batched ZeroMQ with shared memory, 64 environments, server "
-                        "2 threads, interleaved with the row above", pair_shm))
+            out.extend(interleaved(server))
             out.append(("sync", "gymnasium SyncVectorEnv of 64 tiergym.TierEnv, server 2 threads",
                         bench_sync_vector_env(server, 64, t)))
         finally:
@@ -218,7 +268,8 @@ def main():
         print(f"round {r + 1} of {args.rounds} (each path for {t:.1f} s) ...", file=sys.stderr)
         this = {}
         for key, label, value in measure_all():
-            print(f"  {label}: {value:,.0f} steps/s", file=sys.stderr, flush=True)
+            shown = f"{value:.2f}" if key.startswith("cpu_") else f"{value:,.0f} steps/s"
+            print(f"  {label}: {shown}", file=sys.stderr, flush=True)
             labels[key] = label
             this[key] = value
         rounds.append(this)
@@ -250,7 +301,11 @@ def main():
         "zmq": [("cpp2", "C++ 2 threads")],
         "shm": [("py64_2", "Python in-process 2 threads"), ("zmq", "batched ZeroMQ"),
                 ("cpp2", "C++ 2 threads")],
-        "pair_shm": [("pair_in", "Python in-process 2 threads, interleaved")],
+        "pair_shm": [("pair_in", "Python in-process 2 threads, interleaved"),
+                     ("pair_shm_reply", "a reply per batch, interleaved")],
+        "pair_shm_reply": [("pair_in", "Python in-process 2 threads, interleaved")],
+        "cpu_shm": [("cpu_in", "in-process"), ("cpu_shm_reply", "a reply per batch")],
+        "cpu_shm_reply": [("cpu_in", "in-process")],
     }
     print(f"tests/bench/inprocess_benchmark.py --min-time {t} --rounds {args.rounds}: default "
           "configuration (bundled profiles, 64 regions, 100 steps), two regions move per step, "
@@ -265,9 +320,28 @@ def main():
     for key in rounds[0]:
         notes = [f"{name}: {fmt(k, ratio(key, k))}" for k, name in against.get(key, [])
                  if k in rounds[0]]
-        print(f"| {labels[key]} | {median([rd[key] for rd in rounds]):,.0f} | "
-              f"{'; '.join(notes)} |")
+        value = median([rd[key] for rd in rounds])
+        shown = f"{value:.2f}" if key.startswith("cpu_") else f"{value:,.0f}"
+        print(f"| {labels[key]} | {shown} | {'; '.join(notes)} |")
     print()
+    checks = []
+    if args.only_interleaved:
+        checks.append(("Shared memory with its ready signal / Python in-process 64 envs "
+                       "2 threads, interleaved", ratio("pair_shm", "pair_in"), 0.5))
+        checks.append(("Shared memory, a reply per batch / Python in-process, interleaved",
+                       ratio("pair_shm_reply", "pair_in"), 0.5))
+        checks.append(("Python in-process / shared memory with its ready signal, CPU time per "
+                       "step", ratio("cpu_in", "cpu_shm"), 0.5))
+    else:
+        checks.extend(full_checks(rounds, ratio))
+    for label, (med, lo, hi), goal in checks:
+        print(f"{label}: median {med:.2f}, range {lo:.2f}-{hi:.2f} (goal >= {goal:g}: "
+              f"{'met' if med >= goal else 'NOT met'} by the median, "
+              f"{'met' if lo >= goal else 'not met'} in every round)")
+
+
+def full_checks(rounds, ratio):
+    """The issue's goals, as (label, (median, low, high), goal)."""
     checks = []
     for threads in (1, 2):
         if f"cpp{threads}" in rounds[0]:
@@ -281,10 +355,9 @@ def main():
                    "2 threads", ratio("shm", "py64_2"), 0.5))
     checks.append(("The same, measured interleaved (the same load on both)",
                    ratio("pair_shm", "pair_in"), 0.5))
-    for label, (med, lo, hi), goal in checks:
-        print(f"{label}: median {med:.2f}, range {lo:.2f}-{hi:.2f} (goal >= {goal:g}: "
-              f"{'met' if med >= goal else 'NOT met'} by the median, "
-              f"{'met' if lo >= goal else 'not met'} in every round)")
+    checks.append(("Python in-process / shared memory, CPU time per step, interleaved",
+                   ratio("cpu_in", "cpu_shm"), 0.5))
+    return checks
 
 if __name__ == "__main__":
     main()

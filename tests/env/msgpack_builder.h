@@ -1,6 +1,7 @@
 // Builds MessagePack payloads piece by piece for the protocol tests, including payloads
 // no well-behaved client would send (wrong types, unknown keys, bad arrays). Each function
-// returns the encoding of one value; Map/Arr assemble encoded values.
+// returns the encoding of one value; Map/Arr assemble encoded values. IsUtf8 checks what
+// replies carry.
 #ifndef TIERGYM_TESTS_ENV_MSGPACK_BUILDER_H_
 #define TIERGYM_TESTS_ENV_MSGPACK_BUILDER_H_
 
@@ -86,6 +87,26 @@ inline std::string Req(std::string_view op,
                        std::vector<std::pair<std::string, std::string>> members = {}) {
   members.insert(members.begin(), {{"v", U(2)}, {"op", S(op)}});
   return Map(members);
+}
+
+// Whether `s` is well-formed UTF-8 (lead and continuation bytes; what a Python client's
+// decoder demands of every string a reply carries). Written apart from the protocol's own
+// check, so that a test of that check does not use it.
+inline bool IsUtf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const size_t len = c < 0x80         ? 1
+                       : (c >> 5) == 6  ? 2
+                       : (c >> 4) == 14 ? 3
+                       : (c >> 3) == 30 ? 4
+                                        : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    for (size_t k = 1; k < len; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
+    }
+    i += len;
+  }
+  return true;
 }
 
 }  // namespace tiergym::testing::mp

@@ -364,6 +364,25 @@ TEST(ProtocolMalformedTest, BadBatches) {
               absl::StatusCode::kInvalidArgument, "options[1].x", "unknown key");
   ExpectError(batch({{"sessions", two}, {"actions", Arr({U(1), U(1)})}, {"autoreset", S("later")}}),
               absl::StatusCode::kInvalidArgument, "autoreset", "\"later\"");
+  // The ready signal stands for a reply only to batches naming a segment: the reply that
+  // makes one carries its name.
+  for (const std::string& shm : {B(true), Nil()}) {
+    ExpectError(batch({{"sessions", two},
+                       {"actions", Arr({U(1), U(1)})},
+                       {"shm", shm},
+                       {"shm_signal", B(true)}}),
+                absl::StatusCode::kInvalidArgument, "shm_signal", "only with shm naming a segment");
+  }
+  ExpectError(batch({{"sessions", two},
+                     {"actions", Arr({U(1), U(1)})},
+                     {"shm", S(std::string(32, 'a'))},
+                     {"shm_signal", U(1)}}),
+              absl::StatusCode::kInvalidArgument, "shm_signal");
+  const Request signalled = MustDecode(batch({{"sessions", two},
+                                              {"actions", Arr({U(1), U(1)})},
+                                              {"shm", S(std::string(32, 'a'))},
+                                              {"shm_signal", B(true)}}));
+  EXPECT_TRUE(std::get<StepBatchRequest>(signalled.body).shm_signal);
 }
 
 TEST(ProtocolMalformedTest, OversizedBatchIsResourceExhausted) {
@@ -399,24 +418,6 @@ TEST(ProtocolMalformedTest, EstimateTakesSessionOrConfig) {
       absl::StatusCode::kInvalidArgument, "config", "not both");
   ExpectError(Req("estimate", {{"session", S("")}, {"profile", S("a")}, {"placement", S("{}")}}),
               absl::StatusCode::kInvalidArgument, "session");
-}
-
-// Whether `s` is well-formed UTF-8 (what a Python client's decoder demands).
-bool IsUtf8(const std::string& s) {
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    const size_t len = c < 0x80         ? 1
-                       : (c >> 5) == 6  ? 2
-                       : (c >> 4) == 14 ? 3
-                       : (c >> 3) == 30 ? 4
-                                        : 0;
-    if (len == 0 || i + len > s.size()) return false;
-    for (size_t k = 1; k < len; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
-    }
-    i += len;
-  }
-  return true;
 }
 
 // The strict pass: what no request may hold, whatever its op, named by field path; and the

@@ -6,8 +6,10 @@
 #include "env/server/service.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -17,6 +19,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -322,24 +325,6 @@ TEST_F(ServiceTest, MalformedPayloadsGetErrorRepliesAndTheServiceGoesOn) {
   EXPECT_EQ(stats.ops.at("step"), 1u);  // the malformed step never decoded
 }
 
-// Whether `s` is well-formed UTF-8 (lead and continuation bytes; what decoders demand).
-bool IsUtf8(const std::string& s) {
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    const size_t len = c < 0x80         ? 1
-                       : (c >> 5) == 6  ? 2
-                       : (c >> 4) == 14 ? 3
-                       : (c >> 3) == 30 ? 4
-                                        : 0;
-    if (len == 0 || i + len > s.size()) return false;
-    for (size_t k = 1; k < len; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
-    }
-    i += len;
-  }
-  return true;
-}
-
 // 10,000 mutations of valid requests (bytes flipped, inserted, cut, spliced): every one
 // gets one decodable reply whose strings are valid UTF-8, and none is INTERNAL.
 TEST_F(ServiceTest, TenThousandMutatedRequestsGetCleanRefusals) {
@@ -398,7 +383,7 @@ TEST_F(ServiceTest, TenThousandMutatedRequestsGetCleanRefusals) {
         ADD_FAILURE() << e.message;
       }
       EXPECT_THAT(e.message, StartsWith(e.field + ": "));
-      EXPECT_TRUE(IsUtf8(e.message)) << e.message;
+      EXPECT_TRUE(mp::IsUtf8(e.message)) << e.message;
     }
     ASSERT_FALSE(reply.empty());
   }
@@ -471,6 +456,46 @@ class StepBatchTest : public ServiceTest {
     b.sessions = sessions;
     for (const auto& a : actions) b.actions.push_back(Action{a});
     return b;
+  }
+
+  // `n` sessions of `steps`-step episodes reset (seeds seed0 + i) by the batch that makes a
+  // shared-memory segment for their results, and `n` twins reset alike with the results in
+  // the reply.
+  struct Twins {
+    std::vector<protocol::SessionId> shm, plain;
+    protocol::StepBatchReply made;      // the reset that made the segment
+    protocol::StepBatchReply expected;  // the twins' reset
+  };
+  Twins MakeTwins(size_t n, const std::string& steps, uint64_t seed0) {
+    Twins t;
+    for (size_t i = 0; i < n; ++i) {
+      t.shm.push_back(Make({{"steps", steps}}));
+      t.plain.push_back(Make({{"steps", steps}}));
+    }
+    auto first = Batch(t.shm, std::vector<std::vector<int64_t>>(n, {0, 0, 0, 0}));
+    first.reset.assign(n, 1);
+    for (size_t i = 0; i < n; ++i) first.seeds.push_back(seed0 + i);
+    protocol::StepBatchRequest twin = first;
+    twin.sessions = t.plain;
+    first.shm_new = true;
+    t.made = Ok<protocol::StepBatchReply>(Op::kStepBatch, first);
+    t.expected = Ok<protocol::StepBatchReply>(Op::kStepBatch, twin);
+    return t;
+  }
+  // Step `step` of the twins (same_step autoreset): the batch into the segment, and the
+  // twins' batch with the same actions.
+  std::pair<protocol::StepBatchRequest, protocol::StepBatchRequest> TwinSteps(const Twins& twins,
+                                                                              int step) {
+    std::vector<std::vector<int64_t>> actions;
+    for (size_t i = 0; i < twins.shm.size(); ++i) {
+      actions.push_back({(step + static_cast<int>(i)) % 2, 1, 0, 1});
+    }
+    auto b = Batch(twins.shm, actions);
+    b.autoreset = protocol::Autoreset::kSameStep;
+    auto t = b;
+    t.sessions = twins.plain;
+    b.shm_segment = twins.made.shm->segment;
+    return {b, t};
   }
 };
 
@@ -598,6 +623,7 @@ class MappedSegment {
   T At(const std::string& name, size_t row) const {
     return Row<T>(name, row)[0];
   }
+  const void* Address(const std::string& name) const { return base_ + arrays_.at(name).offset; }
 
   // Row `row` of the results (or of the final results) as a StepResult, the profile by
   // its index into `profiles`.
@@ -659,20 +685,9 @@ bool NameExists(const std::string& name) {
 // one in the replies; every array the same, through resets, steps and same_step autoresets.
 TEST_F(StepBatchTest, SharedMemoryResultsAreTheReplysResults) {
   constexpr size_t kN = 6;
-  std::vector<protocol::SessionId> shm, plain;
-  for (size_t i = 0; i < kN; ++i) {
-    shm.push_back(Make({{"steps", "3"}}));
-    plain.push_back(Make({{"steps", "3"}}));
-  }
+  const Twins twins = MakeTwins(kN, "3", 40);
+  const protocol::StepBatchReply &made = twins.made, &expected = twins.expected;
   const std::vector<std::string> profiles = {"alpha", "beta"};
-  auto first = Batch(shm, std::vector<std::vector<int64_t>>(kN, {0, 0, 0, 0}));
-  first.reset.assign(kN, 1);
-  for (size_t i = 0; i < kN; ++i) first.seeds.push_back(40 + i);
-  protocol::StepBatchRequest twin = first;
-  twin.sessions = plain;
-  first.shm_new = true;
-  auto made = Ok<protocol::StepBatchReply>(Op::kStepBatch, first);
-  const auto expected = Ok<protocol::StepBatchReply>(Op::kStepBatch, twin);
   ASSERT_TRUE(made.shm.has_value());
   // The reply that makes the segment carries the results too.
   ASSERT_EQ(made.results.size(), kN);
@@ -693,13 +708,7 @@ TEST_F(StepBatchTest, SharedMemoryResultsAreTheReplysResults) {
   EXPECT_TRUE(NameExists(made.shm->name));
   bool saw_final = false;
   for (int step = 0; step < 7; ++step) {
-    std::vector<std::vector<int64_t>> actions;
-    for (size_t i = 0; i < kN; ++i) actions.push_back({(step + static_cast<int>(i)) % 2, 1, 0, 1});
-    auto b = Batch(shm, actions);
-    b.autoreset = protocol::Autoreset::kSameStep;
-    auto t = b;
-    t.sessions = plain;
-    b.shm_segment = made.shm->segment;
+    auto [b, t] = TwinSteps(twins, step);
     auto got = Ok<protocol::StepBatchReply>(Op::kStepBatch, b);
     const auto want = Ok<protocol::StepBatchReply>(Op::kStepBatch, t);
     ASSERT_TRUE(got.shm.has_value());
@@ -724,6 +733,64 @@ TEST_F(StepBatchTest, SharedMemoryResultsAreTheReplysResults) {
   auto stats = Ok<protocol::StatsReply>(Op::kStats);
   EXPECT_EQ(stats.shm_segments, 1u);
   EXPECT_EQ(stats.shm_bytes, made.shm->bytes);
+}
+
+// With shm_signal, a batch that succeeds gets no reply: its results, has_final and number
+// are in the segment, and a process sleeping on the seq word (FUTEX_WAIT on its low 32
+// bits, through its own read-only mapping) is woken. Failures are replies as always.
+TEST_F(StepBatchTest, ASignalledBatchGetsNoReplyAndWakesWhoWaitsOnTheSegment) {
+  constexpr size_t kN = 3;
+  const Twins twins = MakeTwins(kN, "2", 7);
+  const protocol::StepBatchReply& made = twins.made;
+  const std::vector<std::string> profiles = {"alpha", "beta"};
+  ASSERT_TRUE(made.shm.has_value());
+  EXPECT_TRUE(made.shm->signal);
+  MappedSegment seg(*made.shm);
+  ASSERT_TRUE(seg.ok());
+  const auto* word = static_cast<const uint32_t*>(seg.Address("seq"));
+  bool saw_final = false;
+  for (int step = 0; step < 4; ++step) {
+    auto [b, t] = TwinSteps(twins, step);
+    b.shm_signal = true;
+    const auto before = static_cast<uint32_t>(seg.At<uint64_t>("seq", 0));
+    std::chrono::duration<double> slept{0};
+    std::thread waiter([&] {
+      const auto start = std::chrono::steady_clock::now();
+      const timespec ten_s = {10, 0};
+      while (__atomic_load_n(word, __ATOMIC_ACQUIRE) == before) {
+        syscall(SYS_futex, word, FUTEX_WAIT, before, &ten_s, nullptr, 0);
+      }
+      slept = std::chrono::steady_clock::now() - start;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let it fall asleep
+    EXPECT_EQ(
+        service_->Handle(
+            protocol::EncodeRequest(Request{Op::kStepBatch, protocol::kVersion, ++id_, b}), owner_),
+        "")
+        << "no reply: the segment says it";
+    waiter.join();
+    EXPECT_LT(slept.count(), 5.0) << "woken, not timed out";
+    const auto want = Ok<protocol::StepBatchReply>(Op::kStepBatch, t);
+    EXPECT_EQ(seg.At<uint64_t>("seq", 0), 2u + step);
+    EXPECT_EQ(seg.At<uint8_t>("has_final", 0) != 0, !want.finals.empty());
+    for (size_t i = 0; i < kN; ++i) {
+      const std::string what = StrCat("step ", step, " entry ", i);
+      ExpectSameResult(seg.Result(i, false, profiles), want.results[i], false, what);
+      if (!want.finals.empty()) {
+        saw_final = true;
+        ExpectSameResult(seg.Result(i, true, profiles), want.finals[i], true, what + " final");
+      }
+    }
+  }
+  EXPECT_TRUE(saw_final);
+  // A signalled batch that fails is a reply; the segment keeps its batch.
+  auto bad = Batch(twins.shm, std::vector<std::vector<int64_t>>(kN, {9, 0, 0, 0}));
+  bad.shm_segment = made.shm->segment;
+  bad.shm_signal = true;
+  const protocol::ReplyBody refused = Call(Op::kStepBatch, bad);
+  ASSERT_TRUE(std::holds_alternative<protocol::Error>(refused));
+  EXPECT_THAT(std::get<protocol::Error>(refused).field, StartsWith("actions[0]"));
+  EXPECT_EQ(seg.At<uint64_t>("seq", 0), 5u);
 }
 
 TEST_F(StepBatchTest, SegmentsBelongToTheirConnectionAndGoWithTheirSessions) {

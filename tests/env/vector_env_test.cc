@@ -138,51 +138,63 @@ struct Case {
   std::string action_mode;
 };
 
+// A vector environment of `n` environments of the case's configuration, beside `n` reference
+// environments made alike (the provider, declared first, outlives both).
+struct Paired {
+  Paired(const Case& c, int n) : provider(Trusting()) {
+    v = VectorEnv::Create(MakeEnvs(provider, n, Config(c.action_mode)), {c.mode, c.threads});
+    ref.resize(n);
+    for (int i = 0; i < n; ++i) ref[i].env = *provider.Make(Typed(Config(c.action_mode)));
+  }
+
+  EnvironmentProvider provider;
+  absl::StatusOr<std::unique_ptr<VectorEnv>> v;
+  std::vector<Reference> ref;
+};
+
 class VectorEnvTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(VectorEnvTest, StepGivesTheEpisodesOfSingleEnvironments) {
   const Case c = GetParam();
   const int n = 5;
-  EnvironmentProvider provider(Trusting());
-  auto v = VectorEnv::Create(MakeEnvs(provider, n, Config(c.action_mode)), {c.mode, c.threads});
-  ASSERT_TRUE(v.ok()) << v.status();
-  std::vector<Reference> ref(n);
-  for (int i = 0; i < n; ++i) ref[i].env = *provider.Make(Typed(Config(c.action_mode)));
-  BatchBuffers b(**v);
+  Paired p(c, n);
+  ASSERT_TRUE(p.v.ok()) << p.v.status();
+  VectorEnv& v = **p.v;
+  BatchBuffers b(v);
   std::vector<std::optional<uint64_t>> seeds;
   for (int i = 0; i < n; ++i)
     seeds.push_back(i == 3 ? std::nullopt : std::optional<uint64_t>(40 + i));
-  ASSERT_TRUE((*v)->Reset({}, seeds, {}, b.out).ok());
+  ASSERT_TRUE(v.Reset({}, seeds, {}, b.out).ok());
   for (int i = 0; i < n; ++i) {
-    ExpectRow(**v, b, i, *ref[i].env->Reset(seeds[i], {}), "reset env " + std::to_string(i));
+    ExpectRow(v, b, i, *p.ref[i].env->Reset(seeds[i], {}), "reset env " + std::to_string(i));
   }
   std::mt19937_64 rng(7);
-  const size_t width = (*v)->ActionSize();
+  const size_t width = v.ActionSize();
   int ends = 0, refusals = 0;
   for (int t = 0; t < 20; ++t) {  // episodes of 7 steps: two autoresets each
     std::vector<Action> actions;
     std::vector<int64_t> flat;
     for (int i = 0; i < n; ++i) {
-      actions.push_back(RandomAction((*v)->spec(), rng));
+      actions.push_back(RandomAction(v.spec(), rng));
       flat.insert(flat.end(), actions.back().values.begin(), actions.back().values.end());
     }
-    ASSERT_TRUE((*v)->Step(flat.data(), flat.size(), b.out).ok());
+    ASSERT_TRUE(v.Step(flat.data(), flat.size(), b.out).ok());
     ASSERT_EQ(flat.size(), n * width);
     bool any = false;
     for (int i = 0; i < n; ++i) {
       const std::string where = "step " + std::to_string(t) + " env " + std::to_string(i);
       std::optional<StepResult> final;
-      ExpectRow(**v, b, i, ref[i].Step(actions[i], c.mode, &final), where);
+      ExpectRow(v, b, i, p.ref[i].Step(actions[i], c.mode, &final), where);
       EXPECT_EQ(b.ended[i] != 0, final.has_value()) << where;
       EXPECT_EQ(b.env_id[i], i);
       if (final) {
         any = true;
-        const size_t obs = (*v)->ObsSize();
+        const size_t obs = v.ObsSize();
         EXPECT_EQ(
             std::vector<float>(b.final_obs.begin() + i * obs, b.final_obs.begin() + (i + 1) * obs),
             final->observation)
             << where;
-        ExpectInfo((*v)->spec(), b.final_info, i, final->info, where + " final");
+        ExpectInfo(v.spec(), b.final_info, i, final->info, where + " final");
       }
       ends += b.terminated[i];
       refusals += b.info.refused_count[i] > 0;
@@ -198,40 +210,38 @@ TEST_P(VectorEnvTest, StepGivesTheEpisodesOfSingleEnvironments) {
 TEST_P(VectorEnvTest, SendRecvGivesEachEnvironmentItsOwnEpisode) {
   const Case c = GetParam();
   const int n = 6, batch = 4;
-  EnvironmentProvider provider(Trusting());
-  auto v = VectorEnv::Create(MakeEnvs(provider, n, Config(c.action_mode)), {c.mode, c.threads});
-  ASSERT_TRUE(v.ok()) << v.status();
-  std::vector<Reference> ref(n);
-  for (int i = 0; i < n; ++i) ref[i].env = *provider.Make(Typed(Config(c.action_mode)));
-  BatchBuffers b(**v);
+  Paired p(c, n);
+  ASSERT_TRUE(p.v.ok()) << p.v.status();
+  VectorEnv& v = **p.v;
+  BatchBuffers b(v);
   std::vector<std::optional<uint64_t>> seeds;
   for (int i = 0; i < n; ++i) seeds.push_back(100 + i);
-  ASSERT_TRUE((*v)->SendReset(seeds, {}).ok());
+  ASSERT_TRUE(v.SendReset(seeds, {}).ok());
   std::vector<int> received(n, 0);
   std::vector<std::mt19937_64> rngs;
   for (int i = 0; i < n; ++i) rngs.emplace_back(i);
   std::vector<Action> sent(n);
   for (int round = 0; round < 25; ++round) {
-    ASSERT_TRUE((*v)->Recv(batch, b.out).ok());
+    ASSERT_TRUE(v.Recv(batch, b.out).ok());
     std::vector<int32_t> ids(b.env_id.begin(), b.env_id.begin() + batch);
     std::vector<int64_t> flat;
     for (int row = 0; row < batch; ++row) {
       const int i = ids[row];
       const std::string where = "round " + std::to_string(round) + " env " + std::to_string(i);
       std::optional<StepResult> final;
-      const StepResult want = received[i] == 0 ? *ref[i].env->Reset(seeds[i], {})
-                                               : ref[i].Step(sent[i], c.mode, &final);
-      ExpectRow(**v, b, row, want, where);
+      const StepResult want = received[i] == 0 ? *p.ref[i].env->Reset(seeds[i], {})
+                                               : p.ref[i].Step(sent[i], c.mode, &final);
+      ExpectRow(v, b, row, want, where);
       EXPECT_EQ(b.ended[row] != 0, final.has_value()) << where;
       ++received[i];
-      sent[i] = RandomAction((*v)->spec(), rngs[i]);
+      sent[i] = RandomAction(v.spec(), rngs[i]);
       flat.insert(flat.end(), sent[i].values.begin(), sent[i].values.end());
     }
-    ASSERT_TRUE((*v)->Send(ids, flat.data(), flat.size()).ok());
+    ASSERT_TRUE(v.Send(ids, flat.data(), flat.size()).ok());
   }
   for (int i = 0; i < n; ++i) EXPECT_GT(received[i], 0) << i;  // nobody starves
   // Drain what is in flight before the environment goes away.
-  while ((*v)->in_flight() > 0) ASSERT_TRUE((*v)->Recv(1, b.out).ok());
+  while (v.in_flight() > 0) ASSERT_TRUE(v.Recv(1, b.out).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, VectorEnvTest,

@@ -3,7 +3,8 @@ env/python/tiergym/_shm.py): tiergym.VectorEnv gives the same episodes, bit for 
 the results in shared memory as with the results in the replies, in the three autoreset
 modes (partial resets included), with and without copies; it chooses shared memory for
 local servers only; the segments leave nothing in /dev/shm once mapped and are freed when
-the environment closes or its process dies."""
+the environment closes or its process dies. A batch whose success the segment's ready signal
+announces (a futex) gets no reply and gives the same episodes."""
 
 import os
 import signal
@@ -71,6 +72,73 @@ def test_episodes_are_bit_identical_to_results_in_the_replies(server, mode, copy
     finally:
         plain.close()
         shared.close()
+
+
+@needs_binary
+def test_the_ready_signal_stands_for_the_replies_of_the_batches_that_succeed(server):
+    n = len(CONFIGS)
+    mode = tiergym.SAME_STEP  # final rows too (has_final)
+    signalled = tiergym.VectorEnv(n, address=server, autoreset_mode=mode, configs=CONFIGS,
+                                  shm=True, copy=False, **CONFIG)
+    replied = tiergym.VectorEnv(n, address=server, autoreset_mode=mode, configs=CONFIGS,
+                                shm=True, copy=False, **CONFIG)
+    replied._use_signal = False  # every batch answered, as by a server without the signal
+    calls = []
+    call_signalled = signalled._connection.call_signalled
+
+    def counting(op, ready, timeout=None, **fields):
+        reply = call_signalled(op, ready, timeout, **fields)
+        calls.append((op, ready is not None, reply))
+        return reply
+
+    signalled._connection.call_signalled = counting
+    try:
+        seeds = [21, 22, 23, 24, 25]
+        assert_same_outputs(signalled.reset(seed=seeds), replied.reset(seed=seeds), "reset")
+        assert signalled._shared.signal and replied._shared.signal
+        assert_same_steps(signalled, replied, mode)
+        stepped = [c for c in calls if c[0] == "step_batch"]
+        assert len(stepped) >= 30
+        assert all(waited and reply is None for _, waited, reply in stepped[1:]), \
+            "after the batch that made the segment, no step_batch got a reply"
+        # A batch that fails is a reply (an error), at once; the episodes go on.
+        started = time.monotonic()
+        with pytest.raises(tiergym.ServerError) as e:
+            signalled.step(np.full((n, CONFIG["num_regions"]), 9))
+        assert time.monotonic() - started < 5
+        assert e.value.field.startswith("actions[0]")
+        actions = np.zeros((n, CONFIG["num_regions"]), dtype=np.int64)
+        assert_same_outputs(signalled.step(actions), replied.step(actions), "after the error")
+    finally:
+        signalled.close()
+        replied.close()
+
+
+@needs_binary
+def test_a_signalled_batch_not_seen_in_time_is_never_taken_for_the_next(server):
+    n = 4
+    signalled = tiergym.VectorEnv(n, address=server, shm=True, copy=False, **CONFIG)
+    replied = tiergym.VectorEnv(n, address=server, shm=False, **CONFIG)
+    try:
+        assert_same_outputs(signalled.reset(seed=3), replied.reset(seed=3), "reset")
+        actions = np.zeros((n, CONFIG["num_regions"]), dtype=np.int64)
+        assert_same_outputs(signalled.step(actions), replied.step(actions), "step 1")
+        # The signal is missed (as by a client that gave up waiting): the server has
+        # stepped the batch all the same; the next batch must not be taken for it.
+        shared = signalled._shared
+        shared.wait = lambda seq, seconds: False
+        signalled._connection.timeout = 0.2
+        with pytest.raises(tiergym.ServerUnavailable):
+            signalled.step(actions)
+        replied.step(actions)
+        assert signalled._use_signal is False
+        del shared.wait
+        signalled._connection.timeout = 30
+        actions[:, 0] = 1
+        assert_same_outputs(signalled.step(actions), replied.step(actions), "after the miss")
+    finally:
+        signalled.close()
+        replied.close()
 
 
 @needs_binary

@@ -4,12 +4,16 @@ The server writes a batch's arrays into a POSIX shared-memory segment and replie
 number only; SharedResults maps the segment once (read-only, from the name the reply that
 made it gave) and hands the arrays out as numpy views, without a copy, in the layout and
 dtypes tiergym.VectorEnv gives from replies (decode_info_columns). A view is overwritten
-by the next batch written to the segment; copy=True gives fresh arrays instead.
+by the next batch written to the segment; copy=True gives fresh arrays instead. When the
+server offers it, the client waits for a batch on the segment's seq word (a futex the server
+wakes) instead of for a reply: wait() and announced().
 """
 
+import ctypes
 import ipaddress
 import mmap
 import os
+import platform
 
 import numpy as np
 
@@ -17,6 +21,39 @@ from ._protocol import _DTYPES, INFO_FLOATS, INFO_INTS, no_refusals
 
 _INFO_ARRAYS = INFO_FLOATS + INFO_INTS + ("tier_used_bytes", "action_mask")
 _INFO_KEYS = ("profile",) + _INFO_ARRAYS + ("refused_regions",)
+
+
+# The futex system call (the ready signal of PROTOCOL.md "Shared memory"): its number on the
+# machines that have one here; elsewhere no signal is asked for (the replies carry it).
+_SYS_FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine())
+_FUTEX_WAIT = 0  # shared (no FUTEX_PRIVATE_FLAG): the server's process wakes it
+_SPINS = 64  # reads of the seq word before sleeping on it (a batch takes tens of us)
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+def _futex_wait_function():
+    if _SYS_FUTEX is None:
+        return None
+    try:
+        syscall = ctypes.CDLL(None, use_errno=True).syscall  # releases the GIL while waiting
+    except (OSError, AttributeError):
+        return None
+    syscall.restype = ctypes.c_long
+    syscall.argtypes = [ctypes.c_long, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32,
+                        ctypes.POINTER(_Timespec), ctypes.c_void_p, ctypes.c_uint32]
+
+    def wait(address, value, seconds):
+        """Sleeps while the 32-bit word at `address` holds `value`, at most `seconds`
+        (returns early on a wake-up, a change, or a signal)."""
+        ts = _Timespec(int(seconds), int((seconds % 1) * 1e9))
+        syscall(_SYS_FUTEX, address, _FUTEX_WAIT, value, ctypes.byref(ts), None, 0)
+    return wait
+
+
+_futex_wait = _futex_wait_function()
 
 
 def is_local(endpoint):
@@ -64,6 +101,14 @@ class SharedResults:
                                                 offset=int(a["offset"]))
         if int(self.arrays["seq"][0]) != int(made["seq"]):
             raise ValueError(f"shared-memory segment {name} does not hold batch {made['seq']}")
+        self.last_seq = int(made["seq"])
+        # The ready signal: the server offers it, this machine has the futex call, and the
+        # segment has the has_final word it needs.
+        self.signal = (bool(made.get("signal")) and _futex_wait is not None
+                       and "has_final" in self.arrays)
+        self._seq = self.arrays["seq"]
+        # The low 32 bits of the (little-endian) seq word: the futex.
+        self._seq_address = self._seq.ctypes.data
         self.rows = len(self.arrays["obs"])
         # Profile names: one table for every row when the sessions share theirs.
         self._per_row = [list(p) + ["?"] for p in profiles]
@@ -126,6 +171,25 @@ class SharedResults:
                 out["_" + k] = mask.copy()
         return out
 
+    def wait(self, seq, seconds):
+        """Whether the segment holds batch `seq` within `seconds`: a few reads of the seq
+        word, then a sleep on it (the server wakes it when it writes a batch)."""
+        seq_word = self._seq
+        for _ in range(_SPINS):
+            if int(seq_word[0]) == seq:
+                return True
+        now = int(seq_word[0])
+        if now == seq:
+            return True
+        _futex_wait(self._seq_address, now & 0xFFFFFFFF, seconds)
+        return int(seq_word[0]) == seq
+
+    def announced(self, seq, rows):
+        """The reply's `shm` map for batch `seq` of `rows` entries that the ready signal
+        announced instead of a reply."""
+        return {"segment": self.segment, "seq": seq, "rows": rows,
+                "final": bool(self.arrays["has_final"][0])}
+
     def read(self, shm, copy):
         """(obs, rewards, terminations, truncations, reset, infos, final) of the batch the
         reply's `shm` map announces; final is None or (final_obs, final_info columns) for
@@ -136,6 +200,7 @@ class SharedResults:
         if int(self.arrays["seq"][0]) != int(shm["seq"]):
             raise ValueError(f"the shared-memory segment holds batch {int(self.arrays['seq'][0])}"
                              f", not batch {shm['seq']} (two requests in flight on it?)")
+        self.last_seq = int(shm["seq"])
         a = self.arrays
 
         def take(name):

@@ -241,6 +241,12 @@ class Connection:
     def call(self, op, timeout=None, **fields):
         """Sends a request and returns the reply map; ServerError for an error reply,
         ServerUnavailable when no reply comes in time or the private server died."""
+        return self.call_signalled(op, None, timeout, **fields)
+
+    def call_signalled(self, op, ready, timeout=None, **fields):
+        """call() for a request that is answered only when it fails (step_batch with
+        shm_signal): ready(seconds) waits up to that long for the success signal and says
+        whether it came; then None is returned. ready=None: an ordinary call()."""
         if self._socket is None:
             raise ServerUnavailable("the connection is closed")
         timeout = self.timeout if timeout is None else timeout
@@ -256,16 +262,15 @@ class Connection:
                     raise ServerUnavailable(
                         f"no reply from {self.endpoint} within {timeout} s (op {op}); is the "
                         "server running?")
-                if self._socket.poll(timeout=int(min(left, 0.1) * 1000) + 1, flags=zmq.POLLIN):
-                    raw = self._socket.recv()
-                    try:
-                        reply = msgpack.unpackb(raw, raw=False)
-                    except (ValueError, msgpack.UnpackException) as e:
-                        raise ProtocolError(f"{self.endpoint} sent a reply that is not a "
-                                            f"protocol message ({e}) (op {op})") from None
-                    if not isinstance(reply, dict):
-                        raise ProtocolError(f"{self.endpoint} sent a reply that is not a map "
-                                            f"(op {op})")
+                if ready is not None:
+                    # The signal, and now and then the socket (where an error arrives).
+                    if ready(min(left, 0.002)):
+                        return None
+                    poll_ms = 0
+                else:
+                    poll_ms = int(min(left, 0.1) * 1000) + 1
+                if self._socket.poll(timeout=poll_ms, flags=zmq.POLLIN):
+                    reply = self._read_reply(op)
                     if reply.get("id") != request_id:
                         continue  # a late reply to a request that timed out
                     if not reply.get("ok"):
@@ -277,6 +282,17 @@ class Connection:
                         f"the tiergym server (pid {self._server.process.pid}) exited with code "
                         f"{self._server.process.returncode} (op {op}); its log: "
                         f"{self._server.log_tail()}")
+
+    def _read_reply(self, op):
+        raw = self._socket.recv()
+        try:
+            reply = msgpack.unpackb(raw, raw=False)
+        except (ValueError, msgpack.UnpackException) as e:
+            raise ProtocolError(f"{self.endpoint} sent a reply that is not a "
+                                f"protocol message ({e}) (op {op})") from None
+        if not isinstance(reply, dict):
+            raise ProtocolError(f"{self.endpoint} sent a reply that is not a map (op {op})")
+        return reply
 
     def close(self):
         if self._socket is not None:

@@ -34,7 +34,9 @@ carries only the batch's number. shm=None (default) uses it when the server offe
 the address is local, shm=True insists (an error when it cannot be mapped), shm=False
 keeps every result in the replies. Episodes are the same bit for bit either way. copy=False
 returns the segment's arrays themselves (no copy, read-only, overwritten by the next step,
-as InProcessVectorEnv's); copy=True (default) fresh arrays every call.
+as InProcessVectorEnv's); copy=True (default) fresh arrays every call. When the server offers
+the ready signal, a step's success gets no reply at all: this process sleeps on a word of
+the segment that the server wakes (a futex), so only the request pays ZeroMQ.
 """
 
 import gymnasium
@@ -45,6 +47,7 @@ from gymnasium.vector.utils import batch_space
 from ._protocol import ENV_ID, decode_array, decode_info_columns, decode_spec, encode_array
 from ._shm import SharedResults, is_local
 from .connection import DEFAULT_TIMEOUT_S
+from .errors import ServerError
 from .env import (_SEED_BOUND, close_connection, config_to_wire, flat_mask, integer_actions,
                   open_connection, space_from_spec)
 
@@ -162,6 +165,9 @@ class _VectorEnvBase(gymnasium.vector.VectorEnv):
 class VectorEnv(_VectorEnvBase):
     # (None until __init__ opens them: close_extras may run after an __init__ that failed.)
     _connection = _server = None
+    # Wait for shared-memory batches on the segment's ready signal when the server offers
+    # it (False: for every batch a reply, as from older servers; the benchmark compares).
+    _use_signal = True
 
     def __new__(cls, num_envs=None, address=None, *, inprocess=False, **kwargs):
         # inprocess=True: the environments in this process (tiergym.InProcessVectorEnv,
@@ -299,6 +305,25 @@ class VectorEnv(_VectorEnvBase):
         shm = self._shm_field(len(sessions))
         if shm is not None:
             fields["shm"] = shm
+        shared = self._shared
+        if isinstance(shm, str) and shared.signal and self._use_signal:
+            # No reply when it succeeds: the segment's seq word says the batch is there.
+            fields["shm_signal"] = True
+            seq = shared.last_seq + 1
+            try:
+                reply = self._connection.call_signalled(
+                    "step_batch", lambda seconds: shared.wait(seq, seconds), **fields)
+            except ServerError:
+                raise  # refused before anything moved: the segment keeps its batch
+            except BaseException:
+                # No answer in time (or interrupted): the batch may still land in the
+                # segment later, where the next signal would be taken for it. From now on
+                # every batch gets a reply, whose `seq` tells which batch is there.
+                self._use_signal = False
+                raise
+            if reply is None:
+                reply = {"shm": shared.announced(seq, len(sessions))}
+            return reply
         return self._connection.call("step_batch", **fields)
 
     def _seeds(self, seed, which):
