@@ -8,9 +8,16 @@
 #
 #   ./scripts/fuzz.sh                      # every target, 20 s each
 #   TIERGYM_FUZZ_SECONDS=300 ./scripts/fuzz.sh protocol
+#   ./scripts/fuzz.sh --build-only         # only build them (scripts/test.sh builds them
+#                                          # while the Python tests run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${TIERGYM_FUZZ_SECONDS:-20}"
+build_only=0
+if [ "${1:-}" = "--build-only" ]; then
+  build_only=1
+  shift
+fi
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(protocol trace_csv trace_binary placement machine)
 
@@ -26,6 +33,7 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo 
   -DTIERGYM_BUILD_FUZZERS=ON -DTIERGYM_BUILD_TESTS=OFF -DTIERGYM_BUILD_BENCHMARKS=OFF \
   "${launcher[@]}" >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]/#/fuzz_}" >/dev/null
+[ "$build_only" = 0 ] || exit 0
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/tiergym-fuzz.XXXXXX")"
 # One libFuzzer process per core at a time; each target writes its own log and status.

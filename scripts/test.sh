@@ -20,13 +20,28 @@ t2=$(date +%s)
 echo "== C++ tests (ctest)"
 ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 600
 t3=$(date +%s)
-echo "== Python tests (pytest, .venv)"
+# The fuzzers' sanitizer build (clang) uses the cores the Python tests and the soak leave
+# idle, at a lower priority; its output is shown only if it fails.
+fuzz_log="$(mktemp "${TMPDIR:-/tmp}/tiergym-fuzz-build.XXXXXX")"
+set -m  # its own process group, so that an early exit stops the whole build
+nice -n 10 ./scripts/fuzz.sh --build-only >"$fuzz_log" 2>&1 &
+fuzz_build=$!
+set +m
+trap 'kill -- "-$fuzz_build" 2>/dev/null || true' EXIT
+echo "== Python tests (pytest, .venv; the fuzzers build beside them)"
 # The package's own binary (installed in .venv by setup.sh) serves the Python tests.
 .venv/bin/python -m pytest -q -p no:cacheprovider tests/python
 t4=$(date +%s)
 echo "== Soak (tests/soak/soak.py: hostile and killed clients against one server)"
 .venv/bin/python tests/soak/soak.py --seconds "${TIERGYM_SOAK_SECONDS:-45}" --binary build/bin/tiergym
 echo "== Fuzz (scripts/fuzz.sh: libFuzzer with ASan, UBSan and LeakSanitizer)"
+if ! wait "$fuzz_build"; then
+  echo "test.sh: the fuzzers' build failed:" >&2
+  cat "$fuzz_log" >&2
+  exit 1
+fi
+trap - EXIT
+rm -f "$fuzz_log"
 ./scripts/fuzz.sh
 t5=$(date +%s)
 echo "test.sh: setup $((t1 - t0)) s, C++ build $((t2 - t1)) s, ctest $((t3 - t2)) s, pytest $((t4 - t3)) s, soak and fuzz $((t5 - t4)) s; total $((t5 - t0)) s"
