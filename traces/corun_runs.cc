@@ -15,9 +15,9 @@
 namespace tiergym {
 namespace {
 
-const std::vector<std::string_view> kColumns = {
-    "scenario", "machine", "tenant",     "app",           "placement",
-    "start_ns", "read_pct", "runtime_ns", "solo_runtime_ns"};
+const std::vector<std::string_view> kColumns = {"scenario", "machine",    "tenant",
+                                                "app",      "placement",  "start_ns",
+                                                "read_pct", "runtime_ns", "solo_runtime_ns"};
 enum Column { kScenario, kMachine, kTenant, kApp, kPlacement, kStart, kReadPct, kRuntime, kSolo };
 
 std::optional<uint64_t> ParseDecimal(std::string_view s) {
@@ -66,13 +66,14 @@ absl::StatusOr<std::vector<CorunRun>> ParseCorunRuns(std::string_view text,
     }
     const auto [m, first] = machine_of_scenario.emplace(run.scenario, std::pair{run.machine, line});
     if (!first && m->second.first != run.machine) {
-      return RuleError(path, line, "machine-mismatch",
-                       StrCat("machine \"", run.machine, "\" but line ", m->second.second,
-                              " runs scenario \"", run.scenario, "\" on \"", m->second.first,
-                              "\"; a scenario runs on one machine"));
+      return RuleError(
+          path, line, "machine-mismatch",
+          StrCat("machine \"", run.machine, "\" but line ", m->second.second, " runs scenario \"",
+                 run.scenario, "\" on \"", m->second.first, "\"; a scenario runs on one machine"));
     }
-    for (const auto& [c, out] : {std::pair{kStart, &run.start_ns}, std::pair{kRuntime, &run.runtime_ns},
-                                 std::pair{kSolo, &run.solo_runtime_ns}}) {
+    for (const auto& [c, out] :
+         {std::pair{kStart, &run.start_ns}, std::pair{kRuntime, &run.runtime_ns},
+          std::pair{kSolo, &run.solo_runtime_ns}}) {
       const std::optional<uint64_t> v = ParseDecimal(row.fields[c]);
       if (!v.has_value()) {
         return RuleError(path, line, "non-numeric",
@@ -83,9 +84,9 @@ absl::StatusOr<std::vector<CorunRun>> ParseCorunRuns(std::string_view text,
     }
     for (int c : {kRuntime, kSolo}) {
       if ((c == kRuntime ? run.runtime_ns : run.solo_runtime_ns) == 0) {
-        return RuleError(path, line, "zero-runtime",
-                         StrCat(kColumns[c], " of tenant \"", run.tenant,
-                                "\" is 0; a run takes time"));
+        return RuleError(
+            path, line, "zero-runtime",
+            StrCat(kColumns[c], " of tenant \"", run.tenant, "\" is 0; a run takes time"));
       }
     }
     const std::optional<double> read = ParseFiniteNumber(row.fields[kReadPct]);
@@ -128,9 +129,9 @@ absl::Status WriteCorunRuns(const std::vector<CorunRun>& runs, const std::string
       placement = std::filesystem::path(p).lexically_relative(dir).string();
       if (placement.empty()) placement = r.placement_path;
     }
-    for (std::string_view field : {std::string_view(r.scenario), std::string_view(r.machine),
-                                   std::string_view(r.tenant), std::string_view(r.app),
-                                   std::string_view(placement)}) {
+    for (std::string_view field :
+         {std::string_view(r.scenario), std::string_view(r.machine), std::string_view(r.tenant),
+          std::string_view(r.app), std::string_view(placement)}) {
       if (field.empty() || field.find_first_of(",\"\r\n") != std::string_view::npos) {
         return absl::InvalidArgumentError(
             StrCat("co-run row ", i, ": field \"", field,

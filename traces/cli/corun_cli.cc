@@ -24,7 +24,8 @@ constexpr std::string_view kCommand = "tiergym trace corun";
 std::string Describe(const Placement& p) {
   if (p.fractions.empty() && p.ranges.empty()) return StrCat("all ", p.default_tier);
   std::string out;
-  for (const auto& [tier, f] : p.fractions) StrAppend(&out, tier, " ", FixedDecimal(100 * f, 0), " %, ");
+  for (const auto& [tier, f] : p.fractions)
+    StrAppend(&out, tier, " ", FixedDecimal(100 * f, 0), " %, ");
   if (!p.ranges.empty()) StrAppend(&out, p.ranges.size(), " ranges, ");
   return StrCat(out, "rest ", p.default_tier);
 }
@@ -83,7 +84,8 @@ int RunCorunCommand(const std::vector<std::string>& args) {
     for (const CorunScenario& s : *scenarios) known |= s.name == name;
     if (!known) {
       std::string names;
-      for (const CorunScenario& s : *scenarios) StrAppend(&names, names.empty() ? "" : ", ", s.name);
+      for (const CorunScenario& s : *scenarios)
+        StrAppend(&names, names.empty() ? "" : ", ", s.name);
       return Fail(absl::InvalidArgumentError(StrCat("--scenario: no bundled scenario \"", name,
                                                     "\" on ", machine->name, " (", names, ")")),
                   kExitUsage, kCommand);
@@ -104,14 +106,16 @@ int RunCorunCommand(const std::vector<std::string>& args) {
     if (!p.Flag("quiet")) {
       std::cerr << "corun: " << scenario.name << ": " << scenario.tenants.size() << " tenants, "
                 << result->events << " events, "
-                << FixedDecimal(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-                                    .count(),
-                                1)
+                << FixedDecimal(
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                       1)
                 << " s\n";
     }
     std::error_code ec;
     std::filesystem::create_directories(out / "placements" / scenario.name, ec);
-    if (ec) return Fail(ErrnoStatus(ec.value(), StrCat("creating ", out.string())), kExitFailed, kCommand);
+    if (ec)
+      return Fail(ErrnoStatus(ec.value(), StrCat("creating ", out.string())), kExitFailed,
+                  kCommand);
     for (size_t i = 0; i < scenario.tenants.size(); ++i) {
       const CorunTenant& t = scenario.tenants[i];
       const CorunTenantResult& r = result->tenants[i];
@@ -130,11 +134,10 @@ int RunCorunCommand(const std::vector<std::string>& args) {
       }
       std::cout << scenario.name << " " << t.name << ": "
                 << FixedDecimal(static_cast<double>(r.runtime_ns) / 1e9, 3) << " s sharing, "
-                << FixedDecimal(static_cast<double>(r.solo_runtime_ns) / 1e9, 3)
-                << " s alone (x"
-                << FixedDecimal(static_cast<double>(r.runtime_ns) /
-                                    static_cast<double>(r.solo_runtime_ns),
-                                3)
+                << FixedDecimal(static_cast<double>(r.solo_runtime_ns) / 1e9, 3) << " s alone (x"
+                << FixedDecimal(
+                       static_cast<double>(r.runtime_ns) / static_cast<double>(r.solo_runtime_ns),
+                       3)
                 << ")\n";
     }
   }

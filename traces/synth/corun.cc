@@ -109,8 +109,9 @@ absl::StatusOr<CorunResult> SimulateCorun(const Machine& machine, const CorunSce
   const SharedTierLaw& law = options.law;
   if (!(law.write_weight >= 1 && law.queueing >= 0 && law.max_utilization > 0 &&
         law.max_utilization < 1)) {
-    return bad("shared-tier law out of range (write_weight >= 1, queueing >= 0, "
-               "max_utilization in (0, 1))");
+    return bad(
+        "shared-tier law out of range (write_weight >= 1, queueing >= 0, "
+        "max_utilization in (0, 1))");
   }
   const size_t tiers = machine.tiers.size();
   const int chunks = options.chunks_per_phase;
@@ -132,18 +133,16 @@ absl::StatusOr<CorunResult> SimulateCorun(const Machine& machine, const CorunSce
     if (t.app.schedule.empty()) return bad(StrCat("tenant ", t.name, ": empty schedule"));
     absl::StatusOr<TierMap> map = ResolvePlacement(t.app, machine, t.placement);
     if (!map.ok()) {
-      return absl::Status(map.status().code(),
-                          StrCat("co-run ", scenario.name, ": tenant ", t.name, ": ",
-                                 map.status().message()));
+      return absl::Status(map.status().code(), StrCat("co-run ", scenario.name, ": tenant ", t.name,
+                                                      ": ", map.status().message()));
     }
     s.map = *std::move(map);
     const std::vector<uint64_t> bytes = TierBytes(t.app, machine, s.map);
     for (size_t k = 0; k < tiers; ++k) used[k] += bytes[k];
     const std::string run = t.run.empty() ? StrCat("corun/", scenario.name, "/", t.name) : t.run;
     s.real = MakeRealisation(t.app, options.seed, StrCat("run/", run));
-    TG_ASSIGN_OR_RETURN(s.result.solo_runtime_ns,
-                        GroundTruthRuntimeNs(t.app, machine, t.placement, options.seed, run,
-                                             chunks));
+    TG_ASSIGN_OR_RETURN(s.result.solo_runtime_ns, GroundTruthRuntimeNs(t.app, machine, t.placement,
+                                                                       options.seed, run, chunks));
     const TimeModel model(t.app, machine, chunks);
     s.shares.resize(t.app.phases.size());
     s.solo_ns.resize(t.app.phases.size());
@@ -161,10 +160,9 @@ absl::StatusOr<CorunResult> SimulateCorun(const Machine& machine, const CorunSce
   }
   for (size_t k = 0; k < tiers; ++k) {
     if (used[k] > machine.tiers[k].capacity_bytes) {
-      return absl::ResourceExhaustedError(
-          StrCat("co-run ", scenario.name, ": the tenants put ", used[k], " bytes on tier ",
-                 machine.tiers[k].name, " whose capacity is ", machine.tiers[k].capacity_bytes,
-                 " bytes"));
+      return absl::ResourceExhaustedError(StrCat(
+          "co-run ", scenario.name, ": the tenants put ", used[k], " bytes on tier ",
+          machine.tiers[k].name, " whose capacity is ", machine.tiers[k].capacity_bytes, " bytes"));
     }
   }
 
@@ -176,9 +174,8 @@ absl::StatusOr<CorunResult> SimulateCorun(const Machine& machine, const CorunSce
     const double a = s.real.instruction_factor[s.instance];
     const double scale = a * s.real.time_factor[s.instance];
     const double misses =
-        ph.accesses.empty()
-            ? 0.0
-            : static_cast<double>(ph.instructions) / chunks * a * ph.mpki / 1000.0;
+        ph.accesses.empty() ? 0.0
+                            : static_cast<double>(ph.instructions) / chunks * a * ph.mpki / 1000.0;
     for (size_t k = 0; k < tiers; ++k) {
       s.chunk_bytes[k] = misses * machine.cache_line_bytes * s.shares[p][s.chunk * tiers + k];
     }
@@ -253,14 +250,13 @@ absl::StatusOr<CorunResult> SimulateCorun(const Machine& machine, const CorunSce
             others += g;
             reads += g * o.spec->read_pct;
           }
-          loads[k] = TierLoadFor(machine.tiers[k].bandwidth_gbps, others,
-                                 others > 0 ? reads / others : 100.0,
-                                 1.0 / std::max(1, movers[k]), law);
+          loads[k] =
+              TierLoadFor(machine.tiers[k].bandwidth_gbps, others,
+                          others > 0 ? reads / others : 100.0, 1.0 / std::max(1, movers[k]), law);
         }
         const AppModel& app = s.spec->app;
         const int p = app.schedule[s.instance];
-        const double scale =
-            s.real.instruction_factor[s.instance] * s.real.time_factor[s.instance];
+        const double scale = s.real.instruction_factor[s.instance] * s.real.time_factor[s.instance];
         next[a] = TimeModel::ChunkTimeNs(
                       app.phases[p], machine, app.threads,
                       static_cast<double>(app.phases[p].instructions) / chunks,
@@ -360,7 +356,8 @@ absl::StatusOr<std::vector<CorunScenario>> BundledCorunScenarios(const Machine& 
   if (machine.name == "knl") {
     specs = {
         {"knl-2-ddr", {{"minife", minife, {}, 0}, {"lulesh", lulesh, {}, 0}}},
-        {"knl-2-hbm", {{"minife", minife, {{"hbm", 1.0}}, 0}, {"lulesh", lulesh, {{"hbm", 1.0}}, 0}}},
+        {"knl-2-hbm",
+         {{"minife", minife, {{"hbm", 1.0}}, 0}, {"lulesh", lulesh, {{"hbm", 1.0}}, 0}}},
         {"knl-2-split",
          {{"minife", minife, {{"hbm", 0.5}}, 0}, {"lulesh", lulesh, {{"hbm", 0.5}}, 5}}},
         {"knl-4-ddr",
