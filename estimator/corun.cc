@@ -14,13 +14,13 @@ namespace {
 struct Tenant {
   const CorunTenantInput* in = nullptr;
   std::unique_ptr<PlacementState> state;
-  std::vector<uint64_t> lo, hi;             // base-run positions of each piece
-  std::vector<double> blind;                // plain estimate of each piece
-  std::vector<std::vector<double>> bytes;   // [piece][device]
-  std::vector<int> tier_of_device;          // global tier of each device
-  std::vector<double> duration;             // current estimate of each piece
-  std::vector<double> begin;                // piece start times (P + 1), scenario time
-  std::vector<std::vector<double>> cum;     // [global tier][P + 1]: bytes moved by begin[q]
+  std::vector<uint64_t> lo, hi;            // base-run positions of each piece
+  std::vector<double> blind;               // plain estimate of each piece
+  std::vector<std::vector<double>> bytes;  // [piece][device]
+  std::vector<int> tier_of_device;         // global tier of each device
+  std::vector<double> duration;            // current estimate of each piece
+  std::vector<double> begin;               // piece start times (P + 1), scenario time
+  std::vector<std::vector<double>> cum;    // [global tier][P + 1]: bytes moved by begin[q]
 
   double Runtime() const { return begin.back() - begin.front(); }
 
@@ -67,8 +67,8 @@ double CorunMissesPerSample(const Profile& profile) {
 absl::StatusOr<CorunEstimate> EstimateCorun(const std::vector<CorunTenantInput>& inputs,
                                             const CorunEstimateOptions& options) {
   if (inputs.empty()) return absl::InvalidArgumentError("co-run estimate: no tenants");
-  if (options.pieces_per_phase < 1 || options.max_iterations < 1 ||
-      !(options.tolerance > 0) || !(options.cache_line_bytes > 0)) {
+  if (options.pieces_per_phase < 1 || options.max_iterations < 1 || !(options.tolerance > 0) ||
+      !(options.cache_line_bytes > 0)) {
     return absl::InvalidArgumentError(
         "co-run estimate: pieces_per_phase and max_iterations must be >= 1, tolerance and "
         "cache_line_bytes > 0");
@@ -83,9 +83,9 @@ absl::StatusOr<CorunEstimate> EstimateCorun(const std::vector<CorunTenantInput>&
     }
     const EstimatorIndex& x = *in.index;
     if (in.sensitivity.size() != x.devices().size()) {
-      return absl::InvalidArgumentError(
-          StrCat("co-run estimate: tenant ", in.name, ": ", in.sensitivity.size(),
-                 " sensitivities for ", x.devices().size(), " devices"));
+      return absl::InvalidArgumentError(StrCat("co-run estimate: tenant ", in.name, ": ",
+                                               in.sensitivity.size(), " sensitivities for ",
+                                               x.devices().size(), " devices"));
     }
     if (!(in.start_ns >= 0) || !(in.read_pct >= 0 && in.read_pct <= 100) ||
         !(in.misses_per_sample > 0)) {
@@ -102,7 +102,8 @@ absl::StatusOr<CorunEstimate> EstimateCorun(const std::vector<CorunTenantInput>&
     }
     for (size_t s = 0; s < x.num_segments(); ++s) {
       const uint64_t a = x.segment_begin(s), b = x.segment_begin(s + 1);
-      const uint64_t parts = std::max<uint64_t>(1, std::min<uint64_t>(options.pieces_per_phase, b - a));
+      const uint64_t parts =
+          std::max<uint64_t>(1, std::min<uint64_t>(options.pieces_per_phase, b - a));
       for (uint64_t k = 0; k < parts; ++k) {
         const uint64_t lo = a + (b - a) * k / parts, hi = a + (b - a) * (k + 1) / parts;
         t.lo.push_back(lo);

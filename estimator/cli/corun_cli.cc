@@ -109,9 +109,9 @@ class Context {
         const TierSpec* t = machine.Find(tier);
         if (t != nullptr) o.link_read_gbps = t->bandwidth_gbps;
         if (!quiet_) {
-          std::cerr << "validate --corun: synthetic sensitivity curves on " << machine.name
-                    << " " << tier << " (tiergym contention synth --machine " << machine.name
-                    << " --tier " << tier << ", the link at the tier's peak)\n";
+          std::cerr << "validate --corun: synthetic sensitivity curves on " << machine.name << " "
+                    << tier << " (tiergym contention synth --machine " << machine.name << " --tier "
+                    << tier << ", the link at the tier's peak)\n";
         }
         absl::StatusOr<contention::ContentionData> data = contention::SynthesizeContentionData(o);
         if (!data.ok()) {
@@ -302,7 +302,8 @@ int RunCorunValidateCommand(const std::vector<std::string>& args) {
     absl::StatusOr<ScenarioResult> r =
         EstimateScenario(context, name, by_scenario[name], *runs, options);
     if (!r.ok()) {
-      return Fail(absl::Status(r.status().code(), StrCat(p.Get("corun"), ": ", r.status().message())));
+      return Fail(
+          absl::Status(r.status().code(), StrCat(p.Get("corun"), ": ", r.status().message())));
     }
     if (!p.Flag("quiet")) {
       std::cerr << "validate --corun: " << name << ": " << r->rows.size() << " tenants, "
@@ -397,8 +398,7 @@ int RunCorunValidateCommand(const std::vector<std::string>& args) {
     std::cout << json_text << "\n";
   } else {
     std::printf("%-18s %-9s %11s %11s %11s %8s %11s %8s %11s %8s\n", "scenario", "tenant",
-                "measured", "alone", "blind", "error", "solo-rates", "error", "composed",
-                "error");
+                "measured", "alone", "blind", "error", "solo-rates", "error", "composed", "error");
     for (const Row* r : all_rows) {
       std::printf("%-18s %-9s %10.3fs %10.3fs", r->run->scenario.c_str(), r->run->tenant.c_str(),
                   static_cast<double>(r->run->runtime_ns) / 1e9,
