@@ -120,7 +120,9 @@ absl::StatusOr<CorunEstimate> EstimateCorun(const std::vector<CorunTenantInput>&
   for (Tenant& t : tenants) t.Lay(tiers);
 
   CorunEstimate out;
+  // Per tenant, the last pass's time-weighted slowdowns and its (undamped) time.
   std::vector<std::vector<double>> slowdown_time(tenants.size());
+  std::vector<double> pass_time(tenants.size(), 0.0);
   std::vector<double> next;
   for (int iteration = 1; iteration <= options.max_iterations; ++iteration) {
     out.iterations = iteration;
@@ -130,6 +132,7 @@ absl::StatusOr<CorunEstimate> EstimateCorun(const std::vector<CorunTenantInput>&
       Tenant& t = tenants[i];
       const size_t devices = t.tier_of_device.size();
       slowdown_time[i].assign(devices, 0.0);
+      pass_time[i] = 0;
       next.assign(t.duration.size(), 0.0);
       std::vector<double> factors(devices, 1.0);
       for (size_t q = 0; q < t.duration.size(); ++q) {
@@ -151,6 +154,7 @@ absl::StatusOr<CorunEstimate> EstimateCorun(const std::vector<CorunTenantInput>&
         }
         next[q] = slowed ? t.state->IntervalNs(t.lo[q], t.hi[q], factors) : t.blind[q];
         for (size_t d = 0; d < devices; ++d) slowdown_time[i][d] += factors[d] * next[q];
+        pass_time[i] += next[q];
       }
       double before = 0, after = 0;
       for (size_t q = 0; q < next.size(); ++q) {
@@ -187,9 +191,9 @@ absl::StatusOr<CorunEstimate> EstimateCorun(const std::vector<CorunTenantInput>&
     e.name = t.in->name;
     for (double v : t.blind) e.blind_ns += v;
     e.composed_ns = t.Runtime();
-    double total = 0;
-    for (double v : t.duration) total += v;
-    for (double v : slowdown_time[i]) e.mean_slowdown.push_back(total > 0 ? v / total : 1.0);
+    for (double v : slowdown_time[i]) {
+      e.mean_slowdown.push_back(pass_time[i] > 0 ? v / pass_time[i] : 1.0);
+    }
     out.tenants.push_back(std::move(e));
   }
   return out;

@@ -24,7 +24,8 @@ class CorunRunsTest : public ::testing::Test {
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("tiergym-corun-runs-" + std::to_string(getpid()));
     fs::create_directories(dir_ / "placements");
-    std::ofstream(dir_ / "placements" / "a.json") << R"({"default": "ddr"})" << "\n";
+    std::ofstream(dir_ / "placements" / "a.json") << R"({"default": "ddr"})"
+                                                  << "\n";
   }
   void TearDown() override { fs::remove_all(dir_); }
 
@@ -82,8 +83,7 @@ TEST_F(CorunRunsTest, RefusesMalformedFilesNamingFileLineAndField) {
               HasSubstr(":2: empty-field: tenant"));
   EXPECT_THAT(Refusal("s1,knl,a,minife,placements/none.json,0,85,12,10\n"),
               HasSubstr(":2: missing-placement"));
-  EXPECT_THAT(Refusal("s1,knl,a,minife,placements/a.json,0,85,12\n"),
-              HasSubstr(":2: field-count"));
+  EXPECT_THAT(Refusal("s1,knl,a,minife,placements/a.json,0,85,12\n"), HasSubstr(":2: field-count"));
   EXPECT_THAT(Refusal("s1,knl,a,minife,placements/a.json,0,85,12,10"),
               HasSubstr("truncated-last-line"));
   auto no_column = Parse("scenario,machine,tenant,app,placement,start_ns,read_pct,runtime_ns\n");
@@ -95,9 +95,8 @@ TEST_F(CorunRunsTest, RefusesMalformedFilesNamingFileLineAndField) {
 
 TEST_F(CorunRunsTest, WritesWhatItReadsBack) {
   const std::string placement = (dir_ / "placements" / "a.json").string();
-  const std::vector<CorunRun> runs = {
-      {"s1", "knl", "a", "minife", placement, 0, 85, 12, 10, 0},
-      {"s1", "knl", "b", "lulesh", placement, 7, 62.5, 30, 20, 0}};
+  const std::vector<CorunRun> runs = {{"s1", "knl", "a", "minife", placement, 0, 85, 12, 10, 0},
+                                      {"s1", "knl", "b", "lulesh", placement, 7, 62.5, 30, 20, 0}};
   const std::string path = (dir_ / "out.csv").string();
   ASSERT_TRUE(WriteCorunRuns(runs, path).ok());
   auto back = ReadCorunRuns(path);

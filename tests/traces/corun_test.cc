@@ -53,7 +53,8 @@ uint64_t RuntimeOf(const CorunScenario& s, const std::string& tenant) {
 }
 
 TEST(CorunTest, TheGroundTruthIsDeterministicUnderASeed) {
-  const CorunScenario s{"pair", {Tenant("minife", {}), Tenant("nekbone", {{"hbm", 0.3}}, 2'000'000'000)}};
+  const CorunScenario s{"pair",
+                        {Tenant("minife", {}), Tenant("nekbone", {{"hbm", 0.3}}, 2'000'000'000)}};
   auto a = SimulateCorun(Knl(), s, Options(7));
   auto b = SimulateCorun(Knl(), s, Options(7));
   auto c = SimulateCorun(Knl(), s, Options(8));
@@ -97,10 +98,10 @@ TEST(CorunTest, MoreCoRunnerTrafficNeverMakesAnApplicationFaster) {
     previous = t;
   }
   // A co-runner writing more loads the channel more (a write costs more than a read).
-  const uint64_t reads = RuntimeOf({"r", {Tenant("lulesh", {}), Tenant("minife", {}, 0, 100)}},
-                                   "lulesh");
-  const uint64_t writes = RuntimeOf({"w", {Tenant("lulesh", {}), Tenant("minife", {}, 0, 40)}},
-                                    "lulesh");
+  const uint64_t reads =
+      RuntimeOf({"r", {Tenant("lulesh", {}), Tenant("minife", {}, 0, 100)}}, "lulesh");
+  const uint64_t writes =
+      RuntimeOf({"w", {Tenant("lulesh", {}), Tenant("minife", {}, 0, 40)}}, "lulesh");
   EXPECT_GT(writes, reads);
   // The law itself: more load never gives more bandwidth or less latency.
   const SharedTierLaw law;
@@ -122,13 +123,13 @@ TEST(CorunTest, TenantsOnOtherTiersOrAtOtherTimesDoNotInterfere) {
   const uint64_t alone = RuntimeOf({"a", {nekbone}}, "nekbone");
   // A co-runner entirely on hbm leaves ddr alone.
   // (Equal up to the rounding of the extra events the co-runner's chunks cut.)
-  EXPECT_NEAR(static_cast<double>(RuntimeOf(
-                  {"b", {nekbone, Tenant("minife", {{"hbm", 1.0}})}}, "nekbone")),
-              static_cast<double>(alone), 2.0);
+  EXPECT_NEAR(
+      static_cast<double>(RuntimeOf({"b", {nekbone, Tenant("minife", {{"hbm", 1.0}})}}, "nekbone")),
+      static_cast<double>(alone), 2.0);
   // A co-runner that starts after nekbone has finished never meets it.
-  EXPECT_NEAR(static_cast<double>(RuntimeOf(
-                  {"c", {nekbone, Tenant("minife", {}, alone + 1)}}, "nekbone")),
-              static_cast<double>(alone), 2.0);
+  EXPECT_NEAR(
+      static_cast<double>(RuntimeOf({"c", {nekbone, Tenant("minife", {}, alone + 1)}}, "nekbone")),
+      static_cast<double>(alone), 2.0);
 }
 
 TEST(CorunTest, RefusesBadScenarios) {
@@ -139,14 +140,14 @@ TEST(CorunTest, RefusesBadScenarios) {
           .status()
           .message(),
       HasSubstr("appears twice"));
-  EXPECT_THAT(SimulateCorun(Knl(), {"read", {Tenant("minife", {}, 0, 120)}}, Options())
-                  .status()
-                  .message(),
-              HasSubstr("read_pct"));
+  EXPECT_THAT(
+      SimulateCorun(Knl(), {"read", {Tenant("minife", {}, 0, 120)}}, Options()).status().message(),
+      HasSubstr("read_pct"));
   // Together the tenants' pages do not fit a 4 GiB hbm, though each alone does.
   Machine small = Knl();
   small.tiers[1].capacity_bytes = 4ull << 30;
-  const CorunScenario full{"full", {Tenant("minife", {{"hbm", 1.0}}), Tenant("lulesh", {{"hbm", 1.0}})}};
+  const CorunScenario full{"full",
+                           {Tenant("minife", {{"hbm", 1.0}}), Tenant("lulesh", {{"hbm", 1.0}})}};
   absl::Status s = SimulateCorun(small, full, Options()).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
   EXPECT_THAT(s.message(), HasSubstr("tier hbm"));
