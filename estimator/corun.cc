@@ -22,10 +22,10 @@ struct Tenant {
   std::vector<double> begin;               // piece start times (P + 1), scenario time
   std::vector<std::vector<double>> cum;    // [global tier][P + 1]: bytes moved by begin[q]
 
-  double Runtime() const { return begin.back() - begin.front(); }
+  [[nodiscard]] double Runtime() const { return begin.back() - begin.front(); }
 
   // Bytes moved on global tier g by scenario time t.
-  double BytesBy(int g, double t) const {
+  [[nodiscard]] double BytesBy(int g, double t) const {
     const std::vector<double>& c = cum[g];
     if (t <= begin.front()) return 0;
     if (t >= begin.back()) return c.back();
@@ -60,7 +60,7 @@ double CorunMissesPerSample(const Profile& profile) {
     const double r = reset && *reset > 0 ? static_cast<double>(*reset) : 1.0;
     sum += r / weights[d];
   }
-  const double n = static_cast<double>(profile.runs().size());
+  const auto n = static_cast<double>(profile.runs().size());
   return sum / n / n;
 }
 

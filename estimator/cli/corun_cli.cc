@@ -37,7 +37,8 @@ double ErrorPct(double estimated, uint64_t measured) {
 struct Row {
   const CorunRun* run = nullptr;
   double estimated[3] = {0, 0, 0};
-  std::vector<double> mean_slowdown;
+  std::vector<std::string> devices;   // of the tenant's profile
+  std::vector<double> mean_slowdown;  // per device
 };
 
 struct ScenarioResult {
@@ -192,6 +193,7 @@ absl::StatusOr<ScenarioResult> EstimateScenario(Context& context, const std::str
     row.estimated[kBlind] = composed->tenants[i].blind_ns;
     row.estimated[kSoloRates] = solo_rates->tenants[i].composed_ns;
     row.estimated[kComposed] = composed->tenants[i].composed_ns;
+    row.devices = inputs[i].index->devices();
     row.mean_slowdown = composed->tenants[i].mean_slowdown;
     result.rows.push_back(std::move(row));
   }
@@ -342,10 +344,8 @@ int RunCorunValidateCommand(const std::vector<std::string>& args) {
     w.Double(ErrorPct(r->estimated[kComposed], r->run->runtime_ns));
     w.Key("mean_slowdown");
     w.BeginObject();
-    absl::StatusOr<const Machine*> machine = context.MachineOf(r->run->machine);
-    for (size_t d = 0; d < r->mean_slowdown.size(); ++d) {
-      w.Key(machine.ok() && d < (*machine)->tiers.size() ? (*machine)->tiers[d].name
-                                                         : StrCat("device", d));
+    for (size_t d = 0; d < r->mean_slowdown.size() && d < r->devices.size(); ++d) {
+      w.Key(r->devices[d]);
       w.Double(r->mean_slowdown[d]);
     }
     w.EndObject();
@@ -403,9 +403,8 @@ int RunCorunValidateCommand(const std::vector<std::string>& args) {
       std::printf("%-18s %-9s %10.3fs %10.3fs", r->run->scenario.c_str(), r->run->tenant.c_str(),
                   static_cast<double>(r->run->runtime_ns) / 1e9,
                   static_cast<double>(r->run->solo_runtime_ns) / 1e9);
-      for (size_t k = 0; k < 3; ++k) {
-        std::printf(" %10.3fs %7.2f%%", r->estimated[k] / 1e9,
-                    ErrorPct(r->estimated[k], r->run->runtime_ns));
+      for (double estimated : r->estimated) {
+        std::printf(" %10.3fs %7.2f%%", estimated / 1e9, ErrorPct(estimated, r->run->runtime_ns));
       }
       std::printf("\n");
     }
