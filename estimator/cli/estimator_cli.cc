@@ -278,7 +278,8 @@ absl::Status ApplyInterference(Estimator& estimator, const Placement& placement,
 
 std::string EstimatorCommandsHelp() {
   return "  estimate               estimate a profile's runtime under a placement\n"
-         "  validate               compare estimates with measured runs (runs.csv)\n"
+         "  validate               compare estimates with measured runs (runs.csv) or co-runs\n"
+         "                         (--corun coruns.csv)\n"
          "  calibrate              fit the estimator's compute overlap and noise to measured "
          "runs\n";
 }
