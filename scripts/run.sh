@@ -3,7 +3,8 @@
 # package, scripts/setup.sh), generates the
 # synthetic profiles of the four bundled application models on a KNL-like machine, then
 # summarises one profile, estimates a placement, and validates the estimator against the
-# measured runs of every application; ends with an episode of the example placement policy on
+# measured runs of every application and the composed estimate against synthetic co-runs;
+# ends with an episode of the example placement policy on
 # a private environment server (agents_examples/greedy_policy.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,6 +63,25 @@ echo
 echo "== Contention estimator on the bundled sensitivity data (the contention paper, Tables 1-3)"
 data=estimator/contention/data
 "$tg" contention validate --curves "$data/curves.csv" --apps "$data/apps.csv" --pairs "$data/pairs.csv"
+
+echo
+echo "== Co-runs: the composed estimate against synthetic co-runs (two and four tenants on knl and disagg)"
+# The ground truth comes from the machines' time model (traces/SYNTH.md, section 9); the
+# estimates from each tenant's profile (knl: the profiles above; disagg: generated here).
+for app in minife lulesh nekbone lammps; do
+  "$tg" trace synth --app "$app" --machine disagg --seed 1 --out "$out-disagg" --no-runs --quiet >/dev/null
+done
+for machine in knl disagg; do
+  profiles=$out
+  [[ $machine == disagg ]] && profiles=$out-disagg
+  "$tg" trace corun --machine "$machine" --seed 1 --out "$out/coruns-$machine" --quiet >/dev/null
+  plot=()
+  if [[ -e /usr/bin/python3 ]] && /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+    plot=(--plot "$out/coruns-$machine.png")
+  fi
+  "$tg" validate --corun "$out/coruns-$machine/coruns.csv" --profiles "$profiles" --quiet "${plot[@]}" |
+    sed -n '/^per scenario/,$p'
+done
 
 echo
 echo "== The environment: a private 'tiergym serve' on the bundled profiles, one episode of the example greedy policy"

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "estimator/calibration.h"
+#include "estimator/cli/corun_cli.h"
 #include "estimator/estimator.h"
 #include "estimator/interference.h"
 #include "estimator/replay_estimator.h"
@@ -277,7 +278,8 @@ absl::Status ApplyInterference(Estimator& estimator, const Placement& placement,
 
 std::string EstimatorCommandsHelp() {
   return "  estimate               estimate a profile's runtime under a placement\n"
-         "  validate               compare estimates with measured runs (runs.csv)\n"
+         "  validate               compare estimates with measured runs (runs.csv) or co-runs\n"
+         "                         (--corun coruns.csv)\n"
          "  calibrate              fit the estimator's compute overlap and noise to measured "
          "runs\n";
 }
@@ -481,6 +483,10 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
 }
 
 int RunValidateCommand(const std::vector<std::string>& args) {
+  // `validate --corun FILE`: the co-run variant, with its own options.
+  for (const std::string& a : args) {
+    if (a == "--corun" || a.starts_with("--corun=")) return RunCorunValidateCommand(args);
+  }
   ArgParser p("tiergym validate",
               "Estimate every measured run of runs.csv from the profile and report the error "
               "of each estimate against the measured runtime. With --machine, both models are "
@@ -494,7 +500,8 @@ int RunValidateCommand(const std::vector<std::string>& args) {
       "{paper: {estimated_ns, error_pct}, concurrent: {..}}}], \"mean_error_pct\",\n"
       "\"max_error_pct\", \"model\", \"models\": {paper: {mean_error_pct, max_error_pct},\n"
       "concurrent: {..}}}; error_pct = 100 * |estimated - measured| / measured; the\n"
-      "concurrent entries appear with --machine.");
+      "concurrent entries appear with --machine.\n"
+      "With --corun coruns.csv: the co-run variant (tiergym validate --corun X --help).");
   CommonArgs common;
   if (std::optional<int> rc = ParseArgs(p, args, "runs", &common)) return *rc;
   auto estimator = MakeEstimator(p, common);

@@ -9,6 +9,7 @@
 #include "traces/base/json.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
+#include "traces/cli/corun_cli.h"
 #include "traces/cli/synth_cli.h"
 #include "traces/profile.h"
 #include "traces/trace_file.h"
@@ -243,11 +244,12 @@ std::string TraceCommandsHelp() {
   return "  trace info PATH        summarise a trace or a profile directory\n"
          "  trace validate PATH    check traces against the format rules\n"
          "  trace convert IN OUT   convert between trace CSV v1 and binary (.tgt)\n"
-         "  trace synth ...        generate a synthetic profile from an application model\n";
+         "  trace synth ...        generate a synthetic profile from an application model\n"
+         "  trace corun ...        synthetic co-runs: applications sharing the machine\n";
 }
 
 int RunTraceCommand(const std::vector<std::string>& args) {
-  const std::string usage = "usage: tiergym trace {info,validate,convert,synth} ...\n\n" +
+  const std::string usage = "usage: tiergym trace {info,validate,convert,synth,corun} ...\n\n" +
                             TraceCommandsHelp() +
                             "\nRun 'tiergym trace SUBCOMMAND --help' for its options.\n";
   if (args.empty()) {
@@ -260,6 +262,7 @@ int RunTraceCommand(const std::vector<std::string>& args) {
   if (sub == "validate") return Validate(rest);
   if (sub == "convert") return Convert(rest);
   if (sub == "synth") return synth::RunSynthCommand(rest);
+  if (sub == "corun") return synth::RunCorunCommand(rest);
   if (sub == "--help" || sub == "-h" || sub == "help") {
     std::cout << usage;
     return kExitOk;

@@ -203,6 +203,12 @@ TimeModel::TimeModel(const AppModel& app, const Machine& machine, int chunks_per
 
 double TimeModel::ChunkTimeNs(const PhaseSpec& phase, const Machine& machine, int threads,
                               double instructions, std::span<const double> tier_shares) {
+  return ChunkTimeNs(phase, machine, threads, instructions, tier_shares, {});
+}
+
+double TimeModel::ChunkTimeNs(const PhaseSpec& phase, const Machine& machine, int threads,
+                              double instructions, std::span<const double> tier_shares,
+                              std::span<const TierLoad> loads) {
   const double compute_ns = instructions / phase.compute_gips;
   const double misses = instructions * phase.mpki / 1000.0;
   const double concurrency = phase.mlp * std::min(threads, machine.cores);
@@ -217,6 +223,10 @@ double TimeModel::ChunkTimeNs(const PhaseSpec& phase, const Machine& machine, in
     const double misses_t = misses * tier_shares[t];
     if (misses_t <= 0) continue;
     curves[t] = machine.tiers[t].CurveAt(phase.read_pct);
+    if (t < loads.size()) {
+      curves[t].peak_gbps *= loads[t].bandwidth_factor;
+      curves[t].idle_latency_ns *= loads[t].latency_factor;
+    }
     curve_of[t] = &curves[t];
     latency_time[t] = misses_t * curves[t].idle_latency_ns / concurrency;
     band_time[t] = misses_t * machine.cache_line_bytes / curves[t].peak_gbps;

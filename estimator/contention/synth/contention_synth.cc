@@ -8,6 +8,7 @@
 #include "traces/base/strings.h"
 #include "traces/machine.h"
 #include "traces/synth/app_model.h"
+#include "traces/synth/corun.h"
 #include "traces/synth/rng.h"
 #include "traces/synth/time_model.h"
 
@@ -50,14 +51,13 @@ class Physics {
 
   // The machine as the target sees it while an interferer streams `gbps` with
   // `read_pct` % reads into the contended tier.
+  // The law is the co-runs' (traces/synth/corun.h, TierLoadFor): one definition.
   Machine Loaded(double gbps, double read_pct) const {
     const TierSpec& t = machine_.tiers[tier_];
-    const double r = read_pct / 100.0;
-    const double load = gbps * (r + o_.write_weight * (1 - r));
-    const double u = std::min(load / t.bandwidth_gbps, o_.max_utilization);
+    const synth::SharedTierLaw law{o_.write_weight, o_.queueing, o_.max_utilization};
     Machine m = machine_;
-    m.tiers[tier_].bandwidth_gbps = t.bandwidth_gbps * std::max(1 - u, o_.fair_share);
-    m.tiers[tier_].latency_ns = t.latency_ns * (1 + o_.queueing * u * u / (1 - u));
+    m.tiers[tier_] = synth::LoadedTier(
+        t, synth::TierLoadFor(t.bandwidth_gbps, gbps, read_pct, o_.fair_share, law));
     return m;
   }
 
