@@ -156,6 +156,9 @@ const EnvSpec& CoschedAssets::tenant_spec() const { return impl_->tenant_spec; }
 size_t CoschedAssets::num_tenants() const { return impl_->tenant_names.size(); }
 const std::vector<std::string>& CoschedAssets::tenant_names() const { return impl_->tenant_names; }
 const EnvAssets& CoschedAssets::env_assets() const { return *impl_->env; }
+const ProfileAssets& CoschedAssets::tenant_profile(size_t i) const {
+  return impl_->env->profiles()[impl_->profile_of_tenant[i]];
+}
 
 absl::StatusOr<std::shared_ptr<const CoschedAssets>> CoschedAssets::Load(
     const CoschedConfig& config, ProfileCache* cache) {

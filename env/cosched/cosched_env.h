@@ -108,6 +108,8 @@ class CoschedAssets {
   // The tenants' application names ("minife", "lulesh"; a repeated one gets "#2", "#3").
   const std::vector<std::string>& tenant_names() const;
   const EnvAssets& env_assets() const;
+  // Tenant i's profile (env/profile_assets.h). REQUIRES: i < num_tenants().
+  const ProfileAssets& tenant_profile(size_t i) const;
 
   struct Impl;
   const Impl& impl() const { return *impl_; }

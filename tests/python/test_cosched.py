@@ -100,3 +100,14 @@ def test_bad_configurations_name_the_key():
         small_parallel(interference="x.json")
     with pytest.raises(ValueError, match="objective"):
         cosched.SchedulerEnv(objective="best")
+
+
+def test_the_reference_policies_evaluate_and_print_every_tenant(capsys):
+    import cosched_evaluate
+    assert cosched_evaluate.main(["--scenarios", "knl-2", "--steps", "6", "--regions", "4"]) == 0
+    out = capsys.readouterr().out
+    for policy in ("default", "blind", "aware", "oracle"):
+        assert f"\n{policy} " in out
+    assert "minife=" in out and "lulesh=" in out
+    with pytest.raises(SystemExit):
+        cosched_evaluate.main(["--scenarios", "nosuch"])

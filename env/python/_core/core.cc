@@ -26,7 +26,9 @@
 //                                   bundled application's name ("minife") is its bundled
 //                                   profile for the configuration's machine (generated on
 //                                   first use)
-//   node.spec, node.tenant_names    a tenant's spaces (as VectorCore.spec), the tenants
+//   node.spec, node.tenant_names    a tenant's spaces (as VectorCore.spec; and
+//                                   tenant_region_bytes: per tenant, its regions' sizes),
+//                                   the tenants
 //   node.reset(seed) -> dict        {"tenants": [{"obs", "reward", "active", "waiting",
 //   node.step(actions) -> dict       "terminated", "info": {...}}], "step", "step_ns",
 //                                   "elapsed_ns", "tier_used_bytes",
@@ -56,6 +58,7 @@
 
 #include "absl/status/status.h"
 #include "env/cosched/cosched_env.h"
+#include "env/profile_assets.h"
 #include "env/server/bundled_profiles.h"
 #include "env/vector/make_vector_env.h"
 #include "env/vector/vector_env.h"
@@ -390,6 +393,12 @@ class CoschedCore {
     d["tier_capacity_bytes"] = Copy(s.tier_capacity_bytes, {s.tier_capacity_bytes.size()});
     d["tier_migration_gbps"] = Copy(s.tier_migration_gbps, {s.tier_migration_gbps.size()});
     d["tier_bandwidth_gbps"] = Copy(s.tier_bandwidth_gbps, {s.tier_bandwidth_gbps.size()});
+    nb::list region_bytes;  // per tenant: its regions' sizes
+    for (size_t i = 0; i < env_->assets().num_tenants(); ++i) {
+      const std::vector<uint64_t>& bytes = env_->assets().tenant_profile(i).region_bytes;
+      region_bytes.append(Copy(bytes, {bytes.size()}));
+    }
+    d["tenant_region_bytes"] = region_bytes;
     return d;
   }
   [[nodiscard]] std::vector<std::string> tenant_names() const {
