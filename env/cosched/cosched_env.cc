@@ -395,7 +395,10 @@ absl::StatusOr<NodeStep> CoschedEnv::Step(const std::vector<Action>& actions) {
     for (size_t t = 0; t < tiers; ++t) s.tier_bandwidth_gbps[t] += bw[i][t];
   }
 
-  // 4. Slowdowns, contended intervals, rewards.
+  // 4. Slowdowns, contended intervals, rewards. The co-runners are the tenants that run in
+  // this step (a tenant leaving after it still ran in it).
+  std::vector<bool> ran(n);
+  for (size_t i = 0; i < n; ++i) ran[i] = running(s.tenants[i]);
   s.step_ns = 0;
   for (size_t i = 0; i < n; ++i) {
     State::Tenant& t = s.tenants[i];
@@ -410,7 +413,7 @@ absl::StatusOr<NodeStep> CoschedEnv::Step(const std::vector<Action>& actions) {
     for (size_t d = 0; d < tiers; ++d) {
       contention::Interference in;
       for (size_t j = 0; j < n; ++j) {
-        if (j == i || !running(s.tenants[j]) || bw[j][d] <= 0) continue;
+        if (j == i || !ran[j] || bw[j][d] <= 0) continue;
         in.co_runners.push_back({bw[j][d], 100.0});
         out.interference_gbps[d] += bw[j][d];
       }

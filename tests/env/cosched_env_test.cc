@@ -1,5 +1,6 @@
 #include "env/cosched/cosched_env.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -191,6 +192,30 @@ TEST(CoschedEnvTest, MoreContentionNeverMakesATenantFaster) {
     }
   }
   EXPECT_TRUE(contended) << "the co-runners never slowed the first tenant: a vacuous test";
+}
+
+TEST(CoschedEnvTest, TwinTenantsSlowEachOtherAlikeToTheLastStep) {
+  // Two tenants of one profile with the same actions are symmetric in every step, the last
+  // included (the first to leave still ran in it and still counts as a co-runner).
+  const std::string lulesh = SmallProfileDir("lulesh", "knl");
+  std::unique_ptr<CoschedEnv> node = MustMakeNode({{"tenants", ConfigValue::List{lulesh, lulesh}},
+                                                   {"num_regions", "8"},
+                                                   {"steps", "6"},
+                                                   {"tier_capacity_mib", "hbm:65536"}});
+  ASSERT_NE(node, nullptr);
+  ASSERT_TRUE(node->Reset(1).ok());
+  std::mt19937_64 rng(1);
+  for (bool done = false; !done;) {
+    const Action action = RandomAction(node->assets().tenant_spec(), rng);
+    auto r = node->Step({action, action});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->tenants[0].slowdown, r->tenants[1].slowdown) << r->step;
+    EXPECT_GT(*std::max_element(r->tenants[1].slowdown.begin(), r->tenants[1].slowdown.end()), 1.0)
+        << r->step;
+    EXPECT_EQ(r->tenants[0].info.interval_ns, r->tenants[1].info.interval_ns) << r->step;
+    EXPECT_EQ(r->tenants[0].reward, r->tenants[1].reward) << r->step;
+    done = r->done;
+  }
 }
 
 TEST(CoschedEnvTest, CapacityIsNeverExceededAndDepartedTenantsFreeIt) {

@@ -111,3 +111,12 @@ def test_the_reference_policies_evaluate_and_print_every_tenant(capsys):
     assert "minife=" in out and "lulesh=" in out
     with pytest.raises(SystemExit):
         cosched_evaluate.main(["--scenarios", "nosuch"])
+
+
+def test_the_state_is_every_tenants_observation():
+    env = small_parallel()
+    observations, _ = env.reset(seed=2)
+    state = env.state()
+    assert env.state_space.contains(state)
+    np.testing.assert_array_equal(state, np.concatenate([observations[a]
+                                                         for a in env.possible_agents]))

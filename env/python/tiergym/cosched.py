@@ -169,9 +169,13 @@ class CoschedParallelEnv(_ParallelBase):
         self.node = Node(scenario, **config)
         self.possible_agents = list(self.node.tenants)
         self.agents = []
+        self._last = None
         self._index = {a: i for i, a in enumerate(self.possible_agents)}
         self.observation_spaces = {a: self.node.observation_space for a in self.possible_agents}
         self.action_spaces = {a: self.node.action_space for a in self.possible_agents}
+        k = len(self.possible_agents)
+        self.state_space = gymnasium.spaces.Box(
+            0.0, 1.0, (k * self.node.observation_space.shape[0],), np.float32)
 
     def observation_space(self, agent):
         return self.observation_spaces[agent]
@@ -181,6 +185,7 @@ class CoschedParallelEnv(_ParallelBase):
 
     def reset(self, seed=None, options=None):
         r = self.node.reset(seed)
+        self._last = r
         self.agents = list(self.possible_agents)
         observations = {a: r["tenants"][i]["obs"] for i, a in enumerate(self.possible_agents)}
         infos = {a: _tenant_info(r["tenants"][i]) for i, a in enumerate(self.possible_agents)}
@@ -193,6 +198,7 @@ class CoschedParallelEnv(_ParallelBase):
         if unknown:
             raise ValueError(f"actions for agents not in the episode: {sorted(unknown)}")
         r = self.node.step([actions.get(a) for a in self.possible_agents])
+        self._last = r
         tenants = r["tenants"]
         running = [t["reward"] for t in tenants if t["active"]]
         node_mean = float(np.mean(running)) if running else 0.0
@@ -215,8 +221,11 @@ class CoschedParallelEnv(_ParallelBase):
         pass
 
     def state(self):
-        """The node's state: every tenant's observation, concatenated."""
-        raise NotImplementedError("state() is not provided; use the scheduler view")
+        """The node's state: every tenant's observation, concatenated (the scheduler view's
+        observation)."""
+        if self._last is None:
+            raise RuntimeError("state() before reset")
+        return np.concatenate([t["obs"] for t in self._last["tenants"]]).astype(np.float32)
 
 
 def parallel_env(scenario="knl-2", **kwargs):
