@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <random>
 
 #include "absl/strings/str_join.h"
 #include "env/interval_pricer.h"
+#include "env/profile_assets.h"
 #include "env/regions.h"
 #include "env/spec/action_check.h"
 #include "estimator/calibration.h"
@@ -219,26 +221,6 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const ConfigMap& keys) {
 
 // --- Assets ------------------------------------------------------------------------------
 
-struct ProfileAssets {
-  std::string name;
-  std::shared_ptr<Estimator> estimator;         // shared through a ProfileCache
-  std::shared_ptr<const EstimatorIndex> index;  // base: the machine's default tier
-  std::vector<int> device_of_tier;              // machine tier -> profile device
-  std::vector<Region> regions;                  // exactly num_regions (empty ones at the end)
-  std::vector<uint64_t> region_bytes;
-  std::vector<float> region_size_share;     // region bytes / all regions' bytes
-  std::vector<uint32_t> region_of_page;     // per index page id
-  std::vector<uint64_t> bounds;             // interval boundaries: steps + 1
-  std::vector<double> default_interval_ns;  // per step, all on the default tier
-  double default_total_ns = 0;
-  std::vector<float> region_share;  // [step * K + r]: share of the step's accesses
-  // The contention scenario, if any (shared with the pricer).
-  std::shared_ptr<const InterferenceComposer> interference;
-  std::vector<float> interference_level;  // [step * tiers + t], at the step's start
-  // How a step is priced (env/interval_pricer.h), chosen from the configuration.
-  std::unique_ptr<const IntervalPricer> pricer;
-};
-
 struct EnvAssets::Impl {
   EnvConfig config;
   Machine machine;
@@ -250,6 +232,11 @@ struct EnvAssets::Impl {
 EnvAssets::~EnvAssets() = default;
 const EnvConfig& EnvAssets::config() const { return impl_->config; }
 const EnvSpec& EnvAssets::spec() const { return impl_->spec; }
+const Machine& EnvAssets::machine() const { return impl_->machine; }
+const std::vector<ProfileAssets>& EnvAssets::profiles() const { return impl_->profiles; }
+const std::vector<double>& EnvAssets::migration_bytes_per_ns() const {
+  return impl_->migration_bytes_per_ns;
+}
 
 absl::StatusOr<std::shared_ptr<Estimator>> ProfileCache::Get(const std::string& path,
                                                              const Machine& machine,
@@ -535,11 +522,39 @@ absl::Status ObserveDefaultRun(const Machine& m, ProfileAssets& pa) {
         x.AccessesPerGroup(pa.bounds[i], pa.bounds[i + 1], pa.region_of_page, k);
     double sum = 0;
     for (double c : counts) sum += c;
+    pa.region_accesses.insert(pa.region_accesses.end(), counts.begin(), counts.end());
     for (size_t r = 0; r < k; ++r) {
       pa.region_share[i * k + r] = sum > 0 ? static_cast<float>(counts[r] / sum) : 0.0f;
     }
   }
   return absl::OkStatus();
+}
+
+// ProfileAssets::misses_per_access: the index weighs a run's samples by its PEBS reset over
+// the resets' greatest common divisor (one weight unit = gcd misses), or counts them as
+// they are when a run has no reset or the ratio is implausible (over 4096: a sample then
+// stands for the runs' mean reset); every run samples the whole run, so one run's misses
+// are the weighted count over the number of runs.
+double MissesPerAccess(const Profile& profile) {
+  const std::vector<Trace>& runs = profile.runs();
+  if (runs.empty()) return 1;
+  uint64_t g = 0, max_reset = 0;
+  double mean_reset = 0;
+  bool all_reset = true;
+  for (const Trace& t : runs) {
+    const std::optional<uint64_t> reset = t.metadata().pebs_reset;
+    if (!reset || *reset == 0) {
+      all_reset = false;
+      break;
+    }
+    g = std::gcd(g, *reset);
+    max_reset = std::max(max_reset, *reset);
+    mean_reset += static_cast<double>(*reset) / static_cast<double>(runs.size());
+  }
+  const auto n = static_cast<double>(runs.size());
+  if (!all_reset) return 1 / n;
+  if (max_reset / g > 4096) return mean_reset / n;
+  return static_cast<double>(g) / n;
 }
 
 // One profile's assets: its estimator and index (from the cache), regions, decision
@@ -569,6 +584,7 @@ absl::StatusOr<ProfileAssets> LoadProfileAssets(const std::string& path, const E
                                   .bounds = pa.bounds,
                                   .contention = pa.interference});
   TG_RETURN_IF_ERROR(ObserveDefaultRun(m, pa));
+  pa.misses_per_access = MissesPerAccess(profile);
   return pa;
 }
 
@@ -644,25 +660,38 @@ namespace {
 std::vector<uint8_t> ActionMask(const EnvAssets::Impl& a, const ProfileAssets& p,
                                 const std::vector<int>& region_tier,
                                 const std::vector<uint64_t>& used) {
-  const size_t k = region_tier.size(), tiers = a.machine.tiers.size();
-  const bool move_mode = a.config.action_mode == ActionMode::kMove;
+  return EpisodeActionMask(a.config.action_mode, a.machine, p.region_bytes, region_tier, used);
+}
+
+size_t MaskColumns(const EnvAssets::Impl& a) {
+  return ActionMaskColumns(a.config.action_mode, a.machine.tiers.size());
+}
+
+}  // namespace
+
+std::vector<uint8_t> EpisodeActionMask(ActionMode mode, const Machine& machine,
+                                       const std::vector<uint64_t>& region_bytes,
+                                       const std::vector<int>& region_tier,
+                                       const std::vector<uint64_t>& used) {
+  const size_t k = region_tier.size(), tiers = machine.tiers.size();
+  const bool move_mode = mode == ActionMode::kMove;
   std::vector<uint8_t> mask(k * tiers + (move_mode ? 1 : 0), 1);  // move mode: the no-op last
   for (size_t t = 0; t < tiers; ++t) {
     uint64_t free_bytes =
-        a.machine.tiers[t].capacity_bytes - std::min(used[t], a.machine.tiers[t].capacity_bytes);
+        machine.tiers[t].capacity_bytes - std::min(used[t], machine.tiers[t].capacity_bytes);
     for (size_t r = 0; r < k; ++r) {
       if (static_cast<size_t>(region_tier[r]) == t) continue;  // staying is always allowed
-      if (p.region_bytes[r] > free_bytes) {
+      if (region_bytes[r] > free_bytes) {
         mask[r * tiers + t] = 0;
       } else if (!move_mode) {
         // Placement and keep modes: the mask is joint. Regions are granted a tier's free
         // space in region order, so that every combination of allowed moves fits at once
         // (one action moves many regions); move mode moves one region, so each fits alone.
-        free_bytes -= p.region_bytes[r];
+        free_bytes -= region_bytes[r];
       }
     }
   }
-  if (a.config.action_mode == ActionMode::kKeep) {  // [k, 1 + tiers]: keep, then the tiers
+  if (mode == ActionMode::kKeep) {  // [k, 1 + tiers]: keep, then the tiers
     std::vector<uint8_t> keep(k * (tiers + 1), 1);
     for (size_t r = 0; r < k; ++r) {
       for (size_t t = 0; t < tiers; ++t) keep[r * (tiers + 1) + 1 + t] = mask[r * tiers + t];
@@ -672,10 +701,8 @@ std::vector<uint8_t> ActionMask(const EnvAssets::Impl& a, const ProfileAssets& p
   return mask;
 }
 
-// The width of an action mask's rows (StepInfo::action_mask_columns).
-size_t MaskColumns(const EnvAssets::Impl& a) {
-  const size_t tiers = a.machine.tiers.size();
-  switch (a.config.action_mode) {
+size_t ActionMaskColumns(ActionMode mode, size_t tiers) {
+  switch (mode) {
     case ActionMode::kPlacement:
       return tiers;
     case ActionMode::kKeep:
@@ -686,7 +713,65 @@ size_t MaskColumns(const EnvAssets::Impl& a) {
   return 0;
 }
 
-}  // namespace
+std::vector<int> DesiredTiers(ActionMode mode, const Action& action,
+                              const std::vector<int>& region_tier, size_t tiers) {
+  const size_t k = region_tier.size();
+  std::vector<int> want = region_tier;
+  if (mode == ActionMode::kPlacement) {
+    for (size_t r = 0; r < k; ++r) want[r] = static_cast<int>(action.values[r]);
+  } else if (mode == ActionMode::kKeep) {
+    // 0 keeps the region where it is, 1 + t moves it to tier t.
+    for (size_t r = 0; r < k; ++r) {
+      const int64_t v = action.values[r];
+      if (v > 0) want[r] = static_cast<int>(v - 1);
+    }
+  } else {
+    const int64_t v = action.values[0];
+    const auto n = static_cast<int64_t>(k * tiers);  // n: the no-op
+    if (v < n) want[static_cast<size_t>(v) / tiers] = static_cast<int>(v % tiers);
+  }
+  return want;
+}
+
+void ObserveEpisode(const EnvSpec& spec, ObservationMode mode, const Machine& machine,
+                    const ProfileAssets& p, const EpisodeView& view, std::vector<float>& obs) {
+  const size_t k = p.regions.size(), tiers = machine.tiers.size();
+  obs.assign(static_cast<size_t>(spec.observation.shape[0]), 0.0f);
+  const auto features = static_cast<size_t>(spec.obs_region_features);
+  // Normalized features: x / (1 + x) of an access density (the region's share of the
+  // accesses over its share of the footprint: 1 = the average byte) and of the region's size
+  // against the average region's.
+  const auto squash = [](float x) { return x / (1.0f + x); };
+  const size_t step = view.step;
+  for (size_t r = 0; r < k; ++r) {
+    float* f = &obs[r * features];
+    f[0] = tiers > 1 ? static_cast<float>((*view.region_tier)[r]) / static_cast<float>(tiers - 1)
+                     : 0.0f;
+    f[1] = step > 0 ? p.region_share[(step - 1) * k + r] : 0.0f;  // the last interval
+    f[2] = (*view.history)[r];
+    f[3] = p.region_size_share[r];
+    if (mode == ObservationMode::kNormalized) {
+      f[4] = f[3] > 0 ? squash(f[1] / f[3]) : 0.0f;
+      f[5] = f[3] > 0 ? squash(f[2] / f[3]) : 0.0f;
+      f[6] = squash(f[3] * static_cast<float>(k));
+    }
+  }
+  const auto g = static_cast<size_t>(spec.obs_global_offset);
+  for (size_t t = 0; t < tiers; ++t) {
+    obs[g + t] =
+        static_cast<float>(std::min(1.0, static_cast<double>((*view.used_bytes)[t]) /
+                                             static_cast<double>(machine.tiers[t].capacity_bytes)));
+  }
+  obs[g + tiers] =
+      static_cast<float>(static_cast<double>(step) / static_cast<double>(p.bounds.size() - 1));
+  obs[g + tiers + 1] = static_cast<float>(std::clamp(view.last_ratio / 2, 0.0, 1.0));
+  if (view.interference_level != nullptr) {
+    for (size_t t = 0; t < tiers && g + tiers + 2 + t < obs.size(); ++t) {
+      obs[g + tiers + 2 + t] = view.interference_level[t];
+    }
+  }
+  for (float& v : obs) v = std::clamp(v, 0.0f, 1.0f);
+}
 
 absl::StatusOr<StepResult> Environment::Reset(std::optional<uint64_t> seed,
                                               const ResetOptions& options) {
@@ -753,20 +838,7 @@ absl::StatusOr<StepResult> Environment::StepPrechecked(const Action& action) {
   const size_t k = p.regions.size(), tiers = a.machine.tiers.size();
 
   // Desired tier per region (the action fits the action space: Step checked it).
-  std::vector<int> want = s.region_tier;
-  if (a.config.action_mode == ActionMode::kPlacement) {
-    for (size_t r = 0; r < k; ++r) want[r] = static_cast<int>(action.values[r]);
-  } else if (a.config.action_mode == ActionMode::kKeep) {
-    // 0 keeps the region where it is, 1 + t moves it to tier t.
-    for (size_t r = 0; r < k; ++r) {
-      const int64_t v = action.values[r];
-      if (v > 0) want[r] = static_cast<int>(v - 1);
-    }
-  } else {
-    const int64_t v = action.values[0];
-    const auto n = static_cast<int64_t>(k * tiers);  // n: the no-op
-    if (v < n) want[static_cast<size_t>(v) / tiers] = static_cast<int>(v % tiers);
-  }
+  const std::vector<int> want = DesiredTiers(a.config.action_mode, action, s.region_tier, tiers);
 
   // Moves in region order; a second pass retries the refused ones, space freed by the
   // first pass's departures. What still does not fit stays where it is.
@@ -836,40 +908,16 @@ std::vector<float> Environment::Observe() const {
   const EnvAssets::Impl& a = assets_->impl();
   const State& s = *state_;
   const ProfileAssets& p = *s.profile;
-  const size_t k = p.regions.size(), tiers = a.machine.tiers.size();
-  std::vector<float> obs(static_cast<size_t>(spec().observation.shape[0]), 0.0f);
-  const auto features = static_cast<size_t>(spec().obs_region_features);
-  // Normalized features: x / (1 + x) of an access density (the region's share of the
-  // accesses over its share of the footprint: 1 = the average byte) and of the region's size
-  // against the average region's.
-  const auto squash = [](float x) { return x / (1.0f + x); };
-  for (size_t r = 0; r < k; ++r) {
-    float* f = &obs[r * features];
-    f[0] = tiers > 1 ? static_cast<float>(s.region_tier[r]) / static_cast<float>(tiers - 1) : 0.0f;
-    f[1] = s.step > 0 ? p.region_share[(s.step - 1) * k + r] : 0.0f;  // the last interval
-    f[2] = s.history[r];
-    f[3] = p.region_size_share[r];
-    if (a.config.observation == ObservationMode::kNormalized) {
-      f[4] = f[3] > 0 ? squash(f[1] / f[3]) : 0.0f;
-      f[5] = f[3] > 0 ? squash(f[2] / f[3]) : 0.0f;
-      f[6] = squash(f[3] * static_cast<float>(k));
-    }
-  }
-  const auto g = static_cast<size_t>(spec().obs_global_offset);
-  for (size_t t = 0; t < tiers; ++t) {
-    obs[g + t] = static_cast<float>(
-        std::min(1.0, static_cast<double>(s.used_bytes[t]) /
-                          static_cast<double>(a.machine.tiers[t].capacity_bytes)));
-  }
-  obs[g + tiers] =
-      static_cast<float>(static_cast<double>(s.step) / static_cast<double>(p.bounds.size() - 1));
-  obs[g + tiers + 1] = static_cast<float>(std::clamp(s.last_ratio / 2, 0.0, 1.0));
-  if (p.interference && !s.done) {  // the level now in force (known to a deployed agent)
-    for (size_t t = 0; t < tiers; ++t) {
-      obs[g + tiers + 2 + t] = p.interference_level[s.step * tiers + t];
-    }
-  }
-  for (float& v : obs) v = std::clamp(v, 0.0f, 1.0f);
+  const size_t tiers = a.machine.tiers.size();
+  EpisodeView view{.region_tier = &s.region_tier,
+                   .history = &s.history,
+                   .used_bytes = &s.used_bytes,
+                   .step = s.step,
+                   .last_ratio = s.last_ratio};
+  // The interference level now in force (known to a deployed agent).
+  if (p.interference && !s.done) view.interference_level = &p.interference_level[s.step * tiers];
+  std::vector<float> obs;
+  ObserveEpisode(spec(), a.config.observation, a.machine, p, view, obs);
   return obs;
 }
 

@@ -121,6 +121,8 @@ absl::StatusOr<EnvSpec> MakeEnvSpec(const EnvConfig& config, const Machine& mach
 // The same, loading the machine description (and nothing else).
 absl::StatusOr<EnvSpec> MakeEnvSpec(const EnvConfig& config);
 
+struct ProfileAssets;  // env/profile_assets.h
+
 // Loaded profiles with their estimators and indexes, shared by the asset sets of every
 // configuration naming the same profile directory, machine, estimator window and compute
 // overlap (a calibration's): a
@@ -162,6 +164,11 @@ class EnvAssets {
 
   const EnvConfig& config() const;
   const EnvSpec& spec() const;
+  // The configured machine (ConfiguredMachine), the profiles in config.profiles' order
+  // (env/profile_assets.h) and the migration bandwidth of each machine tier (bytes / ns).
+  const Machine& machine() const;
+  const std::vector<ProfileAssets>& profiles() const;
+  const std::vector<double>& migration_bytes_per_ns() const;
   // Bytes held (traces excluded: they are mapped or shared), the estimator indexes
   // included; IndexBytes() of them are the indexes, which a ProfileCache may share with
   // other asset sets.
@@ -176,6 +183,37 @@ class EnvAssets {
   EnvAssets() = default;
   std::unique_ptr<Impl> impl_;
 };
+
+// --- Parts of an episode, shared with the environments that run several profiles'
+// episodes on one node (env/cosched) --------------------------------------------------------
+
+// The action mask of an episode of a profile whose regions (of region_bytes) are on
+// region_tier, with used[t] bytes of machine tier t taken (StepInfo::action_mask).
+std::vector<uint8_t> EpisodeActionMask(ActionMode mode, const Machine& machine,
+                                       const std::vector<uint64_t>& region_bytes,
+                                       const std::vector<int>& region_tier,
+                                       const std::vector<uint64_t>& used);
+// StepInfo::action_mask_columns of an action mode.
+size_t ActionMaskColumns(ActionMode mode, size_t tiers);
+// The machine tier each region is asked to be on by `action` (checked against the action
+// space: CheckAction), the regions now on region_tier.
+std::vector<int> DesiredTiers(ActionMode mode, const Action& action,
+                              const std::vector<int>& region_tier, size_t tiers);
+
+// The state of an episode an observation is made from.
+struct EpisodeView {
+  const std::vector<int>* region_tier = nullptr;      // per region
+  const std::vector<float>* history = nullptr;        // decayed access shares, per region
+  const std::vector<uint64_t>* used_bytes = nullptr;  // per machine tier (fill)
+  size_t step = 0;                                    // decision intervals done
+  double last_ratio = 1;                              // last interval's time / default
+  const float* interference_level = nullptr;          // per tier, or null (zeros)
+};
+// The observation (spec's layout, EnvSpec): per region its features, then the fill of each
+// tier, the progress, the last ratio and, when the layout has room, the interference level
+// of each tier. Every value clamped to [0, 1].
+void ObserveEpisode(const EnvSpec& spec, ObservationMode mode, const Machine& machine,
+                    const ProfileAssets& p, const EpisodeView& view, std::vector<float>& obs);
 
 class Environment {
  public:

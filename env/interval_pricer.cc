@@ -1,11 +1,16 @@
 #include "env/interval_pricer.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "traces/placement.h"
 
 namespace tiergym::env {
 namespace {
+
+bool AllOne(const std::vector<double>& factors) {
+  return std::all_of(factors.begin(), factors.end(), [](double f) { return f == 1.0; });
+}
 
 // Model::kPaper: the intervals' times tabulated per region and tier.
 class LinearCostPricer final : public IntervalPricer {
@@ -43,6 +48,10 @@ class LinearCostPricer final : public IntervalPricer {
                                     const std::vector<int>& region_tier) const override {
       return pricer_.IntervalNs(step, region_tier);
     }
+    [[nodiscard]] double IntervalNs(size_t step, const std::vector<int>& region_tier,
+                                    const std::vector<double>& tier_factor) const override {
+      return pricer_.IntervalNs(step, region_tier, tier_factor);
+    }
 
    private:
     const LinearCostPricer& pricer_;
@@ -61,6 +70,22 @@ class LinearCostPricer final : public IntervalPricer {
     const double* c = &cost_[step * k * tiers];
     double sum = constant_ns_[step];
     for (size_t r = 0; r < k; ++r) sum += c[r * tiers + static_cast<size_t>(region_tier[r])];
+    return sum;
+  }
+
+  // The costs are linear in the device factors (GroupCostModel::IntervalCosts): a region's
+  // cost on tier t scales by tier_factor[t], the constant (segments without samples, run
+  // on the default tier) by the default tier's factor.
+  [[nodiscard]] double IntervalNs(size_t step, const std::vector<int>& region_tier,
+                                  const std::vector<double>& tier_factor) const {
+    if (AllOne(tier_factor)) return IntervalNs(step, region_tier);
+    const size_t k = regions_, tiers = tiers_;
+    const double* c = &cost_[step * k * tiers];
+    double sum = constant_ns_[step] * tier_factor[0];
+    for (size_t r = 0; r < k; ++r) {
+      const auto t = static_cast<size_t>(region_tier[r]);
+      sum += c[r * tiers + t] * tier_factor[t];
+    }
     return sum;
   }
 
@@ -100,6 +125,19 @@ class IndexWalkPricer final : public IntervalPricer {
       return absl::OkStatus();
     }
 
+    using Episode::IntervalNs;
+    // The machine tiers' factors as the index's device factors (the plain walk when all are
+    // 1, for its cached block corrections).
+    [[nodiscard]] double IntervalNs(size_t step, const std::vector<int>& region_tier,
+                                    const std::vector<double>& tier_factor) const override {
+      if (AllOne(tier_factor)) return IntervalNs(step, region_tier);
+      std::vector<double> device_factor(pricer_.index_->devices().size(), 1.0);
+      for (size_t t = 0; t < tier_factor.size(); ++t) {
+        device_factor[static_cast<size_t>(pricer_.device_of_tier_[t])] = tier_factor[t];
+      }
+      return state_.IntervalNs(pricer_.bounds_[step], pricer_.bounds_[step + 1], device_factor);
+    }
+
    protected:
     const IndexWalkPricer& pricer_;
     PlacementState state_;
@@ -107,6 +145,7 @@ class IndexWalkPricer final : public IntervalPricer {
 
   class PlainWalkEpisode final : public WalkEpisode {
    public:
+    using WalkEpisode::IntervalNs;
     using WalkEpisode::WalkEpisode;
     [[nodiscard]] double IntervalNs(size_t step,
                                     const std::vector<int>& /*region_tier*/) const override {
@@ -116,6 +155,7 @@ class IndexWalkPricer final : public IntervalPricer {
 
   class ContendedWalkEpisode final : public WalkEpisode {
    public:
+    using WalkEpisode::IntervalNs;
     using WalkEpisode::WalkEpisode;
     [[nodiscard]] double IntervalNs(size_t step,
                                     const std::vector<int>& /*region_tier*/) const override {

@@ -58,6 +58,13 @@ class IntervalPricer {
     // (as the last Move left them).
     [[nodiscard]] virtual double IntervalNs(size_t step,
                                             const std::vector<int>& region_tier) const = 0;
+    // The same with the time the estimate attributes to machine tier t multiplied by
+    // tier_factor[t] (>= 1: the slowdown co-runners cause there; one per machine tier),
+    // as a contention scenario's factors scale it (env/cosched prices its tenants so). All
+    // factors 1 give IntervalNs(step, region_tier) exactly. REQUIRES: the pricer has no
+    // contention scenario of its own (its factors are not combined with these).
+    [[nodiscard]] virtual double IntervalNs(size_t step, const std::vector<int>& region_tier,
+                                            const std::vector<double>& tier_factor) const = 0;
   };
 
   virtual ~IntervalPricer() = default;

@@ -18,7 +18,6 @@ namespace tiergym::env {
 namespace fs = std::filesystem;
 
 namespace {
-constexpr char kMachine[] = "knl";
 constexpr uint64_t kSeed = 1;
 constexpr uint64_t kSamples = synth::kDefaultTargetSamples;  // 200000
 }  // namespace
@@ -40,9 +39,14 @@ absl::StatusOr<std::string> DefaultCacheDir() {
 }
 
 absl::StatusOr<std::vector<ServedProfile>> EnsureBundledProfiles(
-    const std::string& cache_dir, const std::function<void(const std::string&)>& progress) {
+    const std::string& cache_dir, const std::function<void(const std::string&)>& progress,
+    const std::string& machine_name) {
+  if (machine_name.empty() || machine_name.find_first_of("/.") != std::string::npos) {
+    return absl::InvalidArgumentError(
+        StrCat("bundled profiles: '", machine_name, "' is not a machine preset (knl, disagg)"));
+  }
   const fs::path root =
-      fs::path(cache_dir) / "profiles-v1" / StrCat(kMachine, "-seed", kSeed, "-s", kSamples);
+      fs::path(cache_dir) / "profiles-v1" / StrCat(machine_name, "-seed", kSeed, "-s", kSamples);
   std::error_code ec;
   fs::create_directories(root, ec);
   if (ec) {
@@ -56,7 +60,7 @@ absl::StatusOr<std::vector<ServedProfile>> EnsureBundledProfiles(
       if (progress)
         progress(StrCat("generating the bundled profile ", app, " into ", dir.string()));
       TG_ASSIGN_OR_RETURN(synth::AppModel model, synth::LoadAppModel(app));
-      TG_ASSIGN_OR_RETURN(Machine machine, LoadMachine(kMachine));
+      TG_ASSIGN_OR_RETURN(Machine machine, LoadMachine(machine_name));
       synth::SynthOptions options;
       options.seed = kSeed;
       options.target_samples = kSamples;

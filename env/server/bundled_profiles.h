@@ -30,9 +30,11 @@ const std::vector<std::string>& BundledProfileApps();
 absl::StatusOr<std::string> DefaultCacheDir();
 
 // The bundled profiles under `cache_dir`, generated when missing. `progress` (may be
-// empty) gets one line per profile generated.
+// empty) gets one line per profile generated. `machine`: a machine preset (knl, disagg)
+// the profiles are generated for (one run per tier), into CACHE/profiles-v1/MACHINE-...
 absl::StatusOr<std::vector<ServedProfile>> EnsureBundledProfiles(
-    const std::string& cache_dir, const std::function<void(const std::string&)>& progress);
+    const std::string& cache_dir, const std::function<void(const std::string&)>& progress,
+    const std::string& machine = "knl");
 
 // Profiles given as comma-separated directories; a profile is named after its directory,
 // or after the parent of a directory called "profile" (".../minife/profile" -> "minife").

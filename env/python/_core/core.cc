@@ -20,6 +20,21 @@
 //   core.send_reset(seeds, profiles) queues every environment's reset (async_reset)
 //   core.recv(batch) -> flags       rows 0..batch-1 of the buffers, env_id says which env
 //
+//   node = CoschedCore(config: dict) K co-scheduled tenants on one node
+//                                   (env/cosched/cosched_env.h); config: its keys
+//                                   (CoschedConfigKeys), typed as above; a tenant given by a
+//                                   bundled application's name ("minife") is its bundled
+//                                   profile for the configuration's machine (generated on
+//                                   first use)
+//   node.spec, node.tenant_names    a tenant's spaces (as VectorCore.spec; and
+//                                   tenant_region_bytes: per tenant, its regions' sizes),
+//                                   the tenants
+//   node.reset(seed) -> dict        {"tenants": [{"obs", "reward", "active", "waiting",
+//   node.step(actions) -> dict       "terminated", "info": {...}}], "step", "step_ns",
+//                                   "elapsed_ns", "tier_used_bytes",
+//                                   "tier_bandwidth_gbps", "done"}; actions: one int64 array
+//                                   (or None: keep) per tenant
+//
 // The GIL is released while environments reset or step; the buffers are written in place,
 // so Python reads them without a copy (env/python/tiergym/inprocess.py wraps them into
 // Gymnasium's vector API). Errors: ValueError for bad arguments (the message names the
@@ -31,6 +46,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -41,8 +57,13 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "env/cosched/cosched_env.h"
+#include "env/profile_assets.h"
+#include "env/server/bundled_profiles.h"
 #include "env/vector/make_vector_env.h"
 #include "env/vector/vector_env.h"
+#include "traces/base/field_status.h"
+#include "traces/base/strings.h"
 
 namespace nb = nanobind;
 
@@ -343,6 +364,159 @@ class VectorCore {
   std::unique_ptr<BatchBuffers> buffers_;  // the arrays Python views
 };
 
+// The co-scheduling node (env/cosched) for Python: K tenants, results copied into small
+// dicts and arrays per call (a node has a handful of tenants).
+class CoschedCore {
+ public:
+  explicit CoschedCore(const nb::dict& dict) {
+    ConfigMap keys = ToConfigMap(dict, "");
+    absl::StatusOr<std::shared_ptr<const CoschedAssets>> assets = [&] {
+      nb::gil_scoped_release release;  // generating and loading profiles may take a while
+      return Load(std::move(keys));
+    }();
+    if (!assets.ok()) Raise(assets.status());
+    absl::StatusOr<std::unique_ptr<CoschedEnv>> env = CoschedEnv::Create(*assets);
+    if (!env.ok()) Raise(env.status());
+    env_ = *std::move(env);
+  }
+
+  [[nodiscard]] nb::dict Spec() const {
+    const EnvSpec& s = env_->assets().tenant_spec();
+    nb::dict d;
+    d["observation"] = SpaceDict(s.observation);
+    d["action"] = SpaceDict(s.action);
+    d["tiers"] = s.tiers;
+    d["profiles"] = s.profiles;
+    d["num_regions"] = s.num_regions;
+    d["obs_region_features"] = s.obs_region_features;
+    d["obs_global_offset"] = s.obs_global_offset;
+    d["tier_capacity_bytes"] = Copy(s.tier_capacity_bytes, {s.tier_capacity_bytes.size()});
+    d["tier_migration_gbps"] = Copy(s.tier_migration_gbps, {s.tier_migration_gbps.size()});
+    d["tier_bandwidth_gbps"] = Copy(s.tier_bandwidth_gbps, {s.tier_bandwidth_gbps.size()});
+    nb::list region_bytes;  // per tenant: its regions' sizes
+    for (size_t i = 0; i < env_->assets().num_tenants(); ++i) {
+      const std::vector<uint64_t>& bytes = env_->assets().tenant_profile(i).region_bytes;
+      region_bytes.append(Copy(bytes, {bytes.size()}));
+    }
+    d["tenant_region_bytes"] = region_bytes;
+    return d;
+  }
+  [[nodiscard]] std::vector<std::string> tenant_names() const {
+    return env_->assets().tenant_names();
+  }
+  [[nodiscard]] size_t num_tenants() const { return env_->assets().num_tenants(); }
+
+  nb::dict Reset(std::optional<uint64_t> seed) {
+    absl::StatusOr<NodeStep> r = [&] {
+      nb::gil_scoped_release release;
+      return env_->Reset(seed);
+    }();
+    if (!r.ok()) Raise(r.status());
+    return ToDict(*r);
+  }
+
+  nb::dict Step(
+      const std::vector<
+          std::optional<nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>>>&
+          actions) {
+    std::vector<Action> acts(actions.size());
+    for (size_t i = 0; i < actions.size(); ++i) {
+      if (actions[i])
+        acts[i].values.assign(actions[i]->data(), actions[i]->data() + actions[i]->size());
+    }
+    absl::StatusOr<NodeStep> r = [&] {
+      nb::gil_scoped_release release;
+      return env_->Step(acts);
+    }();
+    if (!r.ok()) Raise(r.status());
+    return ToDict(*r);
+  }
+
+ private:
+  // Tenants named by a bundled application are its bundled profile for the machine.
+  static absl::StatusOr<std::shared_ptr<const CoschedAssets>> Load(ConfigMap keys) {
+    auto tenants = keys.find("tenants");
+    if (tenants != keys.end()) {
+      std::vector<std::string> names;
+      if (const ConfigValue::List* list = tenants->second.list()) {
+        names = *list;
+      } else if (const std::string* text = tenants->second.string()) {
+        for (std::string_view f : SplitFields(*text, ',')) names.emplace_back(f);
+      }
+      const std::vector<std::string>& apps = BundledProfileApps();
+      const bool any_bundled = std::any_of(names.begin(), names.end(), [&](const std::string& n) {
+        return std::find(apps.begin(), apps.end(), n) != apps.end();
+      });
+      if (any_bundled) {
+        std::string machine = "knl";
+        if (auto m = keys.find("machine"); m != keys.end() && m->second.string() != nullptr) {
+          machine = *m->second.string();
+        }
+        absl::StatusOr<std::string> cache = DefaultCacheDir();
+        if (!cache.ok()) return cache.status();
+        absl::StatusOr<std::vector<ServedProfile>> bundled =
+            EnsureBundledProfiles(*cache, /*progress=*/{}, machine);
+        if (!bundled.ok()) return WithField(bundled.status(), "machine");
+        for (std::string& n : names) {
+          for (const ServedProfile& sp : *bundled) {
+            if (sp.name == n) n = sp.dir;
+          }
+        }
+        tenants->second = ConfigValue(ConfigValue::List(names));
+      }
+    }
+    absl::StatusOr<CoschedConfig> config = ParseCoschedConfig(keys);
+    if (!config.ok()) return config.status();
+    return CoschedAssets::Load(*config);
+  }
+
+  static nb::dict ToDict(const NodeStep& r) {
+    nb::dict d;
+    nb::list tenants;
+    for (const TenantStep& t : r.tenants) {
+      nb::dict td;
+      td["obs"] = Copy(t.observation, {t.observation.size()});
+      td["reward"] = t.reward;
+      td["active"] = t.active;
+      td["waiting"] = t.waiting;
+      td["terminated"] = t.terminated;
+      nb::dict info;
+      info["profile"] = t.info.profile;
+      info["step"] = t.info.step;
+      info["interval_ns"] = t.info.interval_ns;
+      info["solo_interval_ns"] = t.solo_interval_ns;
+      info["default_interval_ns"] = t.info.default_interval_ns;
+      info["migration_ns"] = t.info.migration_ns;
+      info["migrated_bytes"] = t.info.migrated_bytes;
+      info["elapsed_ns"] = t.info.elapsed_ns;
+      info["default_elapsed_ns"] = t.info.default_elapsed_ns;
+      info["default_total_ns"] = t.info.default_total_ns;
+      info["refused_regions"] = t.info.refused_regions;
+      info["slowdown"] = Copy(t.slowdown, {t.slowdown.size()});
+      info["bandwidth_gbps"] = Copy(t.bandwidth_gbps, {t.bandwidth_gbps.size()});
+      info["interference_gbps"] = Copy(t.interference_gbps, {t.interference_gbps.size()});
+      const size_t cols = t.info.action_mask_columns;
+      if (cols > 0 && t.info.action_mask.size() % cols == 0) {
+        info["action_mask"] = Copy(t.info.action_mask, {t.info.action_mask.size() / cols, cols});
+      } else {
+        info["action_mask"] = Copy(t.info.action_mask, {t.info.action_mask.size()});
+      }
+      td["info"] = info;
+      tenants.append(td);
+    }
+    d["tenants"] = tenants;
+    d["step"] = r.step;
+    d["step_ns"] = r.step_ns;
+    d["elapsed_ns"] = r.elapsed_ns;
+    d["tier_used_bytes"] = Copy(r.tier_used_bytes, {r.tier_used_bytes.size()});
+    d["tier_bandwidth_gbps"] = Copy(r.tier_bandwidth_gbps, {r.tier_bandwidth_gbps.size()});
+    d["done"] = r.done;
+    return d;
+  }
+
+  std::unique_ptr<CoschedEnv> env_;
+};
+
 }  // namespace
 }  // namespace tiergym::env
 
@@ -366,4 +540,12 @@ NB_MODULE(_core, m) {
       .def("send_reset", &VectorCore::SendReset, nb::arg("seeds"), nb::arg("profiles"))
       .def("send", &VectorCore::Send, nb::arg("env_ids"), nb::arg("actions"))
       .def("recv", &VectorCore::Recv, nb::arg("batch"));
+  using tiergym::env::CoschedCore;
+  nb::class_<CoschedCore>(m, "CoschedCore")
+      .def(nb::init<const nb::dict&>(), nb::arg("config"))
+      .def_prop_ro("spec", &CoschedCore::Spec)
+      .def_prop_ro("tenant_names", &CoschedCore::tenant_names)
+      .def_prop_ro("num_tenants", &CoschedCore::num_tenants)
+      .def("reset", &CoschedCore::Reset, nb::arg("seed").none())
+      .def("step", &CoschedCore::Step, nb::arg("actions"));
 }

@@ -84,6 +84,10 @@ def register_envs():
             gymnasium.register(id=env_id, entry_point="tiergym.env:TierEnv",
                                vector_entry_point="tiergym.vector:VectorEnv",
                                kwargs=dict(kwargs))
+    # Co-scheduled tenants, one scheduler placing them all (cosched.py).
+    if "tiergym/CoschedScheduler-v0" not in gymnasium.registry:
+        gymnasium.register(id="tiergym/CoschedScheduler-v0",
+                           entry_point="tiergym.cosched:SchedulerEnv")
 
 
 register_envs()

@@ -1,0 +1,522 @@
+#include "env/cosched/cosched_env.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_join.h"
+#include "env/profile_assets.h"
+#include "env/spec/action_check.h"
+#include "estimator/contention/contention_model.h"
+#include "estimator/contention/sensitivity_csv.h"
+#include "traces/base/field_status.h"
+#include "traces/base/status_macros.h"
+#include "traces/base/strings.h"
+
+namespace tiergym::env {
+namespace {
+
+constexpr double kCacheLineBytes = 64;
+
+absl::Status KeyError(std::string_view key, std::string_view detail) {
+  return WithField(absl::InvalidArgumentError(StrCat("config key '", key, "': ", detail)), key);
+}
+
+// A list of strings: a list as sent or comma-separated text; empty items left out.
+absl::StatusOr<std::vector<std::string>> ListOf(const std::string& key, const ConfigValue& value) {
+  std::vector<std::string> out;
+  if (const ConfigValue::List* list = value.list()) {
+    for (const std::string& item : *list) {
+      if (!item.empty()) out.push_back(item);
+    }
+    return out;
+  }
+  if (const std::string* text = value.string()) {
+    for (std::string_view field : SplitFields(*text, ',')) {
+      if (!field.empty()) out.emplace_back(field);
+    }
+    return out;
+  }
+  return KeyError(key, StrCat("expected a list of strings, got ", value.TypeName()));
+}
+
+absl::StatusOr<int> IntText(const std::string& key, const std::string& text, int lo, int hi) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || v < lo || v > hi) {
+    return KeyError(key, StrCat("'", text, "' is not an integer in [", lo, ", ", hi, "]"));
+  }
+  return static_cast<int>(v);
+}
+
+absl::StatusOr<int> IntOf(const std::string& key, const ConfigValue& value, int lo, int hi) {
+  if (const int64_t* i = value.integer()) {
+    if (*i < lo || *i > hi) {
+      return KeyError(key, StrCat(*i, " is not an integer in [", lo, ", ", hi, "]"));
+    }
+    return static_cast<int>(*i);
+  }
+  if (const std::string* text = value.string()) return IntText(key, *text, lo, hi);
+  return KeyError(key, StrCat("expected an integer, got ", value.TypeName()));
+}
+
+absl::StatusOr<std::string> StringOf(const std::string& key, const ConfigValue& value) {
+  if (const std::string* text = value.string()) return *text;
+  return KeyError(key, StrCat("expected a string, got ", value.TypeName()));
+}
+
+constexpr int kMaxStartStep = 1'000'000;
+
+}  // namespace
+
+const std::vector<ConfigKey>& CoschedConfigKeys() {
+  static const auto* keys = [] {
+    auto* k = new std::vector<ConfigKey>{
+        {"tenants", "", "comma-separated profile directories, one per tenant (may repeat)"},
+        {"tenant_start_steps", "", "node step each tenant joins at, one per tenant; default 0"},
+        {"start_jitter_steps", "0", "each start delayed by a draw in [0, N] from the seed"},
+        {"sensitivity", "", "sensitivity curves (curves.csv) with every tenant's application"},
+        {"sensitivity_method", "linear/all/right",
+         "how the curves answer (SMOOTHING/POINTS/CURVE)"},
+    };
+    for (const ConfigKey& key : EnvConfigKeys()) {
+      if (key.name != "profiles" && key.name != "interference") k->push_back(key);
+    }
+    return k;
+  }();
+  return *keys;
+}
+
+absl::StatusOr<CoschedConfig> ParseCoschedConfig(const ConfigMap& keys) {
+  CoschedConfig c;
+  ConfigMap env_keys;
+  for (const auto& [key, value] : keys) {
+    if (key == "tenants") {
+      TG_ASSIGN_OR_RETURN(c.tenants, ListOf(key, value));
+    } else if (key == "tenant_start_steps") {
+      TG_ASSIGN_OR_RETURN(std::vector<std::string> items, ListOf(key, value));
+      c.start_steps.clear();
+      for (const std::string& item : items) {
+        TG_ASSIGN_OR_RETURN(int v, IntText(key, item, 0, kMaxStartStep));
+        c.start_steps.push_back(v);
+      }
+    } else if (key == "start_jitter_steps") {
+      TG_ASSIGN_OR_RETURN(c.start_jitter_steps, IntOf(key, value, 0, kMaxStartStep));
+    } else if (key == "sensitivity") {
+      TG_ASSIGN_OR_RETURN(c.sensitivity, StringOf(key, value));
+    } else if (key == "sensitivity_method") {
+      TG_ASSIGN_OR_RETURN(c.sensitivity_method, StringOf(key, value));
+      absl::StatusOr<contention::Method> method = contention::ParseMethod(c.sensitivity_method);
+      if (!method.ok()) return KeyError(key, StrCat(method.status().message()));
+    } else if (key == "profiles") {
+      return KeyError(key, "a co-scheduled node takes its profiles from 'tenants'");
+    } else if (key == "interference") {
+      return KeyError(key, "a co-scheduled node has no interference schedule: the tenants contend");
+    } else {
+      env_keys[key] = value;
+    }
+  }
+  if (c.tenants.empty()) return KeyError("tenants", "at least one tenant is required");
+  if (!c.start_steps.empty() && c.start_steps.size() != c.tenants.size()) {
+    return KeyError("tenant_start_steps", StrCat(c.start_steps.size(), " start steps for ",
+                                                 c.tenants.size(), " tenants; give one each"));
+  }
+  if (c.sensitivity.empty()) {
+    return KeyError("sensitivity", "the tenants' sensitivity curves (curves.csv) are required");
+  }
+  // The distinct profiles, in the order the tenants first name them.
+  std::vector<std::string> profiles;
+  for (const std::string& t : c.tenants) {
+    if (std::find(profiles.begin(), profiles.end(), t) == profiles.end()) profiles.push_back(t);
+  }
+  env_keys["profiles"] = ConfigValue(ConfigValue::List(profiles));
+  absl::StatusOr<EnvConfig> env = ParseEnvConfig(env_keys);
+  if (!env.ok()) return env.status();
+  c.env = *std::move(env);
+  return c;
+}
+
+// --- Assets ------------------------------------------------------------------------------
+
+struct CoschedAssets::Impl {
+  CoschedConfig config;
+  std::shared_ptr<const EnvAssets> env;
+  EnvSpec tenant_spec;
+  std::vector<std::string> tenant_names;
+  std::vector<size_t> profile_of_tenant;                // index into env->profiles()
+  std::vector<contention::ContentionModel> contention;  // per tenant
+};
+
+CoschedAssets::~CoschedAssets() = default;
+const CoschedConfig& CoschedAssets::config() const { return impl_->config; }
+const EnvSpec& CoschedAssets::tenant_spec() const { return impl_->tenant_spec; }
+size_t CoschedAssets::num_tenants() const { return impl_->tenant_names.size(); }
+const std::vector<std::string>& CoschedAssets::tenant_names() const { return impl_->tenant_names; }
+const EnvAssets& CoschedAssets::env_assets() const { return *impl_->env; }
+const ProfileAssets& CoschedAssets::tenant_profile(size_t i) const {
+  return impl_->env->profiles()[impl_->profile_of_tenant[i]];
+}
+
+absl::StatusOr<std::shared_ptr<const CoschedAssets>> CoschedAssets::Load(
+    const CoschedConfig& config, ProfileCache* cache) {
+  if (config.tenants.empty()) return KeyError("tenants", "at least one tenant is required");
+  if (!config.env.interference.empty()) {
+    return KeyError("interference",
+                    "a co-scheduled node has no interference schedule: the tenants contend");
+  }
+  if (!config.start_steps.empty() && config.start_steps.size() != config.tenants.size()) {
+    return KeyError("tenant_start_steps", StrCat(config.start_steps.size(), " start steps for ",
+                                                 config.tenants.size(), " tenants"));
+  }
+  absl::StatusOr<contention::Method> method = contention::ParseMethod(config.sensitivity_method);
+  if (!method.ok()) return KeyError("sensitivity_method", StrCat(method.status().message()));
+  absl::StatusOr<std::vector<contention::SensitivityFamily>> families =
+      contention::ReadCurvesCsv(config.sensitivity);
+  if (!families.ok()) {
+    return WithField(absl::Status(families.status().code(), StrCat("config key 'sensitivity': ",
+                                                                   families.status().message())),
+                     "sensitivity");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  TG_ASSIGN_OR_RETURN(impl->env, EnvAssets::Load(config.env, cache));
+  const EnvAssets& env = *impl->env;
+  const std::vector<ProfileAssets>& profiles = env.profiles();
+  const Machine& machine = env.machine();
+  uint64_t footprint = 0;
+  for (size_t i = 0; i < config.tenants.size(); ++i) {
+    const auto it =
+        std::find(config.env.profiles.begin(), config.env.profiles.end(), config.tenants[i]);
+    if (it == config.env.profiles.end()) {
+      return KeyError("tenants", StrCat("tenant ", i, " (", config.tenants[i],
+                                        ") is not among the configuration's profiles"));
+    }
+    const auto p = static_cast<size_t>(it - config.env.profiles.begin());
+    impl->profile_of_tenant.push_back(p);
+    const ProfileAssets& pa = profiles[p];
+    for (uint64_t b : pa.region_bytes) footprint += b;
+    const std::string& app =
+        pa.estimator->profile().app().empty() ? pa.name : pa.estimator->profile().app();
+    const contention::SensitivityFamily* family = contention::FindFamily(*families, app);
+    if (family == nullptr) {
+      return KeyError("sensitivity", StrCat(config.sensitivity, " has no curves for '", app,
+                                            "' (tenant ", i, ", ", config.tenants[i], ")"));
+    }
+    absl::StatusOr<contention::ContentionModel> model =
+        contention::ContentionModel::Create(*family, *method);
+    if (!model.ok()) return KeyError("sensitivity", StrCat(model.status().message()));
+    impl->contention.push_back(*std::move(model));
+    const auto repeats = static_cast<size_t>(
+        std::count(impl->profile_of_tenant.begin(), impl->profile_of_tenant.end(), p));
+    impl->tenant_names.push_back(repeats > 1 ? StrCat(pa.name, "#", repeats) : pa.name);
+  }
+  // Every tenant starts on the default tier: together they must fit it.
+  if (footprint > machine.tiers[0].capacity_bytes) {
+    return KeyError("tier_capacity_mib",
+                    StrCat("the tenants' footprints (", footprint >> 20,
+                           " MiB together) do not fit the default tier '", machine.tiers[0].name,
+                           "' (", machine.tiers[0].capacity_bytes >> 20,
+                           " MiB), where each starts; raise its capacity"));
+  }
+  impl->tenant_spec = env.spec();
+  impl->tenant_spec.profiles = impl->tenant_names;
+  impl->tenant_spec.observation.shape[0] += static_cast<int64_t>(machine.tiers.size());
+  auto assets = std::shared_ptr<CoschedAssets>(new CoschedAssets());
+  assets->impl_ = std::move(impl);
+  return std::shared_ptr<const CoschedAssets>(std::move(assets));
+}
+
+// --- Episodes ----------------------------------------------------------------------------
+
+struct CoschedEnv::State {
+  struct Tenant {
+    const ProfileAssets* profile = nullptr;
+    std::unique_ptr<IntervalPricer::Episode> pricing;
+    std::vector<int> region_tier;
+    std::vector<int> moved;
+    std::vector<float> history;
+    int start_step = 0;
+    bool joined = false;
+    bool finished = false;
+    size_t step = 0;  // its decision intervals done
+    double elapsed_ns = 0, default_elapsed_ns = 0, last_ratio = 1;
+    std::vector<float> interference_level;  // per tier, measured in its last interval
+    TenantStep last;                        // its part of the last node step (info)
+  };
+  std::mt19937_64 rng{0};
+  bool started = false;
+  bool done = false;
+  uint64_t node_step = 0;
+  double elapsed_ns = 0, step_ns = 0;
+  std::vector<uint64_t> used_bytes;
+  std::vector<double> tier_bandwidth_gbps;
+  std::vector<Tenant> tenants;
+};
+
+CoschedEnv::CoschedEnv(std::shared_ptr<const CoschedAssets> assets)
+    : assets_(std::move(assets)), state_(std::make_unique<State>()) {}
+CoschedEnv::~CoschedEnv() = default;
+
+absl::StatusOr<std::unique_ptr<CoschedEnv>> CoschedEnv::Create(
+    std::shared_ptr<const CoschedAssets> assets) {
+  if (assets == nullptr) return absl::InvalidArgumentError("no assets");
+  return std::unique_ptr<CoschedEnv>(new CoschedEnv(std::move(assets)));
+}
+
+namespace {
+
+// Puts a joining tenant's footprint on the default tier.
+void Join(std::vector<uint64_t>& used, const ProfileAssets& p) {
+  for (uint64_t b : p.region_bytes) used[0] += b;
+}
+
+}  // namespace
+
+absl::StatusOr<NodeStep> CoschedEnv::Reset(std::optional<uint64_t> seed) {
+  const CoschedAssets::Impl& a = assets_->impl();
+  const Machine& machine = a.env->machine();
+  const size_t tiers = machine.tiers.size();
+  State& s = *state_;
+  if (seed) s.rng.seed(*seed);
+  s.node_step = 0;
+  s.elapsed_ns = s.step_ns = 0;
+  s.used_bytes.assign(tiers, 0);
+  s.tier_bandwidth_gbps.assign(tiers, 0.0);
+  s.tenants.clear();
+  s.tenants.resize(a.tenant_names.size());
+  for (size_t i = 0; i < s.tenants.size(); ++i) {
+    State::Tenant& t = s.tenants[i];
+    t.profile = &a.env->profiles()[a.profile_of_tenant[i]];
+    TG_ASSIGN_OR_RETURN(t.pricing, t.profile->pricer->NewEpisode());
+    const size_t k = t.profile->regions.size();
+    t.region_tier.assign(k, 0);
+    t.history.assign(k, 0.0f);
+    t.interference_level.assign(tiers, 0.0f);
+    t.start_step = a.config.start_steps.empty() ? 0 : a.config.start_steps[i];
+    if (a.config.start_jitter_steps > 0) {
+      t.start_step +=
+          static_cast<int>(s.rng() % (static_cast<uint64_t>(a.config.start_jitter_steps) + 1));
+    }
+    if (t.start_step == 0) {
+      Join(s.used_bytes, *t.profile);
+      t.joined = true;
+    }
+  }
+  s.started = true;
+  s.done = false;
+  return Observe();
+}
+
+absl::StatusOr<NodeStep> CoschedEnv::Step(const std::vector<Action>& actions) {
+  const CoschedAssets::Impl& a = assets_->impl();
+  State& s = *state_;
+  if (!s.started) return absl::FailedPreconditionError("step before reset");
+  if (s.done) return absl::FailedPreconditionError("step after the episode ended; call reset");
+  const size_t n = s.tenants.size();
+  if (actions.size() != n) {
+    return InvalidFieldError(
+        "actions", StrCat("expected ", n, " actions (one per tenant), got ", actions.size()));
+  }
+  const EnvAssets& env = *a.env;
+  const Machine& machine = env.machine();
+  const size_t tiers = machine.tiers.size();
+  const ActionMode mode = a.config.env.action_mode;
+  const auto running = [&](const State::Tenant& t) { return t.joined && !t.finished; };
+
+  // 1. Desired tiers (every action checked before anything moves).
+  std::vector<std::vector<int>> want(n);
+  for (size_t i = 0; i < n; ++i) {
+    const State::Tenant& t = s.tenants[i];
+    if (!running(t) || actions[i].values.empty()) continue;
+    TG_RETURN_IF_ERROR(CheckAction(a.tenant_spec, actions[i], StrCat("actions[", i, "]")));
+    want[i] = DesiredTiers(mode, actions[i], t.region_tier, tiers);
+  }
+
+  // 2. Moves, tenants taking turns from tenant (step mod n); a second pass retries the
+  // refused moves once the first pass's departures have freed space.
+  std::vector<std::vector<int>> pending(n);
+  std::vector<double> own_migration_ns(n, 0.0);
+  std::vector<uint64_t> migrated(n, 0);
+  std::vector<std::vector<uint64_t>> bytes_in(n, std::vector<uint64_t>(tiers, 0));
+  for (size_t i = 0; i < n; ++i) {
+    State::Tenant& t = s.tenants[i];
+    t.moved.clear();
+    if (want[i].empty()) continue;
+    for (size_t r = 0; r < t.region_tier.size(); ++r) {
+      if (want[i][r] != t.region_tier[r]) pending[i].push_back(static_cast<int>(r));
+    }
+  }
+  const std::vector<double>& migration_bytes_per_ns = env.migration_bytes_per_ns();
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t j = 0; j < n; ++j) {
+      const size_t i = (s.node_step + j) % n;
+      State::Tenant& t = s.tenants[i];
+      std::vector<int> refused;
+      for (int r : pending[i]) {
+        const int to = want[i][r];
+        const uint64_t bytes = t.profile->region_bytes[r];
+        if (s.used_bytes[to] + bytes > machine.tiers[to].capacity_bytes) {
+          refused.push_back(r);
+          continue;
+        }
+        t.moved.push_back(r);
+        s.used_bytes[t.region_tier[r]] -= bytes;
+        s.used_bytes[to] += bytes;
+        t.region_tier[r] = to;
+        own_migration_ns[i] += static_cast<double>(bytes) / migration_bytes_per_ns[to];
+        migrated[i] += bytes;
+        bytes_in[i][static_cast<size_t>(to)] += bytes;
+      }
+      pending[i] = std::move(refused);
+    }
+  }
+
+  // 3. Solo intervals and bandwidths of the running tenants.
+  std::vector<double> solo_ns(n, 0.0);
+  std::vector<std::vector<double>> bw(n, std::vector<double>(tiers, 0.0));
+  for (size_t i = 0; i < n; ++i) {
+    State::Tenant& t = s.tenants[i];
+    if (!running(t)) continue;
+    if (!t.moved.empty()) TG_RETURN_IF_ERROR(t.pricing->Move(t.moved, t.region_tier));
+    const ProfileAssets& p = *t.profile;
+    const size_t k = p.regions.size();
+    solo_ns[i] = t.pricing->IntervalNs(t.step, t.region_tier);
+    if (solo_ns[i] <= 0) continue;
+    for (size_t r = 0; r < k; ++r) {
+      bw[i][static_cast<size_t>(t.region_tier[r])] +=
+          p.region_accesses[t.step * k + r] * p.misses_per_access * kCacheLineBytes / solo_ns[i];
+    }
+  }
+  s.tier_bandwidth_gbps.assign(tiers, 0.0);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t t = 0; t < tiers; ++t) s.tier_bandwidth_gbps[t] += bw[i][t];
+  }
+
+  // 4. Slowdowns, contended intervals, rewards. The co-runners are the tenants that run in
+  // this step (a tenant leaving after it still ran in it).
+  std::vector<bool> ran(n);
+  for (size_t i = 0; i < n; ++i) ran[i] = running(s.tenants[i]);
+  s.step_ns = 0;
+  for (size_t i = 0; i < n; ++i) {
+    State::Tenant& t = s.tenants[i];
+    TenantStep& out = t.last;
+    out = TenantStep{};
+    out.slowdown.assign(tiers, 1.0);
+    out.bandwidth_gbps = bw[i];
+    out.interference_gbps.assign(tiers, 0.0);
+    if (!running(t)) continue;
+    const ProfileAssets& p = *t.profile;
+    const size_t k = p.regions.size();
+    for (size_t d = 0; d < tiers; ++d) {
+      contention::Interference in;
+      for (size_t j = 0; j < n; ++j) {
+        if (j == i || !ran[j] || bw[j][d] <= 0) continue;
+        in.co_runners.push_back({bw[j][d], 100.0});
+        out.interference_gbps[d] += bw[j][d];
+      }
+      if (!in.co_runners.empty()) out.slowdown[d] = a.contention[i].Slowdown(in);
+      t.interference_level[d] = static_cast<float>(
+          std::min(1.0, out.interference_gbps[d] / machine.tiers[d].bandwidth_gbps));
+    }
+    // Migration: its own transfer, then the shares of the tenants moving to the same tiers.
+    double migration_ns = own_migration_ns[i];
+    for (size_t d = 0; d < tiers; ++d) {
+      if (bytes_in[i][d] == 0) continue;
+      uint64_t shared = 0;
+      for (size_t j = 0; j < n; ++j) {
+        if (j != i) shared += std::min(bytes_in[j][d], bytes_in[i][d]);
+      }
+      if (shared > 0) migration_ns += static_cast<double>(shared) / migration_bytes_per_ns[d];
+    }
+    const double interval = t.pricing->IntervalNs(t.step, t.region_tier, out.slowdown);
+    const double base = p.default_interval_ns[t.step];
+    t.elapsed_ns += interval + migration_ns;
+    t.default_elapsed_ns += base;
+    t.last_ratio = base > 0 ? interval / base : 1.0;
+    out.reward = p.default_total_ns > 0 ? (base - interval - migration_ns) / p.default_total_ns : 0;
+    out.solo_interval_ns = solo_ns[i];
+    const auto decay = static_cast<float>(a.config.env.history_decay);
+    for (size_t r = 0; r < k; ++r) {
+      t.history[r] = decay * t.history[r] + (1 - decay) * p.region_share[t.step * k + r];
+    }
+    StepInfo& info = out.info;
+    info.interval_ns = interval;
+    info.default_interval_ns = base;
+    info.migration_ns = migration_ns;
+    info.migrated_bytes = migrated[i];
+    info.refused_regions = pending[i];
+    out.active = true;
+    s.step_ns = std::max(s.step_ns, interval + migration_ns);
+    ++t.step;
+    if (t.step + 1 >= p.bounds.size()) {  // its last interval: it leaves the node
+      t.finished = true;
+      for (size_t r = 0; r < k; ++r) {
+        s.used_bytes[static_cast<size_t>(t.region_tier[r])] -= p.region_bytes[r];
+      }
+    }
+  }
+  s.elapsed_ns += s.step_ns;
+  ++s.node_step;
+  bool all_done = true;
+  for (State::Tenant& t : s.tenants) {
+    if (!t.joined && static_cast<uint64_t>(t.start_step) <= s.node_step) {
+      Join(s.used_bytes, *t.profile);
+      t.joined = true;
+    }
+    all_done = all_done && t.finished;
+  }
+  s.done = all_done;
+  return Observe();
+}
+
+NodeStep CoschedEnv::Observe() const {
+  const CoschedAssets::Impl& a = assets_->impl();
+  const State& s = *state_;
+  const EnvAssets& env = *a.env;
+  const Machine& machine = env.machine();
+  const size_t tiers = machine.tiers.size();
+  NodeStep node;
+  node.step = s.node_step;
+  node.step_ns = s.step_ns;
+  node.elapsed_ns = s.elapsed_ns;
+  node.tier_used_bytes = s.used_bytes;
+  node.tier_bandwidth_gbps = s.tier_bandwidth_gbps;
+  node.done = s.done;
+  for (size_t i = 0; i < s.tenants.size(); ++i) {
+    const State::Tenant& t = s.tenants[i];
+    const ProfileAssets& p = *t.profile;
+    TenantStep out = t.last;
+    if (out.slowdown.empty()) {
+      out.slowdown.assign(tiers, 1.0);
+      out.bandwidth_gbps.assign(tiers, 0.0);
+      out.interference_gbps.assign(tiers, 0.0);
+    }
+    out.waiting = !t.joined;
+    out.terminated = t.finished;
+    const size_t step = std::min(t.step, p.bounds.size() - 1);
+    EpisodeView view{.region_tier = &t.region_tier,
+                     .history = &t.history,
+                     .used_bytes = &s.used_bytes,
+                     .step = step,
+                     .last_ratio = t.last_ratio,
+                     .interference_level = t.interference_level.data()};
+    ObserveEpisode(a.tenant_spec, a.config.env.observation, machine, p, view, out.observation);
+    StepInfo& info = out.info;
+    info.profile = a.tenant_names[i];
+    info.step = t.step;
+    info.elapsed_ns = t.elapsed_ns;
+    info.default_elapsed_ns = t.default_elapsed_ns;
+    info.default_total_ns = p.default_total_ns;
+    info.tier_used_bytes = s.used_bytes;
+    info.action_mask = EpisodeActionMask(a.config.env.action_mode, machine, p.region_bytes,
+                                         t.region_tier, s.used_bytes);
+    info.action_mask_columns = ActionMaskColumns(a.config.env.action_mode, tiers);
+    node.tenants.push_back(std::move(out));
+  }
+  return node;
+}
+
+}  // namespace tiergym::env

@@ -1,0 +1,330 @@
+"""Co-scheduled applications: K tenants on one node, in this process (env/cosched).
+
+Two views of one node (the C++ dynamics of env/cosched/cosched_env.h, through the
+extension tiergym._core):
+
+    from tiergym import cosched
+    env = cosched.parallel_env(scenario="knl-2")          # PettingZoo ParallelEnv
+    observations, infos = env.reset(seed=0)
+    while env.agents:
+        actions = {a: env.action_space(a).sample() for a in env.agents}
+        observations, rewards, terminations, truncations, infos = env.step(actions)
+
+    env = gymnasium.make("tiergym/CoschedScheduler-v0", scenario="knl-4")  # one scheduler
+    obs, info = env.reset(seed=0)
+
+ParallelEnv: one agent per tenant (named after its application; a repeated one "#2",
+"#3"). An agent observes its own regions (the single-application layout: tier, last and
+decayed access shares, size share per region), then the node's fill of each tier, its
+progress, its last interval's time against its solo default, and the interference it
+measured on each tier (co-runners' bandwidth / the tier's, at most 1). Its reward is its
+own time saved in the step ((default - interval - migration) / its default total, as
+TierEnv's), mixed with the mean of the running tenants' rewards by `global_weight` (0: own
+only, 1: the node's mean only). An agent that finishes is terminated and leaves `agents`;
+an agent that has not yet joined (tenant_start_steps) acts without effect.
+
+SchedulerEnv (Gymnasium, id "tiergym/CoschedScheduler-v0"): one agent places every
+tenant's regions. Observation: the tenants' observations, concatenated; action: the
+tenants' actions, concatenated (MultiDiscrete). Reward (`objective`):
+  "total"    the sum of the tenants' rewards (the episode's return is the sum of the
+             tenants' fractional speedups);
+  "geomean"  the mean over tenants of the step's change of log(default elapsed / elapsed):
+             the return is the log of the tenants' geometric-mean speedup.
+minus, per tenant whose speed in a step (its solo default interval over its contended
+interval plus migration) falls below `qos_min` (a fraction of its solo speed; default
+0.5), `qos_penalty` (default 1.0) times the shortfall, divided by the number of tenants.
+
+Configuration: a scenario's keys (SCENARIOS, or scenario=None and your own), overridden by
+keyword arguments: the keys of env/cosched (tenants, tenant_start_steps,
+start_jitter_steps, sensitivity, sensitivity_method, machine, num_regions, steps,
+action_mode, observation, model, history_decay, migration_gbps, tier_capacity_mib, ...).
+A tenant named by a bundled application (minife, lulesh, nekbone, lammps) is its bundled
+synthetic profile for the machine, generated on first use. `sensitivity` defaults to the
+bundled curves (estimator/contention/data/curves.csv).
+"""
+
+import math
+import pathlib
+
+import gymnasium
+import numpy as np
+
+from .inprocess import load_core
+
+# Registered by tiergym.register_envs (on import of tiergym).
+COSCHED_SCHEDULER_ID = "tiergym/CoschedScheduler-v0"
+
+# Bundled scenarios: two and four tenants of the bundled applications on knl (a 2 GiB or
+# 4 GiB share of HBM: the tenants compete for its capacity and bandwidth) and on disagg
+# (the same, with the far remote pool every tenant may spill into and share).
+_TWO = ["minife", "lulesh"]
+_FOUR = ["minife", "lulesh", "nekbone", "lammps"]
+_COMMON = {"num_regions": 16, "steps": 50, "action_mode": "placement"}
+SCENARIOS = {
+    "knl-2": {**_COMMON, "machine": "knl", "tenants": _TWO, "tier_capacity_mib": "hbm:2048"},
+    "knl-4": {**_COMMON, "machine": "knl", "tenants": _FOUR, "tier_capacity_mib": "hbm:4096",
+              "tenant_start_steps": "0,0,10,20"},
+    "disagg-2": {**_COMMON, "machine": "disagg", "tenants": _TWO,
+                 "tier_capacity_mib": "hbm:2048"},
+    "disagg-4": {**_COMMON, "machine": "disagg", "tenants": _FOUR,
+                 "tier_capacity_mib": "hbm:4096", "tenant_start_steps": "0,0,10,20"},
+}
+
+
+def bundled_curves():
+    """The bundled sensitivity curves: installed in the package (data/curves.csv) or in
+    the source tree (estimator/contention/data/curves.csv)."""
+    here = pathlib.Path(__file__).resolve().parent
+    for path in (here / "data" / "curves.csv",
+                 here.parents[2] / "estimator" / "contention" / "data" / "curves.csv"):
+        if path.is_file():
+            return str(path)
+    raise FileNotFoundError("the bundled sensitivity curves (curves.csv) are not installed; "
+                            "pass sensitivity=PATH")
+
+
+def scenario_config(scenario=None, **overrides):
+    """The configuration of a bundled scenario (SCENARIOS) with `overrides` applied;
+    ValueError for an unknown scenario."""
+    if scenario is None:
+        config = {}
+    elif scenario in SCENARIOS:
+        config = dict(SCENARIOS[scenario])
+    else:
+        raise ValueError(f"unknown scenario {scenario!r} (bundled: {', '.join(SCENARIOS)})")
+    config.update(overrides)
+    if "sensitivity" not in config:
+        config["sensitivity"] = bundled_curves()
+    out = {}
+    for key, value in config.items():
+        if isinstance(value, (list, tuple)):
+            value = [str(v) for v in value]
+        elif isinstance(value, (np.integer,)):
+            value = int(value)
+        elif isinstance(value, (np.floating,)):
+            value = float(value)
+        out[key] = value
+    return out
+
+
+def _space(d):
+    if d["type"] == "box":
+        return gymnasium.spaces.Box(d["low"], d["high"], tuple(d["shape"]), np.float32)
+    if d["type"] == "discrete":
+        return gymnasium.spaces.Discrete(d["n"])
+    return gymnasium.spaces.MultiDiscrete(np.full(tuple(d["shape"]), d["nvec"], np.int64))
+
+
+class Node:
+    """The node's dynamics (tiergym._core.CoschedCore) with Gymnasium spaces."""
+
+    def __init__(self, scenario=None, **config):
+        self.config = scenario_config(scenario, **config)
+        self.core = load_core().CoschedCore(self.config)
+        self.spec = self.core.spec
+        self.tenants = list(self.core.tenant_names)
+        self.observation_space = _space(self.spec["observation"])
+        self.action_space = _space(self.spec["action"])
+
+    def reset(self, seed=None):
+        return self.core.reset(None if seed is None else int(seed))
+
+    def step(self, actions):
+        """actions: one per tenant, each an action of action_space or None (keep)."""
+        arrays = []
+        for a in actions:
+            arrays.append(None if a is None else
+                          np.ascontiguousarray(np.asarray(a, dtype=np.int64).reshape(-1)))
+        return self.core.step(arrays)
+
+
+def _tenant_info(t):
+    info = dict(t["info"])
+    info["active"] = t["active"]
+    info["waiting"] = t["waiting"]
+    return info
+
+
+try:
+    from pettingzoo import ParallelEnv as _ParallelBase
+except ImportError:  # PettingZoo is an extra (pip install "tiergym[pettingzoo]")
+    _ParallelBase = object
+
+
+class CoschedParallelEnv(_ParallelBase):
+    """PettingZoo ParallelEnv: one agent per tenant (see the module's documentation)."""
+
+    metadata = {"name": "tiergym_cosched_v0", "render_modes": [], "is_parallelizable": True}
+
+    def __init__(self, scenario="knl-2", global_weight=0.0, render_mode=None, **config):
+        if _ParallelBase is object:
+            raise ImportError("tiergym.cosched.CoschedParallelEnv needs PettingZoo: "
+                              "pip install \"tiergym[pettingzoo]\"")
+        if not 0.0 <= float(global_weight) <= 1.0:
+            raise ValueError(f"global_weight: {global_weight} is not in [0, 1]")
+        if render_mode is not None:
+            raise ValueError("render_mode: tiergym renders nothing (None only)")
+        self.render_mode = None
+        self.global_weight = float(global_weight)
+        self.node = Node(scenario, **config)
+        self.possible_agents = list(self.node.tenants)
+        self.agents = []
+        self._last = None
+        self._index = {a: i for i, a in enumerate(self.possible_agents)}
+        self.observation_spaces = {a: self.node.observation_space for a in self.possible_agents}
+        self.action_spaces = {a: self.node.action_space for a in self.possible_agents}
+        k = len(self.possible_agents)
+        self.state_space = gymnasium.spaces.Box(
+            0.0, 1.0, (k * self.node.observation_space.shape[0],), np.float32)
+
+    def observation_space(self, agent):
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent):
+        return self.action_spaces[agent]
+
+    def reset(self, seed=None, options=None):
+        r = self.node.reset(seed)
+        self._last = r
+        self.agents = list(self.possible_agents)
+        observations = {a: r["tenants"][i]["obs"] for i, a in enumerate(self.possible_agents)}
+        infos = {a: _tenant_info(r["tenants"][i]) for i, a in enumerate(self.possible_agents)}
+        return observations, infos
+
+    def step(self, actions):
+        if not self.agents:
+            raise RuntimeError("step after every agent has finished; call reset")
+        unknown = set(actions) - set(self.agents)
+        if unknown:
+            raise ValueError(f"actions for agents not in the episode: {sorted(unknown)}")
+        r = self.node.step([actions.get(a) for a in self.possible_agents])
+        self._last = r
+        tenants = r["tenants"]
+        running = [t["reward"] for t in tenants if t["active"]]
+        node_mean = float(np.mean(running)) if running else 0.0
+        w = self.global_weight
+        observations, rewards, terminations, truncations, infos = {}, {}, {}, {}, {}
+        for a in self.agents:
+            t = tenants[self._index[a]]
+            observations[a] = t["obs"]
+            rewards[a] = (1 - w) * t["reward"] + w * node_mean
+            terminations[a] = bool(t["terminated"])
+            truncations[a] = False
+            infos[a] = _tenant_info(t)
+        self.agents = [a for a in self.agents if not terminations[a]]
+        return observations, rewards, terminations, truncations, infos
+
+    def render(self):
+        return None
+
+    def close(self):
+        pass
+
+    def state(self):
+        """The node's state: every tenant's observation, concatenated (the scheduler view's
+        observation)."""
+        if self._last is None:
+            raise RuntimeError("state() before reset")
+        return np.concatenate([t["obs"] for t in self._last["tenants"]]).astype(np.float32)
+
+
+def parallel_env(scenario="knl-2", **kwargs):
+    """A CoschedParallelEnv (PettingZoo's naming)."""
+    return CoschedParallelEnv(scenario=scenario, **kwargs)
+
+
+class SchedulerEnv(gymnasium.Env):
+    """Gymnasium: one scheduler places every tenant's regions (see the module's
+    documentation)."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, scenario="knl-2", objective="total", qos_min=0.5, qos_penalty=1.0,
+                 render_mode=None, **config):
+        if objective not in ("total", "geomean"):
+            raise ValueError(f"objective: {objective!r} is not 'total' or 'geomean'")
+        if not 0.0 <= float(qos_min) <= 1.0:
+            raise ValueError(f"qos_min: {qos_min} is not in [0, 1]")
+        if float(qos_penalty) < 0:
+            raise ValueError(f"qos_penalty: {qos_penalty} is negative")
+        if render_mode is not None:
+            raise ValueError("render_mode: tiergym renders nothing (None only)")
+        self.render_mode = None
+        self.objective = objective
+        self.qos_min = float(qos_min)
+        self.qos_penalty = float(qos_penalty)
+        self.node = Node(scenario, **config)
+        self.tenants = self.node.tenants
+        k = len(self.tenants)
+        tenant_obs = self.node.observation_space
+        self.observation_space = gymnasium.spaces.Box(
+            0.0, 1.0, (k * tenant_obs.shape[0],), np.float32)
+        tenant_action = self.node.action_space
+        if isinstance(tenant_action, gymnasium.spaces.Discrete):
+            self._per_tenant = 1
+            nvec = np.full(k, tenant_action.n, np.int64)
+        else:
+            self._per_tenant = int(np.prod(tenant_action.shape))
+            nvec = np.tile(np.asarray(tenant_action.nvec, np.int64).reshape(-1), k)
+        self.action_space = gymnasium.spaces.MultiDiscrete(nvec)
+        self._log_ratio = np.zeros(k)
+        self._done = True
+
+    def _obs(self, r):
+        return np.concatenate([t["obs"] for t in r["tenants"]]).astype(np.float32)
+
+    def _info(self, r):
+        return {"tenants": [_tenant_info(t) for t in r["tenants"]],
+                "node_elapsed_ns": r["elapsed_ns"], "node_step_ns": r["step_ns"],
+                "tier_used_bytes": r["tier_used_bytes"],
+                "tier_bandwidth_gbps": r["tier_bandwidth_gbps"]}
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        if seed is None:  # Gymnasium's generator, seeded from entropy, seeds the node
+            seed = int(self.np_random.integers(0, 2**63 - 1))
+        r = self.node.reset(seed)
+        self._log_ratio = np.zeros(len(self.tenants))
+        self._done = False
+        return self._obs(r), self._info(r)
+
+    def step(self, action):
+        if self._done:
+            raise RuntimeError("step after the episode ended; call reset")
+        action = np.asarray(action, dtype=np.int64).reshape(-1)
+        if action.shape != self.action_space.shape:
+            raise ValueError(f"action: expected {self.action_space.shape[0]} values, got "
+                             f"{action.shape[0]}")
+        n = self._per_tenant
+        if n == 1:
+            parts = [int(v) for v in action]
+        else:
+            parts = [action[i * n:(i + 1) * n] for i in range(len(self.tenants))]
+        r = self.node.step(parts)
+        tenants = r["tenants"]
+        k = len(tenants)
+        if self.objective == "total":
+            reward = float(sum(t["reward"] for t in tenants))
+        else:
+            log_ratio = np.array([
+                math.log(t["info"]["default_elapsed_ns"] / t["info"]["elapsed_ns"])
+                if t["info"]["elapsed_ns"] > 0 and t["info"]["default_elapsed_ns"] > 0 else 0.0
+                for t in tenants])
+            reward = float(np.mean(log_ratio - self._log_ratio))
+            self._log_ratio = log_ratio
+        shortfall = 0.0
+        for t in tenants:
+            if not t["active"]:
+                continue
+            charged = t["info"]["interval_ns"] + t["info"]["migration_ns"]
+            speed = t["info"]["default_interval_ns"] / charged if charged > 0 else 1.0
+            shortfall += max(0.0, self.qos_min - speed)
+        reward -= self.qos_penalty * shortfall / k
+        self._done = bool(r["done"])
+        info = self._info(r)
+        info["qos_shortfall"] = shortfall
+        return self._obs(r), reward, self._done, False, info
+
+    def render(self):
+        return None
+

@@ -1,0 +1,122 @@
+"""Co-scheduled tenants in Python (tiergym.cosched): PettingZoo's and Gymnasium's checkers,
+and one tenant against the single-application environment."""
+
+import gymnasium
+import numpy as np
+import pytest
+
+import tiergym
+from tiergym import cosched
+from tiergym.inprocess import have_core
+
+pytestmark = pytest.mark.skipif(not have_core(), reason="the extension tiergym._core is not built")
+
+SMALL = {"num_regions": 8, "steps": 12}
+
+
+def small_parallel(**kw):
+    return cosched.parallel_env(scenario="knl-2", **{**SMALL, **kw})
+
+
+def test_pettingzoo_parallel_api_test_passes():
+    from pettingzoo.test import parallel_api_test
+    parallel_api_test(small_parallel(tenant_start_steps="0,3"), num_cycles=40)
+
+
+def test_pettingzoo_seed_test_passes():
+    from pettingzoo.test import parallel_seed_test
+    parallel_seed_test(lambda: small_parallel(start_jitter_steps=3), num_cycles=20)
+
+
+def test_gymnasium_check_env_passes_on_the_scheduler_view():
+    from gymnasium.utils.env_checker import check_env
+    env = gymnasium.make(cosched.COSCHED_SCHEDULER_ID, scenario="knl-2", **SMALL)
+    check_env(env.unwrapped, skip_render_check=True)
+    obs, info = env.reset(seed=1)
+    assert env.observation_space.contains(obs)
+    assert len(info["tenants"]) == 2
+    env.close()
+
+
+def test_one_tenant_gives_the_single_application_rewards_bit_for_bit():
+    for config in ({"num_regions": 8, "steps": 12},
+                   {"num_regions": 16, "steps": 10, "action_mode": "keep",
+                    "tier_capacity_mib": "hbm:300"}):
+        single = tiergym.InProcessVectorEnv(1, profiles="lulesh", **config)
+        node = cosched.parallel_env(scenario=None, tenants=["lulesh"], **config)
+        try:
+            single.reset(seed=3)
+            node.reset(seed=3)
+            rng = np.random.default_rng(3)
+            agent = node.possible_agents[0]
+            for _ in range(200):
+                action = node.action_space(agent).sample()
+                _, r1, term1, _, _ = single.step(action[None, :])
+                _, r2, term2, _, infos = node.step({agent: action})
+                assert r2[agent] == r1[0]  # bit for bit
+                assert term2[agent] == term1[0]
+                if term1[0]:
+                    break
+                rng.random()
+            else:
+                pytest.fail("the episode never ended")
+        finally:
+            single.close()
+
+
+def test_co_runners_slow_each_other_and_the_global_weight_mixes_rewards():
+    env = small_parallel(tier_capacity_mib="hbm:65536")
+    own = small_parallel(tier_capacity_mib="hbm:65536", global_weight=1.0)
+    env.reset(seed=0)
+    own.reset(seed=0)
+    hbm = {a: np.ones(env.action_space(a).shape, np.int64) for a in env.possible_agents}
+    slowed = False
+    while env.agents:
+        _, rewards, _, _, infos = env.step(hbm)
+        _, mixed, _, _, _ = own.step(hbm)
+        slowed = slowed or any(np.max(i["slowdown"]) > 1.0 for i in infos.values())
+        mean = np.mean([rewards[a] for a in rewards if infos[a]["active"]])
+        for a in mixed:
+            assert mixed[a] == pytest.approx(mean)
+    assert slowed
+
+
+def test_bundled_scenarios_load_by_name():
+    for name in ("knl-2", "knl-4", "disagg-2", "disagg-4"):
+        env = cosched.SchedulerEnv(scenario=name, steps=4, num_regions=4)
+        obs, info = env.reset(seed=0)
+        assert len(info["tenants"]) == len(cosched.SCENARIOS[name]["tenants"])
+        assert obs.shape == env.observation_space.shape
+        tiers = 3 if name.startswith("disagg") else 2
+        assert len(info["tier_used_bytes"]) == tiers
+    with pytest.raises(ValueError, match="unknown scenario"):
+        cosched.scenario_config("nosuch")
+
+
+def test_bad_configurations_name_the_key():
+    with pytest.raises(ValueError, match="config key 'tenant_start_steps'"):
+        small_parallel(tenant_start_steps="0")
+    with pytest.raises(ValueError, match="config key 'interference'"):
+        small_parallel(interference="x.json")
+    with pytest.raises(ValueError, match="objective"):
+        cosched.SchedulerEnv(objective="best")
+
+
+def test_the_reference_policies_evaluate_and_print_every_tenant(capsys):
+    import cosched_evaluate
+    assert cosched_evaluate.main(["--scenarios", "knl-2", "--steps", "6", "--regions", "4"]) == 0
+    out = capsys.readouterr().out
+    for policy in ("default", "blind", "aware", "oracle"):
+        assert f"\n{policy} " in out
+    assert "minife=" in out and "lulesh=" in out
+    with pytest.raises(SystemExit):
+        cosched_evaluate.main(["--scenarios", "nosuch"])
+
+
+def test_the_state_is_every_tenants_observation():
+    env = small_parallel()
+    observations, _ = env.reset(seed=2)
+    state = env.state()
+    assert env.state_space.contains(state)
+    np.testing.assert_array_equal(state, np.concatenate([observations[a]
+                                                         for a in env.possible_agents]))
