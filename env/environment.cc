@@ -6,6 +6,7 @@
 #include <random>
 
 #include "absl/strings/str_join.h"
+#include "env/config_reader.h"
 #include "env/interval_pricer.h"
 #include "env/profile_assets.h"
 #include "env/regions.h"
@@ -25,97 +26,6 @@ constexpr int kRegionFeatures = 4;  // tier, last share, history, size share
 // ObservationMode::kNormalized: also last share, history and size share against the average
 // region (times the number of regions), each x / (1 + x).
 constexpr int kNormalizedRegionFeatures = 7;
-
-// Errors name the key in the message ("config key 'steps': ...") and carry it as their
-// field (traces/base/field_status.h).
-absl::Status KeyError(std::string_view key, std::string_view detail) {
-  return WithField(absl::InvalidArgumentError(StrCat("config key '", key, "': ", detail)), key);
-}
-
-absl::StatusOr<int64_t> ParseInt(const std::string& key, const std::string& value, int64_t lo,
-                                 int64_t hi) {
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(value.c_str(), &end, 10);
-  if (value.empty() || *end != '\0' || errno != 0 || v < lo || v > hi) {
-    return KeyError(key, StrCat("'", value, "' is not an integer in [", lo, ", ", hi, "]"));
-  }
-  return v;
-}
-
-absl::StatusOr<double> ParseReal(const std::string& key, const std::string& value, double lo,
-                                 double hi) {
-  char* end = nullptr;
-  const double v = std::strtod(value.c_str(), &end);
-  if (value.empty() || *end != '\0' || !std::isfinite(v) || v < lo || v > hi) {
-    return KeyError(key, StrCat("'", value, "' is not a number in [", lo, ", ", hi, "]"));
-  }
-  return v;
-}
-
-// An integer key: an integer (or a real with an integral value) as sent, or its decimal
-// text (command lines, version-2 clients that sent text).
-absl::StatusOr<int64_t> IntOf(const std::string& key, const ConfigValue& value, int64_t lo,
-                              int64_t hi) {
-  if (const std::string* text = value.string()) return ParseInt(key, *text, lo, hi);
-  int64_t v = 0;
-  if (const int64_t* i = value.integer()) {
-    v = *i;
-  } else if (const double* d = value.real();
-             d != nullptr && std::isfinite(*d) && std::trunc(*d) == *d && std::abs(*d) < 9e18) {
-    v = static_cast<int64_t>(*d);
-  } else {
-    return KeyError(key,
-                    StrCat("expected an integer in [", lo, ", ", hi, "], got ",
-                           value.real() != nullptr ? ConfigValueText(value) : value.TypeName()));
-  }
-  if (v < lo || v > hi)
-    return KeyError(key, StrCat(v, " is not an integer in [", lo, ", ", hi, "]"));
-  return v;
-}
-
-// A real key: a number as sent, or its text.
-absl::StatusOr<double> RealOf(const std::string& key, const ConfigValue& value, double lo,
-                              double hi) {
-  if (const std::string* text = value.string()) return ParseReal(key, *text, lo, hi);
-  double v = 0;
-  if (const int64_t* i = value.integer()) {
-    v = static_cast<double>(*i);
-  } else if (const double* d = value.real()) {
-    v = *d;
-  } else {
-    return KeyError(key,
-                    StrCat("expected a number in [", lo, ", ", hi, "], got ", value.TypeName()));
-  }
-  if (!std::isfinite(v) || v < lo || v > hi) {
-    return KeyError(key, StrCat(v, " is not a number in [", lo, ", ", hi, "]"));
-  }
-  return v;
-}
-
-absl::StatusOr<std::string> StringOf(const std::string& key, const ConfigValue& value) {
-  if (const std::string* text = value.string()) return *text;
-  return KeyError(key, StrCat("expected a string, got ", value.TypeName()));
-}
-
-// A list key: a list as sent, or comma-separated text (command lines, older clients).
-// Empty items are left out.
-absl::StatusOr<std::vector<std::string>> ListOf(const std::string& key, const ConfigValue& value) {
-  std::vector<std::string> out;
-  if (const ConfigValue::List* list = value.list()) {
-    for (const std::string& item : *list) {
-      if (!item.empty()) out.push_back(item);
-    }
-    return out;
-  }
-  if (const std::string* text = value.string()) {
-    for (std::string_view field : SplitFields(*text, ',')) {
-      if (!field.empty()) out.emplace_back(field);
-    }
-    return out;
-  }
-  return KeyError(key, StrCat("expected a list of strings, got ", value.TypeName()));
-}
 
 }  // namespace
 
@@ -145,17 +55,17 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const ConfigMap& keys) {
   EnvConfig c;
   for (const auto& [key, value] : keys) {
     if (key == "profiles") {
-      TG_ASSIGN_OR_RETURN(c.profiles, ListOf(key, value));
+      TG_ASSIGN_OR_RETURN(c.profiles, ConfigList(key, value));
     } else if (key == "machine") {
-      TG_ASSIGN_OR_RETURN(c.machine, StringOf(key, value));
+      TG_ASSIGN_OR_RETURN(c.machine, ConfigString(key, value));
     } else if (key == "num_regions") {
-      TG_ASSIGN_OR_RETURN(int64_t v, IntOf(key, value, 1, 65536));
+      TG_ASSIGN_OR_RETURN(int64_t v, ConfigInt(key, value, 1, 65536));
       c.num_regions = static_cast<int>(v);
     } else if (key == "steps") {
-      TG_ASSIGN_OR_RETURN(int64_t v, IntOf(key, value, 0, 1'000'000));
+      TG_ASSIGN_OR_RETURN(int64_t v, ConfigInt(key, value, 0, 1'000'000));
       c.steps = static_cast<int>(v);
     } else if (key == "action_mode") {
-      TG_ASSIGN_OR_RETURN(std::string mode, StringOf(key, value));
+      TG_ASSIGN_OR_RETURN(std::string mode, ConfigString(key, value));
       if (mode == "placement") {
         c.action_mode = ActionMode::kPlacement;
       } else if (mode == "move") {
@@ -163,49 +73,49 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const ConfigMap& keys) {
       } else if (mode == "keep") {
         c.action_mode = ActionMode::kKeep;
       } else {
-        return KeyError(key, StrCat("'", mode, "' is not placement, keep or move"));
+        return ConfigKeyError(key, StrCat("'", mode, "' is not placement, keep or move"));
       }
     } else if (key == "observation") {
-      TG_ASSIGN_OR_RETURN(std::string mode, StringOf(key, value));
+      TG_ASSIGN_OR_RETURN(std::string mode, ConfigString(key, value));
       if (mode == "raw") {
         c.observation = ObservationMode::kRaw;
       } else if (mode == "normalized") {
         c.observation = ObservationMode::kNormalized;
       } else {
-        return KeyError(key, StrCat("'", mode, "' is not raw or normalized"));
+        return ConfigKeyError(key, StrCat("'", mode, "' is not raw or normalized"));
       }
     } else if (key == "model") {
-      TG_ASSIGN_OR_RETURN(std::string name, StringOf(key, value));
+      TG_ASSIGN_OR_RETURN(std::string name, ConfigString(key, value));
       auto m = ParseModel(name);
-      if (!m.ok()) return KeyError(key, StrCat(m.status().message()));
+      if (!m.ok()) return ConfigKeyError(key, StrCat(m.status().message()));
       c.model = *m;
     } else if (key == "history_decay") {
-      TG_ASSIGN_OR_RETURN(c.history_decay, RealOf(key, value, 0, 0.999999));
+      TG_ASSIGN_OR_RETURN(c.history_decay, ConfigReal(key, value, 0, 0.999999));
     } else if (key == "migration_gbps") {
-      TG_ASSIGN_OR_RETURN(c.migration_gbps, RealOf(key, value, 0, 1e6));
+      TG_ASSIGN_OR_RETURN(c.migration_gbps, ConfigReal(key, value, 0, 1e6));
     } else if (key == "interference") {
-      TG_ASSIGN_OR_RETURN(c.interference, StringOf(key, value));
+      TG_ASSIGN_OR_RETURN(c.interference, ConfigString(key, value));
     } else if (key == "tier_capacity_mib") {
       // TIER:MIB items, as a list or comma-separated text.
-      TG_ASSIGN_OR_RETURN(std::vector<std::string> items, ListOf(key, value));
+      TG_ASSIGN_OR_RETURN(std::vector<std::string> items, ConfigList(key, value));
       c.tier_capacity_mib.clear();
       for (const std::string& item : items) {
         const size_t colon = item.find(':');
         if (colon == std::string::npos || colon == 0) {
-          return KeyError(key, StrCat("'", item, "' is not TIER:MIB"));
+          return ConfigKeyError(key, StrCat("'", item, "' is not TIER:MIB"));
         }
         const std::string tier = item.substr(0, colon);
         TG_ASSIGN_OR_RETURN(int64_t mib,
-                            ParseInt(key, item.substr(colon + 1), 1, int64_t{1} << 40));
+                            ConfigIntText(key, item.substr(colon + 1), 1, int64_t{1} << 40));
         for (const auto& [other, unused] : c.tier_capacity_mib) {
-          if (other == tier) return KeyError(key, StrCat("tier '", tier, "' given twice"));
+          if (other == tier) return ConfigKeyError(key, StrCat("tier '", tier, "' given twice"));
         }
         c.tier_capacity_mib.emplace_back(tier, static_cast<uint64_t>(mib));
       }
     } else if (key == "calibration") {
-      TG_ASSIGN_OR_RETURN(c.calibration, StringOf(key, value));
+      TG_ASSIGN_OR_RETURN(c.calibration, ConfigString(key, value));
     } else if (key == "window_instructions") {
-      TG_ASSIGN_OR_RETURN(int64_t v, IntOf(key, value, 1, int64_t{1} << 40));
+      TG_ASSIGN_OR_RETURN(int64_t v, ConfigInt(key, value, 1, int64_t{1} << 40));
       c.window_instructions = static_cast<uint64_t>(v);
     } else {
       const std::string known = absl::StrJoin(
@@ -215,7 +125,7 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const ConfigMap& keys) {
           key);
     }
   }
-  if (c.profiles.empty()) return KeyError("profiles", "at least one profile is required");
+  if (c.profiles.empty()) return ConfigKeyError("profiles", "at least one profile is required");
   return c;
 }
 
@@ -315,7 +225,7 @@ absl::StatusOr<Machine> ConfiguredMachine(const EnvConfig& config) {
     auto it = std::find_if(machine->tiers.begin(), machine->tiers.end(),
                            [&](const TierSpec& t) { return t.name == tier_name; });
     if (it == machine->tiers.end()) {
-      return KeyError(
+      return ConfigKeyError(
           "tier_capacity_mib",
           StrCat("machine ", machine->name, " has no tier '", tier_name, "' (tiers: ",
                  absl::StrJoin(machine->tiers, ", ",
@@ -328,7 +238,7 @@ absl::StatusOr<Machine> ConfiguredMachine(const EnvConfig& config) {
 }
 
 absl::StatusOr<EnvSpec> MakeEnvSpec(const EnvConfig& config, const Machine& machine) {
-  if (config.num_regions < 1) return KeyError("num_regions", "must be at least 1");
+  if (config.num_regions < 1) return ConfigKeyError("num_regions", "must be at least 1");
   EnvSpec spec;
   const size_t tiers = machine.tiers.size();
   spec.num_regions = config.num_regions;
@@ -602,7 +512,8 @@ void AddToSpec(const ProfileAssets& p, EnvSpec& spec) {
 
 absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig& config,
                                                                  ProfileCache* cache) {
-  if (config.profiles.empty()) return KeyError("profiles", "at least one profile is required");
+  if (config.profiles.empty())
+    return ConfigKeyError("profiles", "at least one profile is required");
   ProfileCache own;  // without a shared cache: one for this load (the assets keep theirs)
   if (cache == nullptr) cache = &own;
   auto impl = std::make_unique<Impl>();

@@ -1,12 +1,11 @@
 #include "env/cosched/cosched_env.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
 #include <random>
 #include <utility>
 
 #include "absl/strings/str_join.h"
+#include "env/config_reader.h"
 #include "env/profile_assets.h"
 #include "env/spec/action_check.h"
 #include "estimator/contention/contention_model.h"
@@ -19,54 +18,6 @@ namespace tiergym::env {
 namespace {
 
 constexpr double kCacheLineBytes = 64;
-
-absl::Status KeyError(std::string_view key, std::string_view detail) {
-  return WithField(absl::InvalidArgumentError(StrCat("config key '", key, "': ", detail)), key);
-}
-
-// A list of strings: a list as sent or comma-separated text; empty items left out.
-absl::StatusOr<std::vector<std::string>> ListOf(const std::string& key, const ConfigValue& value) {
-  std::vector<std::string> out;
-  if (const ConfigValue::List* list = value.list()) {
-    for (const std::string& item : *list) {
-      if (!item.empty()) out.push_back(item);
-    }
-    return out;
-  }
-  if (const std::string* text = value.string()) {
-    for (std::string_view field : SplitFields(*text, ',')) {
-      if (!field.empty()) out.emplace_back(field);
-    }
-    return out;
-  }
-  return KeyError(key, StrCat("expected a list of strings, got ", value.TypeName()));
-}
-
-absl::StatusOr<int> IntText(const std::string& key, const std::string& text, int lo, int hi) {
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno != 0 || v < lo || v > hi) {
-    return KeyError(key, StrCat("'", text, "' is not an integer in [", lo, ", ", hi, "]"));
-  }
-  return static_cast<int>(v);
-}
-
-absl::StatusOr<int> IntOf(const std::string& key, const ConfigValue& value, int lo, int hi) {
-  if (const int64_t* i = value.integer()) {
-    if (*i < lo || *i > hi) {
-      return KeyError(key, StrCat(*i, " is not an integer in [", lo, ", ", hi, "]"));
-    }
-    return static_cast<int>(*i);
-  }
-  if (const std::string* text = value.string()) return IntText(key, *text, lo, hi);
-  return KeyError(key, StrCat("expected an integer, got ", value.TypeName()));
-}
-
-absl::StatusOr<std::string> StringOf(const std::string& key, const ConfigValue& value) {
-  if (const std::string* text = value.string()) return *text;
-  return KeyError(key, StrCat("expected a string, got ", value.TypeName()));
-}
 
 constexpr int kMaxStartStep = 1'000'000;
 
@@ -95,37 +46,41 @@ absl::StatusOr<CoschedConfig> ParseCoschedConfig(const ConfigMap& keys) {
   ConfigMap env_keys;
   for (const auto& [key, value] : keys) {
     if (key == "tenants") {
-      TG_ASSIGN_OR_RETURN(c.tenants, ListOf(key, value));
+      TG_ASSIGN_OR_RETURN(c.tenants, ConfigList(key, value));
     } else if (key == "tenant_start_steps") {
-      TG_ASSIGN_OR_RETURN(std::vector<std::string> items, ListOf(key, value));
+      TG_ASSIGN_OR_RETURN(std::vector<std::string> items, ConfigList(key, value));
       c.start_steps.clear();
       for (const std::string& item : items) {
-        TG_ASSIGN_OR_RETURN(int v, IntText(key, item, 0, kMaxStartStep));
-        c.start_steps.push_back(v);
+        TG_ASSIGN_OR_RETURN(int64_t v, ConfigIntText(key, item, 0, kMaxStartStep));
+        c.start_steps.push_back(static_cast<int>(v));
       }
     } else if (key == "start_jitter_steps") {
-      TG_ASSIGN_OR_RETURN(c.start_jitter_steps, IntOf(key, value, 0, kMaxStartStep));
+      TG_ASSIGN_OR_RETURN(int64_t v, ConfigInt(key, value, 0, kMaxStartStep));
+      c.start_jitter_steps = static_cast<int>(v);
     } else if (key == "sensitivity") {
-      TG_ASSIGN_OR_RETURN(c.sensitivity, StringOf(key, value));
+      TG_ASSIGN_OR_RETURN(c.sensitivity, ConfigString(key, value));
     } else if (key == "sensitivity_method") {
-      TG_ASSIGN_OR_RETURN(c.sensitivity_method, StringOf(key, value));
+      TG_ASSIGN_OR_RETURN(c.sensitivity_method, ConfigString(key, value));
       absl::StatusOr<contention::Method> method = contention::ParseMethod(c.sensitivity_method);
-      if (!method.ok()) return KeyError(key, StrCat(method.status().message()));
+      if (!method.ok()) return ConfigKeyError(key, StrCat(method.status().message()));
     } else if (key == "profiles") {
-      return KeyError(key, "a co-scheduled node takes its profiles from 'tenants'");
+      return ConfigKeyError(key, "a co-scheduled node takes its profiles from 'tenants'");
     } else if (key == "interference") {
-      return KeyError(key, "a co-scheduled node has no interference schedule: the tenants contend");
+      return ConfigKeyError(
+          key, "a co-scheduled node has no interference schedule: the tenants contend");
     } else {
       env_keys[key] = value;
     }
   }
-  if (c.tenants.empty()) return KeyError("tenants", "at least one tenant is required");
+  if (c.tenants.empty()) return ConfigKeyError("tenants", "at least one tenant is required");
   if (!c.start_steps.empty() && c.start_steps.size() != c.tenants.size()) {
-    return KeyError("tenant_start_steps", StrCat(c.start_steps.size(), " start steps for ",
-                                                 c.tenants.size(), " tenants; give one each"));
+    return ConfigKeyError("tenant_start_steps",
+                          StrCat(c.start_steps.size(), " start steps for ", c.tenants.size(),
+                                 " tenants; give one each"));
   }
   if (c.sensitivity.empty()) {
-    return KeyError("sensitivity", "the tenants' sensitivity curves (curves.csv) are required");
+    return ConfigKeyError("sensitivity",
+                          "the tenants' sensitivity curves (curves.csv) are required");
   }
   // The distinct profiles, in the order the tenants first name them.
   std::vector<std::string> profiles;
@@ -162,17 +117,18 @@ const ProfileAssets& CoschedAssets::tenant_profile(size_t i) const {
 
 absl::StatusOr<std::shared_ptr<const CoschedAssets>> CoschedAssets::Load(
     const CoschedConfig& config, ProfileCache* cache) {
-  if (config.tenants.empty()) return KeyError("tenants", "at least one tenant is required");
+  if (config.tenants.empty()) return ConfigKeyError("tenants", "at least one tenant is required");
   if (!config.env.interference.empty()) {
-    return KeyError("interference",
-                    "a co-scheduled node has no interference schedule: the tenants contend");
+    return ConfigKeyError("interference",
+                          "a co-scheduled node has no interference schedule: the tenants contend");
   }
   if (!config.start_steps.empty() && config.start_steps.size() != config.tenants.size()) {
-    return KeyError("tenant_start_steps", StrCat(config.start_steps.size(), " start steps for ",
-                                                 config.tenants.size(), " tenants"));
+    return ConfigKeyError(
+        "tenant_start_steps",
+        StrCat(config.start_steps.size(), " start steps for ", config.tenants.size(), " tenants"));
   }
   absl::StatusOr<contention::Method> method = contention::ParseMethod(config.sensitivity_method);
-  if (!method.ok()) return KeyError("sensitivity_method", StrCat(method.status().message()));
+  if (!method.ok()) return ConfigKeyError("sensitivity_method", StrCat(method.status().message()));
   absl::StatusOr<std::vector<contention::SensitivityFamily>> families =
       contention::ReadCurvesCsv(config.sensitivity);
   if (!families.ok()) {
@@ -191,8 +147,8 @@ absl::StatusOr<std::shared_ptr<const CoschedAssets>> CoschedAssets::Load(
     const auto it =
         std::find(config.env.profiles.begin(), config.env.profiles.end(), config.tenants[i]);
     if (it == config.env.profiles.end()) {
-      return KeyError("tenants", StrCat("tenant ", i, " (", config.tenants[i],
-                                        ") is not among the configuration's profiles"));
+      return ConfigKeyError("tenants", StrCat("tenant ", i, " (", config.tenants[i],
+                                              ") is not among the configuration's profiles"));
     }
     const auto p = static_cast<size_t>(it - config.env.profiles.begin());
     impl->profile_of_tenant.push_back(p);
@@ -202,12 +158,12 @@ absl::StatusOr<std::shared_ptr<const CoschedAssets>> CoschedAssets::Load(
         pa.estimator->profile().app().empty() ? pa.name : pa.estimator->profile().app();
     const contention::SensitivityFamily* family = contention::FindFamily(*families, app);
     if (family == nullptr) {
-      return KeyError("sensitivity", StrCat(config.sensitivity, " has no curves for '", app,
-                                            "' (tenant ", i, ", ", config.tenants[i], ")"));
+      return ConfigKeyError("sensitivity", StrCat(config.sensitivity, " has no curves for '", app,
+                                                  "' (tenant ", i, ", ", config.tenants[i], ")"));
     }
     absl::StatusOr<contention::ContentionModel> model =
         contention::ContentionModel::Create(*family, *method);
-    if (!model.ok()) return KeyError("sensitivity", StrCat(model.status().message()));
+    if (!model.ok()) return ConfigKeyError("sensitivity", StrCat(model.status().message()));
     impl->contention.push_back(*std::move(model));
     const auto repeats = static_cast<size_t>(
         std::count(impl->profile_of_tenant.begin(), impl->profile_of_tenant.end(), p));
@@ -215,11 +171,12 @@ absl::StatusOr<std::shared_ptr<const CoschedAssets>> CoschedAssets::Load(
   }
   // Every tenant starts on the default tier: together they must fit it.
   if (footprint > machine.tiers[0].capacity_bytes) {
-    return KeyError("tier_capacity_mib",
-                    StrCat("the tenants' footprints (", footprint >> 20,
-                           " MiB together) do not fit the default tier '", machine.tiers[0].name,
-                           "' (", machine.tiers[0].capacity_bytes >> 20,
-                           " MiB), where each starts; raise its capacity"));
+    return ConfigKeyError(
+        "tier_capacity_mib",
+        StrCat("the tenants' footprints (", footprint >> 20,
+               " MiB together) do not fit the default tier '", machine.tiers[0].name, "' (",
+               machine.tiers[0].capacity_bytes >> 20,
+               " MiB), where each starts; raise its capacity"));
   }
   impl->tenant_spec = env.spec();
   impl->tenant_spec.profiles = impl->tenant_names;
