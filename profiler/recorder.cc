@@ -5,7 +5,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -17,13 +16,13 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_join.h"
 #include "profiler/elf_symbols.h"
 #include "profiler/event_presets.h"
 #include "profiler/launcher.h"
+#include "profiler/stoppable_thread.h"
 #include "profiler/trace_assembler.h"
 #include "profiler/write_tracker.h"
 #include "traces/base/file.h"
@@ -139,27 +138,14 @@ class SignalForwarder {
 class Drainer {
  public:
   Drainer(PerfSession* session, TraceAssembler* assembler)
-      : session_(session), assembler_(assembler) {
-    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  }
-  ~Drainer() {
-    Stop();
-    if (wake_fd_ >= 0) ::close(wake_fd_);
-  }
+      : session_(session), assembler_(assembler) {}
 
   void Start() {
-    thread_ = std::thread([this] { Loop(); });
+    thread_.Start([this] { Loop(); });
   }
 
   // Drains what is left and joins the thread.
-  void Stop() {
-    if (!thread_.joinable()) return;
-    stop_ = true;
-    const uint64_t one = 1;
-    ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
-    (void)ignored;
-    thread_.join();
-  }
+  void Stop() { thread_.Stop(); }
 
   uint64_t ring_errors() const { return ring_errors_; }
   const std::string& first_error() const { return first_error_; }
@@ -189,8 +175,8 @@ class Drainer {
     for (size_t i = 0; i < session_->num_rings(); ++i) {
       fds.push_back(pollfd{session_->ring_fd(i), POLLIN, 0});
     }
-    fds.push_back(pollfd{wake_fd_, POLLIN, 0});
-    while (!stop_) {
+    fds.push_back(pollfd{thread_.wake_fd(), POLLIN, 0});
+    while (!thread_.stopping()) {
       // The watermark wakes us when a ring is a quarter full; the timeout bounds the
       // latency for slow streams.
       ::poll(fds.data(), fds.size(), 20);
@@ -201,12 +187,10 @@ class Drainer {
 
   PerfSession* session_;
   TraceAssembler* assembler_;
-  int wake_fd_ = -1;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
   uint64_t ring_errors_ = 0;
   uint64_t bytes_ = 0;
   std::string first_error_;
+  StoppableThread thread_;  // last: stopped before the members its loop uses go
 };
 
 // Runs `executable` under the dynamic loader's trace mode and returns its stdout.
