@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -45,6 +47,46 @@ uint64_t MonotonicNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+// The id of the raw_syscalls:sys_exit tracepoint read through a tracefs mounted in a
+// private mount namespace of a short-lived child, for a recorder with CAP_SYS_ADMIN on a
+// system where tracefs is not mounted: nothing changes outside the child. Empty when that
+// is not possible. The child makes system calls only (the recorder may have threads).
+std::string SysExitIdFromPrivateTracefs() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return "";
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return "";
+  }
+  if (pid == 0) {
+    constexpr char kDir[] = "/sys/kernel/tracing";
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("tracefs", kDir, "tracefs", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
+      ::_exit(1);
+    }
+    const int fd = ::open("/sys/kernel/tracing/events/raw_syscalls/sys_exit/id", O_RDONLY);
+    char buf[32];
+    const ssize_t n = fd < 0 ? -1 : ::read(fd, buf, sizeof buf);
+    if (n > 0 && ::write(fds[1], buf, static_cast<size_t>(n)) == n) ::_exit(0);
+    ::_exit(1);
+  }
+  ::close(fds[1]);
+  char buf[32];
+  ssize_t n;
+  do {
+    n = ::read(fds[0], buf, sizeof buf);
+  } while (n < 0 && errno == EINTR);
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return "";
+  return std::string(buf, static_cast<size_t>(n));
+}
+
 // Counts the system calls of a process (its threads and children included: inherit)
 // that return -EFAULT, with the raw_syscalls:sys_exit tracepoint filtered on `ret`. Only
 // counting, no samples: the kernel increments a counter, the process sees nothing.
@@ -60,9 +102,11 @@ class EfaultCounter {
         break;
       }
     }
+    if (id_text.empty()) id_text = SysExitIdFromPrivateTracefs();
     if (id_text.empty()) {
       return absl::UnavailableError(
-          "tracefs is not mounted: mount -t tracefs tracefs /sys/kernel/tracing to count them");
+          "tracefs is not mounted and cannot be mounted privately without CAP_SYS_ADMIN: mount "
+          "-t tracefs tracefs /sys/kernel/tracing to count them");
     }
     perf_event_attr attr;
     std::memset(&attr, 0, sizeof attr);
