@@ -4,7 +4,6 @@
 #include <linux/perf_event.h>
 #include <poll.h>
 #include <sched.h>
-#include <signal.h>
 #include <spawn.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
@@ -15,6 +14,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -84,7 +84,7 @@ std::string SysExitIdFromPrivateTracefs() {
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return "";
-  return std::string(buf, static_cast<size_t>(n));
+  return {buf, static_cast<size_t>(n)};
 }
 
 // Counts the system calls of a process (its threads and children included: inherit)
@@ -132,7 +132,7 @@ class EfaultCounter {
     if (fd_ >= 0) ::close(fd_);
   }
   // The count so far; -1 on a read error.
-  int64_t Read() const {
+  [[nodiscard]] int64_t Read() const {
     uint64_t n = 0;
     if (::read(fd_, &n, sizeof n) != static_cast<ssize_t>(sizeof n)) return -1;
     return static_cast<int64_t>(n);
@@ -191,9 +191,9 @@ class Drainer {
   // Drains what is left and joins the thread.
   void Stop() { thread_.Stop(); }
 
-  uint64_t ring_errors() const { return ring_errors_; }
-  const std::string& first_error() const { return first_error_; }
-  uint64_t bytes() const { return bytes_; }
+  [[nodiscard]] uint64_t ring_errors() const { return ring_errors_; }
+  [[nodiscard]] const std::string& first_error() const { return first_error_; }
+  [[nodiscard]] uint64_t bytes() const { return bytes_; }
 
  private:
   void DrainAll() {
@@ -246,10 +246,11 @@ absl::StatusOr<std::string> TraceLoadedObjects(const std::string& executable) {
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "LD_PRELOAD=", 11) != 0) env_strings.push_back(*e);
+    if (std::strncmp(*e, "LD_PRELOAD=", 11) != 0) env_strings.emplace_back(*e);
   }
-  env_strings.push_back("LD_TRACE_LOADED_OBJECTS=1");
+  env_strings.emplace_back("LD_TRACE_LOADED_OBJECTS=1");
   std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
   char* argv[] = {const_cast<char*>(executable.c_str()), nullptr};
@@ -658,7 +659,7 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
       summary.notes.push_back(StrCat("write tracking refused a process: ", ts.setup_error));
     }
     if (ts.processes == 0) {
-      summary.notes.push_back(
+      summary.notes.emplace_back(
           "no process of the command handed its userfaultfd over (statically linked, setuid, "
           "or userfaultfd refused by the kernel): samples are first touches only");
     }
@@ -684,7 +685,7 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
     summary.failure = summary.failure.empty() ? efault : StrCat(summary.failure, "; ", efault);
   }
   if (backend == Backend::kSoftware) {
-    summary.notes.push_back(
+    summary.notes.emplace_back(
         options.rearm_interval_us > 0
             ? "software backend: samples are page faults: the first touch of each page, and "
               "the first write to each page after each re-arm; the instructions column is the "

@@ -87,7 +87,7 @@ struct Guard {
 };
 
 Guard& TheGuard() {
-  static Guard* guard = new Guard;  // never destroyed: recv may run during exit
+  static auto* guard = new Guard;  // never destroyed: recv may run during exit
   return *guard;
 }
 

@@ -12,7 +12,8 @@ namespace {
 
 // A loop that would sleep in poll() for a minute unless its wake descriptor wakes it;
 // counts its rounds and says when it has ended.
-void SleepUntilStopped(StoppableThread* thread, std::atomic<int>* rounds, std::atomic<bool>* ended) {
+void SleepUntilStopped(StoppableThread* thread, std::atomic<int>* rounds,
+                       std::atomic<bool>* ended) {
   pollfd fd{thread->wake_fd(), POLLIN, 0};
   while (!thread->stopping()) {
     ::poll(&fd, 1, 60'000);
