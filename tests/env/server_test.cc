@@ -357,6 +357,7 @@ class RawZmtpPeer {
     greeting[0] = '\xff';
     greeting[9] = '\x7f';
     greeting[10] = '\x03';
+    greeting[11] = '\x01';  // ZMTP 3.1: heartbeats
     greeting.replace(12, 4, "NULL");
     const std::string ready = std::string("\x05READY\x0bSocket-Type\0\0\0\x06", 22) + "DEALER";
     char theirs[64];
@@ -366,10 +367,12 @@ class RawZmtpPeer {
   ~RawZmtpPeer() { ::close(fd_); }
   bool connected() const { return connected_; }
   // One data frame; false once the server has dropped the connection.
-  bool SendFrame(size_t bytes, bool more) {
+  bool SendFrame(const std::string& body, bool more) {
     std::string frame(1, static_cast<char>(2 | (more ? 1 : 0)));
-    for (int shift = 56; shift >= 0; shift -= 8) frame += static_cast<char>((bytes >> shift) & 255);
-    return Send(frame + std::string(bytes, 'x'));
+    for (int shift = 56; shift >= 0; shift -= 8) {
+      frame += static_cast<char>((body.size() >> shift) & 255);
+    }
+    return Send(frame + body);
   }
 
  private:
@@ -397,7 +400,8 @@ TEST_P(FakeServerTest, AMessageWhosePartsNeverEndLosesItsConnection) {
     RawZmtpPeer peer(server_->endpoint());
     ASSERT_TRUE(peer.connected());
     size_t sent = 0, frames = 0;
-    while (frames < 100'000 && peer.SendFrame(frame_bytes, /*more=*/true)) {
+    const std::string frame(frame_bytes, 'x');
+    while (frames < 100'000 && peer.SendFrame(frame, /*more=*/true)) {
       sent += frame_bytes;
       ++frames;
     }
@@ -409,6 +413,41 @@ TEST_P(FakeServerTest, AMessageWhosePartsNeverEndLosesItsConnection) {
   // A well-formed peer on the same path is served as before.
   RawConnection fine(server_->endpoint(), zmq::socket_type::req);
   EXPECT_THAT(fine.Ask(mp::Req("hello", {})), HasSubstr("protocol"));
+}
+
+// A peer that falls silent without closing its connection (it answers no heartbeat and
+// reads nothing, as a host that vanished) loses its sessions after three heartbeat
+// intervals.
+TEST(ServerHeartbeatTest, SessionsOfAPeerThatFallsSilentAreReclaimedAfterThreeHeartbeats) {
+  const std::string dir = TempDir("heartbeat");
+  ServerOptions options;
+  options.endpoint = "ipc://" + dir + "/s.sock";
+  options.heartbeat_s = 0.2;
+  RunningServer server(options, ServiceOptions{}, std::make_shared<testing::FakeProvider>());
+  absl::StatusOr<std::unique_ptr<Client>> watcher = Client::Connect({server.endpoint(), 10});
+  ASSERT_TRUE(watcher.ok()) << watcher.status();
+  RawZmtpPeer silent(server.endpoint());
+  ASSERT_TRUE(silent.connected());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(silent.SendFrame(mp::Req("make", {{"env", mp::S(protocol::kEnvId)}}), false));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  uint64_t made = 0, open = 1;
+  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    absl::StatusOr<protocol::StatsReply> stats = (*watcher)->Stats();
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    made = stats->sessions_made;
+    open = stats->sessions;
+    if (made == 3 && open == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const double took_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(made, 3u);
+  EXPECT_EQ(open, 0u) << "sessions of the silent peer still open after " << took_s << " s";
+  EXPECT_LT(took_s, 5.0);
+  server.Stop();
+  fs::remove_all(dir);
 }
 
 // A client that pipelines without reading: its replies wait in a bounded outbox, then are
