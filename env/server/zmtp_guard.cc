@@ -118,7 +118,8 @@ uint64_t GuardedConnectionsDropped() { return TheGuard().dropped.load(); }
 extern "C" {
 
 int accept(int fd, sockaddr* addr, socklen_t* len) {
-  const int conn = static_cast<int>(::syscall(SYS_accept, fd, addr, len));
+  // accept4 with no flags: some architectures (arm64) have no accept system call.
+  const int conn = static_cast<int>(::syscall(SYS_accept4, fd, addr, len, 0));
   tiergym::env::Follow(conn);
   return conn;
 }
