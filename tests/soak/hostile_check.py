@@ -551,16 +551,28 @@ def main(argv=None):
     time.sleep(6)
     rss_start = rss_bytes(server.pid)
 
-    check_reads(endpoint, work, report)
-    check_special(endpoint, data, report)
-    check_hijack(endpoint, report)
-    check_budget(endpoint, report)
-    check_retry(endpoint, data, report)
-    check_parts(endpoint, server.pid, report)
-    check_pipeline(endpoint, report)
-    check_fuzz(endpoint, server.pid, report, n=args.messages)
-    check_killed(endpoint, report)
-    check_silent(endpoint, report)
+    def run(check, *check_args, **kwargs):
+        # A check that breaks (a reply that never came, say) is an item not met, and the
+        # server is still stopped at the end.
+        try:
+            check(*check_args, report, **kwargs)
+        except Exception as e:  # noqa: BLE001
+            report.item(check.__name__[6:], False, f"the check broke off: {e!r}")
+
+    try:
+        run(check_reads, endpoint, work)
+        run(check_special, endpoint, data)
+        run(check_hijack, endpoint)
+        run(check_budget, endpoint)
+        run(check_retry, endpoint, data)
+        run(check_parts, endpoint, server.pid)
+        run(check_pipeline, endpoint)
+        run(check_fuzz, endpoint, server.pid, n=args.messages)
+        run(check_killed, endpoint)
+        run(check_silent, endpoint)
+    finally:
+        if server.poll() is None and sys.exc_info()[0] is not None:
+            server.kill()
 
     # Every client is gone: the memory must come back (unused configurations go after 1 s,
     # the heap is trimmed on the reclamation ticks after).
@@ -568,7 +580,7 @@ def main(argv=None):
     for _ in range(6):
         time.sleep(1)
         rss_end = min(rss_end or 1 << 62, rss_bytes(server.pid))
-    still = ask(keeper, op="reset", session=kept, seed=1)
+    still = ask(keeper, op="reset", session=kept, seed=1) or {}
     keeper.close()
     report.item("rss", rss_end <= RSS_BOUND * rss_start and still.get("ok"),
                 f"{rss_start / 2**20:.1f} MiB before, {rss_end / 2**20:.1f} MiB after "
@@ -578,7 +590,7 @@ def main(argv=None):
     rc = server.wait(timeout=10)
     if rc != 0:
         report.item("exit", False, f"the first server exited {rc}")
-    check_sigterm(args.binary, work, data, report)
+    run(check_sigterm, args.binary, work, data)
 
     took = time.monotonic() - t_start
     if report.failed:
