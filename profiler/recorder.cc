@@ -3,10 +3,10 @@
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <poll.h>
-#include <signal.h>
+#include <sched.h>
 #include <spawn.h>
-#include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -14,16 +14,17 @@
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_join.h"
 #include "profiler/elf_symbols.h"
 #include "profiler/event_presets.h"
 #include "profiler/launcher.h"
+#include "profiler/stoppable_thread.h"
 #include "profiler/trace_assembler.h"
 #include "profiler/write_tracker.h"
 #include "traces/base/file.h"
@@ -46,6 +47,46 @@ uint64_t MonotonicNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+// The id of the raw_syscalls:sys_exit tracepoint read through a tracefs mounted in a
+// private mount namespace of a short-lived child, for a recorder with CAP_SYS_ADMIN on a
+// system where tracefs is not mounted: nothing changes outside the child. Empty when that
+// is not possible. The child makes system calls only (the recorder may have threads).
+std::string SysExitIdFromPrivateTracefs() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return "";
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return "";
+  }
+  if (pid == 0) {
+    constexpr char kDir[] = "/sys/kernel/tracing";
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("tracefs", kDir, "tracefs", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
+      ::_exit(1);
+    }
+    const int fd = ::open("/sys/kernel/tracing/events/raw_syscalls/sys_exit/id", O_RDONLY);
+    char buf[32];
+    const ssize_t n = fd < 0 ? -1 : ::read(fd, buf, sizeof buf);
+    if (n > 0 && ::write(fds[1], buf, static_cast<size_t>(n)) == n) ::_exit(0);
+    ::_exit(1);
+  }
+  ::close(fds[1]);
+  char buf[32];
+  ssize_t n;
+  do {
+    n = ::read(fds[0], buf, sizeof buf);
+  } while (n < 0 && errno == EINTR);
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return "";
+  return {buf, static_cast<size_t>(n)};
+}
+
 // Counts the system calls of a process (its threads and children included: inherit)
 // that return -EFAULT, with the raw_syscalls:sys_exit tracepoint filtered on `ret`. Only
 // counting, no samples: the kernel increments a counter, the process sees nothing.
@@ -61,9 +102,11 @@ class EfaultCounter {
         break;
       }
     }
+    if (id_text.empty()) id_text = SysExitIdFromPrivateTracefs();
     if (id_text.empty()) {
       return absl::UnavailableError(
-          "tracefs is not mounted: mount -t tracefs tracefs /sys/kernel/tracing to count them");
+          "tracefs is not mounted and cannot be mounted privately without CAP_SYS_ADMIN: mount "
+          "-t tracefs tracefs /sys/kernel/tracing to count them");
     }
     perf_event_attr attr;
     std::memset(&attr, 0, sizeof attr);
@@ -89,7 +132,7 @@ class EfaultCounter {
     if (fd_ >= 0) ::close(fd_);
   }
   // The count so far; -1 on a read error.
-  int64_t Read() const {
+  [[nodiscard]] int64_t Read() const {
     uint64_t n = 0;
     if (::read(fd_, &n, sizeof n) != static_cast<ssize_t>(sizeof n)) return -1;
     return static_cast<int64_t>(n);
@@ -139,31 +182,18 @@ class SignalForwarder {
 class Drainer {
  public:
   Drainer(PerfSession* session, TraceAssembler* assembler)
-      : session_(session), assembler_(assembler) {
-    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  }
-  ~Drainer() {
-    Stop();
-    if (wake_fd_ >= 0) ::close(wake_fd_);
-  }
+      : session_(session), assembler_(assembler) {}
 
   void Start() {
-    thread_ = std::thread([this] { Loop(); });
+    thread_.Start([this] { Loop(); });
   }
 
   // Drains what is left and joins the thread.
-  void Stop() {
-    if (!thread_.joinable()) return;
-    stop_ = true;
-    const uint64_t one = 1;
-    ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
-    (void)ignored;
-    thread_.join();
-  }
+  void Stop() { thread_.Stop(); }
 
-  uint64_t ring_errors() const { return ring_errors_; }
-  const std::string& first_error() const { return first_error_; }
-  uint64_t bytes() const { return bytes_; }
+  [[nodiscard]] uint64_t ring_errors() const { return ring_errors_; }
+  [[nodiscard]] const std::string& first_error() const { return first_error_; }
+  [[nodiscard]] uint64_t bytes() const { return bytes_; }
 
  private:
   void DrainAll() {
@@ -189,8 +219,8 @@ class Drainer {
     for (size_t i = 0; i < session_->num_rings(); ++i) {
       fds.push_back(pollfd{session_->ring_fd(i), POLLIN, 0});
     }
-    fds.push_back(pollfd{wake_fd_, POLLIN, 0});
-    while (!stop_) {
+    fds.push_back(pollfd{thread_.wake_fd(), POLLIN, 0});
+    while (!thread_.stopping()) {
       // The watermark wakes us when a ring is a quarter full; the timeout bounds the
       // latency for slow streams.
       ::poll(fds.data(), fds.size(), 20);
@@ -201,12 +231,10 @@ class Drainer {
 
   PerfSession* session_;
   TraceAssembler* assembler_;
-  int wake_fd_ = -1;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
   uint64_t ring_errors_ = 0;
   uint64_t bytes_ = 0;
   std::string first_error_;
+  StoppableThread thread_;  // last: stopped before the members its loop uses go
 };
 
 // Runs `executable` under the dynamic loader's trace mode and returns its stdout.
@@ -218,10 +246,11 @@ absl::StatusOr<std::string> TraceLoadedObjects(const std::string& executable) {
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "LD_PRELOAD=", 11) != 0) env_strings.push_back(*e);
+    if (std::strncmp(*e, "LD_PRELOAD=", 11) != 0) env_strings.emplace_back(*e);
   }
-  env_strings.push_back("LD_TRACE_LOADED_OBJECTS=1");
+  env_strings.emplace_back("LD_TRACE_LOADED_OBJECTS=1");
   std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
   char* argv[] = {const_cast<char*>(executable.c_str()), nullptr};
@@ -630,7 +659,7 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
       summary.notes.push_back(StrCat("write tracking refused a process: ", ts.setup_error));
     }
     if (ts.processes == 0) {
-      summary.notes.push_back(
+      summary.notes.emplace_back(
           "no process of the command handed its userfaultfd over (statically linked, setuid, "
           "or userfaultfd refused by the kernel): samples are first touches only");
     }
@@ -656,7 +685,7 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
     summary.failure = summary.failure.empty() ? efault : StrCat(summary.failure, "; ", efault);
   }
   if (backend == Backend::kSoftware) {
-    summary.notes.push_back(
+    summary.notes.emplace_back(
         options.rearm_interval_us > 0
             ? "software backend: samples are page faults: the first touch of each page, and "
               "the first write to each page after each re-arm; the instructions column is the "

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -119,28 +118,21 @@ absl::StatusOr<std::unique_ptr<WriteTracker>> WriteTracker::Listen(
   }
   std::unique_ptr<WriteTracker> t(new WriteTracker(fd, name, options));
   std::move(close_fd).Cancel();
-  t->wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   return t;
 }
 
 WriteTracker::~WriteTracker() {
   Stop();  // closes the processes' descriptors (only its thread accepts them)
   if (listen_fd_ >= 0) ::close(listen_fd_);
-  if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
 void WriteTracker::Start(pid_t root) {
   root_ = root;
-  thread_ = std::thread([this] { Loop(); });
+  thread_.Start([this] { Loop(); });
 }
 
 void WriteTracker::Stop() {
-  if (!thread_.joinable()) return;
-  stop_ = true;
-  const uint64_t one = 1;
-  ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
-  (void)ignored;
-  thread_.join();
+  if (!thread_.Stop()) return;
   for (Process& p : processes_) ::close(p.uffd);
   processes_.clear();
 }
@@ -284,13 +276,13 @@ bool WriteTracker::Rearm(Process& p) {
 void WriteTracker::Loop() {
   const uint64_t interval_ns = static_cast<uint64_t>(options_.interval_us) * 1000;
   uint64_t next_ns = MonotonicNs() + interval_ns;
-  pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-  while (!stop_) {
+  pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {thread_.wake_fd(), POLLIN, 0}};
+  while (!thread_.stopping()) {
     const uint64_t now = MonotonicNs();
     const int timeout_ms =
         next_ns > now ? static_cast<int>((next_ns - now + 999'999) / 1'000'000) : 0;
     ::poll(fds, 2, timeout_ms);
-    if (stop_) break;
+    if (thread_.stopping()) break;
     if (fds[0].revents & POLLIN) {
       // A new process is protected at once, not at the next round.
       const size_t known = processes_.size();

@@ -25,15 +25,14 @@
 
 #include <sys/types.h>
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "profiler/stoppable_thread.h"
 
 namespace tiergym::prof {
 
@@ -83,16 +82,14 @@ class WriteTracker {
   bool Rearm(Process& p);
 
   int listen_fd_;
-  int wake_fd_ = -1;
   std::string name_;
   WriteTrackerOptions options_;
   pid_t root_ = -1;
   std::vector<Process> processes_;
   std::string maps_buffer_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
   mutable std::mutex mu_;
   WriteTrackerStats stats_;  // guarded by mu_
+  StoppableThread thread_;   // last: stopped before the members its loop uses go
 };
 
 // Whether `pid` is `root` or one of its descendants (following /proc/PID/stat parents).

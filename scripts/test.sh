@@ -3,7 +3,7 @@
 # Stable-Baselines3, RLlib on Ray, PettingZoo, torch 2.13 CPU), builds the C++ tree, and
 # runs every test: formatting and clang-tidy checks, the C++ suites through CTest (the layer
 # probes of tests/layers among them), the Python suites with the .venv's pytest, a soak of
-# the server and the fuzzers.
+# the server, a hostile client's checks and the fuzzers.
 # Idempotent; from any clone location.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +34,8 @@ echo "== Python tests (pytest, .venv; the fuzzers build beside them)"
 t4=$(date +%s)
 echo "== Soak (tests/soak/soak.py: hostile and killed clients against one server)"
 .venv/bin/python tests/soak/soak.py --seconds "${TIERGYM_SOAK_SECONDS:-45}" --binary build/bin/tiergym
+echo "== Hostile client (tests/soak/hostile_check.py: issue 15's items one by one)"
+.venv/bin/python tests/soak/hostile_check.py --binary build/bin/tiergym
 echo "== Fuzz (scripts/fuzz.sh: libFuzzer with ASan, UBSan and LeakSanitizer)"
 if ! wait "$fuzz_build"; then
   echo "test.sh: the fuzzers' build failed:" >&2

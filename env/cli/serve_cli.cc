@@ -1,5 +1,6 @@
 #include "env/cli/serve_cli.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -195,6 +196,12 @@ int RunServeCommand(const std::vector<std::string>& args) {
                              StrCat("cannot load the served profiles: ", env.status().message())),
                 kExitFailed, kCommand);
   }
+
+  // Blocks of 128 KiB and more (message frames, cost tables) are mapped on their own and
+  // returned to the system when freed. glibc would otherwise raise this threshold to the
+  // size of each mapped block freed (up to 32 MiB), after which such blocks come from the
+  // heaps of the threads that made them, where what clients sent lingers after they left.
+  mallopt(M_MMAP_THRESHOLD, 128 << 10);
 
   ServerOptions so;
   so.endpoint = p.Get("endpoint");

@@ -18,6 +18,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "env/protocol/protocol.h"
 #include "env/server/shm_batch.h"
+#include "env/server/zmtp_guard.h"
 #include "traces/base/strings.h"
 #include "zmq.hpp"
 
@@ -39,6 +40,8 @@ namespace {
 // How many reclamation ticks (reclaim_interval_s apart) memory is trimmed after clients or
 // sessions went: unused configurations are released up to a couple of seconds later.
 constexpr int kTrimTicks = 4;
+// Frames of one message past which its connection is dropped (the server reads 16).
+constexpr uint32_t kGuardFrames = 64;
 
 absl::Status BindError(const zmq::error_t& e, const std::string& endpoint) {
   if (e.num() == EADDRINUSE) {
@@ -104,6 +107,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
     // RESOURCE_EXHAUSTED to messages between its own limit and this one.
     const uint64_t cap = service_options.max_message_bytes + (1u << 20);
     socket->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(cap));
+    // ... and a connection sending a message (its frames together) over the same bound, or
+    // of more than kGuardFrames frames: ZeroMQ would hold such a message whole, however
+    // long it grows, before handing it over (zmtp_guard.h).
+    GuardAcceptedConnections(cap, kGuardFrames);
     socket->set(zmq::sockopt::sndhwm, options.send_hwm);
     socket->set(zmq::sockopt::rcvhwm, options.receive_hwm);
     // A reply to a connection that is gone fails (EHOSTUNREACH) and one that would pass the
@@ -486,6 +493,10 @@ absl::Status Server::Run() {
     }
     if (Clock::now() >= next_reclaim) {
       if (service_->ReclaimIdle() > 0) trim_ticks_ = kTrimTicks;
+      // A connection dropped for a message that never ended leaves what ZeroMQ held of it.
+      const uint64_t guard_dropped = GuardedConnectionsDropped();
+      if (guard_dropped != guard_dropped_seen_) trim_ticks_ = kTrimTicks;
+      guard_dropped_seen_ = guard_dropped;
       if (trim_ticks_ > 0) {
         // Connections and sessions went: hand their memory back to the system, again on
         // the next ticks, for what is freed after them (configurations left unused are

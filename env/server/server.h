@@ -17,7 +17,8 @@
 // most `max_queued_reply_bytes`, and its next requests wait until it reads; a reply that
 // does not fit is dropped and counted (`replies_dropped` in stats): the only case in which
 // a request gets no reply (env/PROTOCOL.md). A message of more than 16 frames is refused
-// (its extra frames dropped).
+// (its extra frames dropped); a connection whose message passes 64 frames or the message
+// size limit + 1 MiB in all is dropped before ZeroMQ holds more of it (zmtp_guard.h).
 //
 // Stop() (thread-safe and async-signal-safe, for SIGINT/SIGTERM handlers) ends Run():
 // requests being handled get up to `drain_timeout_s` to finish and get their replies,
@@ -163,11 +164,12 @@ class Server {
   std::string endpoint_;
   int event_fd_;
   std::atomic<bool> stop_{false};
-  bool discarding_ = false;      // dropping the frames of an over-long message
-  int trim_ticks_ = 0;           // reclamation ticks left on which to give freed memory back
-  uint64_t outbox_clients_ = 0;  // connections with replies in their outbox
-  uint64_t outbox_bytes_ = 0;    // replies in all outboxes
-  uint64_t queued_bytes_ = 0;    // requests queued on all connections
+  bool discarding_ = false;          // dropping the frames of an over-long message
+  int trim_ticks_ = 0;               // reclamation ticks left on which to give freed memory back
+  uint64_t guard_dropped_seen_ = 0;  // connections zmtp_guard.h dropped, as of the last tick
+  uint64_t outbox_clients_ = 0;      // connections with replies in their outbox
+  uint64_t outbox_bytes_ = 0;        // replies in all outboxes
+  uint64_t queued_bytes_ = 0;        // requests queued on all connections
 
   // Declared before the pool: the pool is destroyed first, joining workers that use these.
   std::unique_ptr<Service> service_;

@@ -6,7 +6,9 @@
 #include "env/server/server.h"
 
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -334,6 +336,118 @@ TEST_P(FakeServerTest, SessionsOfAConnectionThatGoesAwayAreClosedAtOnce) {
     EXPECT_EQ(stats->sessions, 0u) << "not reclaimed within 2 s";
     EXPECT_EQ(stats->sessions_reclaimed, 4u * (round + 1));
   }
+}
+
+// A raw ZMTP 3 peer (NULL mechanism, DEALER) on an ipc endpoint: a plain Unix socket, so
+// that each frame reaches the server as it is sent (a ZeroMQ socket keeps a message's
+// parts until the last one).
+class RawZmtpPeer {
+ public:
+  explicit RawZmtpPeer(const std::string& endpoint) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    const std::string path = endpoint.substr(std::string("ipc://").size());
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+    const timeval timeout{10, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return;
+    std::string greeting(64, '\0');
+    greeting[0] = '\xff';
+    greeting[9] = '\x7f';
+    greeting[10] = '\x03';
+    greeting[11] = '\x01';  // ZMTP 3.1: heartbeats
+    greeting.replace(12, 4, "NULL");
+    const std::string ready = std::string("\x05READY\x0bSocket-Type\0\0\0\x06", 22) + "DEALER";
+    char theirs[64];
+    connected_ = Send(greeting) && ::recv(fd_, theirs, sizeof theirs, MSG_WAITALL) == 64 &&
+                 Send(std::string(1, '\x04') + static_cast<char>(ready.size()) + ready);
+  }
+  ~RawZmtpPeer() { ::close(fd_); }
+  bool connected() const { return connected_; }
+  // One data frame; false once the server has dropped the connection.
+  bool SendFrame(const std::string& body, bool more) {
+    std::string frame(1, static_cast<char>(2 | (more ? 1 : 0)));
+    for (int shift = 56; shift >= 0; shift -= 8) {
+      frame += static_cast<char>((body.size() >> shift) & 255);
+    }
+    return Send(frame + body);
+  }
+
+ private:
+  bool Send(const std::string& bytes) {
+    size_t sent = 0;
+    while (sent < bytes.size()) {
+      const ssize_t n = ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      sent += static_cast<size_t>(n);
+    }
+    return true;
+  }
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+// ZeroMQ holds a message whole until its last frame arrives, and ZMQ_MAXMSGSIZE bounds
+// frames, not messages: a peer whose message never ends (frames with MORE, forever) would
+// grow the server without bound. The server drops such a connection once the message
+// passes its size limit (4 KiB + 1 MiB here) or 64 frames, and serves everyone else.
+TEST_P(FakeServerTest, AMessageWhosePartsNeverEndLosesItsConnection) {
+  std::unique_ptr<Client> other = Connect();
+  ASSERT_NE(other, nullptr);
+  for (const size_t frame_bytes : {size_t{64} << 10, size_t{0}}) {
+    RawZmtpPeer peer(server_->endpoint());
+    ASSERT_TRUE(peer.connected());
+    size_t sent = 0, frames = 0;
+    const std::string frame(frame_bytes, 'x');
+    while (frames < 100'000 && peer.SendFrame(frame, /*more=*/true)) {
+      sent += frame_bytes;
+      ++frames;
+    }
+    EXPECT_LT(frames, 100'000u) << "the server still reads a message of " << sent << " bytes";
+    // What it took is the limit, plus what the kernel's socket buffers held.
+    EXPECT_LT(sent, size_t{4} << 20) << frames << " frames of " << frame_bytes << " bytes";
+    EXPECT_TRUE(other->Stats().ok());
+  }
+  // A well-formed peer on the same path is served as before.
+  RawConnection fine(server_->endpoint(), zmq::socket_type::req);
+  EXPECT_THAT(fine.Ask(mp::Req("hello", {})), HasSubstr("protocol"));
+}
+
+// A peer that falls silent without closing its connection (it answers no heartbeat and
+// reads nothing, as a host that vanished) loses its sessions after three heartbeat
+// intervals.
+TEST(ServerHeartbeatTest, SessionsOfAPeerThatFallsSilentAreReclaimedAfterThreeHeartbeats) {
+  const std::string dir = TempDir("heartbeat");
+  ServerOptions options;
+  options.endpoint = "ipc://" + dir + "/s.sock";
+  options.heartbeat_s = 0.2;
+  RunningServer server(options, ServiceOptions{}, std::make_shared<testing::FakeProvider>());
+  absl::StatusOr<std::unique_ptr<Client>> watcher = Client::Connect({server.endpoint(), 10});
+  ASSERT_TRUE(watcher.ok()) << watcher.status();
+  RawZmtpPeer silent(server.endpoint());
+  ASSERT_TRUE(silent.connected());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(silent.SendFrame(mp::Req("make", {{"env", mp::S(protocol::kEnvId)}}), false));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  uint64_t made = 0, open = 1;
+  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    absl::StatusOr<protocol::StatsReply> stats = (*watcher)->Stats();
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    made = stats->sessions_made;
+    open = stats->sessions;
+    if (made == 3 && open == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const double took_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(made, 3u);
+  EXPECT_EQ(open, 0u) << "sessions of the silent peer still open after " << took_s << " s";
+  EXPECT_LT(took_s, 5.0);
+  server.Stop();
+  fs::remove_all(dir);
 }
 
 // A client that pipelines without reading: its replies wait in a bounded outbox, then are
