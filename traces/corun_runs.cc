@@ -1,10 +1,8 @@
 #include "traces/corun_runs.h"
 
-#include <charconv>
 #include <filesystem>
 #include <map>
 #include <optional>
-#include <system_error>
 #include <utility>
 
 #include "traces/base/csv_table.h"
@@ -19,23 +17,6 @@ const std::vector<std::string_view> kColumns = {"scenario", "machine",    "tenan
                                                 "app",      "placement",  "start_ns",
                                                 "read_pct", "runtime_ns", "solo_runtime_ns"};
 enum Column { kScenario, kMachine, kTenant, kApp, kPlacement, kStart, kReadPct, kRuntime, kSolo };
-
-std::optional<uint64_t> ParseDecimal(std::string_view s) {
-  if (s.empty()) return std::nullopt;
-  for (char c : s) {
-    if (c < '0' || c > '9') return std::nullopt;
-  }
-  uint64_t v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
-  return v;
-}
-
-std::string Resolve(const std::string& csv_path, std::string_view placement) {
-  const std::filesystem::path p{std::string(placement)};
-  if (p.is_absolute()) return p.string();
-  return (std::filesystem::path(csv_path).parent_path() / p).string();
-}
 
 }  // namespace
 
@@ -74,7 +55,7 @@ absl::StatusOr<std::vector<CorunRun>> ParseCorunRuns(std::string_view text,
     for (const auto& [c, out] :
          {std::pair{kStart, &run.start_ns}, std::pair{kRuntime, &run.runtime_ns},
           std::pair{kSolo, &run.solo_runtime_ns}}) {
-      const std::optional<uint64_t> v = ParseDecimal(row.fields[c]);
+      const std::optional<uint64_t> v = ParseDecimal<uint64_t>(row.fields[c]);
       if (!v.has_value()) {
         return RuleError(path, line, "non-numeric",
                          StrCat(kColumns[c], " \"", row.fields[c],
@@ -99,7 +80,7 @@ absl::StatusOr<std::vector<CorunRun>> ParseCorunRuns(std::string_view text,
                        StrCat("read_pct ", row.fields[kReadPct], " is outside [0, 100]"));
     }
     run.read_pct = *read;
-    run.placement_path = Resolve(path, row.fields[kPlacement]);
+    run.placement_path = PathBeside(path, row.fields[kPlacement]);
     std::error_code ec;
     if (!std::filesystem::is_regular_file(run.placement_path, ec)) {
       return RuleError(path, line, "missing-placement",

@@ -1,9 +1,7 @@
 #include "traces/measured_runs.h"
 
-#include <charconv>
 #include <filesystem>
 #include <optional>
-#include <system_error>
 
 #include "absl/container/flat_hash_map.h"
 #include "traces/base/file.h"
@@ -18,23 +16,6 @@ constexpr std::string_view kColumnLine = "name,placement,runtime_ns";
 absl::Status RuleError(const std::string& path, int line, std::string_view rule,
                        std::string_view detail) {
   return absl::InvalidArgumentError(StrCat(path, ":", line, ": ", rule, ": ", detail));
-}
-
-std::optional<uint64_t> ParseDecimal(std::string_view s) {
-  if (s.empty()) return std::nullopt;
-  for (char c : s) {
-    if (c < '0' || c > '9') return std::nullopt;
-  }
-  uint64_t v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
-  return v;
-}
-
-std::string ResolvePlacement(const std::string& csv_path, std::string_view placement) {
-  const std::filesystem::path p{std::string(placement)};
-  if (p.is_absolute()) return p.string();
-  return (std::filesystem::path(csv_path).parent_path() / p).string();
 }
 
 // Iterates over the lines of a text, giving each its 1-based number, without its
@@ -133,7 +114,7 @@ absl::StatusOr<std::vector<MeasuredRun>> ParseMeasuredRuns(std::string_view text
                        StrCat("run \"", run.name, "\" already appears on line ", it->second));
     }
     const std::string_view runtime = fields[runtime_col];
-    const std::optional<uint64_t> runtime_ns = ParseDecimal(runtime);
+    const std::optional<uint64_t> runtime_ns = ParseDecimal<uint64_t>(runtime);
     if (!runtime_ns.has_value()) {
       return RuleError(path, number, "non-numeric",
                        StrCat("runtime_ns \"", runtime,
@@ -149,7 +130,7 @@ absl::StatusOr<std::vector<MeasuredRun>> ParseMeasuredRuns(std::string_view text
       return RuleError(path, number, "empty-placement",
                        StrCat("run \"", run.name, "\" names no placement file"));
     }
-    run.placement_path = ResolvePlacement(path, placement);
+    run.placement_path = PathBeside(path, placement);
     std::error_code ec;
     if (!std::filesystem::is_regular_file(run.placement_path, ec)) {
       const bool exists = std::filesystem::exists(run.placement_path, ec);

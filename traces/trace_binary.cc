@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -60,15 +59,6 @@ absl::Status DataLoss(const std::string& path, std::string_view detail) {
 }
 
 // --- Metadata -------------------------------------------------------------------------
-
-template <typename T>
-std::optional<T> ParseDecimal(std::string_view s) {
-  T v{};
-  if (s.empty()) return std::nullopt;
-  auto r = std::from_chars(s.data(), s.data() + s.size(), v, 10);
-  if (r.ec != std::errc() || r.ptr != s.data() + s.size()) return std::nullopt;
-  return v;
-}
 
 // The known fields of TraceMetadata from its entries, by the rules the CSV reader applies
 // to header lines: a known key may appear once; pebs_reset is a positive integer and

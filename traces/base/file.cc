@@ -6,12 +6,19 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
 #include "traces/base/strings.h"
 
 namespace tiergym {
+
+std::string PathBeside(const std::string& beside, std::string_view path) {
+  const std::filesystem::path p{std::string(path)};
+  if (p.is_absolute()) return p.string();
+  return (std::filesystem::path(beside).parent_path() / p).string();
+}
 
 absl::Status ErrnoStatus(int err, std::string_view context) {
   std::string message = StrCat(context, ": ", std::strerror(err));

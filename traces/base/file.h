@@ -18,6 +18,10 @@ absl::StatusOr<std::string> ReadFile(const std::string& path);
 // old file or the new one, never a partial one.
 absl::Status WriteFileAtomically(const std::string& path, std::string_view contents);
 
+// `path` as written in the file `beside` names it: an absolute path as it is, a relative
+// one against the directory of `beside` (a CSV naming the placement files next to it).
+std::string PathBeside(const std::string& beside, std::string_view path);
+
 // An errno value as a Status whose message starts with `context`.
 absl::Status ErrnoStatus(int err, std::string_view context);
 

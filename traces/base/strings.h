@@ -10,6 +10,7 @@
 #include <charconv>
 #include <concepts>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -68,6 +69,17 @@ std::string Hex(uint64_t value);
 
 // The fields of one line of a CSV without quoting: split at every `separator`; an empty
 // line gives one empty field.
+// The unsigned integer that `text` spells in decimal, exactly (digits only: no sign, space
+// or prefix), or nullopt (also when it does not fit in T).
+template <std::unsigned_integral T>
+std::optional<T> ParseDecimal(std::string_view text) {
+  T v{};
+  if (text.empty()) return std::nullopt;
+  const auto r = std::from_chars(text.data(), text.data() + text.size(), v, 10);
+  if (r.ec != std::errc() || r.ptr != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
 std::vector<std::string_view> SplitFields(std::string_view line, char separator = ',');
 
 }  // namespace tiergym
