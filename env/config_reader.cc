@@ -16,7 +16,7 @@ absl::Status ConfigKeyError(std::string_view key, std::string_view detail) {
 }
 
 absl::StatusOr<int64_t> ConfigIntText(const std::string& key, const std::string& value, int64_t lo,
-                                 int64_t hi) {
+                                      int64_t hi) {
   char* end = nullptr;
   errno = 0;
   const long long v = std::strtoll(value.c_str(), &end, 10);
@@ -29,7 +29,7 @@ absl::StatusOr<int64_t> ConfigIntText(const std::string& key, const std::string&
 namespace {
 
 absl::StatusOr<double> ConfigRealText(const std::string& key, const std::string& value, double lo,
-                                 double hi) {
+                                      double hi) {
   char* end = nullptr;
   const double v = std::strtod(value.c_str(), &end);
   if (value.empty() || *end != '\0' || !std::isfinite(v) || v < lo || v > hi) {
@@ -43,7 +43,7 @@ absl::StatusOr<double> ConfigRealText(const std::string& key, const std::string&
 // An integer key: an integer (or a real with an integral value) as sent, or its decimal
 // text (command lines, version-2 clients that sent text).
 absl::StatusOr<int64_t> ConfigInt(const std::string& key, const ConfigValue& value, int64_t lo,
-                              int64_t hi) {
+                                  int64_t hi) {
   if (const std::string* text = value.string()) return ConfigIntText(key, *text, lo, hi);
   int64_t v = 0;
   if (const int64_t* i = value.integer()) {
@@ -52,9 +52,9 @@ absl::StatusOr<int64_t> ConfigInt(const std::string& key, const ConfigValue& val
              d != nullptr && std::isfinite(*d) && std::trunc(*d) == *d && std::abs(*d) < 9e18) {
     v = static_cast<int64_t>(*d);
   } else {
-    return ConfigKeyError(key,
-                    StrCat("expected an integer in [", lo, ", ", hi, "], got ",
-                           value.real() != nullptr ? ConfigValueText(value) : value.TypeName()));
+    return ConfigKeyError(
+        key, StrCat("expected an integer in [", lo, ", ", hi, "], got ",
+                    value.real() != nullptr ? ConfigValueText(value) : value.TypeName()));
   }
   if (v < lo || v > hi)
     return ConfigKeyError(key, StrCat(v, " is not an integer in [", lo, ", ", hi, "]"));
@@ -63,7 +63,7 @@ absl::StatusOr<int64_t> ConfigInt(const std::string& key, const ConfigValue& val
 
 // A real key: a number as sent, or its text.
 absl::StatusOr<double> ConfigReal(const std::string& key, const ConfigValue& value, double lo,
-                              double hi) {
+                                  double hi) {
   if (const std::string* text = value.string()) return ConfigRealText(key, *text, lo, hi);
   double v = 0;
   if (const int64_t* i = value.integer()) {
@@ -71,8 +71,8 @@ absl::StatusOr<double> ConfigReal(const std::string& key, const ConfigValue& val
   } else if (const double* d = value.real()) {
     v = *d;
   } else {
-    return ConfigKeyError(key,
-                    StrCat("expected a number in [", lo, ", ", hi, "], got ", value.TypeName()));
+    return ConfigKeyError(
+        key, StrCat("expected a number in [", lo, ", ", hi, "], got ", value.TypeName()));
   }
   if (!std::isfinite(v) || v < lo || v > hi) {
     return ConfigKeyError(key, StrCat(v, " is not a number in [", lo, ", ", hi, "]"));
@@ -87,7 +87,8 @@ absl::StatusOr<std::string> ConfigString(const std::string& key, const ConfigVal
 
 // A list key: a list as sent, or comma-separated text (command lines, older clients).
 // Empty items are left out.
-absl::StatusOr<std::vector<std::string>> ConfigList(const std::string& key, const ConfigValue& value) {
+absl::StatusOr<std::vector<std::string>> ConfigList(const std::string& key,
+                                                    const ConfigValue& value) {
   std::vector<std::string> out;
   if (const ConfigValue::List* list = value.list()) {
     for (const std::string& item : *list) {

@@ -26,8 +26,8 @@ absl::Status ConfigKeyError(std::string_view key, std::string_view detail);
 absl::StatusOr<int64_t> ConfigInt(const std::string& key, const ConfigValue& value, int64_t lo,
                                   int64_t hi);
 // Decimal text of an integer in [lo, hi] (an item of a list key, for example).
-absl::StatusOr<int64_t> ConfigIntText(const std::string& key, const std::string& text,
-                                      int64_t lo, int64_t hi);
+absl::StatusOr<int64_t> ConfigIntText(const std::string& key, const std::string& text, int64_t lo,
+                                      int64_t hi);
 // A finite number in [lo, hi]: a number as sent, or its text.
 absl::StatusOr<double> ConfigReal(const std::string& key, const ConfigValue& value, double lo,
                                   double hi);
