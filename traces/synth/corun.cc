@@ -13,8 +13,6 @@
 namespace tiergym::synth {
 namespace {
 
-uint64_t PageCount(uint64_t bytes) { return (bytes + kSynthPageBytes - 1) / kSynthPageBytes; }
-
 uint64_t ToNs(double t) { return t <= 0 ? 0 : static_cast<uint64_t>(std::floor(t)); }
 
 // Fixed point of the tenants' chunk times: stop when no time moves by more than this
@@ -78,23 +76,6 @@ TierSpec LoadedTier(const TierSpec& tier, const TierLoad& load) {
     }
   }
   return t;
-}
-
-std::vector<uint64_t> TierBytes(const AppModel& app, const Machine& machine, const TierMap& map) {
-  std::vector<uint64_t> used(machine.tiers.size(), 0);
-  for (const ArraySpec& a : app.arrays) {
-    const uint64_t end = a.start_address + PageCount(a.size_bytes) * kSynthPageBytes;
-    uint64_t covered = 0;
-    for (const TierRange& r : map.ranges) {
-      const uint64_t lo = std::max(r.start, a.start_address), hi = std::min(r.end, end);
-      if (hi > lo) {
-        used[r.tier] += hi - lo;
-        covered += hi - lo;
-      }
-    }
-    used[map.default_tier] += (end - a.start_address) - covered;
-  }
-  return used;
 }
 
 absl::StatusOr<CorunResult> SimulateCorun(const Machine& machine, const CorunScenario& scenario,

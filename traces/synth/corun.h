@@ -100,9 +100,6 @@ struct CorunResult {
 absl::StatusOr<CorunResult> SimulateCorun(const Machine& machine, const CorunScenario& scenario,
                                           const CorunOptions& options);
 
-// The bytes of `app`'s footprint (page-rounded arrays) that `map` puts on each tier.
-std::vector<uint64_t> TierBytes(const AppModel& app, const Machine& machine, const TierMap& map);
-
 // The bundled co-run scenarios of a machine: two and four tenants of the bundled
 // applications (minife, lulesh, nekbone, lammps) on `knl` and on `disagg`, with the read
 // shares of CONTENTION.md (traces/SYNTH.md, "Co-runs", lists them). Empty for another

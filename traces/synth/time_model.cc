@@ -102,6 +102,23 @@ TierMap WholeTier(int tier) {
   return m;
 }
 
+std::vector<uint64_t> TierBytes(const AppModel& app, const Machine& machine, const TierMap& map) {
+  std::vector<uint64_t> used(machine.tiers.size(), 0);
+  for (const ArraySpec& a : app.arrays) {
+    const uint64_t end = a.start_address + PageCount(a.size_bytes) * kSynthPageBytes;
+    uint64_t covered = 0;
+    for (const TierRange& r : map.ranges) {
+      const uint64_t lo = std::max(r.start, a.start_address), hi = std::min(r.end, end);
+      if (hi > lo) {
+        used[r.tier] += hi - lo;
+        covered += hi - lo;
+      }
+    }
+    used[map.default_tier] += (end - a.start_address) - covered;
+  }
+  return used;
+}
+
 absl::StatusOr<TierMap> ResolvePlacement(const AppModel& app, const Machine& machine,
                                          const Placement& p) {
   TierMap map;
@@ -175,19 +192,7 @@ absl::StatusOr<TierMap> ResolvePlacement(const AppModel& app, const Machine& mac
     }
   }
   // Capacity: the model's pages on each tier.
-  std::vector<uint64_t> used(machine.tiers.size(), 0);
-  for (const ArraySpec& a : app.arrays) {
-    const uint64_t end = a.start_address + PageCount(a.size_bytes) * kSynthPageBytes;
-    uint64_t covered = 0;
-    for (const TierRange& r : map.ranges) {
-      const uint64_t lo = std::max(r.start, a.start_address), hi = std::min(r.end, end);
-      if (hi > lo) {
-        used[r.tier] += hi - lo;
-        covered += hi - lo;
-      }
-    }
-    used[map.default_tier] += (end - a.start_address) - covered;
-  }
+  const std::vector<uint64_t> used = TierBytes(app, machine, map);
   for (size_t t = 0; t < machine.tiers.size(); ++t) {
     if (used[t] > machine.tiers[t].capacity_bytes) {
       return absl::ResourceExhaustedError(StrCat("placement puts ", used[t], " bytes on tier ",

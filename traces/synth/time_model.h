@@ -59,6 +59,9 @@ absl::StatusOr<TierMap> ResolvePlacement(const AppModel& app, const Machine& mac
 // Everything on one tier.
 TierMap WholeTier(int tier);
 
+// The bytes of `app`'s footprint (page-rounded arrays) that `map` puts on each tier.
+std::vector<uint64_t> TierBytes(const AppModel& app, const Machine& machine, const TierMap& map);
+
 class TimeModel {
  public:
   static constexpr int kDefaultChunksPerPhase = 200;
