@@ -1,7 +1,5 @@
 // `tiergym trace corun` and `tiergym validate --corun` as a user runs them, on small
 // synthetic profiles generated into a temporary directory.
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -9,7 +7,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/run_tiergym.h"
+#include "tests/test_root.h"
 #include "traces/base/json.h"
+#include "traces/base/strings.h"
 
 namespace tiergym {
 namespace {
@@ -19,38 +19,26 @@ using testing::Result;
 using testing::Tiergym;
 namespace fs = std::filesystem;
 
+// Two small profiles and the knl-2-ddr co-runs under the program's TestRoot() (removed
+// when the tests end), made once for the suite.
 class CorunCliTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(fs::temp_directory_path() /
-                           ("tiergym-corun-cli-" + std::to_string(getpid())));
-    fs::create_directories(*dir_);
+    fs::create_directories(Dir());
     for (const char* app : {"minife", "lulesh"}) {
       Result r = Tiergym(StrCat("trace synth --app ", app,
                                 " --machine knl --samples 20000 --chunks 40 --no-runs --quiet "
                                 "--out ",
-                                *dir_));
+                                Dir()));
       ASSERT_EQ(r.exit_code, 0) << r.out;
     }
     Result r = Tiergym("trace corun --machine knl --scenario knl-2-ddr --chunks 20 --quiet --out " +
-                       *dir_ + "/coruns");
+                       Dir() + "/coruns");
     ASSERT_EQ(r.exit_code, 0) << r.out;
   }
-  static void TearDownTestSuite() {
-    fs::remove_all(*dir_);
-    delete dir_;
-  }
-  template <typename... Args>
-  static std::string StrCat(const Args&... args) {
-    std::string out;
-    ((out += args), ...);
-    return out;
-  }
-  static std::string Corun() { return *dir_ + "/coruns/coruns.csv"; }
-
-  static std::string* dir_;
+  static const std::string& Dir() { return testing::TestRoot(); }
+  static std::string Corun() { return Dir() + "/coruns/coruns.csv"; }
 };
-std::string* CorunCliTest::dir_ = nullptr;
 
 TEST_F(CorunCliTest, TraceCorunWritesTheCoRunsAndTheirBandwidth) {
   std::ifstream in(Corun());
@@ -61,18 +49,18 @@ TEST_F(CorunCliTest, TraceCorunWritesTheCoRunsAndTheirBandwidth) {
   int rows = 0;
   while (std::getline(in, row)) rows += !row.empty();
   EXPECT_EQ(rows, 2);
-  EXPECT_TRUE(fs::exists(*dir_ + "/coruns/placements/knl-2-ddr/minife.json"));
-  std::ifstream bw(*dir_ + "/coruns/bandwidth.csv");
+  EXPECT_TRUE(fs::exists(Dir() + "/coruns/placements/knl-2-ddr/minife.json"));
+  std::ifstream bw(Dir() + "/coruns/bandwidth.csv");
   std::getline(bw, header);
   EXPECT_EQ(header, "scenario,tenant,from_ns,to_ns,tier,gbps");
-  Result r = Tiergym("trace corun --machine knl --scenario nope --out " + *dir_ + "/x", true);
+  Result r = Tiergym("trace corun --machine knl --scenario nope --out " + Dir() + "/x", true);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.out, HasSubstr("knl-2-ddr"));  // the known scenarios are listed
   EXPECT_EQ(Tiergym("trace corun --machine knl --list").exit_code, 0);
 }
 
 TEST_F(CorunCliTest, ValidateCorunReportsTheComposedAndTheBlindError) {
-  Result r = Tiergym("validate --corun " + Corun() + " --profiles " + *dir_ + " --json --quiet");
+  Result r = Tiergym("validate --corun " + Corun() + " --profiles " + Dir() + " --json --quiet");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   auto v = json::Parse(r.out, "stdout");
   ASSERT_TRUE(v.ok()) << v.status() << r.out;
@@ -94,7 +82,7 @@ TEST_F(CorunCliTest, ValidateCorunReportsTheComposedAndTheBlindError) {
   ASSERT_EQ(scenarios->array().size(), 1u);
   EXPECT_TRUE(scenarios->array()[0].Find("converged")->bool_value());
 
-  Result text = Tiergym("validate --corun " + Corun() + " --profiles " + *dir_ + " --quiet");
+  Result text = Tiergym("validate --corun " + Corun() + " --profiles " + Dir() + " --quiet");
   ASSERT_EQ(text.exit_code, 0);
   EXPECT_THAT(text.out, HasSubstr("2 tenants, composed estimate: mean error"));
   EXPECT_THAT(text.out, HasSubstr("2 tenants, blind estimate: mean error"));
@@ -106,15 +94,15 @@ TEST_F(CorunCliTest, ValidateCorunHasHelpAndRefusesBadInput) {
   EXPECT_THAT(help.out, HasSubstr("--profiles"));
   EXPECT_THAT(help.out, HasSubstr("JSON output"));
   EXPECT_EQ(Tiergym("validate --corun " + Corun()).exit_code, 2);  // no --profiles
-  const std::string bad = *dir_ + "/coruns/bad.csv";
+  const std::string bad = Dir() + "/coruns/bad.csv";
   std::ofstream(bad) << "scenario,machine,tenant,app,placement,start_ns,read_pct,runtime_ns,"
                         "solo_runtime_ns\n"
                      << "s,knl,a,minife,placements/knl-2-ddr/minife.json,0,85,12,0\n";
-  Result r = Tiergym("validate --corun " + bad + " --profiles " + *dir_, true);
+  Result r = Tiergym("validate --corun " + bad + " --profiles " + Dir(), true);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.out, HasSubstr(bad + ":2: zero-runtime: solo_runtime_ns"));
   // A tenant whose profile is missing is named.
-  Result missing = Tiergym("validate --corun " + Corun() + " --profiles " + *dir_ + "/none", true);
+  Result missing = Tiergym("validate --corun " + Corun() + " --profiles " + Dir() + "/none", true);
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_THAT(missing.out, HasSubstr("tenant minife"));
 }
