@@ -6,6 +6,7 @@
 #include "estimator/replay_estimator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/estimator/toy_profile.h"
 #include "traces/base/strings.h"
 #include "traces/synth/app_model.h"
 #include "traces/synth/generator.h"
@@ -15,32 +16,11 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr uint64_t kPageA = 0x1000;    // sampled in window 0
-constexpr uint64_t kPageB = 0x100000;  // sampled in window 1
-
-// One phase of 2,000,000 instructions; samples at 0.5 M (page A) and 1.5 M (page B)
-// instructions; the run's times are those of the ddr run multiplied by `slowdown`.
-Trace ToyRun(const std::string& device, double slowdown, uint64_t pebs_reset = 0) {
-  TraceBuilder b(
-      device, TraceMetadata::Make("toy", device, "",
-                                  pebs_reset ? std::optional<uint64_t>(pebs_reset) : std::nullopt));
-  b.AddMark({0, 0, 0, 0});
-  b.AddSample(static_cast<uint64_t>(50 * slowdown), 0, 0, 500'000, kPageA);
-  b.AddSample(static_cast<uint64_t>(150 * slowdown), 0, 0, 1'500'000, kPageB);
-  b.SetEnd({static_cast<uint64_t>(200 * slowdown), 0, 0, 2'000'000});
-  return *b.Finish();
-}
-
-Profile Toy() {
-  return *Profile::FromRuns("toy", {ToyRun("ddr", 1), ToyRun("hbm", 0.5), ToyRun("remote", 2)});
-}
-
-Placement Ranges(std::vector<PlacementRange> ranges, std::string default_tier = "ddr") {
-  Placement p;
-  p.default_tier = std::move(default_tier);
-  p.ranges = std::move(ranges);
-  return p;
-}
+using testing::kPageA;
+using testing::kPageB;
+using testing::Ranges;
+using testing::Toy;
+using testing::ToyRun;
 
 std::shared_ptr<const EstimatorIndex> Index(const Profile& profile, IndexOptions options = {}) {
   if (options.base_device.empty()) options.base_device = "ddr";

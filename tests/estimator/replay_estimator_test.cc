@@ -3,36 +3,17 @@
 #include "estimator/page_placement.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/estimator/toy_profile.h"
 
 namespace tiergym {
 namespace {
 
 using ::testing::HasSubstr;
 
-constexpr uint64_t kPageA = 0x1000;    // sampled in window 0
-constexpr uint64_t kPageB = 0x100000;  // sampled in window 1
-
-// One phase of 2,000,000 instructions; samples at 0.5 M (page A) and 1.5 M (page B)
-// instructions; the run's times are those of the ddr run multiplied by `slowdown`.
-Trace Run(const std::string& device, double slowdown) {
-  TraceBuilder b(device, TraceMetadata::Make("toy", device));
-  b.AddMark({0, 0, 0, 0});
-  b.AddSample(static_cast<uint64_t>(50 * slowdown), 0, 0, 500'000, kPageA);
-  b.AddSample(static_cast<uint64_t>(150 * slowdown), 0, 0, 1'500'000, kPageB);
-  b.SetEnd({static_cast<uint64_t>(200 * slowdown), 0, 0, 2'000'000});
-  return *b.Finish();
-}
-
-Profile Toy() {
-  return *Profile::FromRuns("toy", {Run("ddr", 1), Run("hbm", 0.5), Run("remote", 2)});
-}
-
-Placement Ranges(std::vector<PlacementRange> ranges) {
-  Placement p;
-  p.default_tier = "ddr";
-  p.ranges = std::move(ranges);
-  return p;
-}
+using testing::kPageA;
+using testing::kPageB;
+using testing::Ranges;
+using testing::Toy;
 
 TEST(ReplayEstimatorTest, AllOnOneTierGivesThatRunsTime) {
   for (const char* tier : {"ddr", "hbm", "remote"}) {
