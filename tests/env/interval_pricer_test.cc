@@ -9,6 +9,7 @@
 #include "estimator/estimator_index.h"
 #include "estimator/interference.h"
 #include "gtest/gtest.h"
+#include "tests/estimator/small_index.h"
 #include "tests/test_root.h"
 #include "traces/machine.h"
 #include "traces/profile.h"
@@ -20,26 +21,8 @@ namespace {
 
 // lulesh on the three-tier disagg machine, indexed with the machine (for the concurrent
 // model).
-struct World {
-  std::unique_ptr<Profile> profile;
-  std::shared_ptr<const EstimatorIndex> index;
-};
-
-const World& Lulesh() {
-  static World* w = [] {
-    auto* w = new World();
-    auto app = synth::LoadAppModel("lulesh");
-    auto m = LoadMachine("disagg");
-    auto generated = synth::GenerateProfile(*app, *m, testing::SmallProfileOptions());
-    w->profile = std::make_unique<Profile>(*Profile::FromRuns("lulesh", generated->traces));
-    IndexOptions io;
-    io.base_device = "ddr";
-    io.machine = *m;
-    w->index = *EstimatorIndex::Build(*w->profile, io);
-    return w;
-  }();
-  return *w;
-}
+using World = testing::IndexedProfile;
+const World& Lulesh() { return testing::SmallIndexedProfile("lulesh", "disagg", true); }
 
 // The inputs an environment of `regions` regions and `steps` equal decision intervals
 // gives, with machine tiers 1 and 2 on the profile's devices 2 and 1 (remote, hbm), so

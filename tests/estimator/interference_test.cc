@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/estimator/small_index.h"
 #include "tests/test_root.h"
 #include "traces/synth/app_model.h"
 #include "traces/synth/generator.h"
@@ -19,25 +20,9 @@ using ::testing::HasSubstr;
 const std::string kCurves =
     std::string(TIERGYM_SOURCE_DIR) + "/estimator/contention/data/curves.csv";
 
-struct World {
-  std::unique_ptr<Profile> profile;
-  std::shared_ptr<const EstimatorIndex> index;
-};
-
-const World& Lulesh() {
-  static World* w = [] {
-    auto* w = new World();
-    auto app = synth::LoadAppModel("lulesh");
-    auto m = LoadMachine("knl");
-    auto generated = synth::GenerateProfile(*app, *m, testing::SmallProfileOptions());
-    w->profile = std::make_unique<Profile>(*Profile::FromRuns("lulesh", generated->traces));
-    IndexOptions io;
-    io.base_device = "ddr";
-    w->index = *EstimatorIndex::Build(*w->profile, io);
-    return w;
-  }();
-  return *w;
-}
+// lulesh on knl.
+using World = testing::IndexedProfile;
+const World& Lulesh() { return testing::SmallIndexedProfile("lulesh", "knl"); }
 
 InterferenceSchedule Schedule(double ddr_gbps, double hbm_gbps = 0) {
   InterferenceSchedule s;
