@@ -606,6 +606,9 @@ ReplyBody Service::WriteToSegment(Segment& segment, bool made, bool signal,
                        StrCat("sessions[", i, "]: ", errors[i].message()));
     }
   }
+  // A client that named the segment has mapped it: its name goes before the batch is
+  // announced (a signalled client may look for it as soon as it is woken).
+  if (!made) batch.Unlink();
   batch.Publish(++segment.seq, has_final);
   if (signal) {
     // The client waits on the seq word (shm_signal): woken, it reads the batch there.
@@ -625,8 +628,6 @@ ReplyBody Service::WriteToSegment(Segment& segment, bool made, bool signal,
     shm.layout = batch.layout();
     shm.signal = true;
   } else {
-    // The client mapped the segment (it named it): its name can go.
-    batch.Unlink();
     reply.results.clear();
     reply.was_reset.clear();
     reply.finals.clear();
