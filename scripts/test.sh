@@ -34,7 +34,7 @@ echo "== Python tests (pytest, .venv; the fuzzers build beside them)"
 t4=$(date +%s)
 echo "== Soak (tests/soak/soak.py: hostile and killed clients against one server)"
 .venv/bin/python tests/soak/soak.py --seconds "${TIERGYM_SOAK_SECONDS:-45}" --binary build/bin/tiergym
-echo "== Hostile client (tests/soak/hostile_check.py: issue 15's items one by one)"
+echo "== Hostile client (tests/soak/hostile_check.py: the security model's claims one by one)"
 .venv/bin/python tests/soak/hostile_check.py --binary build/bin/tiergym
 echo "== Fuzz (scripts/fuzz.sh: libFuzzer with ASan, UBSan and LeakSanitizer)"
 if ! wait "$fuzz_build"; then

@@ -1,4 +1,4 @@
-// The recorder never harms the program it records (issue 16). Small programs that do
+// The recorder never harms the program it records. Small programs that do
 // what broke the first software backend (four threads writing shared arrays with their
 // own malloc arenas; heap buffers through read/write/pread/pwrite/readv/writev and raw
 // syscall(); an allocator churning sizes on both sides of the mmap threshold with its own

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Issue 15's "Done when", item by item, as a hostile client (loopback ipc only).
+"""The security model's claims (README, "Security model"), one by one, as a hostile client
+(loopback ipc only).
 
 Starts `tiergym serve` on an ipc socket with a data directory (beside it: a secret file, and
 inside it a symbolic link to that file, a FIFO and a corrupt machine file), then, one check
@@ -56,7 +57,7 @@ from tiergym.errors import ServerUnavailable  # noqa: E402
 
 ENV = "tiergym/TierPlacement-v0"
 SECRET = "hostile-secret-9d2e"
-RSS_BOUND = 1.20  # issue 15: RSS back within 20 % of its starting level
+RSS_BOUND = 1.20  # RSS back within 20 % of its starting level
 CONTEXT = zmq.Context.instance()
 
 

@@ -64,7 +64,7 @@ class Tally:
                 self.failures.append(what)
 
 
-RSS_BOUND = 1.20  # the server's RSS after the clients left, over its RSS before (issue 15)
+RSS_BOUND = 1.20  # the server's RSS after the clients left, over its RSS before
 
 
 def check_reply(tally, raw, what):
