@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "env/server/bundled_profiles.h"
+#include "env/server/cosched_provider.h"
 #include "env/server/data_roots.h"
 #include "env/server/environment_provider.h"
 #include "env/server/server.h"
@@ -99,6 +100,9 @@ int RunServeCommand(const std::vector<std::string>& args) {
   p.AddOption("machine", "NAME|FILE",
               "the machine sessions get when they name none (knl, disagg or a JSON file; "
               "default knl): the one the served profiles were recorded on");
+  p.AddOption("sensitivity", "FILE",
+              "the sensitivity curves (curves.csv) of co-scheduling nodes (cosched_make) that "
+              "name none; default none: they must name curves in a data directory");
   p.AddFlag("quiet", "no progress on stderr");
   if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
 
@@ -210,6 +214,20 @@ int RunServeCommand(const std::vector<std::string>& args) {
   service.idle_timeout_s = *idle;
   service.max_message_bytes = *max_bytes;
   service.max_shm_bytes = *shm_mib << 20;
+  // Co-scheduling nodes: the same data, profiles, defaults and memory budget as make's.
+  CoschedProviderOptions co;
+  co.data_dirs = po.data_dirs;
+  co.named_profiles = po.named_profiles;
+  co.default_config = po.default_config;
+  if (p.Given("sensitivity")) {
+    co.default_sensitivity = p.Get("sensitivity");
+    if (absl::Status s = DataRoots::CheckRegularFile(co.default_sensitivity, uint64_t{16} << 20,
+                                                     "--sensitivity");
+        !s.ok()) {
+      return Fail(s, kExitUsage, kCommand);
+    }
+  }
+  service.cosched = std::make_shared<CoschedProvider>(co, provider.get());
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Create(so, service, provider);
   if (!server.ok()) return Fail(server.status(), kExitFailed, kCommand);
 
