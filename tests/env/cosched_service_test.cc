@@ -3,14 +3,19 @@
 // (env/server/cosched_provider.h): the same episode as the node in process, bit for bit;
 // names resolved only within the operator's roots; every refusal with its code and field;
 // ownership, kinds of session, limits and the memory budget.
+#include <unistd.h>
+
 #include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "env/client/client.h"
 #include "env/cosched/cosched_env.h"
 #include "env/server/cosched_provider.h"
+#include "env/server/server.h"
 #include "env/server/service.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -279,11 +284,11 @@ TEST_F(CoschedServiceTest, ActionRefusalsNameTheTenantAndMoveNothing) {
       Op::kCoschedStep, protocol::CoschedStepRequest{made.session, {{}, {}}});
   EXPECT_EQ(step.step, first.step + 1);
   // Malformed on the wire: decoded strictly, on the field.
-  const std::string payload = mp::Req(
-      "cosched_step",
-      {{"session", mp::S(made.session)}, {"actions", mp::Arr({mp::Nil(), mp::S("x")})}});
-  absl::StatusOr<Reply> r = protocol::DecodeReply(service_->Handle(payload, owner_),
-                                                  Op::kCoschedStep);
+  const std::string payload =
+      mp::Req("cosched_step",
+              {{"session", mp::S(made.session)}, {"actions", mp::Arr({mp::Nil(), mp::S("x")})}});
+  absl::StatusOr<Reply> r =
+      protocol::DecodeReply(service_->Handle(payload, owner_), Op::kCoschedStep);
   ASSERT_TRUE(r.ok());
   auto* err = std::get_if<protocol::Error>(&r->body);
   ASSERT_NE(err, nullptr);
@@ -329,9 +334,8 @@ TEST_F(CoschedServiceTest, LimitsAndTheMemoryBudget) {
   options.max_sessions_per_connection = 1;
   MakeService(options, "");
   MakeNode();
-  protocol::Error e =
-      Err(Op::kCoschedMake, protocol::CoschedMakeRequest{Config()},
-          absl::StatusCode::kResourceExhausted, "op");
+  protocol::Error e = Err(Op::kCoschedMake, protocol::CoschedMakeRequest{Config()},
+                          absl::StatusCode::kResourceExhausted, "op");
   EXPECT_THAT(e.message, HasSubstr("per connection"));
   MakeService(ServiceOptions{}, "");
   provider_->open = false;
@@ -343,6 +347,68 @@ TEST_F(CoschedServiceTest, LimitsAndTheMemoryBudget) {
   MakeService(ServiceOptions{}, "", /*cosched=*/false);
   Err(Op::kCoschedMake, protocol::CoschedMakeRequest{Config()}, absl::StatusCode::kUnimplemented,
       "op");
+}
+
+// The C++ client (env/client) drives a node on a real server over ZeroMQ: the same
+// episode as the service gives in process, and the server's refusals as statuses.
+TEST_F(CoschedServiceTest, TheCppClientDrivesANodeOverZeroMq) {
+  const std::string dir = TestRoot() + "/zmq-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  ServerOptions so;
+  so.endpoint = "ipc://" + dir + "/s.sock";
+  so.threads = 1;
+  ServiceOptions service;
+  CoschedProviderOptions co;
+  co.data_dirs = {CurvesDir()};
+  co.named_profiles = {{"minife", minife_}, {"lulesh", lulesh_}};
+  auto budget = std::make_shared<BudgetProvider>();
+  service.cosched = std::make_shared<CoschedProvider>(co, budget.get());
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Create(so, service, budget);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::thread loop([&] { EXPECT_TRUE((*server)->Run().ok()); });
+  {
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect({(*server)->endpoint(), 30});
+    ASSERT_TRUE(client.ok()) << client.status();
+    absl::StatusOr<protocol::CoschedMakeReply> made = (*client)->CoschedMake(Config());
+    ASSERT_TRUE(made.ok()) << made.status();
+    EXPECT_EQ(made->tenants, (std::vector<std::string>{"minife", "lulesh"}));
+    const protocol::CoschedMakeReply here = MakeNode();  // the same node, in process
+    absl::StatusOr<protocol::CoschedStepReply> a = (*client)->CoschedReset(made->session, 9);
+    ASSERT_TRUE(a.ok()) << a.status();
+    protocol::CoschedStepReply b = Ok<protocol::CoschedStepReply>(
+        Op::kCoschedReset, protocol::CoschedResetRequest{here.session, 9});
+    std::mt19937_64 rng(9);
+    int steps = 0;
+    while (!b.done) {
+      ASSERT_EQ(a->tenants.size(), b.tenants.size());
+      for (size_t i = 0; i < b.tenants.size(); ++i) {
+        EXPECT_EQ(a->tenants[i].result.observation, b.tenants[i].result.observation);
+        EXPECT_EQ(a->tenants[i].result.reward, b.tenants[i].result.reward);
+      }
+      std::vector<Action> actions(2);
+      for (Action& act : actions) {
+        for (int r = 0; r < here.spec.num_regions; ++r) {
+          act.values.push_back(static_cast<int64_t>(rng() % here.spec.tiers.size()));
+        }
+      }
+      a = (*client)->CoschedStep(made->session, actions);
+      ASSERT_TRUE(a.ok()) << a.status();
+      b = Ok<protocol::CoschedStepReply>(Op::kCoschedStep,
+                                         protocol::CoschedStepRequest{here.session, actions});
+      ASSERT_LT(++steps, 100);
+    }
+    EXPECT_TRUE(a->done);
+    absl::StatusOr<protocol::CoschedStepReply> late =
+        (*client)->CoschedStep(made->session, {{}, {}});
+    EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition);
+    ConfigMap bad = Config();
+    bad["tenants"] = "nosuch";
+    EXPECT_EQ((*client)->CoschedMake(bad).status().code(), absl::StatusCode::kNotFound);
+    EXPECT_TRUE((*client)->Close(made->session).ok());
+  }
+  (*server)->Stop();
+  loop.join();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
