@@ -97,9 +97,11 @@ int RunServeCommand(const std::vector<std::string>& args) {
               "interference schedules clients may name (relative to the directory, or absolute "
               "inside it); default none: clients name only served profiles and machine presets");
   p.AddOption("parent-pid", "PID", "stop when this process exits (private servers)", "0");
-  p.AddOption("machine", "NAME|FILE",
-              "the machine sessions get when they name none (knl, disagg or a JSON file; "
-              "default knl): the one the served profiles were recorded on");
+  p.AddOption(
+      "machine", "NAME|FILE",
+      "the machine sessions get when they name none (knl, disagg or a JSON file; "
+      "default knl): the one the served profiles were recorded on (the bundled profiles are "
+      "recorded on the preset named here)");
   p.AddOption("sensitivity", "FILE",
               "the sensitivity curves (curves.csv) of co-scheduling nodes (cosched_make) that "
               "name none; default none: they must name curves in a data directory");
@@ -167,9 +169,17 @@ int RunServeCommand(const std::vector<std::string>& args) {
   } else {
     absl::StatusOr<std::string> cache = DefaultCacheDir();
     if (!cache.ok()) return Fail(cache.status(), kExitFailed, kCommand);
-    profiles = EnsureBundledProfiles(*cache, [&](const std::string& line) {
-      if (!quiet) std::cerr << "tiergym serve: " << line << "\n";
-    });
+    // The bundled profiles recorded on the machine sessions get (a preset; knl for a file).
+    std::string machine = "knl";
+    if (p.Given("machine") && p.Get("machine").find_first_of("/.") == std::string::npos) {
+      machine = p.Get("machine");
+    }
+    profiles = EnsureBundledProfiles(
+        *cache,
+        [&](const std::string& line) {
+          if (!quiet) std::cerr << "tiergym serve: " << line << "\n";
+        },
+        machine);
     if (!profiles.ok()) return Fail(profiles.status(), kExitFailed, kCommand);
   }
   EnvironmentProviderOptions po;

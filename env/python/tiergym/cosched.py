@@ -39,7 +39,8 @@ Over ZeroMQ: `address=` (an endpoint, a connection.Server, or "private" for a pr
 env/PROTOCOL.md "Co-scheduling"), with `timeout=` and `server_args=` as TierEnv's; the
 same configuration, seed and actions give bit-identical observations and rewards. There,
 tenants are the server's served profiles (a private server serves the bundled profiles
-recorded on knl) or profile directories in its data directories, and `sensitivity`, when
+recorded on the configuration's machine preset, as in process) or profile directories in
+its data directories, and `sensitivity`, when
 not given, is the server's (a private server's: the bundled curves). Without `address`
 (the default) the node runs in this process.
 
@@ -177,6 +178,9 @@ class ZmqNode:
         if address == "private":
             if "--sensitivity" not in args:
                 args += ["--sensitivity", bundled_curves()]
+            machine = config.get("machine")
+            if "--machine" not in args and isinstance(machine, str) and machine != "knl":
+                args += ["--machine", machine]  # its bundled profiles recorded there
             address = None  # open_connection starts a private server
         self._connection, self._server = open_connection(address, timeout, args)
         self._session = None
