@@ -25,8 +25,8 @@ absl::StatusOr<T> BodyAs(absl::StatusOr<protocol::ReplyBody> body) {
 
 }  // namespace
 
-Client::Client(const ClientOptions& options, std::unique_ptr<Socket> socket)
-    : options_(options), socket_(std::move(socket)) {}
+Client::Client(ClientOptions options, std::unique_ptr<Socket> socket)
+    : options_(std::move(options)), socket_(std::move(socket)) {}
 
 Client::~Client() = default;
 

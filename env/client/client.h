@@ -67,7 +67,7 @@ class Client {
 
  private:
   struct Socket;
-  explicit Client(const ClientOptions& options, std::unique_ptr<Socket> socket);
+  Client(ClientOptions options, std::unique_ptr<Socket> socket);
   absl::StatusOr<protocol::ReplyBody> Call(protocol::Op op, protocol::RequestBody body);
 
   ClientOptions options_;

@@ -69,8 +69,8 @@ absl::StatusOr<ConfigMap> CoschedProvider::Resolve(const ConfigMap& config) cons
       return out;  // ParseCoschedConfig refuses it
     }
     ConfigValue::List dirs;
-    for (size_t i = 0; i < names.size(); ++i) {
-      absl::StatusOr<std::string> dir = roots_->ProfileDir(names[i], "tenants");
+    for (const std::string& name : names) {
+      absl::StatusOr<std::string> dir = roots_->ProfileDir(name, "tenants");
       if (!dir.ok()) return WithField(dir.status(), "tenants");
       dirs.push_back(*std::move(dir));
     }
