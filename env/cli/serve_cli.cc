@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "env/server/bundled_profiles.h"
+#include "env/server/cosched_provider.h"
 #include "env/server/data_roots.h"
 #include "env/server/environment_provider.h"
 #include "env/server/server.h"
@@ -97,9 +98,14 @@ int RunServeCommand(const std::vector<std::string>& args) {
               "interference schedules clients may name (relative to the directory, or absolute "
               "inside it); default none: clients name only served profiles and machine presets");
   p.AddOption("parent-pid", "PID", "stop when this process exits (private servers)", "0");
-  p.AddOption("machine", "NAME|FILE",
-              "the machine sessions get when they name none (knl, disagg or a JSON file; "
-              "default knl): the one the served profiles were recorded on");
+  p.AddOption(
+      "machine", "NAME|FILE",
+      "the machine sessions get when they name none (knl, disagg or a JSON file; "
+      "default knl): the one the served profiles were recorded on (the bundled profiles are "
+      "recorded on the preset named here)");
+  p.AddOption("sensitivity", "FILE",
+              "the sensitivity curves (curves.csv) of co-scheduling nodes (cosched_make) that "
+              "name none; default none: they must name curves in a data directory");
   p.AddFlag("quiet", "no progress on stderr");
   if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
 
@@ -164,9 +170,17 @@ int RunServeCommand(const std::vector<std::string>& args) {
   } else {
     absl::StatusOr<std::string> cache = DefaultCacheDir();
     if (!cache.ok()) return Fail(cache.status(), kExitFailed, kCommand);
-    profiles = EnsureBundledProfiles(*cache, [&](const std::string& line) {
-      if (!quiet) std::cerr << "tiergym serve: " << line << "\n";
-    });
+    // The bundled profiles recorded on the machine sessions get (a preset; knl for a file).
+    std::string machine = "knl";
+    if (p.Given("machine") && p.Get("machine").find_first_of("/.") == std::string::npos) {
+      machine = p.Get("machine");
+    }
+    profiles = EnsureBundledProfiles(
+        *cache,
+        [&](const std::string& line) {
+          if (!quiet) std::cerr << "tiergym serve: " << line << "\n";
+        },
+        machine);
     if (!profiles.ok()) return Fail(profiles.status(), kExitFailed, kCommand);
   }
   EnvironmentProviderOptions po;
@@ -217,6 +231,20 @@ int RunServeCommand(const std::vector<std::string>& args) {
   service.idle_timeout_s = *idle;
   service.max_message_bytes = *max_bytes;
   service.max_shm_bytes = *shm_mib << 20;
+  // Co-scheduling nodes: the same data, profiles, defaults and memory budget as make's.
+  CoschedProviderOptions co;
+  co.data_dirs = po.data_dirs;
+  co.named_profiles = po.named_profiles;
+  co.default_config = po.default_config;
+  if (p.Given("sensitivity")) {
+    co.default_sensitivity = p.Get("sensitivity");
+    if (absl::Status s = DataRoots::CheckRegularFile(co.default_sensitivity, uint64_t{16} << 20,
+                                                     "--sensitivity");
+        !s.ok()) {
+      return Fail(s, kExitUsage, kCommand);
+    }
+  }
+  service.cosched = std::make_shared<CoschedProvider>(co, provider.get());
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Create(so, service, provider);
   if (!server.ok()) return Fail(server.status(), kExitFailed, kCommand);
 

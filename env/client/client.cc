@@ -25,8 +25,8 @@ absl::StatusOr<T> BodyAs(absl::StatusOr<protocol::ReplyBody> body) {
 
 }  // namespace
 
-Client::Client(const ClientOptions& options, std::unique_ptr<Socket> socket)
-    : options_(options), socket_(std::move(socket)) {}
+Client::Client(ClientOptions options, std::unique_ptr<Socket> socket)
+    : options_(std::move(options)), socket_(std::move(socket)) {}
 
 Client::~Client() = default;
 
@@ -143,6 +143,23 @@ absl::Status Client::Close(const protocol::SessionId& session) {
 
 absl::StatusOr<protocol::StatsReply> Client::Stats() {
   return BodyAs<protocol::StatsReply>(Call(protocol::Op::kStats, std::monostate{}));
+}
+
+absl::StatusOr<protocol::CoschedMakeReply> Client::CoschedMake(const protocol::ConfigMap& config) {
+  return BodyAs<protocol::CoschedMakeReply>(
+      Call(protocol::Op::kCoschedMake, protocol::CoschedMakeRequest{config}));
+}
+
+absl::StatusOr<protocol::CoschedStepReply> Client::CoschedReset(const protocol::SessionId& session,
+                                                                std::optional<uint64_t> seed) {
+  return BodyAs<protocol::CoschedStepReply>(
+      Call(protocol::Op::kCoschedReset, protocol::CoschedResetRequest{session, seed}));
+}
+
+absl::StatusOr<protocol::CoschedStepReply> Client::CoschedStep(const protocol::SessionId& session,
+                                                               const std::vector<Action>& actions) {
+  return BodyAs<protocol::CoschedStepReply>(
+      Call(protocol::Op::kCoschedStep, protocol::CoschedStepRequest{session, actions}));
 }
 
 }  // namespace tiergym::env

@@ -52,13 +52,22 @@ class Client {
   absl::Status Close(const protocol::SessionId& session);
   absl::StatusOr<protocol::StatsReply> Stats();
 
+  // Co-scheduling nodes (PROTOCOL.md "Co-scheduling"): a node of K tenants; reset and step
+  // give the node step (one CoschedTenant per tenant). actions: one per tenant, an empty
+  // one keeps the tenant's placement. Close() closes a node too.
+  absl::StatusOr<protocol::CoschedMakeReply> CoschedMake(const protocol::ConfigMap& config);
+  absl::StatusOr<protocol::CoschedStepReply> CoschedReset(
+      const protocol::SessionId& session, std::optional<uint64_t> seed = std::nullopt);
+  absl::StatusOr<protocol::CoschedStepReply> CoschedStep(const protocol::SessionId& session,
+                                                         const std::vector<Action>& actions);
+
   // Sends a raw payload and returns the raw reply (the benchmarks' echo baseline, tests of
   // malformed requests). The reply is the next message received, whatever its id.
   absl::StatusOr<std::string> CallRaw(std::string_view payload);
 
  private:
   struct Socket;
-  explicit Client(const ClientOptions& options, std::unique_ptr<Socket> socket);
+  Client(ClientOptions options, std::unique_ptr<Socket> socket);
   absl::StatusOr<protocol::ReplyBody> Call(protocol::Op op, protocol::RequestBody body);
 
   ClientOptions options_;

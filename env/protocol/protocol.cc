@@ -24,8 +24,9 @@ static_assert(std::endian::native == std::endian::little,
 using msgpack::object;
 namespace mtype = msgpack::type;
 
-constexpr std::string_view kOpNames[kNumOps] = {"hello",      "list",     "make",  "reset", "step",
-                                                "step_batch", "estimate", "close", "stats"};
+constexpr std::string_view kOpNames[kNumOps] = {
+    "hello",    "list",  "make",  "reset",        "step",          "step_batch",
+    "estimate", "close", "stats", "cosched_make", "cosched_reset", "cosched_step"};
 
 // --- Errors inside the codec: a Status whose field is its payload (field_status.h) ------
 
@@ -819,6 +820,43 @@ absl::Status DecodeBody(MapReader& r, Request& req, const DecodeLimits& limits) 
       req.body = m;
       return absl::OkStatus();
     }
+    case Op::kCoschedMake: {
+      CoschedMakeRequest m;
+      TG_ASSIGN_OR_RETURN(const object* c, r.Required("config"));
+      TG_ASSIGN_OR_RETURN(m.config, ReadConfig(*c, "config"));
+      req.body = std::move(m);
+      return absl::OkStatus();
+    }
+    case Op::kCoschedReset: {
+      CoschedResetRequest m;
+      TG_ASSIGN_OR_RETURN(const object* s, r.Required("session"));
+      TG_ASSIGN_OR_RETURN(m.session, ReadSession(*s, "session"));
+      if (const object* s = r.Find("seed")) {
+        TG_ASSIGN_OR_RETURN(m.seed, ReadUint(*s, "seed"));
+      }
+      req.body = std::move(m);
+      return absl::OkStatus();
+    }
+    case Op::kCoschedStep: {
+      CoschedStepRequest m;
+      TG_ASSIGN_OR_RETURN(const object* s, r.Required("session"));
+      TG_ASSIGN_OR_RETURN(m.session, ReadSession(*s, "session"));
+      TG_ASSIGN_OR_RETURN(const object* a, r.Required("actions"));
+      if (a->type != mtype::ARRAY)
+        return Expected("actions", "an array (one action per tenant)", *a);
+      if (a->via.array.size > limits.max_batch) {
+        return Invalid("actions",
+                       StrCat(a->via.array.size, " actions; at most ", limits.max_batch));
+      }
+      m.actions.resize(a->via.array.size);
+      for (uint32_t i = 0; i < a->via.array.size; ++i) {
+        const object& one = a->via.array.ptr[i];
+        if (one.type == mtype::NIL) continue;  // keep the tenant's placement
+        TG_ASSIGN_OR_RETURN(m.actions[i], ReadAction(one, Index("actions", i)));
+      }
+      req.body = std::move(m);
+      return absl::OkStatus();
+    }
   }
   return absl::InternalError("op: unhandled");
 }
@@ -1260,6 +1298,60 @@ struct ReplyPacker {
               r.result.observation.size() * sizeof(float));
     p.Str("info");
     PackInfo(p, r.result.info);
+  }
+  void operator()(const CoschedMakeReply& r) {
+    Head(4);
+    p.Str("session");
+    p.Str(r.session);
+    p.Str("spec");
+    PackSpec(p, r.spec);
+    p.Str("tenants");
+    p.Array(r.tenants.size());
+    for (const std::string& t : r.tenants) p.Str(t);
+    p.Str("config");
+    p.Config(r.config);
+  }
+  void Doubles(std::string_view key, const std::vector<double>& v) {
+    p.Str(key);
+    p.Ndarray("float64", {v.size()}, v.data(), v.size() * sizeof(double));
+  }
+  void operator()(const CoschedStepReply& r) {
+    Head(7);
+    p.Str("tenants");
+    p.Array(r.tenants.size());
+    for (const CoschedTenant& t : r.tenants) {
+      p.Map(10);
+      p.Str("obs");
+      p.Ndarray("float32", {t.result.observation.size()}, t.result.observation.data(),
+                t.result.observation.size() * sizeof(float));
+      p.Str("reward");
+      p.Double(t.result.reward);
+      p.Str("terminated");
+      p.Bool(t.result.terminated);
+      p.Str("active");
+      p.Bool(t.active);
+      p.Str("waiting");
+      p.Bool(t.waiting);
+      p.Str("info");
+      PackInfo(p, t.result.info);
+      p.Str("solo_interval_ns");
+      p.Double(t.solo_interval_ns);
+      Doubles("slowdown", t.slowdown);
+      Doubles("bandwidth_gbps", t.bandwidth_gbps);
+      Doubles("interference_gbps", t.interference_gbps);
+    }
+    p.Str("step");
+    p.Uint(r.step);
+    p.Str("step_ns");
+    p.Double(r.step_ns);
+    p.Str("elapsed_ns");
+    p.Double(r.elapsed_ns);
+    p.Str("tier_used_bytes");
+    p.Ndarray("uint64", {r.tier_used_bytes.size()}, r.tier_used_bytes.data(),
+              r.tier_used_bytes.size() * sizeof(uint64_t));
+    Doubles("tier_bandwidth_gbps", r.tier_bandwidth_gbps);
+    p.Str("done");
+    p.Bool(r.done);
   }
   void operator()(const StepReply& r) {
     Head(5);
@@ -1719,6 +1811,54 @@ absl::StatusOr<ReplyBody> DecodeOk(const object& o, Op op) {
       TG_ASSIGN_OR_RETURN(r.config, DecodeConfigStrings(*config, "config"));
       return r;
     }
+    case Op::kCoschedMake: {
+      CoschedMakeReply r;
+      TG_ASSIGN_OR_RETURN(r.session, NeedString(o, "session", ""));
+      TG_ASSIGN_OR_RETURN(const object* spec, Need(o, "spec", ""));
+      TG_ASSIGN_OR_RETURN(r.spec, DecodeSpec(*spec));
+      TG_ASSIGN_OR_RETURN(r.tenants, NeedStrings(o, "tenants", ""));
+      TG_ASSIGN_OR_RETURN(const object* config, Need(o, "config", ""));
+      TG_ASSIGN_OR_RETURN(r.config, DecodeConfigStrings(*config, "config"));
+      return r;
+    }
+    case Op::kCoschedReset:
+    case Op::kCoschedStep: {
+      CoschedStepReply r;
+      TG_ASSIGN_OR_RETURN(const object* tenants, Need(o, "tenants", ""));
+      if (tenants->type != mtype::ARRAY) return Expected("tenants", "an array", *tenants);
+      for (uint32_t i = 0; i < tenants->via.array.size; ++i) {
+        const object& t = tenants->via.array.ptr[i];
+        const std::string path = Index("tenants", i);
+        CoschedTenant tenant;
+        TG_ASSIGN_OR_RETURN(tenant.result.observation, ReadTyped<float>(t, "obs", "float32", path));
+        TG_ASSIGN_OR_RETURN(tenant.result.reward, NeedDouble(t, "reward", path));
+        TG_ASSIGN_OR_RETURN(const object* term, Need(t, "terminated", path));
+        TG_ASSIGN_OR_RETURN(tenant.result.terminated, ReadBool(*term, Member(path, "terminated")));
+        TG_ASSIGN_OR_RETURN(const object* active, Need(t, "active", path));
+        TG_ASSIGN_OR_RETURN(tenant.active, ReadBool(*active, Member(path, "active")));
+        TG_ASSIGN_OR_RETURN(const object* waiting, Need(t, "waiting", path));
+        TG_ASSIGN_OR_RETURN(tenant.waiting, ReadBool(*waiting, Member(path, "waiting")));
+        TG_ASSIGN_OR_RETURN(const object* info, Need(t, "info", path));
+        TG_ASSIGN_OR_RETURN(tenant.result.info, DecodeInfo(*info, Member(path, "info")));
+        TG_ASSIGN_OR_RETURN(tenant.solo_interval_ns, NeedDouble(t, "solo_interval_ns", path));
+        TG_ASSIGN_OR_RETURN(tenant.slowdown, ReadTyped<double>(t, "slowdown", "float64", path));
+        TG_ASSIGN_OR_RETURN(tenant.bandwidth_gbps,
+                            ReadTyped<double>(t, "bandwidth_gbps", "float64", path));
+        TG_ASSIGN_OR_RETURN(tenant.interference_gbps,
+                            ReadTyped<double>(t, "interference_gbps", "float64", path));
+        r.tenants.push_back(std::move(tenant));
+      }
+      TG_ASSIGN_OR_RETURN(r.step, NeedUint(o, "step", ""));
+      TG_ASSIGN_OR_RETURN(r.step_ns, NeedDouble(o, "step_ns", ""));
+      TG_ASSIGN_OR_RETURN(r.elapsed_ns, NeedDouble(o, "elapsed_ns", ""));
+      TG_ASSIGN_OR_RETURN(r.tier_used_bytes,
+                          ReadTyped<uint64_t>(o, "tier_used_bytes", "uint64", ""));
+      TG_ASSIGN_OR_RETURN(r.tier_bandwidth_gbps,
+                          ReadTyped<double>(o, "tier_bandwidth_gbps", "float64", ""));
+      TG_ASSIGN_OR_RETURN(const object* done, Need(o, "done", ""));
+      TG_ASSIGN_OR_RETURN(r.done, ReadBool(*done, "done"));
+      return r;
+    }
     case Op::kReset:
     case Op::kStep: {
       StepResult result;
@@ -2039,6 +2179,31 @@ std::string EncodeRequest(const Request& request) {
           head(1);
           p.Str("session");
           p.Str(body.session);
+        } else if constexpr (std::is_same_v<T, CoschedMakeRequest>) {
+          head(1);
+          p.Str("config");
+          p.Config(body.config);
+        } else if constexpr (std::is_same_v<T, CoschedResetRequest>) {
+          head(1 + (body.seed ? 1 : 0));
+          p.Str("session");
+          p.Str(body.session);
+          if (body.seed) {
+            p.Str("seed");
+            p.Uint(*body.seed);
+          }
+        } else if constexpr (std::is_same_v<T, CoschedStepRequest>) {
+          head(2);
+          p.Str("session");
+          p.Str(body.session);
+          p.Str("actions");
+          p.Array(body.actions.size());
+          for (const Action& a : body.actions) {
+            if (a.values.empty()) {
+              p.Nil();
+            } else {
+              action(a);
+            }
+          }
         }
       },
       request.body);

@@ -37,8 +37,23 @@ inline constexpr char kEnvId[] = "tiergym/TierPlacement-v0";
 // The field named by errors about the message as a whole.
 inline constexpr char kPayloadField[] = "(payload)";
 
-enum class Op { kHello, kList, kMake, kReset, kStep, kStepBatch, kEstimate, kClose, kStats };
-inline constexpr int kNumOps = 9;
+// The co-scheduling ops (cosched_*) drive a node of K tenants (env/cosched/cosched_env.h);
+// `close` closes their sessions too.
+enum class Op {
+  kHello,
+  kList,
+  kMake,
+  kReset,
+  kStep,
+  kStepBatch,
+  kEstimate,
+  kClose,
+  kStats,
+  kCoschedMake,
+  kCoschedReset,
+  kCoschedStep
+};
+inline constexpr int kNumOps = 12;
 std::string_view OpName(Op op);
 std::optional<Op> ParseOp(std::string_view name);
 
@@ -122,8 +137,26 @@ struct CloseRequest {
   SessionId session;
 };
 
+// A co-scheduling node (cosched_make): its configuration (env/cosched's keys).
+struct CoschedMakeRequest {
+  ConfigMap config;
+};
+
+struct CoschedResetRequest {
+  SessionId session;
+  std::optional<uint64_t> seed;  // reseeds the start jitter's generator
+};
+
+// One action per tenant, in tenant order; an empty action (nil on the wire) keeps the
+// tenant's placement.
+struct CoschedStepRequest {
+  SessionId session;
+  std::vector<Action> actions;
+};
+
 using RequestBody = std::variant<std::monostate, MakeRequest, ResetRequest, StepRequest,
-                                 StepBatchRequest, EstimateRequest, CloseRequest>;
+                                 StepBatchRequest, EstimateRequest, CloseRequest,
+                                 CoschedMakeRequest, CoschedResetRequest, CoschedStepRequest>;
 
 struct Request {
   Op op = Op::kHello;
@@ -267,8 +300,38 @@ struct StatsReply {
   std::map<std::string, uint64_t> ops;
 };
 
-using ReplyBody = std::variant<Error, HelloReply, ListReply, MakeReply, ResetReply, StepReply,
-                               StepBatchReply, EstimateReply, CloseReply, StatsReply>;
+struct CoschedMakeReply {
+  SessionId session;
+  EnvSpec spec;                      // one tenant's spaces (every tenant has the same)
+  std::vector<std::string> tenants;  // the tenants' names, in tenant order
+  ConfigText config;                 // every key with its value in force
+};
+
+// One tenant's part of a node step (env/cosched/cosched_env.h TenantStep).
+struct CoschedTenant {
+  StepResult result;  // observation, reward, terminated (truncated unused), info
+  bool active = false;
+  bool waiting = false;
+  double solo_interval_ns = 0;
+  std::vector<double> slowdown;           // per tier
+  std::vector<double> bandwidth_gbps;     // per tier
+  std::vector<double> interference_gbps;  // per tier
+};
+
+// The reply to cosched_reset and cosched_step (NodeStep).
+struct CoschedStepReply {
+  std::vector<CoschedTenant> tenants;
+  uint64_t step = 0;
+  double step_ns = 0;
+  double elapsed_ns = 0;
+  std::vector<uint64_t> tier_used_bytes;
+  std::vector<double> tier_bandwidth_gbps;
+  bool done = false;
+};
+
+using ReplyBody =
+    std::variant<Error, HelloReply, ListReply, MakeReply, ResetReply, StepReply, StepBatchReply,
+                 EstimateReply, CloseReply, StatsReply, CoschedMakeReply, CoschedStepReply>;
 
 struct Reply {
   std::optional<uint64_t> id;

@@ -214,6 +214,11 @@ absl::StatusOr<std::string> DataRoots::Calibration(std::string_view name,
   return DataFile(name, key, "calibration file");
 }
 
+absl::StatusOr<std::string> DataRoots::Sensitivity(std::string_view name,
+                                                   std::string_view key) const {
+  return DataFile(name, key, "sensitivity curves file");
+}
+
 absl::StatusOr<std::string> DataRoots::DataFile(std::string_view name, std::string_view key,
                                                 std::string_view what) const {
   const std::string label = StrCat("config key '", key, "': ", what, " \"", Printable(name), "\"");

@@ -65,6 +65,8 @@ class DataRoots {
   absl::StatusOr<std::string> Schedule(std::string_view name, std::string_view key) const;
   // The resolved calibration file (`tiergym calibrate`). NotFound otherwise.
   absl::StatusOr<std::string> Calibration(std::string_view name, std::string_view key) const;
+  // The resolved sensitivity curves (curves.csv, for co-scheduling). NotFound otherwise.
+  absl::StatusOr<std::string> Sensitivity(std::string_view name, std::string_view key) const;
 
   // `message` with every server path this object knows replaced by what clients call it
   // (a data directory by "data-dir:", a served profile by its name).

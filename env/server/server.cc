@@ -369,7 +369,8 @@ void Server::Accept(std::shared_ptr<Job> job) {
       return;
     }
     const std::optional<protocol::Op> op = protocol::PeekRequestOp(job->bytes());
-    job->slow = op == protocol::Op::kMake || op == protocol::Op::kEstimate;
+    job->slow = op == protocol::Op::kMake || op == protocol::Op::kEstimate ||
+                op == protocol::Op::kCoschedMake;
     Dispatch(std::move(job));
     return;
   }
@@ -387,7 +388,8 @@ void Server::Accept(std::shared_ptr<Job> job) {
     return;
   }
   const std::optional<protocol::Op> op = protocol::PeekRequestOp(job->bytes());
-  job->slow = op == protocol::Op::kMake || op == protocol::Op::kEstimate;
+  job->slow = op == protocol::Op::kMake || op == protocol::Op::kEstimate ||
+              op == protocol::Op::kCoschedMake;
   client.queued_bytes += job->payload.size();
   queued_bytes_ += job->payload.size();
   client.queued.push_back(std::move(job));

@@ -26,7 +26,8 @@ using protocol::ReplyBody;
 struct Service::Session {
   protocol::SessionId id;
   std::string owner;
-  std::unique_ptr<SessionEnv> env;
+  std::unique_ptr<SessionEnv> env;            // a make session, or
+  std::unique_ptr<CoschedNode> node;          // a cosched_make session
   std::map<std::string, std::string> config;  // every key's value in force, as text
   std::mutex mu;
   bool in_episode = false;  // guarded by mu
@@ -205,6 +206,12 @@ ReplyBody Service::Dispatch(const protocol::Request& request, const std::string&
       return Close(std::get<protocol::CloseRequest>(request.body), owner);
     case Op::kStats:
       return Stats();
+    case Op::kCoschedMake:
+      return CoschedMake(std::get<protocol::CoschedMakeRequest>(request.body), owner);
+    case Op::kCoschedReset:
+      return CoschedReset(std::get<protocol::CoschedResetRequest>(request.body), owner);
+    case Op::kCoschedStep:
+      return CoschedStep(std::get<protocol::CoschedStepRequest>(request.body), owner);
   }
   return MakeError(absl::StatusCode::kInternal, "op", "unhandled op");
 }
@@ -235,7 +242,8 @@ absl::Status Service::CheckConfigKeys(const protocol::ConfigMap& config) const {
 }
 
 absl::StatusOr<Service::Lease> Service::Acquire(const protocol::SessionId& id,
-                                                const std::string& owner, std::string_view field) {
+                                                const std::string& owner, std::string_view field,
+                                                bool node) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = sessions_.find(id);
   // Another connection's session is not found either: the same answer, the same work.
@@ -243,6 +251,15 @@ absl::StatusOr<Service::Lease> Service::Acquire(const protocol::SessionId& id,
     return absl::NotFoundError(StrCat(
         field, ": no such session on this connection (never made here, closed, or reclaimed after ",
         options_.idle_timeout_s, " s idle or when the connection that made it closed)"));
+  }
+  if ((it->second->node != nullptr) != node) {
+    return absl::FailedPreconditionError(
+        node ? StrCat(field,
+                      ": not a co-scheduling session (made by make: drive it with reset, step "
+                      "and step_batch)")
+             : StrCat(field,
+                      ": a co-scheduling session (made by cosched_make: drive it with "
+                      "cosched_reset and cosched_step)"));
   }
   it->second->users.fetch_add(1);
   return Lease(it->second, this);
@@ -370,45 +387,147 @@ ReplyBody Service::Make(const protocol::MakeRequest& r, const std::string& owner
   if (absl::Status s = CheckConfigKeys(r.config); !s.ok()) {
     return protocol::ErrorFromStatus(s, "config");
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (sessions_.size() + pending_makes_ >= options_.max_sessions) {
-      return MakeError(absl::StatusCode::kResourceExhausted, "op",
-                       StrCat("make refused: ", sessions_.size(),
-                              " sessions open, the server's limit (--max-sessions); close "
-                              "sessions you no longer use"));
-    }
-    auto mine = sessions_of_.find(owner);
-    if (mine != sessions_of_.end() && mine->second >= options_.max_sessions_per_connection) {
-      return MakeError(absl::StatusCode::kResourceExhausted, "op",
-                       StrCat("make refused: this connection has ", mine->second,
-                              " sessions open, the server's limit per connection "
-                              "(--max-sessions-per-connection); close sessions you no "
-                              "longer use"));
-    }
-    ++pending_makes_;
-  }
+  if (std::optional<Error> refused = ReserveMake(owner)) return *std::move(refused);
   absl::StatusOr<std::unique_ptr<SessionEnv>> env = provider_->Make(r.config);
   std::lock_guard<std::mutex> lock(mu_);
   --pending_makes_;
   if (!env.ok()) return ConfigError(env.status());
 
   auto session = std::make_shared<Session>();
-  do {
-    session->id = RandomHex128();
-  } while (sessions_.count(session->id) != 0);
   session->owner = owner;
   session->env = std::move(*env);
-  session->last_used_ns.store(Now().time_since_epoch().count());
   protocol::MakeReply reply;
-  reply.session = session->id;
   reply.spec = session->env->spec();
   reply.config = ConfigInForce(provider_->ConfigKeys(), r.config, reply.spec);
   session->config = reply.config;
-  ++sessions_of_[owner];
+  AddSessionLocked(session);
+  reply.session = session->id;
+  return reply;
+}
+
+std::optional<Error> Service::ReserveMake(const std::string& owner) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (sessions_.size() + pending_makes_ >= options_.max_sessions) {
+    return MakeError(absl::StatusCode::kResourceExhausted, "op",
+                     StrCat("make refused: ", sessions_.size(),
+                            " sessions open, the server's limit (--max-sessions); close "
+                            "sessions you no longer use"));
+  }
+  auto mine = sessions_of_.find(owner);
+  if (mine != sessions_of_.end() && mine->second >= options_.max_sessions_per_connection) {
+    return MakeError(absl::StatusCode::kResourceExhausted, "op",
+                     StrCat("make refused: this connection has ", mine->second,
+                            " sessions open, the server's limit per connection "
+                            "(--max-sessions-per-connection); close sessions you no "
+                            "longer use"));
+  }
+  ++pending_makes_;
+  return std::nullopt;
+}
+
+void Service::AddSessionLocked(std::shared_ptr<Session> session) {
+  do {
+    session->id = RandomHex128();
+  } while (sessions_.count(session->id) != 0);
+  session->last_used_ns.store(Now().time_since_epoch().count());
+  ++sessions_of_[session->owner];
   sessions_.emplace(session->id, std::move(session));
   sessions_made_.fetch_add(1, std::memory_order_relaxed);
+}
+
+namespace {
+
+protocol::CoschedStepReply NodeReply(NodeStep&& step) {
+  protocol::CoschedStepReply r;
+  r.tenants.reserve(step.tenants.size());
+  for (TenantStep& t : step.tenants) {
+    protocol::CoschedTenant tenant;
+    tenant.result.observation = std::move(t.observation);
+    tenant.result.reward = t.reward;
+    tenant.result.terminated = t.terminated;
+    tenant.result.info = std::move(t.info);
+    tenant.active = t.active;
+    tenant.waiting = t.waiting;
+    tenant.solo_interval_ns = t.solo_interval_ns;
+    tenant.slowdown = std::move(t.slowdown);
+    tenant.bandwidth_gbps = std::move(t.bandwidth_gbps);
+    tenant.interference_gbps = std::move(t.interference_gbps);
+    r.tenants.push_back(std::move(tenant));
+  }
+  r.step = step.step;
+  r.step_ns = step.step_ns;
+  r.elapsed_ns = step.elapsed_ns;
+  r.tier_used_bytes = std::move(step.tier_used_bytes);
+  r.tier_bandwidth_gbps = std::move(step.tier_bandwidth_gbps);
+  r.done = step.done;
+  return r;
+}
+
+}  // namespace
+
+ReplyBody Service::CoschedMake(const protocol::CoschedMakeRequest& r, const std::string& owner) {
+  if (options_.cosched == nullptr) {
+    return MakeError(absl::StatusCode::kUnimplemented, "op",
+                     "this server serves no co-scheduling nodes");
+  }
+  if (absl::Status s = CheckKnownConfigKeys(r.config, options_.cosched->ConfigKeys()); !s.ok()) {
+    return protocol::ErrorFromStatus(s, "config");
+  }
+  if (std::optional<Error> refused = ReserveMake(owner)) return *std::move(refused);
+  absl::StatusOr<std::unique_ptr<CoschedNode>> node = options_.cosched->Make(r.config);
+  std::lock_guard<std::mutex> lock(mu_);
+  --pending_makes_;
+  if (!node.ok()) {
+    absl::Status status = node.status();
+    // A tenant not found carries its key already; anything else without one is the
+    // configuration's.
+    return protocol::ErrorFromStatus(NestField(std::move(status), "config"), "config");
+  }
+  auto session = std::make_shared<Session>();
+  session->owner = owner;
+  session->node = *std::move(node);
+  protocol::CoschedMakeReply reply;
+  reply.spec = session->node->assets().tenant_spec();
+  // The distinct profiles with their region bounds (a profile may run as several tenants).
+  reply.spec.profiles = session->node->assets().env_assets().spec().profiles;
+  reply.spec.region_bounds = session->node->assets().env_assets().spec().region_bounds;
+  reply.tenants = session->node->assets().tenant_names();
+  reply.config = ConfigInForce(options_.cosched->ConfigKeys(), r.config, reply.spec);
+  session->config = reply.config;
+  AddSessionLocked(session);
+  reply.session = session->id;
   return reply;
+}
+
+ReplyBody Service::CoschedReset(const protocol::CoschedResetRequest& r, const std::string& owner) {
+  absl::StatusOr<Lease> lease = Acquire(r.session, owner, "session", /*node=*/true);
+  if (!lease.ok()) return FieldOf(lease.status(), "session");
+  Session& s = **lease;
+  std::lock_guard<std::mutex> lock(s.mu);
+  absl::StatusOr<NodeStep> result = s.node->env().Reset(r.seed);
+  if (!result.ok()) {
+    s.in_episode = false;
+    return FieldOf(result.status(), "session");
+  }
+  s.in_episode = !result->done;
+  return NodeReply(*std::move(result));
+}
+
+ReplyBody Service::CoschedStep(const protocol::CoschedStepRequest& r, const std::string& owner) {
+  absl::StatusOr<Lease> lease = Acquire(r.session, owner, "session", /*node=*/true);
+  if (!lease.ok()) return FieldOf(lease.status(), "session");
+  Session& s = **lease;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.in_episode) return NoEpisode("session");
+  // The node checks every action (count, ranges) before anything moves.
+  absl::StatusOr<NodeStep> result = s.node->env().Step(r.actions);
+  if (!result.ok()) {
+    return FieldOf(result.status(), result.status().code() == absl::StatusCode::kInvalidArgument
+                                        ? "actions"
+                                        : "session");
+  }
+  if (result->done) s.in_episode = false;
+  return NodeReply(*std::move(result));
 }
 
 ReplyBody Service::Reset(const protocol::ResetRequest& r, const std::string& owner) {

@@ -34,11 +34,13 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
 #include "env/protocol/protocol.h"
+#include "env/server/cosched_provider.h"
 #include "env/server/env_provider.h"
 #include "env/server/thread_pool.h"
 
@@ -67,6 +69,9 @@ struct ServiceOptions {
   uint64_t max_shm_bytes = uint64_t{256} << 20;
   // Segments one connection holds at most. Default 16.
   uint64_t max_shm_segments_per_connection = 16;
+  // Co-scheduling nodes (the cosched_* ops); null: those ops are refused (UNIMPLEMENTED).
+  // Their sessions count against the same limits as make's. Default null.
+  std::shared_ptr<CoschedProvider> cosched;
   // Time source (tests fake it). Default std::chrono::steady_clock::now.
   std::function<std::chrono::steady_clock::time_point()> clock;
 };
@@ -110,11 +115,20 @@ class Service {
   protocol::ReplyBody StepBatch(const protocol::StepBatchRequest& r, const std::string& owner);
   protocol::ReplyBody Estimate(const protocol::EstimateRequest& r, const std::string& owner);
   protocol::ReplyBody Close(const protocol::CloseRequest& r, const std::string& owner);
+  protocol::ReplyBody CoschedMake(const protocol::CoschedMakeRequest& r, const std::string& owner);
+  protocol::ReplyBody CoschedReset(const protocol::CoschedResetRequest& r,
+                                   const std::string& owner);
+  protocol::ReplyBody CoschedStep(const protocol::CoschedStepRequest& r, const std::string& owner);
 
   // The session `id` of `owner`, marked in use until the lease ends; NotFound naming
-  // `field` when there is none (unknown and not the owner's alike).
+  // `field` when there is none (unknown and not the owner's alike); FailedPrecondition
+  // when it is a co-scheduling node and `node` is false, or the other way round.
   absl::StatusOr<Lease> Acquire(const protocol::SessionId& id, const std::string& owner,
-                                std::string_view field);
+                                std::string_view field, bool node = false);
+  // Counts a make of `owner` as pending, or the error when the session limits refuse it.
+  std::optional<protocol::Error> ReserveMake(const std::string& owner);
+  // Adds a made session (its id set here), ending its pending make (REQUIRES: mu_ held).
+  void AddSessionLocked(std::shared_ptr<Session> session);
   // Removes a session from the table, and the segments made with it (REQUIRES: mu_ held).
   void EraseLocked(std::unordered_map<protocol::SessionId, std::shared_ptr<Session>>::iterator it);
   void EraseSegmentLocked(const std::string& handle);

@@ -316,6 +316,17 @@ std::map<Op, ReplyBody> SampleReplies() {
       {SampleResult(), SampleResult()}, {0, 1}, {SampleResult(), SampleResult()}, std::nullopt};
   StatsReply stats;
   stats.ops = {{"step", 3}};
+  CoschedTenant tenant;
+  tenant.result = SampleResult();
+  tenant.active = true;
+  tenant.slowdown = {1, 1.25};
+  tenant.bandwidth_gbps = {3, 4};
+  tenant.interference_gbps = {0, 5};
+  CoschedStepReply node;
+  node.tenants = {tenant, tenant};
+  node.step = 2;
+  node.tier_used_bytes = {4096, 8192};
+  node.tier_bandwidth_gbps = {6, 8};
   return {
       {Op::kHello, HelloReply{kVersion, "tiergym test", {kEnvId}, Limits{}}},
       {Op::kList, ListReply{{EnvDescription{kEnvId, "d", {ConfigKey{"steps", "100", "h"}}}}}},
@@ -326,6 +337,11 @@ std::map<Op, ReplyBody> SampleReplies() {
       {Op::kEstimate, EstimateReply{750, 1000, 0.25}},
       {Op::kClose, CloseReply{}},
       {Op::kStats, stats},
+      {Op::kCoschedMake,
+       CoschedMakeReply{
+           "0123456789abcdef0123456789abcdef", spec, {"minife", "minife#2"}, {{"steps", "100"}}}},
+      {Op::kCoschedReset, node},
+      {Op::kCoschedStep, node},
   };
 }
 
@@ -338,6 +354,17 @@ TEST(ProtocolSchemaTest, RepliesCarryExactlyTheDeclaredFields) {
     std::vector<Field> fields = envelope;
     for (Field& f : FieldsOf(Operation(OpName(op)).Find("reply"))) fields.push_back(f);
     ExpectMapMatches(oh.get(), fields, std::string(OpName(op)));
+    // A co-scheduling node's tenants: each a map of the declared struct.
+    if (op == Op::kCoschedReset || op == Op::kCoschedStep) {
+      const msgpack::object* tenants = Members(oh.get())["tenants"];
+      ASSERT_NE(tenants, nullptr);
+      ASSERT_EQ(tenants->via.array.size, 2u);
+      for (uint32_t i = 0; i < tenants->via.array.size; ++i) {
+        ExpectMapMatches(tenants->via.array.ptr[i],
+                         FieldsOf(Schema().Find("structs")->Find("tenant")),
+                         std::string(OpName(op)) + ".tenants[" + std::to_string(i) + "]");
+      }
+    }
     // What the schema declares, the C++ client reads: without any one of them the reply
     // does not decode.
     absl::StatusOr<Reply> decoded = DecodeReply(payload, op);

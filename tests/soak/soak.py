@@ -176,6 +176,13 @@ def hostile_messages(data_dir, handles):
                      "../secret.json", "escape.json", "fifo.json", os.path.dirname(data_dir),
                      "no-such-file.json", "x" * 5000):
             out.append((f"probe {key}={path[:30]}", make({key: path})))
+    # Co-scheduling nodes name files too (tenants, sensitivity): only within the roots.
+    for key, path in (("sensitivity", "/etc/passwd"), ("sensitivity", "/proc/self/environ"),
+                      ("sensitivity", "fifo.json"), ("tenants", "/etc"),
+                      ("tenants", os.path.dirname(data_dir)), ("machine", "/dev/zero")):
+        out.append((f"probe cosched {key}={path[:30]}",
+                    msgpack.packb({"v": 2, "op": "cosched_make",
+                                   "config": {"tenants": ["minife"], key: path}})))
     out.append(("too big", make({"num_regions": 65536, "steps": 1000000})))
     out.append(("dup keys", b"\x83\xa1v\x02\xa2op\xa5hello\xa2op\xa5stats"))
     out.append(("bad utf8", b"\x83" + b"".join(msgpack.packb(x) for x in ("v", 2, "op", "make",
@@ -187,6 +194,8 @@ def hostile_messages(data_dir, handles):
         out.append(("hijack step", msgpack.packb({"v": 2, "op": "step", "session": h,
                                                   "action": [0] * 8})))
         out.append(("hijack close", msgpack.packb({"v": 2, "op": "close", "session": h})))
+        out.append(("hijack cosched_step", msgpack.packb({"v": 2, "op": "cosched_step",
+                                                          "session": h, "actions": [None]})))
     return out
 
 
@@ -204,6 +213,8 @@ def fuzzer(endpoint, stop, tally, handles, data_dir, rng):
                        "actions": [[0, 1]], "shm": True}),
         msgpack.packb({"v": 2, "op": "estimate", "profile": "minife",
                        "placement": '{"default": "hbm"}', "config": {"num_regions": 8}}),
+        msgpack.packb({"v": 2, "op": "cosched_step", "session": "0" * 32,
+                       "actions": [[0, 1], None]}),
     ]
     s = zmq.Context.instance().socket(zmq.DEALER)
     s.setsockopt(zmq.LINGER, 0)

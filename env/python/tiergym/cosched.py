@@ -34,6 +34,16 @@ minus, per tenant whose speed in a step (its solo default interval over its cont
 interval plus migration) falls below `qos_min` (a fraction of its solo speed; default
 0.5), `qos_penalty` (default 1.0) times the shortfall, divided by the number of tenants.
 
+Over ZeroMQ: `address=` (an endpoint, a connection.Server, or "private" for a private
+`tiergym serve` stopped on close()) drives the same node on a server (the cosched_* ops,
+env/PROTOCOL.md "Co-scheduling"), with `timeout=` and `server_args=` as TierEnv's; the
+same configuration, seed and actions give bit-identical observations and rewards. There,
+tenants are the server's served profiles (a private server serves the bundled profiles
+recorded on the configuration's machine preset, as in process) or profile directories in
+its data directories, and `sensitivity`, when
+not given, is the server's (a private server's: the bundled curves). Without `address`
+(the default) the node runs in this process.
+
 Configuration: a scenario's keys (SCENARIOS, or scenario=None and your own), overridden by
 keyword arguments: the keys of env/cosched (tenants, tenant_start_steps,
 start_jitter_steps, sensitivity, sensitivity_method, machine, num_regions, steps,
@@ -49,6 +59,7 @@ import pathlib
 import gymnasium
 import numpy as np
 
+from ._protocol import decode_array, decode_spec, encode_array
 from .inprocess import load_core
 
 # Registered by tiergym.register_envs (on import of tiergym).
@@ -83,7 +94,7 @@ def bundled_curves():
                             "pass sensitivity=PATH")
 
 
-def scenario_config(scenario=None, **overrides):
+def scenario_config(scenario=None, _default_curves=True, **overrides):
     """The configuration of a bundled scenario (SCENARIOS) with `overrides` applied;
     ValueError for an unknown scenario."""
     if scenario is None:
@@ -93,7 +104,7 @@ def scenario_config(scenario=None, **overrides):
     else:
         raise ValueError(f"unknown scenario {scenario!r} (bundled: {', '.join(SCENARIOS)})")
     config.update(overrides)
-    if "sensitivity" not in config:
+    if "sensitivity" not in config and _default_curves:
         config["sensitivity"] = bundled_curves()
     out = {}
     for key, value in config.items():
@@ -116,11 +127,17 @@ def _space(d):
 
 
 class Node:
-    """The node's dynamics (tiergym._core.CoschedCore) with Gymnasium spaces."""
+    """The node's dynamics with Gymnasium spaces: in this process (tiergym._core.CoschedCore)
+    when `address` is None, else over the ZeroMQ protocol (ZmqNode)."""
 
-    def __init__(self, scenario=None, **config):
-        self.config = scenario_config(scenario, **config)
-        self.core = load_core().CoschedCore(self.config)
+    def __init__(self, scenario=None, address=None, timeout=None, server_args=(), **config):
+        if address is not None:
+            self.core = ZmqNode(scenario_config(scenario, _default_curves=False, **config),
+                                address, timeout, server_args)
+            self.config = self.core.config
+        else:
+            self.config = scenario_config(scenario, **config)
+            self.core = load_core().CoschedCore(self.config)
         self.spec = self.core.spec
         self.tenants = list(self.core.tenant_names)
         self.observation_space = _space(self.spec["observation"])
@@ -136,6 +153,99 @@ class Node:
             arrays.append(None if a is None else
                           np.ascontiguousarray(np.asarray(a, dtype=np.int64).reshape(-1)))
         return self.core.step(arrays)
+
+    def close(self):
+        close = getattr(self.core, "close", None)
+        if close is not None:
+            close()
+
+
+class ZmqNode:
+    """A co-scheduling node on a tiergym server (the cosched_* ops, env/PROTOCOL.md
+    "Co-scheduling"), with CoschedCore's interface: the same dicts from reset and step.
+
+    address: an endpoint ("tcp://host:port", "ipc:///path"), a connection.Server, or
+    "private" (a private `tiergym serve` started for this node and stopped by close(); it
+    serves the bundled profiles and curves). A configuration without `sensitivity` uses the
+    server's curves (`tiergym serve --sensitivity`)."""
+
+    def __init__(self, config, address, timeout=None, server_args=()):
+        from .connection import DEFAULT_TIMEOUT_S
+        from .env import open_connection
+
+        timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
+        args = list(server_args)
+        if address == "private":
+            if "--sensitivity" not in args:
+                args += ["--sensitivity", bundled_curves()]
+            machine = config.get("machine")
+            if "--machine" not in args and isinstance(machine, str) and machine != "knl":
+                args += ["--machine", machine]  # its bundled profiles recorded there
+            address = None  # open_connection starts a private server
+        self._connection, self._server = open_connection(address, timeout, args)
+        self._session = None
+        try:
+            made = self._connection.call("cosched_make", config=config)
+        except BaseException:
+            self.close()
+            raise
+        self._session = made["session"]
+        self.config = dict(made["config"])
+        self.tenant_names = list(made["tenants"])
+        self.num_tenants = len(self.tenant_names)
+        spec = decode_spec(made["spec"])
+        bounds = spec["region_bounds"]
+        region_bytes = []
+        for name in self.tenant_names:
+            p = spec["profiles"].index(name.split("#")[0])
+            region_bytes.append((bounds[p, :, 1] - bounds[p, :, 0]).astype(np.uint64))
+        spec["tenant_region_bytes"] = region_bytes
+        self.spec = spec
+
+    def reset(self, seed=None):
+        fields = {"session": self._session}
+        if seed is not None:
+            fields["seed"] = int(seed)
+        return _node_dict(self._connection.call("cosched_reset", **fields))
+
+    def step(self, actions):
+        wire = [None if a is None else encode_array(a, "int64") for a in actions]
+        return _node_dict(self._connection.call("cosched_step", session=self._session,
+                                                actions=wire))
+
+    def close(self):
+        from .env import close_connection
+
+        if getattr(self, "_connection", None) is None:
+            return
+        close_connection(self._connection, self._server,
+                         [self._session] if self._session is not None else [])
+        self._connection = None
+
+
+def _node_dict(reply):
+    """A cosched_reset / cosched_step reply as CoschedCore returns a node step."""
+    tenants = []
+    for t in reply["tenants"]:
+        w = t["info"]
+        info = {"profile": w["profile"], "step": int(w["step"])}
+        for key in ("interval_ns", "default_interval_ns", "migration_ns", "elapsed_ns",
+                    "default_elapsed_ns", "default_total_ns"):
+            info[key] = float(w[key])
+        info["solo_interval_ns"] = float(t["solo_interval_ns"])
+        info["migrated_bytes"] = int(w["migrated_bytes"])
+        info["refused_regions"] = [int(r) for r in decode_array(w["refused_regions"])]
+        for key in ("slowdown", "bandwidth_gbps", "interference_gbps"):
+            info[key] = decode_array(t[key])
+        info["action_mask"] = decode_array(w["action_mask"])
+        tenants.append({"obs": decode_array(t["obs"]), "reward": float(t["reward"]),
+                        "active": bool(t["active"]), "waiting": bool(t["waiting"]),
+                        "terminated": bool(t["terminated"]), "info": info})
+    return {"tenants": tenants, "step": int(reply["step"]), "step_ns": float(reply["step_ns"]),
+            "elapsed_ns": float(reply["elapsed_ns"]),
+            "tier_used_bytes": decode_array(reply["tier_used_bytes"]),
+            "tier_bandwidth_gbps": decode_array(reply["tier_bandwidth_gbps"]),
+            "done": bool(reply["done"])}
 
 
 def _tenant_info(t):
@@ -156,7 +266,8 @@ class CoschedParallelEnv(_ParallelBase):
 
     metadata = {"name": "tiergym_cosched_v0", "render_modes": [], "is_parallelizable": True}
 
-    def __init__(self, scenario="knl-2", global_weight=0.0, render_mode=None, **config):
+    def __init__(self, scenario="knl-2", global_weight=0.0, render_mode=None, address=None,
+                 **config):
         if _ParallelBase is object:
             raise ImportError("tiergym.cosched.CoschedParallelEnv needs PettingZoo: "
                               "pip install \"tiergym[pettingzoo]\"")
@@ -166,7 +277,7 @@ class CoschedParallelEnv(_ParallelBase):
             raise ValueError("render_mode: tiergym renders nothing (None only)")
         self.render_mode = None
         self.global_weight = float(global_weight)
-        self.node = Node(scenario, **config)
+        self.node = Node(scenario, address=address, **config)
         self.possible_agents = list(self.node.tenants)
         self.agents = []
         self._last = None
@@ -218,7 +329,7 @@ class CoschedParallelEnv(_ParallelBase):
         return None
 
     def close(self):
-        pass
+        self.node.close()
 
     def state(self):
         """The node's state: every tenant's observation, concatenated (the scheduler view's
@@ -240,7 +351,7 @@ class SchedulerEnv(gymnasium.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, scenario="knl-2", objective="total", qos_min=0.5, qos_penalty=1.0,
-                 render_mode=None, **config):
+                 render_mode=None, address=None, **config):
         if objective not in ("total", "geomean"):
             raise ValueError(f"objective: {objective!r} is not 'total' or 'geomean'")
         if not 0.0 <= float(qos_min) <= 1.0:
@@ -253,7 +364,7 @@ class SchedulerEnv(gymnasium.Env):
         self.objective = objective
         self.qos_min = float(qos_min)
         self.qos_penalty = float(qos_penalty)
-        self.node = Node(scenario, **config)
+        self.node = Node(scenario, address=address, **config)
         self.tenants = self.node.tenants
         k = len(self.tenants)
         tenant_obs = self.node.observation_space
@@ -328,3 +439,5 @@ class SchedulerEnv(gymnasium.Env):
     def render(self):
         return None
 
+    def close(self):
+        self.node.close()

@@ -1,0 +1,157 @@
+#include "env/server/cosched_provider.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <new>
+#include <utility>
+
+#include "env/server/environment_provider.h"
+#include "traces/base/field_status.h"
+#include "traces/base/strings.h"
+#include "traces/machine.h"
+#include "traces/profile.h"
+
+namespace tiergym::env {
+namespace {
+
+std::string MiB(uint64_t bytes) { return StrCat(bytes >> 20, " MiB"); }
+
+}  // namespace
+
+CoschedProvider::CoschedProvider(CoschedProviderOptions options, EnvProvider* budget)
+    : options_(std::move(options)),
+      budget_(budget),
+      keys_(CoschedConfigKeys()),
+      roots_(DataRoots::Create(DataRootsOptions{
+          options_.data_dirs, options_.named_profiles,
+          options_.default_config.count("machine")
+              ? std::vector<std::string>{ConfigValueText(options_.default_config.at("machine"))}
+              : std::vector<std::string>{}})) {
+  for (ConfigKey& k : keys_) {
+    auto it = options_.default_config.find(k.name);
+    if (it != options_.default_config.end()) k.default_value = ConfigValueText(it->second);
+    if (k.name == "sensitivity" && !options_.default_sensitivity.empty()) {
+      k.default_value = "(the server's curves)";
+    }
+  }
+}
+
+absl::StatusOr<ConfigMap> CoschedProvider::Resolve(const ConfigMap& config) const {
+  if (!roots_.ok()) return roots_.status();
+  ConfigMap out = config;
+  // A value of the wrong type is left to ParseCoschedConfig, which says what it expects.
+  if (auto it = out.find("machine"); it != out.end() && it->second.string() != nullptr) {
+    absl::StatusOr<std::string> file = roots_->Machine(*it->second.string(), "machine");
+    if (!file.ok()) return WithField(file.status(), "machine");
+    it->second = *std::move(file);
+  }
+  if (auto it = out.find("calibration");
+      it != out.end() && it->second.string() != nullptr && !it->second.string()->empty()) {
+    absl::StatusOr<std::string> file = roots_->Calibration(*it->second.string(), "calibration");
+    if (!file.ok()) return WithField(file.status(), "calibration");
+    it->second = *std::move(file);
+  }
+  if (auto it = out.find("sensitivity");
+      it != out.end() && it->second.string() != nullptr && !it->second.string()->empty()) {
+    absl::StatusOr<std::string> file = roots_->Sensitivity(*it->second.string(), "sensitivity");
+    if (!file.ok()) return WithField(file.status(), "sensitivity");
+    it->second = *std::move(file);
+  } else if (it == out.end() && !options_.default_sensitivity.empty()) {
+    out["sensitivity"] = options_.default_sensitivity;  // the operator's word
+  }
+  if (auto it = out.find("tenants"); it != out.end()) {
+    ConfigValue::List names;
+    if (const ConfigValue::List* list = it->second.list()) {
+      names = *list;
+    } else if (const std::string* text = it->second.string()) {  // comma-separated text
+      for (std::string_view item : SplitFields(*text, ',')) names.emplace_back(item);
+    } else {
+      return out;  // ParseCoschedConfig refuses it
+    }
+    ConfigValue::List dirs;
+    for (const std::string& name : names) {
+      absl::StatusOr<std::string> dir = roots_->ProfileDir(name, "tenants");
+      if (!dir.ok()) return WithField(dir.status(), "tenants");
+      dirs.push_back(*std::move(dir));
+    }
+    it->second = ConfigValue(dirs);
+  }
+  // The server's defaults: the operator's word, taken as they are.
+  for (const auto& [key, value] : options_.default_config) out.emplace(key, value);
+  return out;
+}
+
+uint64_t CoschedProvider::EstimateBytes(const CoschedConfig& c) {
+  absl::StatusOr<Machine> machine = LoadMachine(c.env.machine);
+  const uint64_t tiers = machine.ok() ? machine->tiers.size() : 8;
+  const uint64_t k = static_cast<uint64_t>(std::max(1, c.env.num_regions));
+  const uint64_t n = c.env.steps > 0 ? static_cast<uint64_t>(c.env.steps) : 10000;
+  uint64_t bytes = 4096 * c.tenants.size();
+  std::vector<std::string> seen;
+  for (const std::string& dir : c.tenants) {
+    // Per tenant: its state and tables; per distinct profile: its index.
+    bytes += n * k * (4 + tiers * 8) + n * (32 + tiers * 4) + k * (64 + 16 + 32 + tiers);
+    if (std::find(seen.begin(), seen.end(), dir) != seen.end()) continue;
+    seen.push_back(dir);
+    absl::StatusOr<std::vector<std::string>> files = ListTraceFiles(dir);
+    if (!files.ok()) continue;
+    for (const std::string& f : *files) {
+      std::error_code ec;
+      const uint64_t size = std::filesystem::file_size(f, ec);
+      if (!ec) bytes += size * EnvironmentProvider::kTraceBytesFactor;
+    }
+  }
+  return bytes;
+}
+
+absl::StatusOr<std::unique_ptr<CoschedNode>> CoschedProvider::Make(const ConfigMap& config) {
+  absl::StatusOr<ConfigMap> resolved = Resolve(config);
+  if (!resolved.ok()) return resolved.status();
+  if (resolved->count("sensitivity") == 0) {
+    return InvalidFieldError("sensitivity",
+                             "required: name sensitivity curves (curves.csv) in a data directory "
+                             "(this server has no default: tiergym serve --sensitivity)");
+  }
+  absl::StatusOr<CoschedConfig> parsed = ParseCoschedConfig(*resolved);
+  if (!parsed.ok()) return parsed.status();
+  // Files by the names clients know them by, not by their server paths; the field kept.
+  auto redact = [&](const absl::Status& status) {
+    absl::Status redacted(status.code(), roots_->Redact(std::string(status.message())));
+    const std::optional<std::string> field = ErrorField(status);
+    return field ? WithField(std::move(redacted), *field) : redacted;
+  };
+  if (absl::StatusOr<EnvSpec> spec = MakeEnvSpec(parsed->env); !spec.ok()) {
+    return redact(spec.status());
+  }
+  const uint64_t bytes = EstimateBytes(*parsed);
+  if (budget_ != nullptr) {
+    if (absl::Status s = budget_->Charge(bytes); !s.ok()) {
+      return absl::Status(s.code(), StrCat("a co-scheduling node of this configuration needs "
+                                           "about ",
+                                           MiB(bytes), " before it is built: ", s.message()));
+    }
+  }
+  auto give_back = [&] {
+    if (budget_ != nullptr) budget_->Uncharge(bytes);
+  };
+  absl::StatusOr<std::shared_ptr<const CoschedAssets>> assets = [&] {
+    try {
+      return CoschedAssets::Load(*parsed, &profiles_);
+    } catch (const std::bad_alloc&) {
+      return absl::StatusOr<std::shared_ptr<const CoschedAssets>>(
+          absl::ResourceExhaustedError("the server ran out of memory loading this node"));
+    }
+  }();
+  if (!assets.ok()) {
+    give_back();
+    return redact(assets.status());
+  }
+  absl::StatusOr<std::unique_ptr<CoschedEnv>> env = CoschedEnv::Create(*std::move(assets));
+  if (!env.ok()) {
+    give_back();
+    return redact(env.status());
+  }
+  return std::make_unique<CoschedNode>(*std::move(env), budget_, bytes);
+}
+
+}  // namespace tiergym::env

@@ -1,0 +1,415 @@
+// The co-scheduling ops (cosched_make, cosched_reset, cosched_step; env/PROTOCOL.md
+// "Co-scheduling") through the session manager (env/server/service.h) on real nodes
+// (env/server/cosched_provider.h): the same episode as the node in process, bit for bit;
+// names resolved only within the operator's roots; every refusal with its code and field;
+// ownership, kinds of session, limits and the memory budget.
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "env/client/client.h"
+#include "env/cosched/cosched_env.h"
+#include "env/server/cosched_provider.h"
+#include "env/server/server.h"
+#include "env/server/service.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/env/fake_env.h"
+#include "tests/env/msgpack_builder.h"
+#include "tests/test_root.h"
+
+namespace tiergym::env {
+namespace {
+
+using protocol::Op;
+using protocol::Reply;
+using protocol::Request;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+using ::tiergym::testing::SmallProfileDir;
+using ::tiergym::testing::TestRoot;
+namespace mp = tiergym::testing::mp;
+
+std::string CurvesDir() { return std::string(TIERGYM_SOURCE_DIR) + "/estimator/contention/data"; }
+
+// A fake provider whose memory budget can be closed.
+class BudgetProvider : public testing::FakeProvider {
+ public:
+  absl::Status Charge(uint64_t bytes) override {
+    if (!open) return absl::ResourceExhaustedError("over the budget (test)");
+    charged += bytes;
+    return absl::OkStatus();
+  }
+  void Uncharge(uint64_t bytes) override { charged -= bytes; }
+  bool open = true;
+  uint64_t charged = 0;
+};
+
+class CoschedServiceTest : public ::testing::Test {
+ protected:
+  CoschedServiceTest() : pool_(2) {}
+
+  void SetUp() override {
+    minife_ = SmallProfileDir("minife", "knl");
+    lulesh_ = SmallProfileDir("lulesh", "knl");
+    MakeService(ServiceOptions{}, /*sensitivity=*/"");
+  }
+
+  void MakeService(ServiceOptions options, const std::string& default_sensitivity,
+                   bool cosched = true) {
+    provider_ = std::make_shared<BudgetProvider>();
+    if (cosched) {
+      CoschedProviderOptions co;
+      co.data_dirs = {CurvesDir()};
+      co.named_profiles = {{"minife", minife_}, {"lulesh", lulesh_}};
+      co.default_sensitivity = default_sensitivity;
+      options.cosched = std::make_shared<CoschedProvider>(co, provider_.get());
+    }
+    service_ = std::make_unique<Service>(options, provider_, &pool_);
+  }
+
+  protocol::ReplyBody Call(Op op, protocol::RequestBody body) {
+    Request req{op, protocol::kVersion, ++id_, std::move(body)};
+    absl::StatusOr<Reply> r =
+        protocol::DecodeReply(service_->Handle(protocol::EncodeRequest(req), owner_), op);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return protocol::Error{};
+    return r->body;
+  }
+  template <typename T>
+  T Ok(Op op, protocol::RequestBody body) {
+    protocol::ReplyBody b = Call(op, std::move(body));
+    if (auto* e = std::get_if<protocol::Error>(&b)) {
+      ADD_FAILURE() << "error reply: " << e->message;
+      return T{};
+    }
+    return std::get<T>(b);
+  }
+  protocol::Error Err(Op op, protocol::RequestBody body, absl::StatusCode code,
+                      const std::string& field) {
+    protocol::ReplyBody b = Call(op, std::move(body));
+    auto* e = std::get_if<protocol::Error>(&b);
+    if (e == nullptr) {
+      ADD_FAILURE() << "expected an error reply";
+      return {};
+    }
+    EXPECT_EQ(e->code, code) << e->message;
+    EXPECT_EQ(e->field, field) << e->message;
+    EXPECT_THAT(e->message, StartsWith(field + ": "));
+    return *e;
+  }
+
+  static ConfigMap Config() {
+    return {{"tenants", ConfigValue(ConfigValue::List{"minife", "lulesh"})},
+            {"sensitivity", "curves.csv"},
+            {"num_regions", "8"},
+            {"steps", "12"},
+            {"tier_capacity_mib", "hbm:256"},
+            {"tenant_start_steps", "0,2"}};
+  }
+  protocol::CoschedMakeReply MakeNode(ConfigMap config = Config()) {
+    return Ok<protocol::CoschedMakeReply>(Op::kCoschedMake, protocol::CoschedMakeRequest{config});
+  }
+
+  ThreadPool pool_;
+  std::string minife_, lulesh_;
+  std::shared_ptr<BudgetProvider> provider_;
+  std::unique_ptr<Service> service_;
+  uint64_t id_ = 0;
+  std::string owner_ = "connection-a";
+};
+
+TEST_F(CoschedServiceTest, ANodeOverTheProtocolIsTheNodeInProcessBitForBit) {
+  const protocol::CoschedMakeReply made = MakeNode();
+  ASSERT_EQ(made.tenants, (std::vector<std::string>{"minife", "lulesh"}));
+  EXPECT_EQ(made.session.size(), 32u);
+  EXPECT_EQ(made.config.at("tenant_start_steps"), "0,2");
+  EXPECT_EQ(made.config.at("start_jitter_steps"), "0");  // a default, in force
+
+  ConfigMap local = Config();
+  local["tenants"] = ConfigValue(ConfigValue::List{minife_, lulesh_});
+  local["sensitivity"] = CurvesDir() + "/curves.csv";
+  absl::StatusOr<CoschedConfig> config = ParseCoschedConfig(local);
+  ASSERT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<std::shared_ptr<const CoschedAssets>> assets = CoschedAssets::Load(*config);
+  ASSERT_TRUE(assets.ok()) << assets.status();
+  absl::StatusOr<std::unique_ptr<CoschedEnv>> node = CoschedEnv::Create(*assets);
+  ASSERT_TRUE(node.ok()) << node.status();
+  const EnvSpec& spec = (*assets)->tenant_spec();
+  EXPECT_EQ(made.spec.observation.shape, spec.observation.shape);
+  EXPECT_EQ(made.spec.tiers, spec.tiers);
+  // A profile run by two tenants: its region bounds once.
+  ConfigMap twice = Config();
+  twice["tenants"] = "minife,minife";
+  twice.erase("tenant_start_steps");
+  const protocol::CoschedMakeReply doubled = MakeNode(twice);
+  EXPECT_EQ(doubled.tenants, (std::vector<std::string>{"minife", "minife#2"}));
+  EXPECT_EQ(doubled.spec.region_bounds.size(),
+            doubled.spec.profiles.size() * static_cast<size_t>(doubled.spec.num_regions) * 2);
+
+  auto same = [](const protocol::CoschedStepReply& wire, const NodeStep& here) {
+    ASSERT_EQ(wire.tenants.size(), here.tenants.size());
+    for (size_t i = 0; i < here.tenants.size(); ++i) {
+      const protocol::CoschedTenant& w = wire.tenants[i];
+      const TenantStep& h = here.tenants[i];
+      EXPECT_EQ(w.result.observation, h.observation) << i;
+      EXPECT_EQ(w.result.reward, h.reward) << i;  // exactly: the same doubles
+      EXPECT_EQ(w.result.terminated, h.terminated);
+      EXPECT_EQ(w.active, h.active);
+      EXPECT_EQ(w.waiting, h.waiting);
+      EXPECT_EQ(w.result.info.interval_ns, h.info.interval_ns);
+      EXPECT_EQ(w.result.info.refused_regions, h.info.refused_regions);
+      EXPECT_EQ(w.result.info.action_mask, h.info.action_mask);
+      EXPECT_EQ(w.solo_interval_ns, h.solo_interval_ns);
+      EXPECT_EQ(w.slowdown, h.slowdown);
+      EXPECT_EQ(w.interference_gbps, h.interference_gbps);
+    }
+    EXPECT_EQ(wire.step, here.step);
+    EXPECT_EQ(wire.elapsed_ns, here.elapsed_ns);
+    EXPECT_EQ(wire.tier_used_bytes, here.tier_used_bytes);
+    EXPECT_EQ(wire.tier_bandwidth_gbps, here.tier_bandwidth_gbps);
+    EXPECT_EQ(wire.done, here.done);
+  };
+
+  for (uint64_t seed : {1u, 2u}) {
+    protocol::CoschedStepReply wire = Ok<protocol::CoschedStepReply>(
+        Op::kCoschedReset, protocol::CoschedResetRequest{made.session, seed});
+    absl::StatusOr<NodeStep> here = (*node)->Reset(seed);
+    ASSERT_TRUE(here.ok());
+    same(wire, *here);
+    std::mt19937_64 rng(seed);
+    int steps = 0;
+    while (!here->done) {
+      std::vector<Action> actions(2);
+      for (size_t t = 0; t < 2; ++t) {
+        if (rng() % 5 == 0) continue;  // nil: keep
+        for (int r = 0; r < spec.num_regions; ++r) {
+          actions[t].values.push_back(static_cast<int64_t>(rng() % spec.tiers.size()));
+        }
+      }
+      wire = Ok<protocol::CoschedStepReply>(Op::kCoschedStep,
+                                            protocol::CoschedStepRequest{made.session, actions});
+      here = (*node)->Step(actions);
+      ASSERT_TRUE(here.ok()) << here.status();
+      same(wire, *here);
+      ASSERT_LT(++steps, 100);
+    }
+    EXPECT_TRUE(wire.done);
+    // The episode is over: a step needs a reset first.
+    Err(Op::kCoschedStep, protocol::CoschedStepRequest{made.session, {{}, {}}},
+        absl::StatusCode::kFailedPrecondition, "session");
+  }
+}
+
+TEST_F(CoschedServiceTest, NamesResolveOnlyWithinTheOperatorsRoots) {
+  ConfigMap c = Config();
+  c["tenants"] = ConfigValue(ConfigValue::List{"minife", TestRoot()});  // not served
+  protocol::Error e = Err(Op::kCoschedMake, protocol::CoschedMakeRequest{c},
+                          absl::StatusCode::kNotFound, "config.tenants");
+  EXPECT_THAT(e.message, Not(HasSubstr(minife_)));
+  c = Config();
+  c["tenants"] = "minife,nosuch";
+  Err(Op::kCoschedMake, protocol::CoschedMakeRequest{c}, absl::StatusCode::kNotFound,
+      "config.tenants");
+  c = Config();
+  c["sensitivity"] = "/etc/passwd";
+  e = Err(Op::kCoschedMake, protocol::CoschedMakeRequest{c}, absl::StatusCode::kNotFound,
+          "config.sensitivity");
+  EXPECT_THAT(e.message, Not(HasSubstr("passwd:")));
+  c["sensitivity"] = "../../CMakeLists.txt";
+  Err(Op::kCoschedMake, protocol::CoschedMakeRequest{c}, absl::StatusCode::kNotFound,
+      "config.sensitivity");
+  c = Config();
+  c["machine"] = "/etc/hostname";
+  Err(Op::kCoschedMake, protocol::CoschedMakeRequest{c}, absl::StatusCode::kNotFound,
+      "config.machine");
+  // No curves named and none served: required.
+  c = Config();
+  c.erase("sensitivity");
+  e = Err(Op::kCoschedMake, protocol::CoschedMakeRequest{c}, absl::StatusCode::kInvalidArgument,
+          "config.sensitivity");
+  EXPECT_THAT(e.message, HasSubstr("--sensitivity"));
+  // ... unless the operator serves some.
+  MakeService(ServiceOptions{}, CurvesDir() + "/curves.csv");
+  EXPECT_EQ(MakeNode(c).tenants.size(), 2u);
+}
+
+TEST_F(CoschedServiceTest, ConfigurationRefusalsNameTheirKey) {
+  ConfigMap c = Config();
+  c["profiles"] = "minife";  // make's, not a node's
+  Err(Op::kCoschedMake, protocol::CoschedMakeRequest{c}, absl::StatusCode::kInvalidArgument,
+      "config.profiles");
+  c = Config();
+  c.erase("tenants");
+  Err(Op::kCoschedMake, protocol::CoschedMakeRequest{c}, absl::StatusCode::kInvalidArgument,
+      "config.tenants");
+  c = Config();
+  c["tenant_start_steps"] = "0";  // one for two tenants
+  Err(Op::kCoschedMake, protocol::CoschedMakeRequest{c}, absl::StatusCode::kInvalidArgument,
+      "config.tenant_start_steps");
+  c = Config();
+  c["num_regions"] = "-3";
+  Err(Op::kCoschedMake, protocol::CoschedMakeRequest{c}, absl::StatusCode::kInvalidArgument,
+      "config.num_regions");
+  EXPECT_EQ(service_->Stats().sessions, 0u);
+  EXPECT_EQ(provider_->charged, 0u);  // nothing held after a refusal
+}
+
+TEST_F(CoschedServiceTest, ActionRefusalsNameTheTenantAndMoveNothing) {
+  const protocol::CoschedMakeReply made = MakeNode();
+  Err(Op::kCoschedStep, protocol::CoschedStepRequest{made.session, {{}, {}}},
+      absl::StatusCode::kFailedPrecondition, "session");  // before reset
+  const protocol::CoschedStepReply first = Ok<protocol::CoschedStepReply>(
+      Op::kCoschedReset, protocol::CoschedResetRequest{made.session, 4});
+  Err(Op::kCoschedStep, protocol::CoschedStepRequest{made.session, {{}}},
+      absl::StatusCode::kInvalidArgument, "actions");
+  std::vector<Action> bad(2);
+  bad[0].values.assign(8, 0);
+  bad[1].values.assign(8, 0);
+  bad[0].values[3] = 7;  // no tier 7 (tenant 1 waits until step 2: its action is ignored)
+  protocol::Error e = Err(Op::kCoschedStep, protocol::CoschedStepRequest{made.session, bad},
+                          absl::StatusCode::kInvalidArgument, "actions[0][3]");
+  bad[0].values[3] = 0;
+  bad[0].values.resize(3);  // too short
+  e = Err(Op::kCoschedStep, protocol::CoschedStepRequest{made.session, bad},
+          absl::StatusCode::kInvalidArgument, "actions[0]");
+  // Nothing moved: the first step is the first step.
+  const protocol::CoschedStepReply step = Ok<protocol::CoschedStepReply>(
+      Op::kCoschedStep, protocol::CoschedStepRequest{made.session, {{}, {}}});
+  EXPECT_EQ(step.step, first.step + 1);
+  // Malformed on the wire: decoded strictly, on the field.
+  const std::string payload =
+      mp::Req("cosched_step",
+              {{"session", mp::S(made.session)}, {"actions", mp::Arr({mp::Nil(), mp::S("x")})}});
+  absl::StatusOr<Reply> r =
+      protocol::DecodeReply(service_->Handle(payload, owner_), Op::kCoschedStep);
+  ASSERT_TRUE(r.ok());
+  auto* err = std::get_if<protocol::Error>(&r->body);
+  ASSERT_NE(err, nullptr);
+  EXPECT_EQ(err->code, absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(err->field, "actions[1]");
+}
+
+TEST_F(CoschedServiceTest, NodesAreOwnedSessionsOfTheirOwnKind) {
+  const protocol::CoschedMakeReply made = MakeNode();
+  const protocol::SessionId plain =
+      Ok<protocol::MakeReply>(Op::kMake, protocol::MakeRequest{protocol::kEnvId, {}}).session;
+  // A node is not driven by reset/step/step_batch/estimate, nor a plain session by
+  // cosched_*.
+  Err(Op::kReset, protocol::ResetRequest{made.session, 1, {}},
+      absl::StatusCode::kFailedPrecondition, "session");
+  Err(Op::kStep, protocol::StepRequest{made.session, Action{{0}}},
+      absl::StatusCode::kFailedPrecondition, "session");
+  protocol::StepBatchRequest batch;
+  batch.sessions = {made.session};
+  batch.actions = {Action{{0}}};
+  Err(Op::kStepBatch, batch, absl::StatusCode::kFailedPrecondition, "sessions[0]");
+  Err(Op::kCoschedReset, protocol::CoschedResetRequest{plain, 1},
+      absl::StatusCode::kFailedPrecondition, "session");
+  // Another connection's node is no node at all.
+  owner_ = "connection-b";
+  Err(Op::kCoschedReset, protocol::CoschedResetRequest{made.session, 1},
+      absl::StatusCode::kNotFound, "session");
+  Err(Op::kClose, protocol::CloseRequest{made.session}, absl::StatusCode::kNotFound, "session");
+  owner_ = "connection-a";
+  EXPECT_GT(provider_->charged, 0u);
+  Ok<protocol::CloseReply>(Op::kClose, protocol::CloseRequest{made.session});
+  EXPECT_EQ(provider_->charged, 0u);  // the node's charge given back
+  Err(Op::kCoschedReset, protocol::CoschedResetRequest{made.session, 1},
+      absl::StatusCode::kNotFound, "session");
+  // A connection's nodes go with it.
+  MakeNode();
+  EXPECT_EQ(service_->CloseSessionsOf(owner_), 2u);
+  EXPECT_EQ(provider_->charged, 0u);
+}
+
+TEST_F(CoschedServiceTest, LimitsAndTheMemoryBudget) {
+  ServiceOptions options;
+  options.max_sessions_per_connection = 1;
+  MakeService(options, "");
+  MakeNode();
+  protocol::Error e = Err(Op::kCoschedMake, protocol::CoschedMakeRequest{Config()},
+                          absl::StatusCode::kResourceExhausted, "op");
+  EXPECT_THAT(e.message, HasSubstr("per connection"));
+  MakeService(ServiceOptions{}, "");
+  provider_->open = false;
+  e = Err(Op::kCoschedMake, protocol::CoschedMakeRequest{Config()},
+          absl::StatusCode::kResourceExhausted, "config");
+  EXPECT_THAT(e.message, HasSubstr("co-scheduling node"));
+  EXPECT_EQ(service_->Stats().sessions, 0u);
+  // A server without co-scheduling says so.
+  MakeService(ServiceOptions{}, "", /*cosched=*/false);
+  Err(Op::kCoschedMake, protocol::CoschedMakeRequest{Config()}, absl::StatusCode::kUnimplemented,
+      "op");
+}
+
+// The C++ client (env/client) drives a node on a real server over ZeroMQ: the same
+// episode as the service gives in process, and the server's refusals as statuses.
+TEST_F(CoschedServiceTest, TheCppClientDrivesANodeOverZeroMq) {
+  const std::string dir = TestRoot() + "/zmq-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  ServerOptions so;
+  so.endpoint = "ipc://" + dir + "/s.sock";
+  so.threads = 1;
+  ServiceOptions service;
+  CoschedProviderOptions co;
+  co.data_dirs = {CurvesDir()};
+  co.named_profiles = {{"minife", minife_}, {"lulesh", lulesh_}};
+  auto budget = std::make_shared<BudgetProvider>();
+  service.cosched = std::make_shared<CoschedProvider>(co, budget.get());
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Create(so, service, budget);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::thread loop([&] { EXPECT_TRUE((*server)->Run().ok()); });
+  {
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect({(*server)->endpoint(), 30});
+    ASSERT_TRUE(client.ok()) << client.status();
+    absl::StatusOr<protocol::CoschedMakeReply> made = (*client)->CoschedMake(Config());
+    ASSERT_TRUE(made.ok()) << made.status();
+    EXPECT_EQ(made->tenants, (std::vector<std::string>{"minife", "lulesh"}));
+    const protocol::CoschedMakeReply here = MakeNode();  // the same node, in process
+    absl::StatusOr<protocol::CoschedStepReply> a = (*client)->CoschedReset(made->session, 9);
+    ASSERT_TRUE(a.ok()) << a.status();
+    protocol::CoschedStepReply b = Ok<protocol::CoschedStepReply>(
+        Op::kCoschedReset, protocol::CoschedResetRequest{here.session, 9});
+    std::mt19937_64 rng(9);
+    int steps = 0;
+    while (!b.done) {
+      ASSERT_EQ(a->tenants.size(), b.tenants.size());
+      for (size_t i = 0; i < b.tenants.size(); ++i) {
+        EXPECT_EQ(a->tenants[i].result.observation, b.tenants[i].result.observation);
+        EXPECT_EQ(a->tenants[i].result.reward, b.tenants[i].result.reward);
+      }
+      std::vector<Action> actions(2);
+      for (Action& act : actions) {
+        for (int r = 0; r < here.spec.num_regions; ++r) {
+          act.values.push_back(static_cast<int64_t>(rng() % here.spec.tiers.size()));
+        }
+      }
+      a = (*client)->CoschedStep(made->session, actions);
+      ASSERT_TRUE(a.ok()) << a.status();
+      b = Ok<protocol::CoschedStepReply>(Op::kCoschedStep,
+                                         protocol::CoschedStepRequest{here.session, actions});
+      ASSERT_LT(++steps, 100);
+    }
+    EXPECT_TRUE(a->done);
+    absl::StatusOr<protocol::CoschedStepReply> late =
+        (*client)->CoschedStep(made->session, {{}, {}});
+    EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition);
+    ConfigMap bad = Config();
+    bad["tenants"] = "nosuch";
+    EXPECT_EQ((*client)->CoschedMake(bad).status().code(), absl::StatusCode::kNotFound);
+    EXPECT_TRUE((*client)->Close(made->session).ok());
+  }
+  (*server)->Stop();
+  loop.join();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tiergym::env
