@@ -169,6 +169,23 @@ nb::object Copy(const std::vector<T>& v, std::initializer_list<size_t> shape) {
   return nb::cast(nb::ndarray<nb::numpy, T>(heap->data(), shape, owner));
 }
 
+// The spec's spaces, tiers and observation layout, as the Python side reads them (the
+// vector environment adds its region bounds, the co-scheduling node its tenants' regions).
+nb::dict SpecDict(const EnvSpec& s) {
+  nb::dict d;
+  d["observation"] = SpaceDict(s.observation);
+  d["action"] = SpaceDict(s.action);
+  d["tiers"] = s.tiers;
+  d["profiles"] = s.profiles;
+  d["num_regions"] = s.num_regions;
+  d["obs_region_features"] = s.obs_region_features;
+  d["obs_global_offset"] = s.obs_global_offset;
+  d["tier_capacity_bytes"] = Copy(s.tier_capacity_bytes, {s.tier_capacity_bytes.size()});
+  d["tier_migration_gbps"] = Copy(s.tier_migration_gbps, {s.tier_migration_gbps.size()});
+  d["tier_bandwidth_gbps"] = Copy(s.tier_bandwidth_gbps, {s.tier_bandwidth_gbps.size()});
+  return d;
+}
+
 class VectorCore {
  public:
   // One call at a time: the GIL is released while a call runs, so a second Python thread
@@ -216,17 +233,7 @@ class VectorCore {
 
   [[nodiscard]] nb::dict Spec() const {
     const EnvSpec& s = env_->spec();
-    nb::dict d;
-    d["observation"] = SpaceDict(s.observation);
-    d["action"] = SpaceDict(s.action);
-    d["tiers"] = s.tiers;
-    d["profiles"] = s.profiles;
-    d["num_regions"] = s.num_regions;
-    d["obs_region_features"] = s.obs_region_features;
-    d["obs_global_offset"] = s.obs_global_offset;
-    d["tier_capacity_bytes"] = Copy(s.tier_capacity_bytes, {s.tier_capacity_bytes.size()});
-    d["tier_migration_gbps"] = Copy(s.tier_migration_gbps, {s.tier_migration_gbps.size()});
-    d["tier_bandwidth_gbps"] = Copy(s.tier_bandwidth_gbps, {s.tier_bandwidth_gbps.size()});
+    nb::dict d = SpecDict(s);
     d["region_bounds"] =
         Copy(s.region_bounds, {s.profiles.size(), static_cast<size_t>(s.num_regions), 2});
     return d;
@@ -382,17 +389,7 @@ class CoschedCore {
 
   [[nodiscard]] nb::dict Spec() const {
     const EnvSpec& s = env_->assets().tenant_spec();
-    nb::dict d;
-    d["observation"] = SpaceDict(s.observation);
-    d["action"] = SpaceDict(s.action);
-    d["tiers"] = s.tiers;
-    d["profiles"] = s.profiles;
-    d["num_regions"] = s.num_regions;
-    d["obs_region_features"] = s.obs_region_features;
-    d["obs_global_offset"] = s.obs_global_offset;
-    d["tier_capacity_bytes"] = Copy(s.tier_capacity_bytes, {s.tier_capacity_bytes.size()});
-    d["tier_migration_gbps"] = Copy(s.tier_migration_gbps, {s.tier_migration_gbps.size()});
-    d["tier_bandwidth_gbps"] = Copy(s.tier_bandwidth_gbps, {s.tier_bandwidth_gbps.size()});
+    nb::dict d = SpecDict(s);
     nb::list region_bytes;  // per tenant: its regions' sizes
     for (size_t i = 0; i < env_->assets().num_tenants(); ++i) {
       const std::vector<uint64_t>& bytes = env_->assets().tenant_profile(i).region_bytes;
