@@ -7,6 +7,7 @@
 
 #include "env/server/environment_provider.h"
 #include "traces/base/field_status.h"
+#include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
 #include "traces/machine.h"
 #include "traces/profile.h"
@@ -40,41 +41,17 @@ absl::StatusOr<ConfigMap> CoschedProvider::Resolve(const ConfigMap& config) cons
   if (!roots_.ok()) return roots_.status();
   ConfigMap out = config;
   // A value of the wrong type is left to ParseCoschedConfig, which says what it expects.
-  if (auto it = out.find("machine"); it != out.end() && it->second.string() != nullptr) {
-    absl::StatusOr<std::string> file = roots_->Machine(*it->second.string(), "machine");
-    if (!file.ok()) return WithField(file.status(), "machine");
-    it->second = *std::move(file);
-  }
-  if (auto it = out.find("calibration");
-      it != out.end() && it->second.string() != nullptr && !it->second.string()->empty()) {
-    absl::StatusOr<std::string> file = roots_->Calibration(*it->second.string(), "calibration");
-    if (!file.ok()) return WithField(file.status(), "calibration");
-    it->second = *std::move(file);
-  }
-  if (auto it = out.find("sensitivity");
-      it != out.end() && it->second.string() != nullptr && !it->second.string()->empty()) {
-    absl::StatusOr<std::string> file = roots_->Sensitivity(*it->second.string(), "sensitivity");
-    if (!file.ok()) return WithField(file.status(), "sensitivity");
-    it->second = *std::move(file);
-  } else if (it == out.end() && !options_.default_sensitivity.empty()) {
+  TG_RETURN_IF_ERROR(roots_->ResolveFileKey(out, "machine", &DataRoots::Machine, true));
+  TG_RETURN_IF_ERROR(roots_->ResolveFileKey(out, "calibration", &DataRoots::Calibration));
+  TG_RETURN_IF_ERROR(roots_->ResolveFileKey(out, "sensitivity", &DataRoots::Sensitivity));
+  if (!out.contains("sensitivity") && !options_.default_sensitivity.empty()) {
     out["sensitivity"] = options_.default_sensitivity;  // the operator's word
   }
   if (auto it = out.find("tenants"); it != out.end()) {
-    ConfigValue::List names;
-    if (const ConfigValue::List* list = it->second.list()) {
-      names = *list;
-    } else if (const std::string* text = it->second.string()) {  // comma-separated text
-      for (std::string_view item : SplitFields(*text, ',')) names.emplace_back(item);
-    } else {
-      return out;  // ParseCoschedConfig refuses it
-    }
-    ConfigValue::List dirs;
-    for (const std::string& name : names) {
-      absl::StatusOr<std::string> dir = roots_->ProfileDir(name, "tenants");
-      if (!dir.ok()) return WithField(dir.status(), "tenants");
-      dirs.push_back(*std::move(dir));
-    }
-    it->second = ConfigValue(dirs);
+    TG_ASSIGN_OR_RETURN(std::optional<ConfigValue::List> dirs,
+                        roots_->ResolveProfileNames(it->second, "tenants"));
+    if (!dirs) return out;  // ParseCoschedConfig refuses it
+    it->second = ConfigValue(*std::move(dirs));
   }
   // The server's defaults: the operator's word, taken as they are.
   for (const auto& [key, value] : options_.default_config) out.emplace(key, value);

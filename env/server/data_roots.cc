@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_join.h"
 #include "env/protocol/protocol.h"
+#include "traces/base/field_status.h"
 #include "traces/base/strings.h"
 #include "traces/machine.h"
 #include "traces/profile.h"
@@ -217,6 +218,37 @@ absl::StatusOr<std::string> DataRoots::Calibration(std::string_view name,
 absl::StatusOr<std::string> DataRoots::Sensitivity(std::string_view name,
                                                    std::string_view key) const {
   return DataFile(name, key, "sensitivity curves file");
+}
+
+absl::Status DataRoots::ResolveFileKey(ConfigMap& config, const std::string& key, Lookup lookup,
+                                       bool resolve_empty) const {
+  auto it = config.find(key);
+  if (it == config.end() || it->second.string() == nullptr) return absl::OkStatus();
+  if (it->second.string()->empty() && !resolve_empty) return absl::OkStatus();
+  absl::StatusOr<std::string> file = (this->*lookup)(*it->second.string(), key);
+  if (!file.ok()) return WithField(file.status(), key);
+  it->second = *std::move(file);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<ConfigValue::List>> DataRoots::ResolveProfileNames(
+    const ConfigValue& value, std::string_view key) const {
+  ConfigValue::List names;
+  if (const ConfigValue::List* list = value.list()) {
+    names = *list;
+  } else if (const std::string* text = value.string()) {  // comma-separated text
+    for (std::string_view item : SplitFields(*text, ',')) names.emplace_back(item);
+  } else {
+    return std::nullopt;
+  }
+  ConfigValue::List dirs;
+  for (const std::string& name : names) {
+    if (name.empty()) continue;
+    absl::StatusOr<std::string> dir = ProfileDir(name, key);
+    if (!dir.ok()) return WithField(dir.status(), key);
+    dirs.push_back(*std::move(dir));
+  }
+  return dirs;
 }
 
 absl::StatusOr<std::string> DataRoots::DataFile(std::string_view name, std::string_view key,

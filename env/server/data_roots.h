@@ -26,11 +26,13 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "env/spec/config_value.h"
 
 namespace tiergym::env {
 
@@ -67,6 +69,22 @@ class DataRoots {
   absl::StatusOr<std::string> Calibration(std::string_view name, std::string_view key) const;
   // The resolved sensitivity curves (curves.csv, for co-scheduling). NotFound otherwise.
   absl::StatusOr<std::string> Sensitivity(std::string_view name, std::string_view key) const;
+
+  // Resolving a client's configuration in place (the providers' Resolve). A key that is
+  // absent, or whose value has another type, is left as it is: the configuration's parser
+  // says what it expects. Errors carry `key` as their field.
+  //
+  // The file string key `key` names, looked up with `lookup` (&DataRoots::Machine,
+  // Schedule, Calibration, Sensitivity); an empty name is left alone unless
+  // `resolve_empty`.
+  using Lookup = absl::StatusOr<std::string> (DataRoots::*)(std::string_view,
+                                                            std::string_view) const;
+  absl::Status ResolveFileKey(ConfigMap& config, const std::string& key, Lookup lookup,
+                              bool resolve_empty = false) const;
+  // The profile directories of the names list key `key` holds (a list, or comma-separated
+  // text; empty names skipped); nullopt when the value is neither.
+  absl::StatusOr<std::optional<ConfigValue::List>> ResolveProfileNames(const ConfigValue& value,
+                                                                       std::string_view key) const;
 
   // `message` with every server path this object knows replaced by what clients call it
   // (a data directory by "data-dir:", a served profile by its name).

@@ -83,42 +83,17 @@ absl::StatusOr<ConfigMap> EnvironmentProvider::Resolve(const ConfigMap& config) 
   ConfigMap out = config;
   // The client's names, resolved to the operator's files (or refused); a value of the
   // wrong type is left to ParseEnvConfig, which says what it expects.
-  if (auto it = out.find("machine"); it != out.end() && it->second.string() != nullptr) {
-    absl::StatusOr<std::string> file = roots_->Machine(*it->second.string(), "machine");
-    if (!file.ok()) return WithField(file.status(), "machine");
-    it->second = *std::move(file);
-  }
-  if (auto it = out.find("interference");
-      it != out.end() && it->second.string() != nullptr && !it->second.string()->empty()) {
-    absl::StatusOr<std::string> file = roots_->Schedule(*it->second.string(), "interference");
-    if (!file.ok()) return WithField(file.status(), "interference");
-    it->second = *std::move(file);
-  }
-  if (auto it = out.find("calibration");
-      it != out.end() && it->second.string() != nullptr && !it->second.string()->empty()) {
-    absl::StatusOr<std::string> file = roots_->Calibration(*it->second.string(), "calibration");
-    if (!file.ok()) return WithField(file.status(), "calibration");
-    it->second = *std::move(file);
-  }
+  TG_RETURN_IF_ERROR(roots_->ResolveFileKey(out, "machine", &DataRoots::Machine, true));
+  TG_RETURN_IF_ERROR(roots_->ResolveFileKey(out, "interference", &DataRoots::Schedule));
+  TG_RETURN_IF_ERROR(roots_->ResolveFileKey(out, "calibration", &DataRoots::Calibration));
   // The server's defaults: the operator's word, taken as they are.
   for (const auto& [key, value] : options_.default_config) out.emplace(key, value);
-  auto it = out.find("profiles");
-  ConfigValue::List names;
-  if (it != out.end()) {
-    if (const ConfigValue::List* list = it->second.list()) {
-      names = *list;
-    } else if (const std::string* text = it->second.string()) {  // comma-separated text
-      for (std::string_view item : SplitFields(*text, ',')) names.emplace_back(item);
-    } else {
-      return out;  // ParseEnvConfig refuses it
-    }
-  }
   ConfigValue::List dirs;
-  for (const std::string& name : names) {
-    if (name.empty()) continue;
-    absl::StatusOr<std::string> dir = roots_->ProfileDir(name, "profiles");
-    if (!dir.ok()) return WithField(dir.status(), "profiles");
-    dirs.push_back(*std::move(dir));
+  if (auto it = out.find("profiles"); it != out.end()) {
+    TG_ASSIGN_OR_RETURN(std::optional<ConfigValue::List> named,
+                        roots_->ResolveProfileNames(it->second, "profiles"));
+    if (!named) return out;  // ParseEnvConfig refuses it
+    dirs = *std::move(named);
   }
   out["profiles"] = dirs.empty() ? ConfigValue(options_.default_profiles) : ConfigValue(dirs);
   return out;
