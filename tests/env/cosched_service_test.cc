@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "tests/env/fake_env.h"
 #include "tests/env/msgpack_builder.h"
+#include "tests/env/reply_checks.h"
 #include "tests/test_root.h"
 
 namespace tiergym::env {
@@ -84,25 +85,11 @@ class CoschedServiceTest : public ::testing::Test {
   }
   template <typename T>
   T Ok(Op op, protocol::RequestBody body) {
-    protocol::ReplyBody b = Call(op, std::move(body));
-    if (auto* e = std::get_if<protocol::Error>(&b)) {
-      ADD_FAILURE() << "error reply: " << e->message;
-      return T{};
-    }
-    return std::get<T>(b);
+    return testing::OkBody<T>(Call(op, std::move(body)));
   }
   protocol::Error Err(Op op, protocol::RequestBody body, absl::StatusCode code,
                       const std::string& field) {
-    protocol::ReplyBody b = Call(op, std::move(body));
-    auto* e = std::get_if<protocol::Error>(&b);
-    if (e == nullptr) {
-      ADD_FAILURE() << "expected an error reply";
-      return {};
-    }
-    EXPECT_EQ(e->code, code) << e->message;
-    EXPECT_EQ(e->field, field) << e->message;
-    EXPECT_THAT(e->message, StartsWith(field + ": "));
-    return *e;
+    return testing::ErrorBody(Call(op, std::move(body)), code, field);
   }
 
   static ConfigMap Config() {

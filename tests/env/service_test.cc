@@ -26,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "tests/env/fake_env.h"
 #include "tests/env/msgpack_builder.h"
+#include "tests/env/reply_checks.h"
 
 namespace tiergym::env {
 namespace {
@@ -61,25 +62,11 @@ class ServiceTest : public ::testing::Test {
   // The body of a successful reply; fails the test on an error reply.
   template <typename T>
   T Ok(Op op, protocol::RequestBody body = std::monostate{}) {
-    protocol::ReplyBody b = Call(op, std::move(body));
-    if (auto* e = std::get_if<protocol::Error>(&b)) {
-      ADD_FAILURE() << "error reply: " << e->message;
-      return T{};
-    }
-    return std::get<T>(b);
+    return testing::OkBody<T>(Call(op, std::move(body)));
   }
   protocol::Error Err(Op op, protocol::RequestBody body, absl::StatusCode code,
                       const std::string& field) {
-    protocol::ReplyBody b = Call(op, std::move(body));
-    auto* e = std::get_if<protocol::Error>(&b);
-    if (e == nullptr) {
-      ADD_FAILURE() << "expected an error reply";
-      return {};
-    }
-    EXPECT_EQ(e->code, code) << e->message;
-    EXPECT_EQ(e->field, field) << e->message;
-    EXPECT_THAT(e->message, StartsWith(field + ": "));
-    return *e;
+    return testing::ErrorBody(Call(op, std::move(body)), code, field);
   }
 
   protocol::SessionId Make(protocol::ConfigMap config = {}) {
