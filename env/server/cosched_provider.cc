@@ -22,15 +22,10 @@ std::string MiB(uint64_t bytes) { return StrCat(bytes >> 20, " MiB"); }
 CoschedProvider::CoschedProvider(CoschedProviderOptions options, EnvProvider* budget)
     : options_(std::move(options)),
       budget_(budget),
-      keys_(CoschedConfigKeys()),
-      roots_(DataRoots::Create(DataRootsOptions{
-          options_.data_dirs, options_.named_profiles,
-          options_.default_config.count("machine")
-              ? std::vector<std::string>{ConfigValueText(options_.default_config.at("machine"))}
-              : std::vector<std::string>{}})) {
+      keys_(WithServerDefaults(CoschedConfigKeys(), options_.default_config)),
+      roots_(DataRoots::Create(
+          ServerDataRoots(options_.data_dirs, options_.named_profiles, options_.default_config))) {
   for (ConfigKey& k : keys_) {
-    auto it = options_.default_config.find(k.name);
-    if (it != options_.default_config.end()) k.default_value = ConfigValueText(it->second);
     if (k.name == "sensitivity" && !options_.default_sensitivity.empty()) {
       k.default_value = "(the server's curves)";
     }

@@ -87,6 +87,27 @@ absl::Status DataRoots::CheckRegularFile(const std::string& path, uint64_t max_b
   return absl::OkStatus();
 }
 
+DataRootsOptions ServerDataRoots(std::vector<std::string> data_dirs,
+                                 std::map<std::string, std::string> named_profiles,
+                                 const ConfigMap& default_config) {
+  DataRootsOptions o;
+  o.data_dirs = std::move(data_dirs);
+  o.named_profiles = std::move(named_profiles);
+  if (auto it = default_config.find("machine"); it != default_config.end()) {
+    o.operator_machines.push_back(ConfigValueText(it->second));
+  }
+  return o;
+}
+
+std::vector<ConfigKey> WithServerDefaults(std::vector<ConfigKey> keys,
+                                          const ConfigMap& default_config) {
+  for (ConfigKey& k : keys) {
+    auto it = default_config.find(k.name);
+    if (it != default_config.end()) k.default_value = ConfigValueText(it->second);
+  }
+  return keys;
+}
+
 absl::StatusOr<DataRoots> DataRoots::Create(DataRootsOptions options) {
   DataRoots roots;
   for (const std::string& dir : options.data_dirs) {

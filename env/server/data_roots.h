@@ -33,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "env/spec/config_value.h"
+#include "env/spec/env_spec.h"
 
 namespace tiergym::env {
 
@@ -50,6 +51,16 @@ struct DataRootsOptions {
   uint64_t max_machine_bytes = uint64_t{1} << 20;
   uint64_t max_schedule_bytes = uint64_t{16} << 20;
 };
+
+// The options of a server's data roots: its data directories and served profiles, and
+// the machine of its default configuration (when it names one) as the operator's word.
+DataRootsOptions ServerDataRoots(std::vector<std::string> data_dirs,
+                                 std::map<std::string, std::string> named_profiles,
+                                 const ConfigMap& default_config);
+
+// `keys` with the defaults of a server's default configuration in their help.
+std::vector<ConfigKey> WithServerDefaults(std::vector<ConfigKey> keys,
+                                          const ConfigMap& default_config);
 
 class DataRoots {
  public:

@@ -56,17 +56,9 @@ bool Ready(const std::shared_future<absl::StatusOr<std::shared_ptr<const EnvAsse
 
 EnvironmentProvider::EnvironmentProvider(EnvironmentProviderOptions options)
     : options_(std::move(options)),
-      keys_(EnvConfigKeys()),
-      roots_(DataRoots::Create(DataRootsOptions{
-          options_.data_dirs, options_.named_profiles,
-          options_.default_config.count("machine")
-              ? std::vector<std::string>{ConfigValueText(options_.default_config.at("machine"))}
-              : std::vector<std::string>{}})) {
-  for (ConfigKey& k : keys_) {
-    auto it = options_.default_config.find(k.name);
-    if (it != options_.default_config.end()) k.default_value = ConfigValueText(it->second);
-  }
-}
+      keys_(WithServerDefaults(EnvConfigKeys(), options_.default_config)),
+      roots_(DataRoots::Create(
+          ServerDataRoots(options_.data_dirs, options_.named_profiles, options_.default_config))) {}
 EnvironmentProvider::~EnvironmentProvider() = default;
 
 std::string EnvironmentProvider::Description() const {
