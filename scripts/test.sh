@@ -18,32 +18,43 @@ echo "== Hygiene: clang-tidy on the most recently changed sources (scripts/check
 ./scripts/check_tidy.sh build 4
 t2=$(date +%s)
 echo "== C++ tests (ctest)"
-ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 600
+# One more test than cores: many tests wait on sockets and child processes.
+ctest --test-dir build --output-on-failure -j"$(( $(nproc) + 1 ))" --timeout 600
 t3=$(date +%s)
-# The fuzzers' sanitizer build (clang) uses the cores the Python tests and the soak leave
-# idle, at a lower priority; its output is shown only if it fails.
-fuzz_log="$(mktemp "${TMPDIR:-/tmp}/tiergym-fuzz-build.XXXXXX")"
-set -m  # its own process group, so that an early exit stops the whole build
-nice -n 10 ./scripts/fuzz.sh --build-only >"$fuzz_log" 2>&1 &
-fuzz_build=$!
+# The fuzzers' sanitizer build (clang) uses the cores the Python tests leave idle, at a
+# lower priority; the fuzzers then run, at that priority too, beside the soak and the
+# hostile check, which mostly wait on their sockets. Their output is shown at the end (the
+# build's only if it fails).
+fuzz_dir="$(mktemp -d "${TMPDIR:-/tmp}/tiergym-fuzz-run.XXXXXX")"
+set -m  # its own process group, so that an early exit stops the whole build and run
+(
+  nice -n 10 ./scripts/fuzz.sh --build-only >"$fuzz_dir/build.log" 2>&1 || exit 3
+  while [ ! -e "$fuzz_dir/go" ]; do sleep 1; done
+  nice -n 10 ./scripts/fuzz.sh >"$fuzz_dir/run.log" 2>&1
+) &
+fuzz=$!
 set +m
-trap 'kill -- "-$fuzz_build" 2>/dev/null || true' EXIT
+trap 'kill -- "-$fuzz" 2>/dev/null || true; rm -rf "$fuzz_dir"' EXIT
 echo "== Python tests (pytest, .venv; the fuzzers build beside them)"
 # The package's own binary (installed in .venv by setup.sh) serves the Python tests.
-.venv/bin/python -m pytest -q -p no:cacheprovider tests/python
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=12 tests/python
 t4=$(date +%s)
-echo "== Soak (tests/soak/soak.py: hostile and killed clients against one server)"
+touch "$fuzz_dir/go"
+echo "== Soak (tests/soak/soak.py: hostile and killed clients against one server; the fuzzers run beside it)"
 .venv/bin/python tests/soak/soak.py --seconds "${TIERGYM_SOAK_SECONDS:-45}" --binary build/bin/tiergym
 echo "== Hostile client (tests/soak/hostile_check.py: the security model's claims one by one)"
 .venv/bin/python tests/soak/hostile_check.py --binary build/bin/tiergym
 echo "== Fuzz (scripts/fuzz.sh: libFuzzer with ASan, UBSan and LeakSanitizer)"
-if ! wait "$fuzz_build"; then
+fuzz_status=0
+wait "$fuzz" || fuzz_status=$?
+if [ "$fuzz_status" = 3 ]; then
   echo "test.sh: the fuzzers' build failed:" >&2
-  cat "$fuzz_log" >&2
+  cat "$fuzz_dir/build.log" >&2
   exit 1
 fi
+cat "$fuzz_dir/run.log"
+[ "$fuzz_status" = 0 ] || exit 1
 trap - EXIT
-rm -f "$fuzz_log"
-./scripts/fuzz.sh
+rm -rf "$fuzz_dir"
 t5=$(date +%s)
 echo "test.sh: setup $((t1 - t0)) s, C++ build $((t2 - t1)) s, ctest $((t3 - t2)) s, pytest $((t4 - t3)) s, soak and fuzz $((t5 - t4)) s; total $((t5 - t0)) s"
