@@ -204,7 +204,7 @@ def train_sb3(agent, server, config, train, apps, seed, steps, eval_every, progr
     model = algo("MlpPolicy", venv, seed=seed, verbose=0, **agent["kwargs"])
     if n_envs == 1:
         model.get_env().seed(seed)
-    started, train_s = time.monotonic(), 0.0
+    started = time.monotonic()
 
     def evaluate():
         returns = evaluate_predict(eval_env, lambda o: model.predict(o, deterministic=True)[0],
@@ -213,17 +213,60 @@ def train_sb3(agent, server, config, train, apps, seed, steps, eval_every, progr
         return returns
 
     try:
-        evaluate()
-        while model.num_timesteps < steps:
-            t0 = time.monotonic()
-            model.learn(min(eval_every, steps - model.num_timesteps), reset_num_timesteps=False)
-            train_s += time.monotonic() - t0
-            returns = evaluate()
-            progress(model.num_timesteps, returns, train_s)
+        train_s = learn_with_evaluations(model, steps, eval_every, evaluate, progress)
     finally:
         venv.close()
         eval_env.close()
     return curve, train_s, time.monotonic() - started
+
+
+def learn_with_evaluations(model, steps, eval_every, evaluate, progress=None):
+    """One model.learn(steps) call, as a user of the library writes it, with evaluate()
+    before training, at the first rollout start at or after each multiple of eval_every
+    (after the update the rollouts before it fed) and at the end; progress(steps, returns,
+    train_s) after each evaluation but the first. One call matters: SB3 computes its
+    schedules (DQN's exploration, decayed over exploration_fraction of the budget; any
+    learning-rate schedule) over the total_timesteps of a learn call, so learn() in chunks
+    of eval_every would decay DQN's exploration over a tenth of each chunk instead of a
+    tenth of the budget. Returns the seconds spent training (evaluations excluded)."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    evaluation_s = [0.0]
+
+    def timed_evaluation():
+        t0 = time.monotonic()
+        returns = evaluate()
+        evaluation_s[0] += time.monotonic() - t0
+        return returns
+
+    class EvaluateEvery(BaseCallback):
+        def __init__(self):
+            super().__init__()
+            self.next_eval = eval_every
+
+        def _on_rollout_start(self):
+            done = self.model.num_timesteps
+            if done >= self.next_eval:
+                returns = timed_evaluation()
+                if progress is not None:
+                    progress(done, returns, train_s())
+                self.next_eval = (done // eval_every + 1) * eval_every
+
+        def _on_step(self):
+            return True
+
+    timed_evaluation()
+    started = time.monotonic()
+    evaluation_s[0] = 0.0
+
+    def train_s():
+        return time.monotonic() - started - evaluation_s[0]
+
+    model.learn(steps, callback=EvaluateEvery())
+    returns = timed_evaluation()
+    if progress is not None:
+        progress(model.num_timesteps, returns, train_s())
+    return train_s()
 
 
 # --- RLlib ------------------------------------------------------------------------------------
