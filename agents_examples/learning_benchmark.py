@@ -396,16 +396,19 @@ def plot(path, runs, heuristics, oracle, train, held_out, title):
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), sharey=True)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     agents = list(dict.fromkeys(r["agent"] for r in runs))
+    # An agent and its tuned configuration share a colour; the tuned one is dashed.
+    families = list(dict.fromkeys(name.removesuffix("-tuned") for name in agents))
     for ax, apps, label in ((axes[0], train, "training applications"),
                             (axes[1], held_out, "held-out applications")):
-        for i, name in enumerate(agents):
+        for name in agents:
             curves = [r["curve"] for r in runs if r["agent"] == name]
             n = min(len(c) for c in curves)
             xs = np.mean([[p["steps"] for p in c[:n]] for c in curves], axis=0)
             ys = np.array([[fraction_of_oracle(p["returns"], oracle, apps) for p in c[:n]]
                            for c in curves])
-            color = colors[i % len(colors)]
-            ax.plot(xs, ys.mean(axis=0), color=color, label=f"{name} ({len(curves)} seeds)")
+            color = colors[families.index(name.removesuffix("-tuned")) % len(colors)]
+            ax.plot(xs, ys.mean(axis=0), color=color, label=f"{name} ({len(curves)} seeds)",
+                    ls="--" if name.endswith("-tuned") else "-")
             if len(curves) > 1:
                 ax.fill_between(xs, ys.min(axis=0), ys.max(axis=0), color=color, alpha=0.15)
         for j, (name, returns) in enumerate(heuristics.items()):

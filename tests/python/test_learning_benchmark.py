@@ -124,6 +124,18 @@ def test_a_tiny_run_writes_curves_scores_and_a_plot(tmp_path):
     assert "sb3-a2c seed 1" in out.stderr  # progress
 
 
+def test_the_plot_draws_an_agent_and_its_tuned_configuration(tmp_path):
+    pytest.importorskip("matplotlib")
+    oracle = {"a": 0.2, "b": 0.1}
+    runs = [{"agent": name, "seed": seed, "curve": [
+        {"steps": steps, "returns": {"a": 0.1 * k + 0.01 * seed, "b": 0.05 * k}}
+        for k, steps in enumerate((0, 100, 200))]}
+        for name in ("sb3-ppo", "sb3-ppo-tuned", "sb3-dqn-tuned") for seed in (0, 1)]
+    lb.plot(str(tmp_path / "p.png"), runs, {"random": {"a": 0.0, "b": -0.01}}, oracle,
+            ["a"], ["b"], "title")
+    assert (tmp_path / "p.png").stat().st_size > 10_000
+
+
 def test_usage_errors_exit_2():
     for args in (["--agents", "sb3-sac"], ["--seeds", "x"], ["--config", "oops"],
                  ["--heuristics", "oracle"]):
