@@ -74,6 +74,30 @@ def check_vectorized(dist_class, logits, unequal, actions, expected):
     assert torch.allclose(other.entropy(), expected[4])
 
 
+def test_sb3_learns_in_one_call_so_dqn_explores_over_the_whole_budget():
+    # SB3 decays DQN's exploration over exploration_fraction of a learn call's
+    # total_timesteps: evaluations must not split the budget into several learn calls.
+    pytest.importorskip("stable_baselines3")
+    import gymnasium
+    from stable_baselines3 import DQN
+    model = DQN("MlpPolicy", gymnasium.make("CartPole-v1"), seed=0, learning_starts=1000,
+                exploration_fraction=0.5, exploration_final_eps=0.05)
+    seen, progressed = [], []
+
+    def evaluate():
+        seen.append((model.num_timesteps, model.exploration_rate))
+        return {"x": 0.0}
+
+    train_s = lb.learn_with_evaluations(model, 400, 100, evaluate,
+                                        lambda done, returns, s: progressed.append(done))
+    assert [steps for steps, _ in seen] == [0, 100, 200, 300, 400]
+    assert progressed == [100, 200, 300, 400] and train_s > 0
+    # Linear from 1 to 0.05 over the first 200 of the 400 steps: 0.525 at step 100 (the
+    # last step's rate, after step 99); chunks of 100 would have reached 0.05 by then.
+    assert seen[1][1] == pytest.approx(1 - 0.95 * 99 / 200, abs=0.01)
+    assert seen[3][1] == pytest.approx(0.05)
+
+
 def test_a_tiny_run_writes_curves_scores_and_a_plot(tmp_path):
     out = subprocess.run(
         [sys.executable, SCRIPT, "--agents", "sb3-a2c,sb3-dqn", "--seeds", "0,1",
@@ -98,6 +122,18 @@ def test_a_tiny_run_writes_curves_scores_and_a_plot(tmp_path):
     assert (tmp_path / "b.png").stat().st_size > 10_000
     assert "fraction of the oracle's time saved" in out.stdout
     assert "sb3-a2c seed 1" in out.stderr  # progress
+
+
+def test_the_plot_draws_an_agent_and_its_tuned_configuration(tmp_path):
+    pytest.importorskip("matplotlib")
+    oracle = {"a": 0.2, "b": 0.1}
+    runs = [{"agent": name, "seed": seed, "curve": [
+        {"steps": steps, "returns": {"a": 0.1 * k + 0.01 * seed, "b": 0.05 * k}}
+        for k, steps in enumerate((0, 100, 200))]}
+        for name in ("sb3-ppo", "sb3-ppo-tuned", "sb3-dqn-tuned") for seed in (0, 1)]
+    lb.plot(str(tmp_path / "p.png"), runs, {"random": {"a": 0.0, "b": -0.01}}, oracle,
+            ["a"], ["b"], "title")
+    assert (tmp_path / "p.png").stat().st_size > 10_000
 
 
 def test_usage_errors_exit_2():
