@@ -399,8 +399,9 @@ absl::StatusOr<NodeStep> CoschedEnv::Step(const std::vector<Action>& actions) {
 
   // 4. Slowdowns: the fixed point of the running tenants' intervals (contention/
   // fixed_point.h). A pass prices every tenant's interval under the slowdowns its
-  // co-runners cause at their bandwidth under the previous pass's intervals (their bytes
-  // over their time); the first pass starts from the solo intervals. The co-runners are
+  // co-runners cause at their mean bandwidth over its interval under the previous pass's
+  // intervals (their bytes over the longer of the two intervals); the first pass starts
+  // from the solo intervals. The co-runners are
   // the tenants that run in this step (a tenant leaving after it still ran in it).
   std::vector<bool> ran(n);
   std::vector<size_t> group_of(n, n), tenant_of;
@@ -425,7 +426,9 @@ absl::StatusOr<NodeStep> CoschedEnv::Step(const std::vector<Action>& actions) {
         for (size_t h = 0; h < tenant_of.size(); ++h) {
           const size_t j = tenant_of[h];
           if (j == i || bytes[j][d] <= 0 || !(current[h][0] > 0)) continue;
-          const double gbps = bytes[j][d] / current[h][0];
+          // Its bytes over the part of tenant i's interval it overlaps: a co-runner whose
+          // interval ends first waits at the step's barrier for the rest of i's.
+          const double gbps = bytes[j][d] / std::max(current[h][0], current[g][0]);
           in.co_runners.push_back({gbps, a.read_pct[j]});
           interference[i][d] += gbps;
         }

@@ -12,8 +12,9 @@
 // IntervalNs with tier factors, as an interference schedule's factors do).
 //
 // Time. A node step is one decision interval of every tenant on the node (lockstep): each
-// running tenant executes its next interval (1/steps of its run, or its next phase) and the
-// tenants' intervals are taken to overlap in time. Per step, for every running tenant i:
+// running tenant executes its next interval (1/steps of its run, or its next phase); the
+// intervals start together and the step ends with the longest (a barrier: a tenant whose
+// interval ends first waits, idle, for the others). Per step, for every running tenant i:
 //   1. its action moves its regions (capacity of the node enforced: the used bytes of a
 //      tier are all tenants'; a move that does not fit is refused, as in Environment;
 //      tenants take turns starting from tenant (step mod K), then the refused moves are
@@ -27,8 +28,10 @@
 //      co-runner; its bytes on tier t are its sampled misses there (regions on t, PEBS
 //      reset applied: ProfileAssets::misses_per_access) x 64 B;
 //   4. its slowdown on tier t is its sensitivity curves' Slowdown (ContentionModel) with
-//      the other running tenants as co-runners on t: their bandwidth there (bytes over
-//      their interval time) at their read share (tenant_read_pct); its interval time is
+//      the other running tenants as co-runners on t: each one's mean bandwidth there over
+//      i's interval (its bytes over the longer of the two intervals: a co-runner whose
+//      interval is shorter loads the tier only for that part of i's) at its read share
+//      (tenant_read_pct); its interval time is
 //      the estimate with those factors. The co-runners' interval times are themselves
 //      slowed, so the intervals are iterated to a fixed point from the solo ones
 //      (estimator/contention/fixed_point.h, the iteration of the composed estimate of
@@ -38,8 +41,9 @@
 //      one pass at the co-runners' solo bandwidth, as the contention paper reads them);
 //   5. its reward is Environment's: (default interval - interval - migration) / default
 //      total, the default being its own run all on the default tier, alone.
-// The node's clock advances by the longest charged time of the step (a barrier: tenants
-// resynchronise at every decision point). With one tenant every step is exactly
+// The node's clock advances by the longest charged time of the step; a tenant's own
+// elapsed time (its speedup) counts its intervals and migrations, not its waits at the
+// barrier. With one tenant every step is exactly
 // Environment's (same moves, times, rewards and observations; tests/env/cosched_env_test.cc),
 // but for the fill and action mask after the last step: the tenant has left the node.
 //

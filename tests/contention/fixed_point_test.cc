@@ -22,9 +22,9 @@ struct Pair {
 TEST(FixedPointTest, SettlesWhereEveryTimeIsThePassOfTheOthers) {
   const Pair pair;
   std::vector<std::vector<double>> times = {{pair.sx}, {pair.sy}};
-  const FixedPointResult r = IterateDampedFixedPoint(
-      times, [&](const auto& t, auto& n) { pair.Pass(t, n); },
-      {.max_iterations = 200, .tolerance = 1e-9});
+  const FixedPointResult r =
+      IterateDampedFixedPoint(times, [&](const auto& t, auto& n) { pair.Pass(t, n); },
+                              {.max_iterations = 200, .tolerance = 1e-9});
   EXPECT_TRUE(r.converged);
   EXPECT_GT(r.iterations, 2);
   std::vector<std::vector<double>> again = {{0.0}, {0.0}};
@@ -39,9 +39,9 @@ TEST(FixedPointTest, SettlesWhereEveryTimeIsThePassOfTheOthers) {
 TEST(FixedPointTest, OnePassTakesTheFirstPassWholeAndMayNotConverge) {
   const Pair pair;
   std::vector<std::vector<double>> times = {{pair.sx}, {pair.sy}};
-  const FixedPointResult r = IterateDampedFixedPoint(
-      times, [&](const auto& t, auto& n) { pair.Pass(t, n); },
-      {.max_iterations = 1, .tolerance = 1e-3});
+  const FixedPointResult r =
+      IterateDampedFixedPoint(times, [&](const auto& t, auto& n) { pair.Pass(t, n); },
+                              {.max_iterations = 1, .tolerance = 1e-3});
   EXPECT_EQ(r.iterations, 1);
   EXPECT_FALSE(r.converged);
   EXPECT_EQ(times[0][0], pair.sx * (1 + pair.c * pair.by / pair.sy));
@@ -52,9 +52,9 @@ TEST(FixedPointTest, HalfStepsSettleGeometricallyWhereHarmonicOnesCrawl) {
   const Pair pair;
   auto passes = [&](Damping damping) {
     std::vector<std::vector<double>> times = {{pair.sx}, {pair.sy}};
-    const FixedPointResult r = IterateDampedFixedPoint(
-        times, [&](const auto& t, auto& n) { pair.Pass(t, n); },
-        {.max_iterations = 100000, .tolerance = 1e-6, .damping = damping});
+    const FixedPointResult r =
+        IterateDampedFixedPoint(times, [&](const auto& t, auto& n) { pair.Pass(t, n); },
+                                {.max_iterations = 100000, .tolerance = 1e-6, .damping = damping});
     EXPECT_TRUE(r.converged);
     return r.iterations;
   };
