@@ -374,6 +374,36 @@ TEST_F(CoschedServiceTest, LimitsAndTheMemoryBudget) {
       "op");
 }
 
+TEST_F(CoschedServiceTest, NodesSharingProfilesAreChargedTheirIndexesOnce) {
+  const protocol::CoschedMakeReply first = MakeNode();
+  const uint64_t one = provider_->charged;
+  // The same tenants again: only the node's own tables are charged, the profiles' indexes
+  // are shared (ProfileCache) and already paid for.
+  const protocol::CoschedMakeReply second = MakeNode();
+  const uint64_t two = provider_->charged;
+  EXPECT_GT(two, one);
+  EXPECT_LT(two - one, one / 4) << "the second node was charged the shared indexes again";
+  // A node running a profile as two tenants pays its index once, and nothing more here.
+  ConfigMap more = Config();
+  more["tenants"] = ConfigValue(ConfigValue::List{"minife", "lulesh", "lulesh"});
+  more["tenant_start_steps"] = "0,2,3";
+  const protocol::CoschedMakeReply third = MakeNode(more);
+  EXPECT_LT(provider_->charged - two, one / 4);
+  // The indexes' charge goes with the last node that uses them.
+  Ok<protocol::CloseReply>(Op::kClose, protocol::CloseRequest{first.session});
+  Ok<protocol::CloseReply>(Op::kClose, protocol::CloseRequest{third.session});
+  EXPECT_GT(provider_->charged, (two - one) * 3 / 2) << "the indexes were given back too soon";
+  Ok<protocol::CloseReply>(Op::kClose, protocol::CloseRequest{second.session});
+  EXPECT_EQ(provider_->charged, 0u);
+  // A refused node holds nothing: the next one pays the indexes in full again.
+  provider_->open = false;
+  Err(Op::kCoschedMake, protocol::CoschedMakeRequest{Config()},
+      absl::StatusCode::kResourceExhausted, "config");
+  provider_->open = true;
+  MakeNode();
+  EXPECT_EQ(provider_->charged, one);
+}
+
 // The C++ client (env/client) drives a node on a real server over ZeroMQ: the same
 // episode as the service gives in process, and the server's refusals as statuses.
 TEST_F(CoschedServiceTest, TheCppClientDrivesANodeOverZeroMq) {
