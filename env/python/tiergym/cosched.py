@@ -21,7 +21,8 @@ measured on each tier (co-runners' bandwidth / the tier's, at most 1). Its rewar
 own time saved in the step ((default - interval - migration) / its default total, as
 TierEnv's), mixed with the mean of the running tenants' rewards by `global_weight` (0: own
 only, 1: the node's mean only). An agent that finishes is terminated and leaves `agents`;
-an agent that has not yet joined (tenant_start_steps) acts without effect.
+an agent that has not yet joined (tenant_start_steps) acts without effect (its action is
+checked all the same: a bad one is a ValueError naming actions[i]).
 
 SchedulerEnv (Gymnasium, id "tiergym/CoschedScheduler-v0"): one agent places every
 tenant's regions. Observation: the tenants' observations, concatenated; action: the
