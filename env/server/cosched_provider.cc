@@ -148,6 +148,7 @@ absl::StatusOr<std::unique_ptr<CoschedNode>> CoschedProvider::Make(const ConfigM
   const uint64_t node_bytes = EstimateNodeBytes(*parsed);
   const std::vector<std::pair<std::string, uint64_t>> profiles = EstimateProfileBytes(*parsed);
   std::vector<std::string> keys;
+  keys.reserve(profiles.size());
   for (const auto& [key, b] : profiles) keys.push_back(key);
   uint64_t bytes = 0;
   if (absl::Status s = charges_->Acquire(node_bytes, profiles, &bytes); !s.ok()) {
