@@ -401,8 +401,8 @@ absl::StatusOr<NodeStep> CoschedEnv::Step(const std::vector<Action>& actions) {
   // fixed_point.h). A pass prices every tenant's interval under the slowdowns its
   // co-runners cause at their mean bandwidth over its interval under the previous pass's
   // intervals (their bytes over the longer of the two intervals); the first pass starts
-  // from the solo intervals. The co-runners are
-  // the tenants that run in this step (a tenant leaving after it still ran in it).
+  // from the solo intervals. The co-runners are the tenants that run in this step (a
+  // tenant leaving after it still ran in it).
   std::vector<bool> ran(n);
   std::vector<size_t> group_of(n, n), tenant_of;
   std::vector<std::vector<double>> times;
@@ -439,9 +439,10 @@ absl::StatusOr<NodeStep> CoschedEnv::Step(const std::vector<Action>& actions) {
     }
   };
   // With contention_max_passes = P, P - 1 passes of the fixed point, then the pricing
-  // pass: P = 1 prices at the co-runners' solo bandwidth.
-  contention::FixedPointResult settled{.iterations = 0, .converged = false};
-  if (a.config.contention_max_passes > 1) {
+  // pass: P = 1 prices at the co-runners' solo bandwidth. A tenant alone has nothing to
+  // iterate: its pricing pass is its solo interval.
+  contention::FixedPointResult settled{.iterations = 0, .converged = tenant_of.size() < 2};
+  if (a.config.contention_max_passes > 1 && tenant_of.size() > 1) {
     settled =
         contention::IterateDampedFixedPoint(times, pass,
                                             {.max_iterations = a.config.contention_max_passes - 1,

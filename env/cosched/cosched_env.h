@@ -164,7 +164,8 @@ struct NodeStep {
   std::vector<double> tier_bandwidth_gbps;  // the running tenants' together (fixed point)
   // Passes of this step's slowdowns (the fixed point's and the pricing pass), and whether
   // the fixed point settled within its tolerance (false with contention_max_passes = 1:
-  // nothing was iterated). C++ only; not sent over the protocol.
+  // nothing was iterated; true when at most one tenant ran: nothing to iterate). C++ only;
+  // not sent over the protocol.
   int contention_passes = 0;
   bool contention_converged = false;
   bool done = false;  // every tenant has left
