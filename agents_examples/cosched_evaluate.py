@@ -4,6 +4,7 @@ results on the bundled scenarios.
 
     python agents_examples/cosched_evaluate.py                      # every bundled scenario
     python agents_examples/cosched_evaluate.py --scenarios knl-2 --steps 30 --json out.json
+    python agents_examples/cosched_evaluate.py --plot agents_examples/cosched-policies.png
 
 Policies (placement action mode; each decides every tenant's regions every step from what
 a deployed agent sees: its observation, and the step's infos):
@@ -176,6 +177,59 @@ def evaluate(scenario, steps, seed, regions):
     return node.tenants, results
 
 
+POLICY_COLOURS = {"default": "#9e9e9e", "blind": "#e6862e", "aware": "#2e7bd6",
+                  "oracle": "#3a9a4a"}
+
+
+def save_plot(everything, path):
+    """Grouped bars: the geometric-mean speedup of every policy on every scenario, each
+    tenant's speedup as a dot on its policy's bar. False when matplotlib is missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("note: matplotlib is not installed (pip install matplotlib, or "
+              "./scripts/setup.sh examples); no plot", file=sys.stderr)
+        return False
+    scenarios = list(everything)
+    policies = list(POLICY_COLOURS)
+    width = 0.8 / len(policies)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.9 * len(scenarios) + 2), 4.2))
+    markers = "osD^v<>p"
+    for p_i, policy in enumerate(policies):
+        xs, heights = [], []
+        for s_i, scenario in enumerate(scenarios):
+            out = everything[scenario]["results"].get(policy)
+            if out is None:
+                continue
+            x = s_i + (p_i - (len(policies) - 1) / 2) * width
+            xs.append(x)
+            heights.append(out["geomean"])
+            for t_i, speedup in enumerate(out["speedup"]):
+                ax.plot(x, speedup, markers[t_i % len(markers)], color="black", markersize=3.5,
+                        alpha=0.75)
+        ax.bar(xs, heights, width * 0.92, color=POLICY_COLOURS[policy], zorder=0)
+    # One legend entry per tenant application (the four-tenant scenarios' order).
+    names = max((everything[s]["tenants"] for s in scenarios), key=len)
+    handles = [plt.Line2D([], [], linestyle="", marker=markers[i % len(markers)],
+                          color="black", markersize=4, label=n) for i, n in enumerate(names)]
+    bars = [plt.Rectangle((0, 0), 1, 1, color=POLICY_COLOURS[p]) for p in policies]
+    ax.legend(bars + handles, policies + [f"tenant: {n}" for n in names], fontsize=7,
+              ncol=2, loc="upper right")
+    ax.axhline(1.0, color="black", linewidth=0.6, linestyle=":")
+    ax.set_xticks(range(len(scenarios)))
+    ax.set_xticklabels(scenarios)
+    ax.set_ylabel("speedup over solo all-on-DDR (bar: geomean; dots: tenants)")
+    ax.set_title("Co-scheduled tenants: reference policies per bundled scenario")
+    top = max(max(out["speedup"]) for e in everything.values() for out in e["results"].values())
+    ax.set_ylim(0, max(1.6, 1.3 * top))  # room for the legend above the dots
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -185,6 +239,7 @@ def main(argv=None):
     p.add_argument("--regions", type=int, default=16, help="regions per tenant")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", help="also write the results to this file")
+    p.add_argument("--plot", help="also draw the policy table into this PNG (matplotlib)")
     args = p.parse_args(argv)
     names = [s for s in args.scenarios.split(",") if s]
     unknown = [s for s in names if s not in cosched.SCENARIOS]
@@ -210,6 +265,8 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump(everything, f, indent=1, default=float)
+    if args.plot and save_plot(everything, args.plot):
+        print(f"\nplot: {args.plot}")
     return 0
 
 

@@ -1,9 +1,9 @@
 #include "estimator/corun.h"
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 
+#include "estimator/contention/fixed_point.h"
 #include "estimator/internal/run_segments.h"
 #include "traces/base/strings.h"
 
@@ -123,17 +123,20 @@ absl::StatusOr<CorunEstimate> EstimateCorun(const std::vector<CorunTenantInput>&
   // Per tenant, the last pass's time-weighted slowdowns and its (undamped) time.
   std::vector<std::vector<double>> slowdown_time(tenants.size());
   std::vector<double> pass_time(tenants.size(), 0.0);
-  std::vector<double> next;
-  for (int iteration = 1; iteration <= options.max_iterations; ++iteration) {
-    out.iterations = iteration;
-    double change = 0;
-    std::vector<std::vector<double>> durations(tenants.size());
+  std::vector<std::vector<double>> durations(tenants.size());
+  for (size_t i = 0; i < tenants.size(); ++i) durations[i] = tenants[i].duration;
+  const auto pass = [&](const std::vector<std::vector<double>>& current,
+                        std::vector<std::vector<double>>& next_all) {
+    for (size_t i = 0; i < tenants.size(); ++i) {
+      tenants[i].duration = current[i];
+      tenants[i].Lay(tiers);
+    }
     for (size_t i = 0; i < tenants.size(); ++i) {
       Tenant& t = tenants[i];
+      std::vector<double>& next = next_all[i];
       const size_t devices = t.tier_of_device.size();
       slowdown_time[i].assign(devices, 0.0);
       pass_time[i] = 0;
-      next.assign(t.duration.size(), 0.0);
       std::vector<double> factors(devices, 1.0);
       for (size_t q = 0; q < t.duration.size(); ++q) {
         const double s = t.begin[q], e = t.begin[q + 1];
@@ -156,34 +159,19 @@ absl::StatusOr<CorunEstimate> EstimateCorun(const std::vector<CorunTenantInput>&
         for (size_t d = 0; d < devices; ++d) slowdown_time[i][d] += factors[d] * next[q];
         pass_time[i] += next[q];
       }
-      double before = 0, after = 0;
-      for (size_t q = 0; q < next.size(); ++q) {
-        before += t.duration[q];
-        // Damped after the first pass: slowed tenants load the others less, which can
-        // make an undamped iteration oscillate, and the map is not smooth (phases slide
-        // past each other), so after five half steps the steps shrink as 1/k: the pieces'
-        // times become running means of the passes, which settle.
-        if (iteration > 1) {
-          const double step = iteration <= 5 ? 0.5 : 1.0 / (iteration - 3);
-          next[q] = t.duration[q] + step * (next[q] - t.duration[q]);
-        }
-        after += next[q];
-      }
-      change = std::max(change, before > 0 ? std::fabs(after - before) / before : 0.0);
-      durations[i] = next;
     }
-    for (size_t i = 0; i < tenants.size(); ++i) {
-      tenants[i].duration = std::move(durations[i]);
-      tenants[i].Lay(tiers);
-    }
-    if (!options.fixed_point) {
-      out.converged = true;
-      break;
-    }
-    if (change < options.tolerance) {
-      out.converged = true;
-      break;
-    }
+  };
+  contention::FixedPointOptions fixed_point{
+      .max_iterations = options.fixed_point ? options.max_iterations : 1,
+      .tolerance = options.tolerance,
+      .damping = contention::Damping::kHalfThenHarmonic};
+  const contention::FixedPointResult result =
+      contention::IterateDampedFixedPoint(durations, pass, fixed_point);
+  out.iterations = result.iterations;
+  out.converged = !options.fixed_point || result.converged;
+  for (size_t i = 0; i < tenants.size(); ++i) {
+    tenants[i].duration = std::move(durations[i]);
+    tenants[i].Lay(tiers);
   }
   for (size_t i = 0; i < tenants.size(); ++i) {
     const Tenant& t = tenants[i];

@@ -19,10 +19,11 @@
 // more than `tolerance` between two passes (a fixed point, damped: the first passes move
 // the pieces' times half way to the new estimate, later ones by 1/k, because the map is
 // not smooth, bursty phases sliding past each other as the timelines stretch, and half
-// steps keep wandering by a few percent; `iterations` says how many passes it took,
-// `converged` whether the tolerance was met before max_iterations). With fixed_point = false one
-// pass is made from the contention-blind timelines: the co-runners at their solo bandwidth, as the
-// contention paper's rule reads them.
+// steps keep wandering by a few percent; contention/fixed_point.h, Damping::
+// kHalfThenHarmonic, the iteration the co-scheduled node shares; `iterations` says how many
+// passes it took, `converged` whether the tolerance was met before max_iterations). With
+// fixed_point = false one pass is made from the contention-blind timelines: the co-runners
+// at their solo bandwidth, as the contention paper's rule reads them.
 //
 // Thread-safe: pure function; the indexes are shared const.
 #ifndef TIERGYM_ESTIMATOR_CORUN_H_

@@ -9,6 +9,7 @@
 #include "env/profile_assets.h"
 #include "env/spec/action_check.h"
 #include "estimator/contention/contention_model.h"
+#include "estimator/contention/fixed_point.h"
 #include "estimator/contention/sensitivity_csv.h"
 #include "traces/base/field_status.h"
 #include "traces/base/status_macros.h"
@@ -20,6 +21,11 @@ namespace {
 constexpr double kCacheLineBytes = 64;
 
 constexpr int kMaxStartStep = 1'000'000;
+constexpr int kMaxContentionPasses = 1000;
+// The relative change of every running tenant's interval between two (half) passes at which
+// a step's slowdowns count as settled: the intervals are then within about twice that of
+// the fixed point.
+constexpr double kContentionTolerance = 1e-4;
 
 }  // namespace
 
@@ -29,6 +35,10 @@ const std::vector<ConfigKey>& CoschedConfigKeys() {
         {"tenants", "", "comma-separated profile directories, one per tenant (may repeat)"},
         {"tenant_start_steps", "", "node step each tenant joins at, one per tenant; default 0"},
         {"start_jitter_steps", "0", "each start delayed by a draw in [0, N] from the seed"},
+        {"tenant_read_pct", "",
+         "share of reads in each tenant's traffic (%), one per tenant; default 100"},
+        {"contention_max_passes", "50",
+         "passes of the slowdowns' fixed point per step; 1: co-runners at solo bandwidth"},
         {"sensitivity", "", "sensitivity curves (curves.csv) with every tenant's application"},
         {"sensitivity_method", "linear/all/right",
          "how the curves answer (SMOOTHING/POINTS/CURVE)"},
@@ -54,6 +64,16 @@ absl::StatusOr<CoschedConfig> ParseCoschedConfig(const ConfigMap& keys) {
         TG_ASSIGN_OR_RETURN(int64_t v, ConfigIntText(key, item, 0, kMaxStartStep));
         c.start_steps.push_back(static_cast<int>(v));
       }
+    } else if (key == "tenant_read_pct") {
+      TG_ASSIGN_OR_RETURN(std::vector<std::string> items, ConfigList(key, value));
+      c.read_pct.clear();
+      for (const std::string& item : items) {
+        TG_ASSIGN_OR_RETURN(double v, ConfigReal(key, ConfigValue(item), 0, 100));
+        c.read_pct.push_back(v);
+      }
+    } else if (key == "contention_max_passes") {
+      TG_ASSIGN_OR_RETURN(int64_t v, ConfigInt(key, value, 1, kMaxContentionPasses));
+      c.contention_max_passes = static_cast<int>(v);
     } else if (key == "start_jitter_steps") {
       TG_ASSIGN_OR_RETURN(int64_t v, ConfigInt(key, value, 0, kMaxStartStep));
       c.start_jitter_steps = static_cast<int>(v);
@@ -77,6 +97,10 @@ absl::StatusOr<CoschedConfig> ParseCoschedConfig(const ConfigMap& keys) {
     return ConfigKeyError("tenant_start_steps",
                           StrCat(c.start_steps.size(), " start steps for ", c.tenants.size(),
                                  " tenants; give one each"));
+  }
+  if (!c.read_pct.empty() && c.read_pct.size() != c.tenants.size()) {
+    return ConfigKeyError("tenant_read_pct", StrCat(c.read_pct.size(), " read shares for ",
+                                                    c.tenants.size(), " tenants; give one each"));
   }
   if (c.sensitivity.empty()) {
     return ConfigKeyError("sensitivity",
@@ -103,6 +127,7 @@ struct CoschedAssets::Impl {
   std::vector<std::string> tenant_names;
   std::vector<size_t> profile_of_tenant;                // index into env->profiles()
   std::vector<contention::ContentionModel> contention;  // per tenant
+  std::vector<double> read_pct;                         // per tenant
 };
 
 CoschedAssets::~CoschedAssets() = default;
@@ -127,6 +152,20 @@ absl::StatusOr<std::shared_ptr<const CoschedAssets>> CoschedAssets::Load(
         "tenant_start_steps",
         StrCat(config.start_steps.size(), " start steps for ", config.tenants.size(), " tenants"));
   }
+  if (!config.read_pct.empty() && config.read_pct.size() != config.tenants.size()) {
+    return ConfigKeyError("tenant_read_pct", StrCat(config.read_pct.size(), " read shares for ",
+                                                    config.tenants.size(), " tenants"));
+  }
+  for (double r : config.read_pct) {
+    if (!(r >= 0 && r <= 100)) {
+      return ConfigKeyError("tenant_read_pct", StrCat(r, " is outside [0, 100]"));
+    }
+  }
+  if (config.contention_max_passes < 1 || config.contention_max_passes > kMaxContentionPasses) {
+    return ConfigKeyError(
+        "contention_max_passes",
+        StrCat(config.contention_max_passes, " is not in [1, ", kMaxContentionPasses, "]"));
+  }
   absl::StatusOr<contention::Method> method = contention::ParseMethod(config.sensitivity_method);
   if (!method.ok()) return ConfigKeyError("sensitivity_method", StrCat(method.status().message()));
   absl::StatusOr<std::vector<contention::SensitivityFamily>> families =
@@ -138,6 +177,8 @@ absl::StatusOr<std::shared_ptr<const CoschedAssets>> CoschedAssets::Load(
   }
   auto impl = std::make_unique<Impl>();
   impl->config = config;
+  impl->read_pct = config.read_pct;
+  if (impl->read_pct.empty()) impl->read_pct.assign(config.tenants.size(), 100.0);
   TG_ASSIGN_OR_RETURN(impl->env, EnvAssets::Load(config.env, cache));
   const EnvAssets& env = *impl->env;
   const std::vector<ProfileAssets>& profiles = env.profiles();
@@ -208,6 +249,8 @@ struct CoschedEnv::State {
   bool done = false;
   uint64_t node_step = 0;
   double elapsed_ns = 0, step_ns = 0;
+  int step_passes = 0;
+  bool step_converged = true;
   std::vector<uint64_t> used_bytes;
   std::vector<double> tier_bandwidth_gbps;
   std::vector<Tenant> tenants;
@@ -240,6 +283,8 @@ absl::StatusOr<NodeStep> CoschedEnv::Reset(std::optional<uint64_t> seed) {
   if (seed) s.rng.seed(*seed);
   s.node_step = 0;
   s.elapsed_ns = s.step_ns = 0;
+  s.step_passes = 0;
+  s.step_converged = true;
   s.used_bytes.assign(tiers, 0);
   s.tier_bandwidth_gbps.assign(tiers, 0.0);
   s.tenants.clear();
@@ -283,12 +328,16 @@ absl::StatusOr<NodeStep> CoschedEnv::Step(const std::vector<Action>& actions) {
   const ActionMode mode = a.config.env.action_mode;
   const auto running = [&](const State::Tenant& t) { return t.joined && !t.finished; };
 
-  // 1. Desired tiers (every action checked before anything moves).
+  // 1. Desired tiers. Every action is checked before anything moves, a waiting or departed
+  // tenant's too (it is then ignored): a bad action is refused whatever the tenant's state.
   std::vector<std::vector<int>> want(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (actions[i].values.empty()) continue;
+    TG_RETURN_IF_ERROR(CheckAction(a.tenant_spec, actions[i], StrCat("actions[", i, "]")));
+  }
   for (size_t i = 0; i < n; ++i) {
     const State::Tenant& t = s.tenants[i];
     if (!running(t) || actions[i].values.empty()) continue;
-    TG_RETURN_IF_ERROR(CheckAction(a.tenant_spec, actions[i], StrCat("actions[", i, "]")));
     want[i] = DesiredTiers(mode, actions[i], t.region_tier, tiers);
   }
 
@@ -331,9 +380,9 @@ absl::StatusOr<NodeStep> CoschedEnv::Step(const std::vector<Action>& actions) {
     }
   }
 
-  // 3. Solo intervals and bandwidths of the running tenants.
+  // 3. Solo intervals and the bytes each running tenant moves on each tier in its interval.
   std::vector<double> solo_ns(n, 0.0);
-  std::vector<std::vector<double>> bw(n, std::vector<double>(tiers, 0.0));
+  std::vector<std::vector<double>> bytes(n, std::vector<double>(tiers, 0.0));
   for (size_t i = 0; i < n; ++i) {
     State::Tenant& t = s.tenants[i];
     if (!running(t)) continue;
@@ -343,38 +392,93 @@ absl::StatusOr<NodeStep> CoschedEnv::Step(const std::vector<Action>& actions) {
     solo_ns[i] = t.pricing->IntervalNs(t.step, t.region_tier);
     if (solo_ns[i] <= 0) continue;
     for (size_t r = 0; r < k; ++r) {
-      bw[i][static_cast<size_t>(t.region_tier[r])] +=
-          p.region_accesses[t.step * k + r] * p.misses_per_access * kCacheLineBytes / solo_ns[i];
+      bytes[i][static_cast<size_t>(t.region_tier[r])] +=
+          p.region_accesses[t.step * k + r] * p.misses_per_access * kCacheLineBytes;
     }
   }
-  s.tier_bandwidth_gbps.assign(tiers, 0.0);
+
+  // 4. Slowdowns: the fixed point of the running tenants' intervals (contention/
+  // fixed_point.h). A pass prices every tenant's interval under the slowdowns its
+  // co-runners cause at their mean bandwidth over its interval under the previous pass's
+  // intervals (their bytes over the longer of the two intervals); the first pass starts
+  // from the solo intervals. The co-runners are the tenants that run in this step (a
+  // tenant leaving after it still ran in it).
+  std::vector<bool> ran(n);
+  std::vector<size_t> group_of(n, n), tenant_of;
+  std::vector<std::vector<double>> times;
   for (size_t i = 0; i < n; ++i) {
-    for (size_t t = 0; t < tiers; ++t) s.tier_bandwidth_gbps[t] += bw[i][t];
+    ran[i] = running(s.tenants[i]);
+    if (!ran[i]) continue;
+    group_of[i] = tenant_of.size();
+    tenant_of.push_back(i);
+    times.push_back({solo_ns[i]});
+  }
+  std::vector<std::vector<double>> slowdown(n, std::vector<double>(tiers, 1.0));
+  std::vector<std::vector<double>> interference(n, std::vector<double>(tiers, 0.0));
+  const auto pass = [&](const std::vector<std::vector<double>>& current,
+                        std::vector<std::vector<double>>& next) {
+    for (size_t g = 0; g < tenant_of.size(); ++g) {
+      const size_t i = tenant_of[g];
+      for (size_t d = 0; d < tiers; ++d) {
+        slowdown[i][d] = 1.0;
+        interference[i][d] = 0.0;
+        contention::Interference in;
+        for (size_t h = 0; h < tenant_of.size(); ++h) {
+          const size_t j = tenant_of[h];
+          if (j == i || bytes[j][d] <= 0 || !(current[h][0] > 0)) continue;
+          // Its bytes over the part of tenant i's interval it overlaps: a co-runner whose
+          // interval ends first waits at the step's barrier for the rest of i's.
+          const double gbps = bytes[j][d] / std::max(current[h][0], current[g][0]);
+          in.co_runners.push_back({gbps, a.read_pct[j]});
+          interference[i][d] += gbps;
+        }
+        if (!in.co_runners.empty()) slowdown[i][d] = a.contention[i].Slowdown(in);
+      }
+      next[g][0] = s.tenants[i].pricing->IntervalNs(s.tenants[i].step, s.tenants[i].region_tier,
+                                                    slowdown[i]);
+    }
+  };
+  // With contention_max_passes = P, P - 1 passes of the fixed point, then the pricing
+  // pass: P = 1 prices at the co-runners' solo bandwidth. A tenant alone has nothing to
+  // iterate: its pricing pass is its solo interval.
+  contention::FixedPointResult settled{.iterations = 0, .converged = tenant_of.size() < 2};
+  if (a.config.contention_max_passes > 1 && tenant_of.size() > 1) {
+    settled =
+        contention::IterateDampedFixedPoint(times, pass,
+                                            {.max_iterations = a.config.contention_max_passes - 1,
+                                             .tolerance = kContentionTolerance,
+                                             .damping = contention::Damping::kHalf});
+  }
+  // The reported step is one more pass at the settled intervals, so that every tenant's
+  // interval is the estimate under the slowdowns it reports, and those slowdowns are the
+  // curves' answer to the bandwidths its co-runners report.
+  std::vector<std::vector<double>> priced(times.size(), std::vector<double>(1, 0.0));
+  pass(times, priced);
+  s.step_passes = settled.iterations + 1;
+  s.step_converged = settled.converged;
+  s.tier_bandwidth_gbps.assign(tiers, 0.0);
+  std::vector<std::vector<double>> bw(n, std::vector<double>(tiers, 0.0));
+  for (size_t i = 0; i < n; ++i) {
+    if (!ran[i] || !(times[group_of[i]][0] > 0)) continue;
+    for (size_t d = 0; d < tiers; ++d) {
+      bw[i][d] = bytes[i][d] / times[group_of[i]][0];
+      s.tier_bandwidth_gbps[d] += bw[i][d];
+    }
   }
 
-  // 4. Slowdowns, contended intervals, rewards. The co-runners are the tenants that run in
-  // this step (a tenant leaving after it still ran in it).
-  std::vector<bool> ran(n);
-  for (size_t i = 0; i < n; ++i) ran[i] = running(s.tenants[i]);
+  // 5. Migrations, contended intervals, rewards.
   s.step_ns = 0;
   for (size_t i = 0; i < n; ++i) {
     State::Tenant& t = s.tenants[i];
     TenantStep& out = t.last;
     out = TenantStep{};
-    out.slowdown.assign(tiers, 1.0);
+    out.slowdown = slowdown[i];
     out.bandwidth_gbps = bw[i];
-    out.interference_gbps.assign(tiers, 0.0);
+    out.interference_gbps = interference[i];
     if (!running(t)) continue;
     const ProfileAssets& p = *t.profile;
     const size_t k = p.regions.size();
     for (size_t d = 0; d < tiers; ++d) {
-      contention::Interference in;
-      for (size_t j = 0; j < n; ++j) {
-        if (j == i || !ran[j] || bw[j][d] <= 0) continue;
-        in.co_runners.push_back({bw[j][d], 100.0});
-        out.interference_gbps[d] += bw[j][d];
-      }
-      if (!in.co_runners.empty()) out.slowdown[d] = a.contention[i].Slowdown(in);
       t.interference_level[d] = static_cast<float>(
           std::min(1.0, out.interference_gbps[d] / machine.tiers[d].bandwidth_gbps));
     }
@@ -388,7 +492,7 @@ absl::StatusOr<NodeStep> CoschedEnv::Step(const std::vector<Action>& actions) {
       }
       if (shared > 0) migration_ns += static_cast<double>(shared) / migration_bytes_per_ns[d];
     }
-    const double interval = t.pricing->IntervalNs(t.step, t.region_tier, out.slowdown);
+    const double interval = priced[group_of[i]][0];
     const double base = p.default_interval_ns[t.step];
     t.elapsed_ns += interval + migration_ns;
     t.default_elapsed_ns += base;
@@ -441,6 +545,8 @@ NodeStep CoschedEnv::Observe() const {
   node.elapsed_ns = s.elapsed_ns;
   node.tier_used_bytes = s.used_bytes;
   node.tier_bandwidth_gbps = s.tier_bandwidth_gbps;
+  node.contention_passes = s.step_passes;
+  node.contention_converged = s.step_converged;
   node.done = s.done;
   for (size_t i = 0; i < s.tenants.size(); ++i) {
     const State::Tenant& t = s.tenants[i];

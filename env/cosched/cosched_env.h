@@ -12,8 +12,9 @@
 // IntervalNs with tier factors, as an interference schedule's factors do).
 //
 // Time. A node step is one decision interval of every tenant on the node (lockstep): each
-// running tenant executes its next interval (1/steps of its run, or its next phase) and the
-// tenants' intervals are taken to overlap in time. Per step, for every running tenant i:
+// running tenant executes its next interval (1/steps of its run, or its next phase); the
+// intervals start together and the step ends with the longest (a barrier: a tenant whose
+// interval ends first waits, idle, for the others). Per step, for every running tenant i:
 //   1. its action moves its regions (capacity of the node enforced: the used bytes of a
 //      tier are all tenants'; a move that does not fit is refused, as in Environment;
 //      tenants take turns starting from tenant (step mod K), then the refused moves are
@@ -24,24 +25,34 @@
 //      (processor sharing: tenant i's transfer ends once every smaller one has had its
 //      share);
 //   3. its solo interval time S_i is the interval's estimate under its placement with no
-//      co-runner; its bandwidth on tier t is its sampled misses there (regions on t, PEBS
-//      reset applied: ProfileAssets::misses_per_access) x 64 B / S_i;
-//   4. its slowdown on tier t is its sensitivity curves' Slowdown (ContentionModel) under
-//      the other running tenants' bandwidths on t as co-runners (read share 100 %: PEBS
-//      samples loads); its interval time is the estimate with those factors;
+//      co-runner; its bytes on tier t are its sampled misses there (regions on t, PEBS
+//      reset applied: ProfileAssets::misses_per_access) x 64 B;
+//   4. its slowdown on tier t is its sensitivity curves' Slowdown (ContentionModel) with
+//      the other running tenants as co-runners on t: each one's mean bandwidth there over
+//      i's interval (its bytes over the longer of the two intervals: a co-runner whose
+//      interval is shorter loads the tier only for that part of i's) at its read share
+//      (tenant_read_pct); its interval time is
+//      the estimate with those factors. The co-runners' interval times are themselves
+//      slowed, so the intervals are iterated to a fixed point from the solo ones
+//      (estimator/contention/fixed_point.h, the iteration of the composed estimate of
+//      co-runs, estimator/corun.h), then priced once more at the settled intervals: the
+//      step reports each tenant's interval under the slowdowns it reports, which are the
+//      curves' answer to the bandwidths its co-runners report (contention_max_passes = 1:
+//      one pass at the co-runners' solo bandwidth, as the contention paper reads them);
 //   5. its reward is Environment's: (default interval - interval - migration) / default
 //      total, the default being its own run all on the default tier, alone.
-// The node's clock advances by the longest charged time of the step (a barrier: tenants
-// resynchronise at every decision point). With one tenant every step is exactly
+// The node's clock advances by the longest charged time of the step; a tenant's own
+// elapsed time (its speedup) counts its intervals and migrations, not its waits at the
+// barrier. With one tenant every step is exactly
 // Environment's (same moves, times, rewards and observations; tests/env/cosched_env_test.cc),
 // but for the fill and action mask after the last step: the tenant has left the node.
 //
 // Arrivals and departures. Tenant i joins the node at node step start_step[i] (plus a
 // jitter drawn from the seed when start_jitter_steps > 0), its footprint on the default
-// tier; before that it waits (its actions are ignored, its reward 0). A tenant whose last
-// interval is charged is terminated and leaves the node: its bytes and bandwidth are
-// freed. The episode ends when every tenant has left. Same seed and same actions give
-// bit-identical observations and rewards.
+// tier; before that it waits (its actions are checked, then ignored; its reward 0). A tenant whose
+// last interval is charged is terminated and leaves the node: its bytes and bandwidth are freed.
+// The episode ends when every tenant has left. Same seed and same actions give bit-identical
+// observations and rewards.
 //
 // Observations (per tenant): Environment's layout (its regions, then the node's fill of
 // each tier, its progress, its last interval's ratio to the default) followed by the
@@ -76,6 +87,13 @@ struct CoschedConfig {
   // Each tenant's start is delayed by a uniform draw in [0, start_jitter_steps] from the
   // episode's seed. Default 0.
   int start_jitter_steps = 0;
+  // Each tenant's share of reads in its memory traffic (%, in [0, 100]), the same on every
+  // tier (PEBS samples loads only: the traces do not tell); empty: 100 for every tenant.
+  // Picks, with the other co-runners', which of a tenant's sensitivity curves answer.
+  std::vector<double> read_pct;
+  // Passes of each step's fixed point of the slowdowns (contention/fixed_point.h); 1: one
+  // pass at the co-runners' solo bandwidth (the contention paper's rule). Default 50.
+  int contention_max_passes = 50;
   // Sensitivity curves (curves.csv, estimator/contention/SENSITIVITY_CSV.md) holding a
   // family for every tenant's application. Required.
   std::string sensitivity;
@@ -84,9 +102,9 @@ struct CoschedConfig {
 };
 
 // Keys: tenants (list, required), tenant_start_steps (list of integers),
-// start_jitter_steps, sensitivity (required), sensitivity_method, and the keys of
-// ParseEnvConfig except profiles and interference. InvalidArgument names the key (as its
-// field) and the rule.
+// start_jitter_steps, tenant_read_pct (list of numbers), contention_max_passes, sensitivity
+// (required), sensitivity_method, and the keys of ParseEnvConfig except profiles and interference.
+// InvalidArgument names the key (as its field) and the rule.
 absl::StatusOr<CoschedConfig> ParseCoschedConfig(const ConfigMap& keys);
 // The keys ParseCoschedConfig accepts, with their defaults and one line of help each.
 const std::vector<ConfigKey>& CoschedConfigKeys();
@@ -129,10 +147,12 @@ struct TenantStep {
   bool terminated = false;  // has left the node (its last interval charged)
   // As Environment's (interval_ns under contention; tier_used_bytes: the node's).
   StepInfo info;
-  double solo_interval_ns = 0;            // the same interval without co-runners
-  std::vector<double> slowdown;           // per tier, the factor applied
-  std::vector<double> bandwidth_gbps;     // per tier, its own (solo) bandwidth
-  std::vector<double> interference_gbps;  // per tier, the co-runners' bandwidth
+  double solo_interval_ns = 0;   // the same interval without co-runners
+  std::vector<double> slowdown;  // per tier, the factor applied
+  // Per tier, its own bandwidth at the step's fixed point: its bytes there over the
+  // interval time its co-runners saw (its solo bandwidth with one pass).
+  std::vector<double> bandwidth_gbps;
+  std::vector<double> interference_gbps;  // per tier, the co-runners' bandwidth, alike
 };
 
 struct NodeStep {
@@ -141,8 +161,14 @@ struct NodeStep {
   double step_ns = 0;     // the longest charged time of this step
   double elapsed_ns = 0;  // node time so far
   std::vector<uint64_t> tier_used_bytes;
-  std::vector<double> tier_bandwidth_gbps;  // the running tenants' together
-  bool done = false;                        // every tenant has left
+  std::vector<double> tier_bandwidth_gbps;  // the running tenants' together (fixed point)
+  // Passes of this step's slowdowns (the fixed point's and the pricing pass), and whether
+  // the fixed point settled within its tolerance (false with contention_max_passes = 1:
+  // nothing was iterated; true when at most one tenant ran: nothing to iterate). C++ only;
+  // not sent over the protocol.
+  int contention_passes = 0;
+  bool contention_converged = false;
+  bool done = false;  // every tenant has left
 };
 
 class CoschedEnv {
@@ -154,8 +180,9 @@ class CoschedEnv {
   // Starts an episode: the seed (when given) reseeds the generator of the start jitter.
   absl::StatusOr<NodeStep> Reset(std::optional<uint64_t> seed);
   // One node step. actions[i] is tenant i's action (tenant_spec's action space); an empty
-  // action keeps its placement; actions of tenants not on the node are ignored.
-  // InvalidArgument (field "actions[i]") for a wrong count or a bad action;
+  // action keeps its placement; the actions of tenants not on the node (waiting, or
+  // departed) are checked like the others, then ignored.
+  // InvalidArgument (field "actions[i]") for a wrong count or a bad action of any tenant;
   // FailedPrecondition before Reset or after the episode ended.
   absl::StatusOr<NodeStep> Step(const std::vector<Action>& actions);
 

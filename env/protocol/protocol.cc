@@ -1264,11 +1264,13 @@ struct ReplyPacker {
     p.Str("envs");
     p.Array(r.envs.size());
     for (const EnvDescription& e : r.envs) {
-      p.Map(3);
+      p.Map(4);
       p.Str("id");
       p.Str(e.id);
       p.Str("description");
       p.Str(e.description);
+      p.Str("op");
+      p.Str(e.op);
       p.Str("config_keys");
       p.Array(e.config_keys.size());
       for (const ConfigKey& k : e.config_keys) {
@@ -1786,6 +1788,7 @@ absl::StatusOr<ReplyBody> DecodeOk(const object& o, Op op) {
         EnvDescription d;
         TG_ASSIGN_OR_RETURN(d.id, NeedString(e, "id", path));
         TG_ASSIGN_OR_RETURN(d.description, NeedString(e, "description", path));
+        TG_ASSIGN_OR_RETURN(d.op, NeedString(e, "op", path));
         TG_ASSIGN_OR_RETURN(const object* keys, Need(e, "config_keys", path));
         if (keys->type != mtype::ARRAY)
           return Expected(Member(path, "config_keys"), "an array", *keys);

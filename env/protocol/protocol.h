@@ -34,6 +34,8 @@ inline constexpr uint64_t kVersion = 2;
 using SessionId = std::string;
 inline constexpr size_t kMaxSessionIdBytes = 64;
 inline constexpr char kEnvId[] = "tiergym/TierPlacement-v0";
+// What `hello` and `list` call the co-scheduling nodes (made by cosched_make, not make).
+inline constexpr char kCoschedEnvId[] = "tiergym/CoschedNode-v0";
 // The field named by errors about the message as a whole.
 inline constexpr char kPayloadField[] = "(payload)";
 
@@ -213,6 +215,7 @@ struct EnvDescription {
   std::string id;
   std::string description;
   std::vector<ConfigKey> config_keys;
+  std::string op = "make";  // the op that makes a session of it: "make" or "cosched_make"
 };
 
 struct ListReply {

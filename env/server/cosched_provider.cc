@@ -19,9 +19,48 @@ std::string MiB(uint64_t bytes) { return StrCat(bytes >> 20, " MiB"); }
 
 }  // namespace
 
+absl::Status CoschedCharges::Acquire(uint64_t node_bytes,
+                                     const std::vector<std::pair<std::string, uint64_t>>& profiles,
+                                     uint64_t* charged) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t bytes = node_bytes;
+  for (const auto& [key, b] : profiles) {
+    auto it = held_.find(key);
+    if (it == held_.end() || it->second.users == 0) bytes += b;
+  }
+  *charged = bytes;
+  if (budget_ != nullptr) TG_RETURN_IF_ERROR(budget_->Charge(bytes));
+  for (const auto& [key, b] : profiles) {
+    Held& h = held_[key];
+    if (h.users++ == 0) h.bytes = b;
+  }
+  return absl::OkStatus();
+}
+
+void CoschedCharges::Release(uint64_t node_bytes, const std::vector<std::string>& keys) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t bytes = node_bytes;
+  for (const std::string& key : keys) {
+    auto it = held_.find(key);
+    if (it == held_.end()) continue;
+    if (--it->second.users == 0) {
+      bytes += it->second.bytes;
+      held_.erase(it);
+    }
+  }
+  if (budget_ != nullptr) budget_->Uncharge(bytes);
+}
+
+uint64_t CoschedCharges::ProfileBytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t bytes = 0;
+  for (const auto& [key, h] : held_) bytes += h.bytes;
+  return bytes;
+}
+
 CoschedProvider::CoschedProvider(CoschedProviderOptions options, EnvProvider* budget)
     : options_(std::move(options)),
-      budget_(budget),
+      charges_(std::make_shared<CoschedCharges>(budget)),
       keys_(WithServerDefaults(CoschedConfigKeys(), options_.default_config)),
       roots_(DataRoots::Create(
           ServerDataRoots(options_.data_dirs, options_.named_profiles, options_.default_config))) {
@@ -53,27 +92,38 @@ absl::StatusOr<ConfigMap> CoschedProvider::Resolve(const ConfigMap& config) cons
   return out;
 }
 
-uint64_t CoschedProvider::EstimateBytes(const CoschedConfig& c) {
+uint64_t CoschedProvider::EstimateNodeBytes(const CoschedConfig& c) {
   absl::StatusOr<Machine> machine = LoadMachine(c.env.machine);
   const uint64_t tiers = machine.ok() ? machine->tiers.size() : 8;
   const uint64_t k = static_cast<uint64_t>(std::max(1, c.env.num_regions));
   const uint64_t n = c.env.steps > 0 ? static_cast<uint64_t>(c.env.steps) : 10000;
-  uint64_t bytes = 4096 * c.tenants.size();
-  std::vector<std::string> seen;
+  // Per tenant: its state and tables.
+  return c.tenants.size() *
+         (4096 + n * k * (4 + tiers * 8) + n * (32 + tiers * 4) + k * (64 + 16 + 32 + tiers));
+}
+
+std::vector<std::pair<std::string, uint64_t>> CoschedProvider::EstimateProfileBytes(
+    const CoschedConfig& c) {
+  std::vector<std::pair<std::string, uint64_t>> out;
   for (const std::string& dir : c.tenants) {
-    // Per tenant: its state and tables; per distinct profile: its index.
-    bytes += n * k * (4 + tiers * 8) + n * (32 + tiers * 4) + k * (64 + 16 + 32 + tiers);
-    if (std::find(seen.begin(), seen.end(), dir) != seen.end()) continue;
-    seen.push_back(dir);
-    absl::StatusOr<std::vector<std::string>> files = ListTraceFiles(dir);
-    if (!files.ok()) continue;
-    for (const std::string& f : *files) {
-      std::error_code ec;
-      const uint64_t size = std::filesystem::file_size(f, ec);
-      if (!ec) bytes += size * EnvironmentProvider::kTraceBytesFactor;
+    // The profile's index, shared by the nodes that would share it in ProfileCache (whose
+    // key also holds the machine, the window and the calibration's overlap).
+    std::string key =
+        StrCat(dir, "\n", c.env.machine, "\n", c.env.window_instructions, "\n", c.env.calibration);
+    if (std::any_of(out.begin(), out.end(), [&](const auto& p) { return p.first == key; })) {
+      continue;
     }
+    uint64_t bytes = 0;
+    if (absl::StatusOr<std::vector<std::string>> files = ListTraceFiles(dir); files.ok()) {
+      for (const std::string& f : *files) {
+        std::error_code ec;
+        const uint64_t size = std::filesystem::file_size(f, ec);
+        if (!ec) bytes += size * EnvironmentProvider::kTraceBytesFactor;
+      }
+    }
+    out.emplace_back(std::move(key), bytes);
   }
-  return bytes;
+  return out;
 }
 
 absl::StatusOr<std::unique_ptr<CoschedNode>> CoschedProvider::Make(const ConfigMap& config) {
@@ -95,17 +145,18 @@ absl::StatusOr<std::unique_ptr<CoschedNode>> CoschedProvider::Make(const ConfigM
   if (absl::StatusOr<EnvSpec> spec = MakeEnvSpec(parsed->env); !spec.ok()) {
     return redact(spec.status());
   }
-  const uint64_t bytes = EstimateBytes(*parsed);
-  if (budget_ != nullptr) {
-    if (absl::Status s = budget_->Charge(bytes); !s.ok()) {
-      return absl::Status(s.code(), StrCat("a co-scheduling node of this configuration needs "
-                                           "about ",
-                                           MiB(bytes), " before it is built: ", s.message()));
-    }
+  const uint64_t node_bytes = EstimateNodeBytes(*parsed);
+  const std::vector<std::pair<std::string, uint64_t>> profiles = EstimateProfileBytes(*parsed);
+  std::vector<std::string> keys;
+  keys.reserve(profiles.size());
+  for (const auto& [key, b] : profiles) keys.push_back(key);
+  uint64_t bytes = 0;
+  if (absl::Status s = charges_->Acquire(node_bytes, profiles, &bytes); !s.ok()) {
+    return absl::Status(s.code(), StrCat("a co-scheduling node of this configuration needs "
+                                         "about ",
+                                         MiB(bytes), " before it is built: ", s.message()));
   }
-  auto give_back = [&] {
-    if (budget_ != nullptr) budget_->Uncharge(bytes);
-  };
+  auto give_back = [&] { charges_->Release(node_bytes, keys); };
   absl::StatusOr<std::shared_ptr<const CoschedAssets>> assets = [&] {
     try {
       return CoschedAssets::Load(*parsed, &profiles_);
@@ -123,7 +174,7 @@ absl::StatusOr<std::unique_ptr<CoschedNode>> CoschedProvider::Make(const ConfigM
     give_back();
     return redact(env.status());
   }
-  return std::make_unique<CoschedNode>(*std::move(env), budget_, bytes);
+  return std::make_unique<CoschedNode>(*std::move(env), charges_, node_bytes, std::move(keys));
 }
 
 }  // namespace tiergym::env

@@ -13,9 +13,11 @@
 // tenants' trace files at EnvironmentProvider::kTraceBytesFactor times their size, plus
 // their tables of decision intervals x regions x tiers) and charged to the budget of
 // `budget` (EnvProvider::Charge, the server's --max-asset-mib shared with `make`); a node
-// that does not fit fails with ResourceExhausted having loaded nothing. The charge is
-// given back when the node is destroyed. Profiles' indexes are shared between nodes
-// (ProfileCache).
+// that does not fit fails with ResourceExhausted having loaded nothing. Profiles' indexes
+// are shared between nodes (ProfileCache), and so is their charge: a profile's part (its
+// trace files' estimate) is charged by the first node that uses it and given back when the
+// last one goes; a node's own tables are charged to it and given back when it is
+// destroyed.
 //
 // Thread-safe.
 #ifndef TIERGYM_ENV_SERVER_COSCHED_PROVIDER_H_
@@ -24,7 +26,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -45,14 +49,44 @@ struct CoschedProviderOptions {
   std::string default_sensitivity;
 };
 
+// The nodes' charges to the budget: each node's own bytes, and each profile's once while
+// any node uses it. Thread-safe.
+class CoschedCharges {
+ public:
+  explicit CoschedCharges(EnvProvider* budget) : budget_(budget) {}
+  // Charges `node_bytes` and the bytes of every profile key no node holds yet (the sum is
+  // returned in *charged either way), then holds the keys. On an error nothing is held or
+  // charged.
+  absl::Status Acquire(uint64_t node_bytes,
+                       const std::vector<std::pair<std::string, uint64_t>>& profiles,
+                       uint64_t* charged);
+  // Gives back `node_bytes` and the bytes of the keys no other node holds.
+  void Release(uint64_t node_bytes, const std::vector<std::string>& keys);
+  // Bytes charged for profiles now (for tests).
+  uint64_t ProfileBytes() const;
+
+ private:
+  struct Held {
+    uint64_t bytes = 0;
+    int users = 0;
+  };
+  EnvProvider* budget_;
+  mutable std::mutex mu_;
+  std::map<std::string, Held> held_;  // guarded by mu_
+};
+
 // A node and what it is charged; gives the charge back when destroyed.
 class CoschedNode {
  public:
-  CoschedNode(std::unique_ptr<CoschedEnv> env, EnvProvider* budget, uint64_t bytes)
-      : env_(std::move(env)), budget_(budget), bytes_(bytes) {}
+  CoschedNode(std::unique_ptr<CoschedEnv> env, std::shared_ptr<CoschedCharges> charges,
+              uint64_t node_bytes, std::vector<std::string> profile_keys)
+      : env_(std::move(env)),
+        charges_(std::move(charges)),
+        node_bytes_(node_bytes),
+        profile_keys_(std::move(profile_keys)) {}
   ~CoschedNode() {
     env_.reset();
-    if (budget_ != nullptr) budget_->Uncharge(bytes_);
+    charges_->Release(node_bytes_, profile_keys_);
   }
   CoschedNode(const CoschedNode&) = delete;
   CoschedNode& operator=(const CoschedNode&) = delete;
@@ -61,8 +95,9 @@ class CoschedNode {
 
  private:
   std::unique_ptr<CoschedEnv> env_;
-  EnvProvider* budget_;
-  uint64_t bytes_;
+  std::shared_ptr<CoschedCharges> charges_;
+  uint64_t node_bytes_;
+  std::vector<std::string> profile_keys_;
 };
 
 class CoschedProvider {
@@ -79,12 +114,18 @@ class CoschedProvider {
   // The configuration as ParseCoschedConfig sees it: names resolved to the operator's
   // files (NotFound on the key's field otherwise), defaults filled in. Exposed for tests.
   absl::StatusOr<ConfigMap> Resolve(const ConfigMap& config) const;
-  // The estimated bytes of a node of `config` (parsed) before anything is loaded.
-  static uint64_t EstimateBytes(const CoschedConfig& config);
+  // The estimated bytes of a node of `config` (parsed) before anything is loaded: its own
+  // tables, and per distinct profile (keyed as ProfileCache shares them: directory,
+  // machine, window, calibration) its index.
+  static uint64_t EstimateNodeBytes(const CoschedConfig& config);
+  static std::vector<std::pair<std::string, uint64_t>> EstimateProfileBytes(
+      const CoschedConfig& config);
+  // Bytes charged for profiles now.
+  uint64_t ChargedProfileBytes() const { return charges_->ProfileBytes(); }
 
  private:
   CoschedProviderOptions options_;
-  EnvProvider* budget_;
+  std::shared_ptr<CoschedCharges> charges_;
   std::vector<ConfigKey> keys_;
   absl::StatusOr<DataRoots> roots_;
   ProfileCache profiles_;

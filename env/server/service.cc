@@ -220,6 +220,7 @@ ReplyBody Service::Hello() const {
   protocol::HelloReply r;
   r.server = options_.server_name;
   r.envs = {protocol::kEnvId};
+  if (options_.cosched != nullptr) r.envs.emplace_back(protocol::kCoschedEnvId);
   r.limits.max_sessions = options_.max_sessions;
   r.limits.max_sessions_per_connection = options_.max_sessions_per_connection;
   r.limits.max_pending_per_connection = options_.max_pending_per_connection;
@@ -233,8 +234,16 @@ ReplyBody Service::Hello() const {
 }
 
 ReplyBody Service::List() const {
-  return protocol::ListReply{{protocol::EnvDescription{protocol::kEnvId, provider_->Description(),
-                                                       provider_->ConfigKeys()}}};
+  protocol::ListReply r{{protocol::EnvDescription{protocol::kEnvId, provider_->Description(),
+                                                  provider_->ConfigKeys(), "make"}}};
+  if (options_.cosched != nullptr) {
+    r.envs.push_back(protocol::EnvDescription{
+        protocol::kCoschedEnvId,
+        "co-scheduling nodes: K tenants sharing one node's tiers (cosched_make, then "
+        "cosched_reset and cosched_step)",
+        options_.cosched->ConfigKeys(), "cosched_make"});
+  }
+  return r;
 }
 
 absl::Status Service::CheckConfigKeys(const protocol::ConfigMap& config) const {
@@ -379,6 +388,12 @@ absl::StatusOr<std::shared_ptr<Service::Segment>> Service::FindSegment(const std
 }
 
 ReplyBody Service::Make(const protocol::MakeRequest& r, const std::string& owner) {
+  if (r.env == protocol::kCoschedEnvId && options_.cosched != nullptr) {
+    return MakeError(absl::StatusCode::kInvalidArgument, "env",
+                     StrCat(protocol::kCoschedEnvId,
+                            " is made by the op cosched_make, not make (PROTOCOL.md, "
+                            "Co-scheduling)"));
+  }
   if (r.env != protocol::kEnvId) {
     return MakeError(absl::StatusCode::kNotFound, "env",
                      StrCat("unknown environment \"", protocol::Printable(r.env),

@@ -259,9 +259,15 @@ TEST_F(CoschedServiceTest, ActionRefusalsNameTheTenantAndMoveNothing) {
   std::vector<Action> bad(2);
   bad[0].values.assign(8, 0);
   bad[1].values.assign(8, 0);
-  bad[0].values[3] = 7;  // no tier 7 (tenant 1 waits until step 2: its action is ignored)
+  bad[0].values[3] = 7;  // no tier 7
   protocol::Error e = Err(Op::kCoschedStep, protocol::CoschedStepRequest{made.session, bad},
                           absl::StatusCode::kInvalidArgument, "actions[0][3]");
+  // Tenant 1 waits until step 2: its action is checked all the same, then ignored.
+  bad[0].values[3] = 0;
+  bad[1].values[5] = 9;
+  e = Err(Op::kCoschedStep, protocol::CoschedStepRequest{made.session, bad},
+          absl::StatusCode::kInvalidArgument, "actions[1][5]");
+  bad[1].values[5] = 0;
   bad[0].values[3] = 0;
   bad[0].values.resize(3);  // too short
   e = Err(Op::kCoschedStep, protocol::CoschedStepRequest{made.session, bad},
@@ -281,6 +287,38 @@ TEST_F(CoschedServiceTest, ActionRefusalsNameTheTenantAndMoveNothing) {
   ASSERT_NE(err, nullptr);
   EXPECT_EQ(err->code, absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(err->field, "actions[1]");
+}
+
+TEST_F(CoschedServiceTest, HelloAndListDescribeTheNodesAndTheirKeys) {
+  const auto hello = Ok<protocol::HelloReply>(Op::kHello, std::monostate{});
+  EXPECT_THAT(hello.envs, ::testing::ElementsAre(protocol::kEnvId, protocol::kCoschedEnvId));
+  const auto list = Ok<protocol::ListReply>(Op::kList, std::monostate{});
+  ASSERT_EQ(list.envs.size(), 2u);
+  EXPECT_EQ(list.envs[0].op, "make");
+  const protocol::EnvDescription& node = list.envs[1];
+  EXPECT_EQ(node.id, protocol::kCoschedEnvId);
+  EXPECT_EQ(node.op, "cosched_make");
+  std::vector<std::string> names;
+  for (const ConfigKey& k : node.config_keys) {
+    names.push_back(k.name);
+    EXPECT_FALSE(k.help.empty()) << k.name;
+  }
+  EXPECT_EQ(names.size(), CoschedConfigKeys().size());
+  for (const char* key : {"tenants", "tenant_start_steps", "tenant_read_pct",
+                          "contention_max_passes", "sensitivity", "num_regions", "machine"}) {
+    EXPECT_THAT(names, ::testing::Contains(key));
+  }
+  EXPECT_THAT(names, ::testing::Not(::testing::Contains("profiles")));
+  // The keys are the ones cosched_make takes, and make refuses the id naming cosched_make.
+  EXPECT_THAT(Err(Op::kMake, protocol::MakeRequest{protocol::kCoschedEnvId, {}},
+                  absl::StatusCode::kInvalidArgument, "env")
+                  .message,
+              ::testing::HasSubstr("cosched_make"));
+  // Without co-scheduling, neither lists it.
+  MakeService(ServiceOptions{}, "", /*cosched=*/false);
+  EXPECT_THAT(Ok<protocol::HelloReply>(Op::kHello, std::monostate{}).envs,
+              ::testing::ElementsAre(protocol::kEnvId));
+  EXPECT_EQ(Ok<protocol::ListReply>(Op::kList, std::monostate{}).envs.size(), 1u);
 }
 
 TEST_F(CoschedServiceTest, NodesAreOwnedSessionsOfTheirOwnKind) {
@@ -334,6 +372,36 @@ TEST_F(CoschedServiceTest, LimitsAndTheMemoryBudget) {
   MakeService(ServiceOptions{}, "", /*cosched=*/false);
   Err(Op::kCoschedMake, protocol::CoschedMakeRequest{Config()}, absl::StatusCode::kUnimplemented,
       "op");
+}
+
+TEST_F(CoschedServiceTest, NodesSharingProfilesAreChargedTheirIndexesOnce) {
+  const protocol::CoschedMakeReply first = MakeNode();
+  const uint64_t one = provider_->charged;
+  // The same tenants again: only the node's own tables are charged, the profiles' indexes
+  // are shared (ProfileCache) and already paid for.
+  const protocol::CoschedMakeReply second = MakeNode();
+  const uint64_t two = provider_->charged;
+  EXPECT_GT(two, one);
+  EXPECT_LT(two - one, one / 4) << "the second node was charged the shared indexes again";
+  // A node running a profile as two tenants pays its index once, and nothing more here.
+  ConfigMap more = Config();
+  more["tenants"] = ConfigValue(ConfigValue::List{"minife", "lulesh", "lulesh"});
+  more["tenant_start_steps"] = "0,2,3";
+  const protocol::CoschedMakeReply third = MakeNode(more);
+  EXPECT_LT(provider_->charged - two, one / 4);
+  // The indexes' charge goes with the last node that uses them.
+  Ok<protocol::CloseReply>(Op::kClose, protocol::CloseRequest{first.session});
+  Ok<protocol::CloseReply>(Op::kClose, protocol::CloseRequest{third.session});
+  EXPECT_GT(provider_->charged, (two - one) * 3 / 2) << "the indexes were given back too soon";
+  Ok<protocol::CloseReply>(Op::kClose, protocol::CloseRequest{second.session});
+  EXPECT_EQ(provider_->charged, 0u);
+  // A refused node holds nothing: the next one pays the indexes in full again.
+  provider_->open = false;
+  Err(Op::kCoschedMake, protocol::CoschedMakeRequest{Config()},
+      absl::StatusCode::kResourceExhausted, "config");
+  provider_->open = true;
+  MakeNode();
+  EXPECT_EQ(provider_->charged, one);
 }
 
 // The C++ client (env/client) drives a node on a real server over ZeroMQ: the same

@@ -102,6 +102,35 @@ def test_bad_configurations_name_the_key():
         cosched.SchedulerEnv(objective="best")
 
 
+def test_the_bundled_applications_read_shares_are_the_default():
+    # apps.csv's read / (read + write) bandwidth: minife 85 %, lulesh 65 %.
+    config = cosched.scenario_config("knl-2")
+    shares = [float(v) for v in config["tenant_read_pct"]]
+    assert shares == pytest.approx([84.9, 64.9], abs=0.2)
+    # A tenant the bundled data does not know reads only; an override stays.
+    assert cosched.scenario_config(None, tenants=["minife", "/some/dir"])[
+        "tenant_read_pct"] == [str(shares[0]), "100.0"]
+    assert cosched.scenario_config("knl-2", tenant_read_pct="70,70")["tenant_read_pct"] == "70,70"
+    assert "tenant_read_pct" not in cosched.scenario_config(None, tenants=["/a", "/b"])
+    # They change the slowdowns: the co-runners' curves are read at their read share.
+    def first_slowdowns(**kw):
+        env = small_parallel(**kw)
+        env.reset(seed=0)
+        _, _, _, _, infos = env.step({})
+        return [tuple(i["slowdown"]) for i in infos.values()]
+    assert first_slowdowns() != first_slowdowns(tenant_read_pct="100,100")
+
+
+def test_a_waiting_tenants_bad_action_is_refused_naming_it():
+    env = small_parallel(tenant_start_steps="0,3")
+    env.reset(seed=0)
+    bad = np.zeros(8, np.int64)
+    bad[2] = 7
+    with pytest.raises(ValueError, match=r"actions\[1\]"):
+        env.step({"lulesh": bad})
+    env.step({"lulesh": np.ones(8, np.int64)})  # valid: checked, then ignored
+
+
 def test_the_reference_policies_evaluate_and_print_every_tenant(capsys):
     import cosched_evaluate
     assert cosched_evaluate.main(["--scenarios", "knl-2", "--steps", "6", "--regions", "4"]) == 0
@@ -111,6 +140,16 @@ def test_the_reference_policies_evaluate_and_print_every_tenant(capsys):
     assert "minife=" in out and "lulesh=" in out
     with pytest.raises(SystemExit):
         cosched_evaluate.main(["--scenarios", "nosuch"])
+
+
+def test_the_policy_plot_draws_a_png(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    import cosched_evaluate
+    path = tmp_path / "policies.png"
+    assert cosched_evaluate.main(["--scenarios", "knl-2", "--steps", "4", "--regions", "4",
+                                  "--plot", str(path)]) == 0
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"plot: {path}" in capsys.readouterr().out
 
 
 def test_the_state_is_every_tenants_observation():

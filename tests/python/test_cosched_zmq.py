@@ -99,6 +99,17 @@ def test_gymnasium_check_env_passes_on_the_scheduler_view_over_zmq(server):
     env.close()
 
 
+def test_list_describes_the_nodes_keys(server):
+    import tiergym
+    names = [k[0] for k in tiergym.config_keys(server, env="tiergym/CoschedNode-v0")]
+    for key in ("tenants", "tenant_read_pct", "contention_max_passes", "sensitivity", "steps"):
+        assert key in names
+    assert "profiles" not in names
+    assert "profiles" in [k[0] for k in tiergym.config_keys(server)]
+    with pytest.raises(KeyError, match="does not serve"):
+        tiergym.config_keys(server, env="nosuch")
+
+
 def test_a_private_server_of_its_own_and_refusals_on_their_fields(server):
     # disagg: the private server serves the bundled profiles recorded there.
     there = cosched.parallel_env(scenario="disagg-2", address="private", **SMALL)

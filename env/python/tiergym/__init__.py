@@ -61,12 +61,18 @@ def make(env_id=ENV_ID, **kwargs):
     return TierEnv(**kwargs)
 
 
-def config_keys(address):
-    """[(name, default, help)] of the configuration keys a server accepts."""
+def config_keys(address, env=ENV_ID):
+    """[(name, default, help)] of the configuration keys a server accepts for `env`: the
+    placement task's (`make`), or "tiergym/CoschedNode-v0" for its co-scheduling nodes'
+    (`cosched_make`). KeyError when the server does not serve `env`."""
     connection = Connection(address.endpoint if isinstance(address, Server) else address)
     try:
         envs = connection.call("list")["envs"]
-        return [(k["name"], k["default"], k["help"]) for k in envs[0]["config_keys"]]
+        for e in envs:
+            if e["id"] == env:
+                return [(k["name"], k["default"], k["help"]) for k in e["config_keys"]]
+        raise KeyError(f"the server does not serve {env!r} (it serves "
+                       f"{', '.join(e['id'] for e in envs)})")
     finally:
         connection.close()
 

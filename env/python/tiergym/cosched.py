@@ -21,7 +21,8 @@ measured on each tier (co-runners' bandwidth / the tier's, at most 1). Its rewar
 own time saved in the step ((default - interval - migration) / its default total, as
 TierEnv's), mixed with the mean of the running tenants' rewards by `global_weight` (0: own
 only, 1: the node's mean only). An agent that finishes is terminated and leaves `agents`;
-an agent that has not yet joined (tenant_start_steps) acts without effect.
+an agent that has not yet joined (tenant_start_steps) acts without effect (its action is
+checked all the same: a bad one is a ValueError naming actions[i]).
 
 SchedulerEnv (Gymnasium, id "tiergym/CoschedScheduler-v0"): one agent places every
 tenant's regions. Observation: the tenants' observations, concatenated; action: the
@@ -46,11 +47,15 @@ not given, is the server's (a private server's: the bundled curves). Without `ad
 
 Configuration: a scenario's keys (SCENARIOS, or scenario=None and your own), overridden by
 keyword arguments: the keys of env/cosched (tenants, tenant_start_steps,
-start_jitter_steps, sensitivity, sensitivity_method, machine, num_regions, steps,
-action_mode, observation, model, history_decay, migration_gbps, tier_capacity_mib, ...).
-A tenant named by a bundled application (minife, lulesh, nekbone, lammps) is its bundled
-synthetic profile for the machine, generated on first use. `sensitivity` defaults to the
-bundled curves (estimator/contention/data/curves.csv).
+start_jitter_steps, tenant_read_pct, contention_max_passes, sensitivity,
+sensitivity_method, machine, num_regions, steps, action_mode, observation, model,
+history_decay, migration_gbps, tier_capacity_mib, ...). A tenant named by a bundled
+application (minife, lulesh, nekbone, lammps) is its bundled synthetic profile for the
+machine, generated on first use. `sensitivity` defaults to the bundled curves
+(estimator/contention/data/curves.csv); `tenant_read_pct` (each tenant's share of reads in
+its traffic, which picks the co-runners' curves) to the bundled applications' shares
+(estimator/contention/data/apps.csv: read / (read + write) bandwidth; minife 85 %, lulesh
+65 %, nekbone 72 %, lammps 80 %), 100 for a tenant not among them, when any tenant is.
 """
 
 import math
@@ -94,6 +99,45 @@ def bundled_curves():
                             "pass sensitivity=PATH")
 
 
+def _bundled_data(name):
+    here = pathlib.Path(__file__).resolve().parent
+    for path in (here / "data" / name,
+                 here.parents[2] / "estimator" / "contention" / "data" / name):
+        if path.is_file():
+            return path
+    return None
+
+
+def bundled_read_pct():
+    """The bundled applications' read shares (%), {app: read / (read + write) bandwidth x
+    100}, from apps.csv beside the bundled curves; {} when it is not installed."""
+    path = _bundled_data("apps.csv")
+    if path is None:
+        return {}
+    shares = {}
+    with open(path, encoding="utf-8") as f:
+        header = f.readline().strip().split(",")
+        col = {name: i for i, name in enumerate(header)}
+        for line in f:
+            fields = line.strip().split(",")
+            if len(fields) != len(header):
+                continue
+            read = float(fields[col["read_gbps"]])
+            write = float(fields[col["write_gbps"]])
+            if read + write > 0:
+                shares[fields[col["app"]]] = 100.0 * read / (read + write)
+    return shares
+
+
+def _default_read_pct(tenants):
+    """Each tenant's bundled read share (100 for one not bundled); None when none is."""
+    shares = bundled_read_pct()
+    names = [pathlib.PurePath(str(t)).name for t in tenants]
+    if not any(n in shares for n in names):
+        return None
+    return [round(shares.get(n, 100.0), 2) for n in names]
+
+
 def scenario_config(scenario=None, _default_curves=True, **overrides):
     """The configuration of a bundled scenario (SCENARIOS) with `overrides` applied;
     ValueError for an unknown scenario."""
@@ -106,6 +150,13 @@ def scenario_config(scenario=None, _default_curves=True, **overrides):
     config.update(overrides)
     if "sensitivity" not in config and _default_curves:
         config["sensitivity"] = bundled_curves()
+    if "tenant_read_pct" not in config and "tenants" in config:
+        tenants = config["tenants"]
+        if isinstance(tenants, str):
+            tenants = [t for t in tenants.split(",") if t]
+        shares = _default_read_pct(tenants)
+        if shares is not None:
+            config["tenant_read_pct"] = shares
     out = {}
     for key, value in config.items():
         if isinstance(value, (list, tuple)):
