@@ -1788,7 +1788,11 @@ absl::StatusOr<ReplyBody> DecodeOk(const object& o, Op op) {
         EnvDescription d;
         TG_ASSIGN_OR_RETURN(d.id, NeedString(e, "id", path));
         TG_ASSIGN_OR_RETURN(d.description, NeedString(e, "description", path));
-        TG_ASSIGN_OR_RETURN(d.op, NeedString(e, "op", path));
+        // Servers older than the co-scheduling nodes list only `make`'s environment, without
+        // the key.
+        if (const object* op = Get(e, "op")) {
+          TG_ASSIGN_OR_RETURN(d.op, ReadString(*op, Member(path, "op")));
+        }
         TG_ASSIGN_OR_RETURN(const object* keys, Need(e, "config_keys", path));
         if (keys->type != mtype::ARRAY)
           return Expected(Member(path, "config_keys"), "an array", *keys);

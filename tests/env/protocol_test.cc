@@ -572,6 +572,17 @@ TEST(ProtocolReplyTest, MakeHelloListStatsEstimateCloseRoundTrip) {
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(std::get<ListReply>(d->body).envs[0].config_keys[0].default_value, "100");
 
+  // A server older than the co-scheduling nodes lists its one environment without `op`.
+  d = DecodeReply(Map({{"v", U(2)},
+                       {"ok", B(true)},
+                       {"id", U(5)},
+                       {"envs", Arr({Map({{"id", S(kEnvId)},
+                                          {"description", S("placement")},
+                                          {"config_keys", Arr({})}})})}}),
+                  Op::kList);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(std::get<ListReply>(d->body).envs[0].op, "make");
+
   StatsReply s;
   s.sessions = 4;
   s.rss_bytes = 1 << 20;
