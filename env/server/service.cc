@@ -48,6 +48,11 @@ struct Service::Segment {
   // sessions[i]), and whether it is freed (its thread then ends).
   std::vector<protocol::SessionId> sessions;
   std::atomic<bool> closing{false};
+  // The request thread's scratch: the area's copy and the batch built from it (their
+  // capacity reused from one request to the next).
+  ShmRequest copy;
+  protocol::StepBatchRequest batch_request;
+  std::vector<size_t> lock_order;  // of `sessions` (distinct: the making batch was checked)
   Segment() = default;
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;
@@ -117,6 +122,16 @@ uint64_t ResidentBytes() {
   uint64_t size = 0, resident = 0;
   if (!(statm >> size >> resident)) return 0;
   return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+// The order in which a batch's sessions are locked: by id, so that concurrent batches
+// cannot deadlock.
+std::vector<size_t> LockOrder(const std::vector<protocol::SessionId>& sessions) {
+  std::vector<size_t> order(sessions.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return sessions[a] < sessions[b]; });
+  return order;
 }
 
 bool SameShape(const EnvSpec& a, const EnvSpec& b) {
@@ -193,7 +208,8 @@ void Service::ServeRequest(Segment& segment) {
   requests_.fetch_add(1, std::memory_order_relaxed);
   ops_[static_cast<int>(protocol::Op::kStepBatch)].fetch_add(1, std::memory_order_relaxed);
   // A copy: what the client writes from now on changes nothing here.
-  const ShmRequest req = segment.batch->ReadRequest();
+  ShmRequest& req = segment.copy;
+  segment.batch->ReadRequest(req);
   const size_t n = segment.sessions.size();
   const size_t width = segment.batch->shape().action;
   std::optional<Error> error;
@@ -208,8 +224,8 @@ void Service::ServeRequest(Segment& segment) {
     }
   }
   if (!error) {
-    protocol::StepBatchRequest r;
-    r.sessions = segment.sessions;
+    protocol::StepBatchRequest& r = segment.batch_request;
+    if (r.sessions.empty()) r.sessions = segment.sessions;
     r.reset.assign(req.reset.begin(), req.reset.begin() + static_cast<std::ptrdiff_t>(n));
     r.autoreset = req.autoreset == 1 ? protocol::Autoreset::kSameStep : protocol::Autoreset::kNone;
     r.actions.resize(n);
@@ -221,7 +237,10 @@ void Service::ServeRequest(Segment& segment) {
     r.shm_signal = true;  // success: published and woken in WriteToSegment
     ReplyBody body;
     try {
-      body = StepBatch(r, segment.owner);
+      // This thread and size() - 1 of the pool's: the server's --threads step the batch.
+      body =
+          StepBatch(r, segment.owner, pool_ == nullptr ? 0 : static_cast<size_t>(pool_->size() - 1),
+                    &segment.lock_order);
     } catch (const std::exception& e) {
       body = MakeError(absl::StatusCode::kInternal, "request",
                        StrCat("unexpected exception: ", e.what()));
@@ -465,6 +484,7 @@ absl::StatusOr<std::shared_ptr<Service::Segment>> Service::NewSegment(
   }
   if (requests) {
     segment->sessions = sessions;
+    segment->lock_order = LockOrder(sessions);
     auto waiter = std::make_unique<Waiter>();
     Waiter* w = waiter.get();
     std::lock_guard<std::mutex> lock(waiters_mu_);
@@ -692,17 +712,19 @@ ReplyBody Service::Step(const protocol::StepRequest& r, const std::string& owner
   return protocol::StepReply{std::move(*result)};
 }
 
-ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::string& owner) {
+ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::string& owner,
+                             size_t max_helpers, const std::vector<size_t>* lock_order) {
   const size_t n = r.sessions.size();
-  // 1. The sessions, each once.
+  // 1. The sessions, each once (known when the lock order is given: a segment's).
   std::vector<Lease> leases;
   leases.reserve(n);
   {
     std::unordered_map<std::string_view, size_t> seen;
-    seen.reserve(n);
+    if (lock_order == nullptr) seen.reserve(n);
     for (size_t i = 0; i < n; ++i) {
       const std::string field = StrCat("sessions[", i, "]");
-      auto [it, inserted] = seen.emplace(r.sessions[i], i);
+      auto [it, inserted] =
+          lock_order == nullptr ? seen.emplace(r.sessions[i], i) : std::pair{seen.end(), true};
       if (!inserted) {
         return MakeError(absl::StatusCode::kInvalidArgument, field,
                          StrCat("the same session as sessions[", it->second, "]"));
@@ -722,13 +744,14 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
     }
   }
   // 3. Lock every session, in id order (so that concurrent batches cannot deadlock).
-  std::vector<size_t> order(n);
-  for (size_t i = 0; i < n; ++i) order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return r.sessions[a] < r.sessions[b]; });
+  std::vector<size_t> sorted;
+  if (lock_order == nullptr) {
+    sorted = LockOrder(r.sessions);
+    lock_order = &sorted;
+  }
   std::vector<std::unique_lock<std::mutex>> locks;
   locks.reserve(n);
-  for (size_t i : order) locks.emplace_back(leases[i]->mu);
+  for (size_t i : *lock_order) locks.emplace_back(leases[i]->mu);
 
   // 4. Check everything before anything moves.
   auto resetting = [&](size_t i) { return !r.reset.empty() && r.reset[i] != 0; };
@@ -757,13 +780,13 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
   if (segment != nullptr) segment_lock = std::unique_lock<std::mutex>(segment->mu);
 
   // 6. Step (or reset) every entry, in parallel.
+  const bool same_step = r.autoreset == protocol::Autoreset::kSameStep;
   protocol::StepBatchReply reply;
   reply.results.resize(n);
   reply.was_reset.assign(n, 0);
-  std::vector<StepResult> finals(n);
+  std::vector<StepResult> finals(same_step ? n : 0);  // only same_step writes them
   std::vector<uint8_t> ended(n, 0);
   std::vector<absl::Status> errors(n);
-  const bool same_step = r.autoreset == protocol::Autoreset::kSameStep;
   auto step = [&](size_t i) {
     Session& s = *leases[i];
     if (resetting(i)) {
@@ -820,7 +843,7 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
     }
   };
   if (pool_ != nullptr && n > 1) {
-    pool_->ParallelFor(n, body);
+    pool_->ParallelFor(n, body, max_helpers);
   } else {
     for (size_t i = 0; i < n; ++i) body(i);
   }

@@ -39,6 +39,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -128,7 +129,12 @@ class Service {
   protocol::ReplyBody Make(const protocol::MakeRequest& r, const std::string& owner);
   protocol::ReplyBody Reset(const protocol::ResetRequest& r, const std::string& owner);
   protocol::ReplyBody Step(const protocol::StepRequest& r, const std::string& owner);
-  protocol::ReplyBody StepBatch(const protocol::StepBatchRequest& r, const std::string& owner);
+  // max_helpers: pool threads that help step the entries (a segment's request thread, not
+  // of the pool, stands for one of them). lock_order: the sessions are known distinct and
+  // locked in this order (a segment's, computed once); null: checked and sorted here.
+  protocol::ReplyBody StepBatch(const protocol::StepBatchRequest& r, const std::string& owner,
+                                size_t max_helpers = SIZE_MAX,
+                                const std::vector<size_t>* lock_order = nullptr);
   protocol::ReplyBody Estimate(const protocol::EstimateRequest& r, const std::string& owner);
   protocol::ReplyBody Close(const protocol::CloseRequest& r, const std::string& owner);
   protocol::ReplyBody CoschedMake(const protocol::CoschedMakeRequest& r, const std::string& owner);

@@ -238,15 +238,13 @@ void ShmBatch::WakeRequestWaiter() const {
   syscall(SYS_futex, At<uint32_t>(request_), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
-ShmRequest ShmBatch::ReadRequest() const {
-  ShmRequest r;
+void ShmBatch::ReadRequest(ShmRequest& r) const {
   r.number = std::atomic_ref<uint64_t>(*At<uint64_t>(request_)).load(std::memory_order_acquire);
   r.autoreset = *At<const uint8_t>(request_autoreset_);
   const uint8_t* reset = At<const uint8_t>(request_reset_);
   r.reset.assign(reset, reset + shape_.rows);
   const int64_t* actions = At<const int64_t>(request_actions_);
   r.actions.assign(actions, actions + shape_.rows * shape_.action);
-  return r;
 }
 
 void ShmBatch::SetError(std::string_view code, std::string_view field, std::string_view message) {

@@ -117,8 +117,8 @@ class ShmBatch {
   void WaitForRequest(uint32_t seen, int timeout_ms) const;
   // Wakes a thread sleeping in WaitForRequest (the server closing the segment).
   void WakeRequestWaiter() const;
-  // A copy of the request area.
-  ShmRequest ReadRequest() const;
+  // A copy of the request area, into `into` (its capacity reused).
+  void ReadRequest(ShmRequest& into) const;
   // The outcome of the next batch published: an error (code name, field, message; each
   // cut to its array's size) or none.
   void SetError(std::string_view code, std::string_view field, std::string_view message);
