@@ -241,9 +241,9 @@ void ShmBatch::WakeRequestWaiter() const {
 void ShmBatch::ReadRequest(ShmRequest& r) const {
   r.number = std::atomic_ref<uint64_t>(*At<uint64_t>(request_)).load(std::memory_order_acquire);
   r.autoreset = *At<const uint8_t>(request_autoreset_);
-  const uint8_t* reset = At<const uint8_t>(request_reset_);
+  const auto* reset = At<const uint8_t>(request_reset_);
   r.reset.assign(reset, reset + shape_.rows);
-  const int64_t* actions = At<const int64_t>(request_actions_);
+  const auto* actions = At<const int64_t>(request_actions_);
   r.actions.assign(actions, actions + shape_.rows * shape_.action);
 }
 
