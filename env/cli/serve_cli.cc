@@ -86,6 +86,11 @@ int RunServeCommand(const std::vector<std::string>& args) {
               "connections (charged to --max-asset-mib too; 0: no shared memory, results "
               "travel in the replies)",
               "256");
+  p.AddOption("max-shm-request-threads", "N",
+              "segments taking their clients' steps through shared memory (one server thread "
+              "each, woken by a futex) at most over all connections; beyond, segments carry "
+              "results only (0: requests travel in messages)",
+              "64");
   p.AddOption("unused-asset-timeout", "S",
               "free a loaded configuration no session has used for this long (the default "
               "configuration stays loaded)",
@@ -139,6 +144,12 @@ int RunServeCommand(const std::vector<std::string>& args) {
   if (!max_bytes.ok()) return Fail(max_bytes.status(), kExitUsage, kCommand);
   if (*max_bytes < 1024 || *max_bytes > (uint64_t{1} << 31)) {
     return Fail(absl::InvalidArgumentError("--max-message-bytes: must be in [1024, 2^31]"),
+                kExitUsage, kCommand);
+  }
+  absl::StatusOr<uint64_t> shm_threads = p.GetUint64("max-shm-request-threads");
+  if (!shm_threads.ok()) return Fail(shm_threads.status(), kExitUsage, kCommand);
+  if (*shm_threads > 4096) {
+    return Fail(absl::InvalidArgumentError("--max-shm-request-threads: must be at most 4096"),
                 kExitUsage, kCommand);
   }
   absl::StatusOr<uint64_t> shm_mib = p.GetUint64("max-shm-mib");
@@ -231,6 +242,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
   service.idle_timeout_s = *idle;
   service.max_message_bytes = *max_bytes;
   service.max_shm_bytes = *shm_mib << 20;
+  service.max_shm_request_threads = *shm_threads;
   // Co-scheduling nodes: the same data, profiles, defaults and memory budget as make's.
   CoschedProviderOptions co;
   co.data_dirs = po.data_dirs;

@@ -735,6 +735,13 @@ absl::StatusOr<StepBatchRequest> ReadStepBatch(MapReader& r, const DecodeLimits&
                      "sent: it carries the segment's name)");
     }
   }
+  if (const object* requests = r.Find("shm_requests")) {
+    TG_ASSIGN_OR_RETURN(b.shm_requests, ReadBool(*requests, "shm_requests"));
+    if (b.shm_requests && !b.shm_new) {
+      return Invalid("shm_requests",
+                     "only with shm: true (the batch that makes the segment asks for it)");
+    }
+  }
   return b;
 }
 
@@ -1237,7 +1244,8 @@ struct ReplyPacker {
     p.Array(r.envs.size());
     for (const std::string& e : r.envs) p.Str(e);
     p.Str("limits");
-    p.Map(8 + (r.limits.max_shm_bytes > 0 ? 1 : 0));
+    const bool requests = r.limits.max_shm_bytes > 0 && r.limits.max_shm_request_threads > 0;
+    p.Map(8 + (r.limits.max_shm_bytes > 0 ? 1 : 0) + (requests ? 1 : 0));
     p.Str("max_sessions");
     p.Uint(r.limits.max_sessions);
     p.Str("max_sessions_per_connection");
@@ -1257,6 +1265,10 @@ struct ReplyPacker {
     if (r.limits.max_shm_bytes > 0) {
       p.Str("max_shm_bytes");
       p.Uint(r.limits.max_shm_bytes);
+    }
+    if (requests) {
+      p.Str("max_shm_request_threads");
+      p.Uint(r.limits.max_shm_request_threads);
     }
   }
   void operator()(const ListReply& r) {
@@ -1372,7 +1384,7 @@ struct ReplyPacker {
   void Shm(const ShmReply& s) {
     const bool made = !s.name.empty();
     p.Str("shm");
-    p.Map(4 + (made ? 3 + (s.signal ? 1 : 0) : 0));
+    p.Map(4 + (made ? 3 + (s.signal ? 1 : 0) + (s.requests ? 1 : 0) : 0));
     p.Str("segment");
     p.Str(s.segment);
     p.Str("seq");
@@ -1402,6 +1414,10 @@ struct ReplyPacker {
     }
     if (s.signal) {
       p.Str("signal");
+      p.Bool(true);
+    }
+    if (s.requests) {
+      p.Str("requests");
       p.Bool(true);
     }
   }
@@ -1462,7 +1478,7 @@ struct ReplyPacker {
   }
   void operator()(const CloseReply&) { Head(0); }
   void operator()(const StatsReply& r) {
-    Head(15);
+    Head(16);
     const std::pair<std::string_view, uint64_t> counters[] = {
         {"sessions", r.sessions},
         {"sessions_made", r.sessions_made},
@@ -1477,6 +1493,7 @@ struct ReplyPacker {
         {"rss_bytes", r.rss_bytes},
         {"shm_segments", r.shm_segments},
         {"shm_bytes", r.shm_bytes},
+        {"shm_request_threads", r.shm_request_threads},
     };
     for (const auto& [k, v] : counters) {
       p.Str(k);
@@ -1734,6 +1751,9 @@ absl::StatusOr<ShmReply> DecodeShm(const object& o) {
   if (const object* signal = Get(o, "signal")) {
     TG_ASSIGN_OR_RETURN(s.signal, ReadBool(*signal, "shm.signal"));
   }
+  if (const object* requests = Get(o, "requests")) {
+    TG_ASSIGN_OR_RETURN(s.requests, ReadBool(*requests, "shm.requests"));
+  }
   TG_ASSIGN_OR_RETURN(const object* layout, Need(o, "layout", "shm"));
   if (layout->type != mtype::ARRAY) return Expected("shm.layout", "an array", *layout);
   for (uint32_t i = 0; i < layout->via.array.size; ++i) {
@@ -1775,6 +1795,10 @@ absl::StatusOr<ReplyBody> DecodeOk(const object& o, Op op) {
       TG_ASSIGN_OR_RETURN(r.limits.threads, NeedUint(*l, "threads", "limits"));
       if (Get(*l, "max_shm_bytes") != nullptr) {
         TG_ASSIGN_OR_RETURN(r.limits.max_shm_bytes, NeedUint(*l, "max_shm_bytes", "limits"));
+      }
+      if (Get(*l, "max_shm_request_threads") != nullptr) {
+        TG_ASSIGN_OR_RETURN(r.limits.max_shm_request_threads,
+                            NeedUint(*l, "max_shm_request_threads", "limits"));
       }
       return r;
     }
@@ -1942,6 +1966,9 @@ absl::StatusOr<ReplyBody> DecodeOk(const object& o, Op op) {
       };
       for (const auto& [key, member] : counters) {
         TG_ASSIGN_OR_RETURN(r.*member, NeedUint(o, key, ""));
+      }
+      if (Get(o, "shm_request_threads") != nullptr) {  // servers before it had none
+        TG_ASSIGN_OR_RETURN(r.shm_request_threads, NeedUint(o, "shm_request_threads", ""));
       }
       TG_ASSIGN_OR_RETURN(r.uptime_s, NeedDouble(o, "uptime_s", ""));
       TG_ASSIGN_OR_RETURN(const object* ops, Need(o, "ops", ""));
@@ -2116,8 +2143,10 @@ std::string EncodeRequest(const Request& request) {
           const size_t n = body.sessions.size();
           const bool shm = body.shm_new || !body.shm_segment.empty();
           const bool signal = body.shm_signal && !body.shm_segment.empty();
+          const bool requests = body.shm_requests && body.shm_new;
           head(3 + (body.reset.empty() ? 0 : 1) + (body.seeds.empty() ? 0 : 1) +
-               (body.options.empty() ? 0 : 1) + (shm ? 1 : 0) + (signal ? 1 : 0));
+               (body.options.empty() ? 0 : 1) + (shm ? 1 : 0) + (signal ? 1 : 0) +
+               (requests ? 1 : 0));
           p.Str("sessions");
           p.Array(n);
           for (const SessionId& s : body.sessions) p.Str(s);
@@ -2162,6 +2191,10 @@ std::string EncodeRequest(const Request& request) {
           }
           if (signal) {
             p.Str("shm_signal");
+            p.Bool(true);
+          }
+          if (requests) {
+            p.Str("shm_requests");
             p.Bool(true);
           }
         } else if constexpr (std::is_same_v<T, EstimateRequest>) {

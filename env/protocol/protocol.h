@@ -124,6 +124,9 @@ struct StepBatchRequest {
   // With shm_segment (a segment whose making reply said `signal`): no reply on success;
   // the segment's seq word is the ready signal (a futex the server wakes).
   bool shm_signal = false;
+  // With shm_new: the segment also takes this batch's sessions' later requests (PROTOCOL.md
+  // "Requests through the segment"), when the server offers it.
+  bool shm_requests = false;
 };
 
 struct EstimateRequest {
@@ -202,6 +205,9 @@ struct Limits {
   // Bytes of shared-memory segments the server holds at most; 0: no shared memory (absent
   // from the replies of servers that have none).
   uint64_t max_shm_bytes = 0;
+  // Segments taking requests (one server thread each) at most over all connections; 0:
+  // requests through shared memory are not offered (absent from the replies then).
+  uint64_t max_shm_request_threads = 0;
 };
 
 struct HelloReply {
@@ -258,6 +264,9 @@ struct ShmReply {
   uint64_t bytes = 0;
   std::vector<ShmArray> layout;
   bool signal = false;
+  // The segment takes requests (the making request asked for shm_requests and the server
+  // had a thread for it).
+  bool requests = false;
 };
 
 struct StepBatchReply {
@@ -298,8 +307,9 @@ struct StatsReply {
   uint64_t threads = 0;
   double uptime_s = 0;
   uint64_t rss_bytes = 0;
-  uint64_t shm_segments = 0;  // shared-memory segments held
-  uint64_t shm_bytes = 0;     // their bytes
+  uint64_t shm_segments = 0;         // shared-memory segments held
+  uint64_t shm_bytes = 0;            // their bytes
+  uint64_t shm_request_threads = 0;  // threads serving segments' requests
   std::map<std::string, uint64_t> ops;
 };
 

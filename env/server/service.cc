@@ -6,6 +6,7 @@
 #include <cctype>
 #include <fstream>
 #include <random>
+#include <thread>
 #include <unordered_set>
 #include <utility>
 
@@ -43,6 +44,15 @@ struct Service::Segment {
   std::mutex mu;                  // one batch writes at a time
   uint64_t seq = 0;               // guarded by mu
   std::function<void()> release;  // gives its bytes back
+  // A segment taking requests: the sessions of the batch that made it (row i is
+  // sessions[i]), and whether it is freed (its thread then ends).
+  std::vector<protocol::SessionId> sessions;
+  std::atomic<bool> closing{false};
+  // The request thread's scratch: the area's copy and the batch built from it (their
+  // capacity reused from one request to the next).
+  ShmRequest copy;
+  protocol::StepBatchRequest batch_request;
+  std::vector<size_t> lock_order;  // of `sessions` (distinct: the making batch was checked)
   Segment() = default;
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;
@@ -50,6 +60,11 @@ struct Service::Segment {
     batch.reset();
     if (release) release();
   }
+};
+
+struct Service::Waiter {
+  std::thread thread;
+  std::atomic<bool> done{false};
 };
 
 // A session marked in use: ReclaimIdle leaves it alone until the lease ends, which also
@@ -109,6 +124,16 @@ uint64_t ResidentBytes() {
   return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
+// The order in which a batch's sessions are locked: by id, so that concurrent batches
+// cannot deadlock.
+std::vector<size_t> LockOrder(const std::vector<protocol::SessionId>& sessions) {
+  std::vector<size_t> order(sessions.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return sessions[a] < sessions[b]; });
+  return order;
+}
+
 bool SameShape(const EnvSpec& a, const EnvSpec& b) {
   return a.observation.shape == b.observation.shape && a.action.kind == b.action.kind &&
          a.action.shape == b.action.shape && a.action.n == b.action.n &&
@@ -130,7 +155,111 @@ Service::Service(ServiceOptions options, std::shared_ptr<EnvProvider> provider, 
       pool_(pool),
       start_(options_.clock ? options_.clock() : std::chrono::steady_clock::now()) {}
 
-Service::~Service() = default;
+Service::~Service() { ReapWaiters(/*all=*/true); }
+
+void Service::ReapWaiters(bool all) {
+  if (all) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [handle, segment] : segments_) {
+      segment->closing.store(true);
+      if (segment->batch->requests()) segment->batch->WakeRequestWaiter();
+    }
+  }
+  std::vector<std::unique_ptr<Waiter>> ended;
+  {
+    std::lock_guard<std::mutex> lock(waiters_mu_);
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      if (all || (*it)->done.load()) {
+        ended.push_back(std::move(*it));
+        it = waiters_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& w : ended) w->thread.join();  // each ends within one poll (100 ms)
+}
+
+namespace {
+constexpr int kRequestPollMs = 100;  // how often a request thread looks for its closing
+}  // namespace
+
+void Service::ServeSegment(const std::shared_ptr<Segment>& segment) {
+  ShmBatch& batch = *segment->batch;
+  uint32_t served = 0;  // the number the segment was made with
+  while (!segment->closing.load()) {
+    // Never read a shrunk file (a fault); the segment is freed instead.
+    if (!batch.Intact()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      EraseSegmentLocked(segment->handle);
+      break;
+    }
+    const uint32_t now = batch.RequestWord();
+    if (now == served) {
+      batch.WaitForRequest(now, kRequestPollMs);
+      continue;
+    }
+    served = now;
+    ServeRequest(*segment);
+  }
+}
+
+void Service::ServeRequest(Segment& segment) {
+  requests_.fetch_add(1, std::memory_order_relaxed);
+  ops_[static_cast<int>(protocol::Op::kStepBatch)].fetch_add(1, std::memory_order_relaxed);
+  // A copy: what the client writes from now on changes nothing here.
+  ShmRequest& req = segment.copy;
+  segment.batch->ReadRequest(req);
+  const size_t n = segment.sessions.size();
+  const size_t width = segment.batch->shape().action;
+  std::optional<Error> error;
+  if (req.autoreset > 1) {
+    error = MakeError(absl::StatusCode::kInvalidArgument, "request_autoreset",
+                      StrCat("expected 0 (none) or 1 (same_step), got ", int{req.autoreset}));
+  }
+  for (size_t i = 0; i < n && !error; ++i) {
+    if (req.reset[i] > 1) {
+      error = MakeError(absl::StatusCode::kInvalidArgument, StrCat("request_reset[", i, "]"),
+                        StrCat("expected 0 (step) or 1 (reset), got ", int{req.reset[i]}));
+    }
+  }
+  if (!error) {
+    protocol::StepBatchRequest& r = segment.batch_request;
+    if (r.sessions.empty()) r.sessions = segment.sessions;
+    r.reset.assign(req.reset.begin(), req.reset.begin() + static_cast<std::ptrdiff_t>(n));
+    r.autoreset = req.autoreset == 1 ? protocol::Autoreset::kSameStep : protocol::Autoreset::kNone;
+    r.actions.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const auto row = req.actions.begin() + static_cast<std::ptrdiff_t>(i * width);
+      r.actions[i].values.assign(row, row + static_cast<std::ptrdiff_t>(width));
+    }
+    r.shm_segment = segment.handle;
+    r.shm_signal = true;  // success: published and woken in WriteToSegment
+    ReplyBody body;
+    try {
+      // This thread and size() - 1 of the pool's: the server's --threads step the batch.
+      body =
+          StepBatch(r, segment.owner, pool_ == nullptr ? 0 : static_cast<size_t>(pool_->size() - 1),
+                    &segment.lock_order);
+    } catch (const std::exception& e) {
+      body = MakeError(absl::StatusCode::kInternal, "request",
+                       StrCat("unexpected exception: ", e.what()));
+    }
+    if (auto* e = std::get_if<Error>(&body)) {
+      error = std::move(*e);
+      // The segment's arrays by their names: actions[i] is request_actions[i].
+      if (error->field.rfind("actions", 0) == 0) error->field = "request_" + error->field;
+      if (error->message.rfind("actions", 0) == 0) error->message = "request_" + error->message;
+    }
+  }
+  if (!error) return;
+  errors_.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(segment.mu);
+  if (!segment.batch->Intact()) return;  // freed by the loop (never written: a fault)
+  segment.batch->SetError(protocol::CodeName(error->code), error->field, error->message);
+  segment.batch->Publish(++segment.seq, false);
+  segment.batch->Wake();
+}
 
 std::chrono::steady_clock::time_point Service::Now() const {
   return options_.clock ? options_.clock() : std::chrono::steady_clock::now();
@@ -230,6 +359,7 @@ ReplyBody Service::Hello() const {
   r.limits.idle_timeout_s = options_.idle_timeout_s;
   r.limits.threads = pool_ == nullptr ? 1 : pool_->size();
   r.limits.max_shm_bytes = options_.max_shm_bytes;
+  r.limits.max_shm_request_threads = options_.max_shm_request_threads;
   return r;
 }
 
@@ -287,18 +417,22 @@ void Service::EraseSegmentLocked(const std::string& handle) {
   if (it == segments_.end()) return;  // freed with another of its sessions
   auto owner = segments_of_.find(it->second->owner);
   if (owner != segments_of_.end() && --owner->second == 0) segments_of_.erase(owner);
+  // Its request thread (if any) ends; it holds the segment until then.
+  it->second->closing.store(true);
+  if (it->second->batch->requests()) it->second->batch->WakeRequestWaiter();
   segments_.erase(it);  // unmapped and unlinked when no batch uses it any more
 }
 
 absl::StatusOr<std::shared_ptr<Service::Segment>> Service::NewSegment(
-    const std::vector<protocol::SessionId>& sessions, const std::string& owner,
-    const EnvSpec& spec) {
+    const std::vector<protocol::SessionId>& sessions, const std::string& owner, const EnvSpec& spec,
+    bool requests) {
   if (options_.max_shm_bytes == 0) {
     return absl::FailedPreconditionError(
         "shm: this server offers no shared memory (--max-shm-mib 0); leave out shm");
   }
   const ShmBatchShape shape = ShapeOf(spec, sessions.size());
-  const uint64_t bytes = ShmBatch::BytesFor(shape);
+  if (requests) ReapWaiters(/*all=*/false);
+  uint64_t bytes = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     uint64_t& mine = segments_of_[owner];
@@ -308,6 +442,10 @@ absl::StatusOr<std::shared_ptr<Service::Segment>> Service::NewSegment(
                  " shared-memory segments, the server's limit per connection; name one of "
                  "them (shm: its handle) instead of asking for another, or close sessions"));
     }
+    // A thread for its requests if one is left; else a segment for results only (its
+    // making reply does not say `requests`).
+    requests = requests && request_threads_.load() < options_.max_shm_request_threads;
+    bytes = ShmBatch::BytesFor(shape, requests);
     if (shm_bytes_.load() + bytes > options_.max_shm_bytes) {
       if (mine == 0) segments_of_.erase(owner);
       return absl::ResourceExhaustedError(
@@ -317,11 +455,13 @@ absl::StatusOr<std::shared_ptr<Service::Segment>> Service::NewSegment(
     }
     ++mine;
     shm_bytes_.fetch_add(bytes);
+    if (requests) request_threads_.fetch_add(1);
   }
   auto undo_count = [&] {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = segments_of_.find(owner);
     if (it != segments_of_.end() && --it->second == 0) segments_of_.erase(it);
+    if (requests) request_threads_.fetch_sub(1);
   };
   if (absl::Status s = provider_->Charge(bytes); !s.ok()) {
     undo_count();
@@ -334,21 +474,36 @@ absl::StatusOr<std::shared_ptr<Service::Segment>> Service::NewSegment(
     shm_bytes_.fetch_sub(bytes);
     provider_->Uncharge(bytes);
   };
-  absl::StatusOr<std::unique_ptr<ShmBatch>> batch = ShmBatch::Create(shape);
+  absl::StatusOr<std::unique_ptr<ShmBatch>> batch = ShmBatch::Create(shape, requests);
   if (!batch.ok()) {
     undo_count();
     return absl::Status(batch.status().code(), StrCat("shm: ", batch.status().message()));
   }
   segment->batch = *std::move(batch);
-  std::lock_guard<std::mutex> lock(mu_);
-  do {
-    segment->handle = RandomHex128();
-  } while (segments_.count(segment->handle) != 0);
-  for (const protocol::SessionId& id : sessions) {
-    auto it = sessions_.find(id);
-    if (it != sessions_.end()) it->second->segments.push_back(segment->handle);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    do {
+      segment->handle = RandomHex128();
+    } while (segments_.count(segment->handle) != 0);
+    for (const protocol::SessionId& id : sessions) {
+      auto it = sessions_.find(id);
+      if (it != sessions_.end()) it->second->segments.push_back(segment->handle);
+    }
+    segments_.emplace(segment->handle, segment);
   }
-  segments_.emplace(segment->handle, segment);
+  if (requests) {
+    segment->sessions = sessions;
+    segment->lock_order = LockOrder(sessions);
+    auto waiter = std::make_unique<Waiter>();
+    Waiter* w = waiter.get();
+    std::lock_guard<std::mutex> lock(waiters_mu_);
+    w->thread = std::thread([this, segment, w] {
+      ServeSegment(segment);
+      request_threads_.fetch_sub(1);
+      w->done.store(true);
+    });
+    waiters_.push_back(std::move(waiter));
+  }
   return segment;
 }
 
@@ -572,17 +727,19 @@ ReplyBody Service::Step(const protocol::StepRequest& r, const std::string& owner
   return protocol::StepReply{std::move(*result)};
 }
 
-ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::string& owner) {
+ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::string& owner,
+                             size_t max_helpers, const std::vector<size_t>* lock_order) {
   const size_t n = r.sessions.size();
-  // 1. The sessions, each once.
+  // 1. The sessions, each once (known when the lock order is given: a segment's).
   std::vector<Lease> leases;
   leases.reserve(n);
   {
     std::unordered_map<std::string_view, size_t> seen;
-    seen.reserve(n);
+    if (lock_order == nullptr) seen.reserve(n);
     for (size_t i = 0; i < n; ++i) {
       const std::string field = StrCat("sessions[", i, "]");
-      auto [it, inserted] = seen.emplace(r.sessions[i], i);
+      auto [it, inserted] =
+          lock_order == nullptr ? seen.emplace(r.sessions[i], i) : std::pair{seen.end(), true};
       if (!inserted) {
         return MakeError(absl::StatusCode::kInvalidArgument, field,
                          StrCat("the same session as sessions[", it->second, "]"));
@@ -602,13 +759,14 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
     }
   }
   // 3. Lock every session, in id order (so that concurrent batches cannot deadlock).
-  std::vector<size_t> order(n);
-  for (size_t i = 0; i < n; ++i) order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return r.sessions[a] < r.sessions[b]; });
+  std::vector<size_t> sorted;
+  if (lock_order == nullptr) {
+    sorted = LockOrder(r.sessions);
+    lock_order = &sorted;
+  }
   std::vector<std::unique_lock<std::mutex>> locks;
   locks.reserve(n);
-  for (size_t i : order) locks.emplace_back(leases[i]->mu);
+  for (size_t i : *lock_order) locks.emplace_back(leases[i]->mu);
 
   // 4. Check everything before anything moves.
   auto resetting = [&](size_t i) { return !r.reset.empty() && r.reset[i] != 0; };
@@ -627,7 +785,7 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
   bool made = false;
   if (r.shm_new || !r.shm_segment.empty()) {
     absl::StatusOr<std::shared_ptr<Segment>> got =
-        r.shm_new ? NewSegment(r.sessions, owner, spec0)
+        r.shm_new ? NewSegment(r.sessions, owner, spec0, r.shm_requests)
                   : FindSegment(r.shm_segment, owner, spec0, n);
     if (!got.ok()) return FieldOf(got.status(), "shm");
     segment = *std::move(got);
@@ -637,13 +795,13 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
   if (segment != nullptr) segment_lock = std::unique_lock<std::mutex>(segment->mu);
 
   // 6. Step (or reset) every entry, in parallel.
+  const bool same_step = r.autoreset == protocol::Autoreset::kSameStep;
   protocol::StepBatchReply reply;
   reply.results.resize(n);
   reply.was_reset.assign(n, 0);
-  std::vector<StepResult> finals(n);
+  std::vector<StepResult> finals(same_step ? n : 0);  // only same_step writes them
   std::vector<uint8_t> ended(n, 0);
   std::vector<absl::Status> errors(n);
-  const bool same_step = r.autoreset == protocol::Autoreset::kSameStep;
   auto step = [&](size_t i) {
     Session& s = *leases[i];
     if (resetting(i)) {
@@ -700,7 +858,7 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
     }
   };
   if (pool_ != nullptr && n > 1) {
-    pool_->ParallelFor(n, body);
+    pool_->ParallelFor(n, body, max_helpers);
   } else {
     for (size_t i = 0; i < n; ++i) body(i);
   }
@@ -743,6 +901,7 @@ ReplyBody Service::WriteToSegment(Segment& segment, bool made, bool signal,
   // A client that named the segment has mapped it: its name goes before the batch is
   // announced (a signalled client may look for it as soon as it is woken).
   if (!made) batch.Unlink();
+  if (batch.requests()) batch.ClearError();
   batch.Publish(++segment.seq, has_final);
   if (signal) {
     // The client waits on the seq word (shm_signal): woken, it reads the batch there.
@@ -761,6 +920,7 @@ ReplyBody Service::WriteToSegment(Segment& segment, bool made, bool signal,
     shm.bytes = batch.bytes();
     shm.layout = batch.layout();
     shm.signal = true;
+    shm.requests = batch.requests();
   } else {
     reply.results.clear();
     reply.was_reset.clear();
@@ -892,6 +1052,7 @@ protocol::StatsReply Service::Stats() const {
   r.errors = errors_.load();
   r.replies_dropped = replies_dropped_.load();
   r.shm_bytes = shm_bytes_.load();
+  r.shm_request_threads = request_threads_.load();
   r.threads = pool_ == nullptr ? 1 : pool_->size();
   r.uptime_s = std::chrono::duration<double>(Now() - start_).count();
   r.rss_bytes = ResidentBytes();

@@ -20,6 +20,15 @@
 // mapped it by then). Segments are bounded per connection and in bytes over all, and
 // charged to the provider's memory budget.
 //
+// A segment made with shm_requests also takes requests: the client writes a batch's actions
+// and resets into it and bumps its request word, and a server thread of that segment (woken
+// by a futex, polling every 100 ms for its own closing) steps the batch's sessions on the
+// ThreadPool exactly as a step_batch naming the segment with shm_signal, writing an error
+// into the segment instead of a reply. Such threads are bounded over all connections
+// (max_shm_request_threads; a segment beyond gets none and its making reply says so) and
+// per connection by its segments; a thread ends when its segment is freed (its sessions
+// closed, its connection gone, its file shrunk) or the Service is destroyed.
+//
 // Thread-safety: Handle() and ReclaimIdle() may be called from any number of threads.
 // Requests on one session are serialised by a per-session lock; requests on different
 // sessions run in parallel. Handle() never throws (exceptions from below become INTERNAL
@@ -30,6 +39,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -38,6 +48,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "env/protocol/protocol.h"
 #include "env/server/cosched_provider.h"
@@ -69,6 +80,9 @@ struct ServiceOptions {
   uint64_t max_shm_bytes = uint64_t{256} << 20;
   // Segments one connection holds at most. Default 16.
   uint64_t max_shm_segments_per_connection = 16;
+  // Segments taking requests (one thread each) at most over all connections; 0: not
+  // offered. Default 64.
+  uint64_t max_shm_request_threads = 64;
   // Co-scheduling nodes (the cosched_* ops); null: those ops are refused (UNIMPLEMENTED).
   // Their sessions count against the same limits as make's. Default null.
   std::shared_ptr<CoschedProvider> cosched;
@@ -100,10 +114,13 @@ class Service {
   // A reply the server could not deliver (the connection did not read its replies).
   void CountDroppedReply() { replies_dropped_.fetch_add(1, std::memory_order_relaxed); }
   const ServiceOptions& options() const { return options_; }
+  // Threads serving segments' requests now (tests).
+  uint64_t ShmRequestThreads() const { return request_threads_.load(); }
 
  private:
   struct Session;
   struct Segment;
+  struct Waiter;
   class Lease;
 
   protocol::ReplyBody Dispatch(const protocol::Request& request, const std::string& owner);
@@ -112,7 +129,12 @@ class Service {
   protocol::ReplyBody Make(const protocol::MakeRequest& r, const std::string& owner);
   protocol::ReplyBody Reset(const protocol::ResetRequest& r, const std::string& owner);
   protocol::ReplyBody Step(const protocol::StepRequest& r, const std::string& owner);
-  protocol::ReplyBody StepBatch(const protocol::StepBatchRequest& r, const std::string& owner);
+  // max_helpers: pool threads that help step the entries (a segment's request thread, not
+  // of the pool, stands for one of them). lock_order: the sessions are known distinct and
+  // locked in this order (a segment's, computed once); null: checked and sorted here.
+  protocol::ReplyBody StepBatch(const protocol::StepBatchRequest& r, const std::string& owner,
+                                size_t max_helpers = SIZE_MAX,
+                                const std::vector<size_t>* lock_order = nullptr);
   protocol::ReplyBody Estimate(const protocol::EstimateRequest& r, const std::string& owner);
   protocol::ReplyBody Close(const protocol::CloseRequest& r, const std::string& owner);
   protocol::ReplyBody CoschedMake(const protocol::CoschedMakeRequest& r, const std::string& owner);
@@ -134,9 +156,18 @@ class Service {
   void EraseSegmentLocked(const std::string& handle);
   // The segment a batch of `sessions` (leased) with spec `spec` writes to: a new one, or
   // the owner's `handle` if its shape fits; errors on the field `shm`.
+  // With `requests` (the request's shm_requests), the segment takes later requests when a
+  // thread is left for it (max_shm_request_threads).
   absl::StatusOr<std::shared_ptr<Segment>> NewSegment(
       const std::vector<protocol::SessionId>& sessions, const std::string& owner,
-      const EnvSpec& spec);
+      const EnvSpec& spec, bool requests);
+  // The thread of a segment that takes requests: waits for them and serves them until the
+  // segment is freed.
+  void ServeSegment(const std::shared_ptr<Segment>& segment);
+  // One request written into `segment`: its batch stepped, or its error written there.
+  void ServeRequest(Segment& segment);
+  // Joins the request threads that ended (all of them with `all`, after closing them).
+  void ReapWaiters(bool all);
   // Completes a batch's results in its segment (the rows are written, `errors` per row;
   // the final rows are written here) and turns `reply` into the reply that says so.
   // With `signal` (the request's shm_signal), the client is woken through the segment and
@@ -168,6 +199,11 @@ class Service {
                                         // give their bytes back when destroyed)
   std::unordered_map<std::string, std::shared_ptr<Segment>> segments_;
   std::unordered_map<std::string, uint64_t> segments_of_;
+  // Threads serving segments' requests (guarded by waiters_mu_) and how many run or are
+  // reserved (counted under mu_).
+  std::mutex waiters_mu_;
+  std::vector<std::unique_ptr<Waiter>> waiters_;
+  std::atomic<uint64_t> request_threads_{0};
 
   std::atomic<uint64_t> sessions_made_{0}, sessions_closed_{0}, sessions_reclaimed_{0};
   std::atomic<uint64_t> requests_{0}, errors_{0}, replies_dropped_{0};

@@ -29,6 +29,8 @@ constexpr char kPrefix[] = "tiergym-";
 constexpr uint64_t kAlign = 64;  // every array starts on a cache line
 // The header: 8 bytes of magic, then the batch number (the `seq` array).
 constexpr char kMagic[8] = {'T', 'G', 'S', 'H', 'M', 0, 0, 1};
+// The error arrays' sizes (bytes, NUL-padded).
+constexpr size_t kErrorCodeBytes = 32, kErrorFieldBytes = 128, kErrorMessageBytes = 1024;
 
 uint64_t RoundUp(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 
@@ -61,6 +63,12 @@ ShmBatchShape ShapeOf(const EnvSpec& spec, size_t rows) {
   } else {
     s.mask = n;
     s.mask_columns = 0;
+  }
+  if (spec.action.kind == Space::kMultiDiscrete) {
+    s.action = 1;
+    for (int64_t d : spec.action.shape) s.action *= static_cast<size_t>(std::max<int64_t>(d, 0));
+  } else {
+    s.action = 1;
   }
   return s;
 }
@@ -140,17 +148,28 @@ void ShmBatch::Lay() {
   LayInfo("info.", *info_);
   final_obs_ = Add("final_obs", "float32", 4, {n, shape_.obs});
   LayInfo("final_info.", *final_info_);
+  if (!requests_) return;
+  // The request area: the number alone on its cache line (the client writes it last).
+  request_ = Add("request", "uint64", 8, {1});
+  request_autoreset_ = Add("request_autoreset", "uint8", 1, {1});
+  request_reset_ = Add("request_reset", "uint8", 1, {n});
+  request_actions_ = Add("request_actions", "int64", 8, {n, shape_.action});
+  error_code_ = Add("error_code", "uint8", 1, {kErrorCodeBytes});
+  error_field_ = Add("error_field", "uint8", 1, {kErrorFieldBytes});
+  error_message_ = Add("error_message", "uint8", 1, {kErrorMessageBytes});
 }
 
-uint64_t ShmBatch::BytesFor(const ShmBatchShape& shape) {
+uint64_t ShmBatch::BytesFor(const ShmBatchShape& shape, bool requests) {
   ShmBatch layout("", -1, nullptr, 0, shape);
   layout.linked_ = false;
+  layout.requests_ = requests;
   layout.Lay();
   return RoundUp(std::max<uint64_t>(layout.end_, 1), static_cast<uint64_t>(getpagesize()));
 }
 
-absl::StatusOr<std::unique_ptr<ShmBatch>> ShmBatch::Create(const ShmBatchShape& shape) {
-  const uint64_t bytes = BytesFor(shape);
+absl::StatusOr<std::unique_ptr<ShmBatch>> ShmBatch::Create(const ShmBatchShape& shape,
+                                                           bool requests) {
+  const uint64_t bytes = BytesFor(shape, requests);
   // Leave others most of /dev/shm: a segment that would take it below an eighth free is
   // refused (the server's own budget, --max-shm-mib, bounds what all clients hold).
   struct statvfs vfs = {};
@@ -187,6 +206,7 @@ absl::StatusOr<std::unique_ptr<ShmBatch>> ShmBatch::Create(const ShmBatchShape& 
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) return fail(absl::StatusCode::kResourceExhausted, "mmap", errno);
   auto batch = std::unique_ptr<ShmBatch>(new ShmBatch(name, fd, base, bytes, shape));
+  batch->requests_ = requests;
   batch->Lay();
   std::memcpy(base, kMagic, sizeof kMagic);
   return batch;
@@ -202,6 +222,44 @@ void ShmBatch::Wake() {
   // The low 32 bits of the little-endian seq word: the futex clients wait on.
   syscall(SYS_futex, At<uint32_t>(seq_), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
+
+uint32_t ShmBatch::RequestWord() const {
+  return std::atomic_ref<uint32_t>(*At<uint32_t>(request_)).load(std::memory_order_acquire);
+}
+
+void ShmBatch::WaitForRequest(uint32_t seen, int timeout_ms) const {
+  const timespec timeout = {timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
+  // A shared futex (the client's process wakes it). On a page the client cut off (a
+  // shrunk file), the kernel answers EFAULT instead of faulting.
+  syscall(SYS_futex, At<uint32_t>(request_), FUTEX_WAIT, seen, &timeout, nullptr, 0);
+}
+
+void ShmBatch::WakeRequestWaiter() const {
+  syscall(SYS_futex, At<uint32_t>(request_), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+void ShmBatch::ReadRequest(ShmRequest& r) const {
+  r.number = std::atomic_ref<uint64_t>(*At<uint64_t>(request_)).load(std::memory_order_acquire);
+  r.autoreset = *At<const uint8_t>(request_autoreset_);
+  const auto* reset = At<const uint8_t>(request_reset_);
+  r.reset.assign(reset, reset + shape_.rows);
+  const auto* actions = At<const int64_t>(request_actions_);
+  r.actions.assign(actions, actions + shape_.rows * shape_.action);
+}
+
+void ShmBatch::SetError(std::string_view code, std::string_view field, std::string_view message) {
+  auto put = [&](uint64_t offset, size_t size, std::string_view text) {
+    char* out = At<char>(offset);
+    const size_t n = std::min(text.size(), size - 1);  // a NUL stays at the end
+    std::memcpy(out, text.data(), n);
+    std::memset(out + n, 0, size - n);
+  };
+  put(error_code_, kErrorCodeBytes, code);
+  put(error_field_, kErrorFieldBytes, field);
+  put(error_message_, kErrorMessageBytes, message);
+}
+
+void ShmBatch::ClearError() { std::memset(At<char>(error_code_), 0, kErrorCodeBytes); }
 
 absl::Status ShmBatch::WriteInfo(const Info& info, size_t row, const StepInfo& si,
                                  const EnvSpec& spec) {

@@ -15,9 +15,17 @@
 // server's mapping stays). Intact() tells whether the file still has its size (a process of
 // the server's user could shrink it; writing past its end would fault): the service checks
 // it before every write. A client waiting for a batch may sleep on the seq word (a futex;
-// Wake()) instead of waiting for the reply. The destructor unmaps, closes and unlinks (if still
-// linked). RemoveStaleShmSegments() unlinks the segments of tiergym servers that died without
-// unlinking theirs.
+// Wake()) instead of waiting for the reply.
+//
+// Requests (PROTOCOL.md "Requests through the segment"): a segment made with `requests`
+// also holds a request area the client writes: the actions, the entries to reset, the
+// autoreset mode and a request number (a futex the client wakes). The server copies the
+// area out (ReadRequest) before it checks anything, so that a client changing it meanwhile
+// changes nothing the server relies on; every size comes from the segment's shape, never
+// from the area. A failed request's error (code, field, message) is written back into the
+// segment (SetError) before the batch number is published. The destructor unmaps, closes and
+// unlinks (if still linked). RemoveStaleShmSegments() unlinks the segments of tiergym servers that
+// died without unlinking theirs.
 //
 // Thread-compatible: rows may be written by different threads at once (WriteRow touches
 // only its row), everything else by one thread at a time.
@@ -28,6 +36,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -44,20 +53,32 @@ struct ShmBatchShape {
   size_t regions = 0;       // refused_regions capacity per row
   size_t mask = 0;          // action-mask values per row
   size_t mask_columns = 0;  // the mask's row width ([regions, columns]); 0: a flat [mask]
+  size_t action = 0;        // values per action (a request area's rows)
   bool operator==(const ShmBatchShape&) const = default;
 };
 
 // The shape of `rows` results of environments with `spec`.
 ShmBatchShape ShapeOf(const EnvSpec& spec, size_t rows);
 
+// A request copied out of a segment's request area (the client may change the area at any
+// time; this copy does not change).
+struct ShmRequest {
+  uint64_t number = 0;           // the request number the client wrote
+  uint8_t autoreset = 0;         // as written: 0 none, 1 same_step, anything else wrong
+  std::vector<uint8_t> reset;    // [rows], as written: 0 step, 1 reset, anything else wrong
+  std::vector<int64_t> actions;  // [rows * action]
+};
+
 class ShmBatch {
  public:
   // A new segment for results of `shape`. ResourceExhausted when /dev/shm has no room (or
   // would keep less than an eighth of itself free), Unavailable for other system errors;
   // the message says what to do.
-  static absl::StatusOr<std::unique_ptr<ShmBatch>> Create(const ShmBatchShape& shape);
+  // With `requests`, the segment also holds a request area (see above).
+  static absl::StatusOr<std::unique_ptr<ShmBatch>> Create(const ShmBatchShape& shape,
+                                                          bool requests = false);
   // Bytes a segment of `shape` takes (its layout, rounded up to pages).
-  static uint64_t BytesFor(const ShmBatchShape& shape);
+  static uint64_t BytesFor(const ShmBatchShape& shape, bool requests = false);
   ~ShmBatch();
   ShmBatch(const ShmBatch&) = delete;
   ShmBatch& operator=(const ShmBatch&) = delete;
@@ -67,6 +88,7 @@ class ShmBatch {
   const ShmBatchShape& shape() const { return shape_; }
   const std::vector<protocol::ShmArray>& layout() const { return layout_; }
   bool linked() const { return linked_; }
+  bool requests() const { return requests_; }
 
   // Removes the name (the client has mapped the segment). Idempotent.
   void Unlink();
@@ -87,6 +109,21 @@ class ShmBatch {
   // the seq word (a shared futex: any process mapping the segment).
   void Wake();
 
+  // The request area (REQUIRES: requests()). The low 32 bits of the request number (an
+  // acquire load: who sees a new number sees the request the client wrote before it).
+  uint32_t RequestWord() const;
+  // Sleeps while the request word holds `seen`, at most `timeout_ms` (FUTEX_WAIT; returns
+  // early on a wake-up, a change or a signal).
+  void WaitForRequest(uint32_t seen, int timeout_ms) const;
+  // Wakes a thread sleeping in WaitForRequest (the server closing the segment).
+  void WakeRequestWaiter() const;
+  // A copy of the request area, into `into` (its capacity reused).
+  void ReadRequest(ShmRequest& into) const;
+  // The outcome of the next batch published: an error (code name, field, message; each
+  // cut to its array's size) or none.
+  void SetError(std::string_view code, std::string_view field, std::string_view message);
+  void ClearError();
+
  private:
   struct Info;  // offsets of one set of info columns
   ShmBatch(std::string name, int fd, void* base, uint64_t bytes, const ShmBatchShape& shape);
@@ -105,11 +142,14 @@ class ShmBatch {
   uint64_t bytes_ = 0;
   ShmBatchShape shape_;
   bool linked_ = true;
+  bool requests_ = false;
   std::vector<protocol::ShmArray> layout_;
   uint64_t end_ = 0;  // bytes laid out so far
   uint64_t seq_ = 0, has_final_ = 0, obs_ = 0, reward_ = 0, terminated_ = 0, truncated_ = 0,
            reset_ = 0;
   uint64_t final_obs_ = 0;
+  uint64_t request_ = 0, request_autoreset_ = 0, request_reset_ = 0, request_actions_ = 0,
+           error_code_ = 0, error_field_ = 0, error_message_ = 0;
   std::unique_ptr<Info> info_, final_info_;
 };
 

@@ -69,16 +69,17 @@ struct LoopState {
 
 }  // namespace
 
-void ThreadPool::ParallelFor(size_t n, const std::function<void(size_t)>& body) {
+void ThreadPool::ParallelFor(size_t n, const std::function<void(size_t)>& body,
+                             size_t max_helpers) {
   if (n == 0) return;
-  if (n == 1) {
-    body(0);
+  if (n == 1 || max_helpers == 0) {
+    for (size_t i = 0; i < n; ++i) body(i);
     return;
   }
   auto state = std::make_shared<LoopState>();
   state->n = n;
   state->body = &body;
-  const size_t helpers = std::min(n - 1, threads_.size());
+  const size_t helpers = std::min({n - 1, threads_.size(), max_helpers});
   for (size_t h = 0; h < helpers; ++h) Submit([state] { state->Work(); });
   state->Work();
   std::unique_lock<std::mutex> lock(state->mu);

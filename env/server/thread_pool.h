@@ -11,6 +11,7 @@
 
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -32,8 +33,10 @@ class ThreadPool {
   int size() const { return static_cast<int>(threads_.size()); }
 
   // Calls body(i) once for every i in [0, n), concurrently, and returns when all calls
-  // have returned. body must not throw.
-  void ParallelFor(size_t n, const std::function<void(size_t)>& body);
+  // have returned. body must not throw. At most `max_helpers` pool threads help the caller
+  // (a caller outside the pool that stands for one of its threads passes size() - 1).
+  void ParallelFor(size_t n, const std::function<void(size_t)>& body,
+                   size_t max_helpers = SIZE_MAX);
 
  private:
   void WorkerLoop();

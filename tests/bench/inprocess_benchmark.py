@@ -9,7 +9,10 @@
   batched ZeroMQ        tiergym.VectorEnv (one step_batch message per step) against a private
                         `tiergym serve --threads 2` over ipc, the results in the replies
                         (shm=False: msgpack) and through shared memory (shm=True,
-                        copy=False: the reply carries only the batch's number)
+                        copy=False): the steps written into the segment, no message at all
+                        (the server's thread of the segment woken by a futex; the default
+                        when the server offers it), and, interleaved, the steps as messages
+                        answered by the segment's ready signal or by a reply
   SyncVectorEnv         gymnasium.vector.SyncVectorEnv of tiergym.TierEnv (one request per
                         environment and step) against the same server: what a Python user
                         gets without a vector environment
@@ -25,8 +28,9 @@ tier 1 and the rest on tier 0 (two regions move per step); episodes autoreset.
     .venv/bin/python tests/bench/inprocess_benchmark.py [--min-time 2] [--rounds 3] [--skip-cpp]
         [--only-interleaved]
 
-The interleaved rows alternate three paths in 0.1 s slices: Python in-process, shared memory
-with the ready signal (a futex in the segment: no reply per batch) and shared memory with a
+The interleaved rows alternate four paths in 0.1 s slices: Python in-process, shared memory
+with the steps written into the segment (no message), shared memory with step_batch messages
+and the ready signal (a futex in the segment: no reply per batch) and shared memory with a
 reply per batch (as before the signal), and give each one's CPU time per environment step
 (this process's, plus the server's for the server paths): on a loaded machine wall-clock
 figures swing with the load, CPU time much less. --only-interleaved runs only those.
@@ -122,8 +126,9 @@ def bench_zmq(server, n, min_time_s, shm=False):
     try:
         envs.reset(seed=1)
         actions = two_moves(n)
-        if shm and not envs.shm:
-            raise RuntimeError("the shared-memory path was not taken")
+        if shm and not (envs.shm and envs._shared.requests):
+            raise RuntimeError("the shared-memory path (steps written into the segment) was "
+                               "not taken")
         return measure(lambda i: envs.step(actions[i % REGIONS]), n, min_time_s)
     finally:
         envs.close()
@@ -138,24 +143,30 @@ def process_cpu_s(pid):
 
 def bench_interleaved(server, n, threads, min_time_s, slice_s=0.1):
     """{path: (steps/s, CPU us per environment step)} for Python in-process ("in"), shared
-    memory with the ready signal ("shm") and shared memory with a reply per batch
-    ("shm_reply"), measured in alternating slices of slice_s: every path under the same load
+    memory with the steps written into the segment ("shm"), with step_batch messages and
+    the ready signal ("shm_signal") and with a reply per batch ("shm_reply"), measured in alternating slices of slice_s: every path under the same load
     from other processes (the machine is shared), which sequential measurements a few seconds
     apart are not. CPU time: this process's, plus the server's for the server paths (both
     sides of the round trip; wall-clock figures swing with the load, CPU time less)."""
     inproc = tiergym.InProcessVectorEnv(n, threads=threads)
     shm = tiergym.VectorEnv(n, address=server, shm=True, copy=False)
+    shm_signal = tiergym.VectorEnv(n, address=server, shm=True, copy=False)
+    shm_signal._use_requests = False  # step_batch messages, answered by the ready signal
     shm_reply = tiergym.VectorEnv(n, address=server, shm=True, copy=False)
+    shm_reply._use_requests = False
     shm_reply._use_signal = False  # a reply per batch (as before the ready signal)
-    paths = {"in": (inproc, False), "shm": (shm, True), "shm_reply": (shm_reply, True)}
+    paths = {"in": (inproc, False), "shm": (shm, True), "shm_signal": (shm_signal, True),
+             "shm_reply": (shm_reply, True)}
     try:
         actions = two_moves(n)
         for envs, _ in paths.values():
             envs.reset(seed=1)
             for i in range(20):
                 envs.step(actions[i % REGIONS])
-        if not (shm.shm and shm._shared.signal and shm_reply.shm):
-            raise RuntimeError("the shared-memory path (with its ready signal) was not taken")
+        if not (shm.shm and shm._shared.requests and shm_signal.shm and shm_signal._shared.signal
+                and not shm_signal._shared.requests and shm_reply.shm):
+            raise RuntimeError("the shared-memory paths (steps written into the segment, the "
+                               "ready signal) were not taken")
         steps = dict.fromkeys(paths, 0)
         spent = dict.fromkeys(paths, 0.0)
         cpu = dict.fromkeys(paths, 0.0)
@@ -203,7 +214,8 @@ def main():
                         help="leave out the C++ figures (no tiergym-bench-env)")
     parser.add_argument("--only-interleaved", action="store_true",
                         help="only the interleaved rows (in-process against shared memory "
-                             "with and without its ready signal, with CPU times)")
+                             "with the steps written into the segment, as messages with the "
+                             "ready signal and with a reply per batch, with CPU times)")
     args = parser.parse_args()
     t = args.min_time
     # Rounds: every path once per round, in the same order; ratios are taken within a
@@ -213,15 +225,19 @@ def main():
         pair = bench_interleaved(server, 64, 2, t)
         return [
             ("pair_in", "Python in-process, 64 environments, 2 threads, interleaved with the "
-             "next two rows in slices of 0.1 s", pair["in"][0]),
-            ("pair_shm", "batched ZeroMQ with shared memory and its ready signal, 64 "
+             "next three rows in slices of 0.1 s", pair["in"][0]),
+            ("pair_shm", "shared memory, steps written into the segment (no message), 64 "
              "environments, server 2 threads, interleaved", pair["shm"][0]),
+            ("pair_shm_signal", "shared memory, step_batch messages and the ready signal, 64 "
+             "environments, server 2 threads, interleaved", pair["shm_signal"][0]),
             ("pair_shm_reply", "batched ZeroMQ with shared memory, a reply per batch (no ready "
              "signal), 64 environments, server 2 threads, interleaved", pair["shm_reply"][0]),
             ("cpu_in", "CPU us per environment step: Python in-process, interleaved",
              pair["in"][1]),
-            ("cpu_shm", "CPU us per environment step (client + server): shared memory with "
-             "the ready signal, interleaved", pair["shm"][1]),
+            ("cpu_shm", "CPU us per environment step (client + server): shared memory, "
+             "steps written into the segment, interleaved", pair["shm"][1]),
+            ("cpu_shm_signal", "CPU us per environment step (client + server): shared memory, "
+             "messages and the ready signal, interleaved", pair["shm_signal"][1]),
             ("cpu_shm_reply", "CPU us per environment step (client + server): shared memory, "
              "a reply per batch, interleaved", pair["shm_reply"][1]),
         ]
@@ -251,8 +267,8 @@ def main():
         try:
             out.append(("zmq", "batched ZeroMQ (tiergym.VectorEnv, step_batch), 64 environments, "
                         "server 2 threads", bench_zmq(server, 64, t)))
-            out.append(("shm", "batched ZeroMQ with shared memory (step_batch, shm=True, "
-                        "copy=False), 64 environments, server 2 threads",
+            out.append(("shm", "shared memory (tiergym.VectorEnv shm=True, copy=False: steps "
+                        "written into the segment), 64 environments, server 2 threads",
                         bench_zmq(server, 64, t, shm=True)))
             out.extend(interleaved(server))
             out.append(("sync", "gymnasium SyncVectorEnv of 64 tiergym.TierEnv, server 2 threads",
@@ -302,9 +318,14 @@ def main():
         "shm": [("py64_2", "Python in-process 2 threads"), ("zmq", "batched ZeroMQ"),
                 ("cpp2", "C++ 2 threads")],
         "pair_shm": [("pair_in", "Python in-process 2 threads, interleaved"),
+                     ("pair_shm_signal", "messages and the ready signal, interleaved"),
                      ("pair_shm_reply", "a reply per batch, interleaved")],
+        "pair_shm_signal": [("pair_in", "Python in-process 2 threads, interleaved"),
+                            ("pair_shm_reply", "a reply per batch, interleaved")],
         "pair_shm_reply": [("pair_in", "Python in-process 2 threads, interleaved")],
-        "cpu_shm": [("cpu_in", "in-process"), ("cpu_shm_reply", "a reply per batch")],
+        "cpu_shm": [("cpu_in", "in-process"), ("cpu_shm_signal", "messages and the ready signal"),
+                    ("cpu_shm_reply", "a reply per batch")],
+        "cpu_shm_signal": [("cpu_in", "in-process"), ("cpu_shm_reply", "a reply per batch")],
         "cpu_shm_reply": [("cpu_in", "in-process")],
     }
     print(f"tests/bench/inprocess_benchmark.py --min-time {t} --rounds {args.rounds}: default "
@@ -326,12 +347,14 @@ def main():
     print()
     checks = []
     if args.only_interleaved:
-        checks.append(("Shared memory with its ready signal / Python in-process 64 envs "
-                       "2 threads, interleaved", ratio("pair_shm", "pair_in"), 0.5))
+        checks.append(("Shared memory, steps written into the segment / Python in-process 64 "
+                       "envs 2 threads, interleaved", ratio("pair_shm", "pair_in"), 0.5))
+        checks.append(("Shared memory, messages and the ready signal / Python in-process, "
+                       "interleaved", ratio("pair_shm_signal", "pair_in"), 0.5))
         checks.append(("Shared memory, a reply per batch / Python in-process, interleaved",
                        ratio("pair_shm_reply", "pair_in"), 0.5))
-        checks.append(("Python in-process / shared memory with its ready signal, CPU time per "
-                       "step", ratio("cpu_in", "cpu_shm"), 0.5))
+        checks.append(("Python in-process / shared memory with the steps written into the "
+                       "segment, CPU time per step", ratio("cpu_in", "cpu_shm"), 0.5))
     else:
         checks.extend(full_checks(rounds, ratio))
     for label, (med, lo, hi), goal in checks:
@@ -351,8 +374,8 @@ def full_checks(rounds, ratio):
                    ratio("py64_2", "zmq"), 5.0))
     checks.append(("Python in-process 64 envs 1 thread / SyncVectorEnv",
                    ratio("py64_1", "sync"), 20.0))
-    checks.append(("Shared memory 64 envs (server 2 threads) / Python in-process 64 envs "
-                   "2 threads", ratio("shm", "py64_2"), 0.5))
+    checks.append(("Shared memory (steps written into the segment) 64 envs (server 2 threads) "
+                   "/ Python in-process 64 envs 2 threads", ratio("shm", "py64_2"), 0.5))
     checks.append(("The same, measured interleaved (the same load on both)",
                    ratio("pair_shm", "pair_in"), 0.5))
     checks.append(("Python in-process / shared memory, CPU time per step, interleaved",

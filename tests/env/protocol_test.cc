@@ -383,6 +383,28 @@ TEST(ProtocolMalformedTest, BadBatches) {
                                               {"shm", S(std::string(32, 'a'))},
                                               {"shm_signal", B(true)}}));
   EXPECT_TRUE(std::get<StepBatchRequest>(signalled.body).shm_signal);
+  // Requests through the segment are asked for by the batch that makes it.
+  for (const std::string& shm : {S(std::string(32, 'a')), Nil()}) {
+    ExpectError(batch({{"sessions", two},
+                       {"actions", Arr({U(1), U(1)})},
+                       {"shm", shm},
+                       {"shm_requests", B(true)}}),
+                absl::StatusCode::kInvalidArgument, "shm_requests", "only with shm: true");
+  }
+  ExpectError(batch({{"sessions", two},
+                     {"actions", Arr({U(1), U(1)})},
+                     {"shm", B(true)},
+                     {"shm_requests", U(1)}}),
+              absl::StatusCode::kInvalidArgument, "shm_requests");
+  const Request asked = MustDecode(batch({{"sessions", two},
+                                          {"actions", Arr({U(1), U(1)})},
+                                          {"shm", B(true)},
+                                          {"shm_requests", B(true)}}));
+  EXPECT_TRUE(std::get<StepBatchRequest>(asked.body).shm_requests);
+  // And back: the encoder writes it only beside shm: true.
+  StepBatchRequest again = std::get<StepBatchRequest>(asked.body);
+  const Request round = MustDecode(EncodeRequest(Request{Op::kStepBatch, kVersion, 3, again}));
+  EXPECT_TRUE(std::get<StepBatchRequest>(round.body).shm_requests);
 }
 
 TEST(ProtocolMalformedTest, OversizedBatchIsResourceExhausted) {
@@ -566,6 +588,16 @@ TEST(ProtocolReplyTest, MakeHelloListStatsEstimateCloseRoundTrip) {
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(std::get<HelloReply>(d->body).limits.max_batch, 30u);
   EXPECT_EQ(std::get<HelloReply>(d->body).limits.idle_timeout_s, 1.5);
+  EXPECT_EQ(std::get<HelloReply>(d->body).limits.max_shm_request_threads, 0u);
+  // Requests through shared memory are offered only beside shared memory.
+  h.limits.max_shm_request_threads = 8;
+  d = DecodeReply(EncodeReply(Reply{2, h}), Op::kHello);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(std::get<HelloReply>(d->body).limits.max_shm_request_threads, 0u);
+  h.limits.max_shm_bytes = 1 << 20;
+  d = DecodeReply(EncodeReply(Reply{2, h}), Op::kHello);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(std::get<HelloReply>(d->body).limits.max_shm_request_threads, 8u);
 
   ListReply l{{EnvDescription{kEnvId, "placement", {ConfigKey{"steps", "100", "intervals"}}}}};
   d = DecodeReply(EncodeReply(Reply{3, l}), Op::kList);

@@ -13,7 +13,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -453,7 +455,7 @@ class StepBatchTest : public ServiceTest {
     protocol::StepBatchReply made;      // the reset that made the segment
     protocol::StepBatchReply expected;  // the twins' reset
   };
-  Twins MakeTwins(size_t n, const std::string& steps, uint64_t seed0) {
+  Twins MakeTwins(size_t n, const std::string& steps, uint64_t seed0, bool requests = false) {
     Twins t;
     for (size_t i = 0; i < n; ++i) {
       t.shm.push_back(Make({{"steps", steps}}));
@@ -465,6 +467,7 @@ class StepBatchTest : public ServiceTest {
     protocol::StepBatchRequest twin = first;
     twin.sessions = t.plain;
     first.shm_new = true;
+    first.shm_requests = requests;
     t.made = Ok<protocol::StepBatchReply>(Op::kStepBatch, first);
     t.expected = Ok<protocol::StepBatchReply>(Op::kStepBatch, twin);
     return t;
@@ -778,6 +781,247 @@ TEST_F(StepBatchTest, ASignalledBatchGetsNoReplyAndWakesWhoWaitsOnTheSegment) {
   ASSERT_TRUE(std::holds_alternative<protocol::Error>(refused));
   EXPECT_THAT(std::get<protocol::Error>(refused).field, StartsWith("actions[0]"));
   EXPECT_EQ(seg.At<uint64_t>("seq", 0), 5u);
+}
+
+// A segment as a client that writes requests into it maps it (read-write).
+class RequestingClient {
+ public:
+  explicit RequestingClient(const protocol::ShmReply& made) : bytes_(made.bytes) {
+    for (const protocol::ShmArray& a : made.layout) arrays_[a.name] = a;
+    fd_ = shm_open(made.name.c_str(), O_RDWR, 0);
+    EXPECT_GE(fd_, 0) << made.name << ": " << std::strerror(errno);
+    if (fd_ < 0) return;
+    void* base = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    EXPECT_NE(base, MAP_FAILED);
+    if (base != MAP_FAILED) base_ = static_cast<char*>(base);
+  }
+  ~RequestingClient() {
+    if (base_ != nullptr) munmap(base_, bytes_);
+    if (fd_ >= 0) close(fd_);
+  }
+  RequestingClient(const RequestingClient&) = delete;
+  RequestingClient& operator=(const RequestingClient&) = delete;
+  bool ok() const { return base_ != nullptr; }
+  bool Has(const std::string& name) const { return arrays_.count(name) != 0; }
+  int fd() const { return fd_; }
+
+  template <typename T>
+  T* Array(const std::string& name) {
+    return reinterpret_cast<T*>(base_ + arrays_.at(name).offset);
+  }
+  std::string Text(const std::string& name) {
+    const protocol::ShmArray& a = arrays_.at(name);
+    const char* p = base_ + a.offset;
+    return std::string(p, strnlen(p, a.shape[0]));
+  }
+  uint64_t Seq() { return __atomic_load_n(Array<uint64_t>("seq"), __ATOMIC_ACQUIRE); }
+
+  // Writes a request (actions [rows][width], resets, autoreset), bumps the request number,
+  // wakes the server's thread and waits (at most 10 s) for the next batch number; whether
+  // it came.
+  bool Request(const std::vector<std::vector<int64_t>>& actions, const std::vector<uint8_t>& reset,
+               uint8_t autoreset) {
+    const protocol::ShmArray& a = arrays_.at("request_actions");
+    const size_t width = a.shape[1];
+    for (size_t i = 0; i < actions.size(); ++i) {
+      for (size_t j = 0; j < width && j < actions[i].size(); ++j) {
+        Array<int64_t>("request_actions")[i * width + j] = actions[i][j];
+      }
+    }
+    std::memcpy(Array<uint8_t>("request_reset"), reset.data(), reset.size());
+    *Array<uint8_t>("request_autoreset") = autoreset;
+    return Send();
+  }
+  // Bumps the request number as it is, and waits as Request.
+  bool Send() {
+    const uint64_t before = Seq();
+    __atomic_fetch_add(Array<uint64_t>("request"), 1, __ATOMIC_RELEASE);
+    syscall(SYS_futex, Array<uint32_t>("request"), FUTEX_WAKE, 1, nullptr, nullptr, 0);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (Seq() == before && std::chrono::steady_clock::now() < deadline) {
+      const timespec ms = {0, 1000000};
+      syscall(SYS_futex, Array<uint32_t>("seq"), FUTEX_WAIT, static_cast<uint32_t>(before), &ms,
+              nullptr, 0);
+    }
+    return Seq() == before + 1;
+  }
+
+ private:
+  char* base_ = nullptr;
+  int fd_ = -1;
+  uint64_t bytes_ = 0;
+  std::map<std::string, protocol::ShmArray> arrays_;
+};
+
+// Waits up to 5 s for `done`.
+bool Eventually(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+// Requests written into the segment (no message at all) step the sessions it was made
+// with exactly as step_batch requests do, and are answered through the segment.
+TEST_F(StepBatchTest, RequestsThroughTheSegmentStepAsBatchesDo) {
+  constexpr size_t kN = 3;
+  EXPECT_EQ(Ok<protocol::HelloReply>(Op::kHello).limits.max_shm_request_threads, 64u);
+  const Twins twins = MakeTwins(kN, "2", 7, /*requests=*/true);
+  const protocol::StepBatchReply& made = twins.made;
+  const std::vector<std::string> profiles = {"alpha", "beta"};
+  ASSERT_TRUE(made.shm.has_value());
+  EXPECT_TRUE(made.shm->requests);
+  EXPECT_EQ(service_->ShmRequestThreads(), 1u);
+  EXPECT_EQ(service_->Stats().shm_request_threads, 1u);
+  RequestingClient client(*made.shm);
+  ASSERT_TRUE(client.ok());
+  MappedSegment seg(*made.shm);
+  ASSERT_TRUE(seg.ok());
+  const uint64_t requests_before = service_->Stats().requests;
+  bool saw_final = false;
+  for (int step = 0; step < 4; ++step) {
+    auto [b, t] = TwinSteps(twins, step);
+    std::vector<std::vector<int64_t>> actions;
+    for (const Action& a : b.actions) actions.push_back(a.values);
+    ASSERT_TRUE(client.Request(actions, std::vector<uint8_t>(kN, 0), /*same_step=*/1))
+        << "step " << step;
+    EXPECT_EQ(client.Text("error_code"), "") << client.Text("error_message");
+    const auto want = Ok<protocol::StepBatchReply>(Op::kStepBatch, t);
+    EXPECT_EQ(seg.At<uint64_t>("seq", 0), 2u + step);
+    EXPECT_EQ(seg.At<uint8_t>("has_final", 0) != 0, !want.finals.empty());
+    for (size_t i = 0; i < kN; ++i) {
+      const std::string what = StrCat("step ", step, " entry ", i);
+      ExpectSameResult(seg.Result(i, false, profiles), want.results[i], false, what);
+      if (!want.finals.empty()) {
+        saw_final = true;
+        ExpectSameResult(seg.Result(i, true, profiles), want.finals[i], true, what + " final");
+      }
+    }
+    // The first request unlinked the name (the client has mapped it).
+    EXPECT_FALSE(NameExists(made.shm->name));
+  }
+  EXPECT_TRUE(saw_final);
+  // Counted as step_batch requests (and the twins' four batches).
+  EXPECT_EQ(service_->Stats().requests - requests_before, 4u + 4u);
+  // A reset through the segment (autoreset none): the entry's episode restarts.
+  ASSERT_TRUE(client.Request(std::vector<std::vector<int64_t>>(kN, {0, 0, 0, 0}), {1, 0, 0}, 0));
+  EXPECT_EQ(client.Text("error_code"), "");
+  EXPECT_EQ(seg.At<uint8_t>("reset", 0), 1);
+  EXPECT_EQ(seg.At<uint64_t>("info.step", 0), 0u);
+}
+
+// Garbage a client writes into its segment is an error written back into it, naming the
+// array and row; nothing moves, nothing outside the segment is read or written, and the
+// segment goes on serving.
+TEST_F(StepBatchTest, GarbageInTheRequestAreaIsAnErrorNamingTheArray) {
+  constexpr size_t kN = 3;
+  const Twins twins = MakeTwins(kN, "5", 7, /*requests=*/true);
+  ASSERT_TRUE(twins.made.shm.has_value() && twins.made.shm->requests);
+  RequestingClient client(*twins.made.shm);
+  ASSERT_TRUE(client.ok());
+  MappedSegment seg(*twins.made.shm);
+  ASSERT_TRUE(seg.ok());
+  const std::vector<std::vector<int64_t>> good(kN, {1, 0, 1, 0});
+  const std::vector<uint8_t> steps(kN, 0);
+  struct Case {
+    std::vector<std::vector<int64_t>> actions;
+    std::vector<uint8_t> reset;
+    uint8_t autoreset;
+    std::string code, field;
+  };
+  const std::vector<Case> cases = {
+      {good, steps, 9, "INVALID_ARGUMENT", "request_autoreset"},
+      {good, {0, 0, 255}, 0, "INVALID_ARGUMENT", "request_reset[2]"},
+      {{{1, 0, 1, 0}, {9, 0, 0, 0}, {1, 0, 1, 0}},
+       steps,
+       0,
+       "INVALID_ARGUMENT",
+       "request_actions[1][0]"},
+      {{{1, 0, 1, 0}, {1, 0, 1, 0}, {0, 0, 0, -1}},
+       steps,
+       0,
+       "INVALID_ARGUMENT",
+       "request_actions[2][3]"},
+      {{{INT64_MIN, INT64_MAX, 0, 0}, {1, 0, 1, 0}, {1, 0, 1, 0}},
+       steps,
+       0,
+       "INVALID_ARGUMENT",
+       "request_actions[0][0]"},
+  };
+  uint64_t seq = client.Seq();
+  for (const Case& c : cases) {
+    ASSERT_TRUE(client.Request(c.actions, c.reset, c.autoreset)) << c.field;
+    EXPECT_EQ(client.Seq(), ++seq);
+    EXPECT_EQ(client.Text("error_code"), c.code) << c.field;
+    EXPECT_EQ(client.Text("error_field"), c.field);
+    EXPECT_THAT(client.Text("error_message"), StartsWith(c.field));
+  }
+  // Nothing moved: the twins, stepped alike only now, give the same step.
+  auto [b, t] = TwinSteps(twins, 0);
+  std::vector<std::vector<int64_t>> actions;
+  for (const Action& a : b.actions) actions.push_back(a.values);
+  ASSERT_TRUE(client.Request(actions, steps, 1));
+  EXPECT_EQ(client.Text("error_code"), "");
+  const auto want = Ok<protocol::StepBatchReply>(Op::kStepBatch, t);
+  for (size_t i = 0; i < kN; ++i) {
+    ExpectSameResult(seg.Result(i, false, {"alpha", "beta"}), want.results[i], false,
+                     StrCat("entry ", i));
+  }
+  // A step of a session whose episode ended is refused on its entry.
+  for (int step = 0; step < 6; ++step) ASSERT_TRUE(client.Request(good, steps, 0));
+  EXPECT_EQ(client.Text("error_code"), "FAILED_PRECONDITION");
+  EXPECT_EQ(client.Text("error_field"), "sessions[0]");
+}
+
+// Request threads are bounded over all connections; a segment past the bound takes no
+// requests (its making reply says so); a thread ends when its segment goes (a session
+// closed, the connection gone, the Service destroyed) or its file is shrunk.
+TEST_F(StepBatchTest, RequestThreadsAreBoundedAndEndWithTheirSegment) {
+  ServiceOptions options;
+  options.max_shm_request_threads = 1;
+  MakeService(options);
+  const Twins first = MakeTwins(2, "5", 1, /*requests=*/true);
+  ASSERT_TRUE(first.made.shm.has_value());
+  EXPECT_TRUE(first.made.shm->requests);
+  const Twins second = MakeTwins(2, "5", 1, /*requests=*/true);
+  ASSERT_TRUE(second.made.shm.has_value());
+  EXPECT_FALSE(second.made.shm->requests) << "no thread left";
+  RequestingClient without(*second.made.shm);
+  EXPECT_FALSE(without.Has("request")) << "a segment without requests has no request area";
+  EXPECT_EQ(service_->ShmRequestThreads(), 1u);
+  // Closing one of its sessions frees the segment and ends its thread.
+  Ok<protocol::CloseReply>(Op::kClose, protocol::CloseRequest{first.shm[1]});
+  EXPECT_TRUE(Eventually([&] { return service_->ShmRequestThreads() == 0; }));
+  // The thread is free again: another connection's segment gets it, and that connection
+  // going ends it.
+  owner_ = "connection-b";
+  const Twins theirs = MakeTwins(2, "5", 1, /*requests=*/true);
+  ASSERT_TRUE(theirs.made.shm.has_value());
+  EXPECT_TRUE(theirs.made.shm->requests);
+  EXPECT_EQ(service_->CloseSessionsOf("connection-b"), 4u);
+  EXPECT_TRUE(Eventually([&] { return service_->ShmRequestThreads() == 0; }));
+  // A segment whose file is shrunk (a process of the server's user can) is freed, not
+  // read: no fault, the thread ends, the handle names nothing.
+  owner_ = "connection-c";
+  const Twins shrunk = MakeTwins(2, "5", 1, /*requests=*/true);
+  ASSERT_TRUE(shrunk.made.shm.has_value() && shrunk.made.shm->requests);
+  {
+    RequestingClient client(*shrunk.made.shm);
+    ASSERT_TRUE(client.ok());
+    ASSERT_EQ(ftruncate(client.fd(), 0), 0);
+  }
+  EXPECT_TRUE(Eventually([&] { return service_->ShmRequestThreads() == 0; }));
+  auto [b, t] = TwinSteps(shrunk, 0);
+  Err(Op::kStepBatch, b, absl::StatusCode::kNotFound, "shm");
+  // A thread waiting when the Service is destroyed ends with it (the test would hang).
+  owner_ = "connection-d";
+  const Twins last = MakeTwins(2, "5", 1, /*requests=*/true);
+  ASSERT_TRUE(last.made.shm.has_value() && last.made.shm->requests);
+  const auto start = std::chrono::steady_clock::now();
+  service_.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
 }
 
 TEST_F(StepBatchTest, SegmentsBelongToTheirConnectionAndGoWithTheirSessions) {

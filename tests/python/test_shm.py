@@ -4,7 +4,10 @@ the results in shared memory as with the results in the replies, in the three au
 modes (partial resets included), with and without copies; it chooses shared memory for
 local servers only; the segments leave nothing in /dev/shm once mapped and are freed when
 the environment closes or its process dies. A batch whose success the segment's ready signal
-announces (a futex) gets no reply and gives the same episodes."""
+announces (a futex) gets no reply and gives the same episodes. Steps written into the segment
+(no message at all; PROTOCOL.md "Requests through the segment") give the same episodes and
+the same errors; garbage a client writes there is an error naming the array, threads are
+bounded and end with their segment, a client that dies mid-request frees its thread."""
 
 import os
 import signal
@@ -20,6 +23,7 @@ from tiergym_testing import needs_binary, server_fixture
 from test_inprocess import (CONFIG, CONFIGS, assert_same_outputs, assert_same_steps,
                             assert_same_vector_env)
 import tiergym
+from tiergym import _shm
 from tiergym._shm import is_local
 from tiergym.connection import Connection
 
@@ -60,6 +64,7 @@ def test_episodes_are_bit_identical_to_results_in_the_replies(server, mode, copy
         seeds = [11, 12, 13, 14, 15]
         assert_same_outputs(shared.reset(seed=seeds), plain.reset(seed=seeds), "reset")
         assert shared.shm and not plain.shm
+        assert shared._shared.requests == _shm.requests_supported()  # steps: no message
         same = [None, 12, None, None, None]
         assert_same_outputs(shared.reset(seed=same, options={"profile": 1}),
                             plain.reset(seed=same, options={"profile": 1}), "reset again")
@@ -83,6 +88,7 @@ def test_the_ready_signal_stands_for_the_replies_of_the_batches_that_succeed(ser
     replied = tiergym.VectorEnv(n, address=server, autoreset_mode=mode, configs=CONFIGS,
                                 shm=True, copy=False, **CONFIG)
     replied._use_signal = False  # every batch answered, as by a server without the signal
+    signalled._use_requests = replied._use_requests = False  # steps as messages
     calls = []
     call_signalled = signalled._connection.call_signalled
 
@@ -118,6 +124,7 @@ def test_the_ready_signal_stands_for_the_replies_of_the_batches_that_succeed(ser
 def test_a_signalled_batch_not_seen_in_time_is_never_taken_for_the_next(server):
     n = 4
     signalled = tiergym.VectorEnv(n, address=server, shm=True, copy=False, **CONFIG)
+    signalled._use_requests = False  # steps as messages, answered by the signal
     replied = tiergym.VectorEnv(n, address=server, shm=False, **CONFIG)
     try:
         assert_same_outputs(signalled.reset(seed=3), replied.reset(seed=3), "reset")
@@ -200,5 +207,181 @@ def test_shm_true_needs_a_server_that_offers_it():
             assert not envs.shm
         finally:
             envs.close()
+    finally:
+        s.close()
+
+
+needs_requests = pytest.mark.skipif(not _shm.requests_supported(),
+                                    reason="requests through shared memory need x86-64 and "
+                                           "the futex call")
+
+
+def bump(shared):
+    """Writes nothing, bumps the request number as a client would, wakes the server's
+    thread and waits for its batch: the error code it wrote ("" when none)."""
+    seq = shared.last_seq + 1
+    shared.arrays["request"][0] += np.uint64(1)
+    _shm._futex_wake(shared.arrays["request"].ctypes.data)
+    assert shared.wait(seq, 10)
+    shared.last_seq = seq
+    return _shm._text(shared.arrays["error_code"]), _shm._text(shared.arrays["error_field"])
+
+
+@needs_binary
+@needs_requests
+@pytest.mark.parametrize("mode", [tiergym.NEXT_STEP, tiergym.SAME_STEP, tiergym.DISABLED])
+def test_steps_written_into_the_segment_send_no_message_and_match_the_signal(server, mode):
+    n = len(CONFIGS)
+    written = tiergym.VectorEnv(n, address=server, autoreset_mode=mode, configs=CONFIGS,
+                                shm=True, copy=False, **CONFIG)
+    signalled = tiergym.VectorEnv(n, address=server, autoreset_mode=mode, configs=CONFIGS,
+                                  shm=True, copy=False, **CONFIG)
+    signalled._use_requests = False
+    sent = []  # every message the written environment sends (call() goes through here)
+    call_signalled = written._connection.call_signalled
+
+    def counting(op, *args, **fields):
+        sent.append(op)
+        return call_signalled(op, *args, **fields)
+    written._connection.call_signalled = counting
+    try:
+        seeds = [31, 32, 33, 34, 35]
+        assert_same_outputs(written.reset(seed=seeds), signalled.reset(seed=seeds), "reset")
+        assert written._shared.requests and not signalled._shared.requests
+        resets = []  # resets (of some sub-environments: mode disabled) are messages
+        reset = written.reset
+        written.reset = lambda **kw: (resets.append(1), reset(**kw))[1]
+        made = len(sent)
+        assert_same_steps(written, signalled, mode)
+        assert len(sent) == made + len(resets), "no step went as a message"
+        assert stats(server)["shm_request_threads"] >= 1
+        # Partial and seeded resets still go as messages, into the same segment.
+        assert_same_outputs(written.reset(seed=[1, None, 2, None, 3]),
+                            signalled.reset(seed=[1, None, 2, None, 3]), "seeded reset")
+        actions = np.ones((n, CONFIG["num_regions"]), dtype=np.int64)
+        assert_same_outputs(written.step(actions), signalled.step(actions), "after the reset")
+    finally:
+        written.close()
+        signalled.close()
+    assert stats(server)["shm_request_threads"] == 0
+
+
+@needs_binary
+@needs_requests
+def test_errors_through_the_segment_are_the_errors_of_the_replies(server):
+    n = 4
+    written = tiergym.VectorEnv(n, address=server, shm=True, copy=False, **CONFIG)
+    replied = tiergym.VectorEnv(n, address=server, shm=False, **CONFIG)
+    try:
+        assert_same_outputs(written.reset(seed=5), replied.reset(seed=5), "reset")
+        assert written._shared.requests
+        bad = np.zeros((n, CONFIG["num_regions"]), dtype=np.int64)
+        bad[2, 3] = 9
+        errors = []
+        for envs in (written, replied):
+            started = time.monotonic()
+            with pytest.raises(tiergym.ServerError) as e:
+                envs.step(bad)
+            assert time.monotonic() - started < 5
+            errors.append((e.value.code, e.value.field, e.value.message))
+        assert errors[0] == errors[1]
+        assert errors[0][:2] == ("INVALID_ARGUMENT", "actions[2][3]")
+        # Nothing moved: the episodes go on alike.
+        actions = np.zeros((n, CONFIG["num_regions"]), dtype=np.int64)
+        assert_same_outputs(written.step(actions), replied.step(actions), "after the error")
+    finally:
+        written.close()
+        replied.close()
+
+
+@needs_binary
+@needs_requests
+def test_garbage_written_into_the_segment_is_an_error_naming_the_array(server):
+    n = 3
+    envs = tiergym.VectorEnv(n, address=server, shm=True, copy=False, **CONFIG)
+    twin = tiergym.VectorEnv(n, address=server, shm=False, **CONFIG)
+    try:
+        envs.reset(seed=8)
+        twin.reset(seed=8)
+        shared = envs._shared
+        a = shared.arrays
+        a["request_actions"][:] = 0
+        a["request_reset"][:] = 0
+        a["request_autoreset"][0] = 77
+        assert bump(shared) == ("INVALID_ARGUMENT", "request_autoreset")
+        a["request_autoreset"][0] = 0
+        a["request_reset"][1] = 2
+        assert bump(shared) == ("INVALID_ARGUMENT", "request_reset[1]")
+        a["request_reset"][1] = 0
+        for value in (-1, 2**62, -2**63, 3):
+            a["request_actions"][2, 5] = value
+            assert bump(shared) == ("INVALID_ARGUMENT", "request_actions[2][5]"), value
+        a["request_actions"][2, 5] = 0
+        # The results are not the client's to write (read-only views), and nothing moved.
+        with pytest.raises(ValueError):
+            a["obs"][0, 0] = 1
+        actions = np.zeros((n, CONFIG["num_regions"]), dtype=np.int64)
+        assert_same_outputs(envs.step(actions), twin.step(actions), "after the garbage")
+    finally:
+        envs.close()
+        twin.close()
+
+
+@needs_binary
+@needs_requests
+def test_request_threads_are_bounded_and_a_dead_client_frees_its_thread():
+    s = tiergym.Server(args=["--threads", "2", "--max-shm-request-threads", "1"])
+    try:
+        c = Connection(s.endpoint)
+        try:
+            assert c.hello["limits"]["max_shm_request_threads"] == 1
+        finally:
+            c.close()
+        first = tiergym.VectorEnv(2, address=s, shm=True, num_regions=4)
+        second = tiergym.VectorEnv(2, address=s, shm=True, num_regions=4)
+        plain = tiergym.VectorEnv(2, address=s, shm=False, num_regions=4)
+        try:
+            for envs in (first, second, plain):
+                envs.reset(seed=4)
+            assert first._shared.requests and not second._shared.requests  # no thread left
+            assert stats(s)["shm_request_threads"] == 1
+            actions = np.ones((2, 4), dtype=np.int64)
+            for _ in range(3):
+                out = [envs.step(actions) for envs in (first, second, plain)]
+                assert_same_outputs(out[0], out[2], "with a thread")
+                assert_same_outputs(out[1], out[2], "without")
+        finally:
+            first.close()
+            second.close()
+            plain.close()
+        assert stats(s)["shm_request_threads"] == 0
+        # A client killed while the server's thread waits for (or serves) its requests.
+        script = textwrap.dedent(f"""
+            import time
+            import numpy as np
+            import tiergym
+            envs = tiergym.VectorEnv(8, address={s.endpoint!r}, shm=True, num_regions=16)
+            envs.reset(seed=3)
+            assert envs._shared.requests
+            print("ready", flush=True)
+            while True:
+                envs.step(np.zeros((8, 16), dtype=np.int64))
+        """)
+        child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+        try:
+            assert child.stdout.readline().strip() == b"ready"
+            time.sleep(0.2)
+            assert stats(s)["shm_request_threads"] == 1
+            child.send_signal(signal.SIGKILL)
+            child.wait(timeout=10)
+            deadline = time.monotonic() + 10
+            while stats(s)["shm_request_threads"] != 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            st = stats(s)
+            assert st["shm_request_threads"] == 0 and st["shm_segments"] == 0
+        finally:
+            child.kill()
+            child.wait()
+            child.stdout.close()
     finally:
         s.close()

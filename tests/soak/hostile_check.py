@@ -22,6 +22,12 @@ at a time, and prints a figure for each:
             reply arrives, matched by id), and the Python client's timeout fires;
   fuzz      10,000 mutated and hostile messages: each answered within 10 s, 0 INTERNAL, every
             reply valid msgpack and UTF-8;
+  segment   a client writing 2000 random requests (random bytes over the request area of a
+            shared-memory segment that takes requests): each answered through the segment
+            within 1 s, never INTERNAL, the server alive; another connection's sessions
+            untouched (their episodes as expected); the segment's file shrunk: its thread
+            ends within 1 s and the server is alive (PROTOCOL.md "Requests through the
+            segment");
   killed    clients holding 40 sessions each, killed with SIGKILL: their sessions gone
             within 2 s;
   silent    a raw ZMTP peer that makes 3 sessions, then reads nothing and answers no
@@ -422,6 +428,78 @@ sys.stdin.read()
 """
 
 
+def check_segment(endpoint, report, n_requests=2000):
+    import ctypes
+    import mmap
+    import platform
+    if platform.machine() != "x86_64":
+        report.item("segment", True, "skipped: requests through shared memory are written "
+                    "by x86-64 clients only")
+        return
+    a, b = dealer(endpoint), dealer(endpoint)
+    cfg = {"num_regions": 8, "steps": 1000}
+    mine = [ask(a, **make(cfg))["session"] for _ in range(3)]
+    theirs = [ask(b, **make(cfg))["session"] for _ in range(2)]
+    for sid in theirs:
+        ask(b, op="reset", session=sid, seed=5)
+    reset = {"dtype": "bool", "shape": [3], "data": b"\1" * 3}
+    acts = {"dtype": "uint8", "shape": [3, 8], "data": b"\0" * 24}
+    made = ask(a, op="step_batch", sessions=mine, actions=acts, reset=reset, shm=True,
+               shm_requests=True)["shm"]
+    fd = os.open("/dev/shm/" + made["name"].lstrip("/"), os.O_RDWR)
+    area = mmap.mmap(fd, made["bytes"])
+    at = {x["name"]: x["offset"] for x in made["layout"]}
+    syscall = ctypes.CDLL(None).syscall
+    syscall.argtypes = [ctypes.c_long, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32,
+                        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32]
+    word = ctypes.addressof(ctypes.c_char.from_buffer(area, at["request"]))
+    start, end = at["request_autoreset"], at["error_code"]
+    rng = random.Random(20)
+    codes, late = {}, 0
+    seq = struct.unpack_from("<Q", area, at["seq"])[0]
+    for number in range(1, n_requests + 1):
+        # Zeros (a valid step), random bytes, or valid modes with random actions.
+        buf = bytearray(rng.randbytes(end - start) if number % 4 else bytes(end - start))
+        if number % 4 == 2:
+            buf[0] = rng.getrandbits(1)
+            for i in range(3):
+                buf[at["request_reset"] - start + i] = rng.getrandbits(1)
+        area[start:end] = bytes(buf)
+        struct.pack_into("<Q", area, at["request"], number)
+        syscall(202, word, 1, 1, None, None, 0)  # FUTEX_WAKE
+        deadline = time.monotonic() + 1
+        while struct.unpack_from("<Q", area, at["seq"])[0] == seq:
+            if time.monotonic() > deadline:
+                late += 1
+                break
+        seq = struct.unpack_from("<Q", area, at["seq"])[0]
+        code = bytes(area[at["error_code"]:at["error_code"] + 32]).split(b"\0")[0].decode()
+        codes[code or "OK"] = codes.get(code or "OK", 0) + 1
+    # The other connection's sessions were not stepped: their next step is their first.
+    steps = [ask(b, op="step", session=sid, action=[0] * 8)["info"]["step"] for sid in theirs]
+    # A shrunk segment: the thread ends, nothing faults.
+    os.ftruncate(fd, 0)
+    t0 = time.monotonic()
+    threads = None
+    while time.monotonic() - t0 < 5:
+        threads = ask(a, op="stats")["shm_request_threads"]
+        if threads == 0:
+            break
+        time.sleep(0.02)
+    took = time.monotonic() - t0
+    alive = ask(b, op="hello") is not None
+    area.close()
+    os.close(fd)
+    a.close()
+    b.close()
+    ok = (late == 0 and "INTERNAL" not in codes and steps == [1, 1] and threads == 0
+          and took < 1 and alive)
+    report.item("segment", ok, f"{n_requests} random requests written into a segment: "
+                f"{late} unanswered within 1 s, outcomes {codes}; another connection's "
+                f"sessions at step {steps} (1: untouched); shrunk: thread gone after "
+                f"{took:.2f} s, server alive: {alive}")
+
+
 def check_killed(endpoint, report):
     probe = dealer(endpoint)
     base = ask(probe, op="stats")["sessions"]
@@ -569,6 +647,7 @@ def main(argv=None):
         run(check_parts, endpoint, server.pid)
         run(check_pipeline, endpoint)
         run(check_fuzz, endpoint, server.pid, n=args.messages)
+        run(check_segment, endpoint)
         run(check_killed, endpoint)
         run(check_silent, endpoint)
     finally:

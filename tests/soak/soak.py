@@ -15,8 +15,9 @@ unanswered within its timeout; no reply is INTERNAL or not valid UTF-8; no refus
 file content or tells whether a file exists; the reference episode is bit-identical every
 time; once the other clients are gone their sessions are gone and the server's RSS is within
 20 % of its level before the chaos (RSS_BOUND), and so are their shared-memory segments
-(killed clients take step_batch results through shared memory); SIGTERM makes it exit 0
-within 5 s.
+(killed clients take step_batch results through shared memory, and write random bytes as
+requests into a segment that takes them, killed mid-request), and so are the threads that
+served those segments; SIGTERM makes it exit 0 within 5 s.
 
     /usr/bin/python3 tests/soak/soak.py [--seconds 45] [--binary build/bin/tiergym]
 """
@@ -150,9 +151,30 @@ reset = {"dtype": "bool", "shape": [3], "data": b"\0" * 3}
 acts = {"dtype": "uint8", "shape": [3, 8], "data": b"\1" * 24}
 seg = ask(op="step_batch", sessions=ids, actions=acts, reset=reset, shm=True)["shm"]["segment"]
 ask(op="step_batch", sessions=ids, actions=acts, reset=reset, shm=True)  # a second, left named
+# A third takes requests written into it: random bytes as the request, the number bumped and
+# the server's thread woken, never waiting for the answer (killed mid-request).
+made = ask(op="step_batch", sessions=ids, actions=acts, reset=reset, shm=True,
+           shm_requests=True)["shm"]
+area = None
+import platform
+if made.get("requests") and platform.machine() == "x86_64":
+    import ctypes, mmap, os, random, struct
+    fd = os.open("/dev/shm/" + made["name"].lstrip("/"), os.O_RDWR)
+    area = mmap.mmap(fd, made["bytes"])
+    at = {a["name"]: a["offset"] for a in made["layout"]}
+    syscall = ctypes.CDLL(None).syscall
+    word = ctypes.c_void_p(ctypes.addressof(ctypes.c_char.from_buffer(area, at["request"])))
+    start, end = at["request_autoreset"], at["error_code"]
+    number = 0
 while True:
     for i in ids: ask(op="step", session=i, action=[1] * 8)
     ask(op="step_batch", sessions=ids, actions=acts, reset=reset, shm=seg)
+    if area is not None:
+        for _ in range(20):
+            area[start:end] = bytes(random.getrandbits(8) for _ in range(end - start))
+            number += 1
+            area[at["request"]:at["request"] + 8] = struct.pack("<Q", number)
+            syscall(202, word, 1, 1, None, None, 0)  # FUTEX_WAKE (x86-64)
 """
 
 
@@ -356,6 +378,13 @@ def main(argv=None):
     if shm["shm_segments"] != 0 or shm["shm_bytes"] != 0 or left:
         tally.fail(f"shared memory of gone clients still held: {shm['shm_segments']} "
                    f"segments, {shm['shm_bytes']} bytes, names {left}")
+    # And the threads that served their requests (each ends within a poll of 100 ms).
+    for _ in range(20):
+        if reference.call("stats").get("shm_request_threads", 0) == 0:
+            break
+        time.sleep(0.1)
+    else:
+        tally.fail("threads serving the requests of gone clients' segments still running")
     # Unused configurations go after 1 s, memory is trimmed on the next reclamation tick.
     rss_end = None
     for _ in range(5):

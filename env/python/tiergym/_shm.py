@@ -7,6 +7,14 @@ dtypes tiergym.VectorEnv gives from replies (decode_info_columns). A view is ove
 by the next batch written to the segment; copy=True gives fresh arrays instead. When the
 server offers it, the client waits for a batch on the segment's seq word (a futex the server
 wakes) instead of for a reply: wait() and announced().
+
+Requests through the segment (PROTOCOL.md "Requests through the segment"): when the reply
+that made the segment says `requests`, the segment is mapped read-write and request() writes
+a batch's actions, resets and autoreset mode into its request area, bumps the request number
+and wakes the server's thread of that segment (a futex); the server answers through the seq
+word as above, with an error written into the segment instead of a reply. No message at all.
+The client's stores reach the server in program order only where the processor keeps them
+so (x86-64): elsewhere requests keep travelling as messages (requests_supported()).
 """
 
 import ctypes
@@ -14,10 +22,12 @@ import ipaddress
 import mmap
 import os
 import platform
+import time
 
 import numpy as np
 
 from ._protocol import _DTYPES, INFO_FLOATS, INFO_INTS, no_refusals
+from .errors import ServerError
 
 _INFO_ARRAYS = INFO_FLOATS + INFO_INTS + ("tier_used_bytes", "action_mask")
 _INFO_KEYS = ("profile",) + _INFO_ARRAYS + ("refused_regions",)
@@ -27,6 +37,7 @@ _INFO_KEYS = ("profile",) + _INFO_ARRAYS + ("refused_regions",)
 # machines that have one here; elsewhere no signal is asked for (the replies carry it).
 _SYS_FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine())
 _FUTEX_WAIT = 0  # shared (no FUTEX_PRIVATE_FLAG): the server's process wakes it
+_FUTEX_WAKE = 1
 _SPINS = 64  # reads of the seq word before sleeping on it (a batch takes tens of us)
 
 
@@ -34,13 +45,13 @@ class _Timespec(ctypes.Structure):
     _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
 
 
-def _futex_wait_function():
+def _futex_functions():
     if _SYS_FUTEX is None:
-        return None
+        return None, None
     try:
         syscall = ctypes.CDLL(None, use_errno=True).syscall  # releases the GIL while waiting
     except (OSError, AttributeError):
-        return None
+        return None, None
     syscall.restype = ctypes.c_long
     syscall.argtypes = [ctypes.c_long, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32,
                         ctypes.POINTER(_Timespec), ctypes.c_void_p, ctypes.c_uint32]
@@ -50,10 +61,29 @@ def _futex_wait_function():
         (returns early on a wake-up, a change, or a signal)."""
         ts = _Timespec(int(seconds), int((seconds % 1) * 1e9))
         syscall(_SYS_FUTEX, address, _FUTEX_WAIT, value, ctypes.byref(ts), None, 0)
-    return wait
+
+    def wake(address):
+        """Wakes a process sleeping on the 32-bit word at `address`."""
+        syscall(_SYS_FUTEX, address, _FUTEX_WAKE, 1, None, None, 0)
+    return wait, wake
 
 
-_futex_wait = _futex_wait_function()
+_futex_wait, _futex_wake = _futex_functions()
+
+# Arrays of the request area (written by the client) and of the error it may get back.
+_REQUEST_ARRAYS = ("request", "request_autoreset", "request_reset", "request_actions",
+                   "error_code", "error_field", "error_message")
+
+
+def requests_supported():
+    """Whether this process may write requests into a segment: the futex call is there and
+    the processor makes stores visible in program order (x86-64), so that a server that
+    sees the new request number sees the request written before it."""
+    return _futex_wake is not None and platform.machine() in ("x86_64", "AMD64")
+
+
+def _text(array):
+    return bytes(array).split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
 def is_local(endpoint):
@@ -83,11 +113,15 @@ class SharedResults:
         name = made["name"]
         if not isinstance(name, str) or "/" in name.lstrip("/") or not name.lstrip("/"):
             raise ValueError(f"shm.name {name!r} is not a shared-memory name")
-        fd = os.open("/dev/shm/" + name.lstrip("/"), os.O_RDONLY | os.O_CLOEXEC)
+        # Read-write only to write requests into it; the results stay read-only views.
+        writable = bool(made.get("requests")) and requests_supported()
+        fd = os.open("/dev/shm/" + name.lstrip("/"),
+                     (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC)
         try:
             if os.fstat(fd).st_size < size:
                 raise ValueError(f"shared-memory segment {name} is smaller than {size} bytes")
-            buf = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+            buf = mmap.mmap(fd, size, mmap.MAP_SHARED,
+                            mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0))
         finally:
             os.close(fd)
         self.arrays = {}
@@ -97,8 +131,10 @@ class SharedResults:
             end = int(a["offset"]) + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
             if end > size:
                 raise ValueError(f"shm.layout: {a['name']} ends past the segment")
-            self.arrays[a["name"]] = np.ndarray(shape, dtype=dtype, buffer=buf,
-                                                offset=int(a["offset"]))
+            array = np.ndarray(shape, dtype=dtype, buffer=buf, offset=int(a["offset"]))
+            if a["name"] not in _REQUEST_ARRAYS:
+                array.flags.writeable = False
+            self.arrays[a["name"]] = array
         if int(self.arrays["seq"][0]) != int(made["seq"]):
             raise ValueError(f"shared-memory segment {name} does not hold batch {made['seq']}")
         self.last_seq = int(made["seq"])
@@ -110,6 +146,14 @@ class SharedResults:
         # The low 32 bits of the (little-endian) seq word: the futex.
         self._seq_address = self._seq.ctypes.data
         self.rows = len(self.arrays["obs"])
+        # Requests through the segment: offered, writable here, and its request area there.
+        self.requests = writable and all(k in self.arrays for k in _REQUEST_ARRAYS)
+        if self.requests:
+            self._request = self.arrays["request"]
+            self._request_address = self._request.ctypes.data
+            self._request_actions = self.arrays["request_actions"]
+            if self._request_actions.ndim != 2 or len(self._request_actions) != self.rows:
+                raise ValueError("shm.layout: request_actions is not [rows, action]")
         # Profile names: one table for every row when the sessions share theirs.
         self._per_row = [list(p) + ["?"] for p in profiles]
         self._shared = (np.array(self._per_row[0], dtype=object)
@@ -183,6 +227,41 @@ class SharedResults:
             return True
         _futex_wait(self._seq_address, now & 0xFFFFFFFF, seconds)
         return int(seq_word[0]) == seq
+
+    def request(self, actions, reset, same_step, timeout, check):
+        """Steps the segment's sessions (all its rows) through its request area: `actions`
+        an integer array [rows, ...] (rows being reset are ignored), `reset` a bool array
+        [rows], `same_step` the autoreset mode. Returns the shm map of the batch, as
+        announced(); raises ServerError with the error the server wrote into the segment
+        (the fields named as in a step_batch message: actions[i][j], reset[i]), TimeoutError
+        when no batch comes within `timeout` s. check() is called between waits (it raises
+        when the server is known to be gone)."""
+        np.copyto(self._request_actions, actions.reshape(self._request_actions.shape),
+                  casting="unsafe")
+        np.copyto(self.arrays["request_reset"], reset, casting="unsafe")
+        self.arrays["request_autoreset"][0] = 1 if same_step else 0
+        seq = self.last_seq + 1
+        # The number last (x86-64 keeps the stores in order), then the server's thread woken.
+        self._request[0] = self._request[0] + np.uint64(1)
+        _futex_wake(self._request_address)
+        deadline = time.monotonic() + timeout
+        while not self.wait(seq, min(0.1, max(deadline - time.monotonic(), 0.0))):
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"no batch in the shared-memory segment within {timeout} s")
+            check()
+        self.last_seq = seq
+        code = _text(self.arrays["error_code"])
+        if code:
+            field = _text(self.arrays["error_field"])
+            message = _text(self.arrays["error_message"])
+            for ours, theirs in (("request_actions", "actions"), ("request_reset", "reset"),
+                                 ("request_autoreset", "autoreset")):
+                if field.startswith(ours):
+                    field = theirs + field[len(ours):]
+                if message.startswith(ours):
+                    message = theirs + message[len(ours):]
+            raise ServerError(code, field, message)
+        return self.announced(seq, self.rows)
 
     def announced(self, seq, rows):
         """The reply's `shm` map for batch `seq` of `rows` entries that the ready signal

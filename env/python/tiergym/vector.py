@@ -36,7 +36,11 @@ keeps every result in the replies. Episodes are the same bit for bit either way.
 returns the segment's arrays themselves (no copy, read-only, overwritten by the next step,
 as InProcessVectorEnv's); copy=True (default) fresh arrays every call. When the server offers
 the ready signal, a step's success gets no reply at all: this process sleeps on a word of
-the segment that the server wakes (a futex), so only the request pays ZeroMQ.
+the segment that the server wakes (a futex), so only the request pays ZeroMQ. When the
+server also takes requests through the segment (hello's limits.max_shm_request_threads;
+x86-64 clients), step() sends no message either: it writes the actions and the entries to
+reset into the segment and wakes the server's thread of that segment (another futex); an
+error comes back through the segment as the same ServerError a reply would give.
 """
 
 import gymnasium
@@ -45,9 +49,9 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from ._protocol import ENV_ID, decode_array, decode_info_columns, decode_spec, encode_array
-from ._shm import SharedResults, is_local
+from ._shm import SharedResults, is_local, requests_supported
 from .connection import DEFAULT_TIMEOUT_S
-from .errors import ServerError
+from .errors import ServerError, ServerUnavailable
 from .env import (_SEED_BOUND, close_connection, config_to_wire, flat_mask, integer_actions,
                   open_connection, space_from_spec)
 
@@ -168,6 +172,9 @@ class VectorEnv(_VectorEnvBase):
     # Wait for shared-memory batches on the segment's ready signal when the server offers
     # it (False: for every batch a reply, as from older servers; the benchmark compares).
     _use_signal = True
+    # Write steps into the segment when the server takes them there (False: every step is
+    # a step_batch message; the benchmark compares).
+    _use_requests = True
 
     def __new__(cls, num_envs=None, address=None, *, inprocess=False, **kwargs):
         # inprocess=True: the environments in this process (tiergym.InProcessVectorEnv,
@@ -225,6 +232,9 @@ class VectorEnv(_VectorEnvBase):
         self._shm_mode = shm
         self._shm_wanted = offered and (shm is True or
                                         (shm is None and is_local(self._connection.endpoint)))
+        limits = self._connection.hello.get("limits", {})
+        self._requests_offered = (self._shm_wanted and requests_supported()
+                                  and int(limits.get("max_shm_request_threads", 0)) > 0)
         self._shared = None  # SharedResults once a segment is mapped
 
     @property
@@ -305,6 +315,8 @@ class VectorEnv(_VectorEnvBase):
         shm = self._shm_field(len(sessions))
         if shm is not None:
             fields["shm"] = shm
+            if shm is True and self._requests_offered and self._use_requests:
+                fields["shm_requests"] = True  # later steps written into the segment
         shared = self._shared
         if isinstance(shm, str) and shared.signal and self._use_signal:
             # No reply when it succeeds: the segment's seq word says the batch is there.
@@ -325,6 +337,38 @@ class VectorEnv(_VectorEnvBase):
                 reply = {"shm": shared.announced(seq, len(sessions))}
             return reply
         return self._connection.call("step_batch", **fields)
+
+    def _through_segment(self):
+        shared = self._shared
+        return shared is not None and shared.requests and self._use_requests
+
+    def _request(self, actions, reset, same_step):
+        """A step of every sub-environment written into the segment (no message): the
+        reply's `shm` map, as _batch's reply gives it."""
+        a = actions
+        if not (type(a) is np.ndarray and a.dtype.kind in "iu"):
+            a = integer_actions(actions, "actions")
+        want = (self.num_envs, *self._action_shape)
+        if a.shape != want:
+            a = a.reshape(want)  # ValueError names both shapes when it cannot
+        connection = self._connection
+
+        def check():
+            server = connection._server
+            if server is not None and not server.alive():
+                raise ServerUnavailable(
+                    f"the tiergym server (pid {server.process.pid}) exited with code "
+                    f"{server.process.returncode}; its log: {server.log_tail()}")
+        try:
+            shm = self._shared.request(a, reset, same_step, connection.timeout, check)
+        except TimeoutError:
+            # The batch may still land in the segment later: from now on every batch is a
+            # message with a reply, whose `seq` tells which batch is there.
+            self._use_requests = self._use_signal = False
+            raise ServerUnavailable(f"no answer from {connection.endpoint} within "
+                                    f"{connection.timeout} s (a step through shared memory); "
+                                    "is the server running?") from None
+        return {"shm": shm}
 
     def _seeds(self, seed, which):
         return batch_seeds(seed, which, self.num_envs, self._seeded)
@@ -377,6 +421,14 @@ class VectorEnv(_VectorEnvBase):
         self._require_open()
         if self._obs is None:
             raise gymnasium.error.ResetNeeded("step() before the first reset()")
+        if self._through_segment():
+            if self.autoreset_mode == NEXT_STEP:
+                reply = self._request(actions, self._autoreset, False)
+            elif self.autoreset_mode == SAME_STEP:
+                reply = self._request(actions, np.zeros(self.num_envs, dtype=bool), True)
+            else:
+                reply = self._request(actions, np.zeros(self.num_envs, dtype=bool), False)
+            return self._finish_step(reply)
         wire = self._actions_to_wire(actions)
         if self.autoreset_mode == NEXT_STEP:
             reply = self._batch(self.sessions, wire, self._autoreset.copy())
@@ -385,6 +437,9 @@ class VectorEnv(_VectorEnvBase):
                                 autoreset=SAME_STEP)
         else:
             reply = self._batch(self.sessions, wire, np.zeros(self.num_envs, dtype=bool))
+        return self._finish_step(reply)
+
+    def _finish_step(self, reply):
         obs, rewards, terminations, truncations, _, infos, final = self._results(
             reply, range(self.num_envs))
         ended = terminations | truncations
