@@ -39,6 +39,7 @@ import sys
 import numpy as np
 
 from tiergym import cosched
+from evaluate import pyplot_or_none
 
 FAST = 1  # the fast tier (hbm) is machine tier 1 on the bundled machines
 
@@ -184,13 +185,8 @@ POLICY_COLOURS = {"default": "#9e9e9e", "blind": "#e6862e", "aware": "#2e7bd6",
 def save_plot(everything, path):
     """Grouped bars: the geometric-mean speedup of every policy on every scenario, each
     tenant's speedup as a dot on its policy's bar. False when matplotlib is missing."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("note: matplotlib is not installed (pip install matplotlib, or "
-              "./scripts/setup.sh examples); no plot", file=sys.stderr)
+    plt = pyplot_or_none()
+    if plt is None:
         return False
     scenarios = list(everything)
     policies = list(POLICY_COLOURS)

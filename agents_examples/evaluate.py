@@ -249,8 +249,8 @@ def format_table(results, header):
     return "\n".join(lines)
 
 
-def save_plot(results, path, title):
-    """Grouped bars: speedup over the default tier per application and policy."""
+def pyplot_or_none():
+    """matplotlib.pyplot drawing into files, or None (saying how to install it)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -258,6 +258,14 @@ def save_plot(results, path, title):
     except ImportError:
         print("note: matplotlib is not installed (pip install matplotlib, or "
               "./scripts/setup.sh examples); no plot", file=sys.stderr)
+        return None
+    return plt
+
+
+def save_plot(results, path, title):
+    """Grouped bars: speedup over the default tier per application and policy."""
+    plt = pyplot_or_none()
+    if plt is None:
         return False
     apps = list(dict.fromkeys(r["profile"] for r in results))
     names = list(dict.fromkeys(r["policy"] for r in results))

@@ -292,13 +292,18 @@ class VectorEnv(_VectorEnvBase):
             raise gymnasium.error.ClosedEnvironmentError(
                 "this tiergym VectorEnv is closed (its sessions ended with close())")
 
-    def _actions_to_wire(self, actions):
+    def _integer_actions(self, actions):
+        """The batch's actions as an integer array of (num_envs, *action shape)."""
         a = actions
         if not (type(a) is np.ndarray and a.dtype.kind in "iu"):
             a = integer_actions(actions, "actions")
         want = (self.num_envs, *self._action_shape)
         if a.shape != want:
             a = a.reshape(want)  # ValueError names both shapes when it cannot
+        return a
+
+    def _actions_to_wire(self, actions):
+        a = self._integer_actions(actions)
         # Tier and move indices usually fit a byte: an eighth of the message (the server
         # takes any integer dtype); anything else (out of range too) goes as int64.
         if a.size and 0 <= a.min() and a.max() <= 255:
@@ -345,12 +350,7 @@ class VectorEnv(_VectorEnvBase):
     def _request(self, actions, reset, same_step):
         """A step of every sub-environment written into the segment (no message): the
         reply's `shm` map, as _batch's reply gives it."""
-        a = actions
-        if not (type(a) is np.ndarray and a.dtype.kind in "iu"):
-            a = integer_actions(actions, "actions")
-        want = (self.num_envs, *self._action_shape)
-        if a.shape != want:
-            a = a.reshape(want)  # ValueError names both shapes when it cannot
+        a = self._integer_actions(actions)
         connection = self._connection
 
         def check():
