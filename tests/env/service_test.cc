@@ -665,6 +665,23 @@ void ExpectSameResult(const StepResult& shm, const StepResult& reply, bool final
   EXPECT_EQ(shm.info.action_mask, reply.info.action_mask);
 }
 
+// The segment holds step `step` (after the making batch) of a batch whose replies are
+// `want`: its sequence number and every entry's results and finals. True when there were
+// finals.
+bool ExpectSegmentHoldsStep(const MappedSegment& seg, const protocol::StepBatchReply& want,
+                            int step, const std::vector<std::string>& profiles) {
+  EXPECT_EQ(seg.At<uint64_t>("seq", 0), 2u + step);
+  EXPECT_EQ(seg.At<uint8_t>("has_final", 0) != 0, !want.finals.empty());
+  for (size_t i = 0; i < want.results.size(); ++i) {
+    const std::string what = StrCat("step ", step, " entry ", i);
+    ExpectSameResult(seg.Result(i, false, profiles), want.results[i], false, what);
+    if (!want.finals.empty()) {
+      ExpectSameResult(seg.Result(i, true, profiles), want.finals[i], true, what + " final");
+    }
+  }
+  return !want.finals.empty();
+}
+
 bool NameExists(const std::string& name) {
   const int fd = shm_open(name.c_str(), O_RDONLY, 0);
   if (fd >= 0) close(fd);
@@ -760,17 +777,8 @@ TEST_F(StepBatchTest, ASignalledBatchGetsNoReplyAndWakesWhoWaitsOnTheSegment) {
         << "no reply: the segment says it";
     waiter.join();
     EXPECT_LT(slept.count(), 5.0) << "woken, not timed out";
-    const auto want = Ok<protocol::StepBatchReply>(Op::kStepBatch, t);
-    EXPECT_EQ(seg.At<uint64_t>("seq", 0), 2u + step);
-    EXPECT_EQ(seg.At<uint8_t>("has_final", 0) != 0, !want.finals.empty());
-    for (size_t i = 0; i < kN; ++i) {
-      const std::string what = StrCat("step ", step, " entry ", i);
-      ExpectSameResult(seg.Result(i, false, profiles), want.results[i], false, what);
-      if (!want.finals.empty()) {
-        saw_final = true;
-        ExpectSameResult(seg.Result(i, true, profiles), want.finals[i], true, what + " final");
-      }
-    }
+    saw_final |= ExpectSegmentHoldsStep(seg, Ok<protocol::StepBatchReply>(Op::kStepBatch, t), step,
+                                        profiles);
   }
   EXPECT_TRUE(saw_final);
   // A signalled batch that fails is a reply; the segment keeps its batch.
@@ -888,17 +896,8 @@ TEST_F(StepBatchTest, RequestsThroughTheSegmentStepAsBatchesDo) {
     ASSERT_TRUE(client.Request(actions, std::vector<uint8_t>(kN, 0), /*same_step=*/1))
         << "step " << step;
     EXPECT_EQ(client.Text("error_code"), "") << client.Text("error_message");
-    const auto want = Ok<protocol::StepBatchReply>(Op::kStepBatch, t);
-    EXPECT_EQ(seg.At<uint64_t>("seq", 0), 2u + step);
-    EXPECT_EQ(seg.At<uint8_t>("has_final", 0) != 0, !want.finals.empty());
-    for (size_t i = 0; i < kN; ++i) {
-      const std::string what = StrCat("step ", step, " entry ", i);
-      ExpectSameResult(seg.Result(i, false, profiles), want.results[i], false, what);
-      if (!want.finals.empty()) {
-        saw_final = true;
-        ExpectSameResult(seg.Result(i, true, profiles), want.finals[i], true, what + " final");
-      }
-    }
+    saw_final |= ExpectSegmentHoldsStep(seg, Ok<protocol::StepBatchReply>(Op::kStepBatch, t), step,
+                                        profiles);
     // The first request unlinked the name (the client has mapped it).
     EXPECT_FALSE(NameExists(made.shm->name));
   }

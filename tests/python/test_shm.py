@@ -42,6 +42,27 @@ def tiergym_segments():
     return sorted(n for n in os.listdir("/dev/shm") if n.startswith("tiergym-"))
 
 
+def kill_and_wait_until_freed(server, script, counter, settle_s=0.0):
+    """Runs `script`, a client that prints "ready" once it holds what `counter` (a stats
+    key) counts, checks the server counts one, kills the client with SIGKILL and waits (10 s
+    at most) for the count to fall to 0: the server's stats then."""
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout.readline().strip() == b"ready"
+        time.sleep(settle_s)
+        assert stats(server)[counter] == 1
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while stats(server)[counter] != 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return stats(server)
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()
+
+
 def test_only_local_addresses_are_local():
     assert is_local("ipc:///tmp/x.sock")
     assert is_local("tcp://127.0.0.1:5555") and is_local("tcp://127.3.4.5:1")
@@ -177,21 +198,8 @@ def test_a_client_that_dies_has_its_segments_freed(server):
         print("ready", flush=True)
         time.sleep(60)
     """)
-    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
-    try:
-        assert child.stdout.readline().strip() == b"ready"
-        assert stats(server)["shm_segments"] == 1
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while stats(server)["shm_segments"] != 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        s = stats(server)
-        assert s["shm_segments"] == 0 and s["shm_bytes"] == 0
-    finally:
-        child.kill()
-        child.wait()
-        child.stdout.close()
+    s = kill_and_wait_until_freed(server, script, "shm_segments")
+    assert s["shm_segments"] == 0 and s["shm_bytes"] == 0
 
 
 @needs_binary
@@ -367,21 +375,7 @@ def test_request_threads_are_bounded_and_a_dead_client_frees_its_thread():
             while True:
                 envs.step(np.zeros((8, 16), dtype=np.int64))
         """)
-        child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
-        try:
-            assert child.stdout.readline().strip() == b"ready"
-            time.sleep(0.2)
-            assert stats(s)["shm_request_threads"] == 1
-            child.send_signal(signal.SIGKILL)
-            child.wait(timeout=10)
-            deadline = time.monotonic() + 10
-            while stats(s)["shm_request_threads"] != 0 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            st = stats(s)
-            assert st["shm_request_threads"] == 0 and st["shm_segments"] == 0
-        finally:
-            child.kill()
-            child.wait()
-            child.stdout.close()
+        st = kill_and_wait_until_freed(s, script, "shm_request_threads", settle_s=0.2)
+        assert st["shm_request_threads"] == 0 and st["shm_segments"] == 0
     finally:
         s.close()
