@@ -17,8 +17,8 @@
                         environment and step) against the same server: what a Python user
                         gets without a vector environment
 
-in rounds, with the issue's ratios taken between figures of the same round (median and range
-over the rounds) (issue 20: Python in-process with 64
+in rounds, with the target ratios taken between figures of the same round (median and range
+over the rounds) (targets: Python in-process with 64
 environments >= 0.5 of C++ in-process at equal threads, >= 5x the batched ZeroMQ path, >= 20x
 SyncVectorEnv; the shared-memory path >= 0.5 of Python in-process at equal threads, measured
 also interleaved with it in slices of 0.1 s so that both see the same load). Every path runs the default configuration (bundled profiles, 64 regions, 100
@@ -364,7 +364,7 @@ def main():
 
 
 def full_checks(rounds, ratio):
-    """The issue's goals, as (label, (median, low, high), goal)."""
+    """The goals, as (label, (median, low, high), goal)."""
     checks = []
     for threads in (1, 2):
         if f"cpp{threads}" in rounds[0]:

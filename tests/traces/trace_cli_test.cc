@@ -113,7 +113,7 @@ TEST(TraceCliTest, MissingFileSaysWhichFile) {
   EXPECT_THAT(v.out, HasSubstr("INVALID /nonexistent/x.csv: no such file or directory"));
 }
 
-// The acceptance check: `trace info` on a CSV of at least 5 million samples.
+// The acceptance check: `trace info` on a CSV of at least 5 million samples.
 TEST(TraceCliTest, InfoHandlesAFiveMillionSampleCsv) {
   const std::string dir = ::testing::TempDir() + "/cli_5m";
   fs::remove_all(dir);
