@@ -64,11 +64,9 @@ ShmBatchShape ShapeOf(const EnvSpec& spec, size_t rows) {
     s.mask = n;
     s.mask_columns = 0;
   }
+  s.action = 1;  // a Discrete action is one integer
   if (spec.action.kind == Space::kMultiDiscrete) {
-    s.action = 1;
     for (int64_t d : spec.action.shape) s.action *= static_cast<size_t>(std::max<int64_t>(d, 0));
-  } else {
-    s.action = 1;
   }
   return s;
 }
