@@ -102,6 +102,16 @@ def test_bad_configurations_name_the_key():
         cosched.SchedulerEnv(objective="best")
 
 
+def test_a_malformed_apps_csv_is_an_error_naming_its_line(tmp_path, monkeypatch):
+    path = tmp_path / "apps.csv"
+    path.write_text("app,read_gbps,write_gbps\nminife,32.5,5.8\nlulesh,fast,1\n")
+    monkeypatch.setattr(cosched, "_bundled_data", lambda name: path)
+    with pytest.raises(ValueError, match=rf"{path}:3: expected app,read_gbps,write_gbps"):
+        cosched.bundled_read_pct()
+    path.write_text("app,read_gbps,write_gbps\nminife,32.5,5.8\n")
+    assert cosched.bundled_read_pct() == pytest.approx({"minife": 100 * 32.5 / 38.3})
+
+
 def test_the_bundled_applications_read_shares_are_the_default():
     # apps.csv's read / (read + write) bandwidth: minife 85 %, lulesh 65 %.
     config = cosched.scenario_config("knl-2")

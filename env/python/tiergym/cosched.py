@@ -58,6 +58,7 @@ its traffic, which picks the co-runners' curves) to the bundled applications' sh
 65 %, nekbone 72 %, lammps 80 %), 100 for a tenant not among them, when any tenant is.
 """
 
+import csv
 import math
 import pathlib
 
@@ -115,17 +116,16 @@ def bundled_read_pct():
     if path is None:
         return {}
     shares = {}
-    with open(path, encoding="utf-8") as f:
-        header = f.readline().strip().split(",")
-        col = {name: i for i, name in enumerate(header)}
-        for line in f:
-            fields = line.strip().split(",")
-            if len(fields) != len(header):
-                continue
-            read = float(fields[col["read_gbps"]])
-            write = float(fields[col["write_gbps"]])
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = csv.DictReader(f)
+        for row in rows:
+            try:
+                app, read, write = row["app"], float(row["read_gbps"]), float(row["write_gbps"])
+            except (KeyError, TypeError, ValueError) as e:
+                raise ValueError(f"{path}:{rows.line_num}: expected app,read_gbps,write_gbps "
+                                 f"({type(e).__name__}: {e})") from None
             if read + write > 0:
-                shares[fields[col["app"]]] = 100.0 * read / (read + write)
+                shares[app] = 100.0 * read / (read + write)
     return shares
 
 
