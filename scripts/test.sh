@@ -14,8 +14,6 @@ echo "== Hygiene: clang-format (scripts/check_format.sh)"
 t1=$(date +%s)
 # Warnings fail the build here (and so in CI).
 TIERGYM_WERROR=ON ./scripts/build.sh
-echo "== Hygiene: clang-tidy on the most recently changed sources (scripts/check_tidy.sh)"
-./scripts/check_tidy.sh build 4
 t2=$(date +%s)
 echo "== C++ tests (ctest)"
 # One more test than cores: many tests wait on sockets and child processes.
@@ -33,12 +31,26 @@ set -m  # its own process group, so that an early exit stops the whole build and
   nice -n 10 ./scripts/fuzz.sh >"$fuzz_dir/run.log" 2>&1
 ) &
 fuzz=$!
+# clang-tidy too (a finding fails the run, reported after the Python tests).
+(nice -n 10 ./scripts/check_tidy.sh build 4 >"$fuzz_dir/tidy.log" 2>&1) &
+tidy=$!
 set +m
-trap 'kill -- "-$fuzz" 2>/dev/null || true; rm -rf "$fuzz_dir"' EXIT
-echo "== Python tests (pytest, .venv; the fuzzers build beside them)"
-# The package's own binary (installed in .venv by setup.sh) serves the Python tests.
-.venv/bin/python -m pytest -q -p no:cacheprovider --durations=12 tests/python
+trap 'kill -- "-$fuzz" 2>/dev/null || true; kill -- "-$tidy" 2>/dev/null || true; rm -rf "$fuzz_dir"' EXIT
+echo "== Python tests (pytest, .venv; clang-tidy and the fuzzers' build beside them)"
+# The package's own binary (installed in .venv by setup.sh) serves the Python tests. They
+# run on every core (pytest-xdist), a module's tests in one worker (they share its
+# servers); RLlib's module, the longest, is handed out first. The few that look at the
+# whole machine (marked alone: /dev/shm) run afterwards, by themselves.
+pytest=(.venv/bin/python -m pytest -q -p no:cacheprovider)
+"${pytest[@]}" -n "$(nproc)" --dist loadfile --durations=12 -m "not alone" \
+  tests/python/test_rllib.py tests/python
+"${pytest[@]}" -m alone tests/python
 t4=$(date +%s)
+echo "== Hygiene: clang-tidy on the most recently changed sources (scripts/check_tidy.sh)"
+tidy_status=0
+wait "$tidy" || tidy_status=$?
+cat "$fuzz_dir/tidy.log"
+[ "$tidy_status" = 0 ] || exit 1
 touch "$fuzz_dir/go"
 echo "== Soak (tests/soak/soak.py: hostile and killed clients against one server; the fuzzers run beside it)"
 .venv/bin/python tests/soak/soak.py --seconds "${TIERGYM_SOAK_SECONDS:-45}" --binary build/bin/tiergym
@@ -57,4 +69,4 @@ cat "$fuzz_dir/run.log"
 trap - EXIT
 rm -rf "$fuzz_dir"
 t5=$(date +%s)
-echo "test.sh: setup $((t1 - t0)) s, C++ build $((t2 - t1)) s, ctest $((t3 - t2)) s, pytest $((t4 - t3)) s, soak and fuzz $((t5 - t4)) s; total $((t5 - t0)) s"
+echo "test.sh: setup $((t1 - t0)) s, C++ build $((t2 - t1)) s, ctest $((t3 - t2)) s, pytest (and clang-tidy) $((t4 - t3)) s, soak and fuzz $((t5 - t4)) s; total $((t5 - t0)) s"

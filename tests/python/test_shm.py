@@ -170,6 +170,7 @@ def test_a_signalled_batch_not_seen_in_time_is_never_taken_for_the_next(server):
 
 
 @needs_binary
+@pytest.mark.alone  # counts every tiergym segment in /dev/shm
 def test_segments_leave_no_name_and_go_with_the_environment(server):
     before = tiergym_segments()
     envs = tiergym.VectorEnv(4, address=server, **CONFIG)  # shm chosen by itself: ipc
