@@ -407,7 +407,8 @@ def plot(path, runs, heuristics, oracle, train, held_out, title):
             ys = np.array([[fraction_of_oracle(p["returns"], oracle, apps) for p in c[:n]]
                            for c in curves])
             color = colors[families.index(name.removesuffix("-tuned")) % len(colors)]
-            ax.plot(xs, ys.mean(axis=0), color=color, label=f"{name} ({len(curves)} seeds)",
+            seeds_label = f"{len(curves)} seed" + ("s" if len(curves) > 1 else "")
+            ax.plot(xs, ys.mean(axis=0), color=color, label=f"{name} ({seeds_label})",
                     ls="--" if name.endswith("-tuned") else "-")
             if len(curves) > 1:
                 ax.fill_between(xs, ys.min(axis=0), ys.max(axis=0), color=color, alpha=0.15)
