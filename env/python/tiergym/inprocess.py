@@ -28,7 +28,9 @@ EnvPool-style asynchronous stepping:
         envs.send(policy(obs), infos["env_id"])
 
 recv() returns the first batch_size environments whose step finished, infos["env_id"]
-saying which; send(actions, env_ids) queues their next steps and returns at once.
+saying which; send(actions, env_ids) queues their next steps and returns at once. With
+fewer steps in flight than batch_size, recv() raises (it would wait forever): lower
+envs.batch_size to envs.in_flight to take the last ones.
 
 The extension is built by `pip install .` (scikit-build-core with nanobind) into the
 package, or by CMake with nanobind (TIERGYM_BUILD_PYTHON_EXT) into build/python/tiergym/;
