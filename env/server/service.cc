@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <ctime>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -53,6 +54,9 @@ struct Service::Segment {
   ShmRequest copy;
   protocol::StepBatchRequest batch_request;
   std::vector<size_t> lock_order;  // of `sessions` (distinct: the making batch was checked)
+  // CPU time a row of its requests took (moving average; 0 before the first): whether the
+  // pool helps with the next (ServeRequest).
+  double row_cpu_ns = 0;
   Segment() = default;
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;
@@ -182,6 +186,16 @@ void Service::ReapWaiters(bool all) {
 
 namespace {
 constexpr int kRequestPollMs = 100;  // how often a request thread looks for its closing
+// A request through a segment whose batch takes less CPU time than this is stepped by the
+// segment's thread alone: waking a pool thread (and the thread switches that come with it)
+// would cost more than the half of the batch it takes over, the more so on busy cores.
+constexpr double kParallelBatchCpuNs = 200e3;
+
+double ThreadCpuNs() {
+  timespec ts = {};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
+}
 }  // namespace
 
 void Service::ServeSegment(const std::shared_ptr<Segment>& segment) {
@@ -237,10 +251,19 @@ void Service::ServeRequest(Segment& segment) {
     r.shm_signal = true;  // success: published and woken in WriteToSegment
     ReplyBody body;
     try {
-      // This thread and size() - 1 of the pool's: the server's --threads step the batch.
-      body =
-          StepBatch(r, segment.owner, pool_ == nullptr ? 0 : static_cast<size_t>(pool_->size() - 1),
-                    &segment.lock_order);
+      // This thread and size() - 1 of the pool's (the server's --threads) step a batch long
+      // enough to be worth sharing; a short one (64 environments of the default
+      // configuration take tens of us) this thread alone.
+      const size_t helpers = pool_ == nullptr ? 0 : static_cast<size_t>(pool_->size() - 1);
+      const bool share =
+          helpers > 0 && segment.row_cpu_ns * static_cast<double>(n) >= kParallelBatchCpuNs;
+      const double cpu0 = ThreadCpuNs();
+      body = StepBatch(r, segment.owner, share ? helpers : 0, &segment.lock_order);
+      // This thread's CPU time per row: the batch's when it ran alone, about its share when
+      // the pool helped (so a batch shares only when its share alone is worth it, and one
+      // near the threshold does not keep its helpers for ever).
+      const double row = (ThreadCpuNs() - cpu0) / static_cast<double>(std::max<size_t>(n, 1));
+      segment.row_cpu_ns = segment.row_cpu_ns == 0 ? row : 0.875 * segment.row_cpu_ns + 0.125 * row;
     } catch (const std::exception& e) {
       body = MakeError(absl::StatusCode::kInternal, "request",
                        StrCat("unexpected exception: ", e.what()));
@@ -736,16 +759,23 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
   {
     std::unordered_map<std::string_view, size_t> seen;
     if (lock_order == nullptr) seen.reserve(n);
+    // The field an error names is spelled out only on an error (Acquire and CheckAction
+    // change nothing when they fail: called again, they fail the same way, with its name).
     for (size_t i = 0; i < n; ++i) {
-      const std::string field = StrCat("sessions[", i, "]");
       auto [it, inserted] =
           lock_order == nullptr ? seen.emplace(r.sessions[i], i) : std::pair{seen.end(), true};
       if (!inserted) {
-        return MakeError(absl::StatusCode::kInvalidArgument, field,
+        return MakeError(absl::StatusCode::kInvalidArgument, StrCat("sessions[", i, "]"),
                          StrCat("the same session as sessions[", it->second, "]"));
       }
-      absl::StatusOr<Lease> lease = Acquire(r.sessions[i], owner, field);
-      if (!lease.ok()) return FieldOf(lease.status(), field);
+      absl::StatusOr<Lease> lease = Acquire(r.sessions[i], owner, {});
+      if (!lease.ok()) {
+        const std::string field = StrCat("sessions[", i, "]");
+        absl::StatusOr<Lease> again = Acquire(r.sessions[i], owner, field);
+        if (!again.ok()) return FieldOf(again.status(), field);
+        leases.push_back(std::move(*again));
+        continue;
+      }
       leases.push_back(std::move(*lease));
     }
   }
@@ -773,9 +803,9 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
   for (size_t i = 0; i < n; ++i) {
     if (resetting(i)) continue;
     if (!leases[i]->in_episode) return NoEpisode(StrCat("sessions[", i, "]"));
-    const std::string field = StrCat("actions[", i, "]");
-    if (absl::Status c = CheckAction(spec0, r.actions[i], field); !c.ok()) {
-      return FieldOf(c, field);
+    if (!CheckAction(spec0, r.actions[i], {}).ok()) {
+      const std::string field = StrCat("actions[", i, "]");
+      return FieldOf(CheckAction(spec0, r.actions[i], field), field);
     }
   }
 
@@ -848,14 +878,28 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
     reply.results[i].truncated = finals[i].truncated;
     reply.was_reset[i] = 1;
   };
-  // With a segment, each entry's row is written by the thread that stepped it.
+  // With a segment, each entry's row is written by the thread that stepped it. When the
+  // reply carries no results (a segment that was named, not made), the entry's results are
+  // freed as soon as they are written, as the in-process environment does: the next
+  // entry's allocations reuse memory still in cache, instead of a batch of frees at the end.
+  const bool rows_only = segment != nullptr && !made;
   std::vector<absl::Status> write_errors(segment != nullptr ? n : 0);
+  std::atomic<bool> any_refused{false};  // for the segment's summary
   auto body = [&](size_t i) {
     step(i);
-    if (segment != nullptr && errors[i].ok()) {
-      write_errors[i] = segment->batch->WriteRow(i, reply.results[i], reply.was_reset[i] != 0,
-                                                 leases[i]->env->spec());
+    if (segment == nullptr || !errors[i].ok()) return;
+    ShmBatch& shm = *segment->batch;
+    const EnvSpec& spec = leases[i]->env->spec();
+    if (!reply.results[i].info.refused_regions.empty()) {
+      any_refused.store(true, std::memory_order_relaxed);
     }
+    write_errors[i] = shm.WriteRow(i, reply.results[i], reply.was_reset[i] != 0, spec);
+    if (!rows_only) return;
+    if (ended[i] != 0) {
+      if (write_errors[i].ok()) write_errors[i] = shm.WriteFinal(i, finals[i], spec);
+      finals[i] = StepResult{};
+    }
+    reply.results[i] = StepResult{};
   };
   if (pool_ != nullptr && n > 1) {
     pool_->ParallelFor(n, body, max_helpers);
@@ -868,14 +912,16 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
       return StepError(errors[i], StrCat("sessions[", i, "]"), StrCat("actions[", i, "]"));
     }
   }
-  if (same_step && std::find(ended.begin(), ended.end(), 1) != ended.end()) {
+  const bool any_ended = same_step && std::find(ended.begin(), ended.end(), 1) != ended.end();
+  if (any_ended && !rows_only) {
     for (size_t i = 0; i < n; ++i) {
       if (!ended[i]) finals[i] = reply.results[i];
     }
     reply.finals = std::move(finals);
   }
   if (segment != nullptr) {
-    return WriteToSegment(*segment, made, r.shm_signal, leases, write_errors, reply);
+    return WriteToSegment(*segment, made, r.shm_signal, leases, write_errors, reply,
+                          rows_only && any_ended ? &ended : nullptr, any_refused.load());
   }
   return reply;
 }
@@ -883,14 +929,21 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
 ReplyBody Service::WriteToSegment(Segment& segment, bool made, bool signal,
                                   const std::vector<Lease>& leases,
                                   std::vector<absl::Status>& errors,
-                                  protocol::StepBatchReply& reply) {
+                                  protocol::StepBatchReply& reply,
+                                  const std::vector<uint8_t>* ended, bool any_refused) {
   ShmBatch& batch = *segment.batch;
   const size_t n = reply.results.size();
-  const bool has_final = !reply.finals.empty();
+  const bool has_final = ended != nullptr || !reply.finals.empty();
   // The rows are written (errors holds how that went); the final rows when an episode
-  // ended (rarely: once per episode).
+  // ended (rarely: once per episode). With `ended`, the results are gone: the ended rows'
+  // finals are written, the others' are their rows, copied within the segment.
   for (size_t i = 0; i < n && has_final; ++i) {
-    if (errors[i].ok()) errors[i] = batch.WriteFinal(i, reply.finals[i], leases[i]->env->spec());
+    if (!errors[i].ok()) continue;
+    if (ended == nullptr) {
+      errors[i] = batch.WriteFinal(i, reply.finals[i], leases[i]->env->spec());
+    } else if ((*ended)[i] == 0) {
+      batch.CopyRowToFinal(i);
+    }
   }
   for (size_t i = 0; i < n; ++i) {
     if (!errors[i].ok()) {
@@ -902,7 +955,11 @@ ReplyBody Service::WriteToSegment(Segment& segment, bool made, bool signal,
   // announced (a signalled client may look for it as soon as it is woken).
   if (!made) batch.Unlink();
   if (batch.requests()) batch.ClearError();
-  batch.Publish(++segment.seq, has_final);
+  const bool any_reset =
+      std::find(reply.was_reset.begin(), reply.was_reset.end(), 1) != reply.was_reset.end();
+  batch.Publish(++segment.seq, has_final,
+                static_cast<uint8_t>((any_refused ? ShmBatch::kSummaryRefused : 0) |
+                                     (any_reset ? ShmBatch::kSummaryReset : 0)));
   if (signal) {
     // The client waits on the seq word (shm_signal): woken, it reads the batch there.
     batch.Wake();
