@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
-#include <ctime>
+#include <chrono>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -54,9 +54,11 @@ struct Service::Segment {
   ShmRequest copy;
   protocol::StepBatchRequest batch_request;
   std::vector<size_t> lock_order;  // of `sessions` (distinct: the making batch was checked)
-  // CPU time a row of its requests took (moving average; 0 before the first): whether the
-  // pool helps with the next (ServeRequest).
-  double row_cpu_ns = 0;
+  // How long its requests' batches took (moving averages, ns; 0 before the first) stepped
+  // by its thread alone and with the pool's help, and requests served: which way the next
+  // is stepped (ServeRequest).
+  double alone_ns = 0, shared_ns = 0;
+  uint64_t served = 0;
   Segment() = default;
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;
@@ -186,15 +188,16 @@ void Service::ReapWaiters(bool all) {
 
 namespace {
 constexpr int kRequestPollMs = 100;  // how often a request thread looks for its closing
-// A request through a segment whose batch takes less CPU time than this is stepped by the
-// segment's thread alone: waking a pool thread (and the thread switches that come with it)
-// would cost more than the half of the batch it takes over, the more so on busy cores.
-constexpr double kParallelBatchCpuNs = 200e3;
+// A segment's thread steps a request's batch alone or with the pool's threads, whichever
+// took less time lately: a short batch on busy cores is done before a pool thread would
+// even run (waking it, and the thread switches that come with it, cost more than the half
+// it would take over), a long one on idle cores takes half the time with two. Every
+// kTryOtherEvery-th request goes the other way, so that a change of load is seen.
+constexpr uint64_t kTryOtherEvery = 32;
 
-double ThreadCpuNs() {
-  timespec ts = {};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
+// Moves a moving average towards `ns` (the first value: set to it).
+void Average(double& average, double ns) {
+  average = average == 0 ? ns : 0.875 * average + 0.125 * ns;
 }
 }  // namespace
 
@@ -251,19 +254,24 @@ void Service::ServeRequest(Segment& segment) {
     r.shm_signal = true;  // success: published and woken in WriteToSegment
     ReplyBody body;
     try {
-      // This thread and size() - 1 of the pool's (the server's --threads) step a batch long
-      // enough to be worth sharing; a short one (64 environments of the default
-      // configuration take tens of us) this thread alone.
+      // This thread alone, or with size() - 1 of the pool's (the server's --threads): the
+      // way that took less time lately (kTryOtherEvery).
       const size_t helpers = pool_ == nullptr ? 0 : static_cast<size_t>(pool_->size() - 1);
-      const bool share =
-          helpers > 0 && segment.row_cpu_ns * static_cast<double>(n) >= kParallelBatchCpuNs;
-      const double cpu0 = ThreadCpuNs();
+      bool share = false;
+      if (helpers > 0) {
+        const bool faster = segment.shared_ns < segment.alone_ns;
+        if (segment.alone_ns == 0 || segment.shared_ns == 0) {
+          share = segment.alone_ns != 0;  // each way once first
+        } else {
+          share = ++segment.served % kTryOtherEvery == 0 ? !faster : faster;
+        }
+      }
+      const auto start = std::chrono::steady_clock::now();
       body = StepBatch(r, segment.owner, share ? helpers : 0, &segment.lock_order);
-      // This thread's CPU time per row: the batch's when it ran alone, about its share when
-      // the pool helped (so a batch shares only when its share alone is worth it, and one
-      // near the threshold does not keep its helpers for ever).
-      const double row = (ThreadCpuNs() - cpu0) / static_cast<double>(std::max<size_t>(n, 1));
-      segment.row_cpu_ns = segment.row_cpu_ns == 0 ? row : 0.875 * segment.row_cpu_ns + 0.125 * row;
+      const double ns =
+          std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start)
+              .count();
+      Average(share ? segment.shared_ns : segment.alone_ns, std::max(ns, 1.0));
     } catch (const std::exception& e) {
       body = MakeError(absl::StatusCode::kInternal, "request",
                        StrCat("unexpected exception: ", e.what()));
