@@ -228,7 +228,6 @@ void Service::ServeRequest(Segment& segment) {
   ShmRequest& req = segment.copy;
   segment.batch->ReadRequest(req);
   const size_t n = segment.sessions.size();
-  const size_t width = segment.batch->shape().action;
   std::optional<Error> error;
   if (req.autoreset > 1) {
     error = MakeError(absl::StatusCode::kInvalidArgument, "request_autoreset",
@@ -245,11 +244,10 @@ void Service::ServeRequest(Segment& segment) {
     if (r.sessions.empty()) r.sessions = segment.sessions;
     r.reset.assign(req.reset.begin(), req.reset.begin() + static_cast<std::ptrdiff_t>(n));
     r.autoreset = req.autoreset == 1 ? protocol::Autoreset::kSameStep : protocol::Autoreset::kNone;
+    // The copy's actions, one per entry (the two vectors trade places: each keeps its
+    // rows' capacity for the request after next).
+    r.actions.swap(req.actions);
     r.actions.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      const auto row = req.actions.begin() + static_cast<std::ptrdiff_t>(i * width);
-      r.actions[i].values.assign(row, row + static_cast<std::ptrdiff_t>(width));
-    }
     r.shm_segment = segment.handle;
     r.shm_signal = true;  // success: published and woken in WriteToSegment
     ReplyBody body;
@@ -271,7 +269,10 @@ void Service::ServeRequest(Segment& segment) {
       const double ns =
           std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start)
               .count();
-      Average(share ? segment.shared_ns : segment.alone_ns, std::max(ns, 1.0));
+      // A refused batch (checked, nothing stepped) says nothing of the steps' time.
+      if (!std::holds_alternative<Error>(body)) {
+        Average(share ? segment.shared_ns : segment.alone_ns, std::max(ns, 1.0));
+      }
     } catch (const std::exception& e) {
       body = MakeError(absl::StatusCode::kInternal, "request",
                        StrCat("unexpected exception: ", e.what()));

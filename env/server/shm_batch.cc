@@ -245,7 +245,10 @@ void ShmBatch::ReadRequest(ShmRequest& r) const {
   const auto* reset = At<const uint8_t>(request_reset_);
   r.reset.assign(reset, reset + shape_.rows);
   const auto* actions = At<const int64_t>(request_actions_);
-  r.actions.assign(actions, actions + shape_.rows * shape_.action);
+  r.actions.resize(shape_.rows);
+  for (size_t i = 0; i < shape_.rows; ++i) {
+    r.actions[i].values.assign(actions + i * shape_.action, actions + (i + 1) * shape_.action);
+  }
 }
 
 void ShmBatch::SetError(std::string_view code, std::string_view field, std::string_view message) {

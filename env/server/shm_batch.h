@@ -63,10 +63,10 @@ ShmBatchShape ShapeOf(const EnvSpec& spec, size_t rows);
 // A request copied out of a segment's request area (the client may change the area at any
 // time; this copy does not change).
 struct ShmRequest {
-  uint64_t number = 0;           // the request number the client wrote
-  uint8_t autoreset = 0;         // as written: 0 none, 1 same_step, anything else wrong
-  std::vector<uint8_t> reset;    // [rows], as written: 0 step, 1 reset, anything else wrong
-  std::vector<int64_t> actions;  // [rows * action]
+  uint64_t number = 0;          // the request number the client wrote
+  uint8_t autoreset = 0;        // as written: 0 none, 1 same_step, anything else wrong
+  std::vector<uint8_t> reset;   // [rows], as written: 0 step, 1 reset, anything else wrong
+  std::vector<Action> actions;  // [rows], each of `action` values
 };
 
 class ShmBatch {
