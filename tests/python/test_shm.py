@@ -7,7 +7,9 @@ the environment closes or its process dies. A batch whose success the segment's 
 announces (a futex) gets no reply and gives the same episodes. Steps written into the segment
 (no message at all; PROTOCOL.md "Requests through the segment") give the same episodes and
 the same errors; garbage a client writes there is an error naming the array, threads are
-bounded and end with their segment, a client that dies mid-request frees its thread."""
+bounded and end with their segment, a client that dies mid-request frees its thread. The
+waits on the segment's words go through the compiled extension when the package has it and
+through ctypes otherwise, with the same episodes."""
 
 import os
 import signal
@@ -95,6 +97,31 @@ def test_episodes_are_bit_identical_to_results_in_the_replies(server, mode, copy
                 assert not out[0].flags.writeable  # the segment's own array, read-only
 
         assert_same_steps(shared, plain, mode, segment_arrays_are_read_only)
+    finally:
+        plain.close()
+        shared.close()
+
+
+@needs_binary
+@pytest.mark.parametrize("waits", ["compiled", "ctypes"])
+def test_the_waits_through_the_extension_and_through_ctypes_give_the_same_episodes(
+        server, waits, monkeypatch):
+    # The futex calls and the spin on seq: tiergym._core's when the package has it, else
+    # ctypes' (both must serve).
+    if waits == "compiled" and _shm._native_waits() is None:
+        pytest.skip("tiergym._core (with wait_seq) is not built")
+    monkeypatch.setattr(_shm, "_native", [None] if waits == "ctypes" else [])
+    n = len(CONFIGS)
+    mode = tiergym.SAME_STEP
+    plain = tiergym.VectorEnv(n, address=server, autoreset_mode=mode, configs=CONFIGS,
+                              shm=False, **CONFIG)
+    shared = tiergym.VectorEnv(n, address=server, autoreset_mode=mode, configs=CONFIGS,
+                               shm=True, copy=False, **CONFIG)
+    try:
+        seeds = [21, 22, 23, 24, 25]
+        assert_same_outputs(shared.reset(seed=seeds), plain.reset(seed=seeds), "reset")
+        assert shared.shm and (shared._shared._native is None) == (waits == "ctypes")
+        assert_same_steps(shared, plain, mode)
     finally:
         plain.close()
         shared.close()

@@ -72,6 +72,23 @@ def _futex_functions():
 
 
 _futex_wait, _futex_wake = _futex_functions()
+_native = []  # [tiergym._core or None], once looked for
+
+
+def _native_waits():
+    """tiergym._core when it has futex_wake and wait_seq (the compiled extension, when the
+    package has it: a call costs a tenth of a ctypes call, and the spin on `seq` runs in C),
+    else None (the ctypes functions above serve)."""
+    if not _native:
+        core = None
+        try:
+            from .inprocess import load_core
+            core = load_core()
+        except (ImportError, OSError):
+            pass
+        _native.append(core if hasattr(core, "wait_seq") and hasattr(core, "futex_wake")
+                       else None)
+    return _native[0]
 
 # Arrays of the request area (written by the client) and of the error it may get back.
 _REQUEST_ARRAYS = ("request", "request_autoreset", "request_reset", "request_actions",
@@ -161,6 +178,8 @@ class SharedResults:
         self._summary = word("summary", "B", 1) if "summary" in offsets else None
         # The low 32 bits of the (little-endian) seq word: the futex.
         self._seq_address = self._seq.ctypes.data
+        self._native = _native_waits() if _futex_wait is not None else None
+        self._wake = self._native.futex_wake if self._native is not None else _futex_wake
         self.rows = len(self.arrays["obs"])
         # Requests through the segment: offered, writable here, and its request area there.
         self.requests = writable and all(k in self.arrays for k in _REQUEST_ARRAYS)
@@ -257,6 +276,8 @@ class SharedResults:
     def wait(self, seq, seconds):
         """Whether the segment holds batch `seq` within `seconds`: a few reads of the seq
         word, then a sleep on it (the server wakes it when it writes a batch)."""
+        if self._native is not None:
+            return self._native.wait_seq(self._seq_address, seq, self._spins, seconds)
         seq_word = self._seq_word
         for _ in range(self._spins):
             if seq_word[0] == seq:
@@ -283,7 +304,7 @@ class SharedResults:
         # The number last (x86-64 keeps the stores in order), then the server's thread woken.
         number = self._request_word
         number[0] = (number[0] + 1) & 0xFFFFFFFFFFFFFFFF
-        _futex_wake(self._request_address)
+        self._wake(self._request_address)
         if not self.wait(seq, min(0.1, timeout)):
             deadline = time.monotonic() + timeout
             while not self.wait(seq, min(0.1, max(deadline - time.monotonic(), 0.0))):
