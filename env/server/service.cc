@@ -38,6 +38,41 @@ struct Service::Session {
   std::vector<std::string> segments;  // handles of segments made with it (guarded by mu_)
 };
 
+namespace {
+
+// One of two ways of doing something, chosen by the time each took lately (moving
+// averages): the faster, and the other after kTryOtherAfter uses, then after twice as many
+// each time it stays slower (at most kTryOtherMax), so that a change of load is seen without
+// paying often for a way that stays slower.
+class TwoWays {
+ public:
+  static constexpr uint64_t kTryOtherAfter = 32, kTryOtherMax = 1024;
+  // The way to take now: 0 or 1 (each once first).
+  int Choose() {
+    if (ns_[0] == 0) return 0;
+    if (ns_[1] == 0) return 1;
+    trying_other_ = ++uses_ >= try_other_after_;
+    return trying_other_ ? 1 - Faster() : Faster();
+  }
+  // The time the way chosen took.
+  void Took(int way, double ns) {
+    ns_[way] = ns_[way] == 0 ? std::max(ns, 1.0) : 0.875 * ns_[way] + 0.125 * std::max(ns, 1.0);
+    if (!trying_other_) return;
+    trying_other_ = false;
+    uses_ = 0;
+    try_other_after_ =
+        Faster() == way ? kTryOtherAfter : std::min(2 * try_other_after_, kTryOtherMax);
+  }
+
+ private:
+  int Faster() const { return ns_[1] < ns_[0] ? 1 : 0; }
+  double ns_[2] = {0, 0};
+  uint64_t uses_ = 0, try_other_after_ = kTryOtherAfter;
+  bool trying_other_ = false;
+};
+
+}  // namespace
+
 struct Service::Segment {
   std::string handle;
   std::string owner;
@@ -54,11 +89,10 @@ struct Service::Segment {
   ShmRequest copy;
   protocol::StepBatchRequest batch_request;
   std::vector<size_t> lock_order;  // of `sessions` (distinct: the making batch was checked)
-  // How long its requests' batches took (moving averages, ns; 0 before the first) stepped
-  // by its thread alone and with the pool's help, and requests served: which way the next
-  // is stepped (ServeRequest).
-  double alone_ns = 0, shared_ns = 0;
-  uint64_t served = 0;
+  // Its thread's choices (ServeSegment, ServeRequest): a batch stepped alone (0) or with
+  // the pool's threads (1); the next request waited for by sleeping at once (0) or by
+  // watching the request word for up to kRequestSpinNs first (1).
+  TwoWays stepping, waiting;
   Segment() = default;
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;
@@ -188,22 +222,32 @@ void Service::ReapWaiters(bool all) {
 
 namespace {
 constexpr int kRequestPollMs = 100;  // how often a request thread looks for its closing
-// A segment's thread steps a request's batch alone or with the pool's threads, whichever
-// took less time lately: a short batch on busy cores is done before a pool thread would
-// even run (waking it, and the thread switches that come with it, cost more than the half
-// it would take over), a long one on idle cores takes half the time with two. Every
-// kTryOtherEvery-th request goes the other way, so that a change of load is seen.
-constexpr uint64_t kTryOtherEvery = 32;
+// How long a segment's thread watches the request word before it sleeps, when that way of
+// waiting was faster lately (idle cores: a sleeping thread's wake-up costs tens of us
+// there; busy ones: the watching takes the core the client needs, and is not chosen).
+constexpr int64_t kRequestSpinNs = 100'000;
 
-// Moves a moving average towards `ns` (the first value: set to it).
-void Average(double& average, double ns) {
-  average = average == 0 ? ns : 0.875 * average + 0.125 * ns;
+void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+double NsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
 }
 }  // namespace
 
 void Service::ServeSegment(const std::shared_ptr<Segment>& segment) {
   ShmBatch& batch = *segment->batch;
   uint32_t served = 0;  // the number the segment was made with
+  // Since the last batch was published, and how the next request is waited for (-1: not
+  // waiting for one since a batch).
+  auto published = std::chrono::steady_clock::now();
+  int way = -1;
+  bool watch = false;
   while (!segment->closing.load()) {
     // Never read a shrunk file (a fault); the segment is freed instead.
     if (!batch.Intact()) {
@@ -211,13 +255,30 @@ void Service::ServeSegment(const std::shared_ptr<Segment>& segment) {
       EraseSegmentLocked(segment->handle);
       break;
     }
-    const uint32_t now = batch.RequestWord();
+    uint32_t now = batch.RequestWord();
+    if (now == served && watch) {
+      watch = false;
+      const auto until = published + std::chrono::nanoseconds(kRequestSpinNs);
+      while (now == served && std::chrono::steady_clock::now() < until) {
+        for (int i = 0; i < 64 && now == served; ++i) {
+          CpuRelax();
+          now = batch.RequestWord();
+        }
+      }
+    }
     if (now == served) {
       batch.WaitForRequest(now, kRequestPollMs);
       continue;
     }
+    // The client's turn took this long (a client that paused tells nothing of the waits).
+    if (const double ns = NsSince(published); way >= 0 && ns < 10e6) {
+      segment->waiting.Took(way, ns);
+    }
     served = now;
     ServeRequest(*segment);
+    published = std::chrono::steady_clock::now();
+    way = segment->waiting.Choose();
+    watch = way == 1;
   }
 }
 
@@ -253,25 +314,14 @@ void Service::ServeRequest(Segment& segment) {
     ReplyBody body;
     try {
       // This thread alone, or with size() - 1 of the pool's (the server's --threads): the
-      // way that took less time lately (kTryOtherEvery).
+      // way that took less time lately (TwoWays).
       const size_t helpers = pool_ == nullptr ? 0 : static_cast<size_t>(pool_->size() - 1);
-      bool share = false;
-      if (helpers > 0) {
-        const bool faster = segment.shared_ns < segment.alone_ns;
-        if (segment.alone_ns == 0 || segment.shared_ns == 0) {
-          share = segment.alone_ns != 0;  // each way once first
-        } else {
-          share = ++segment.served % kTryOtherEvery == 0 ? !faster : faster;
-        }
-      }
+      const int way = helpers > 0 ? segment.stepping.Choose() : 0;
       const auto start = std::chrono::steady_clock::now();
-      body = StepBatch(r, segment.owner, share ? helpers : 0, &segment.lock_order);
-      const double ns =
-          std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start)
-              .count();
+      body = StepBatch(r, segment.owner, way == 1 ? helpers : 0, &segment.lock_order);
       // A refused batch (checked, nothing stepped) says nothing of the steps' time.
-      if (!std::holds_alternative<Error>(body)) {
-        Average(share ? segment.shared_ns : segment.alone_ns, std::max(ns, 1.0));
+      if (helpers > 0 && !std::holds_alternative<Error>(body)) {
+        segment.stepping.Took(way, NsSince(start));
       }
     } catch (const std::exception& e) {
       body = MakeError(absl::StatusCode::kInternal, "request",

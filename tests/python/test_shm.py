@@ -127,6 +127,26 @@ def test_the_waits_through_the_extension_and_through_ctypes_give_the_same_episod
         shared.close()
 
 
+def test_a_request_waits_the_way_that_was_faster_lately():
+    # Each way once, then the faster; the other again after TRY_OTHER_AFTER uses, then after
+    # twice as many while it stays slower; a change of times changes the choice.
+    w = _shm._TwoWays()
+    took = {0: 100e-6, 1: 50e-6}
+    ways = []
+    for _ in range(2 + 3 * w.TRY_OTHER_AFTER + 3):
+        ways.append(w.choose())
+        w.took(ways[-1], took[ways[-1]])
+    assert ways[:2] == [0, 1]
+    slow = [i - 2 for i, way in enumerate(ways) if way == 0 and i >= 2]
+    assert slow == [w.TRY_OTHER_AFTER - 1, 3 * w.TRY_OTHER_AFTER - 1]
+    took[1] = 400e-6  # the faster way became slow: after a few uses the other is taken
+    ways = []
+    for _ in range(40):
+        ways.append(w.choose())
+        w.took(ways[-1], took[ways[-1]])
+    assert ways[-10:] == [0] * 10
+
+
 @needs_binary
 def test_the_ready_signal_stands_for_the_replies_of_the_batches_that_succeed(server):
     n = len(CONFIGS)

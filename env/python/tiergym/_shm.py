@@ -38,6 +38,47 @@ _INFO_KEYS = ("profile",) + _INFO_ARRAYS + ("refused_regions",)
 _SYS_FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine())
 _FUTEX_WAIT = 0  # shared (no FUTEX_PRIVATE_FLAG): the server's process wakes it
 _FUTEX_WAKE = 1
+# A request's wait for its batch: a few reads of `seq` then a sleep on it, or reads for up to
+# _SPIN_S first. Reading on is faster when a core is free for this process while the server
+# steps (a sleeping process's wake-up costs tens of us on idle cores), slower when the two
+# share one (the reading takes the core the server needs): each segment takes the way that
+# was faster lately (_TwoWays).
+_SPIN_S = 300e-6
+
+
+class _TwoWays:
+    """One of two ways (0, 1) of doing something, chosen by the time each took lately
+    (moving averages): the faster, and the other after TRY_OTHER_AFTER uses, then after
+    twice as many each time it stays slower (at most TRY_OTHER_MAX). As the server's
+    choices (env/server/service.cc TwoWays)."""
+
+    TRY_OTHER_AFTER, TRY_OTHER_MAX = 32, 1024
+
+    def __init__(self):
+        self.seconds = [0.0, 0.0]
+        self._uses, self._try_other_after, self._trying_other = 0, self.TRY_OTHER_AFTER, False
+
+    def _faster(self):
+        return 1 if self.seconds[1] < self.seconds[0] else 0
+
+    def choose(self):
+        if not self.seconds[0]:
+            return 0
+        if not self.seconds[1]:
+            return 1
+        self._uses += 1
+        self._trying_other = self._uses >= self._try_other_after
+        return 1 - self._faster() if self._trying_other else self._faster()
+
+    def took(self, way, seconds):
+        old = self.seconds[way]
+        self.seconds[way] = 0.875 * old + 0.125 * seconds if old else max(seconds, 1e-9)
+        if self._trying_other:
+            self._trying_other, self._uses = False, 0
+            self._try_other_after = (self.TRY_OTHER_AFTER if self._faster() == way else
+                                     min(2 * self._try_other_after, self.TRY_OTHER_MAX))
+
+
 # Reads of the seq word before sleeping on it. A batch takes tens of us: the reads find it
 # done only when it ran while this process was off the core (as after its wake-up call);
 # 64 instead of 16 found it no more often, measured interleaved, and took more CPU time.
@@ -173,6 +214,7 @@ class SharedResults:
         self._seq = self.arrays["seq"]
         self._seq_word = word("seq", "Q", 8)
         self._spins = _SPINS
+        self._waiting = _TwoWays()  # for a request's batch: 0 sleep soon, 1 read on first
         self._has_final = word("has_final", "B", 1) if "has_final" in offsets else None
         # The summary of the batch's rows (a server that writes none: assume everything).
         self._summary = word("summary", "B", 1) if "summary" in offsets else None
@@ -273,12 +315,17 @@ class SharedResults:
         sessions without the segment's summary saying so."""
         self._profiles.clear()
 
-    def wait(self, seq, seconds):
+    def wait(self, seq, seconds, spin_s=0.0):
         """Whether the segment holds batch `seq` within `seconds`: a few reads of the seq
-        word, then a sleep on it (the server wakes it when it writes a batch)."""
+        word (more for up to spin_s), then a sleep on it (the server wakes it when it writes
+        a batch)."""
         if self._native is not None:
-            return self._native.wait_seq(self._seq_address, seq, self._spins, seconds)
+            return self._native.wait_seq(self._seq_address, seq, self._spins, seconds, spin_s)
         seq_word = self._seq_word
+        if spin_s > 0:
+            until = time.perf_counter() + spin_s
+            while seq_word[0] != seq and time.perf_counter() < until:
+                pass
         for _ in range(self._spins):
             if seq_word[0] == seq:
                 return True
@@ -301,11 +348,15 @@ class SharedResults:
         np.copyto(self._request_reset, reset, casting="unsafe")
         self._request_autoreset[0] = 1 if same_step else 0
         seq = self.last_seq + 1
+        way = self._waiting.choose()
+        start = time.perf_counter()
         # The number last (x86-64 keeps the stores in order), then the server's thread woken.
         number = self._request_word
         number[0] = (number[0] + 1) & 0xFFFFFFFFFFFFFFFF
         self._wake(self._request_address)
-        if not self.wait(seq, min(0.1, timeout)):
+        if self.wait(seq, min(0.1, timeout), _SPIN_S if way else 0.0):
+            self._waiting.took(way, time.perf_counter() - start)
+        else:
             deadline = time.monotonic() + timeout
             while not self.wait(seq, min(0.1, max(deadline - time.monotonic(), 0.0))):
                 if time.monotonic() >= deadline:
