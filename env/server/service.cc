@@ -65,7 +65,7 @@ class TwoWays {
   }
 
  private:
-  int Faster() const { return ns_[1] < ns_[0] ? 1 : 0; }
+  [[nodiscard]] int Faster() const { return ns_[1] < ns_[0] ? 1 : 0; }
   double ns_[2] = {0, 0};
   uint64_t uses_ = 0, try_other_after_ = kTryOtherAfter;
   bool trying_other_ = false;
@@ -259,7 +259,9 @@ void Service::ServeSegment(const std::shared_ptr<Segment>& segment) {
     if (now == served && watch) {
       watch = false;
       const auto until = published + std::chrono::nanoseconds(kRequestSpinNs);
-      while (now == served && std::chrono::steady_clock::now() < until) {
+      // The file's size checked between reads, as before every read (a shrunk file is
+      // freed below, never read on).
+      while (now == served && std::chrono::steady_clock::now() < until && batch.Intact()) {
         for (int i = 0; i < 64 && now == served; ++i) {
           CpuRelax();
           now = batch.RequestWord();
