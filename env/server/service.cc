@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -37,6 +38,41 @@ struct Service::Session {
   std::vector<std::string> segments;  // handles of segments made with it (guarded by mu_)
 };
 
+namespace {
+
+// One of two ways of doing something, chosen by the time each took lately (moving
+// averages): the faster, and the other after kTryOtherAfter uses, then after twice as many
+// each time it stays slower (at most kTryOtherMax), so that a change of load is seen without
+// paying often for a way that stays slower.
+class TwoWays {
+ public:
+  static constexpr uint64_t kTryOtherAfter = 32, kTryOtherMax = 1024;
+  // The way to take now: 0 or 1 (each once first).
+  int Choose() {
+    if (ns_[0] == 0) return 0;
+    if (ns_[1] == 0) return 1;
+    trying_other_ = ++uses_ >= try_other_after_;
+    return trying_other_ ? 1 - Faster() : Faster();
+  }
+  // The time the way chosen took.
+  void Took(int way, double ns) {
+    ns_[way] = ns_[way] == 0 ? std::max(ns, 1.0) : 0.875 * ns_[way] + 0.125 * std::max(ns, 1.0);
+    if (!trying_other_) return;
+    trying_other_ = false;
+    uses_ = 0;
+    try_other_after_ =
+        Faster() == way ? kTryOtherAfter : std::min(2 * try_other_after_, kTryOtherMax);
+  }
+
+ private:
+  [[nodiscard]] int Faster() const { return ns_[1] < ns_[0] ? 1 : 0; }
+  double ns_[2] = {0, 0};
+  uint64_t uses_ = 0, try_other_after_ = kTryOtherAfter;
+  bool trying_other_ = false;
+};
+
+}  // namespace
+
 struct Service::Segment {
   std::string handle;
   std::string owner;
@@ -53,6 +89,10 @@ struct Service::Segment {
   ShmRequest copy;
   protocol::StepBatchRequest batch_request;
   std::vector<size_t> lock_order;  // of `sessions` (distinct: the making batch was checked)
+  // Its thread's choices (ServeSegment, ServeRequest): a batch stepped alone (0) or with
+  // the pool's threads (1); the next request waited for by sleeping at once (0) or by
+  // watching the request word for up to kRequestSpinNs first (1).
+  TwoWays stepping, waiting;
   Segment() = default;
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;
@@ -182,11 +222,32 @@ void Service::ReapWaiters(bool all) {
 
 namespace {
 constexpr int kRequestPollMs = 100;  // how often a request thread looks for its closing
+// How long a segment's thread watches the request word before it sleeps, when that way of
+// waiting was faster lately (idle cores: a sleeping thread's wake-up costs tens of us
+// there; busy ones: the watching takes the core the client needs, and is not chosen).
+constexpr int64_t kRequestSpinNs = 100'000;
+
+void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+double NsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+}
 }  // namespace
 
 void Service::ServeSegment(const std::shared_ptr<Segment>& segment) {
   ShmBatch& batch = *segment->batch;
   uint32_t served = 0;  // the number the segment was made with
+  // Since the last batch was published, and how the next request is waited for (-1: not
+  // waiting for one since a batch).
+  auto published = std::chrono::steady_clock::now();
+  int way = -1;
+  bool watch = false;
   while (!segment->closing.load()) {
     // Never read a shrunk file (a fault); the segment is freed instead.
     if (!batch.Intact()) {
@@ -194,13 +255,32 @@ void Service::ServeSegment(const std::shared_ptr<Segment>& segment) {
       EraseSegmentLocked(segment->handle);
       break;
     }
-    const uint32_t now = batch.RequestWord();
+    uint32_t now = batch.RequestWord();
+    if (now == served && watch) {
+      watch = false;
+      const auto until = published + std::chrono::nanoseconds(kRequestSpinNs);
+      // The file's size checked between reads, as before every read (a shrunk file is
+      // freed below, never read on).
+      while (now == served && std::chrono::steady_clock::now() < until && batch.Intact()) {
+        for (int i = 0; i < 64 && now == served; ++i) {
+          CpuRelax();
+          now = batch.RequestWord();
+        }
+      }
+    }
     if (now == served) {
       batch.WaitForRequest(now, kRequestPollMs);
       continue;
     }
+    // The client's turn took this long (a client that paused tells nothing of the waits).
+    if (const double ns = NsSince(published); way >= 0 && ns < 10e6) {
+      segment->waiting.Took(way, ns);
+    }
     served = now;
     ServeRequest(*segment);
+    published = std::chrono::steady_clock::now();
+    way = segment->waiting.Choose();
+    watch = way == 1;
   }
 }
 
@@ -211,7 +291,6 @@ void Service::ServeRequest(Segment& segment) {
   ShmRequest& req = segment.copy;
   segment.batch->ReadRequest(req);
   const size_t n = segment.sessions.size();
-  const size_t width = segment.batch->shape().action;
   std::optional<Error> error;
   if (req.autoreset > 1) {
     error = MakeError(absl::StatusCode::kInvalidArgument, "request_autoreset",
@@ -228,19 +307,24 @@ void Service::ServeRequest(Segment& segment) {
     if (r.sessions.empty()) r.sessions = segment.sessions;
     r.reset.assign(req.reset.begin(), req.reset.begin() + static_cast<std::ptrdiff_t>(n));
     r.autoreset = req.autoreset == 1 ? protocol::Autoreset::kSameStep : protocol::Autoreset::kNone;
+    // The copy's actions, one per entry (the two vectors trade places: each keeps its
+    // rows' capacity for the request after next).
+    r.actions.swap(req.actions);
     r.actions.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      const auto row = req.actions.begin() + static_cast<std::ptrdiff_t>(i * width);
-      r.actions[i].values.assign(row, row + static_cast<std::ptrdiff_t>(width));
-    }
     r.shm_segment = segment.handle;
     r.shm_signal = true;  // success: published and woken in WriteToSegment
     ReplyBody body;
     try {
-      // This thread and size() - 1 of the pool's: the server's --threads step the batch.
-      body =
-          StepBatch(r, segment.owner, pool_ == nullptr ? 0 : static_cast<size_t>(pool_->size() - 1),
-                    &segment.lock_order);
+      // This thread alone, or with size() - 1 of the pool's (the server's --threads): the
+      // way that took less time lately (TwoWays).
+      const size_t helpers = pool_ == nullptr ? 0 : static_cast<size_t>(pool_->size() - 1);
+      const int way = helpers > 0 ? segment.stepping.Choose() : 0;
+      const auto start = std::chrono::steady_clock::now();
+      body = StepBatch(r, segment.owner, way == 1 ? helpers : 0, &segment.lock_order);
+      // A refused batch (checked, nothing stepped) says nothing of the steps' time.
+      if (helpers > 0 && !std::holds_alternative<Error>(body)) {
+        segment.stepping.Took(way, NsSince(start));
+      }
     } catch (const std::exception& e) {
       body = MakeError(absl::StatusCode::kInternal, "request",
                        StrCat("unexpected exception: ", e.what()));
@@ -736,16 +820,23 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
   {
     std::unordered_map<std::string_view, size_t> seen;
     if (lock_order == nullptr) seen.reserve(n);
+    // The field an error names is spelled out only on an error (Acquire and CheckAction
+    // change nothing when they fail: called again, they fail the same way, with its name).
     for (size_t i = 0; i < n; ++i) {
-      const std::string field = StrCat("sessions[", i, "]");
       auto [it, inserted] =
           lock_order == nullptr ? seen.emplace(r.sessions[i], i) : std::pair{seen.end(), true};
       if (!inserted) {
-        return MakeError(absl::StatusCode::kInvalidArgument, field,
+        return MakeError(absl::StatusCode::kInvalidArgument, StrCat("sessions[", i, "]"),
                          StrCat("the same session as sessions[", it->second, "]"));
       }
-      absl::StatusOr<Lease> lease = Acquire(r.sessions[i], owner, field);
-      if (!lease.ok()) return FieldOf(lease.status(), field);
+      absl::StatusOr<Lease> lease = Acquire(r.sessions[i], owner, {});
+      if (!lease.ok()) {
+        const std::string field = StrCat("sessions[", i, "]");
+        absl::StatusOr<Lease> again = Acquire(r.sessions[i], owner, field);
+        if (!again.ok()) return FieldOf(again.status(), field);
+        leases.push_back(std::move(*again));
+        continue;
+      }
       leases.push_back(std::move(*lease));
     }
   }
@@ -773,9 +864,9 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
   for (size_t i = 0; i < n; ++i) {
     if (resetting(i)) continue;
     if (!leases[i]->in_episode) return NoEpisode(StrCat("sessions[", i, "]"));
-    const std::string field = StrCat("actions[", i, "]");
-    if (absl::Status c = CheckAction(spec0, r.actions[i], field); !c.ok()) {
-      return FieldOf(c, field);
+    if (!CheckAction(spec0, r.actions[i], {}).ok()) {
+      const std::string field = StrCat("actions[", i, "]");
+      return FieldOf(CheckAction(spec0, r.actions[i], field), field);
     }
   }
 
@@ -848,14 +939,28 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
     reply.results[i].truncated = finals[i].truncated;
     reply.was_reset[i] = 1;
   };
-  // With a segment, each entry's row is written by the thread that stepped it.
+  // With a segment, each entry's row is written by the thread that stepped it. When the
+  // reply carries no results (a segment that was named, not made), the entry's results are
+  // freed as soon as they are written, as the in-process environment does: the next
+  // entry's allocations reuse memory still in cache, instead of a batch of frees at the end.
+  const bool rows_only = segment != nullptr && !made;
   std::vector<absl::Status> write_errors(segment != nullptr ? n : 0);
+  std::atomic<bool> any_refused{false};  // for the segment's summary
   auto body = [&](size_t i) {
     step(i);
-    if (segment != nullptr && errors[i].ok()) {
-      write_errors[i] = segment->batch->WriteRow(i, reply.results[i], reply.was_reset[i] != 0,
-                                                 leases[i]->env->spec());
+    if (segment == nullptr || !errors[i].ok()) return;
+    ShmBatch& shm = *segment->batch;
+    const EnvSpec& spec = leases[i]->env->spec();
+    if (!reply.results[i].info.refused_regions.empty()) {
+      any_refused.store(true, std::memory_order_relaxed);
     }
+    write_errors[i] = shm.WriteRow(i, reply.results[i], reply.was_reset[i] != 0, spec);
+    if (!rows_only) return;
+    if (ended[i] != 0) {
+      if (write_errors[i].ok()) write_errors[i] = shm.WriteFinal(i, finals[i], spec);
+      finals[i] = StepResult{};
+    }
+    reply.results[i] = StepResult{};
   };
   if (pool_ != nullptr && n > 1) {
     pool_->ParallelFor(n, body, max_helpers);
@@ -868,14 +973,16 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
       return StepError(errors[i], StrCat("sessions[", i, "]"), StrCat("actions[", i, "]"));
     }
   }
-  if (same_step && std::find(ended.begin(), ended.end(), 1) != ended.end()) {
+  const bool any_ended = same_step && std::find(ended.begin(), ended.end(), 1) != ended.end();
+  if (any_ended && !rows_only) {
     for (size_t i = 0; i < n; ++i) {
       if (!ended[i]) finals[i] = reply.results[i];
     }
     reply.finals = std::move(finals);
   }
   if (segment != nullptr) {
-    return WriteToSegment(*segment, made, r.shm_signal, leases, write_errors, reply);
+    return WriteToSegment(*segment, made, r.shm_signal, leases, write_errors, reply,
+                          rows_only && any_ended ? &ended : nullptr, any_refused.load());
   }
   return reply;
 }
@@ -883,14 +990,21 @@ ReplyBody Service::StepBatch(const protocol::StepBatchRequest& r, const std::str
 ReplyBody Service::WriteToSegment(Segment& segment, bool made, bool signal,
                                   const std::vector<Lease>& leases,
                                   std::vector<absl::Status>& errors,
-                                  protocol::StepBatchReply& reply) {
+                                  protocol::StepBatchReply& reply,
+                                  const std::vector<uint8_t>* ended, bool any_refused) {
   ShmBatch& batch = *segment.batch;
   const size_t n = reply.results.size();
-  const bool has_final = !reply.finals.empty();
+  const bool has_final = ended != nullptr || !reply.finals.empty();
   // The rows are written (errors holds how that went); the final rows when an episode
-  // ended (rarely: once per episode).
+  // ended (rarely: once per episode). With `ended`, the results are gone: the ended rows'
+  // finals are written, the others' are their rows, copied within the segment.
   for (size_t i = 0; i < n && has_final; ++i) {
-    if (errors[i].ok()) errors[i] = batch.WriteFinal(i, reply.finals[i], leases[i]->env->spec());
+    if (!errors[i].ok()) continue;
+    if (ended == nullptr) {
+      errors[i] = batch.WriteFinal(i, reply.finals[i], leases[i]->env->spec());
+    } else if ((*ended)[i] == 0) {
+      batch.CopyRowToFinal(i);
+    }
   }
   for (size_t i = 0; i < n; ++i) {
     if (!errors[i].ok()) {
@@ -902,7 +1016,11 @@ ReplyBody Service::WriteToSegment(Segment& segment, bool made, bool signal,
   // announced (a signalled client may look for it as soon as it is woken).
   if (!made) batch.Unlink();
   if (batch.requests()) batch.ClearError();
-  batch.Publish(++segment.seq, has_final);
+  const bool any_reset =
+      std::find(reply.was_reset.begin(), reply.was_reset.end(), 1) != reply.was_reset.end();
+  batch.Publish(++segment.seq, has_final,
+                static_cast<uint8_t>((any_refused ? ShmBatch::kSummaryRefused : 0) |
+                                     (any_reset ? ShmBatch::kSummaryReset : 0)));
   if (signal) {
     // The client waits on the seq word (shm_signal): woken, it reads the batch there.
     batch.Wake();

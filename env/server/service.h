@@ -169,13 +169,17 @@ class Service {
   // Joins the request threads that ended (all of them with `all`, after closing them).
   void ReapWaiters(bool all);
   // Completes a batch's results in its segment (the rows are written, `errors` per row;
-  // the final rows are written here) and turns `reply` into the reply that says so.
-  // With `signal` (the request's shm_signal), the client is woken through the segment and
-  // no reply is sent (reply.quiet).
+  // the final rows are written here from reply.finals) and turns `reply` into the reply
+  // that says so. With `ended` (same_step, an episode ended, the results already freed),
+  // the rows of the entries whose episode ended have their final rows written and the
+  // others' final rows are copied from their rows. `any_refused`: a row has refused
+  // regions (the segment's summary). With `signal` (the request's
+  // shm_signal), the client is woken through the segment and no reply is sent (reply.quiet).
   protocol::ReplyBody WriteToSegment(Segment& segment, bool made, bool signal,
                                      const std::vector<Lease>& leases,
                                      std::vector<absl::Status>& errors,
-                                     protocol::StepBatchReply& reply);
+                                     protocol::StepBatchReply& reply,
+                                     const std::vector<uint8_t>* ended, bool any_refused);
   absl::StatusOr<std::shared_ptr<Segment>> FindSegment(const std::string& handle,
                                                        const std::string& owner,
                                                        const EnvSpec& spec, size_t rows);

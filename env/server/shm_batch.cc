@@ -137,6 +137,8 @@ void ShmBatch::Lay() {
   layout_.push_back(protocol::ShmArray{"seq", "uint64", {1}, seq_});
   has_final_ = seq_ + sizeof(uint64_t);  // the third
   layout_.push_back(protocol::ShmArray{"has_final", "uint8", {1}, has_final_});
+  summary_ = has_final_ + 1;  // the byte after it
+  layout_.push_back(protocol::ShmArray{"summary", "uint8", {1}, summary_});
   end_ = kAlign;
   obs_ = Add("obs", "float32", 4, {n, shape_.obs});
   reward_ = Add("reward", "float64", 8, {n});
@@ -210,9 +212,10 @@ absl::StatusOr<std::unique_ptr<ShmBatch>> ShmBatch::Create(const ShmBatchShape& 
   return batch;
 }
 
-void ShmBatch::Publish(uint64_t seq, bool has_final) {
+void ShmBatch::Publish(uint64_t seq, bool has_final, uint8_t summary) {
   std::atomic_ref<uint8_t>(*At<uint8_t>(has_final_))
       .store(has_final ? 1 : 0, std::memory_order_relaxed);
+  std::atomic_ref<uint8_t>(*At<uint8_t>(summary_)).store(summary, std::memory_order_relaxed);
   std::atomic_ref<uint64_t>(*At<uint64_t>(seq_)).store(seq, std::memory_order_release);
 }
 
@@ -242,7 +245,10 @@ void ShmBatch::ReadRequest(ShmRequest& r) const {
   const auto* reset = At<const uint8_t>(request_reset_);
   r.reset.assign(reset, reset + shape_.rows);
   const auto* actions = At<const int64_t>(request_actions_);
-  r.actions.assign(actions, actions + shape_.rows * shape_.action);
+  r.actions.resize(shape_.rows);
+  for (size_t i = 0; i < shape_.rows; ++i) {
+    r.actions[i].values.assign(actions + i * shape_.action, actions + (i + 1) * shape_.action);
+  }
 }
 
 void ShmBatch::SetError(std::string_view code, std::string_view field, std::string_view message) {
@@ -314,6 +320,36 @@ absl::Status ShmBatch::WriteFinal(size_t row, const StepResult& result, const En
   std::copy(result.observation.begin(), result.observation.end(),
             At<float>(final_obs_) + row * shape_.obs);
   return WriteInfo(*final_info_, row, result.info, spec);
+}
+
+void ShmBatch::CopyInfo(const Info& from, const Info& to, size_t row) {
+  auto copy = [&](uint64_t from_offset, uint64_t to_offset, size_t itemsize, size_t width,
+                  size_t count) {
+    std::memcpy(At<char>(to_offset) + row * width * itemsize,
+                At<const char>(from_offset) + row * width * itemsize, count * itemsize);
+  };
+  copy(from.profile, to.profile, 4, 1, 1);
+  copy(from.step, to.step, 8, 1, 1);
+  copy(from.interval_ns, to.interval_ns, 8, 1, 1);
+  copy(from.default_interval_ns, to.default_interval_ns, 8, 1, 1);
+  copy(from.migration_ns, to.migration_ns, 8, 1, 1);
+  copy(from.migrated_bytes, to.migrated_bytes, 8, 1, 1);
+  copy(from.elapsed_ns, to.elapsed_ns, 8, 1, 1);
+  copy(from.default_elapsed_ns, to.default_elapsed_ns, 8, 1, 1);
+  copy(from.default_total_ns, to.default_total_ns, 8, 1, 1);
+  copy(from.tier_used_bytes, to.tier_used_bytes, 8, shape_.tiers, shape_.tiers);
+  copy(from.refused_count, to.refused_count, 4, 1, 1);
+  // The refused regions WriteInfo wrote (the rest of the row is unspecified, as there).
+  const auto refused = static_cast<size_t>(std::clamp<int32_t>(
+      At<const int32_t>(from.refused_count)[row], 0, static_cast<int32_t>(shape_.regions)));
+  copy(from.refused_regions, to.refused_regions, 4, shape_.regions, refused);
+  copy(from.action_mask, to.action_mask, 1, shape_.mask, shape_.mask);
+}
+
+void ShmBatch::CopyRowToFinal(size_t row) {
+  std::memcpy(At<float>(final_obs_) + row * shape_.obs, At<const float>(obs_) + row * shape_.obs,
+              shape_.obs * sizeof(float));
+  CopyInfo(*info_, *final_info_, row);
 }
 
 size_t RemoveStaleShmSegments() {

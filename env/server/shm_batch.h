@@ -63,10 +63,10 @@ ShmBatchShape ShapeOf(const EnvSpec& spec, size_t rows);
 // A request copied out of a segment's request area (the client may change the area at any
 // time; this copy does not change).
 struct ShmRequest {
-  uint64_t number = 0;           // the request number the client wrote
-  uint8_t autoreset = 0;         // as written: 0 none, 1 same_step, anything else wrong
-  std::vector<uint8_t> reset;    // [rows], as written: 0 step, 1 reset, anything else wrong
-  std::vector<int64_t> actions;  // [rows * action]
+  uint64_t number = 0;          // the request number the client wrote
+  uint8_t autoreset = 0;        // as written: 0 none, 1 same_step, anything else wrong
+  std::vector<uint8_t> reset;   // [rows], as written: 0 step, 1 reset, anything else wrong
+  std::vector<Action> actions;  // [rows], each of `action` values
 };
 
 class ShmBatch {
@@ -101,10 +101,19 @@ class ShmBatch {
   absl::Status WriteRow(size_t row, const StepResult& result, bool was_reset, const EnvSpec& spec);
   // Row `row` of the final arrays (same_step autoreset).
   absl::Status WriteFinal(size_t row, const StepResult& result, const EnvSpec& spec);
+  // Row `row` of the final arrays made the same as row `row` of the results (written by
+  // WriteRow): the final row of an entry whose episode did not end, as WriteFinal of its
+  // result would write it. REQUIRES: row < shape().rows.
+  void CopyRowToFinal(size_t row);
+  // What a batch's `summary` word says of its rows (bits; PROTOCOL.md "Shared memory"): a
+  // row has refused regions; an entry was reset (its profile may have changed). A client
+  // skips the work a clear bit makes useless; kSummaryAll claims nothing.
+  static constexpr uint8_t kSummaryRefused = 1, kSummaryReset = 2,
+                           kSummaryAll = kSummaryRefused | kSummaryReset;
   // Publishes a batch whose rows are written: `has_final` (the final arrays hold its ended
-  // episodes), then its number `seq` (a release store: a client that sees the number sees
-  // the rows).
-  void Publish(uint64_t seq, bool has_final);
+  // episodes) and its `summary`, then its number `seq` (a release store: a client that
+  // sees the number sees the rows).
+  void Publish(uint64_t seq, bool has_final, uint8_t summary = kSummaryAll);
   // Wakes the processes waiting for the next batch with FUTEX_WAIT on the low 32 bits of
   // the seq word (a shared futex: any process mapping the segment).
   void Wake();
@@ -131,6 +140,7 @@ class ShmBatch {
   uint64_t Add(std::string name, std::string dtype, size_t itemsize, std::vector<uint64_t> shape);
   void LayInfo(const std::string& prefix, Info& info);
   absl::Status WriteInfo(const Info& info, size_t row, const StepInfo& si, const EnvSpec& spec);
+  void CopyInfo(const Info& from, const Info& to, size_t row);
   template <typename T>
   T* At(uint64_t offset) const {
     return reinterpret_cast<T*>(static_cast<char*>(base_) + offset);
@@ -145,8 +155,8 @@ class ShmBatch {
   bool requests_ = false;
   std::vector<protocol::ShmArray> layout_;
   uint64_t end_ = 0;  // bytes laid out so far
-  uint64_t seq_ = 0, has_final_ = 0, obs_ = 0, reward_ = 0, terminated_ = 0, truncated_ = 0,
-           reset_ = 0;
+  uint64_t seq_ = 0, has_final_ = 0, summary_ = 0, obs_ = 0, reward_ = 0, terminated_ = 0,
+           truncated_ = 0, reset_ = 0;
   uint64_t final_obs_ = 0;
   uint64_t request_ = 0, request_autoreset_ = 0, request_reset_ = 0, request_actions_ = 0,
            error_code_ = 0, error_field_ = 0, error_message_ = 0;

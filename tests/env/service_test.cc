@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -24,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "env/server/shm_batch.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/env/fake_env.h"
@@ -672,6 +674,14 @@ bool ExpectSegmentHoldsStep(const MappedSegment& seg, const protocol::StepBatchR
                             int step, const std::vector<std::string>& profiles) {
   EXPECT_EQ(seg.At<uint64_t>("seq", 0), 2u + step);
   EXPECT_EQ(seg.At<uint8_t>("has_final", 0) != 0, !want.finals.empty());
+  // The summary: whether a row has refused regions, whether an entry was reset.
+  bool refused = false;
+  for (const StepResult& r : want.results) refused = refused || !r.info.refused_regions.empty();
+  const bool reset =
+      std::find(want.was_reset.begin(), want.was_reset.end(), 1) != want.was_reset.end();
+  EXPECT_EQ(seg.At<uint8_t>("summary", 0),
+            (refused ? ShmBatch::kSummaryRefused : 0) | (reset ? ShmBatch::kSummaryReset : 0))
+      << "step " << step;
   for (size_t i = 0; i < want.results.size(); ++i) {
     const std::string what = StrCat("step ", step, " entry ", i);
     ExpectSameResult(seg.Result(i, false, profiles), want.results[i], false, what);

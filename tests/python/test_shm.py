@@ -7,7 +7,9 @@ the environment closes or its process dies. A batch whose success the segment's 
 announces (a futex) gets no reply and gives the same episodes. Steps written into the segment
 (no message at all; PROTOCOL.md "Requests through the segment") give the same episodes and
 the same errors; garbage a client writes there is an error naming the array, threads are
-bounded and end with their segment, a client that dies mid-request frees its thread."""
+bounded and end with their segment, a client that dies mid-request frees its thread. The
+waits on the segment's words go through the compiled extension when the package has it and
+through ctypes otherwise, with the same episodes."""
 
 import os
 import signal
@@ -98,6 +100,51 @@ def test_episodes_are_bit_identical_to_results_in_the_replies(server, mode, copy
     finally:
         plain.close()
         shared.close()
+
+
+@needs_binary
+@pytest.mark.parametrize("waits", ["compiled", "ctypes"])
+def test_the_waits_through_the_extension_and_through_ctypes_give_the_same_episodes(
+        server, waits, monkeypatch):
+    # The futex calls and the spin on seq: tiergym._core's when the package has it, else
+    # ctypes' (both must serve).
+    if waits == "compiled" and _shm._native_waits() is None:
+        pytest.skip("tiergym._core (with wait_seq) is not built")
+    monkeypatch.setattr(_shm, "_native", [None] if waits == "ctypes" else [])
+    n = len(CONFIGS)
+    mode = tiergym.SAME_STEP
+    plain = tiergym.VectorEnv(n, address=server, autoreset_mode=mode, configs=CONFIGS,
+                              shm=False, **CONFIG)
+    shared = tiergym.VectorEnv(n, address=server, autoreset_mode=mode, configs=CONFIGS,
+                               shm=True, copy=False, **CONFIG)
+    try:
+        seeds = [21, 22, 23, 24, 25]
+        assert_same_outputs(shared.reset(seed=seeds), plain.reset(seed=seeds), "reset")
+        assert shared.shm and (shared._shared._native is None) == (waits == "ctypes")
+        assert_same_steps(shared, plain, mode)
+    finally:
+        plain.close()
+        shared.close()
+
+
+def test_a_request_waits_the_way_that_was_faster_lately():
+    # Each way once, then the faster; the other again after TRY_OTHER_AFTER uses, then after
+    # twice as many while it stays slower; a change of times changes the choice.
+    w = _shm._TwoWays()
+    took = {0: 100e-6, 1: 50e-6}
+    ways = []
+    for _ in range(2 + 3 * w.TRY_OTHER_AFTER + 3):
+        ways.append(w.choose())
+        w.took(ways[-1], took[ways[-1]])
+    assert ways[:2] == [0, 1]
+    slow = [i - 2 for i, way in enumerate(ways) if way == 0 and i >= 2]
+    assert slow == [w.TRY_OTHER_AFTER - 1, 3 * w.TRY_OTHER_AFTER - 1]
+    took[1] = 400e-6  # the faster way became slow: after a few uses the other is taken
+    ways = []
+    for _ in range(40):
+        ways.append(w.choose())
+        w.took(ways[-1], took[ways[-1]])
+    assert ways[-10:] == [0] * 10
 
 
 @needs_binary

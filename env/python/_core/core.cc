@@ -35,19 +35,37 @@
 //                                   "tier_bandwidth_gbps", "done"}; actions: one int64 array
 //                                   (or None: keep) per tenant
 //
+//   futex_wake(address)             the shared-memory transport's waits
+//   wait_seq(address, seq, spins, seconds, spin_seconds=0) -> bool
+//                                   (env/python/tiergym/_shm.py), without ctypes' cost per
+//                                   call: FUTEX_WAKE of the 32-bit word at `address`; reads
+//                                   of the 64-bit word at `address` until it holds `seq`
+//                                   (`spins` reads, more for up to `spin_seconds`, then a
+//                                   FUTEX_WAIT on its low 32 bits of at most `seconds`, the
+//                                   GIL released): whether it does.
+//                                   `address` must lie in a mapping of the caller's (a
+//                                   segment it mapped); the futex calls themselves fail
+//                                   harmlessly on any other
+//
 // The GIL is released while environments reset or step; the buffers are written in place,
 // so Python reads them without a copy (env/python/tiergym/inprocess.py wraps them into
 // Gymnasium's vector API). Errors: ValueError for bad arguments (the message names the
 // argument), RuntimeError for calls out of order.
+#include <linux/futex.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -514,6 +532,48 @@ class CoschedCore {
   std::unique_ptr<CoschedEnv> env_;
 };
 
+void FutexWake(uintptr_t address) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(address), FUTEX_WAKE, 1, nullptr, nullptr, 0);
+}
+
+void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+bool WaitSeq(uintptr_t address, uint64_t seq, int spins, double seconds, double spin_seconds) {
+  std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(address));
+  for (int i = 0; i < spins; ++i) {
+    if (word.load(std::memory_order_acquire) == seq) return true;
+  }
+  if (spin_seconds > 0) {
+    nb::gil_scoped_release release;
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::duration<double>(std::min(spin_seconds, 0.01));
+    while (std::chrono::steady_clock::now() < until) {
+      for (int i = 0; i < 64; ++i) {
+        if (word.load(std::memory_order_acquire) == seq) return true;
+        CpuRelax();
+      }
+    }
+  }
+  const uint64_t now = word.load(std::memory_order_acquire);
+  if (now == seq) return true;
+  seconds = std::clamp(seconds, 0.0, 3600.0);
+  const auto whole = static_cast<time_t>(seconds);
+  const timespec timeout = {whole, static_cast<long>((seconds - static_cast<double>(whole)) * 1e9)};
+  {
+    nb::gil_scoped_release release;
+    // The low 32 bits of the little-endian word: the futex the server wakes.
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(address), FUTEX_WAIT,
+            static_cast<uint32_t>(now & 0xFFFFFFFFu), &timeout, nullptr, 0);
+  }
+  return word.load(std::memory_order_acquire) == seq;
+}
+
 }  // namespace
 }  // namespace tiergym::env
 
@@ -545,4 +605,7 @@ NB_MODULE(_core, m) {
       .def_prop_ro("num_tenants", &CoschedCore::num_tenants)
       .def("reset", &CoschedCore::Reset, nb::arg("seed").none())
       .def("step", &CoschedCore::Step, nb::arg("actions"));
+  m.def("futex_wake", &tiergym::env::FutexWake, nb::arg("address"));
+  m.def("wait_seq", &tiergym::env::WaitSeq, nb::arg("address"), nb::arg("seq"), nb::arg("spins"),
+        nb::arg("seconds"), nb::arg("spin_seconds") = 0.0);
 }

@@ -38,7 +38,51 @@ _INFO_KEYS = ("profile",) + _INFO_ARRAYS + ("refused_regions",)
 _SYS_FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine())
 _FUTEX_WAIT = 0  # shared (no FUTEX_PRIVATE_FLAG): the server's process wakes it
 _FUTEX_WAKE = 1
-_SPINS = 64  # reads of the seq word before sleeping on it (a batch takes tens of us)
+# A request's wait for its batch: a few reads of `seq` then a sleep on it, or reads for up to
+# _SPIN_S first. Reading on is faster when a core is free for this process while the server
+# steps (a sleeping process's wake-up costs tens of us on idle cores), slower when the two
+# share one (the reading takes the core the server needs): each segment takes the way that
+# was faster lately (_TwoWays).
+_SPIN_S = 300e-6
+
+
+class _TwoWays:
+    """One of two ways (0, 1) of doing something, chosen by the time each took lately
+    (moving averages): the faster, and the other after TRY_OTHER_AFTER uses, then after
+    twice as many each time it stays slower (at most TRY_OTHER_MAX). As the server's
+    choices (env/server/service.cc TwoWays)."""
+
+    TRY_OTHER_AFTER, TRY_OTHER_MAX = 32, 1024
+
+    def __init__(self):
+        self.seconds = [0.0, 0.0]
+        self._uses, self._try_other_after, self._trying_other = 0, self.TRY_OTHER_AFTER, False
+
+    def _faster(self):
+        return 1 if self.seconds[1] < self.seconds[0] else 0
+
+    def choose(self):
+        if not self.seconds[0]:
+            return 0
+        if not self.seconds[1]:
+            return 1
+        self._uses += 1
+        self._trying_other = self._uses >= self._try_other_after
+        return 1 - self._faster() if self._trying_other else self._faster()
+
+    def took(self, way, seconds):
+        old = self.seconds[way]
+        self.seconds[way] = 0.875 * old + 0.125 * seconds if old else max(seconds, 1e-9)
+        if self._trying_other:
+            self._trying_other, self._uses = False, 0
+            self._try_other_after = (self.TRY_OTHER_AFTER if self._faster() == way else
+                                     min(2 * self._try_other_after, self.TRY_OTHER_MAX))
+
+
+# Reads of the seq word before sleeping on it. A batch takes tens of us: the reads find it
+# done only when it ran while this process was off the core (as after its wake-up call);
+# 64 instead of 16 found it no more often, measured interleaved, and took more CPU time.
+_SPINS = 16
 
 
 class _Timespec(ctypes.Structure):
@@ -69,6 +113,23 @@ def _futex_functions():
 
 
 _futex_wait, _futex_wake = _futex_functions()
+_native = []  # [tiergym._core or None], once looked for
+
+
+def _native_waits():
+    """tiergym._core when it has futex_wake and wait_seq (the compiled extension, when the
+    package has it: a call costs a tenth of a ctypes call, and the spin on `seq` runs in C),
+    else None (the ctypes functions above serve)."""
+    if not _native:
+        core = None
+        try:
+            from .inprocess import load_core
+            core = load_core()
+        except (ImportError, OSError):
+            pass
+        _native.append(core if hasattr(core, "wait_seq") and hasattr(core, "futex_wake")
+                       else None)
+    return _native[0]
 
 # Arrays of the request area (written by the client) and of the error it may get back.
 _REQUEST_ARRAYS = ("request", "request_autoreset", "request_reset", "request_actions",
@@ -125,6 +186,7 @@ class SharedResults:
         finally:
             os.close(fd)
         self.arrays = {}
+        offsets = {}
         for a in made["layout"]:
             dtype = _DTYPES[a["dtype"]]
             shape = tuple(int(d) for d in a["shape"])
@@ -135,6 +197,13 @@ class SharedResults:
             if a["name"] not in _REQUEST_ARRAYS:
                 array.flags.writeable = False
             self.arrays[a["name"]] = array
+            offsets[a["name"]] = int(a["offset"])
+        # The header's words as memoryviews too: reading one gives an int in a fraction of
+        # the time a numpy scalar takes (the spin on `seq` reads it tens of times a batch).
+        view = memoryview(buf)
+
+        def word(name, fmt, size):
+            return view[offsets[name]:offsets[name] + size].cast(fmt)
         if int(self.arrays["seq"][0]) != int(made["seq"]):
             raise ValueError(f"shared-memory segment {name} does not hold batch {made['seq']}")
         self.last_seq = int(made["seq"])
@@ -143,8 +212,16 @@ class SharedResults:
         self.signal = (bool(made.get("signal")) and _futex_wait is not None
                        and "has_final" in self.arrays)
         self._seq = self.arrays["seq"]
+        self._seq_word = word("seq", "Q", 8)
+        self._spins = _SPINS
+        self._waiting = _TwoWays()  # for a request's batch: 0 sleep soon, 1 read on first
+        self._has_final = word("has_final", "B", 1) if "has_final" in offsets else None
+        # The summary of the batch's rows (a server that writes none: assume everything).
+        self._summary = word("summary", "B", 1) if "summary" in offsets else None
         # The low 32 bits of the (little-endian) seq word: the futex.
         self._seq_address = self._seq.ctypes.data
+        self._native = _native_waits() if _futex_wait is not None else None
+        self._wake = self._native.futex_wake if self._native is not None else _futex_wake
         self.rows = len(self.arrays["obs"])
         # Requests through the segment: offered, writable here, and its request area there.
         self.requests = writable and all(k in self.arrays for k in _REQUEST_ARRAYS)
@@ -154,6 +231,10 @@ class SharedResults:
             self._request_actions = self.arrays["request_actions"]
             if self._request_actions.ndim != 2 or len(self._request_actions) != self.rows:
                 raise ValueError("shm.layout: request_actions is not [rows, action]")
+            self._request_word = word("request", "Q", 8)
+            self._request_reset = self.arrays["request_reset"]
+            self._request_autoreset = word("request_autoreset", "B", 1)
+            self._error_code = word("error_code", "B", 1)  # its first byte: 0 when none
         # Profile names: one table for every row when the sessions share theirs.
         self._per_row = [list(p) + ["?"] for p in profiles]
         self._shared = (np.array(self._per_row[0], dtype=object)
@@ -161,6 +242,10 @@ class SharedResults:
         self._static = {}
         self._profiles = {}
         self._no_refusals = {}
+        # The batch's arrays as read() gives them with copy=False and every row: the same
+        # views every time.
+        self._views = tuple(self.arrays[k] for k in ("obs", "reward", "terminated", "truncated",
+                                                     "reset"))
 
     def _column(self, prefix, key, rows):
         a = self.arrays[prefix + key]
@@ -170,8 +255,11 @@ class SharedResults:
             a = a.view(np.int8)
         return a if rows == self.rows else a[:rows]
 
-    def _infos(self, prefix, rows, copy, mask=None):
-        """The info columns as decode_info_columns gives them from a reply."""
+    def _infos(self, prefix, rows, copy, mask=None, summary=3, seq=None):
+        """The info columns as decode_info_columns gives them from a reply. `summary` (the
+        segment's summary word) and `seq` (the batch's number) say what may be skipped: the
+        refused regions when no row has any, the check of the profiles when no entry was
+        reset since the batch they were checked at (seq - 1)."""
         key = (prefix, rows)
         static = self._static.get(key)
         if static is None:
@@ -184,22 +272,28 @@ class SharedResults:
         if copy:
             for k in _INFO_ARRAYS:
                 out[k] = static[k].copy()
-        # The profile column (objects) is built again only when a row's profile changed.
-        index = self.arrays[prefix + "profile"][:rows]
+        # The profile column (objects) is built again only when a row's profile changed,
+        # which only a reset does: unless one did, the previous batch's column holds.
         cached = self._profiles.get(key)
-        if cached is None or cached[0] != index.tobytes():
-            if self._shared is not None:
-                profile = self._shared[index]
-            else:
-                profile = np.array([self._per_row[i][j] for i, j in enumerate(index)],
-                                   dtype=object)
-            profile.flags.writeable = False
-            self._profiles[key] = (index.tobytes(), profile)
-        else:
+        if (cached is not None and seq is not None and not summary & 2
+                and cached[2] == seq - 1):
             profile = cached[1]
+            self._profiles[key] = (cached[0], profile, seq)
+        else:
+            index = self.arrays[prefix + "profile"][:rows]
+            if cached is None or cached[0] != index.tobytes():
+                if self._shared is not None:
+                    profile = self._shared[index]
+                else:
+                    profile = np.array([self._per_row[i][j] for i, j in enumerate(index)],
+                                       dtype=object)
+                profile.flags.writeable = False
+            else:
+                profile = cached[1]
+            self._profiles[key] = (index.tobytes(), profile, seq)
         out["profile"] = profile.copy() if copy else profile
         counts = self.arrays[prefix + "refused_count"][:rows]
-        if counts.any():
+        if summary & 1 and counts.any():
             refused = np.empty(rows, dtype=object)
             refused.fill(())
             regions = self.arrays[prefix + "refused_regions"]
@@ -215,18 +309,31 @@ class SharedResults:
                 out["_" + k] = mask.copy()
         return out
 
-    def wait(self, seq, seconds):
+    def forget(self):
+        """Drops what the last batch read lets the next skip: the client sent something else
+        (a batch whose results came in its reply, or one that failed), which may have reset
+        sessions without the segment's summary saying so."""
+        self._profiles.clear()
+
+    def wait(self, seq, seconds, spin_s=0.0):
         """Whether the segment holds batch `seq` within `seconds`: a few reads of the seq
-        word, then a sleep on it (the server wakes it when it writes a batch)."""
-        seq_word = self._seq
-        for _ in range(_SPINS):
-            if int(seq_word[0]) == seq:
+        word (more for up to spin_s), then a sleep on it (the server wakes it when it writes
+        a batch)."""
+        if self._native is not None:
+            return self._native.wait_seq(self._seq_address, seq, self._spins, seconds, spin_s)
+        seq_word = self._seq_word
+        if spin_s > 0:
+            until = time.perf_counter() + spin_s
+            while seq_word[0] != seq and time.perf_counter() < until:
+                pass
+        for _ in range(self._spins):
+            if seq_word[0] == seq:
                 return True
-        now = int(seq_word[0])
+        now = seq_word[0]
         if now == seq:
             return True
         _futex_wait(self._seq_address, now & 0xFFFFFFFF, seconds)
-        return int(seq_word[0]) == seq
+        return seq_word[0] == seq
 
     def request(self, actions, reset, same_step, timeout, check):
         """Steps the segment's sessions (all its rows) through its request area: `actions`
@@ -238,20 +345,27 @@ class SharedResults:
         when the server is known to be gone)."""
         np.copyto(self._request_actions, actions.reshape(self._request_actions.shape),
                   casting="unsafe")
-        np.copyto(self.arrays["request_reset"], reset, casting="unsafe")
-        self.arrays["request_autoreset"][0] = 1 if same_step else 0
+        np.copyto(self._request_reset, reset, casting="unsafe")
+        self._request_autoreset[0] = 1 if same_step else 0
         seq = self.last_seq + 1
+        way = self._waiting.choose()
+        start = time.perf_counter()
         # The number last (x86-64 keeps the stores in order), then the server's thread woken.
-        self._request[0] = self._request[0] + np.uint64(1)
-        _futex_wake(self._request_address)
-        deadline = time.monotonic() + timeout
-        while not self.wait(seq, min(0.1, max(deadline - time.monotonic(), 0.0))):
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"no batch in the shared-memory segment within {timeout} s")
-            check()
+        number = self._request_word
+        number[0] = (number[0] + 1) & 0xFFFFFFFFFFFFFFFF
+        self._wake(self._request_address)
+        if self.wait(seq, min(0.1, timeout), _SPIN_S if way else 0.0):
+            self._waiting.took(way, time.perf_counter() - start)
+        else:
+            deadline = time.monotonic() + timeout
+            while not self.wait(seq, min(0.1, max(deadline - time.monotonic(), 0.0))):
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(
+                        f"no batch in the shared-memory segment within {timeout} s")
+                check()
         self.last_seq = seq
-        code = _text(self.arrays["error_code"])
-        if code:
+        if self._error_code[0]:
+            code = _text(self.arrays["error_code"])
             field = _text(self.arrays["error_field"])
             message = _text(self.arrays["error_message"])
             for ours, theirs in (("request_actions", "actions"), ("request_reset", "reset"),
@@ -267,7 +381,8 @@ class SharedResults:
         """The reply's `shm` map for batch `seq` of `rows` entries that the ready signal
         announced instead of a reply."""
         return {"segment": self.segment, "seq": seq, "rows": rows,
-                "final": bool(self.arrays["has_final"][0])}
+                "final": bool(self._has_final[0] if self._has_final is not None
+                              else self.arrays["has_final"][0])}
 
     def read(self, shm, copy):
         """(obs, rewards, terminations, truncations, reset, infos, final) of the batch the
@@ -276,19 +391,24 @@ class SharedResults:
         rows = int(shm["rows"])
         if not 0 < rows <= self.rows:
             raise ValueError(f"shm.rows {rows}: the segment has {self.rows} rows")
-        if int(self.arrays["seq"][0]) != int(shm["seq"]):
-            raise ValueError(f"the shared-memory segment holds batch {int(self.arrays['seq'][0])}"
-                             f", not batch {shm['seq']} (two requests in flight on it?)")
-        self.last_seq = int(shm["seq"])
+        seq = int(shm["seq"])
+        if self._seq_word[0] != seq:
+            raise ValueError(f"the shared-memory segment holds batch {self._seq_word[0]}"
+                             f", not batch {seq} (two requests in flight on it?)")
+        self.last_seq = seq
         a = self.arrays
+        if rows == self.rows and not copy:
+            obs, rewards, terminations, truncations, reset = self._views
+        else:
+            def take(name):
+                v = a[name] if rows == self.rows else a[name][:rows]
+                return v.copy() if copy else v
 
-        def take(name):
-            v = a[name] if rows == self.rows else a[name][:rows]
-            return v.copy() if copy else v
-
-        obs, rewards = take("obs"), take("reward")
-        terminations, truncations, reset = take("terminated"), take("truncated"), take("reset")
-        infos = self._infos("info.", rows, copy)
+            obs, rewards = take("obs"), take("reward")
+            terminations, truncations, reset = (take("terminated"), take("truncated"),
+                                                take("reset"))
+        summary = self._summary[0] if self._summary is not None else 3
+        infos = self._infos("info.", rows, copy, summary=summary, seq=seq)
         final = None
         if shm.get("final"):
             ended = terminations | truncations

@@ -323,6 +323,16 @@ class VectorEnv(_VectorEnvBase):
             if shm is True and self._requests_offered and self._use_requests:
                 fields["shm_requests"] = True  # later steps written into the segment
         shared = self._shared
+        if shared is not None and not isinstance(shm, str):
+            shared.forget()  # results in the reply: the segment's summary will not tell
+        try:
+            return self._send_batch(fields, shm, shared, len(sessions))
+        except BaseException:
+            if shared is not None:
+                shared.forget()  # it may have moved some entries without a batch published
+            raise
+
+    def _send_batch(self, fields, shm, shared, rows):
         if isinstance(shm, str) and shared.signal and self._use_signal:
             # No reply when it succeeds: the segment's seq word says the batch is there.
             fields["shm_signal"] = True
@@ -339,7 +349,7 @@ class VectorEnv(_VectorEnvBase):
                 self._use_signal = False
                 raise
             if reply is None:
-                reply = {"shm": shared.announced(seq, len(sessions))}
+                reply = {"shm": shared.announced(seq, rows)}
             return reply
         return self._connection.call("step_batch", **fields)
 
@@ -361,7 +371,10 @@ class VectorEnv(_VectorEnvBase):
                     f"{server.process.returncode}; its log: {server.log_tail()}")
         try:
             shm = self._shared.request(a, reset, same_step, connection.timeout, check)
-        except TimeoutError:
+        except BaseException as e:
+            self._shared.forget()
+            if not isinstance(e, TimeoutError):
+                raise
             # The batch may still land in the segment later: from now on every batch is a
             # message with a reply, whose `seq` tells which batch is there.
             self._use_requests = self._use_signal = False
