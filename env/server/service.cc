@@ -15,6 +15,7 @@
 #include "env/server/random_id.h"
 #include "env/server/shm_batch.h"
 #include "env/spec/action_check.h"
+#include "traces/base/cpu_relax.h"
 #include "traces/base/field_status.h"
 #include "traces/base/strings.h"
 #include "traces/placement.h"
@@ -226,14 +227,6 @@ constexpr int kRequestPollMs = 100;  // how often a request thread looks for its
 // waiting was faster lately (idle cores: a sleeping thread's wake-up costs tens of us
 // there; busy ones: the watching takes the core the client needs, and is not chosen).
 constexpr int64_t kRequestSpinNs = 100'000;
-
-void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 double NsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();

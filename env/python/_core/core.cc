@@ -80,6 +80,7 @@
 #include "env/server/bundled_profiles.h"
 #include "env/vector/make_vector_env.h"
 #include "env/vector/vector_env.h"
+#include "traces/base/cpu_relax.h"
 #include "traces/base/field_status.h"
 #include "traces/base/strings.h"
 
@@ -534,14 +535,6 @@ class CoschedCore {
 
 void FutexWake(uintptr_t address) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(address), FUTEX_WAKE, 1, nullptr, nullptr, 0);
-}
-
-void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
 }
 
 bool WaitSeq(uintptr_t address, uint64_t seq, int spins, double seconds, double spin_seconds) {
