@@ -156,14 +156,17 @@ void WriteTracker::AcceptAll() {
     if (uffd < 0) continue;
     absl::Cleanup close_uffd = [uffd] { ::close(uffd); };  // unless it is tracked
     std::string error;
-    if (have_cred && ::access(StrCat("/proc/", cred.pid, "/stat").c_str(), F_OK) != 0) {
-      // The process has ended (and been reaped) before its descriptor was read: nothing
-      // left to track, and nothing wrong.
+    const std::string stat_path = StrCat("/proc/", cred.pid, "/stat");
+    const bool descendant = have_cred && IsDescendant(cred.pid, root_);
+    if (have_cred && !descendant && ::access(stat_path.c_str(), F_OK) != 0) {
+      // The process has ended (and been reaped) before its descriptor was read, or while
+      // its ancestry was read (a short-lived child reaped by its parent meanwhile: its
+      // parent's link is gone with it): nothing left to track, and nothing wrong.
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.processes;
       continue;
     }
-    if (!have_cred || !IsDescendant(cred.pid, root_)) {
+    if (!descendant) {
       error = "a descriptor came from a process outside the recorded command";
     } else if (!IsUserfaultfd(uffd)) {
       error = "the descriptor received is not a userfaultfd";
