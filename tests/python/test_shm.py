@@ -44,6 +44,16 @@ def tiergym_segments():
     return sorted(n for n in os.listdir("/dev/shm") if n.startswith("tiergym-"))
 
 
+def stats_once_freed(server, counter, seconds=10):
+    """The server's stats once `counter` (a stats key) fell to 0, or after `seconds`: a
+    segment's thread ends within its poll (100 ms) of the segment's freeing, later on a
+    loaded machine."""
+    deadline = time.monotonic() + seconds
+    while stats(server)[counter] != 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return stats(server)
+
+
 def kill_and_wait_until_freed(server, script, counter, settle_s=0.0):
     """Runs `script`, a client that prints "ready" once it holds what `counter` (a stats
     key) counts, checks the server counts one, kills the client with SIGKILL and waits (10 s
@@ -55,10 +65,7 @@ def kill_and_wait_until_freed(server, script, counter, settle_s=0.0):
         assert stats(server)[counter] == 1
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while stats(server)[counter] != 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return stats(server)
+        return stats_once_freed(server, counter)
     finally:
         child.kill()
         child.wait()
@@ -319,7 +326,7 @@ def test_steps_written_into_the_segment_send_no_message_and_match_the_signal(ser
     finally:
         written.close()
         signalled.close()
-    assert stats(server)["shm_request_threads"] == 0
+    assert stats_once_freed(server, "shm_request_threads")["shm_request_threads"] == 0
 
 
 @needs_binary
@@ -410,7 +417,7 @@ def test_request_threads_are_bounded_and_a_dead_client_frees_its_thread():
             first.close()
             second.close()
             plain.close()
-        assert stats(s)["shm_request_threads"] == 0
+        assert stats_once_freed(s, "shm_request_threads")["shm_request_threads"] == 0
         # A client killed while the server's thread waits for (or serves) its requests.
         script = textwrap.dedent(f"""
             import time
