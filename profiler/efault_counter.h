@@ -8,9 +8,9 @@
 // enabled by the kernel when the command execs (enable_on_exec). An event that counts
 // from perf_event_open on, with the filter set by a later ioctl, counts every system call
 // the process finishes in between whatever it returns: the recorder's own launcher child
-// (fork's return, set_robust_list, the closes before it waits for the go byte) when a
-// loaded machine runs it only then, which showed up as "EFAULT returns: 1" to "4" in runs
-// where no call failed (profiler/README.md, "It reports harm").
+// when a loaded machine runs it only then (perf showed its set_robust_list and the two
+// closes before it waits for the go byte there), which showed up as "EFAULT returns: 1"
+// to "4" in runs where no call failed (profiler/README.md, "It reports harm").
 //
 // Thread-compatible; one owner.
 #ifndef TIERGYM_PROFILER_EFAULT_COUNTER_H_

@@ -2,7 +2,7 @@
 //
 // The process it is opened on is the recorder's launcher child, which runs recorder code
 // until it execs the command (on a loaded machine, just when the counter is being opened:
-// fork's return, set_robust_list, closes). Those calls are not the command's, and an
+// set_robust_list, closes). Those calls are not the command's, and an
 // event enabled before its `ret == -14` filter was set counted them whatever they
 // returned: "EFAULT returns: 1" to "4" in recordings where no call failed. Here the child
 // makes failing calls of both kinds (EAGAIN and EFAULT) before exec, the whole time the
