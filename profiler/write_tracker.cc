@@ -133,6 +133,10 @@ void WriteTracker::Start(pid_t root) {
 
 void WriteTracker::Stop() {
   if (!thread_.Stop()) return;
+  // Descriptors handed over that the thread had no time to accept (a loaded machine can
+  // leave it unscheduled for a whole short run) still count as received: every process
+  // image that handed one over is in stats().processes, however late it was read.
+  AcceptAll();
   for (Process& p : processes_) ::close(p.uffd);
   processes_.clear();
 }
@@ -158,10 +162,11 @@ void WriteTracker::AcceptAll() {
     std::string error;
     const std::string stat_path = StrCat("/proc/", cred.pid, "/stat");
     const bool descendant = have_cred && IsDescendant(cred.pid, root_);
-    if (have_cred && !descendant && ::access(stat_path.c_str(), F_OK) != 0) {
-      // The process has ended (and been reaped) before its descriptor was read, or while
-      // its ancestry was read (a short-lived child reaped by its parent meanwhile: its
-      // parent's link is gone with it): nothing left to track, and nothing wrong.
+    if (have_cred && ::access(stat_path.c_str(), F_OK) != 0) {
+      // The process has ended (and been reaped) before its descriptor was read: nothing
+      // left to track, and nothing wrong. Checked after the ancestry: a process reaped
+      // while its ancestry was read (an exec'd child that ends at once) has none left to
+      // read, and must not be called a stranger for that.
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.processes;
       continue;

@@ -62,7 +62,8 @@ class WriteTracker {
 
   // Starts the thread; descriptors are accepted from `root` and its descendants.
   void Start(pid_t root);
-  // Stops the thread and closes every descriptor (which unregisters what is left).
+  // Stops the thread, reads the descriptors still queued (counted in stats().processes)
+  // and closes every descriptor (which unregisters what is left).
   void Stop();
 
   WriteTrackerStats stats() const;
