@@ -213,8 +213,8 @@ class SharedResults:
                        and "has_final" in self.arrays)
         self._seq = self.arrays["seq"]
         self._seq_word = word("seq", "Q", 8)
-        self._spins = _SPINS
         self._waiting = _TwoWays()  # for a request's batch: 0 sleep soon, 1 read on first
+        # (Announced batches need a signal or requests, both of which come with has_final.)
         self._has_final = word("has_final", "B", 1) if "has_final" in offsets else None
         # The summary of the batch's rows (a server that writes none: assume everything).
         self._summary = word("summary", "B", 1) if "summary" in offsets else None
@@ -320,13 +320,13 @@ class SharedResults:
         word (more for up to spin_s), then a sleep on it (the server wakes it when it writes
         a batch)."""
         if self._native is not None:
-            return self._native.wait_seq(self._seq_address, seq, self._spins, seconds, spin_s)
+            return self._native.wait_seq(self._seq_address, seq, _SPINS, seconds, spin_s)
         seq_word = self._seq_word
         if spin_s > 0:
             until = time.perf_counter() + spin_s
             while seq_word[0] != seq and time.perf_counter() < until:
                 pass
-        for _ in range(self._spins):
+        for _ in range(_SPINS):
             if seq_word[0] == seq:
                 return True
         now = seq_word[0]
@@ -381,8 +381,7 @@ class SharedResults:
         """The reply's `shm` map for batch `seq` of `rows` entries that the ready signal
         announced instead of a reply."""
         return {"segment": self.segment, "seq": seq, "rows": rows,
-                "final": bool(self._has_final[0] if self._has_final is not None
-                              else self.arrays["has_final"][0])}
+                "final": bool(self._has_final[0])}
 
     def read(self, shm, copy):
         """(obs, rewards, terminations, truncations, reset, infos, final) of the batch the
