@@ -17,14 +17,23 @@ SAME_STEP = "same_step"
 DISABLED = "disabled"
 _MODES = {NEXT_STEP: AutoresetMode.NEXT_STEP, SAME_STEP: AutoresetMode.SAME_STEP,
           DISABLED: AutoresetMode.DISABLED}
+_NAMES = {member: name for name, member in _MODES.items()}
 
 
 def mode_name(mode):
+    """tiergym's name of an autoreset mode ("next_step", "same_step", "disabled") from that
+    name, Gymnasium's AutoresetMode member, or the member's value ("NextStep", as
+    Gymnasium's own vector environments take it)."""
     if isinstance(mode, AutoresetMode):
-        return mode.value
-    if mode not in _MODES:
-        raise ValueError(f"autoreset_mode must be one of {sorted(_MODES)}, got {mode!r}")
-    return mode
+        return _NAMES[mode]
+    if isinstance(mode, str):
+        if mode in _MODES:
+            return mode
+        for member, name in _NAMES.items():
+            if mode == member.value:
+                return name
+    raise ValueError(f"autoreset_mode must be one of {sorted(_MODES)} or a "
+                     f"gymnasium.vector.AutoresetMode, got {mode!r}")
 
 
 def batch_seeds(seed, which, num_envs, seeded):
@@ -65,11 +74,16 @@ class VectorEnvBase(gymnasium.vector.VectorEnv):
     idempotent close() that is safe on an object whose __init__ failed half-way, and the
     context manager. Subclasses free what they hold in close_extras()."""
 
+    # Until _init_common has checked the arguments the object holds nothing and counts as
+    # closed (gymnasium.vector.VectorEnv says False, and its __del__ closes what is not).
+    closed = True
+
     def _init_common(self, num_envs, configs, config, autoreset_mode, render_mode):
-        """Checks the common arguments and sets num_envs, autoreset_mode, metadata,
-        render_mode and closed; returns each sub-environment's configuration (configs[i]
-        merged over the common keyword arguments `config`)."""
-        autoreset_mode = mode_name(autoreset_mode)
+        """Checks the common arguments and sets num_envs, autoreset_mode (Gymnasium's
+        AutoresetMode member; _mode its tiergym name), metadata, render_mode and closed;
+        returns each sub-environment's configuration (configs[i] merged over the common
+        keyword arguments `config`)."""
+        mode = mode_name(autoreset_mode)
         if configs is not None:
             configs = [dict(c or {}) for c in configs]
             if num_envs is None:
@@ -83,8 +97,9 @@ class VectorEnvBase(gymnasium.vector.VectorEnv):
             raise ValueError(f"render_mode {render_mode!r}: the batched VectorEnv does not "
                              "render (TierEnv renders 'ansi')")
         self.num_envs = int(num_envs)
-        self.autoreset_mode = autoreset_mode
-        self.metadata = {"render_modes": [], "autoreset_mode": _MODES[autoreset_mode]}
+        self._mode = mode
+        self.autoreset_mode = _MODES[mode]
+        self.metadata = {"render_modes": [], "autoreset_mode": self.autoreset_mode}
         self.render_mode = None
         self.closed = False
         return [dict(config, **(configs[i] if configs else {})) for i in range(self.num_envs)]
@@ -108,7 +123,7 @@ class VectorEnvBase(gymnasium.vector.VectorEnv):
 
     def close(self, **kwargs):
         """Frees the sub-environments (close_extras, once). Idempotent."""
-        if getattr(self, "closed", True):  # closed, or __init__ failed before it began
+        if self.closed:  # closed, or __init__ failed before _init_common
             return
         try:
             self.close_extras(**kwargs)

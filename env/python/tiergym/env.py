@@ -21,6 +21,7 @@ from ._protocol import ENV_ID, decode_array, decode_info, decode_spec
 from ._values import (SEED_BOUND, action_to_wire, config_to_wire, flat_mask,
                       placement_to_wire, space_from_spec)
 from .connection import DEFAULT_TIMEOUT_S, close_connection, open_connection
+from .errors import ServerError, UnknownConfigKey
 
 
 class TierEnv(gymnasium.Env):
@@ -54,6 +55,12 @@ class TierEnv(gymnasium.Env):
         self._connection, self._server = open_connection(address, timeout, server_args)
         try:
             reply = self._connection.call("make", env=ENV_ID, config=config_to_wire(config))
+        except ServerError as e:
+            self.close()
+            if (e.code == "INVALID_ARGUMENT" and (e.field or "").startswith("config.")
+                    and "unknown configuration key" in (e.message or "")):
+                raise UnknownConfigKey(e) from None
+            raise
         except BaseException:
             self.close()
             raise

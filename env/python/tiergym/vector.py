@@ -16,7 +16,10 @@ core in this process (threads=T steps on T threads). The older spelling
 tiergym.VectorEnv(n, inprocess=True) still gives one, with a DeprecationWarning (it goes
 in the next version): a class whose constructor returns an object of another class.
 
-Autoreset (metadata["autoreset_mode"]): "next_step" (default; Gymnasium's default): the step
+Autoreset (the argument `autoreset_mode`: a name below, or Gymnasium's AutoresetMode member or
+its value, "SameStep"; the attribute and metadata["autoreset_mode"] hold the AutoresetMode
+member, as Gymnasium's own vector environments do): "next_step" (default; Gymnasium's
+default): the step
 after an episode ended resets that sub-environment, ignores its action and returns its first
 observation with reward 0 and terminated = truncated = False. "same_step": the step that
 ends an episode resets it at once; `obs` holds the new episode's first observation and
@@ -54,11 +57,11 @@ from ._protocol import ENV_ID, decode_array, decode_info_columns, decode_spec, e
 from ._shm import SharedResults, is_local, requests_supported
 from ._values import config_to_wire, flat_mask, integer_actions
 from ._vector_base import (DISABLED, NEXT_STEP, SAME_STEP, VectorEnvBase, batch_seeds,
-                           merge_masks, reset_mask, scatter_infos)
+                           merge_masks, mode_name, reset_mask, scatter_infos)
 from .connection import DEFAULT_TIMEOUT_S, close_connection, open_connection
 from .errors import ServerError, ServerUnavailable
 
-__all__ = ["VectorEnv", "NEXT_STEP", "SAME_STEP", "DISABLED"]
+__all__ = ["VectorEnv", "NEXT_STEP", "SAME_STEP", "DISABLED", "mode_name"]
 
 
 
@@ -336,17 +339,17 @@ class VectorEnv(VectorEnvBase):
         if self._obs is None:
             raise gymnasium.error.ResetNeeded("step() before the first reset()")
         if self._through_segment():
-            if self.autoreset_mode == NEXT_STEP:
+            if self._mode == NEXT_STEP:
                 reply = self._request(actions, self._autoreset, False)
-            elif self.autoreset_mode == SAME_STEP:
+            elif self._mode == SAME_STEP:
                 reply = self._request(actions, np.zeros(self.num_envs, dtype=bool), True)
             else:
                 reply = self._request(actions, np.zeros(self.num_envs, dtype=bool), False)
             return self._finish_step(reply)
         wire = self._actions_to_wire(actions)
-        if self.autoreset_mode == NEXT_STEP:
+        if self._mode == NEXT_STEP:
             reply = self._batch(self.sessions, wire, self._autoreset.copy())
-        elif self.autoreset_mode == SAME_STEP:
+        elif self._mode == SAME_STEP:
             reply = self._batch(self.sessions, wire, np.zeros(self.num_envs, dtype=bool),
                                 autoreset=SAME_STEP)
         else:
@@ -357,9 +360,9 @@ class VectorEnv(VectorEnvBase):
         obs, rewards, terminations, truncations, _, infos, final = self._results(
             reply, range(self.num_envs))
         ended = terminations | truncations
-        if self.autoreset_mode == NEXT_STEP:
+        if self._mode == NEXT_STEP:
             self._autoreset = ended
-        elif self.autoreset_mode == SAME_STEP and final is not None:
+        elif self._mode == SAME_STEP and final is not None:
             final_obs, final_info = final
             infos["final_obs"] = np.array([final_obs[i] if ended[i] else None
                                            for i in range(self.num_envs)], dtype=object)
@@ -388,4 +391,4 @@ class VectorEnv(VectorEnvBase):
         close_connection(connection, server, self.sessions)
 
     def __repr__(self):
-        return f"tiergym.VectorEnv({self.num_envs}, autoreset_mode={self.autoreset_mode!r})"
+        return f"tiergym.VectorEnv({self.num_envs}, autoreset_mode={self._mode!r})"
