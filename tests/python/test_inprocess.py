@@ -407,7 +407,8 @@ def test_the_keep_and_move_modes_masks_and_episodes_are_the_servers(server, acti
     # the default task), [regions * tiers + 1] in move mode.
     config = dict(CONFIG, action_mode=action_mode)
     remote = tiergym.VectorEnv(3, address=server, autoreset_mode="same_step", **config)
-    local = tiergym.VectorEnv(3, inprocess=True, autoreset_mode="same_step", **config)
+    local = tiergym.make_vec(tiergym.ENV_ID, 3, inprocess=True, autoreset_mode="same_step",
+                             **config)
     try:
         assert_same_outputs(local.reset(seed=4), remote.reset(seed=4), "reset")
         tiers = len(local.tiers)
