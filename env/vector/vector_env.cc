@@ -113,8 +113,12 @@ size_t VectorEnv::ActionSize() const {
 }
 
 size_t VectorEnv::MaskSize() const {
-  return static_cast<size_t>(spec_.num_regions) * spec_.tiers.size() +
-         (spec_.action.kind == Space::kDiscrete ? 1 : 0);
+  // MultiDiscrete: a row of action.n values per region (tiers in placement mode, 1 + tiers
+  // in keep mode); Discrete (move mode): a move per region and tier, and "do nothing".
+  if (spec_.action.kind == Space::kMultiDiscrete) {
+    return static_cast<size_t>(spec_.num_regions) * static_cast<size_t>(spec_.action.n);
+  }
+  return static_cast<size_t>(spec_.num_regions) * spec_.tiers.size() + 1;
 }
 
 void VectorEnv::WorkerLoop() {
