@@ -113,12 +113,13 @@ size_t VectorEnv::ActionSize() const {
 }
 
 size_t VectorEnv::MaskSize() const {
-  // MultiDiscrete: a row of action.n values per region (tiers in placement mode, 1 + tiers
-  // in keep mode); Discrete (move mode): a move per region and tier, and "do nothing".
+  const auto regions = static_cast<size_t>(spec_.num_regions);
+  // A row of the action's choices per region (placement mode: the tiers; keep mode: keep,
+  // then the tiers); move mode: a column per (region, tier), then the no-op.
   if (spec_.action.kind == Space::kMultiDiscrete) {
-    return static_cast<size_t>(spec_.num_regions) * static_cast<size_t>(spec_.action.n);
+    return regions * static_cast<size_t>(spec_.action.n);
   }
-  return static_cast<size_t>(spec_.num_regions) * spec_.tiers.size() + 1;
+  return regions * spec_.tiers.size() + 1;
 }
 
 void VectorEnv::WorkerLoop() {

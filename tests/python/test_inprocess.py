@@ -154,31 +154,6 @@ def test_episodes_are_bit_identical_to_the_server_path(server, mode, threads):
 
 
 @needs_both
-@pytest.mark.parametrize("action_mode", ["keep", "move"])
-def test_keep_and_move_modes_give_the_server_paths_masks(server, action_mode):
-    # The mask's rows follow the action mode: [regions, 1 + tiers] in keep mode (they were
-    # once cut to the placement mode's [regions, tiers]), one flat row in move mode.
-    cfg = dict(CONFIG, action_mode=action_mode)
-    n = 4
-    remote = tiergym.VectorEnv(n, address=server, **cfg)
-    local = tiergym.VectorEnv(n, inprocess=True, **cfg)
-    try:
-        space = remote.single_action_space
-        high = space.nvec if isinstance(space, gymnasium.spaces.MultiDiscrete) else space.n
-        assert_same_outputs(local.reset(seed=7), remote.reset(seed=7), "reset")
-        rng = np.random.default_rng(3)
-        for t in range(12):
-            actions = rng.integers(0, high, size=(n, *space.shape))
-            assert_same_outputs(local.step(actions), remote.step(actions), f"step {t}")
-            np.testing.assert_array_equal(local.action_masks(), remote.action_masks())
-        if action_mode == "keep":
-            assert local.step(actions)[4]["action_mask"].shape == (n, 16, 3)
-    finally:
-        remote.close()
-        local.close()
-
-
-@needs_both
 def test_configuration_values_keep_their_types_as_on_the_server_path(server):
     # A real number with more digits than a text detour would keep, and a list of
     # profiles: the same configurations in force and the same episodes as the server's.
@@ -399,3 +374,27 @@ def test_sb3s_vec_env_runs_over_the_in_process_env():
         venv.close()
     with pytest.raises(ValueError, match="copy=True"):
         TierVecEnv(tiergym.InProcessVectorEnv(1, autoreset_mode=tiergym.SAME_STEP, **CONFIG))
+
+
+@needs_both
+@pytest.mark.parametrize("action_mode", ["keep", "move"])
+def test_the_keep_and_move_modes_masks_and_episodes_are_the_servers(server, action_mode):
+    # The mask's shape follows the action: [regions, 1 + tiers] in keep mode (the row of
+    # the default task), [regions * tiers + 1] in move mode.
+    config = dict(CONFIG, action_mode=action_mode)
+    remote = tiergym.VectorEnv(3, address=server, autoreset_mode="same_step", **config)
+    local = tiergym.VectorEnv(3, inprocess=True, autoreset_mode="same_step", **config)
+    try:
+        assert_same_outputs(local.reset(seed=4), remote.reset(seed=4), "reset")
+        tiers = len(local.tiers)
+        shape = (3, 16, 1 + tiers) if action_mode == "keep" else (3, 16 * tiers + 1)
+        assert local.reset(seed=4)[1]["action_mask"].shape == shape
+        remote.reset(seed=4)
+        local.action_space.seed(1)
+        for t in range(12):  # past the end of the first episodes (9 steps)
+            actions = local.action_space.sample()
+            assert_same_outputs(local.step(actions), remote.step(actions), f"step {t}")
+            np.testing.assert_array_equal(local.action_masks(), remote.action_masks())
+    finally:
+        remote.close()
+        local.close()
