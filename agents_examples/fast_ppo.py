@@ -57,17 +57,17 @@ class Args:
     seed: int = 0
     total_steps: int = 2_000_000       # environment steps to train for
     num_envs: int = 1024               # environments stepped together (two halves)
-    num_steps: int = 32                # steps per environment per rollout: batch 32 x 1024
+    num_steps: int = 16                # steps per environment per rollout: batch 16 x 1024
     policy: str = "mlp"                # "mlp" (flat) or "regions" (shared per-region weights)
     hidden: int = 64                   # width of the hidden layers
     learning_rate: float = 3e-3
-    anneal_lr: bool = False            # linear decay of the learning rate to 0
+    anneal_lr: bool = True             # linear decay of the learning rate to 0 over total_steps
     gamma: float = 1.0                 # the return is the undiscounted time saved
     gae_lambda: float = 0.95
     update_epochs: int = 2
     num_minibatches: int = 4
     clip_coef: float = 0.2
-    ent_coef: float = 0.001
+    ent_coef: float = 0.01
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     reward_scale: float = 100.0        # rewards x steps: an episode's return ~ its time saved x 100
@@ -75,7 +75,7 @@ class Args:
     train: str = "minife,lulesh"       # applications trained on
     held_out: str = "nekbone,lammps"   # applications evaluated on only
     config: str = ""                   # task overrides, KEY=VALUE,KEY=VALUE (e.g. num_regions=32)
-    eval_every: int = 131_072          # environment steps between evaluations (excluded from time)
+    eval_every: int = 65_536           # environment steps between evaluations (excluded from time)
     target: float = 0.0                # stop once the training score reaches this fraction (0: never)
     env_threads: int = 2               # threads stepping the environments (the caller's included)
     torch_threads: int = 1             # torch threads for inference (rollouts)
@@ -220,20 +220,22 @@ def layer(n_in, n_out, std=np.sqrt(2)):
 
 
 class FlatPolicy(nn.Module):
-    """An MLP over the whole observation: logits [B, K, C] and a value [B]."""
+    """An MLP over the whole observation, one trunk for the actor's and the critic's heads
+    (half the cost of two networks, which both rollouts and updates pay): logits [B, K, C]
+    and a value [B]."""
 
     def __init__(self, layout, obs_size, hidden):
         super().__init__()
         self.layout = layout
-        k, c = layout.regions, layout.choices
-        self.actor = nn.Sequential(layer(obs_size, hidden), nn.Tanh(), layer(hidden, hidden),
-                                   nn.Tanh(), layer(hidden, k * c, std=0.01))
-        self.critic = nn.Sequential(layer(obs_size, hidden), nn.Tanh(), layer(hidden, hidden),
-                                    nn.Tanh(), layer(hidden, 1, std=1.0))
+        self.trunk = nn.Sequential(layer(obs_size, hidden), nn.Tanh(), layer(hidden, hidden),
+                                   nn.Tanh())
+        self.actor = layer(hidden, layout.regions * layout.choices, std=0.01)
+        self.critic = layer(hidden, 1, std=1.0)
 
     def forward(self, obs):
-        logits = self.actor(obs).view(-1, self.layout.regions, self.layout.choices)
-        return logits, self.critic(obs).squeeze(-1)
+        h = self.trunk(obs)
+        logits = self.actor(h).view(-1, self.layout.regions, self.layout.choices)
+        return logits, self.critic(h).squeeze(-1)
 
 
 class RegionPolicy(nn.Module):
