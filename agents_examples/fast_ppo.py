@@ -568,13 +568,14 @@ def train(args, oracle=None, on_eval=None):
         point = dict(steps=steps, train_s=train_s, returns=returns, **stats)
         if oracle is not None:
             point["train"] = fraction_of_oracle(returns, oracle, train_apps)
-            point["held_out"] = fraction_of_oracle(returns, oracle, held_out)
+            if held_out:
+                point["held_out"] = fraction_of_oracle(returns, oracle, held_out)
         metrics["curve"].append(point)
         if on_eval is not None:
             on_eval(point)
         if not args.quiet:
-            score = (f"train {point['train']:+.3f}, held out {point['held_out']:+.3f} of the oracle"
-                     if oracle is not None else
+            score = (f"train {point['train']:+.3f}, held out {point.get('held_out', np.nan):+.3f}"
+                     " of the oracle" if oracle is not None else
                      "returns " + " ".join(f"{a} {r:+.4f}" for a, r in returns.items()))
             log(f"fast_ppo seed {args.seed}: {steps} steps, {train_s:.1f} s, "
                 f"{steps / max(train_s, 1e-9):,.0f} steps/s; {score}")
@@ -653,7 +654,11 @@ def main(argv=None):
     oracle = refs.pop("oracle")
     hemem = fraction_of_oracle(refs["hemem"], oracle, apps(args.train))
     log(f"oracle returns {oracle}; hemem {hemem:.3f} of the oracle on the training applications")
-    policy, metrics = train(args, oracle=oracle)
+    try:
+        policy, metrics = train(args, oracle=oracle)
+    except KeyboardInterrupt:
+        log("fast_ppo: interrupted (the --json file holds the evaluations so far)")
+        return 130
     t = metrics["timers"]
     print(f"fast_ppo: {metrics['steps']} steps in {metrics['train_s']:.1f} s of training "
           f"({metrics['steps_per_s']:,.0f} env steps/s; evaluations {t['evaluation']:.1f} s apart); "
@@ -667,7 +672,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        sys.exit(130)
+    sys.exit(main())

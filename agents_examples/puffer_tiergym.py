@@ -275,7 +275,9 @@ def train(args, oracle=None, on_eval=None):
                          "returns": returns}
                 if oracle is not None:
                     point["train"] = fast_ppo.fraction_of_oracle(returns, oracle, train_apps)
-                    point["held_out"] = fast_ppo.fraction_of_oracle(returns, oracle, held_out)
+                    if held_out:
+                        point["held_out"] = fast_ppo.fraction_of_oracle(returns, oracle,
+                                                                        held_out)
                 metrics["curve"].append(point)
                 if on_eval is not None:
                     on_eval(point)
@@ -336,8 +338,8 @@ def main(argv=None):
 
     def show(p):
         print(f"puffer_tiergym: {p['steps']} steps, {p['train_s']:.1f} s, train "
-              f"{p['train']:.3f}, held out {p['held_out']:.3f} of the oracle", file=sys.stderr,
-              flush=True)
+              f"{p['train']:.3f}, held out {p.get('held_out', np.nan):.3f} of the oracle",
+              file=sys.stderr, flush=True)
 
     _, metrics = train(args, oracle=oracle, on_eval=show)
     print(f"PufferLib (pufferlib-core {PUFFERLIB_CORE_VERSION}) PuffeRL, {args.backend} x "

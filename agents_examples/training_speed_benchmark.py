@@ -43,7 +43,7 @@ import tiergym
 
 AGENTS = ("sb3-ppo-tuned", "rllib-ppo-tuned", "fast-ppo", "fast-ppo-regions")
 # Step budgets: each run stops at HeMem's fraction or here.
-BUDGET = {"sb3-ppo-tuned": 300_000, "rllib-ppo-tuned": 40_000, "fast-ppo": 2_000_000,
+BUDGET = {"sb3-ppo-tuned": 300_000, "rllib-ppo-tuned": 20_000, "fast-ppo": 2_000_000,
           "fast-ppo-regions": 300_000}
 FAST_ARGS = {"fast-ppo": dict(policy="mlp"), "fast-ppo-regions": dict(policy="regions")}
 
@@ -172,12 +172,11 @@ def run_rllib(name, seed, oracle, target, args, server, progress):
             t0 = time.perf_counter()
             module = algo.get_module()
 
-            def predict(obs):
+            def predict(obs):  # the most likely choice per region (keep mode: equal nvec)
                 with torch.no_grad():
-                    out = module.forward_inference({Columns.OBS: torch.as_tensor(obs[None])})
-                logits = out[Columns.ACTION_DIST_INPUTS][0].numpy()
-                return np.array([int(np.argmax(p)) for p in
-                                 np.split(logits, np.cumsum(nvec)[:-1])], dtype=np.int64)
+                    logits = module.forward_inference(
+                        {Columns.OBS: torch.as_tensor(obs[None])})[Columns.ACTION_DIST_INPUTS]
+                return logits[0].reshape(len(nvec), -1).argmax(-1).numpy()
 
             returns = learning_benchmark.evaluate_predict(eval_env, predict, apps)
             evaluation_s += time.perf_counter() - t0
@@ -326,15 +325,16 @@ def plot(path, runs, heuristics, oracle, args, title):
             ax.annotate(hname, (1.0, y), xycoords=("axes fraction", "data"), fontsize=7,
                         color="0.3", xytext=(2, 0), textcoords="offset points", va="center")
         ax.axhline(1.0, color="k", lw=0.8)
-        ax.set_xscale("log")
-        ax.set_xlabel("training time, s (log; evaluations excluded)")
-        ax.set_title(f"{label} ({', '.join(apps)})")
-    axes[0].set_ylabel("fraction of the oracle's time saved")
+        ax.set(xscale="log", xlabel="training time, s (log; evaluations excluded)",
+               title=f"{label} ({', '.join(apps)})")
+    axes[0].set(ylabel="fraction of the oracle's time saved")
     axes[0].legend(loc="lower right", fontsize=7)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=110)
+    finally:
+        plt.close(fig)
 
 
 def parse_args(argv):
@@ -353,14 +353,15 @@ def parse_args(argv):
                         help="score against training time (default %(default)s)")
     parser.add_argument("--no-plot", action="store_true")
     args = parser.parse_args(argv)
-    args.agents = [a for a in args.agents.split(",") if a]
-    bad = [a for a in args.agents if a not in AGENTS]
-    if bad:
-        parser.error(f"unknown agent(s) {', '.join(bad)} (known: {', '.join(AGENTS)})")
     try:
-        args.seeds = [int(s) for s in args.seeds.split(",") if s]
-    except ValueError:
-        parser.error(f"--seeds: {args.seeds!r} is not a comma-separated list of integers")
+        args.agents = fast_ppo.apps(args.agents)
+        unknown = set(args.agents) - set(AGENTS)
+        if unknown:
+            raise ValueError(f"--agents: unknown {', '.join(sorted(unknown))} "
+                             f"(known: {', '.join(AGENTS)})")
+        args.seeds = [int(s) for s in fast_ppo.apps(args.seeds)]
+    except ValueError as e:
+        parser.error(str(e))
     for name in args.agents:
         module = {"sb3-ppo-tuned": "stable_baselines3", "rllib-ppo-tuned": "ray"}.get(name)
         if module and importlib.util.find_spec(module) is None:

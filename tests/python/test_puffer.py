@@ -65,10 +65,10 @@ def test_importing_the_trainer_keeps_the_sigint_handler_and_the_exception_hook()
 def test_tier_puffer_env_writes_observations_and_masks_into_pufferlibs_buffers():
     import pufferlib.vector
     env_class = pt.make_env_class()
-    vecenv = pufferlib.vector.make(env_class, env_kwargs=dict(num_envs=4, **tiergym.DEFAULT_TASK),
+    config = dict(tiergym.DEFAULT_TASK, profiles="lulesh")  # a profile loads in about a second
+    vecenv = pufferlib.vector.make(env_class, env_kwargs=dict(num_envs=4, **config),
                                    backend=pufferlib.vector.Serial, num_envs=2, seed=3)
-    reference = tiergym.InProcessVectorEnv(4, autoreset_mode=tiergym.SAME_STEP,
-                                           **tiergym.DEFAULT_TASK)
+    reference = tiergym.InProcessVectorEnv(4, autoreset_mode=tiergym.SAME_STEP, **config)
     try:
         assert vecenv.num_agents == 8
         vecenv.async_reset(3)
@@ -93,10 +93,11 @@ def test_tier_puffer_env_writes_observations_and_masks_into_pufferlibs_buffers()
 
 @needs_binary
 def test_pufferlibs_trainer_learns_on_tiergym():
-    refs = fast_ppo.reference_returns(fast_ppo.Args(), names=("random",))
+    refs = fast_ppo.reference_returns(fast_ppo.Args(held_out=""), names=("random",))
     oracle = refs.pop("oracle")
     args = pt.parse_args(["--total-steps", "16384", "--num-envs", "64", "--horizon", "16",
-                          "--eval-every", "4096", "--ent-coef", "0.01", "--seed", "1"])
+                          "--eval-every", "4096", "--ent-coef", "0.01", "--seed", "1",
+                          "--held-out", ""])
     policy, metrics = pt.train(args, oracle=oracle)
     curve = metrics["curve"]
     random_score = fast_ppo.fraction_of_oracle(refs["random"], oracle, ["minife", "lulesh"])
