@@ -122,7 +122,7 @@ absl::StatusOr<StepResult> Client::Reset(const protocol::SessionId& session,
 
 absl::StatusOr<StepResult> Client::Step(const protocol::SessionId& session, const Action& action) {
   absl::StatusOr<protocol::StepReply> r = BodyAs<protocol::StepReply>(
-      Call(protocol::Op::kStep, protocol::StepRequest{session, action}));
+      Call(protocol::Op::kStep, protocol::StepRequest{session, action, {}}));
   if (!r.ok()) return r.status();
   return std::move(r->result);
 }
@@ -145,21 +145,26 @@ absl::StatusOr<protocol::StatsReply> Client::Stats() {
   return BodyAs<protocol::StatsReply>(Call(protocol::Op::kStats, std::monostate{}));
 }
 
+// Nodes are made, reset and stepped with make, reset and step (their older spelling,
+// cosched_make, cosched_reset and cosched_step, goes in the next protocol version).
 absl::StatusOr<protocol::CoschedMakeReply> Client::CoschedMake(const protocol::ConfigMap& config) {
-  return BodyAs<protocol::CoschedMakeReply>(
-      Call(protocol::Op::kCoschedMake, protocol::CoschedMakeRequest{config}));
+  absl::StatusOr<protocol::MakeReply> made = BodyAs<protocol::MakeReply>(
+      Call(protocol::Op::kMake, protocol::MakeRequest{protocol::kCoschedEnvId, config}));
+  if (!made.ok()) return made.status();
+  return protocol::CoschedMakeReply{std::move(made->session), std::move(made->spec),
+                                    std::move(made->tenants), std::move(made->config)};
 }
 
 absl::StatusOr<protocol::CoschedStepReply> Client::CoschedReset(const protocol::SessionId& session,
                                                                 std::optional<uint64_t> seed) {
   return BodyAs<protocol::CoschedStepReply>(
-      Call(protocol::Op::kCoschedReset, protocol::CoschedResetRequest{session, seed}));
+      Call(protocol::Op::kReset, protocol::ResetRequest{session, seed, {}}));
 }
 
 absl::StatusOr<protocol::CoschedStepReply> Client::CoschedStep(const protocol::SessionId& session,
                                                                const std::vector<Action>& actions) {
   return BodyAs<protocol::CoschedStepReply>(
-      Call(protocol::Op::kCoschedStep, protocol::CoschedStepRequest{session, actions}));
+      Call(protocol::Op::kStep, protocol::StepRequest{session, {}, actions}));
 }
 
 }  // namespace tiergym::env

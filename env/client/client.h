@@ -52,9 +52,10 @@ class Client {
   absl::Status Close(const protocol::SessionId& session);
   absl::StatusOr<protocol::StatsReply> Stats();
 
-  // Co-scheduling nodes (PROTOCOL.md "Co-scheduling"): a node of K tenants; reset and step
-  // give the node step (one CoschedTenant per tenant). actions: one per tenant, an empty
-  // one keeps the tenant's placement. Close() closes a node too.
+  // Co-scheduling nodes (PROTOCOL.md "Co-scheduling"): a node of K tenants, made with make
+  // of tiergym/CoschedNode-v0; reset and step (with actions) give the node step (one
+  // CoschedTenant per tenant). actions: one per tenant, an empty one keeps the tenant's
+  // placement. Close() closes a node too.
   absl::StatusOr<protocol::CoschedMakeReply> CoschedMake(const protocol::ConfigMap& config);
   absl::StatusOr<protocol::CoschedStepReply> CoschedReset(
       const protocol::SessionId& session, std::optional<uint64_t> seed = std::nullopt);

@@ -73,6 +73,8 @@ class MapReader {
   absl::Status Check() const;
   // The member or nullptr (nil counts as absent). Marks the key as known.
   const object* Find(std::string_view key);
+  // Whether the member is there and not nil (the key not marked).
+  [[nodiscard]] bool Has(std::string_view key) const;
   // The member; InvalidArgument "PATH.KEY: required field is missing" when absent or nil.
   absl::StatusOr<const object*> Required(std::string_view key);
   [[nodiscard]] std::string Field(std::string_view key) const { return Member(path_, key); }
@@ -354,6 +356,10 @@ absl::Status ReadPlacementArg(const object& o, std::string_view field, EstimateR
 void WritePlacementArg(Packer& p, const EstimateRequest& r);
 absl::Status ReadTenantActions(const object& o, std::string_view field, CoschedStepRequest& into,
                                const DecodeLimits& limits);
+absl::Status ReadTenantActions(const object& o, std::string_view field, StepRequest& into,
+                               const DecodeLimits& limits);
+// A step request's `action` is written unless it gives the tenants' `actions`.
+bool HasSingleAction(const StepRequest& r);
 void WriteTenantActions(Packer& p, const std::vector<Action>& actions);
 
 // Replies.

@@ -70,8 +70,8 @@ def make(env_id=ENV_ID, **kwargs):
 
 def config_keys(address, env=ENV_ID):
     """[(name, default, help)] of the configuration keys a server accepts for `env`: the
-    placement task's (`make`), or "tiergym/CoschedNode-v0" for its co-scheduling nodes'
-    (`cosched_make`). KeyError when the server does not serve `env`."""
+    placement task's, or "tiergym/CoschedNode-v0" for its co-scheduling nodes' (both made
+    with `make`). KeyError when the server does not serve `env`."""
     connection = Connection(address.endpoint if isinstance(address, Server) else address)
     try:
         envs = connection.call("list")["envs"]
