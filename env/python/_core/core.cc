@@ -77,7 +77,7 @@
 #include "absl/status/status.h"
 #include "env/cosched/cosched_env.h"
 #include "env/profile_assets.h"
-#include "env/server/bundled_profiles.h"
+#include "env/provider/bundled_profiles.h"
 #include "env/vector/make_vector_env.h"
 #include "env/vector/vector_env.h"
 #include "traces/base/cpu_relax.h"
