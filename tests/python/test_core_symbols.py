@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from tiergym.inprocess import have_core, load_core
+from tiergym._native import have_core, load_core
 
 LIBC_NAMES = {"accept", "accept4", "recv", "close"}
 
