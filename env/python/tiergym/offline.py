@@ -57,7 +57,7 @@ import warnings
 import gymnasium
 import numpy as np
 
-from ._protocol import DEFAULT_TASK_ID
+from .tasks import DEFAULT_TASK_ID
 
 __all__ = ["record", "load_policy", "episode_returns", "parse_seeds", "DEFAULT_INFO_KEYS"]
 
@@ -350,8 +350,12 @@ def record(dataset_id, policy, *, env_id=DEFAULT_TASK_ID, profiles=None, seeds=(
 
 
 def _version():
-    from . import __version__
-    return __version__
+    """The installed distribution's version (tiergym.__version__'s source)."""
+    from importlib import metadata
+    try:
+        return metadata.version("tiergym")
+    except metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
+        return "0+unknown"
 
 
 def parse_seeds(text):

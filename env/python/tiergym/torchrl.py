@@ -58,8 +58,9 @@ from torchrl.envs.gym_like import BaseInfoDictReader
 from torchrl.envs.transforms import ActionMask
 from torchrl.modules import MaskedCategorical
 
-from ._protocol import DEFAULT_TASK_ID
-from .vector import DISABLED, VectorEnv
+from ._vector_base import DISABLED
+from .factory import make_vec
+from .tasks import DEFAULT_TASK_ID
 
 __all__ = ["make_env", "with_action_mask", "ActionMaskReader", "MaskedMultiCategorical",
            "distribution_class", "MASK_KEY"]
@@ -131,8 +132,9 @@ def make_env(env_id=DEFAULT_TASK_ID, num_envs=None, *, inprocess=True, threads=1
     size []. num_envs=N: a vector environment of N, batch size [N]: in this process
     (tiergym.InProcessVectorEnv, stepped on `threads` threads) or, with inprocess=False,
     tiergym.VectorEnv on a server; autoreset "disabled" (TorchRL resets the ended ones).
-    `kwargs` are configuration keys over the task's (gymnasium.spec(env_id).kwargs) and
-    the environments' keyword arguments (address, timeout, ...). mask: add the action
+    `kwargs` are configuration keys over the task's (tiergym.tasks) and
+    the environments' keyword arguments (address, timeout, ...), as tiergym.make_vec takes
+    them. mask: add the action
     mask and the ActionMask transform (with_action_mask). categorical_action_encoding:
     integer actions (True) or one-hot (False), as GymWrapper's argument."""
     options = dict(categorical_action_encoding=categorical_action_encoding)
@@ -142,14 +144,14 @@ def make_env(env_id=DEFAULT_TASK_ID, num_envs=None, *, inprocess=True, threads=1
         gym_env = gymnasium.make(env_id, disable_env_checker=True, **kwargs)
         env = GymWrapper(gym_env, **options)
     else:
-        config = {**gymnasium.spec(env_id).kwargs, **kwargs}
+        config = dict(kwargs)
         if inprocess:
             config.update(copy=True, threads=threads)
         elif threads != 1:
             raise ValueError("threads: the in-process vector environment's; a server has "
                              "its own (server_args=['--threads', 'N'])")
-        vector = VectorEnv(int(num_envs), inprocess=inprocess, autoreset_mode=DISABLED,
-                           **config)
+        vector = make_vec(env_id, int(num_envs), inprocess=inprocess, autoreset_mode=DISABLED,
+                          **config)
         try:
             env = GymWrapper(vector, **options)
             _stacked_action_spec(env, vector, categorical_action_encoding)
