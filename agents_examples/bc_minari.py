@@ -27,10 +27,13 @@ Progress on stderr, the table on stdout.
 """
 
 import argparse
+import importlib.util
 import json
 import sys
 
 import numpy as np
+
+import learning_common
 
 
 def parse_args(argv=None):
@@ -146,13 +149,14 @@ def play(env, policy, profiles, seed=0):
 
 def main(argv=None):
     args = parse_args(argv)
-    try:
-        import minari  # noqa: F401
-        import torch
-        from tiergym import offline
-    except ImportError as e:
-        print(f"bc_minari: {e}; `pip install \"tiergym[offline,torch]\"`", file=sys.stderr)
+    missing = [m for m in ("minari", "h5py", "torch") if importlib.util.find_spec(m) is None]
+    if missing:
+        print(f"bc_minari: {', '.join(missing)} not installed; "
+              "`pip install \"tiergym[offline,torch]\"`", file=sys.stderr)
         return 1
+    import minari
+    import torch
+    from tiergym import offline
     torch.set_num_threads(1)
     dataset = dataset_or_record(args)
     obs, act, mask = arrays(dataset)
@@ -161,7 +165,6 @@ def main(argv=None):
     policy.fit(obs, act, mask, args.epochs, args.lr)
     policy.masked = args.act_within_mask
 
-    import minari
     results = []
     for name, eval_env in (("training", False), ("held out", True)):
         env = dataset.recover_environment(eval_env=eval_env)
@@ -178,12 +181,10 @@ def main(argv=None):
             meta = json.loads(dataset.storage.metadata["tiergym"])
             oracle = {p: r for p, s, r in meta["returns"] if s == meta["seeds"][0]}
         results.append((name, profiles, returns, oracle))
-    print(f"{'application':<14} {'BC return':>10} {'oracle':>8} {'fraction':>9}")
-    for name, profiles, returns, oracle in results:
-        for p in profiles:
-            print(f"{p:<14} {returns[p]:+10.4f} {oracle[p]:+8.4f} {returns[p] / oracle[p]:9.3f}")
-        print(f"{name + ' mean':<14} {'':>10} {'':>8} "
-              f"{np.mean([returns[p] / oracle[p] for p in profiles]):9.3f}")
+    groups = [(name, profiles) for name, profiles, _, _ in results]
+    learning_common.print_fractions(groups, {p: r for _, _, rs, _ in results for p, r in rs.items()},
+                                    {p: r for _, _, _, o in results for p, r in o.items()},
+                                    label="BC return")
     train_returns = np.array(list(results[0][2].values()))
     print(f"normalized score on the training applications (minari.get_normalized_score): "
           f"{float(np.mean(minari.get_normalized_score(dataset, train_returns))):.3f}")

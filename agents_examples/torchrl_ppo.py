@@ -23,6 +23,8 @@ import time
 
 import numpy as np
 
+import learning_common
+
 
 @dataclasses.dataclass
 class Args:
@@ -214,13 +216,8 @@ def main(argv=None):
     train_apps = [a for a in args.train.split(",") if a]
     held_out = [a for a in args.held_out.split(",") if a]
     returns, oracle = evaluate(actor, args, train_apps + held_out, args.seed)
-    print(f"{'application':<12} {'return':>8} {'oracle':>8} {'fraction':>9}")
-    for group, apps in (("training", train_apps), ("held out", held_out)):
-        for app in apps:
-            print(f"{app:<12} {returns[app]:+8.4f} {oracle[app]:+8.4f} "
-                  f"{returns[app] / oracle[app]:9.3f}")
-        print(f"{group + ' mean':<12} {'':>8} {'':>8} "
-              f"{np.mean([returns[a] / oracle[a] for a in apps]):9.3f}")
+    learning_common.print_fractions([("training", train_apps), ("held out", held_out)],
+                                    returns, oracle)
     return 0
 
 
