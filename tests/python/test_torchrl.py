@@ -193,5 +193,5 @@ def test_the_ppo_script_without_torchrl_says_how_to_install_it():
             f"sys.argv = ['torchrl_ppo.py']; runpy.run_path("
             f"{str(REPO / 'agents_examples' / 'torchrl_ppo.py')!r}, run_name='__main__')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120)
+                         timeout=120, cwd=REPO / "agents_examples")  # its sibling modules
     assert out.returncode == 1 and "tiergym[torchrl]" in out.stderr, out.stderr
