@@ -341,6 +341,26 @@ void VectorEnv::WriteRow(size_t i, size_t row, const BatchOutput& out) const {
 
 namespace {
 
+// Row `from_row` of the info columns `a` into row `to_row` of `b`.
+void CopyInfoRow(const InfoColumns& a, size_t from_row, const InfoColumns& b, size_t to_row,
+                 size_t tiers, size_t regions, size_t mask) {
+  b.profile[to_row] = a.profile[from_row];
+  b.step[to_row] = a.step[from_row];
+  b.interval_ns[to_row] = a.interval_ns[from_row];
+  b.default_interval_ns[to_row] = a.default_interval_ns[from_row];
+  b.migration_ns[to_row] = a.migration_ns[from_row];
+  b.migrated_bytes[to_row] = a.migrated_bytes[from_row];
+  b.elapsed_ns[to_row] = a.elapsed_ns[from_row];
+  b.default_elapsed_ns[to_row] = a.default_elapsed_ns[from_row];
+  b.default_total_ns[to_row] = a.default_total_ns[from_row];
+  std::memcpy(b.tier_used_bytes + to_row * tiers, a.tier_used_bytes + from_row * tiers,
+              tiers * sizeof(uint64_t));
+  std::memcpy(b.refused_regions + to_row * regions, a.refused_regions + from_row * regions,
+              regions * sizeof(int32_t));
+  b.refused_count[to_row] = a.refused_count[from_row];
+  std::memcpy(b.action_mask + to_row * mask, a.action_mask + from_row * mask, mask);
+}
+
 // The rows of `rows` environments whose episodes did not end get their current values in
 // the final buffers, as the server sends them (only read when some episode ended).
 void FillFinals(const BatchOutput& out, size_t rows, size_t obs, size_t tiers, size_t regions,
@@ -348,22 +368,7 @@ void FillFinals(const BatchOutput& out, size_t rows, size_t obs, size_t tiers, s
   for (size_t row = 0; row < rows; ++row) {
     if (out.ended[row]) continue;
     std::memcpy(out.final_obs + row * obs, out.obs + row * obs, obs * sizeof(float));
-    const InfoColumns &a = out.info, &b = out.final_info;
-    b.profile[row] = a.profile[row];
-    b.step[row] = a.step[row];
-    b.interval_ns[row] = a.interval_ns[row];
-    b.default_interval_ns[row] = a.default_interval_ns[row];
-    b.migration_ns[row] = a.migration_ns[row];
-    b.migrated_bytes[row] = a.migrated_bytes[row];
-    b.elapsed_ns[row] = a.elapsed_ns[row];
-    b.default_elapsed_ns[row] = a.default_elapsed_ns[row];
-    b.default_total_ns[row] = a.default_total_ns[row];
-    std::memcpy(b.tier_used_bytes + row * tiers, a.tier_used_bytes + row * tiers,
-                tiers * sizeof(uint64_t));
-    std::memcpy(b.refused_regions + row * regions, a.refused_regions + row * regions,
-                regions * sizeof(int32_t));
-    b.refused_count[row] = a.refused_count[row];
-    std::memcpy(b.action_mask + row * mask, a.action_mask + row * mask, mask);
+    CopyInfoRow(out.info, row, out.final_info, row, tiers, regions, mask);
   }
 }
 
@@ -631,6 +636,52 @@ InfoColumns BatchBuffers::Info::Columns() {
                      default_total_ns.data(), tier_used_bytes.data(),
                      refused_regions.data(),  refused_count.data(),
                      action_mask.data()};
+}
+
+absl::StatusOr<std::unique_ptr<VectorEnv>> VectorEnv::Fork(const std::vector<int32_t>& env_ids,
+                                                           EnvProvider* maker) const {
+  if (in_flight_ > 0) {
+    return absl::FailedPreconditionError(
+        StrCat(in_flight_, " steps sent and not received; recv() them before forking"));
+  }
+  if (env_ids.empty()) return absl::InvalidArgumentError("env_ids: at least one environment");
+  std::vector<std::unique_ptr<SessionEnv>> envs;
+  envs.reserve(env_ids.size());
+  for (size_t k = 0; k < env_ids.size(); ++k) {
+    const int32_t i = env_ids[k];
+    if (i < 0 || i >= num_envs()) {
+      return absl::InvalidArgumentError(
+          StrCat("env_ids[", k, "]: ", i, " is not an environment (0..", num_envs() - 1, ")"));
+    }
+    absl::StatusOr<std::unique_ptr<SessionEnv>> fork =
+        slots_[static_cast<size_t>(i)]->env->Fork(maker);
+    if (!fork.ok()) {
+      return absl::Status(fork.status().code(), StrCat("env ", i, ": ", fork.status().message()));
+    }
+    envs.push_back(*std::move(fork));
+  }
+  std::unique_ptr<VectorEnv> forked(new VectorEnv(std::move(envs), options_));
+  for (size_t k = 0; k < env_ids.size(); ++k) {
+    const Slot& from = *slots_[static_cast<size_t>(env_ids[k])];
+    Slot& to = *forked->slots_[k];
+    to.started = from.started;
+    to.reset_next = from.reset_next;
+  }
+  return forked;
+}
+
+void VectorEnv::CopyRows(const BatchOutput& from, const std::vector<int32_t>& ids,
+                         const BatchOutput& to) const {
+  const size_t obs = ObsSize(), tiers = spec_.tiers.size(), mask = MaskSize();
+  const auto regions = static_cast<size_t>(spec_.num_regions);
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const auto i = static_cast<size_t>(ids[k]);
+    std::memcpy(to.obs + k * obs, from.obs + i * obs, obs * sizeof(float));
+    to.reward[k] = from.reward[i];
+    to.terminated[k] = from.terminated[i];
+    to.truncated[k] = from.truncated[i];
+    CopyInfoRow(from.info, i, to.info, k, tiers, regions, mask);
+  }
 }
 
 BatchBuffers::BatchBuffers(const VectorEnv& env) {
