@@ -421,9 +421,14 @@ int RunRecordCommand(const std::vector<std::string>& raw_args) {
   p.AddOption("numa-node", "N", "bind the run's memory to NUMA node N (overrides --machine)");
   p.AddOption("cpu-node", "N", "run the command's threads on the CPUs of NUMA node N");
   p.AddOption("app", "NAME", "the trace's app name (default: the command's file name)");
-  p.AddOption("backend", "pebs|software|auto", "how to sample", "auto");
+  p.AddOption("backend", "pebs|software|timer|auto",
+              "how to sample: PEBS; page faults (first touches, writes); CPU-time ticks decoded "
+              "into reads and writes (timer, no PMU)",
+              "auto");
   p.AddOption("event", "NAME", "libpfm4 PEBS event (default: the CPU model's preset)");
-  p.AddOption("period", "N", "sample period / PEBS reset (default 2003 PEBS, 1 software)");
+  p.AddOption("period", "N",
+              "sample period: PEBS reset (default 2003), page faults (1), ns of CPU time "
+              "(timer, default 100000)");
   p.AddOption("precise", "N", "precise_ip asked for PEBS (1..3)", "2");
   p.AddOption("ldlat", "CYCLES", "latency threshold of load-latency presets (SPR)", "128");
   p.AddRepeatedOption("phasemark-at", "SYMBOL",
