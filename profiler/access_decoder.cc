@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace tiergym::prof {
 
@@ -73,13 +74,77 @@ bool AccessDecoder::Decode(std::span<const uint8_t> code, size_t at, uint64_t ip
     if (votes[len] > votes[best]) best = len;
   }
   NoAccess before = NoAccess::kNone;
-  if (best == 0 ||
-      !DecodeOne(code.subspan(at - best, best), ip - best, regs, true, access, &before)) {
-    if (before == NoAccess::kUnsupported) *why = before;
-    return false;
+  if (best != 0 &&
+      DecodeOne(code.subspan(at - best, best), ip - best, regs, true, access, &before)) {
+    *why = NoAccess::kNone;
+    return true;
   }
-  *why = NoAccess::kNone;
-  return true;
+  // The instruction before overwrote its own address registers (`mov rax,[rax]`, a
+  // pointer chase): the thread's next access, a few instructions on (following a backward
+  // branch, a loop), when no instruction on the way changes its address registers.
+  if (NextAccess(code, at, ip, regs, access)) {
+    *why = NoAccess::kNone;
+    return true;
+  }
+  if (before == NoAccess::kUnsupported) *why = before;
+  return false;
+}
+
+bool AccessDecoder::NextAccess(std::span<const uint8_t> code, size_t at, uint64_t ip,
+                               const std::array<uint64_t, 24>& regs, DecodedAccess* access) const {
+  std::vector<ZydisRegister> written;
+  size_t pos = at;
+  for (int step = 0; step < 8 && pos < code.size(); ++step) {
+    const uint64_t here = ip - at + pos;
+    ZydisDecodedInstruction insn;
+    ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+    if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&state_->decoder, code.data() + pos, code.size() - pos,
+                                             &insn, ops))) {
+      return false;
+    }
+    if (step > 0) {
+      NoAccess why = NoAccess::kNone;
+      DecodedAccess a;
+      if (DecodeOne(code.subspan(pos), here, regs, false, &a, &why)) {
+        for (uint8_t i = 0; i < insn.operand_count; ++i) {
+          if (ops[i].type != ZYDIS_OPERAND_TYPE_MEMORY) continue;
+          for (ZydisRegister used : {ops[i].mem.base, ops[i].mem.index}) {
+            if (used == ZYDIS_REGISTER_NONE) continue;
+            const ZydisRegister r =
+                ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, used);
+            if (std::find(written.begin(), written.end(), r) != written.end()) return false;
+          }
+        }
+        *access = a;
+        return true;
+      }
+    }
+    if (insn.meta.category == ZYDIS_CATEGORY_COND_BR ||
+        insn.meta.category == ZYDIS_CATEGORY_UNCOND_BR) {
+      // A relative branch: a backward one (a loop) is taken, a forward conditional one
+      // falls through; anything else ends the search.
+      if (ops[0].type != ZYDIS_OPERAND_TYPE_IMMEDIATE || !ops[0].imm.is_relative) return false;
+      const int64_t target = static_cast<int64_t>(pos + insn.length) + ops[0].imm.value.s;
+      const bool backward = ops[0].imm.value.s < 0;
+      if (backward || insn.meta.category == ZYDIS_CATEGORY_UNCOND_BR) {
+        if (target < 0 || static_cast<size_t>(target) >= code.size()) return false;
+        pos = static_cast<size_t>(target);
+        continue;
+      }
+    } else if (insn.meta.category == ZYDIS_CATEGORY_CALL ||
+               insn.meta.category == ZYDIS_CATEGORY_RET) {
+      return false;
+    }
+    for (uint8_t i = 0; i < insn.operand_count; ++i) {
+      if (ops[i].type == ZYDIS_OPERAND_TYPE_REGISTER &&
+          (ops[i].actions & ZYDIS_OPERAND_ACTION_MASK_WRITE)) {
+        written.push_back(
+            ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, ops[i].reg.value));
+      }
+    }
+    pos += insn.length;
+  }
+  return false;
 }
 
 bool AccessDecoder::DecodeOne(std::span<const uint8_t> code, uint64_t ip,

@@ -73,6 +73,11 @@ class AccessDecoder {
               const std::array<uint64_t, 24>& regs, DecodedAccess* access, NoAccess* why) const;
 
  private:
+  // The first memory access within 8 instructions after `ip` (code[at]), following
+  // backward and unconditional relative branches inside `code`, whose address registers
+  // none of the instructions on the way writes.
+  bool NextAccess(std::span<const uint8_t> code, size_t at, uint64_t ip,
+                  const std::array<uint64_t, 24>& regs, DecodedAccess* access) const;
   // One instruction at the start of `code`; `executed`: the registers are those after it.
   bool DecodeOne(std::span<const uint8_t> code, uint64_t ip, const std::array<uint64_t, 24>& regs,
                  bool executed, DecodedAccess* access, NoAccess* why) const;

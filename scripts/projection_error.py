@@ -10,7 +10,8 @@ the table gives its mean and maximum per application and machine, and the overal
 (traces/PROJECTION.md states it).
 
   scripts/projection_error.py [--apps minife,lulesh,...] [--machines knl,disagg,xeonmax]
-                              [--seeds 1,2,3] [--tiergym build/bin/tiergym] [--work DIR]
+                              [--seeds 1,2,3] [--samples 200000] [--tiergym build/bin/tiergym]
+                              [--work DIR]
                               [-- PROJECT OPTIONS...]
 """
 import argparse
@@ -40,6 +41,7 @@ def main():
     ap.add_argument("--apps", default="minife,lulesh,nekbone,lammps,phasedrift")
     ap.add_argument("--machines", default="knl,disagg,xeonmax")
     ap.add_argument("--seeds", default="1,2,3")
+    ap.add_argument("--samples", default="200000", help="samples per generated trace")
     ap.add_argument("--tiergym", default=os.path.join(root, "build", "bin", "tiergym"))
     ap.add_argument("--work", default=None, help="keep the profiles here (default: a temp dir)")
     a = ap.parse_args(argv)
@@ -55,7 +57,7 @@ def main():
             for seed in a.seeds.split(","):
                 d = os.path.join(work, f"{app}-{machine}-{seed}")
                 run([t, "trace", "synth", "--app", app, "--machine", machine, "--seed", seed,
-                     "--out", d, "--quiet"])
+                     "--samples", a.samples, "--out", d, "--quiet"])
                 gen = os.path.join(d, app, "profile")
                 proj = os.path.join(d, app, "projected")
                 run([t, "trace", "project", "--machine", machine, *extra,

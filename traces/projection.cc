@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <span>
 #include <unordered_set>
 
@@ -38,7 +39,8 @@ absl::StatusOr<std::vector<Trace>> ProjectTrace(const Trace& recorded, const Mac
                "longer, or with a smaller --period)"));
   }
   if (options.mlp <= 0 || options.overlap < 0 || options.overlap > 1 ||
-      options.samples_per_window == 0 || options.misses_per_sample < 0 || options.threads < 0) {
+      options.samples_per_window == 0 || options.misses_per_sample < 0 || options.threads < 0 ||
+      options.memory_ns_per_sample < 0) {
     return absl::InvalidArgumentError(
         "projection options: mlp > 0, overlap in [0, 1], samples_per_window > 0, "
         "misses_per_sample >= 0 and threads >= 0 are required");
@@ -65,6 +67,19 @@ absl::StatusOr<std::vector<Trace>> ProjectTrace(const Trace& recorded, const Mac
   }
   threads = std::clamp(threads, 1, std::max(1, machine.cores));
   const double outstanding = options.mlp * threads;
+  // A timer recording (profiler/README.md): each sample is one period of a thread's CPU
+  // time spent at a memory access.
+  double memory_ns_per_sample = options.memory_ns_per_sample;
+  if (memory_ns_per_sample == 0 && options.misses_per_sample == 0) {
+    std::string backend, period;
+    for (const auto& [key, value] : recorded.metadata().entries) {
+      if (key == "backend") backend = value;
+      if (key == "sample_period") period = value;
+    }
+    if (backend == "timer" && !period.empty()) {
+      memory_ns_per_sample = std::strtod(period.c_str(), nullptr) / threads;
+    }
+  }
   const double o = options.overlap;
   const auto times = recorded.time_ns();
 
@@ -107,7 +122,14 @@ absl::StatusOr<std::vector<Trace>> ProjectTrace(const Trace& recorded, const Mac
         const double window_end_old =
             stop == end ? phase_end_old : static_cast<double>(times[stop - 1]);
         const double t = std::max(0.0, window_end_old - window_start_old);
-        const double misses = static_cast<double>(stop - i) * misses_per_sample;
+        double misses = static_cast<double>(stop - i) * misses_per_sample;
+        if (memory_ns_per_sample > 0) {
+          // The samples measured the memory time: the misses that cost it on this tier.
+          const double stalled = std::min(t, static_cast<double>(stop - i) * memory_ns_per_sample);
+          const double per_miss =
+              MemoryTimeNs(rec_tier, 1e6, outstanding, machine.cache_line_bytes) / 1e6;
+          misses = per_miss > 0 ? stalled / per_miss : 0;
+        }
         double scale = 1;  // projected duration / recorded duration
         const double m0 = MemoryTimeNs(rec_tier, misses, outstanding, machine.cache_line_bytes);
         if (t > 0 && m0 > 0) {

@@ -31,6 +31,12 @@ struct ProjectionOptions {
   std::string recorded_tier;
   // LLC misses one sample stands for. Default 0: the trace's pebs_reset, else 1.
   double misses_per_sample = 0;
+  // When > 0, a sample stands for this much wall time spent waiting on memory instead (a
+  // timer-backend sample: its CPU-time period over the program's threads): a window's
+  // memory time on the recorded tier is its samples times this (at most the window), and
+  // its misses follow from the tier's cost per miss. Default 0: for a timer recording
+  // (header backend=timer) its sample_period over the threads, else misses_per_sample.
+  double memory_ns_per_sample = 0;
   // Outstanding misses per thread (memory-level parallelism). Default 12 (calibrated on
   // three synthetic profiles, traces/PROJECTION.md).
   double mlp = 12;

@@ -99,10 +99,24 @@ TEST_F(AccessDecoderTest, ATickAfterALoadIsTheLoadWhenItsAddressRegistersAreInta
   ASSERT_TRUE(decoder_.Decode(code, 3, 0x400003, regs_, &a, &why));
   EXPECT_EQ(a.address, 0x40000u);
   EXPECT_EQ(a.kind, AccessKind::kRead);
-  // mov rax,[rax]; add rbx,rcx -- the load overwrote its own base: not computable.
+  // mov rax,[rax]; add rbx,rcx -- the load overwrote its own base: not computable, and
+  // nothing follows to take its place.
   const std::vector<uint8_t> chase = {0x48, 0x8b, 0x00, 0x48, 0x01, 0xcb};
   EXPECT_FALSE(decoder_.Decode(chase, 3, 0x400003, regs_, &a, &why));
   EXPECT_EQ(why, NoAccess::kUnsupported);
+}
+
+TEST_F(AccessDecoderTest, APointerChaseTickIsTheChasesNextNodeAroundTheLoop) {
+  DecodedAccess a;
+  NoAccess why;
+  // loop: mov rax,[rax]; sub edx,1; jne loop -- the tick at the sub, rax the next node.
+  const std::vector<uint8_t> loop = {0x48, 0x8b, 0x00, 0x83, 0xea, 0x01, 0x75, 0xf8};
+  ASSERT_TRUE(decoder_.Decode(loop, 3, 0x400003, regs_, &a, &why));
+  EXPECT_EQ(a.address, 0x1000u);  // rax
+  EXPECT_EQ(a.kind, AccessKind::kRead);
+  // The same loop but the sub writes the chase's register: no access can be named.
+  const std::vector<uint8_t> clobbered = {0x48, 0x8b, 0x00, 0x48, 0x83, 0xe8, 0x01, 0x75, 0xf7};
+  EXPECT_FALSE(decoder_.Decode(clobbered, 3, 0x400003, regs_, &a, &why));
 }
 
 }  // namespace
