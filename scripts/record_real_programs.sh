@@ -14,9 +14,9 @@
 # each phasemarked at LAMMPS_NS::PairLJCut::compute (one phase per force computation).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out="${1:-build/real-profiles}"
-prof=build/bin/tiergym-prof
-tiergym=build/bin/tiergym
+out="$(realpath -m "${1:-build/real-profiles}")"
+prof="$PWD/build/bin/tiergym-prof"
+tiergym="$PWD/build/bin/tiergym"
 lib=/lib/x86_64-linux-gnu/liblammps.so.0
 mark="$lib:_ZN9LAMMPS_NS9PairLJCut7computeEii"
 for f in "$prof" "$tiergym"; do
@@ -51,8 +51,8 @@ for program in lammps-melt lammps-crack; do
   rm -rf "$out/$program"
   mkdir -p "$out/$program/recording"
   echo "record_real_programs: $program"
-  (cd "$work" && "$OLDPWD/$prof" record --backend timer --device ddr --app "$program" \
-     --phasemark-at "$mark" -o "$OLDPWD/$out/$program/recording/ddr.csv" \
+  (cd "$work" && "$prof" record --backend timer --device ddr --app "$program" \
+     --phasemark-at "$mark" -o "$out/$program/recording/ddr.csv" \
      -- lmp -in "$input" -log none -screen none)
   for machine in knl disagg xeonmax; do
     rm -rf "$out/$program-$machine"
