@@ -6,7 +6,8 @@
 #
 # Writes OUT/<program>/recording/ddr.csv (the timer backend's recording, phasemarked at
 # the program's timestep function) and OUT/<program>-<machine>/profile/<tier>.csv for
-# each bundled machine (knl, disagg, xeonmax). Needs Debian's lammps (scripts/install_deps.sh),
+# each bundled machine (knl, disagg, xeonmax). Needs Debian's lammps (scripts/install_deps.sh)
+# and lammps-examples,
 # the C++ build (build/bin/tiergym-prof, build/bin/tiergym), root or
 # kernel.perf_event_paranoid <= 0 (uprobes). Programs:
 #   lammps-melt   3-D Lennard-Jones melt (examples/melt, box 16^3, 100 steps)
@@ -26,25 +27,11 @@ command -v lmp >/dev/null && [ -e "$lib" ] ||
   { echo "record_real_programs: Debian's lammps is missing (apt-get install lammps)" >&2; exit 2; }
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-cat >"$work/in.melt" <<'IN'
-units lj
-atom_style atomic
-lattice fcc 0.8442
-region box block 0 16 0 16 0 16
-create_box 1 box
-create_atoms 1 box
-mass 1 1.0
-velocity all create 3.0 87287 loop geom
-pair_style lj/cut 2.5
-pair_coeff 1 1 1.0 1.0 2.5
-neighbor 0.3 bin
-neigh_modify every 20 delay 0 check no
-fix 1 all nve
-run 100
-IN
-# examples/crack with 400 steps instead of 5000.
-sed 's/^run[[:space:]]*5000/run 400/' /usr/share/lammps/examples/crack/in.crack >"$work/in.crack" 2>/dev/null ||
-  { echo "record_real_programs: lammps-examples is missing (apt-get install lammps-examples)" >&2; exit 2; }
+# examples/melt with the box grown to 16x16x16 and 100 steps; examples/crack with 400.
+ex=/usr/share/lammps/examples
+[ -d "$ex" ] || { echo "record_real_programs: lammps-examples is missing (apt-get install lammps-examples)" >&2; exit 2; }
+sed 's/block 0 10 0 10 0 10/block 0 16 0 16 0 16/; s/^run[[:space:]].*/run 100/' "$ex/melt/in.melt" >"$work/in.melt"
+sed 's/^run[[:space:]]*5000/run 400/' "$ex/crack/in.crack" >"$work/in.crack"
 mkdir -p "$out"
 for program in lammps-melt lammps-crack; do
   input="$work/in.${program#lammps-}"
