@@ -594,6 +594,47 @@ size_t MaskColumns(const EnvAssets::Impl& a) {
   return ActionMaskColumns(a.config.action_mode, a.machine.tiers.size());
 }
 
+// What a step's moves did: the regions still refused, the migration time and bytes.
+struct Moves {
+  std::vector<int> refused;
+  double migration_ns = 0;
+  uint64_t migrated_bytes = 0;
+};
+
+// Moves the regions of `p` toward the tiers `want` in region order; a second pass retries the
+// refused ones, space freed by the first pass's departures. What still does not fit stays
+// where it is. `region_tier`, `used_bytes` and `moved` (the regions moved) are updated.
+Moves MoveRegions(const EnvAssets::Impl& a, const ProfileAssets& p, const std::vector<int>& want,
+                  std::vector<int>& region_tier, std::vector<uint64_t>& used_bytes,
+                  std::vector<int>& moved) {
+  Moves m;
+  std::vector<int> pending;
+  for (size_t r = 0; r < region_tier.size(); ++r) {
+    if (want[r] != region_tier[r]) pending.push_back(static_cast<int>(r));
+  }
+  moved.clear();
+  for (int pass = 0; pass < 2 && !pending.empty(); ++pass) {
+    std::vector<int> refused;
+    for (int r : pending) {
+      const int to = want[r];
+      const uint64_t bytes = p.region_bytes[r];
+      if (used_bytes[to] + bytes > a.machine.tiers[to].capacity_bytes) {
+        refused.push_back(r);
+        continue;
+      }
+      moved.push_back(r);
+      used_bytes[region_tier[r]] -= bytes;
+      used_bytes[to] += bytes;
+      region_tier[r] = to;
+      m.migration_ns += static_cast<double>(bytes) / a.migration_bytes_per_ns[to];
+      m.migrated_bytes += bytes;
+    }
+    pending = std::move(refused);
+  }
+  m.refused = std::move(pending);
+  return m;
+}
+
 }  // namespace
 
 std::vector<uint8_t> EpisodeActionMask(ActionMode mode, const Machine& machine,
@@ -767,35 +808,11 @@ absl::StatusOr<StepResult> Environment::StepPrechecked(const Action& action) {
   // Desired tier per region (the action fits the action space: Step checked it).
   const std::vector<int> want = DesiredTiers(a.config.action_mode, action, s.region_tier, tiers);
 
-  // Moves in region order; a second pass retries the refused ones, space freed by the
-  // first pass's departures. What still does not fit stays where it is.
+  // The moves (region order, refused ones retried once; what does not fit stays).
   StepResult out;
-  std::vector<int> pending;
-  for (size_t r = 0; r < k; ++r) {
-    if (want[r] != s.region_tier[r]) pending.push_back(static_cast<int>(r));
-  }
-  double migration_ns = 0;
-  uint64_t migrated = 0;
-  s.moved.clear();
-  for (int pass = 0; pass < 2 && !pending.empty(); ++pass) {
-    std::vector<int> refused;
-    for (int r : pending) {
-      const int to = want[r];
-      const uint64_t bytes = p.region_bytes[r];
-      if (s.used_bytes[to] + bytes > a.machine.tiers[to].capacity_bytes) {
-        refused.push_back(r);
-        continue;
-      }
-      s.moved.push_back(r);
-      s.used_bytes[s.region_tier[r]] -= bytes;
-      s.used_bytes[to] += bytes;
-      s.region_tier[r] = to;
-      migration_ns += static_cast<double>(bytes) / a.migration_bytes_per_ns[to];
-      migrated += bytes;
-    }
-    pending = std::move(refused);
-  }
-  out.info.refused_regions = pending;
+  Moves moves = MoveRegions(a, p, want, s.region_tier, s.used_bytes, s.moved);
+  const double migration_ns = moves.migration_ns;
+  out.info.refused_regions = std::move(moves.refused);
   if (!s.moved.empty()) TG_RETURN_IF_ERROR(s.pricing->Move(s.moved, s.region_tier));
 
   // Charge the interval.
@@ -815,7 +832,7 @@ absl::StatusOr<StepResult> Environment::StepPrechecked(const Action& action) {
   info.interval_ns = interval;
   info.default_interval_ns = base;
   info.migration_ns = migration_ns;
-  info.migrated_bytes = migrated;
+  info.migrated_bytes = moves.migrated_bytes;
   info.elapsed_ns = s.elapsed_ns;
   info.default_elapsed_ns = s.default_elapsed_ns;
   info.default_total_ns = p.default_total_ns;

@@ -14,6 +14,8 @@ PACKAGES=(
   openmpi-bin
   clang libclang-rt-14-dev  # the fuzz targets (scripts/fuzz.sh): libFuzzer and sanitizers
   clang-format clang-tidy   # scripts/check_format.sh, scripts/check_tidy.sh
+  libzydis-dev              # the profiler's timer backend: x86-64 decoding of sampled instructions
+  lammps                    # tests/python/test_real_program.py: a real program recorded end to end
 )
 
 for arg in "$@"; do

@@ -44,7 +44,8 @@ import gymnasium
 import numpy as np
 
 from ._native import have_core, load_core
-from ._protocol import no_refusals
+from ._protocol import (INFO_ARRAYS, INFO_KEYS, INFO_NAME, INFO_TUPLE, INFO_TUPLE_COUNT,
+                        no_refusals, tuple_column, typed_column)
 from ._values import config_to_wire, flat_mask, integer_actions
 from ._vector_base import NEXT_STEP, VectorEnvBase, batch_seeds, reset_mask, scatter_infos
 
@@ -72,27 +73,9 @@ def _profiles(options, num_envs):
     return [p] * num_envs
 
 
-_INFO_FLOATS = ("interval_ns", "default_interval_ns", "migration_ns", "elapsed_ns",
-                "default_elapsed_ns", "default_total_ns")
-_INFO_INTS = ("step", "migrated_bytes")
-# The numeric info columns, as views of the core's buffers in the dtypes of
-# tiergym.VectorEnv (decode_info_columns): float64, int64, uint64 [n, tiers], int8 masks.
-_INFO_ARRAYS = _INFO_FLOATS + _INFO_INTS + ("tier_used_bytes", "action_mask")
-_INFO_KEYS = ("profile",) + _INFO_ARRAYS + ("refused_regions",)
-
-
 def _typed_columns(cols):
-    """The core's info buffers in Python's dtypes, without copies (the core writes uint64
-    counts below 2^63 and uint8 masks; int64 and int8 views read the same bytes)."""
-    out = dict(cols)
-    for key in _INFO_INTS:
-        out[key] = cols[key].view(np.int64)
-    out["action_mask"] = cols["action_mask"].view(np.int8)
-    # nanobind's uint64 arrays have numpy's 'Q' (unsigned long long), another type than
-    # np.uint64 ('L') although the same bytes: torch.as_tensor refuses it (TorchRL's
-    # GymWrapper reads the infos so).
-    out["tier_used_bytes"] = cols["tier_used_bytes"].view(np.uint64)
-    return out
+    """The core's info buffers in Python's dtypes, without copies (typed_column)."""
+    return {key: typed_column(key, array) for key, array in cols.items()}
 
 
 class InProcessVectorEnv(VectorEnvBase):
@@ -189,9 +172,9 @@ class InProcessVectorEnv(VectorEnvBase):
         mask = self._ones if rows == self.num_envs else self._ones[:rows]
         out = {}
         if not self.copy:
-            for key in _INFO_ARRAYS:
+            for key in INFO_ARRAYS:
                 out[key] = cols[key] if rows == self.num_envs else cols[key][:rows]
-        for key in _INFO_KEYS:
+        for key in INFO_KEYS:
             out["_" + key] = mask
         return out
 
@@ -207,25 +190,21 @@ class InProcessVectorEnv(VectorEnvBase):
             static = self._static[key] = self._static_infos(cols, rows)
         out = dict(static)
         if self.copy:
-            for k in _INFO_ARRAYS:
+            for k in INFO_ARRAYS:
                 out[k] = cols[k][:rows].copy()
         profile = self._profiles_cache.get(key)
         if profile is None or flags & 4:
-            profile = self._profile_names[cols["profile"][:rows]]
+            profile = self._profile_names[cols[INFO_NAME][:rows]]
             profile.flags.writeable = False
             self._profiles_cache[key] = profile
-        out["profile"] = profile
+        out[INFO_NAME] = profile
         if flags & 2:
-            refused = np.empty(rows, dtype=object)
-            refused.fill(())
-            counts = cols["refused_count"][:rows]
-            for i in np.flatnonzero(counts):
-                refused[i] = tuple(cols["refused_regions"][i, :counts[i]].tolist())
+            refused = tuple_column(cols[INFO_TUPLE_COUNT], cols[INFO_TUPLE], rows)
         else:
             refused = no_refusals(self._no_refusals, rows)
-        out["refused_regions"] = refused
+        out[INFO_TUPLE] = refused
         if masks is not None:
-            for k in _INFO_KEYS:
+            for k in INFO_KEYS:
                 out["_" + k] = masks.copy()
         return out
 
