@@ -230,6 +230,10 @@ class Connection:
         self._socket.connect(endpoint)
         self._next_id = 1
         self._lock = threading.Lock()
+        # Environments whose sessions live on this connection (share(), close_connection):
+        # an environment and its forks, since a session belongs to the connection that
+        # made it. The last one to go closes the connection (and the private server).
+        self._users = 1
         # hello is answered at once by any tiergym server, busy or not: a peer that stays
         # silent this long is not one (or not there).
         self.hello = self.call("hello", timeout=min(self.timeout, CONNECT_TIMEOUT_S))
@@ -299,6 +303,21 @@ class Connection:
             self._socket.close(linger=0)
             self._socket = None
 
+    def share(self):
+        """Counts one more environment using this connection (a fork's: its session lives
+        here); close_connection() closes the connection when the last one goes."""
+        with self._lock:
+            if self._socket is None:
+                raise ServerUnavailable("the connection is closed")
+            self._users += 1
+        return self
+
+    def _release(self):
+        """One environment fewer; True when it was the last (close the connection)."""
+        with self._lock:
+            self._users -= 1
+            return self._users <= 0
+
 
 def open_connection(address, timeout, server_args):
     """(connection, private server or None) for an address, a Server, or None."""
@@ -315,9 +334,11 @@ def open_connection(address, timeout, server_args):
 
 
 def close_connection(connection, server, sessions):
-    """Closes `sessions` on the server (when it is still there), then the connection and a
-    private server. Stops at the first session that cannot be closed: the server is gone
-    or has reclaimed it."""
+    """Closes `sessions` on the server (when it is still there), then, unless other
+    environments still use them (forks: Connection.share), the connection and a private
+    server. Stops at the first session that cannot be closed: the server is gone or has
+    reclaimed it."""
+    last = True
     try:
         if connection is not None and (server is None or server.alive()):
             for session in sessions:
@@ -327,6 +348,8 @@ def close_connection(connection, server, sessions):
                     break
     finally:
         if connection is not None:
-            connection.close()
-        if server is not None:
+            last = connection._release()
+            if last:
+                connection.close()
+        if server is not None and last:
             server.close()
