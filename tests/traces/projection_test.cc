@@ -2,6 +2,8 @@
 #include "traces/projection.h"
 
 #include <cstdint>
+#include <map>
+#include <string>
 
 #include "gtest/gtest.h"
 #include "traces/machine.h"
@@ -96,6 +98,61 @@ TEST(ProjectTraceTest, RefusesWhatCannotBeProjectedSayingWhy) {
   r = ProjectTrace(Recording("ddr", 2, 10, 1), *knl, o);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("'cxl' is not a tier"), std::string::npos) << r.status();
+}
+
+TEST(ProjectTraceTest, SaysInItsHeaderWhatMadeIt) {
+  auto knl = LoadMachine("knl");
+  ASSERT_TRUE(knl.ok());
+  auto out = ProjectTrace(Recording("ddr", 3, 100, 1000), *knl);
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::map<std::string, std::string> header;
+  for (const auto& [k, v] : (*out)[1].metadata().entries) header[k] = v;
+  EXPECT_EQ(header["projection_model"], "v2");
+  EXPECT_EQ(header["projection_machine"], "knl");
+  EXPECT_EQ(header["projected_from"], "ddr");
+}
+
+// A fixed memory-level parallelism replaces the prior: many misses in flight make this
+// run bandwidth-bound (MCDRAM's bandwidth shortens it), one in flight makes it
+// latency-bound (MCDRAM's latency, no lower than DDR's, does not).
+TEST(ProjectTraceTest, AFixedParallelismDecidesWhatTheFastTierGains) {
+  auto knl = LoadMachine("knl");
+  ASSERT_TRUE(knl.ok());
+  const Trace rec = Recording("ddr", 5, 200, 20000);
+  auto speedup = [&](double mlp) {
+    ProjectionOptions o;
+    o.mlp = mlp;
+    o.overlap = 0.7;
+    auto out = ProjectTrace(rec, *knl, o);
+    EXPECT_TRUE(out.ok()) << out.status();
+    return static_cast<double>((*out)[0].runtime_ns()) /
+           static_cast<double>((*out)[1].runtime_ns());
+  };
+  const double wide = speedup(16), narrow = speedup(1);
+  EXPECT_GT(wide, 1.2);
+  EXPECT_LT(narrow, 1.05);
+}
+
+TEST(ProjectTraceTest, ReadsAPriorAndRefusesUnknownKeysAndNonNumbers) {
+  ProjectionPrior prior;
+  ASSERT_TRUE(ParseProjectionPrior("stream_mlp=10,overlap_max=0.9", &prior).ok());
+  EXPECT_EQ(prior.stream_mlp, 10);
+  EXPECT_EQ(prior.overlap_max, 0.9);
+  EXPECT_EQ(prior.other_mlp, ProjectionPrior{}.other_mlp);
+  absl::Status s = ParseProjectionPrior("stream_mpl=10", &prior);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("'stream_mpl=10'"), std::string::npos) << s;
+  s = ParseProjectionPrior("mlp_min=low", &prior);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("mlp_min takes a number"), std::string::npos) << s;
+  // A prior out of range is refused by the projection.
+  ProjectionOptions o;
+  o.prior.mlp_min = 20;  // above mlp_max
+  auto knl = LoadMachine("knl");
+  ASSERT_TRUE(knl.ok());
+  auto r = ProjectTrace(Recording("ddr", 2, 10, 1), *knl, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("prior"), std::string::npos) << r.status();
 }
 
 }  // namespace
