@@ -210,7 +210,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
     // ... and a connection sending a message (its frames together) over the same bound, or
     // of more than kGuardFrames frames: ZeroMQ would hold such a message whole, however
     // long it grows, before handing it over (zmtp_guard.h).
-    GuardAcceptedConnections(cap, kGuardFrames, options.max_connections);
+    if (!GuardAcceptedConnections(cap, kGuardFrames, options.max_connections)) {
+      std::cerr << "tiergym: this program does not link env/server/zmtp_hooks.cc: a message "
+                   "is bounded per frame only, not in all, and connections are not counted "
+                   "(zmtp_guard.h)\n";
+    }
     try {
       socket->bind(options.endpoint);
     } catch (const zmq::error_t& e) {

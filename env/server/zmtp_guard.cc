@@ -108,40 +108,24 @@ Guard& TheGuard() {
   return *guard;
 }
 
-// Follows an accepted descriptor; false (the caller closes it) when max_connections are
-// open already.
-bool Follow(int fd) {
-  Guard& g = TheGuard();
-  if (fd < 0 || !g.on.load()) return true;
-  auto meter = std::make_unique<ZmtpMessageMeter>(g.max_message_bytes.load(), g.max_frames.load());
-  std::lock_guard<std::mutex> lock(g.mu);
-  if (g.meters.size() >= g.max_connections.load()) {
-    g.refused.fetch_add(1);
-    return false;
-  }
-  g.meters[fd] = std::move(meter);
-  return true;
-}
-
-// accept(2)'s result, followed, or closed with ECONNABORTED (which libzmq takes as a
-// connection that went before it was accepted) over the connection limit.
-int Accepted(int conn) {
-  if (Follow(conn)) return conn;
-  ::syscall(SYS_close, conn);
-  errno = ECONNABORTED;
-  return -1;
-}
-
 }  // namespace
 
-void GuardAcceptedConnections(uint64_t max_message_bytes, uint32_t max_frames,
+// Defined by zmtp_hooks.cc, in the programs that link it; null elsewhere.
+extern "C" [[gnu::weak]] int tiergym_zmtp_hooks_linked();
+
+bool GuardAcceptedConnections(uint64_t max_message_bytes, uint32_t max_frames,
                               size_t max_connections) {
   Guard& g = TheGuard();
   g.max_message_bytes = max_message_bytes;
   g.max_frames = max_frames;
   g.max_connections = max_connections;
   g.on = true;
+  return ZmtpHooksLinked();
 }
+
+bool ZmtpHooksLinked() { return tiergym_zmtp_hooks_linked != nullptr; }
+
+uint64_t GuardedConnectionsDropped() { return TheGuard().dropped.load(); }
 
 uint64_t GuardedConnectionsRefused() { return TheGuard().refused.load(); }
 
@@ -151,8 +135,6 @@ size_t GuardedConnectionsOpen() {
   return g.meters.size();
 }
 
-uint64_t GuardedConnectionsDropped() { return TheGuard().dropped.load(); }
-
 void GuardMessageTaken(int fd) {
   Guard& g = TheGuard();
   if (fd < 0 || !g.on.load(std::memory_order_relaxed)) return;
@@ -161,24 +143,29 @@ void GuardMessageTaken(int fd) {
   if (it != g.meters.end() && it->second != nullptr) it->second->MessageTaken();
 }
 
-}  // namespace tiergym::env
+namespace internal {
 
-// The calls libzmq (4.3) makes to accept and read its TCP and ipc connections, and to close
-// them, defined here so that the executable's definitions are the ones the process uses
-// (ELF symbol interposition); each goes straight to the kernel as glibc's would.
-extern "C" {
-
-int accept(int fd, sockaddr* addr, socklen_t* len) {
-  // accept4 with no flags: some architectures (arm64) have no accept system call.
-  return tiergym::env::Accepted(static_cast<int>(::syscall(SYS_accept4, fd, addr, len, 0)));
+int GuardAccepted(int fd) {
+  Guard& g = TheGuard();
+  if (fd < 0 || !g.on.load()) return fd;
+  auto meter = std::make_unique<ZmtpMessageMeter>(g.max_message_bytes.load(), g.max_frames.load());
+  {
+    std::lock_guard<std::mutex> lock(g.mu);
+    if (g.meters.size() < g.max_connections.load()) {
+      g.meters[fd] = std::move(meter);
+      return fd;
+    }
+  }
+  // Over the connection limit: closed at once, and ECONNABORTED, which libzmq takes for a
+  // connection that went before it was accepted.
+  g.refused.fetch_add(1);
+  ::syscall(SYS_close, fd);
+  errno = ECONNABORTED;
+  return -1;
 }
 
-int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
-  return tiergym::env::Accepted(static_cast<int>(::syscall(SYS_accept4, fd, addr, len, flags)));
-}
-
-ssize_t recv(int fd, void* buf, size_t len, int flags) {
-  tiergym::env::Guard& g = tiergym::env::TheGuard();
+ssize_t GuardedRecv(int fd, void* buf, size_t len, int flags) {
+  Guard& g = TheGuard();
   if (!g.on.load(std::memory_order_relaxed)) {
     return ::syscall(SYS_recvfrom, fd, buf, len, flags, nullptr, nullptr);
   }
@@ -208,13 +195,12 @@ ssize_t recv(int fd, void* buf, size_t len, int flags) {
   return n;
 }
 
-int close(int fd) {
-  tiergym::env::Guard& g = tiergym::env::TheGuard();
-  if (g.on.load(std::memory_order_relaxed)) {
-    std::lock_guard<std::mutex> lock(g.mu);
-    g.meters.erase(fd);
-  }
-  return static_cast<int>(::syscall(SYS_close, fd));
+void GuardClosing(int fd) {
+  Guard& g = TheGuard();
+  if (!g.on.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lock(g.mu);
+  g.meters.erase(fd);
 }
 
-}  // extern "C"
+}  // namespace internal
+}  // namespace tiergym::env

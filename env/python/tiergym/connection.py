@@ -698,3 +698,42 @@ class Connection:
 
 class _Timeout(ServerUnavailable):
     """No reply in time (a ServerUnavailable)."""
+
+
+def open_connection(address, timeout, server_args, curve=None, reconnect=None):
+    """(connection, private server or None) for an address, a Server, or None; `curve` and
+    `reconnect` as Connection takes them (CURVE only for a server given by address: a
+    private server is reached through a socket only its owner can open)."""
+    if address is None:
+        if curve is not None:
+            raise ValueError("curve= is for a server given by address; a private server "
+                             "needs none (its socket is in a directory only you can open)")
+        server = Server(args=server_args)
+        try:
+            return Connection(server.endpoint, timeout, server=server,
+                              reconnect=reconnect), server
+        except BaseException:
+            server.close()
+            raise
+    if isinstance(address, Server):
+        return Connection(address.endpoint, timeout, server=address, curve=curve,
+                          reconnect=reconnect), None
+    return Connection(str(address), timeout, curve=curve, reconnect=reconnect), None
+
+
+def close_connection(connection, server, sessions):
+    """Closes `sessions` on the server (when it is still there), then the connection and a
+    private server. Stops at the first session that cannot be closed: the server is gone
+    or has reclaimed it."""
+    try:
+        if connection is not None and (server is None or server.alive()):
+            for session in sessions:
+                try:
+                    connection.call("close", timeout=5, session=session)
+                except Exception:  # the server is gone or the session was reclaimed
+                    break
+    finally:
+        if connection is not None:
+            connection.close()
+        if server is not None:
+            server.close()

@@ -65,9 +65,10 @@ import pathlib
 import gymnasium
 import numpy as np
 
+from ._native import load_core
 from ._protocol import decode_array, decode_spec, encode_array
+from .connection import DEFAULT_TIMEOUT_S, close_connection, open_connection
 from .errors import EpisodeInterrupted
-from .inprocess import load_core
 
 # Registered by tiergym.register_envs (on import of tiergym).
 COSCHED_SCHEDULER_ID = "tiergym/CoschedScheduler-v0"
@@ -226,9 +227,6 @@ class ZmqNode:
 
     def __init__(self, config, address, timeout=None, server_args=(), curve=None,
                  reconnect=None):
-        from .connection import DEFAULT_TIMEOUT_S
-        from .env import open_connection
-
         timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
         args = list(server_args)
         if address == "private":
@@ -281,8 +279,6 @@ class ZmqNode:
         return self._last
 
     def close(self):
-        from .env import close_connection
-
         if getattr(self, "_connection", None) is None:
             return
         close_connection(self._connection, self._server,
