@@ -313,6 +313,18 @@ def endless_parts(endpoint, mib, frame_mib=1):
     return peer, sent
 
 
+def peak_growth_and_hello(endpoint, pid, before, peak, seconds):
+    """(the server's RSS peak over `before` in MiB, watched `seconds` more, and whether
+    hello is answered meanwhile)."""
+    for _ in range(int(seconds / 0.2)):
+        time.sleep(0.2)
+        peak = max(peak, rss_bytes(pid))
+    other = dealer(endpoint)
+    hello = ask(other, timeout_s=5, op="hello")
+    other.close()
+    return (peak - before) / 2**20, hello
+
+
 def check_parts(endpoint, pid, report):
     before = rss_bytes(pid)
     peak = before
@@ -322,15 +334,9 @@ def check_parts(endpoint, pid, report):
         peers.append(peer)
         sent.append(mib)
         peak = max(peak, rss_bytes(pid))
-    for _ in range(10):
-        time.sleep(0.2)
-        peak = max(peak, rss_bytes(pid))
-    other = dealer(endpoint)
-    hello = ask(other, timeout_s=5, op="hello")
-    other.close()
+    grown, hello = peak_growth_and_hello(endpoint, pid, before, peak, 2)
     for peer in peers:
         peer.close()
-    grown = (peak - before) / 2**20
     report.item("parts", grown < 64 and hello is not None,
                 f"never-ending parts from 8 raw ZMTP peers (1 MiB frames, {sum(sent)} MiB taken "
                 f"by the server of the 1024 MiB offered, at most {max(sent)} MiB a peer): "
@@ -440,7 +446,6 @@ def check_strangers(endpoint, work, report):
 def check_curve_parts(endpoint, pid, report):
     """CURVE: an allowed client's message of 16 x 1 MiB parts, over twice the limit."""
     before = rss_bytes(pid)
-    peak = before
     senders = []
     frame = b"\0" * (1 << 20)
     for _ in range(8):
@@ -448,15 +453,9 @@ def check_curve_parts(endpoint, pid, report):
         for i in range(16):
             s.send(frame, zmq.SNDMORE if i < 15 else 0)
         senders.append(s)
-    for _ in range(15):
-        time.sleep(0.2)
-        peak = max(peak, rss_bytes(pid))
-    other = dealer(endpoint)
-    hello = ask(other, timeout_s=5, op="hello")
-    other.close()
+    grown, hello = peak_growth_and_hello(endpoint, pid, before, before, 3)
     for s in senders:
         s.close()
-    grown = (peak - before) / 2**20
     report.item("parts", grown < 64 and hello is not None,
                 f"8 allowed clients each sending a 16 MiB message of 1 MiB parts (limit 1 MiB; "
                 f"their end hidden from the guard by the encryption): server RSS peak "
