@@ -539,6 +539,8 @@ class Connection:
             raise NotAuthorized(lost.reason) from None
         if self.reconnect is None:
             self._lost = lost.reason
+            if not hasattr(self, "hello"):  # connecting: there are no sessions yet
+                raise ServerUnavailable(f"{lost.reason} (op {op})") from None
             raise ServerUnavailable(f"{lost.reason} (op {op}); the sessions of this connection "
                                     "are gone with it (reconnect=True carries on)") from None
         for _ in range(3):  # lost again while repeating the request: at most so often
