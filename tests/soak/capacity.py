@@ -14,8 +14,10 @@ Meanwhile a reference client (this process, its own connection) replays one seed
 For each level it prints: connections and sessions open (the server's stats), the server's
 RSS, the load's steps/s, the reference's step latency (median and 99th percentile) and
 whether every reference episode was bit-identical to the first one, run alone. A level
-passes when the reference is bit-identical and its median step latency is within
---latency-factor of its median alone and its p99 within --p99-ms.
+passes when the reference is bit-identical, its median step latency within --median-ms
+(1 ms) and its 99th percentile within --p99-ms (20 ms), and every learner connection and
+session was made (the load processes share the machine's cores with the server: on 2
+cores the reference's latency reflects the load's steps as much as the server's work).
 
 Past the limits (--past): 64 more connections than --max-connections (each closed as it is
 accepted: no reply, the client sees the connection reset), sessions past --max-sessions
@@ -235,8 +237,8 @@ def main(argv=None):
     parser.add_argument("--max-connections", type=int, default=1024)
     parser.add_argument("--max-sessions", type=int, default=4096)
     parser.add_argument("--max-asset-mib", type=int, default=2048)
-    parser.add_argument("--latency-factor", type=float, default=2.0,
-                        help="bound on the reference's median step latency, x its median alone")
+    parser.add_argument("--median-ms", type=float, default=1.0,
+                        help="bound on the reference's median step latency")
     parser.add_argument("--p99-ms", type=float, default=20.0,
                         help="bound on the reference's 99th-percentile step latency")
     parser.add_argument("--no-latency-bound", dest="latency_bound", action="store_false",
@@ -315,7 +317,7 @@ def main(argv=None):
             st = stats_conn.ask("stats")
             p50, p99 = percentile_ms(latencies, 50), percentile_ms(latencies, 99)
             same = digests == {first}
-            fast = p50 <= args.latency_factor * solo_p50 and p99 <= args.p99_ms
+            fast = p50 <= args.median_ms and p99 <= args.p99_ms
             ok = (same and (fast or not args.latency_bound) and late == 0
                   and set(codes) <= {"OK"})
             print(f"  {level:>11} {st['sessions']:>8} {rss_mib(server.pid):>7.0f} "
