@@ -25,7 +25,7 @@ worker when it holds several). Keys of env_config:
   (the local worker 0 the first one). Or:
 - "host" and "base_port": worker i uses tcp://HOST:(base_port + i % servers), with
   "servers" (default 1) servers listening on consecutive ports, e.g. started on that host
-  with `tiergym serve --endpoint tcp://0.0.0.0:5555` and so on.
+  with `tiergym serve --endpoint tcp://0.0.0.0:5555` (and its CURVE keys) and so on.
 - neither: every worker starts a private server on its own node (`tiergym serve` must be
   built there), the simplest on one machine.
 - "tiergym": configuration keys of the environment (num_regions, steps, machine, ...).
@@ -37,7 +37,7 @@ worker when it holds several). Keys of env_config:
   reports the cut episodes as the metric tiergym_interrupted_episodes. Default off.
 - "curve": CURVE keys for servers started with --curve-key, as TierEnv takes them:
   {"server_key": ".../server.key", "key": ".../learner.key_secret"} (the files must be on
-  every node that runs an env runner).
+  every node that runs an env runner); the script's --curve-server-key and --curve-key.
 
 `tiergym serve` binds 127.0.0.1 unless told otherwise (--endpoint tcp://0.0.0.0:PORT, or
 the node's address): a server reached from other nodes must listen on an address they can
@@ -167,6 +167,12 @@ def main(argv=None):
     parser.add_argument("--num-cpus", type=int, default=2, help="CPUs of the local cluster (default 2)")
     parser.add_argument("--reconnect", action="store_true",
                         help="carry on when a server dies (episodes cut are counted)")
+    parser.add_argument("--curve-server-key", metavar="FILE",
+                        help="the servers' public key (NAME.key from `tiergym keygen`), for "
+                             "servers started with --curve-key; with --curve-key")
+    parser.add_argument("--curve-key", metavar="FILE",
+                        help="the learners' key pair (NAME.key_secret), listed by the "
+                             "servers' --curve-clients; on every node running an env runner")
     parser.add_argument("--num-regions", type=int, default=16)
     parser.add_argument("--steps", type=int, default=20)
     args = parser.parse_args(argv)
@@ -178,6 +184,10 @@ def main(argv=None):
         env_config["addresses"] = args.addresses
     if args.reconnect:
         env_config["reconnect"] = True
+    if (args.curve_server_key is None) != (args.curve_key is None):
+        parser.error("--curve-server-key and --curve-key go together")
+    if args.curve_key is not None:
+        env_config["curve"] = {"server_key": args.curve_server_key, "key": args.curve_key}
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     returns = train(env_config, args.iterations, args.num_env_runners, args.batch,
                     args.ray_address, args.num_cpus,

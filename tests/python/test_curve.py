@@ -188,3 +188,25 @@ def test_a_cosched_node_over_curve(server, keys):
         assert np.isfinite(reward) and not truncated
     finally:
         env.close()
+
+
+def test_rllib_env_runners_take_the_keys_from_their_config(server, keys):
+    # agents_examples/rllib_env.py's env creator (what each RLlib env runner calls), with
+    # the keys its --curve-server-key and --curve-key put in env_config; no Ray needed.
+    import importlib.util
+    from tiergym_testing import REPO
+    spec = importlib.util.spec_from_file_location(
+        "rllib_env_for_curve", REPO / "agents_examples" / "rllib_env.py")
+    rllib_env = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rllib_env)
+    env = rllib_env.env_creator({"addresses": server.endpoint, "curve": learner(keys),
+                                 "tiergym": CONFIG, "worker_index": 1})
+    try:
+        env.reset(seed=0)
+        assert np.isfinite(env.step(env.action_space.sample())[1])
+    finally:
+        env.close()
+    with pytest.raises(tiergym.NotAuthorized):
+        rllib_env.env_creator({"addresses": server.endpoint, "tiergym": CONFIG,
+                               "curve": {"server_key": str(keys["server"][0]),
+                                         "key": str(keys["stranger"][1])}})
