@@ -3,8 +3,11 @@
  *   read     sums a 32 MiB array, pass after pass (loads only)
  *   write    stores into a 32 MiB array, pass after pass (stores only)
  *   chase    follows a random cyclic chain of pointers through 32 MiB (dependent loads)
- *   hotcold  streams a hot 32 MiB array three times for every pass over a cold 32 MiB
- *            array, with the same loop: three hot samples for one cold one
+ *   hotcold  streams a hot 128 KiB array three times for every pass over a cold 128 KiB
+ *            array, with the same loop: three hot samples for one cold one. The arrays
+ *            are small so that both come from the same cache level on any machine: with
+ *            32 MiB each, a last-level cache between 32 and 64 MiB holds the hot one but
+ *            not both, its passes run faster, and a timer samples it less than 3:1
  * for about SECONDS (default 0.5) of CPU time, and prints the arrays' address ranges as
  * `name start end` lines (hex), then a checksum. Phase 1 (one phasemark) begins when the
  * arrays are ready. Exits 1 on a bad argument. */
@@ -17,7 +20,7 @@
 
 #include "profiler/phasemark.h"
 
-enum { kBytes = 32 << 20 };
+enum { kBytes = 32 << 20, kHotColdBytes = 128 << 10 };
 
 static double CpuSeconds(void) {
   struct timespec t;
@@ -25,21 +28,25 @@ static double CpuSeconds(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static uint64_t* Array(void) {
-  uint64_t* a = aligned_alloc(4096, kBytes);
+static uint64_t* ArrayOf(size_t bytes) {
+  uint64_t* a = aligned_alloc(4096, bytes);
   if (a == NULL) exit(1);
-  for (size_t i = 0; i < kBytes / 8; ++i) a[i] = i * 2654435761u;
+  for (size_t i = 0; i < bytes / 8; ++i) a[i] = i * 2654435761u;
   return a;
 }
 
-static void Print(const char* name, const void* p) {
-  printf("%s %lx %lx\n", name, (unsigned long)(uintptr_t)p, (unsigned long)(uintptr_t)p + kBytes);
+static uint64_t* Array(void) { return ArrayOf(kBytes); }
+
+static void PrintOf(const char* name, const void* p, size_t bytes) {
+  printf("%s %lx %lx\n", name, (unsigned long)(uintptr_t)p, (unsigned long)(uintptr_t)p + bytes);
 }
 
+static void Print(const char* name, const void* p) { PrintOf(name, p, kBytes); }
+
 /* One streaming pass of loads; noinline so that hot and cold passes run the same code. */
-__attribute__((noinline)) static uint64_t SumPass(const volatile uint64_t* a) {
+__attribute__((noinline)) static uint64_t SumPass(const volatile uint64_t* a, size_t bytes) {
   uint64_t s = 0;
-  for (size_t i = 0; i < kBytes / 8; i += 8) s += a[i];
+  for (size_t i = 0; i < bytes / 8; i += 8) s += a[i];
   return s;
 }
 
@@ -54,7 +61,7 @@ int main(int argc, char** argv) {
     Print("read", a);
     phasemark();
     start = CpuSeconds();
-    while (CpuSeconds() - start < seconds) sum += SumPass(a);
+    while (CpuSeconds() - start < seconds) sum += SumPass(a, kBytes);
   } else if (strcmp(mode, "write") == 0) {
     volatile uint64_t* a = Array();
     Print("write", (const void*)a);
@@ -91,17 +98,17 @@ int main(int argc, char** argv) {
     }
     sum = (uint64_t)(uintptr_t)p;
   } else if (strcmp(mode, "hotcold") == 0) {
-    uint64_t* hot = Array();
-    uint64_t* cold = Array();
-    Print("hot", hot);
-    Print("cold", cold);
+    uint64_t* hot = ArrayOf(kHotColdBytes);
+    uint64_t* cold = ArrayOf(kHotColdBytes);
+    PrintOf("hot", hot, kHotColdBytes);
+    PrintOf("cold", cold, kHotColdBytes);
     phasemark();
     start = CpuSeconds();
     while (CpuSeconds() - start < seconds) {
-      sum += SumPass(hot);
-      sum += SumPass(cold);
-      sum += SumPass(hot);
-      sum += SumPass(hot);
+      sum += SumPass(hot, kHotColdBytes);
+      sum += SumPass(cold, kHotColdBytes);
+      sum += SumPass(hot, kHotColdBytes);
+      sum += SumPass(hot, kHotColdBytes);
     }
   } else {
     return 1;
