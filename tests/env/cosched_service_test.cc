@@ -3,6 +3,7 @@
 // (env/provider/cosched_provider.h): the same episode as the node in process, bit for bit;
 // names resolved only within the operator's roots; every refusal with its code and field;
 // ownership, kinds of session, limits and the memory budget.
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
@@ -405,11 +406,14 @@ TEST_F(CoschedServiceTest, TheCppClientDrivesANodeOverZeroMq) {
   co.named_profiles = {{"minife", minife_}, {"lulesh", lulesh_}};
   auto budget = std::make_shared<BudgetProvider>();
   service.cosched = std::make_shared<CoschedProvider>(co, budget.get());
-  absl::StatusOr<std::unique_ptr<testing::RunningServer>> server =
-      testing::RunningServer::Start("zmq", service, budget);
-  ASSERT_TRUE(server.ok()) << server.status();
+  std::filesystem::create_directories(TestRoot());  // removed when the tests end
+  ServerOptions so;
+  so.endpoint = "ipc://" + TestRoot() + "/cosched.sock";
+  so.threads = 1;
+  testing::RunningServer server(so, service, budget);
+  ASSERT_NE(server.get(), nullptr);
   {
-    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect({(*server)->endpoint(), 30});
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect({server.endpoint(), 30});
     ASSERT_TRUE(client.ok()) << client.status();
     absl::StatusOr<protocol::CoschedMakeReply> made = (*client)->CoschedMake(Config());
     ASSERT_TRUE(made.ok()) << made.status();

@@ -6,6 +6,7 @@
 // the memory budget, are refused cleanly past them and give their charge back on close;
 // another connection's session is not found and a co-scheduling node is not forked; the
 // C++ client forks over ZeroMQ.
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
@@ -27,6 +28,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::tiergym::testing::SmallProfileDir;
+using ::tiergym::testing::TestRoot;
 using protocol::Op;
 using testing::FreeBytes;
 
@@ -269,10 +271,13 @@ TEST_F(ForkRefusalTest, AForkIsChargedToTheBudgetAndGivesItBackOnClose) {
 TEST_F(ForkRefusalTest, TheCppClientForksOverZeroMq) {
   PlacementProviderOptions po;
   po.data_dirs = {"/"};
-  absl::StatusOr<std::unique_ptr<testing::RunningServer>> server = testing::RunningServer::Start(
-      "fork-zmq", ServiceOptions{}, std::make_shared<PlacementProvider>(po));
-  ASSERT_TRUE(server.ok()) << server.status();
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect({(*server)->endpoint(), 30});
+  std::filesystem::create_directories(TestRoot());  // removed when the tests end
+  ServerOptions so;
+  so.endpoint = "ipc://" + TestRoot() + "/fork.sock";
+  so.threads = 1;
+  testing::RunningServer server(so, ServiceOptions{}, std::make_shared<PlacementProvider>(po));
+  ASSERT_NE(server.get(), nullptr);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect({server.endpoint(), 30});
   ASSERT_TRUE(client.ok()) << client.status();
   absl::StatusOr<protocol::MakeReply> made = (*client)->Make(Config("concurrent"));
   ASSERT_TRUE(made.ok()) << made.status();

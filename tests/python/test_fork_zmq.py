@@ -3,8 +3,12 @@ against a real `tiergym serve`. A fork continues bit for bit as its original und
 actions (across episode ends and unseeded resets, forks of forks, before the first reset),
 through shared memory or the replies; what a fork does never reaches the original; forks
 count against the server's session limits (refusals leave nothing behind); the
-connection and a private server stay up until the original and every fork are closed.
+connection and a private server stay up until the original and every fork are closed; with
+reconnect, a fork is made again after a server's death as its original is.
 Skipped (with the reason) when the tiergym binary is not built."""
+
+import os
+import signal
 
 import gymnasium
 import numpy as np
@@ -12,7 +16,7 @@ import pytest
 
 from test_fork import (CONFIG, check_a_chain_of_forks, check_a_vector_fork,
                        random_actions)
-from tiergym_testing import needs_binary, server_fixture
+from tiergym_testing import needs_binary, server_fixture, small_profile
 
 import tiergym
 from tiergym.connection import Connection
@@ -207,3 +211,34 @@ def test_a_private_server_stays_up_until_the_original_and_its_forks_are_closed()
         fork.close()
         vfork.close()
     assert not private.alive() and not vprivate.alive()
+
+
+@needs_binary
+def test_with_reconnect_a_fork_is_made_again_as_its_original_is(tmp_path):
+    # The server dies (SIGKILL) under an environment and its fork: the fork's step meets the
+    # loss (truncated, info["interrupted"]), the private server starts again, and both
+    # sessions are made again there (new episodes: the forked state went with the server).
+    args = ["--profiles", str(small_profile(tmp_path)), "--threads", "2", "--quiet"]
+    env = tiergym.make(reconnect=True, server_args=args, num_regions=8, steps=6)
+    private = env._server
+    zeros = np.zeros(8, dtype=np.int64)
+    fork = None
+    try:
+        env.reset(seed=3)
+        env.step(zeros)
+        fork = env.fork()
+        os.kill(private.process.pid, signal.SIGKILL)
+        private.process.wait(timeout=30)
+        _, reward, terminated, truncated, info = fork.step(zeros)
+        assert truncated and not terminated and reward == 0.0 and "interrupted" in info
+        assert private.restarts == 1
+        a, b = env.reset(seed=4), fork.reset(seed=4)
+        np.testing.assert_array_equal(a[0], b[0])
+        for t in range(6):
+            x, y = env.step(zeros), fork.step(zeros)
+            assert x[1:4] == y[1:4] and "interrupted" not in y[4], f"step {t}"
+    finally:
+        if fork is not None:
+            fork.close()
+        env.close()
+    assert not private.alive()  # stopped once both are closed
