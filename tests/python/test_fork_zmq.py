@@ -232,6 +232,7 @@ def test_with_reconnect_a_fork_is_made_again_as_its_original_is(tmp_path):
         _, reward, terminated, truncated, info = fork.step(zeros)
         assert truncated and not terminated and reward == 0.0 and "interrupted" in info
         assert private.restarts == 1
+        assert fork.interrupted_episodes == 1 and env.interrupted_episodes == 0
         a, b = env.reset(seed=4), fork.reset(seed=4)
         np.testing.assert_array_equal(a[0], b[0])
         for t in range(6):

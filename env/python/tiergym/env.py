@@ -200,6 +200,7 @@ class TierEnv(gymnasium.Env):
         forked.__dict__.update(self.__dict__)
         forked._connection = self._connection.share()
         forked.session = reply["session"]
+        forked.interrupted_episodes = 0  # its own count from here
         # The client-side state copied too: spaces (their samplers' generators), the
         # generator an unseeded first reset draws from, the last observation and info.
         forked.observation_space = copy.deepcopy(self.observation_space)

@@ -489,6 +489,7 @@ class VectorEnv(VectorEnvBase):
         forked.__dict__.update(self.__dict__)
         forked._init_common(len(ids), None, {}, self._mode, None)
         forked.sessions = []
+        forked.interrupted_episodes = 0  # its own count from here
         forked._shared = None  # a segment of its own, made by its first batch
         forked._connection = self._connection.share()
         try:
