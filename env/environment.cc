@@ -538,20 +538,29 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
 
 // --- Episodes ------------------------------------------------------------------------------
 
-struct Environment::State {
+namespace {
+
+// An episode's state but the pricer's view: values only, so that Fork copies them all
+// (a field added here is forked with the rest).
+struct EpisodeValues {
   std::mt19937_64 rng{0};
   bool started = false;
   bool done = false;
-  const ProfileAssets* profile = nullptr;
-  std::unique_ptr<IntervalPricer::Episode> pricing;  // the profile's pricer's view
-  std::vector<int> region_tier;                      // machine tier per region
-  std::vector<int> moved;                            // regions moved by this step
-  std::vector<float> history;                        // per region
-  std::vector<uint64_t> used_bytes;                  // per machine tier
+  const ProfileAssets* profile = nullptr;  // in the shared assets
+  std::vector<int> region_tier;            // machine tier per region
+  std::vector<int> moved;                  // regions moved by this step
+  std::vector<float> history;              // per region
+  std::vector<uint64_t> used_bytes;        // per machine tier
   size_t step = 0;
   double elapsed_ns = 0;
   double default_elapsed_ns = 0;
   double last_ratio = 1;  // last interval's time / default
+};
+
+}  // namespace
+
+struct Environment::State : EpisodeValues {
+  std::unique_ptr<IntervalPricer::Episode> pricing;  // the profile's pricer's view
 };
 
 Environment::Environment(std::shared_ptr<const EnvAssets> assets)
@@ -565,6 +574,13 @@ absl::StatusOr<std::unique_ptr<Environment>> Environment::Create(
 }
 
 const EnvSpec& Environment::spec() const { return assets_->spec(); }
+
+std::unique_ptr<Environment> Environment::Fork() const {
+  std::unique_ptr<Environment> fork(new Environment(assets_));
+  static_cast<EpisodeValues&>(*fork->state_) = *state_;
+  fork->state_->pricing = state_->pricing != nullptr ? state_->pricing->Clone() : nullptr;
+  return fork;
+}
 
 namespace {
 

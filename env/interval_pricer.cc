@@ -52,6 +52,9 @@ class LinearCostPricer final : public IntervalPricer {
                                     const std::vector<double>& tier_factor) const override {
       return pricer_.IntervalNs(step, region_tier, tier_factor);
     }
+    [[nodiscard]] std::unique_ptr<Episode> Clone() const override {
+      return std::make_unique<LinearEpisode>(pricer_);
+    }
 
    private:
     const LinearCostPricer& pricer_;
@@ -151,6 +154,9 @@ class IndexWalkPricer final : public IntervalPricer {
                                     const std::vector<int>& /*region_tier*/) const override {
       return state_.IntervalNs(pricer_.bounds_[step], pricer_.bounds_[step + 1]);
     }
+    [[nodiscard]] std::unique_ptr<Episode> Clone() const override {
+      return std::make_unique<PlainWalkEpisode>(*this);  // the PlacementState copied
+    }
   };
 
   class ContendedWalkEpisode final : public WalkEpisode {
@@ -161,6 +167,9 @@ class IndexWalkPricer final : public IntervalPricer {
                                     const std::vector<int>& /*region_tier*/) const override {
       return pricer_.contention_->IntervalNs(state_, pricer_.bounds_[step],
                                              pricer_.bounds_[step + 1]);
+    }
+    [[nodiscard]] std::unique_ptr<Episode> Clone() const override {
+      return std::make_unique<ContendedWalkEpisode>(*this);
     }
   };
 
@@ -180,6 +189,15 @@ class IndexWalkPricer final : public IntervalPricer {
   [[nodiscard]] size_t MemoryBytes() const override {
     return device_of_tier_.size() * sizeof(int) + bounds_.size() * sizeof(uint64_t) +
            region_bytes_.size() * 2 * sizeof(uint64_t);
+  }
+  // PlacementState's arrays: tier_ (a byte per page), blk_hits_ and seg_hits_ (a count
+  // per block or segment and device), blk_corr_ (a double per block).
+  [[nodiscard]] size_t EpisodeBytes() const override {
+    const EstimatorIndex& x = *index_;
+    const size_t devices = x.devices().size();
+    return sizeof(PlacementState) + x.pages().size() +
+           x.num_blocks() * (devices * sizeof(uint64_t) + sizeof(double)) +
+           x.num_segments() * devices * sizeof(uint64_t);
   }
 
  private:

@@ -204,6 +204,8 @@ ReplyBody Service::Dispatch(const protocol::Request& request, const std::string&
       const auto& r = std::get<protocol::CoschedStepRequest>(request.body);
       return Step(protocol::StepRequest{r.session, {}, r.actions}, owner, Kind::kNode);
     }
+    case Op::kFork:
+      return Fork(std::get<protocol::ForkRequest>(request.body), owner);
   }
   return MakeError(absl::StatusCode::kInternal, "op", "unhandled op");
 }
@@ -518,6 +520,42 @@ ReplyBody Service::Estimate(const protocol::EstimateRequest& r, const std::strin
 ReplyBody Service::Close(const protocol::CloseRequest& r, const std::string& owner) {
   if (absl::Status s = sessions_.Close(r.session, owner); !s.ok()) return FieldOf(s, "session");
   return protocol::CloseReply{};
+}
+
+ReplyBody Service::Fork(const protocol::ForkRequest& r, const std::string& owner) {
+  absl::StatusOr<Lease> lease = Acquire(r.session, owner, "session", Kind::kSingle);
+  if (!lease.ok()) {
+    if (lease.status().code() == absl::StatusCode::kFailedPrecondition) {  // a node
+      return MakeError(absl::StatusCode::kUnimplemented, "session",
+                       "a co-scheduling node cannot be forked (sessions made by make of "
+                       "tiergym/TierPlacement-v0, and their forks, can)");
+    }
+    return FieldOf(lease.status(), "session");
+  }
+  if (absl::Status s = sessions_.Reserve(owner, "fork"); !s.ok()) return FieldOf(s, "op");
+  const SessionTable::Session& from = **lease;
+  absl::StatusOr<std::unique_ptr<SessionEnv>> env;
+  bool in_episode = false;
+  {
+    std::lock_guard<std::mutex> lock((*lease)->mu);
+    env = from.env->Fork(provider_.get());  // charged to the budget as a session
+    in_episode = from.in_episode;
+  }
+  if (!env.ok()) {
+    sessions_.Unreserve();
+    if (env.status().code() == absl::StatusCode::kResourceExhausted) {
+      return MakeError(absl::StatusCode::kResourceExhausted, "op",
+                       StrCat("fork refused: ", env.status().message()));
+    }
+    return FieldOf(env.status(), "session");
+  }
+  const std::shared_ptr<SessionTable::Session> made =
+      sessions_.Add(owner, *std::move(env), from.config);
+  {
+    std::lock_guard<std::mutex> lock(made->mu);
+    made->in_episode = in_episode;
+  }
+  return protocol::ForkReply{made->id};
 }
 
 size_t Service::CloseSessionsOf(std::string_view owner) { return sessions_.CloseOwnedBy(owner); }

@@ -129,6 +129,9 @@ class Service {
                                 const std::vector<size_t>* lock_order = nullptr);
   protocol::ReplyBody Estimate(const protocol::EstimateRequest& r, const std::string& owner);
   protocol::ReplyBody Close(const protocol::CloseRequest& r, const std::string& owner);
+  // A new session of `owner` at the state of its session r.session (SessionEnv::Fork),
+  // under the session limits and charged to the provider's budget like a made session.
+  protocol::ReplyBody Fork(const protocol::ForkRequest& r, const std::string& owner);
   protocol::ReplyBody CoschedMake(const protocol::CoschedMakeRequest& r, const std::string& owner);
 
   // The provider of environment `env`, or null.

@@ -25,17 +25,17 @@ std::chrono::steady_clock::time_point SessionTable::Now() const {
   return options_.clock ? options_.clock() : std::chrono::steady_clock::now();
 }
 
-absl::Status SessionTable::Reserve(const std::string& owner) {
+absl::Status SessionTable::Reserve(const std::string& owner, std::string_view op) {
   std::lock_guard<std::mutex> lock(mu_);
   if (sessions_.size() + pending_ >= options_.max_sessions) {
     return absl::ResourceExhaustedError(StrCat(
-        "make refused: ", sessions_.size(),
+        op, " refused: ", sessions_.size(),
         " sessions open, the server's limit (--max-sessions); close sessions you no longer use"));
   }
   auto mine = of_owner_.find(owner);
-  if (mine != of_owner_.end() && mine->second >= options_.max_sessions_per_owner) {
+  if (mine != of_owner_.end() && mine->second.size() >= options_.max_sessions_per_owner) {
     return absl::ResourceExhaustedError(
-        StrCat("make refused: this connection has ", mine->second,
+        StrCat(op, " refused: this connection has ", mine->second.size(),
                " sessions open, the server's limit per connection "
                "(--max-sessions-per-connection); close sessions you no longer use"));
   }
@@ -60,7 +60,7 @@ std::shared_ptr<SessionTable::Session> SessionTable::Add(
   do {
     session->id = RandomHex128();
   } while (sessions_.count(session->id) != 0);
-  ++of_owner_[session->owner];
+  of_owner_[session->owner].insert(session->id);
   sessions_.emplace(session->id, session);
   made_.fetch_add(1, std::memory_order_relaxed);
   return session;
@@ -96,7 +96,10 @@ bool SessionTable::Contains(const protocol::SessionId& id, const std::string& ow
 
 void SessionTable::EraseLocked(Map::iterator it, std::vector<std::shared_ptr<Session>>& doomed) {
   auto owner = of_owner_.find(it->second->owner);
-  if (owner != of_owner_.end() && --owner->second == 0) of_owner_.erase(owner);
+  if (owner != of_owner_.end()) {
+    owner->second.erase(it->first);
+    if (owner->second.empty()) of_owner_.erase(owner);
+  }
   doomed.push_back(std::move(it->second));
   sessions_.erase(it);
 }
@@ -131,11 +134,12 @@ size_t SessionTable::CloseOwnedBy(std::string_view owner) {
   std::vector<std::shared_ptr<Session>> doomed;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (of_owner_.count(std::string(owner)) == 0) return 0;
-    for (auto it = sessions_.begin(); it != sessions_.end();) {
-      auto next = std::next(it);
-      if (it->second->owner == owner) EraseLocked(it, doomed);
-      it = next;
+    auto mine = of_owner_.find(std::string(owner));
+    if (mine == of_owner_.end()) return 0;
+    const std::vector<protocol::SessionId> ids(mine->second.begin(), mine->second.end());
+    for (const protocol::SessionId& id : ids) {
+      auto it = sessions_.find(id);
+      if (it != sessions_.end()) EraseLocked(it, doomed);  // (erases `mine` with its last)
     }
   }
   const size_t n = doomed.size();

@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -74,9 +75,10 @@ class SessionTable {
 
   explicit SessionTable(SessionTableOptions options);
 
-  // Counts a make of `owner` as pending; ResourceExhausted (its message saying which limit)
-  // when the limits refuse it. Every OK must be followed by Add or Unreserve.
-  absl::Status Reserve(const std::string& owner);
+  // Counts a make (or a fork: `op`, which the message names) of `owner` as pending;
+  // ResourceExhausted (its message saying which limit) when the limits refuse it. Every OK
+  // must be followed by Add or Unreserve.
+  absl::Status Reserve(const std::string& owner, std::string_view op = "make");
   void Unreserve();
   // Adds a made session, ending its pending make; returns it (its id set).
   std::shared_ptr<Session> Add(std::string owner, std::unique_ptr<SessionEnv> env,
@@ -119,8 +121,10 @@ class SessionTable {
   SessionTableOptions options_;
   mutable std::mutex mu_;  // guards sessions_, of_owner_, pending_
   Map sessions_;
-  std::unordered_map<std::string, uint64_t> of_owner_;  // open sessions per owner
-  uint64_t pending_ = 0;                                // makes reserved, not yet added
+  // Open sessions per owner: an owner that goes costs its own sessions, not a scan of every
+  // session (4000 connections leaving 32,000 sessions took seconds of the I/O thread).
+  std::unordered_map<std::string, std::unordered_set<protocol::SessionId>> of_owner_;
+  uint64_t pending_ = 0;  // makes reserved, not yet added
   std::function<void(const std::vector<protocol::SessionId>&)> on_erased_;
   std::atomic<uint64_t> made_{0}, closed_{0}, reclaimed_{0};
 };

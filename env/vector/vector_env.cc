@@ -304,6 +304,16 @@ void VectorEnv::WriteRow(size_t i, size_t row, const BatchOutput& out) const {
 
 namespace {
 
+// Row `from_row` of the info columns `from` into row `to_row` of `to` (CopyInfoRow copies
+// a row to the same row).
+void CopyInfoRowTo(const InfoColumns& from, size_t from_row, const InfoColumns& to,
+                   size_t to_row, const InfoShape& shape) {
+  ForEachInfoColumn([&](const char*, auto member, const char*, InfoWidth w, int) {
+    const size_t width = ColumnWidth(w, shape);
+    std::copy_n(from.*member + from_row * width, width, to.*member + to_row * width);
+  });
+}
+
 // The rows of `rows` environments whose episodes did not end get their current values in
 // the final buffers, as the server sends them (only read when some episode ended).
 void FillFinals(const BatchOutput& out, size_t rows, size_t obs, const InfoShape& shape) {
@@ -550,6 +560,51 @@ absl::Status VectorEnv::Recv(int batch, const BatchOutput& out) {
     FillFinals(out, ids.size(), ObsSize(), info_shape_);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<VectorEnv>> VectorEnv::Fork(const std::vector<int32_t>& env_ids,
+                                                           EnvProvider* maker) const {
+  if (in_flight_ > 0) {
+    return absl::FailedPreconditionError(
+        StrCat(in_flight_, " steps sent and not received; recv() them before forking"));
+  }
+  if (env_ids.empty()) return absl::InvalidArgumentError("env_ids: at least one environment");
+  std::vector<std::unique_ptr<SessionEnv>> envs;
+  envs.reserve(env_ids.size());
+  for (size_t k = 0; k < env_ids.size(); ++k) {
+    const int32_t i = env_ids[k];
+    if (i < 0 || i >= num_envs()) {
+      return absl::InvalidArgumentError(
+          StrCat("env_ids[", k, "]: ", i, " is not an environment (0..", num_envs() - 1, ")"));
+    }
+    absl::StatusOr<std::unique_ptr<SessionEnv>> fork =
+        slots_[static_cast<size_t>(i)]->env->Fork(maker);
+    if (!fork.ok()) {
+      return absl::Status(fork.status().code(), StrCat("env ", i, ": ", fork.status().message()));
+    }
+    envs.push_back(*std::move(fork));
+  }
+  std::unique_ptr<VectorEnv> forked(new VectorEnv(std::move(envs), options_));
+  for (size_t k = 0; k < env_ids.size(); ++k) {
+    const Slot& from = *slots_[static_cast<size_t>(env_ids[k])];
+    Slot& to = *forked->slots_[k];
+    to.started = from.started;
+    to.reset_next = from.reset_next;
+  }
+  return forked;
+}
+
+void VectorEnv::CopyRows(const BatchOutput& from, const std::vector<int32_t>& ids,
+                         const BatchOutput& to) const {
+  const size_t obs = ObsSize();
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const auto i = static_cast<size_t>(ids[k]);
+    std::memcpy(to.obs + k * obs, from.obs + i * obs, obs * sizeof(float));
+    to.reward[k] = from.reward[i];
+    to.terminated[k] = from.terminated[i];
+    to.truncated[k] = from.truncated[i];
+    CopyInfoRowTo(from.info, i, to.info, k, info_shape_);
+  }
 }
 
 BatchBuffers::BatchBuffers(const VectorEnv& env) {

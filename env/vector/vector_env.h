@@ -131,6 +131,22 @@ class VectorEnv {
   // Steps sent and not yet received.
   int in_flight() const { return in_flight_; }
 
+  // A new vector environment of env_ids.size() environments with this one's options:
+  // environment k is a fork (SessionEnv::Fork, charged to `maker`'s budget; null: none)
+  // of environment env_ids[k] (an id may repeat: several copies) at its state, its episode
+  // and whether it runs or resets at its next step included, so that the same actions give
+  // the fork and the original bit-identical results (the results are not kept after they
+  // are written: CopyRows gives the forks their current rows). FailedPrecondition while
+  // steps are in flight; InvalidArgument for an id out of range; the forks' errors
+  // (ResourceExhausted, Unimplemented) name the environment.
+  absl::StatusOr<std::unique_ptr<VectorEnv>> Fork(const std::vector<int32_t>& env_ids,
+                                                  EnvProvider* maker) const;
+  // Copies rows ids[k] of `from` (outputs of this environment's Reset or Step, whose rows
+  // are its environments) into rows k of `to` (a fork's buffers): observation, reward,
+  // flags and info.
+  void CopyRows(const BatchOutput& from, const std::vector<int32_t>& ids,
+                const BatchOutput& to) const;
+
  private:
   struct Slot;
   VectorEnv(std::vector<std::unique_ptr<SessionEnv>> envs, VectorEnvOptions options);

@@ -251,6 +251,22 @@ class VectorCore {
     buffers_ = std::make_unique<BatchBuffers>(*env_);
   }
 
+  // A core of env_ids.size() environments, forks of this one's env_ids[k] at their state
+  // (VectorEnv::Fork; no memory budget in process), its buffers holding their current
+  // rows (copied from this one's, whose rows are environments: the caller checks).
+  VectorCore* Fork(const std::vector<int32_t>& env_ids) {
+    absl::StatusOr<std::unique_ptr<VectorEnv>> forked;
+    auto entered = Enter();
+    forked = env_->Fork(env_ids, nullptr);
+    if (!forked.ok()) Raise(forked.status());
+    std::unique_ptr<VectorCore> core(new VectorCore());
+    core->env_ = *std::move(forked);
+    for (const int32_t i : env_ids) core->configs_.push_back(configs_[static_cast<size_t>(i)]);
+    core->buffers_ = std::make_unique<BatchBuffers>(*core->env_);
+    env_->CopyRows(buffers_->out, env_ids, core->buffers_->out);
+    return core.release();
+  }
+
   [[nodiscard]] nb::dict Spec() const {
     const EnvSpec& s = env_->spec();
     nb::dict d = SpecDict(s);
@@ -377,6 +393,7 @@ class VectorCore {
   }
 
  private:
+  VectorCore() = default;  // Fork's
   std::mutex call_mu_;
   std::unique_ptr<VectorEnv> env_;
   std::vector<std::map<std::string, std::string>> configs_;
@@ -586,7 +603,8 @@ NB_MODULE(_core, m) {
       .def("step", &VectorCore::Step, nb::arg("actions"))
       .def("send_reset", &VectorCore::SendReset, nb::arg("seeds"), nb::arg("profiles"))
       .def("send", &VectorCore::Send, nb::arg("env_ids"), nb::arg("actions"))
-      .def("recv", &VectorCore::Recv, nb::arg("batch"));
+      .def("recv", &VectorCore::Recv, nb::arg("batch"))
+      .def("fork", &VectorCore::Fork, nb::arg("env_ids"), nb::rv_policy::take_ownership);
   using tiergym::env::CoschedCore;
   nb::class_<CoschedCore>(m, "CoschedCore")
       .def(nb::init<const nb::dict&>(), nb::arg("config"))

@@ -47,7 +47,8 @@ from ._native import have_core, load_core
 from ._protocol import (INFO_ARRAYS, INFO_KEYS, INFO_NAME, INFO_TUPLE, INFO_TUPLE_COUNT,
                         no_refusals, tuple_column, typed_column)
 from ._values import config_to_wire, flat_mask, integer_actions
-from ._vector_base import NEXT_STEP, VectorEnvBase, batch_seeds, reset_mask, scatter_infos
+from ._vector_base import (NEXT_STEP, VectorEnvBase, batch_seeds, fork_ids, reset_mask,
+                           scatter_infos)
 
 __all__ = ["InProcessVectorEnv", "have_core", "load_core"]
 
@@ -101,8 +102,12 @@ class InProcessVectorEnv(VectorEnvBase):
         self.copy = bool(copy)
         self.threads = int(threads)
         # Typed as the client sends them to a server (lists stay lists, numbers numbers).
-        self._core = load_core().VectorCore([config_to_wire(c) for c in merged], self.threads,
-                                            self._mode)
+        self._adopt(load_core().VectorCore([config_to_wire(c) for c in merged], self.threads,
+                                           self._mode))
+
+    def _adopt(self, core):
+        """Takes `core` (tiergym._core.VectorCore) as this object's environments."""
+        self._core = core
         self._init_spec(dict(self._core.spec), [dict(c) for c in self._core.configs])
         b = self._core.buffers()
         self._obs, self._reward = b["obs"], b["reward"]
@@ -120,6 +125,36 @@ class InProcessVectorEnv(VectorEnvBase):
         self._static = {}
         self._profiles_cache = {}
         self._no_refusals = {}
+
+    def fork(self, env_ids=None):
+        """Independent copies of sub-environments at their state (for search: lookahead,
+        MCTS, beam search): a new InProcessVectorEnv whose sub-environment k is a fork of
+        this one's env_ids[k] (env_ids: None for every one, in order; an int for one; a
+        list, which may repeat an id for several copies). Each fork has its episode (its
+        generator, profile, placement, history and time), so the same actions give the fork
+        and the original bit-identical observations and rewards, and neither sees what the
+        other does. Its current observations and infos are the forked rows (and its
+        action_masks() theirs); it is stepped on, not reset. The same autoreset mode,
+        threads and copy. ValueError while steps are in flight (recv() them) or for an id
+        out of range."""
+        self._require_open()
+        ids = fork_ids(env_ids, self.num_envs)
+        if self._core.in_flight:
+            raise ValueError(f"{self._core.in_flight} steps sent and not received; recv() "
+                             "them before forking")
+        if not self._rows_are_envs:
+            raise ValueError("fork() after recv(): the buffers' rows are a batch's, not the "
+                             "sub-environments'; step() or reset() first")
+        core = self._core.fork(ids)
+        forked = object.__new__(type(self))
+        forked._init_common(len(ids), None, {}, self._mode, None)
+        forked.batch_size = len(ids)
+        forked.copy = self.copy
+        forked.threads = self.threads
+        forked._adopt(core)
+        forked._seeded = self._seeded[ids].copy()
+        forked._was_reset = self._was_reset
+        return forked
 
     # --- outputs ---------------------------------------------------------------------
 
