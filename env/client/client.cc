@@ -309,9 +309,8 @@ absl::Status Client::Reconnect() {
       }
       const absl::Status s =
           reply.ok() ? protocol::ToStatus(std::get<protocol::Error>(*reply)) : reply.status();
-      return absl::Status(s.code(),
-                          StrCat("reconnected to ", options_.endpoint, ", but making session ", id,
-                                 " again failed: ", s.message()));
+      return {s.code(), StrCat("reconnected to ", options_.endpoint, ", but making session ", id,
+                               " again failed: ", s.message())};
     }
     if (again) continue;
     ++reconnections_;

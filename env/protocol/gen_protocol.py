@@ -396,7 +396,7 @@ def gen_messages(model):
     lines += comment("The protocol's version: the one written on every message.")
     lines += [f"inline constexpr uint64_t kVersion = {s['version']};"]
     lines += comment("What `hello` and `list` call the placement environments (made by make) and "
-                     "the co-scheduling nodes (made by cosched_make).")
+                     "the co-scheduling nodes (made by make too; cosched_make is its older spelling).")
     lines += [f'inline constexpr char kEnvId[] = "{s["env_id"]}";',
               f'inline constexpr char kCoschedEnvId[] = "{s["cosched_env_id"]}";', ""]
     lines += ["enum class Op {"]
