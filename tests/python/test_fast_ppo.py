@@ -121,6 +121,30 @@ def test_region_masks_allow_each_move_that_fits_alone():
         envs.close()
 
 
+def test_masked_sampling_log_probabilities_and_entropy_against_plain_formulas():
+    # The rollout's and the update's masking (additive offsets, choices first), Gumbel-max
+    # sampling from numpy's noise, and the softmax-based entropy, against the textbook
+    # forms over [B, K, C]: a masked choice is never sampled, has probability 0 and adds
+    # nothing to the entropy, and the sampled frequencies follow the probabilities.
+    rng = np.random.default_rng(0)
+    b, k, c = 4000, 5, 3
+    mask = rng.random((b, k, c)) < 0.6
+    mask[:, :, 0] = True  # keep is always allowed
+    logits = torch.randn(b, k, c) * 3
+    z = fast_ppo.masked_logits(logits, torch.from_numpy(fast_ppo.mask_offsets(mask)))
+    logp = z.log_softmax(dim=1)                                         # [B, C, K]
+    p = torch.where(torch.from_numpy(mask), logits, torch.tensor(-torch.inf)).softmax(-1)
+    torch.testing.assert_close(logp.exp().transpose(1, 2), p)
+    plain = -torch.nan_to_num(p * p.log()).sum((1, 2))
+    torch.testing.assert_close(fast_ppo.entropy_of(z, logp), plain)
+    counts = np.zeros((k, c))
+    for _ in range(50):
+        a = (logp + fast_ppo.gumbel_noise(rng, logp.shape)).max(dim=1).indices.numpy()
+        assert mask[np.arange(b)[:, None], np.arange(k), a].all()
+        counts += (a[:, :, None] == np.arange(c)).sum(0)
+    np.testing.assert_allclose(counts / (50 * b), p.mean(0).numpy(), atol=0.01)
+
+
 @needs_binary
 def test_the_evaluation_is_learning_benchmarks():
     # The in-process evaluation (every application side by side) gives the returns of
