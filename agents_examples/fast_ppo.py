@@ -22,7 +22,8 @@ What makes it fast (CleanRL's single-file PPO, with the batching of EnvPool and 
   the same run whatever the threads' timing.
 - Preallocated rollout buffers: observations, masks, actions, log-probabilities, values,
   rewards and episode ends live in tensors allocated once; the environment's outputs are
-  copied into them once, and the update reads them in place.
+  copied into them once; each epoch of the update copies them, shuffled, into a second
+  set once (one index_select per field), and its minibatches are slices of that.
 - Action masks applied: the environment's joint mask ([regions, 1 + tiers] in keep mode)
   removes the moves that would not fit before sampling and in the update.
 - Two policies: `mlp` (a flat MLP over the whole observation) and `regions` (one small
