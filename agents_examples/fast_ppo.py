@@ -672,7 +672,8 @@ def train(args, oracle=None, on_eval=None):
         if args.json:
             write_json(args.json, metrics)
         if args.save:
-            torch.save({"args": dataclasses.asdict(args), "state_dict": policy.state_dict()},
+            torch.save({"args": dataclasses.asdict(args), "state_dict": policy.state_dict(),
+                        "actor_layout": "choices_first"},
                        args.save)
         return policy, metrics
     finally:
@@ -696,7 +697,15 @@ def load_policy(path):
         policy = POLICIES[args.policy](layout, envs.single_observation_space.shape[0], args.hidden)
     finally:
         envs.close()
-    policy.load_state_dict(saved["state_dict"])
+    state = dict(saved["state_dict"])
+    if args.policy == "mlp" and saved.get("actor_layout") != "choices_first":
+        # Saved before the flat policy's actor outputs were laid out choice by choice: its
+        # rows are region by region ([K, C]); put them in the order [C, K].
+        k, c = layout.regions, layout.choices
+        for name in ("actor.weight", "actor.bias"):
+            x = state[name]
+            state[name] = x.reshape(k, c, -1).transpose(0, 1).reshape(x.shape)
+    policy.load_state_dict(state)
     return policy, args
 
 
