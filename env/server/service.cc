@@ -484,7 +484,10 @@ absl::StatusOr<Service::Lease> Service::Acquire(const protocol::SessionId& id,
 void Service::EraseLocked(
     std::unordered_map<protocol::SessionId, std::shared_ptr<Session>>::iterator it) {
   auto owner = sessions_of_.find(it->second->owner);
-  if (owner != sessions_of_.end() && --owner->second == 0) sessions_of_.erase(owner);
+  if (owner != sessions_of_.end()) {
+    owner->second.erase(it->first);
+    if (owner->second.empty()) sessions_of_.erase(owner);
+  }
   for (const std::string& handle : it->second->segments) EraseSegmentLocked(handle);
   sessions_.erase(it);
 }
@@ -661,9 +664,9 @@ std::optional<Error> Service::ReserveMake(const std::string& owner) {
                             "sessions you no longer use"));
   }
   auto mine = sessions_of_.find(owner);
-  if (mine != sessions_of_.end() && mine->second >= options_.max_sessions_per_connection) {
+  if (mine != sessions_of_.end() && mine->second.size() >= options_.max_sessions_per_connection) {
     return MakeError(absl::StatusCode::kResourceExhausted, "op",
-                     StrCat("make refused: this connection has ", mine->second,
+                     StrCat("make refused: this connection has ", mine->second.size(),
                             " sessions open, the server's limit per connection "
                             "(--max-sessions-per-connection); close sessions you no "
                             "longer use"));
@@ -677,7 +680,7 @@ void Service::AddSessionLocked(std::shared_ptr<Session> session) {
     session->id = RandomHex128();
   } while (sessions_.count(session->id) != 0);
   session->last_used_ns.store(Now().time_since_epoch().count());
-  ++sessions_of_[session->owner];
+  sessions_of_[session->owner].insert(session->id);
   sessions_.emplace(session->id, std::move(session));
   sessions_made_.fetch_add(1, std::memory_order_relaxed);
 }
@@ -1106,14 +1109,14 @@ size_t Service::CloseSessionsOf(std::string_view owner) {
   std::vector<std::shared_ptr<Session>> doomed;  // destroyed outside the lock
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (sessions_of_.count(std::string(owner)) == 0) return 0;
-    for (auto it = sessions_.begin(); it != sessions_.end();) {
-      auto next = std::next(it);
-      if (it->second->owner == owner) {
-        doomed.push_back(it->second);
-        EraseLocked(it);
-      }
-      it = next;
+    auto mine = sessions_of_.find(std::string(owner));
+    if (mine == sessions_of_.end()) return 0;
+    const std::vector<protocol::SessionId> ids(mine->second.begin(), mine->second.end());
+    for (const protocol::SessionId& id : ids) {
+      auto it = sessions_.find(id);
+      if (it == sessions_.end()) continue;
+      doomed.push_back(it->second);
+      EraseLocked(it);  // (erases `mine` with its last session)
     }
   }
   sessions_reclaimed_.fetch_add(doomed.size(), std::memory_order_relaxed);

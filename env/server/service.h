@@ -48,6 +48,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "env/protocol/protocol.h"
@@ -196,7 +197,9 @@ class Service {
   // session's `segments`
   mutable std::mutex mu_;
   std::unordered_map<protocol::SessionId, std::shared_ptr<Session>> sessions_;
-  std::unordered_map<std::string, uint64_t> sessions_of_;  // open sessions per owner
+  // Open sessions per owner: a connection that goes costs its own sessions, not a scan of
+  // every session (4000 connections leaving 32,000 sessions took seconds of the I/O thread).
+  std::unordered_map<std::string, std::unordered_set<protocol::SessionId>> sessions_of_;
   uint64_t pending_makes_ = 0;
   // Shared-memory segments by handle, and how many each owner holds (or is making).
   std::atomic<uint64_t> shm_bytes_{0};  // held and being made (before the segments: they

@@ -21,7 +21,7 @@ from ._protocol import ENV_ID, decode_array, decode_info, decode_spec
 from ._values import (SEED_BOUND, action_to_wire, config_to_wire, flat_mask,
                       placement_to_wire, space_from_spec)
 from .connection import DEFAULT_TIMEOUT_S, close_connection, open_connection
-from .errors import ServerError, UnknownConfigKey
+from .errors import EpisodeInterrupted, ServerError, UnknownConfigKey
 
 
 class TierEnv(gymnasium.Env):
@@ -29,15 +29,20 @@ class TierEnv(gymnasium.Env):
 
     Keyword arguments: `address` (default: a private server), `timeout` (seconds per
     request), `server_args` (options of the private server), `render_mode` (None or
-    "ansi"), and configuration keys. A TierEnv pickles as its constructor call: unpickled
-    (in a subprocess, say) it is a new session with the same configuration, on the same
-    server (a Server address travels as its endpoint) or on a new private one.
+    "ansi"), `curve` (CURVE keys for a server started with --curve-key: {"server_key":
+    its NAME.key, "key": this client's NAME.key_secret}), `reconnect` (carry on when the
+    server goes away: True or a tiergym.Reconnect; the step that meets the loss returns the
+    last observation, truncated, with info["interrupted"] saying why, and the next reset()
+    starts an episode on the server now there), and configuration keys. A TierEnv pickles
+    as its constructor call: unpickled (in a subprocess, say) it is a new session with the
+    same configuration, on the same server (a Server address travels as its endpoint) or
+    on a new private one.
     """
 
     metadata = {"render_modes": ["ansi"]}
 
     def __init__(self, address=None, *, timeout=DEFAULT_TIMEOUT_S, server_args=(),
-                 render_mode=None, **config):
+                 render_mode=None, curve=None, reconnect=None, **config):
         self._connection = None
         self._server = None
         self.session = None
@@ -49,10 +54,12 @@ class TierEnv(gymnasium.Env):
         self.render_mode = render_mode
         self._init_kwargs = dict(address=address, timeout=timeout,
                                  server_args=tuple(server_args), render_mode=render_mode,
-                                 **config)
+                                 curve=curve, reconnect=reconnect, **config)
         self._seeded = False
         self._last = None
-        self._connection, self._server = open_connection(address, timeout, server_args)
+        self.interrupted_episodes = 0  # episodes cut by the loss of the server (reconnect)
+        self._connection, self._server = open_connection(address, timeout, server_args,
+                                                         curve, reconnect)
         try:
             reply = self._connection.call("make", env=ENV_ID, config=config_to_wire(config))
         except ServerError as e:
@@ -113,12 +120,27 @@ class TierEnv(gymnasium.Env):
 
     def step(self, action):
         self._require_open()
-        reply = self._connection.call("step", session=self.session,
-                                      action=action_to_wire(action, self.action_space))
+        try:
+            reply = self._connection.call("step", session=self.session,
+                                          action=action_to_wire(action, self.action_space))
+        except EpisodeInterrupted as e:
+            return self._interrupted(e)
         obs, info = decode_array(reply["obs"]), decode_info(reply["info"])
         self._last = (obs, info)
         return (obs, float(reply["reward"]), bool(reply["terminated"]),
                 bool(reply["truncated"]), info)
+
+    def _interrupted(self, e):
+        """The step that met the loss of the server (reconnect): the episode is truncated,
+        with its last observation and info, reward 0, info["interrupted"] saying why. The
+        session exists again on the server now there; the next reset() draws its seed from
+        this environment's generator (the server's episode generator went with it)."""
+        if self._last is None:
+            raise gymnasium.error.ResetNeeded("step() before the first reset()")
+        self.interrupted_episodes += 1
+        self._seeded = False
+        obs, info = self._last
+        return obs, 0.0, False, True, dict(info, interrupted=e.reason)
 
     def action_masks(self):
         """The action mask of the current state as sb3-contrib's MaskablePPO asks for it

@@ -59,7 +59,7 @@ from ._values import config_to_wire, flat_mask, integer_actions
 from ._vector_base import (DISABLED, NEXT_STEP, SAME_STEP, VectorEnvBase, batch_seeds,
                            merge_masks, mode_name, reset_mask, scatter_infos)
 from .connection import DEFAULT_TIMEOUT_S, close_connection, open_connection
-from .errors import ServerError, ServerUnavailable
+from .errors import EpisodeInterrupted, ServerError, ServerUnavailable
 
 __all__ = ["VectorEnv", "NEXT_STEP", "SAME_STEP", "DISABLED", "mode_name"]
 
@@ -93,10 +93,14 @@ class VectorEnv(VectorEnvBase):
 
     def __init__(self, num_envs=None, address=None, *, configs=None,
                  autoreset_mode=NEXT_STEP, timeout=DEFAULT_TIMEOUT_S, server_args=(),
-                 render_mode=None, inprocess=False, shm=None, copy=True, **config):
+                 render_mode=None, inprocess=False, shm=None, copy=True, curve=None,
+                 reconnect=None, **config):
         merged = self._init_common(num_envs, configs, config, autoreset_mode, render_mode)
         self.sessions = []
-        self._connection, self._server = open_connection(address, timeout, server_args)
+        self.interrupted_episodes = 0  # episodes cut by the loss of the server (reconnect)
+        self._pending_reset = False    # next_step: the step after an interruption resets all
+        self._connection, self._server = open_connection(address, timeout, server_args,
+                                                         curve, reconnect)
         try:
             self.copy = bool(copy)
             self._init_shm(shm)
@@ -244,8 +248,10 @@ class VectorEnv(VectorEnvBase):
             try:
                 reply = self._connection.call_signalled(
                     "step_batch", lambda seconds: shared.wait(seq, seconds), **fields)
-            except ServerError:
-                raise  # refused before anything moved: the segment keeps its batch
+            except (ServerError, EpisodeInterrupted):
+                # Refused before anything moved: the segment keeps its batch; or the server
+                # went, and its segment with it.
+                raise
             except BaseException:
                 # No answer in time (or interrupted): the batch may still land in the
                 # segment later, where the next signal would be taken for it. From now on
@@ -266,15 +272,11 @@ class VectorEnv(VectorEnvBase):
         reply's `shm` map, as _batch's reply gives it."""
         a = self._integer_actions(actions)
         connection = self._connection
-
-        def check():
-            server = connection._server
-            if server is not None and not server.alive():
-                raise ServerUnavailable(
-                    f"the tiergym server (pid {server.process.pid}) exited with code "
-                    f"{server.process.returncode}; its log: {server.log_tail()}")
         try:
-            shm = self._shared.request(a, reset, same_step, connection.timeout, check)
+            # connection.check raises when the server is known gone (a private server's
+            # process exited, the connection closed).
+            shm = self._shared.request(a, reset, same_step, connection.timeout,
+                                       connection.check)
         except BaseException as e:
             self._shared.forget()
             if not isinstance(e, TimeoutError):
@@ -312,8 +314,21 @@ class VectorEnv(VectorEnvBase):
         """Resets every sub-environment, or those of options["reset_mask"] (a bool array
         [num_envs]; the others keep their observation and have no info). seed: None, an
         int (env i gets seed + i) or a list of n ints / None; options: {"profile": name or
-        index, or one per sub-environment}."""
+        index, or one per sub-environment}. With `reconnect`, a reset that meets the loss
+        of the server is done again on the server now there, for every sub-environment
+        (their episodes went with the old one)."""
         self._require_open()
+        for _ in range(3):
+            try:
+                return self._reset(seed, options)
+            except EpisodeInterrupted as e:
+                self._lost(e)
+                if options and "reset_mask" in options:
+                    options = {k: v for k, v in options.items() if k != "reset_mask"}
+        raise ServerUnavailable(f"{self._connection.endpoint}: the server was lost three "
+                                "times in a row while resetting")
+
+    def _reset(self, seed, options):
         mask, options = reset_mask(options, self.num_envs, self._obs is None)
         which = [int(i) for i in np.flatnonzero(mask)]
         if len(which) == 0:
@@ -332,12 +347,66 @@ class VectorEnv(VectorEnvBase):
             infos = scatter_infos(part, which, self.num_envs)
         self._autoreset[which] = False
         self._masks = merge_masks(self._masks, infos, which)
+        self._pending_reset = False
         return (self._obs.copy() if self.copy or self._shared is None else self._obs), infos
 
     def step(self, actions):
         self._require_open()
         if self._obs is None:
             raise gymnasium.error.ResetNeeded("step() before the first reset()")
+        if self._pending_reset:
+            # next_step after an interruption: this step starts the new episodes.
+            obs, infos = self.reset()
+            n = self.num_envs
+            return obs, np.zeros(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool), infos
+        try:
+            return self._step(actions)
+        except EpisodeInterrupted as e:
+            return self._interrupted(e)
+
+    def _lost(self, e):
+        """The connection was made again (`e`): the sessions exist anew on the server now
+        there, not reset, and the shared-memory segment went with the old server (it is
+        unmapped once nothing here refers to it; a new one is made by the next batch)."""
+        if self._obs is not None:
+            self._obs = np.array(self._obs, copy=True)  # (maybe a view of the old segment)
+        if self._masks is not None:
+            self._masks = np.array(self._masks, copy=True)
+        self._shared = None
+        self._init_shm(self._shm_mode)
+        self._seeded[:] = False  # seeds for the new episodes from entropy
+        self._autoreset[:] = False
+
+    def _interrupted(self, e):
+        """The step that met the loss of the server (reconnect): every sub-environment's
+        episode is truncated with its last observation, reward 0 and infos["interrupted"]
+        saying why; same_step also starts the new episodes (their first observations in
+        `obs`, the old ones' last in final_obs), next_step does on the next step, disabled
+        leaves it to reset()."""
+        self._lost(e)
+        n = self.num_envs
+        self.interrupted_episodes += n
+        last = self._obs
+        everyone = np.ones(n, dtype=bool)
+        infos = {"interrupted": np.full(n, e.reason, dtype=object), "_interrupted": everyone}
+        if self._mode == SAME_STEP:
+            obs, infos = self.reset()
+            final_obs = np.empty(n, dtype=object)
+            for i in range(n):
+                final_obs[i] = last[i]
+            infos["interrupted"] = np.full(n, e.reason, dtype=object)
+            infos["_interrupted"] = everyone.copy()
+            infos["final_obs"] = final_obs
+            infos["_final_obs"] = everyone.copy()
+            infos["final_info"] = {"interrupted": np.full(n, e.reason, dtype=object),
+                                   "_interrupted": everyone.copy()}
+            infos["_final_info"] = everyone.copy()
+        else:
+            obs = last.copy()
+            self._pending_reset = self._mode == NEXT_STEP
+        return obs, np.zeros(n), np.zeros(n, dtype=bool), everyone.copy(), infos
+
+    def _step(self, actions):
         if self._through_segment():
             if self._mode == NEXT_STEP:
                 reply = self._request(actions, self._autoreset, False)
