@@ -476,6 +476,13 @@ absl::Status Client::Close(const protocol::SessionId& session) {
   return BodyAs<protocol::CloseReply>(std::move(body)).status();
 }
 
+absl::StatusOr<protocol::SessionId> Client::Fork(const protocol::SessionId& session) {
+  absl::StatusOr<protocol::ForkReply> r =
+      BodyAs<protocol::ForkReply>(Call(protocol::Op::kFork, protocol::ForkRequest{session}));
+  if (!r.ok()) return r.status();
+  return std::move(r->session);
+}
+
 absl::StatusOr<protocol::StatsReply> Client::Stats() {
   interrupted_.clear();
   bool interrupted = false;

@@ -93,6 +93,8 @@ class Client {
   absl::StatusOr<protocol::StepBatchReply> StepBatch(const protocol::StepBatchRequest& request);
   absl::StatusOr<protocol::EstimateReply> Estimate(const protocol::EstimateRequest& request);
   absl::Status Close(const protocol::SessionId& session);
+  // A new session at `session`'s state (PROTOCOL.md "fork"): its handle.
+  absl::StatusOr<protocol::SessionId> Fork(const protocol::SessionId& session);
   absl::StatusOr<protocol::StatsReply> Stats();
 
   // Co-scheduling nodes (PROTOCOL.md "Co-scheduling"): a node of K tenants; reset and step

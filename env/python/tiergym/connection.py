@@ -411,6 +411,10 @@ class Connection:
         self._moved = False  # a session's id on the server is no longer its handle
         self._lost = None  # why the connection was lost, when it is not made again
         self.reconnections = 0
+        # Environments whose sessions live on this connection (share(), close_connection):
+        # an environment and its forks, since a session belongs to the connection that
+        # made it. The last one to go closes the connection (and the private server).
+        self._users = 1
         endpoint = self.endpoint = normalize_endpoint(endpoint)
         if server is None:
             _check_reachable(endpoint, min(self.timeout, CONNECT_TIMEOUT_S))
@@ -680,6 +684,11 @@ class Connection:
             self._sessions[reply["session"]] = [op, dict(fields),
                                                 (spec["observation"], spec["action"]),
                                                 reply["session"]]
+        elif op == "fork" and fields.get("session") in self._sessions:
+            # Made again as its original is (a new session of its configuration): its
+            # episode is lost with the connection, as every episode of the connection is.
+            made_by, made_with, spaces, _ = self._sessions[fields["session"]]
+            self._sessions[reply["session"]] = [made_by, made_with, spaces, reply["session"]]
         elif op == "close":
             self._sessions.pop(fields.get("session"), None)
 
@@ -696,6 +705,21 @@ class Connection:
 
     def close(self):
         self._close_socket()
+
+    def share(self):
+        """Counts one more environment using this connection (a fork's: its session lives
+        here); close_connection() closes the connection when the last one goes."""
+        with self._lock:
+            if self._socket is None:
+                raise ServerUnavailable("the connection is closed")
+            self._users += 1
+        return self
+
+    def _release(self):
+        """One environment fewer; True when it was the last (close the connection)."""
+        with self._lock:
+            self._users -= 1
+            return self._users <= 0
 
 
 class _Timeout(ServerUnavailable):
@@ -724,9 +748,11 @@ def open_connection(address, timeout, server_args, curve=None, reconnect=None):
 
 
 def close_connection(connection, server, sessions):
-    """Closes `sessions` on the server (when it is still there), then the connection and a
-    private server. Stops at the first session that cannot be closed: the server is gone
-    or has reclaimed it."""
+    """Closes `sessions` on the server (when it is still there), then, unless other
+    environments still use them (forks: Connection.share), the connection and a private
+    server. Stops at the first session that cannot be closed: the server is gone or has
+    reclaimed it."""
+    last = True
     try:
         if connection is not None and (server is None or server.alive()):
             for session in sessions:
@@ -736,6 +762,8 @@ def close_connection(connection, server, sessions):
                     break
     finally:
         if connection is not None:
-            connection.close()
-        if server is not None:
+            last = connection._release()
+            if last:
+                connection.close()
+        if server is not None and last:
             server.close()

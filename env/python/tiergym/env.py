@@ -12,6 +12,7 @@ stops it on close(); with `address` ("tcp://127.0.0.1:5555", "localhost:5555",
 see `tiergym.config_keys()` or env/PROTOCOL.md.
 """
 
+import copy
 import numbers
 
 import gymnasium
@@ -177,8 +178,40 @@ class TierEnv(gymnasium.Env):
                                       placement=placement_to_wire(placement))
         return {k: reply[k] for k in ("runtime_ns", "default_runtime_ns", "speedup")}
 
+    def fork(self):
+        """An independent environment at this one's state, for search over placements
+        (lookahead, MCTS, beam search): a new session on the same server and connection
+        (the `fork` op, env/PROTOCOL.md) holding a copy of this one's episode (its
+        generator, profile, placement, history and time). The same actions give the fork
+        and this environment bit-identical observations, rewards and infos, also across
+        resets without a seed, and what one does never reaches the other. Forks may be
+        forked again. The fork is stepped on where this one is (its action_masks() and
+        render() are this one's current ones); it need not be reset.
+
+        Each fork is a session: it counts against the server's session limits and memory
+        budget (a ServerError RESOURCE_EXHAUSTED when they refuse it) and should be
+        closed when done. The connection, and a private server, stay up until this
+        environment and all its forks are closed. A fork pickles as its original's
+        constructor call (a new environment, not at this state)."""
+        self._require_open()
+        _ = self.np_random  # made now if not yet, so that an unseeded first reset draws alike
+        reply = self._connection.call("fork", session=self.session)
+        forked = object.__new__(type(self))
+        forked.__dict__.update(self.__dict__)
+        forked._connection = self._connection.share()
+        forked.session = reply["session"]
+        forked.interrupted_episodes = 0  # its own count from here
+        # The client-side state copied too: spaces (their samplers' generators), the
+        # generator an unseeded first reset draws from, the last observation and info.
+        forked.observation_space = copy.deepcopy(self.observation_space)
+        forked.action_space = copy.deepcopy(self.action_space)
+        forked._np_random = copy.deepcopy(self._np_random)
+        forked._last = copy.deepcopy(self._last)
+        return forked
+
     def close(self):
-        """Closes the session and stops a private server. Idempotent."""
+        """Closes the session and stops a private server (once this environment's forks
+        are closed too). Idempotent."""
         connection, server = self._connection, self._server
         self._connection = self._server = None
         close_connection(connection, server, [] if self.session is None else [self.session])

@@ -57,7 +57,7 @@ from ._protocol import ENV_ID, decode_array, decode_info_columns, decode_spec, e
 from ._shm import SharedResults, is_local, requests_supported
 from ._values import config_to_wire, flat_mask, integer_actions
 from ._vector_base import (DISABLED, NEXT_STEP, SAME_STEP, VectorEnvBase, batch_seeds,
-                           merge_masks, mode_name, reset_mask, scatter_infos)
+                           fork_ids, merge_masks, mode_name, reset_mask, scatter_infos)
 from .connection import DEFAULT_TIMEOUT_S, close_connection, open_connection
 from .errors import EpisodeInterrupted, ServerError, ServerUnavailable
 
@@ -235,6 +235,19 @@ class VectorEnv(VectorEnvBase):
             shared.forget()  # results in the reply: the segment's summary will not tell
         try:
             return self._send_batch(fields, shm, shared, len(sessions))
+        except ServerError as e:
+            if shared is not None:
+                shared.forget()
+            if not (shm is True and self._shm_mode is None and e.field == "shm"
+                    and e.code == "RESOURCE_EXHAUSTED"):
+                raise
+            # No segment to be had (this connection's are taken, by forks say, or the
+            # server's shared memory is): refused before anything moved, so the batch goes
+            # again with its results in the reply, as do the later ones.
+            self._shm_wanted = False
+            fields.pop("shm")
+            fields.pop("shm_requests", None)
+            return self._connection.call("step_batch", **fields)
         except BaseException:
             if shared is not None:
                 shared.forget()  # it may have moved some entries without a batch published
@@ -451,6 +464,48 @@ class VectorEnv(VectorEnvBase):
         if self._masks is None:
             raise gymnasium.error.ResetNeeded("action_masks() before the first reset()")
         return np.stack([flat_mask(m) for m in self._masks])
+
+    def fork(self, env_ids=None):
+        """Independent copies of sub-environments at their state (for search: lookahead,
+        MCTS, beam search), as InProcessVectorEnv.fork: a new VectorEnv whose
+        sub-environment k is a fork (the `fork` op, env/PROTOCOL.md) of this one's
+        env_ids[k] (None: every one, in order; an int: one; a list may repeat an id for
+        several copies). The same actions give the forks and their originals bit-identical
+        observations, rewards and infos, and neither sees what the other does. Its
+        current observations and action masks are the forked rows; it is stepped on, not
+        reset (an ended episode resets at its next step as its original's would). The same
+        autoreset mode, copy and transport (its own shared-memory segment, or the replies
+        when the server's segments per connection are taken).
+
+        The forks are sessions on this one's server and connection: they count against
+        its session limits and memory budget (a ServerError RESOURCE_EXHAUSTED, the forks
+        made so far closed again, when they refuse one), and the connection (and a private
+        server) stays up until this VectorEnv and every fork are closed."""
+        self._require_open()
+        if self._obs is None:
+            raise gymnasium.error.ResetNeeded("fork() before the first reset()")
+        ids = fork_ids(env_ids, self.num_envs)
+        forked = object.__new__(type(self))
+        forked.__dict__.update(self.__dict__)
+        forked._init_common(len(ids), None, {}, self._mode, None)
+        forked.sessions = []
+        forked.interrupted_episodes = 0  # its own count from here
+        forked._shared = None  # a segment of its own, made by its first batch
+        forked._connection = self._connection.share()
+        try:
+            for i in ids:
+                forked.sessions.append(
+                    self._connection.call("fork", session=self.sessions[i])["session"])
+        except BaseException:
+            forked.close()
+            raise
+        forked.tier_specs = [self.tier_specs[i] for i in ids]
+        forked._init_spec(forked.tier_specs[0], [self.configs[i] for i in ids])
+        forked._autoreset = self._autoreset[ids].copy()
+        forked._seeded = self._seeded[ids].copy()
+        forked._obs = self._obs[ids].copy()
+        forked._masks = None if self._masks is None else self._masks[ids].copy()
+        return forked
 
     def close_extras(self, **kwargs):
         """Closes the sessions and stops a private server (VectorEnv.close() calls this
