@@ -26,12 +26,13 @@ from .env import TierEnv
 from .errors import BinaryNotFound, ServerError, ServerUnavailable, TierGymError
 from .vector import DISABLED, NEXT_STEP, SAME_STEP, VectorEnv
 from .inprocess import InProcessVectorEnv
+from . import datasets
 
 __all__ = ["ENV_ID", "DEFAULT_TASK_ID", "DEFAULT_TASK", "TASK_NAME", "V0_TASK", "VERSION",
            "__version__", "make", "config_keys", "register_envs",
            "TierEnv", "VectorEnv", "Server", "Connection", "find_binary", "TierGymError",
            "ServerError", "ServerUnavailable", "BinaryNotFound", "NEXT_STEP", "SAME_STEP",
-           "DISABLED", "InProcessVectorEnv"]
+           "DISABLED", "InProcessVectorEnv", "datasets"]
 
 
 def _package_version():

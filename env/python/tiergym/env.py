@@ -39,7 +39,12 @@ def space_from_spec(space):
 
 
 def config_to_wire(config):
-    """Configuration values as the protocol takes them (str, int, float, bool, [str])."""
+    """Configuration values as the protocol takes them (str, int, float, bool, [str]).
+    Splits of tiergym.datasets named in `profiles` are resolved first, in this process
+    (datasets.resolve_config: their profile directories, generated on first use)."""
+    from . import datasets  # noqa: PLC0415
+
+    config = datasets.resolve_config(config)
     out = {}
     for key, value in config.items():
         if isinstance(value, (list, tuple)):
