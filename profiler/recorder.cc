@@ -560,6 +560,7 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
     if (!ts.setup_error.empty()) {
       summary.notes.push_back(StrCat("write tracking refused a process: ", ts.setup_error));
     }
+    if (!ts.stopped_reason.empty()) summary.notes.push_back(ts.stopped_reason);
     if (ts.processes == 0) {
       summary.notes.emplace_back(
           "no process of the command handed its userfaultfd over (statically linked, setuid, "

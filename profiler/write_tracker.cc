@@ -4,6 +4,7 @@
 #include <linux/userfaultfd.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -192,74 +193,217 @@ void WriteTracker::AcceptAll() {
       continue;
     }
     ++stats_.processes;
-    processes_.push_back(Process{cred.pid, uffd, {}});
+    processes_.push_back(Process{cred.pid, uffd, {}, {}});
     std::move(close_uffd).Cancel();
   }
 }
 
-bool WriteTracker::Rearm(Process& p) {
-  const std::string path = StrCat("/proc/", p.pid, "/maps");
+namespace {
+
+// One line of /proc/PID/maps (or the header line of a mapping in /proc/PID/smaps).
+struct Mapping {
+  uint64_t start = 0;
+  uint64_t stop = 0;
+  bool private_anonymous = false;  // heap, stacks, private anonymous mmap'd memory
+  bool special = false;            // [vvar], [vvar_vclock], [vdso], [uprobes], [vsyscall]
+};
+
+bool ParseMapsLine(const std::string& line, Mapping* m) {
+  unsigned long long start = 0, stop = 0, offset = 0, inode = 0;
+  char perms[5] = {};
+  int name_at = 0;
+  if (std::sscanf(line.c_str(), "%llx-%llx %4s %llx %*s %llu %n", &start, &stop, perms, &offset,
+                  &inode, &name_at) < 5) {
+    return false;
+  }
+  const char* name = line.c_str() + name_at;
+  m->start = start;
+  m->stop = stop;
+  m->private_anonymous =
+      perms[3] == 'p' && inode == 0 &&
+      (name[0] == '\0' || std::strncmp(name, "[heap]", 6) == 0 ||
+       std::strncmp(name, "[stack]", 7) == 0 || std::strncmp(name, "[anon:", 6) == 0);
+  m->special =
+      inode == 0 &&
+      (std::strncmp(name, "[vvar", 5) == 0 || std::strncmp(name, "[vdso]", 6) == 0 ||
+       std::strncmp(name, "[uprobes]", 9) == 0 || std::strncmp(name, "[vsyscall]", 10) == 0);
+  return true;
+}
+
+// Reads a /proc file whole; empty when it cannot be read (the process is gone).
+std::string ReadProcFile(const std::string& path) {
+  std::string text;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  maps_buffer_.clear();
+  if (fd < 0) return text;
   char buf[16384];
   while (true) {
     const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    maps_buffer_.append(buf, static_cast<size_t>(n));
+    text.append(buf, static_cast<size_t>(n));
   }
   ::close(fd);
+  return text;
+}
+
+// The user address space a registration may cover: from vm.mmap_min_addr (below it the
+// kernel refuses a range) to the top of user space (TASK_SIZE: 2^47 - 4096 on x86-64,
+// 2^56 - 4096 with five-level page tables, told apart by whether an address above 2^47
+// can be mapped). No mapping can straddle either end.
+std::pair<uint64_t, uint64_t> UserSpace() {
+  static const std::pair<uint64_t, uint64_t> bounds = [] {
+    const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    uint64_t lowest = 65536;
+    auto text = ReadFile("/proc/sys/vm/mmap_min_addr");
+    if (text.ok()) {
+      unsigned long long v = 0;
+      if (std::sscanf(text->c_str(), "%llu", &v) == 1) lowest = v;
+    }
+    lowest = std::max<uint64_t>((lowest + page - 1) / page * page, page);
+    uint64_t top = (uint64_t{1} << 47) - page;
+#if defined(__x86_64__) && defined(MAP_FIXED_NOREPLACE)
+    void* probe = ::mmap(reinterpret_cast<void*>(uint64_t{1} << 47), page, PROT_NONE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (probe != MAP_FAILED) {
+      ::munmap(probe, page);
+      top = (uint64_t{1} << 56) - page;
+    }
+#endif
+    return std::make_pair(lowest, top);
+  }();
+  return bounds;
+}
+
+// The mappings of /proc/PID/smaps that a registration cannot include: VM_DROPPABLE ("dp",
+// refused by the kernel), without VM_MAYWRITE (no "mw": a read-only shared file mapping,
+// refused), hugetlb ("ht": a range may not start or end inside one).
+std::vector<std::pair<uint64_t, uint64_t>> Unregistrable(pid_t pid) {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  const std::string text = ReadProcFile(StrCat("/proc/", pid, "/smaps"));
+  Mapping current;
+  bool have = false;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.compare(0, 8, "VmFlags:") == 0) {
+      if (!have) continue;
+      const std::string flags = line.substr(8) + " ";
+      if (flags.find(" dp ") != std::string::npos || flags.find(" mw ") == std::string::npos ||
+          flags.find(" ht ") != std::string::npos) {
+        out.emplace_back(current.start, current.stop);
+      }
+      have = false;
+    } else if (Mapping m; ParseMapsLine(line, &m)) {  // a mapping's first line
+      current = m;
+      have = true;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int WriteTracker::RegisterAll(Process& p, const std::vector<std::pair<uint64_t, uint64_t>>& special,
+                              uint64_t* calls) {
+  std::vector<std::pair<uint64_t, uint64_t>> holes = special;
+  holes.insert(holes.end(), p.excluded.begin(), p.excluded.end());
+  std::sort(holes.begin(), holes.end());
+  const auto [lowest, top] = UserSpace();
+  uint64_t from = lowest;
+  int first_error = 0;
+  auto register_range = [&](uint64_t a, uint64_t b) {
+    if (b <= a) return;
+    uffdio_register reg;
+    std::memset(&reg, 0, sizeof reg);
+    reg.range.start = a;
+    reg.range.len = b - a;
+    reg.mode = UFFDIO_REGISTER_MODE_WP;
+    if (::ioctl(p.uffd, UFFDIO_REGISTER, &reg) == 0) {
+      ++*calls;
+    } else if (first_error == 0) {
+      first_error = errno;
+    }
+  };
+  for (const auto& [start, stop] : holes) {
+    if (stop <= from) continue;
+    if (start >= top) break;
+    register_range(from, std::min(start, top));
+    from = stop;
+  }
+  register_range(from, top);
+  return first_error;
+}
+
+bool WriteTracker::Rearm(Process& p) {
+  maps_buffer_ = ReadProcFile(StrCat("/proc/", p.pid, "/maps"));
   if (maps_buffer_.empty()) return false;  // the process has exited (a zombie has no maps)
 
-  // Runs of adjacent private anonymous mappings, whatever their protection and size. All
-  // of them are registered, so that every anonymous mapping carries the same userfaultfd
-  // flags and the kernel merges and splits them as it would without the recorder
-  // (mremap, for one, refuses with EFAULT a range that spans two mappings).
-  std::vector<std::pair<uint64_t, uint64_t>> candidates;
+  std::vector<Mapping> mappings;
+  std::vector<std::pair<uint64_t, uint64_t>> special;
   size_t pos = 0;
   while (pos < maps_buffer_.size()) {
     size_t end = maps_buffer_.find('\n', pos);
     if (end == std::string::npos) end = maps_buffer_.size();
-    const std::string line = maps_buffer_.substr(pos, end - pos);
-    pos = end + 1;
-    unsigned long long start = 0, stop = 0, offset = 0, inode = 0;
-    char perms[5] = {};
-    int name_at = 0;
-    if (std::sscanf(line.c_str(), "%llx-%llx %4s %llx %*s %llu %n", &start, &stop, perms, &offset,
-                    &inode, &name_at) < 5) {
-      continue;
+    Mapping m;
+    if (ParseMapsLine(maps_buffer_.substr(pos, end - pos), &m)) {
+      mappings.push_back(m);
+      if (m.special) special.emplace_back(m.start, m.stop);
     }
-    const char* name = line.c_str() + name_at;
-    const bool anonymous =
-        perms[3] == 'p' && inode == 0 &&
-        (name[0] == '\0' || std::strncmp(name, "[heap]", 6) == 0 ||
-         std::strncmp(name, "[stack]", 7) == 0 || std::strncmp(name, "[anon:", 6) == 0);
-    if (!anonymous) continue;
-    if (!candidates.empty() && candidates.back().second == start) {
-      candidates.back().second = stop;
+    pos = end + 1;
+  }
+  if (options_.after_listing_for_test) options_.after_listing_for_test(p.pid);
+
+  uint64_t registered = 0, failed = 0, protected_bytes = 0;
+  // Registration, whenever the listing changed: every mapping the program has made since
+  // the last one gets the flags, and neighbours merge again as they would without the
+  // recorder. Never from the listing's ranges (see the file comment).
+  if (maps_buffer_ != p.registered_listing) {
+    // Leave out only exclusions that are still mapped as they were.
+    std::erase_if(p.excluded, [&](const std::pair<uint64_t, uint64_t>& r) {
+      return std::none_of(mappings.begin(), mappings.end(), [&](const Mapping& m) {
+        return m.start == r.first && m.stop == r.second;
+      });
+    });
+    int error = RegisterAll(p, special, &registered);
+    if (error == EINVAL || error == EPERM) {
+      // A mapping the kernel will not register: leave those out and try once more.
+      p.excluded = Unregistrable(p.pid);
+      error = RegisterAll(p, special, &registered);
+    }
+    if (error == ESRCH) return false;  // the address space is gone (exit or exec)
+    if (error == EBUSY) {
+      // The program registered memory with a userfaultfd of its own: leave it alone.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stats_.stopped_reason.empty()) {
+        stats_.stopped_reason =
+            StrCat("process ", p.pid,
+                   " registers memory with a userfaultfd of its own: write tracking stopped for it "
+                   "(record it with --rearm-us 0)");
+      }
+      return false;
+    }
+    if (error != 0) {
+      ++failed;
     } else {
-      candidates.emplace_back(start, stop);
+      p.registered_listing = maps_buffer_;
     }
   }
 
-  uint64_t registered = 0, failed = 0, protected_bytes = 0;
-  std::vector<std::pair<uint64_t, uint64_t>> now_registered;
-  for (const auto& [start, stop] : candidates) {
-    if (std::find(p.registered.begin(), p.registered.end(), std::make_pair(start, stop)) ==
-        p.registered.end()) {
-      uffdio_register reg;
-      std::memset(&reg, 0, sizeof reg);
-      reg.range.start = start;
-      reg.range.len = stop - start;
-      reg.mode = UFFDIO_REGISTER_MODE_WP;
-      if (::ioctl(p.uffd, UFFDIO_REGISTER, &reg) != 0) {
-        if (errno == ESRCH) return false;  // the address space is gone (exit or exec)
-        ++failed;
-        continue;
-      }
-      ++registered;
+  // Write protection of the private anonymous mappings of the listing, runs of adjacent
+  // ones as one range. It changes page-table entries only, whatever the listing's age.
+  std::vector<std::pair<uint64_t, uint64_t>> runs;
+  for (const Mapping& m : mappings) {
+    if (!m.private_anonymous) continue;
+    if (!runs.empty() && runs.back().second == m.start) {
+      runs.back().second = m.stop;
+    } else {
+      runs.emplace_back(m.start, m.stop);
     }
+  }
+  for (const auto& [start, stop] : runs) {
     uffdio_writeprotect wp;
     std::memset(&wp, 0, sizeof wp);
     wp.range.start = start;
@@ -267,13 +411,11 @@ bool WriteTracker::Rearm(Process& p) {
     wp.mode = UFFDIO_WRITEPROTECT_MODE_WP;
     if (::ioctl(p.uffd, UFFDIO_WRITEPROTECT, &wp) != 0) {
       if (errno == ESRCH) return false;
-      ++failed;  // e.g. ENOENT: the mapping was replaced since the listing
+      ++failed;  // ENOENT: a mapping made since the registration; registered next round
       continue;
     }
     protected_bytes += stop - start;
-    now_registered.emplace_back(start, stop);
   }
-  p.registered = std::move(now_registered);
   std::lock_guard<std::mutex> lock(mu_);
   stats_.registered += registered;
   stats_.failed_calls += failed;

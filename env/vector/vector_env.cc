@@ -113,8 +113,13 @@ size_t VectorEnv::ActionSize() const {
 }
 
 size_t VectorEnv::MaskSize() const {
-  return static_cast<size_t>(spec_.num_regions) * spec_.tiers.size() +
-         (spec_.action.kind == Space::kDiscrete ? 1 : 0);
+  const auto regions = static_cast<size_t>(spec_.num_regions);
+  // A row of the action's choices per region (placement mode: the tiers; keep mode: keep,
+  // then the tiers); move mode: a column per (region, tier), then the no-op.
+  if (spec_.action.kind == Space::kMultiDiscrete) {
+    return regions * static_cast<size_t>(spec_.action.n);
+  }
+  return regions * spec_.tiers.size() + 1;
 }
 
 void VectorEnv::WorkerLoop() {

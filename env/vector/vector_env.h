@@ -115,6 +115,8 @@ class VectorEnv {
   size_t ObsSize() const;
   // Values of one action: num_regions in placement mode, 1 in move mode.
   size_t ActionSize() const;
+  // Values of one action mask: num_regions rows of the action's choices (placement mode:
+  // tiers; keep mode: 1 + tiers); move mode: num_regions * tiers + 1.
   size_t MaskSize() const;
 
   // Resets the environments i with mask[i] != 0 (every one when mask is empty), writing

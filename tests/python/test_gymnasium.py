@@ -457,3 +457,93 @@ def test_the_unversioned_id_is_the_default_task_and_v0_keeps_the_servers_default
     assert gymnasium.spec(tiergym.ENV_ID).kwargs == tiergym.V0_TASK
     with gymnasium.make(tiergym.ENV_ID, address=server, steps=6) as env:
         assert env.action_space == gymnasium.spaces.MultiDiscrete([2] * 64)
+
+
+# --- Gymnasium's enums where strings are taken; objects whose construction failed -----------
+
+@pytest.mark.parametrize("inprocess", [False, True])
+@pytest.mark.parametrize("name, member", [
+    ("next_step", gymnasium.vector.AutoresetMode.NEXT_STEP),
+    ("same_step", gymnasium.vector.AutoresetMode.SAME_STEP),
+    ("disabled", gymnasium.vector.AutoresetMode.DISABLED)])
+def test_the_autoreset_mode_is_taken_as_a_name_an_enum_or_the_enums_value(server, inprocess,
+                                                                           name, member):
+    address = None if inprocess else server
+    made = [tiergym.VectorEnv(2, address=address, inprocess=inprocess, autoreset_mode=mode,
+                              configs=[{"steps": 2}, {"steps": 3}], num_regions=8)
+            for mode in (name, member, member.value)]
+    try:
+        ones = np.ones((2, 8), dtype=np.int64)
+        runs = []
+        for venv in made:
+            # As Gymnasium's own vector environments: the attribute is the enum member.
+            assert venv.autoreset_mode is member and venv.metadata["autoreset_mode"] is member
+            obs, _ = venv.reset(seed=0)
+            steps = [obs.copy()]
+            for _ in range(2):  # the first sub-environment ends at the second step
+                obs, rewards, term, trunc, infos = venv.step(ones)
+                steps += [obs.copy(), rewards.copy(), term.copy(),
+                          infos.get("_final_obs", np.zeros(2, bool)).copy()]
+            runs.append(steps)
+        for other in runs[1:]:
+            assert all(np.array_equal(a, b) for a, b in zip(runs[0], other))
+    finally:
+        for venv in made:
+            venv.close()
+
+
+def test_an_unknown_autoreset_mode_names_the_choices():
+    with pytest.raises(ValueError, match=r"autoreset_mode must be one of \['disabled', "
+                                         r"'next_step', 'same_step'\] or a gymnasium"):
+        tiergym.VectorEnv(2, inprocess=True, autoreset_mode="SameSteps")
+
+
+def test_the_sb3_vec_env_takes_a_vector_env_made_with_the_enum(server):
+    from tiergym.sb3 import TierVecEnv
+    venv = tiergym.VectorEnv(2, address=server, num_regions=8, steps=3,
+                             autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP)
+    vec = TierVecEnv(venv)
+    try:
+        assert vec.reset().shape == (2, venv.single_observation_space.shape[0])
+    finally:
+        vec.close()
+
+
+@pytest.mark.parametrize("make", [
+    'tiergym.VectorEnv(2, autoreset_mode="bogus")',
+    'tiergym.VectorEnv(2, inprocess=True, autoreset_mode="bogus")',
+    'tiergym.VectorEnv(2, num_regions=8, bogus_key=1)',  # refused by the server
+    'tiergym.VectorEnv(2, inprocess=True, num_regions=8, bogus_key=1)',  # by the core
+    'tiergym.VectorEnv(0)',
+    'tiergym.TierEnv(num_regions=8, bogus_key=1)',
+    'tiergym.TierEnv(render_mode="human")',
+], ids=["zmq-mode", "inprocess-mode", "zmq-key", "inprocess-key", "no-envs", "env-key",
+        "render-mode"])
+def test_an_object_whose_construction_failed_closes_quietly(make):
+    # What the garbage collector runs on the half-made object (Gymnasium's VectorEnv.__del__
+    # closes it) must raise nothing: "Exception ignored in __del__" on stderr is a failure.
+    out = run_python(f"""
+        import gc, tiergym
+        try:
+            {make}
+        except (TypeError, ValueError, tiergym.TierGymError) as e:
+            print("refused:", type(e).__name__)
+        gc.collect()
+        print("collected")
+        """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("refused:") and out.stdout.endswith("collected\n")
+    assert out.stderr == "", out.stderr
+
+
+def test_an_unknown_configuration_key_is_a_type_error_and_a_server_error(server):
+    # The TypeError Python raises for an unexpected keyword argument, which libraries
+    # probing a constructor catch (TorchRL's GymEnv retries without `frameskip`).
+    with pytest.raises(TypeError, match="unexpected keyword argument 'frameskip'") as e:
+        tiergym.TierEnv(address=server, frameskip=4)
+    assert isinstance(e.value, tiergym.ServerError) and e.value.field == "config.frameskip"
+    assert "unknown configuration key (known: profiles" in str(e.value)
+    again = pickle.loads(pickle.dumps(e.value))  # across processes (AsyncVectorEnv, Ray)
+    assert type(again) is type(e.value) and str(again) == str(e.value)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'frameskip'.* was raised"):
+        gymnasium.make("tiergym/TierPlacement-v1", address=server, frameskip=4)

@@ -374,3 +374,27 @@ def test_sb3s_vec_env_runs_over_the_in_process_env():
         venv.close()
     with pytest.raises(ValueError, match="copy=True"):
         TierVecEnv(tiergym.InProcessVectorEnv(1, autoreset_mode=tiergym.SAME_STEP, **CONFIG))
+
+
+@needs_both
+@pytest.mark.parametrize("action_mode", ["keep", "move"])
+def test_the_keep_and_move_modes_masks_and_episodes_are_the_servers(server, action_mode):
+    # The mask's shape follows the action: [regions, 1 + tiers] in keep mode (the row of
+    # the default task), [regions * tiers + 1] in move mode.
+    config = dict(CONFIG, action_mode=action_mode)
+    remote = tiergym.VectorEnv(3, address=server, autoreset_mode="same_step", **config)
+    local = tiergym.VectorEnv(3, inprocess=True, autoreset_mode="same_step", **config)
+    try:
+        assert_same_outputs(local.reset(seed=4), remote.reset(seed=4), "reset")
+        tiers = len(local.tiers)
+        shape = (3, 16, 1 + tiers) if action_mode == "keep" else (3, 16 * tiers + 1)
+        assert local.reset(seed=4)[1]["action_mask"].shape == shape
+        remote.reset(seed=4)
+        local.action_space.seed(1)
+        for t in range(12):  # past the end of the first episodes (9 steps)
+            actions = local.action_space.sample()
+            assert_same_outputs(local.step(actions), remote.step(actions), f"step {t}")
+            np.testing.assert_array_equal(local.action_masks(), remote.action_masks())
+    finally:
+        remote.close()
+        local.close()

@@ -259,7 +259,7 @@ class VectorCore {
   }
 
   static nb::dict InfoViews(BatchBuffers::Info& s, size_t n, size_t tiers, size_t regions,
-                            size_t mask, nb::handle owner) {
+                            size_t mask, size_t columns, nb::handle owner) {
     nb::dict d;
     d["profile"] = View(s.profile.data(), {n}, owner);
     d["step"] = View(s.step.data(), {n}, owner);
@@ -273,10 +273,10 @@ class VectorCore {
     d["tier_used_bytes"] = View(s.tier_used_bytes.data(), {n, tiers}, owner);
     d["refused_regions"] = View(s.refused_regions.data(), {n, regions}, owner);
     d["refused_count"] = View(s.refused_count.data(), {n}, owner);
-    // As the protocol shapes it (PackInfoColumns): [n, mask / tiers, tiers] when the mask
-    // divides into tiers (placement mode), else [n, mask].
-    if (tiers > 1 && mask % tiers == 0) {
-      d["action_mask"] = View(s.action_mask.data(), {n, mask / tiers, tiers}, owner);
+    // As the protocol shapes it (PackInfoColumns): [n, regions, choices] for a
+    // MultiDiscrete action (placement mode: the tiers; keep mode: 1 + tiers), else [n, mask].
+    if (columns > 0) {
+      d["action_mask"] = View(s.action_mask.data(), {n, mask / columns, columns}, owner);
     } else {
       d["action_mask"] = View(s.action_mask.data(), {n, mask}, owner);
     }
@@ -299,8 +299,11 @@ class VectorCore {
     d["env_id"] = View(c.buffers_->env_id.data(), {n}, self);
     d["ended"] = BoolView(c.buffers_->ended.data(), n, self);
     d["final_obs"] = View(c.buffers_->final_obs.data(), {n, obs}, self);
-    d["info"] = InfoViews(c.buffers_->info, n, tiers, regions, mask, self);
-    d["final_info"] = InfoViews(c.buffers_->final_info, n, tiers, regions, mask, self);
+    const Space& action = c.env_->spec().action;
+    const size_t columns =
+        action.kind == Space::kMultiDiscrete ? static_cast<size_t>(action.n) : 0;
+    d["info"] = InfoViews(c.buffers_->info, n, tiers, regions, mask, columns, self);
+    d["final_info"] = InfoViews(c.buffers_->final_info, n, tiers, regions, mask, columns, self);
     return d;
   }
 

@@ -20,6 +20,7 @@ from gymnasium import spaces
 
 from ._protocol import ENV_ID, decode_array, decode_info, decode_spec, encode_array
 from .connection import DEFAULT_TIMEOUT_S, Connection, Server
+from .errors import ServerError, UnknownConfigKey
 
 # Seeds drawn for unseeded first resets stay below 2^63 (the server takes any uint64).
 _SEED_BOUND = 2**63 - 1
@@ -184,6 +185,12 @@ class TierEnv(gymnasium.Env):
         self._connection, self._server = open_connection(address, timeout, server_args)
         try:
             reply = self._connection.call("make", env=ENV_ID, config=config_to_wire(config))
+        except ServerError as e:
+            self.close()
+            if (e.code == "INVALID_ARGUMENT" and (e.field or "").startswith("config.")
+                    and "unknown configuration key" in (e.message or "")):
+                raise UnknownConfigKey(e) from None
+            raise
         except BaseException:
             self.close()
             raise

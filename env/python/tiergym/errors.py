@@ -22,6 +22,29 @@ class ServerError(TierGymError):
         return (type(self), (self.code, self.field, self.message))
 
 
+class UnknownConfigKey(ServerError, TypeError):
+    """The server knows no configuration key of this name: a ServerError (INVALID_ARGUMENT,
+    field "config.KEY") that is also the TypeError Python raises for an unexpected keyword
+    argument, which is what libraries that probe an environment's constructor with extra
+    arguments catch (TorchRL's GymEnv retries without `frameskip`, SB3's make_vec_env
+    without `render_mode`)."""
+
+    def __init__(self, code, field=None, message=None):
+        text = None
+        if isinstance(code, str) and field is None and message is None:
+            # Re-raised with a longer text (gymnasium.make raises type(e)(f"{e} was ...")).
+            text = code
+            code, message = "INVALID_ARGUMENT", text
+        super().__init__(code, field, message)
+        key = (self.field or "").partition(".")[2]
+        self.args = (text or f"got an unexpected keyword argument {key!r}: {self.message}",)
+
+    def __reduce__(self):
+        if self.field is None:
+            return (type(self), (self.args[0],))
+        return super().__reduce__()
+
+
 class ServerUnavailable(TierGymError, ConnectionError):
     """No reply: the server is not running, has died, or did not answer in time."""
 

@@ -140,6 +140,10 @@ def _typed_columns(cols):
     for key in _INFO_INTS:
         out[key] = cols[key].view(np.int64)
     out["action_mask"] = cols["action_mask"].view(np.int8)
+    # nanobind's uint64 arrays have numpy's 'Q' (unsigned long long), another type than
+    # np.uint64 ('L') although the same bytes: torch.as_tensor refuses it (TorchRL's
+    # GymWrapper reads the infos so).
+    out["tier_used_bytes"] = cols["tier_used_bytes"].view(np.uint64)
     return out
 
 
@@ -167,7 +171,7 @@ class InProcessVectorEnv(_VectorEnvBase):
         self.threads = int(threads)
         # Typed as the client sends them to a server (lists stay lists, numbers numbers).
         self._core = load_core().VectorCore([config_to_wire(c) for c in merged], self.threads,
-                                            self.autoreset_mode)
+                                            self._mode)
         self._init_spec(dict(self._core.spec), [dict(c) for c in self._core.configs])
         b = self._core.buffers()
         self._obs, self._reward = b["obs"], b["reward"]
@@ -382,4 +386,4 @@ class InProcessVectorEnv(_VectorEnvBase):
 
     def __repr__(self):
         return (f"tiergym.InProcessVectorEnv({self.num_envs}, threads={self.threads}, "
-                f"autoreset_mode={self.autoreset_mode!r})")
+                f"autoreset_mode={self._mode!r})")

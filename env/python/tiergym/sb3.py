@@ -20,7 +20,7 @@ Needs stable-baselines3 (`pip install "tiergym[sb3]"`).
 import numpy as np
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 
-from .vector import SAME_STEP, VectorEnv
+from .vector import SAME_STEP, VectorEnv, mode_name
 
 
 class TierVecEnv(VecEnv):
@@ -37,7 +37,7 @@ class TierVecEnv(VecEnv):
         if isinstance(venv_or_num_envs, (VectorEnv, InProcessVectorEnv)):
             if kwargs:
                 raise TypeError("pass either a VectorEnv or its arguments, not both")
-            if venv_or_num_envs.autoreset_mode != SAME_STEP:
+            if mode_name(venv_or_num_envs.autoreset_mode) != SAME_STEP:
                 raise ValueError("SB3 resets an ended episode in the step that ends it: make "
                                  "the VectorEnv with autoreset_mode='same_step'")
             self.venv = venv_or_num_envs

@@ -14,7 +14,10 @@ autoreset modes, configurations and episodes, stepped by the compiled core in th
 (threads=T steps on T threads). Gymnasium's make_vec passes a vector entry point's
 arguments through its keyword arguments, so the same keyword chooses it there.
 
-Autoreset (metadata["autoreset_mode"]): "next_step" (default; Gymnasium's default): the step
+Autoreset (the argument `autoreset_mode`: a name below, or Gymnasium's AutoresetMode member or
+its value, "SameStep"; the attribute and metadata["autoreset_mode"] hold the AutoresetMode
+member, as Gymnasium's own vector environments do): "next_step" (default; Gymnasium's
+default): the step
 after an episode ended resets that sub-environment, ignores its action and returns its first
 observation with reward 0 and terminated = truncated = False. "same_step": the step that
 ends an episode resets it at once; `obs` holds the new episode's first observation and
@@ -60,14 +63,23 @@ SAME_STEP = "same_step"
 DISABLED = "disabled"
 _MODES = {NEXT_STEP: AutoresetMode.NEXT_STEP, SAME_STEP: AutoresetMode.SAME_STEP,
           DISABLED: AutoresetMode.DISABLED}
+_NAMES = {member: name for name, member in _MODES.items()}
 
 
-def _mode_name(mode):
+def mode_name(mode):
+    """tiergym's name of an autoreset mode ("next_step", "same_step", "disabled") from that
+    name, Gymnasium's AutoresetMode member, or the member's value ("NextStep", as
+    Gymnasium's own vector environments take it)."""
     if isinstance(mode, AutoresetMode):
-        return mode.value
-    if mode not in _MODES:
-        raise ValueError(f"autoreset_mode must be one of {sorted(_MODES)}, got {mode!r}")
-    return mode
+        return _NAMES[mode]
+    if isinstance(mode, str):
+        if mode in _MODES:
+            return mode
+        for member, name in _NAMES.items():
+            if mode == member.value:
+                return name
+    raise ValueError(f"autoreset_mode must be one of {sorted(_MODES)} or a "
+                     f"gymnasium.vector.AutoresetMode, got {mode!r}")
 
 
 def batch_seeds(seed, which, num_envs, seeded):
@@ -108,11 +120,16 @@ class _VectorEnvBase(gymnasium.vector.VectorEnv):
     idempotent close() that is safe on an object whose __init__ failed half-way, and the
     context manager. Subclasses free what they hold in close_extras()."""
 
+    # Until _init_common has checked the arguments the object holds nothing and counts as
+    # closed (gymnasium.vector.VectorEnv says False, and its __del__ closes what is not).
+    closed = True
+
     def _init_common(self, num_envs, configs, config, autoreset_mode, render_mode):
-        """Checks the common arguments and sets num_envs, autoreset_mode, metadata,
-        render_mode and closed; returns each sub-environment's configuration (configs[i]
-        merged over the common keyword arguments `config`)."""
-        autoreset_mode = _mode_name(autoreset_mode)
+        """Checks the common arguments and sets num_envs, autoreset_mode (Gymnasium's
+        AutoresetMode member; _mode its tiergym name), metadata, render_mode and closed;
+        returns each sub-environment's configuration (configs[i] merged over the common
+        keyword arguments `config`)."""
+        mode = mode_name(autoreset_mode)
         if configs is not None:
             configs = [dict(c or {}) for c in configs]
             if num_envs is None:
@@ -126,8 +143,9 @@ class _VectorEnvBase(gymnasium.vector.VectorEnv):
             raise ValueError(f"render_mode {render_mode!r}: the batched VectorEnv does not "
                              "render (TierEnv renders 'ansi')")
         self.num_envs = int(num_envs)
-        self.autoreset_mode = autoreset_mode
-        self.metadata = {"render_modes": [], "autoreset_mode": _MODES[autoreset_mode]}
+        self._mode = mode
+        self.autoreset_mode = _MODES[mode]
+        self.metadata = {"render_modes": [], "autoreset_mode": self.autoreset_mode}
         self.render_mode = None
         self.closed = False
         return [dict(config, **(configs[i] if configs else {})) for i in range(self.num_envs)]
@@ -151,7 +169,7 @@ class _VectorEnvBase(gymnasium.vector.VectorEnv):
 
     def close(self, **kwargs):
         """Frees the sub-environments (close_extras, once). Idempotent."""
-        if getattr(self, "closed", True):  # closed, or __init__ failed before it began
+        if self.closed:  # closed, or __init__ failed before _init_common
             return
         try:
             self.close_extras(**kwargs)
@@ -435,17 +453,17 @@ class VectorEnv(_VectorEnvBase):
         if self._obs is None:
             raise gymnasium.error.ResetNeeded("step() before the first reset()")
         if self._through_segment():
-            if self.autoreset_mode == NEXT_STEP:
+            if self._mode == NEXT_STEP:
                 reply = self._request(actions, self._autoreset, False)
-            elif self.autoreset_mode == SAME_STEP:
+            elif self._mode == SAME_STEP:
                 reply = self._request(actions, np.zeros(self.num_envs, dtype=bool), True)
             else:
                 reply = self._request(actions, np.zeros(self.num_envs, dtype=bool), False)
             return self._finish_step(reply)
         wire = self._actions_to_wire(actions)
-        if self.autoreset_mode == NEXT_STEP:
+        if self._mode == NEXT_STEP:
             reply = self._batch(self.sessions, wire, self._autoreset.copy())
-        elif self.autoreset_mode == SAME_STEP:
+        elif self._mode == SAME_STEP:
             reply = self._batch(self.sessions, wire, np.zeros(self.num_envs, dtype=bool),
                                 autoreset=SAME_STEP)
         else:
@@ -456,9 +474,9 @@ class VectorEnv(_VectorEnvBase):
         obs, rewards, terminations, truncations, _, infos, final = self._results(
             reply, range(self.num_envs))
         ended = terminations | truncations
-        if self.autoreset_mode == NEXT_STEP:
+        if self._mode == NEXT_STEP:
             self._autoreset = ended
-        elif self.autoreset_mode == SAME_STEP and final is not None:
+        elif self._mode == SAME_STEP and final is not None:
             final_obs, final_info = final
             infos["final_obs"] = np.array([final_obs[i] if ended[i] else None
                                            for i in range(self.num_envs)], dtype=object)
@@ -487,7 +505,7 @@ class VectorEnv(_VectorEnvBase):
         close_connection(connection, server, self.sessions)
 
     def __repr__(self):
-        return f"tiergym.VectorEnv({self.num_envs}, autoreset_mode={self.autoreset_mode!r})"
+        return f"tiergym.VectorEnv({self.num_envs}, autoreset_mode={self._mode!r})"
 
 
 def _scatter(part, which, n):
