@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "estimator/contention/contention_model.h"
 #include "estimator/estimator_index.h"
+#include "estimator/placement_state.h"
 
 namespace tiergym {
 

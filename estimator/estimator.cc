@@ -61,14 +61,14 @@ absl::StatusOr<Estimate> Estimator::EstimatePlacement(const Placement& placement
   return index->EstimateDetailed(resolved, model);
 }
 
-absl::StatusOr<EstimatorIndex::Spread> Estimator::SamplingSpread(const Placement& placement,
-                                                                 Model model, int replicates,
-                                                                 uint64_t seed, double level) {
+absl::StatusOr<SamplingInterval> Estimator::SamplingSpread(const Placement& placement, Model model,
+                                                           int replicates, uint64_t seed,
+                                                           double level) {
   TG_RETURN_IF_ERROR(CheckPlacementTiers(profile_, placement));
   TG_ASSIGN_OR_RETURN(std::shared_ptr<const EstimatorIndex> index,
                       IndexFor(placement.default_tier));
   TG_ASSIGN_OR_RETURN(ResolvedPlacement resolved, index->Resolve(placement));
-  return index->SamplingSpread(resolved, model, replicates, seed, level);
+  return tiergym::SamplingSpread(*index, resolved, model, replicates, seed, level);
 }
 
 }  // namespace tiergym

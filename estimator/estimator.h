@@ -22,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "estimator/estimator_index.h"
 #include "estimator/replay_estimator.h"
+#include "estimator/sampling_spread.h"
 #include "traces/machine.h"
 #include "traces/placement.h"
 #include "traces/profile.h"
@@ -69,10 +70,9 @@ class Estimator {
   // The estimate of `placement` with its breakdown. Fails like EstimatorIndex::Resolve.
   absl::StatusOr<Estimate> EstimatePlacement(const Placement& placement, Model model);
 
-  // The sampling interval of the estimate (EstimatorIndex::SamplingSpread).
-  absl::StatusOr<EstimatorIndex::Spread> SamplingSpread(const Placement& placement, Model model,
-                                                        int replicates, uint64_t seed,
-                                                        double level);
+  // The sampling interval of the estimate (sampling_spread.h).
+  absl::StatusOr<SamplingInterval> SamplingSpread(const Placement& placement, Model model,
+                                                  int replicates, uint64_t seed, double level);
 
   const Profile& profile() const { return profile_; }
   const EstimatorOptions& options() const { return options_; }

@@ -14,34 +14,31 @@
 //   - per non-empty window, its sparse page counts and per-device times (for estimates of
 //     a part of the run); per segment (phase), the time of its windows without samples;
 //   - blocks: runs of consecutive non-empty windows of one segment holding at least
-//     `block_samples` samples, with sparse page counts and, per device, how much of their
-//     time the bandwidth floor of their sampled misses explains (the concurrency model).
+//     `block_samples` samples, with sparse page counts and what the runtime models
+//     (models/runtime_model.h: paper, concurrent, roofline) read of them (BlockTable).
 // Semantics match EstimateByReplay exactly for Model::kPaper (tested): windows without
 // samples take their segment's shares, segments without samples run at the base run's time.
+// The other models subtract one correction per block from that estimate.
 //
-// Model::kConcurrent ("beyond the paper") corrects, per block, for tiers serving requests
-// concurrently: with s_d the block's access share on device d, t_d its time in run d and
-// b_d = min(t_d, misses_d * cache_line_bytes / bandwidth_d) the part of t_d its misses
-// need at device d's peak bandwidth, the block takes
-//     sum_d s_d (t_d - b_d) + max_d s_d b_d        instead of    sum_d s_d t_d,
-// that is, the bandwidth-bound parts overlap instead of adding up. One tier alone gives the
-// paper's estimate. It needs the machine's tier bandwidths (IndexOptions::machine).
-//
-// An EstimatorIndex is immutable and thread-safe; share it as shared_ptr<const>.
-// PlacementState (below) is the environment's mutable view: one placement, moved range by
-// range, with the estimate kept current at a cost proportional to what the move touches.
+// Build() takes its steps in a private Builder (internal/index_builder.h). An
+// EstimatorIndex is immutable and thread-safe; share it as shared_ptr<const>.
+// PlacementState (placement_state.h) is the environment's mutable view of one placement,
+// GroupCostModel (group_cost_model.h) the paper model's interval costs per group of pages,
+// SamplingSpread (sampling_spread.h) the interval sampling puts on an estimate.
 #ifndef TIERGYM_ESTIMATOR_ESTIMATOR_INDEX_H_
 #define TIERGYM_ESTIMATOR_ESTIMATOR_INDEX_H_
 
 #include <algorithm>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
-#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "estimator/index_options.h"
+#include "estimator/models/block_table.h"
+#include "estimator/models/runtime_model.h"
 #include "estimator/replay_estimator.h"
 #include "traces/machine.h"
 #include "traces/placement.h"
@@ -49,81 +46,7 @@
 
 namespace tiergym {
 
-enum class Model {
-  kPaper,       // the weighted mean of Denoyelle et al. (N tiers: the weighted model)
-  kConcurrent,  // plus the overlap of bandwidth-bound work on different tiers
-  kRoofline,    // per block: latency and bandwidth bounds per tier, compute overlap
-};
-// "paper" / "concurrent" / "roofline".
-std::string_view ModelName(Model model);
-absl::StatusOr<Model> ParseModel(std::string_view name);
-
-// Which runs' samples count a window's accesses per page (the shares).
-enum class ShareRuns {
-  kPooled,  // every run's samples (weighted by PEBS reset); no sample is lost
-  kBase,    // the base run's samples only (the algorithm as published)
-};
-// Which pages the first-touch order of `fractions` placements holds.
-enum class FirstTouchFootprint {
-  kExtended,  // the base run's pages, then pages seen only in other runs
-  kBase,      // the base run's pages only (others stay on the default tier)
-  // Address extents: sampled pages (any run) closer than extent_gap_pages merge into one
-  // extent that includes the unsampled pages between them; extents are ordered by their
-  // first sample (base run first), pages ascending within an extent. Estimates the pages
-  // the samples missed and the order in which an initialisation sweep touches arrays.
-  kExtents,
-};
-// What windows without samples cost.
-enum class EmptyWindows {
-  kSegmentShares,  // each run's time weighted by the segment's shares
-  kBaseTime,       // the base run's time, whatever the placement
-};
-
-// How the other runs' windows are scaled to the base run's.
-enum class WindowAlignment {
-  kInstructions,  // by the ratio of the segments' instruction counts (the paper)
-  kSamples,       // by the ratio of the mean sample positions (run_segments.h)
-};
-
-struct IndexOptions {
-  // Window length in base-run instructions (see EstimateOptions). Default 1,000,000.
-  uint64_t window_instructions = 1'000'000;
-  // Synchronise the runs at phasemarks; false: the whole run is one segment. Default true.
-  bool use_phasemarks = true;
-  // The base run: the device placements default to. Required.
-  std::string base_device;
-  // Tier bandwidths and cache-line size for Model::kConcurrent, matched to the profile's
-  // devices by tier name. Default none: kConcurrent is refused.
-  std::optional<Machine> machine;
-  // Minimum number of samples (all runs) per block of the concurrency model. Default 256.
-  uint64_t block_samples = 256;
-  // Design decisions of the estimate (estimator/README.md, "Ablation").
-  ShareRuns share_runs = ShareRuns::kPooled;
-  WindowAlignment align = WindowAlignment::kSamples;
-  FirstTouchFootprint first_touch = FirstTouchFootprint::kExtents;
-  EmptyWindows empty_windows = EmptyWindows::kSegmentShares;
-  // FirstTouchFootprint::kExtents: sampled pages at most this many pages apart belong to
-  // one extent. Default 64 (256 KiB of 4 KiB pages).
-  uint64_t extent_gap_pages = 64;
-  // FirstTouchFootprint::kExtents: join address-adjacent extents whose first touches
-  // increase with the address. Default true.
-  bool join_sweeps = true;
-  // Model::kRoofline: the share of the shorter of compute and memory time that hides
-  // under the longer (0: none, 1: all). Default 0.5; a calibration fits it.
-  double compute_overlap = 0.5;
-  // Model::kRoofline: a segment's last window (which runs to the segment's end and holds
-  // its barrier wait) is left out of the last block's fit and counted as the segment's
-  // tail. false: the last block spans to the segment's end (the previous rule). Default
-  // true.
-  bool tail_window_apart = true;
-  // Machines with measured curves: the share of reads in the application's traffic, which
-  // picks the curves the models load their latencies along (PEBS samples loads and cannot
-  // tell). Default 100 (all reads), in [0, 100].
-  double read_pct = 100;
-  // Model::kRoofline with three runs or more: fit the overlap per block (grid 0, 0.1, ..,
-  // 1; compute_overlap stays unless another value halves the residual). Default true.
-  bool fit_overlap = true;
-};
+struct SamplingInterval;  // sampling_spread.h
 
 // A placement resolved against an index: sorted, disjoint ranges of page ids (the index's
 // dense footprint page numbering) that are not on the default tier. Pages outside the
@@ -148,30 +71,12 @@ class EstimatorIndex {
   // defaults to another tier than this index's base device.
   absl::StatusOr<ResolvedPlacement> Resolve(const Placement& placement) const;
 
-  // The estimated runtime. kPaper: O(ranges); kConcurrent: O(block non-zeros + pages).
-  // InvalidArgument for kConcurrent without a machine.
+  // The estimated runtime. A linear model (paper): O(ranges); the others: O(block
+  // non-zeros + pages). InvalidArgument for a model that needs a machine, without one.
   absl::StatusOr<double> RuntimeNs(const ResolvedPlacement& placement, Model model) const;
 
   // The estimate with its breakdown per phase and device (O(non-zeros + pages)).
   absl::StatusOr<Estimate> EstimateDetailed(const ResolvedPlacement& placement, Model model) const;
-
-  // The uncertainty an estimate owes to sampling: a parametric bootstrap. Each replicate
-  // redraws every non-empty window's sampled accesses per device from a multinomial with
-  // the window's observed shares under the placement (PEBS samples a window's misses
-  // independently), then estimates as usual (the windows' shares, the empty windows'
-  // segment shares and, for kConcurrent/kRoofline, the blocks' corrections all follow the
-  // redrawn counts). Window times and the roofline fits stay as measured. Seeded: the
-  // same arguments give the same interval. Cost: replicates * (non-empty windows *
-  // devices + blocks). InvalidArgument for replicates < 2 or a level outside (0, 1).
-  struct Spread {
-    double lo_ns = 0, hi_ns = 0;  // the central `level` interval of the replicates
-    double stddev_ns = 0;
-    int replicates = 0;
-    double level = 0;
-  };
-  absl::StatusOr<Spread> SamplingSpread(const ResolvedPlacement& placement, Model model,
-                                        int replicates = 200, uint64_t seed = 1,
-                                        double level = 0.9) const;
 
   const std::vector<std::string>& devices() const { return devices_; }
   int base() const { return base_; }
@@ -203,7 +108,11 @@ class EstimatorIndex {
  private:
   friend class PlacementState;
   friend class GroupCostModel;
-  class Builder;  // Build's steps (estimator_index.cc)
+  friend absl::StatusOr<SamplingInterval> SamplingSpread(const EstimatorIndex& index,
+                                                         const ResolvedPlacement& placement,
+                                                         Model model, int replicates, uint64_t seed,
+                                                         double level);
+  class Builder;  // Build's steps (internal/index_builder.h)
   EstimatorIndex() = default;
 
   // Estimated time of segment-local base positions [a, b) of segment s, given the tier of
@@ -214,9 +123,18 @@ class EstimatorIndex {
                          const uint64_t* seg_hits, const double* factor = nullptr) const;
   // Time of run d at segment-local base position x of segment s (ns since segment start).
   double RunTimeAt(size_t s, size_t d, double x) const;
-  // Concurrency correction of block k (>= 0) given its hits per device.
-  double Correction(size_t k, const uint64_t* hits, Model model,
-                    const double* factor = nullptr) const;
+  // The correction of block k under `model` given its hits per device (runtime_model.h).
+  double Correction(size_t k, const uint64_t* hits, const RuntimeModel& model,
+                    const double* factor = nullptr) const {
+    return model.Correction(blocks_, k, hits, factor);
+  }
+  // Where block k's correction belongs in its segment under `model`.
+  RuntimeModel::Span CorrectionSpan(size_t k, const RuntimeModel& model) const {
+    return model.CorrectionSpan(blocks_, k,
+                                {WinLo(blk_first_win_[k]), WinHi(blk_first_win_[k + 1] - 1)});
+  }
+  // InvalidArgument when `model` needs a machine and this index has none.
+  absl::Status CheckModel(const RuntimeModel& model) const;
   // Base position range [lo, hi) (segment-local) of non-empty window i.
   double WinLo(size_t i) const;
   double WinHi(size_t i) const;
@@ -234,9 +152,6 @@ class EstimatorIndex {
   int base_ = 0;
   int page_shift_ = 12;
   bool has_machine_ = false;
-  // [d]: device d's loaded-latency curve at all reads (flat for a tier without measured
-  // curves); PEBS samples loads, so the estimate reads the tiers' all-reads curves.
-  std::vector<LoadCurve> curves_;
   uint64_t window_instructions_ = 0;
   uint64_t total_instructions_ = 0;
   uint64_t num_windows_ = 0;
@@ -270,21 +185,11 @@ class EstimatorIndex {
   std::vector<uint32_t> win_page_;
   std::vector<uint32_t> win_count_;
 
-  // Blocks (B entries; offsets B + 1).
+  // Blocks (B entries; offsets B + 1). What the runtime models read of them is in
+  // blocks_: their totals, bandwidth floors and roofline fits.
   std::vector<uint32_t> blk_first_win_;  // first non-empty window; B + 1 entries
   std::vector<uint32_t> blk_segment_;
-  std::vector<uint64_t> blk_total_;
-  std::vector<double> blk_bw_;  // [k * N + d]: b_d
-  // Model::kRoofline, per block: the fitted compute time and, per device, the latency-
-  // and bandwidth-bound memory times of all the block's misses on that device.
-  std::vector<double> blk_compute_;      // [k]
-  std::vector<double> blk_overlap_;      // [k]: compute overlap (fitted, or the prior)
-  std::vector<double> blk_lo_, blk_hi_;  // [k]: segment-local base positions it spans
-  std::vector<double> blk_scale_;        // [k]: 1 + the segment's tail / busy time
-  std::vector<double> blk_busy_;         // while building: [k * N + d]
-  std::vector<double> blk_lat_;          // [k * N + d]
-  std::vector<double> blk_band_;         // [k * N + d]
-  double overlap_ = 0.5;
+  BlockTable blocks_;
   bool empty_base_ = false;
   uint32_t num_base_pages_ = 0;  // pages the base run samples (ranks < this)
   FirstTouchFootprint first_touch_mode_ = FirstTouchFootprint::kExtended;
@@ -324,98 +229,6 @@ void EstimatorIndex::ForEachSegment(uint64_t from, uint64_t to, Visit visit) con
     visit(s, a, b);
   }
 }
-
-// One placement of an index, changed range by range (the environment's state).
-// Not thread-safe; the index must outlive it (held by shared_ptr).
-class PlacementState {
- public:
-  // REQUIRES: `placement` was resolved by `index`.
-  PlacementState(std::shared_ptr<const EstimatorIndex> index, const ResolvedPlacement& placement,
-                 Model model);
-
-  // Moves the pages whose first byte lies in [start, end) to device `tier`. Cost: the
-  // range's footprint pages and their blocks. InvalidArgument for an unknown tier or
-  // start > end.
-  absl::Status Move(uint64_t start_address, uint64_t end_address, int tier);
-
-  // The estimate of the whole run under the current placement. O(1).
-  double runtime_ns() const { return paper_ns_ - correction_ns_; }
-
-  // Estimated time of base-run instruction positions [from, to) (counted from the run
-  // start, clamped to [0, total_instructions]); partial windows count pro rata.
-  // IntervalNs(0, total_instructions()) == runtime_ns(). Cost: the interval's windows.
-  double IntervalNs(uint64_t from, uint64_t to) const { return IntervalNs(from, to, {}); }
-  // The same with each device's time multiplied by device_factor[d] (>= 1: the slowdown
-  // co-runners cause on that device's memory during the interval; empty: all 1). Under
-  // the concurrent model the bandwidth floors scale alike. Cost: the interval's windows
-  // and blocks (the cached block corrections are not used when factors are given).
-  double IntervalNs(uint64_t from, uint64_t to, const std::vector<double>& device_factor) const;
-
-  // Weighted sampled accesses per device in [from, to) under the current placement.
-  std::vector<double> AccessesPerDevice(uint64_t from, uint64_t to) const;
-
-  int TierOfPageId(uint32_t id) const { return tier_[id]; }
-  const EstimatorIndex& index() const { return *index_; }
-  Model model() const { return model_; }
-
- private:
-  std::shared_ptr<const EstimatorIndex> index_;
-  Model model_;
-  std::vector<uint8_t> tier_;       // per page id
-  std::vector<uint64_t> blk_hits_;  // [k * N + d]
-  std::vector<uint64_t> seg_hits_;  // [s * N + d]
-  std::vector<double> blk_corr_;    // per block (kConcurrent)
-  double paper_ns_ = 0;
-  double correction_ns_ = 0;
-};
-
-// The paper model's interval estimate as a linear function of the tiers of fixed groups of
-// pages (the environment's regions). Under Model::kPaper a window's time is
-// sum_d (hits_d / hits) * t_d and the time of its segment's windows without samples is
-// shared by the segment's hits per device: both are linear in the page-to-device
-// assignment, so for any placement that puts every page of group g on one device d_g,
-//     PlacementState::IntervalNs(from, to, factor)
-//         == costs.constant_ns + sum_g costs.cost[g * N + d_g]      (to rounding)
-// with costs = IntervalCosts(from, to, factor). A caller whose intervals are fixed (an
-// environment's decision intervals) computes the costs once and then prices any group
-// placement in O(groups), without moving pages. Model::kConcurrent is not linear (the
-// overlap is a max per block) and has no such decomposition.
-//
-// Immutable and thread-safe after construction; holds the index by shared_ptr.
-class GroupCostModel {
- public:
-  struct Costs {
-    double constant_ns = 0;    // time no placement changes (segments without samples)
-    std::vector<double> cost;  // [g * N + d]: group g's share of the time if on device d
-    // Adds `other` (same groups and devices) to this.
-    void Add(const Costs& other);
-  };
-
-  // REQUIRES: group_of_page has one entry per page id of `index`, each < num_groups.
-  GroupCostModel(std::shared_ptr<const EstimatorIndex> index, std::vector<uint32_t> group_of_page,
-                 size_t num_groups);
-
-  // The decomposition of base-run positions [from, to) (clamped as IntervalNs clamps).
-  // device_factor: as for PlacementState::IntervalNs (empty: all 1). Cost: the
-  // interval's windows' non-zeros, plus groups * devices per segment it touches.
-  Costs IntervalCosts(uint64_t from, uint64_t to,
-                      const std::vector<double>& device_factor = {}) const;
-
-  size_t num_groups() const { return num_groups_; }
-  const EstimatorIndex& index() const { return *index_; }
-
- private:
-  void AddSegment(size_t s, double a, double b, const double* factor, Costs& out) const;
-
-  std::shared_ptr<const EstimatorIndex> index_;
-  std::vector<uint32_t> group_of_page_;
-  size_t num_groups_ = 0;
-  // Per segment, its weighted hits per group, sparse: groups and counts at
-  // [seg_offset_[s], seg_offset_[s + 1]).
-  std::vector<uint64_t> seg_offset_;
-  std::vector<uint32_t> seg_group_;
-  std::vector<uint64_t> seg_count_;
-};
 
 }  // namespace tiergym
 

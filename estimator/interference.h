@@ -29,6 +29,8 @@
 #include "absl/status/statusor.h"
 #include "estimator/contention/contention_model.h"
 #include "estimator/estimator_index.h"
+#include "estimator/group_cost_model.h"
+#include "estimator/placement_state.h"
 
 namespace tiergym {
 

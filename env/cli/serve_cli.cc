@@ -10,10 +10,10 @@
 #include <optional>
 #include <thread>
 
-#include "env/server/bundled_profiles.h"
-#include "env/server/cosched_provider.h"
-#include "env/server/data_roots.h"
-#include "env/server/environment_provider.h"
+#include "env/provider/bundled_profiles.h"
+#include "env/provider/cosched_provider.h"
+#include "env/provider/data_roots.h"
+#include "env/provider/placement_provider.h"
 #include "env/server/server.h"
 #include "traces/base/args.h"
 #include "traces/base/exit_status.h"
@@ -194,7 +194,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
         machine);
     if (!profiles.ok()) return Fail(profiles.status(), kExitFailed, kCommand);
   }
-  EnvironmentProviderOptions po;
+  PlacementProviderOptions po;
   po.max_asset_bytes = *asset_mib << 20;
   po.unused_asset_timeout_s = *unused_assets;
   if (p.Given("machine")) po.default_config["machine"] = p.Get("machine");
@@ -213,7 +213,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
     po.default_profiles.push_back(sp.dir);
     po.named_profiles[sp.name] = sp.dir;
   }
-  auto provider = std::make_shared<EnvironmentProvider>(po);
+  auto provider = std::make_shared<PlacementProvider>(po);
   // Load the default configuration now: a bad profile fails here, and the first session
   // does not wait for it.
   if (absl::StatusOr<std::unique_ptr<SessionEnv>> env = provider->Make({}); !env.ok()) {

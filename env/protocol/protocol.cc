@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_join.h"
+#include "env/spec/field_path.h"
 #include "msgpack.hpp"
 #include "traces/base/field_status.h"
 #include "traces/base/json.h"
@@ -41,30 +42,7 @@ Error ErrorFromFieldStatus(const absl::Status& status) {
                    std::string_view(status.message().data(), status.message().size()));
 }
 
-// A key that is a plain name joins its path with a dot ("config.steps"); any other key,
-// the empty one included, is bracketed and quoted with its bytes outside printable ASCII,
-// '"', '\\' and ':' escaped (`config["a b"]`), so that a field path is never empty and
-// never holds the ": " that ends it in an error message.
-std::string Member(std::string_view path, std::string_view key) {
-  const bool plain = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-           c == '-';
-  });
-  if (plain) return path.empty() ? std::string(key) : StrCat(path, ".", key);
-  std::string quoted = StrCat(path, "[\"");
-  for (const char ch : key) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"' && c != ':') {
-      quoted += ch;
-    } else {
-      static constexpr char kHex[] = "0123456789abcdef";
-      const char escape[] = {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
-      quoted.append(escape, sizeof escape);
-    }
-  }
-  quoted += "\"]";
-  return quoted;
-}
+std::string Member(std::string_view path, std::string_view key) { return MemberPath(path, key); }
 // absl::StrJoin's formatter for std::string_view (which this Abseil's AlphaNum does not take).
 void AppendView(std::string* out, std::string_view s) { out->append(s); }
 
@@ -1985,28 +1963,6 @@ absl::StatusOr<ReplyBody> DecodeOk(const object& o, Op op) {
 }
 
 }  // namespace
-
-std::string Printable(std::string_view text) {
-  std::string out;
-  for (const char ch : text) {
-    if (out.size() >= 64) {
-      out += "...";
-      break;
-    }
-    const auto c = static_cast<unsigned char>(ch);
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
-std::string MemberPath(std::string_view path, std::string_view key) { return Member(path, key); }
 
 std::string_view OpName(Op op) { return kOpNames[static_cast<int>(op)]; }
 

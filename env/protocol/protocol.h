@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "env/spec/config_value.h"
 #include "env/spec/env_spec.h"
+#include "env/spec/field_path.h"
 #include "traces/placement.h"
 
 namespace tiergym::env::protocol {
@@ -74,14 +75,10 @@ Error MakeError(absl::StatusCode code, std::string field, std::string_view detai
 // The Error of `status` (not OK): on the field it carries (traces/base/field_status.h),
 // or on `field` when it carries none.
 Error ErrorFromStatus(const absl::Status& status, std::string field);
-// The path of member `key` of the map at `path`: "config.steps" for a plain name (letters,
-// digits, '_', '-'); any other key bracketed and quoted, bytes outside printable ASCII and
-// '"', '\\', ':' as \xNN (`config["a b"]`), so that a path is never empty.
-std::string MemberPath(std::string_view path, std::string_view key);
-// Bytes a client sent, fit to quote in a reply: printable ASCII kept, other bytes (and
-// backslashes) as \xNN, at most 64 bytes of it (then "..."). Replies never carry a
-// client's bytes otherwise.
-std::string Printable(std::string_view text);
+// The path of member `key` of the map at `path` ("config.steps", `config["a b"]`) and a
+// client's bytes fit to quote in a reply (env/spec/field_path.h).
+using ::tiergym::env::MemberPath;
+using ::tiergym::env::Printable;
 // Back to a status for client code: code and message.
 absl::Status ToStatus(const Error& error);
 // "INVALID_ARGUMENT" <-> absl::StatusCode::kInvalidArgument. Unknown names give kUnknown.

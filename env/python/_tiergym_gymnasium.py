@@ -14,7 +14,7 @@ then removes itself. Anything unexpected leaves gymnasium untouched.
 import sys
 
 ENV_ID = "tiergym/TierPlacement-v0"
-# The default task (tiergym._protocol.DEFAULT_TASK_ID and DEFAULT_TASK, repeated here
+# The tasks (tiergym.tasks: DEFAULT_TASK_ID, DEFAULT_TASK and V0_TASK, repeated here
 # because this module may import nothing of tiergym; a test checks that they agree).
 DEFAULT_TASK_ID = "tiergym/TierPlacement-v1"
 DEFAULT_TASK = {"tier_capacity_mib": "hbm:512", "num_regions": 16, "action_mode": "keep",
@@ -30,7 +30,8 @@ def register():
         for env_id, kwargs in ((ENV_ID, V0_TASK), (DEFAULT_TASK_ID, DEFAULT_TASK)):
             if env_id not in registry:
                 gym_register(id=env_id, entry_point="tiergym.env:TierEnv",
-                             vector_entry_point="tiergym.vector:VectorEnv", kwargs=dict(kwargs))
+                             vector_entry_point="tiergym.factory:vector_env",
+                             kwargs=dict(kwargs))
     except Exception:  # an unknown gymnasium: `import tiergym` still registers
         pass
 

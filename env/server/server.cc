@@ -110,7 +110,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
     // ... and a connection sending a message (its frames together) over the same bound, or
     // of more than kGuardFrames frames: ZeroMQ would hold such a message whole, however
     // long it grows, before handing it over (zmtp_guard.h).
-    GuardAcceptedConnections(cap, kGuardFrames);
+    if (!GuardAcceptedConnections(cap, kGuardFrames)) {
+      std::cerr << "tiergym: this program does not link env/server/zmtp_hooks.cc: a message "
+                   "is bounded per frame only, not in all (zmtp_guard.h)\n";
+    }
     socket->set(zmq::sockopt::sndhwm, options.send_hwm);
     socket->set(zmq::sockopt::rcvhwm, options.receive_hwm);
     // A reply to a connection that is gone fails (EHOSTUNREACH) and one that would pass the

@@ -41,7 +41,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "env/server/env_provider.h"
+#include "env/provider/env_provider.h"
 #include "env/server/service.h"
 #include "env/server/thread_pool.h"
 

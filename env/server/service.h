@@ -51,8 +51,8 @@
 #include <vector>
 
 #include "env/protocol/protocol.h"
-#include "env/server/cosched_provider.h"
-#include "env/server/env_provider.h"
+#include "env/provider/cosched_provider.h"
+#include "env/provider/env_provider.h"
 #include "env/server/thread_pool.h"
 
 namespace tiergym::env {

@@ -91,7 +91,26 @@ Guard& TheGuard() {
   return *guard;
 }
 
-void Follow(int fd) {
+}  // namespace
+
+// Defined by zmtp_hooks.cc, in the programs that link it; null elsewhere.
+extern "C" [[gnu::weak]] int tiergym_zmtp_hooks_linked();
+
+bool GuardAcceptedConnections(uint64_t max_message_bytes, uint32_t max_frames) {
+  Guard& g = TheGuard();
+  g.max_message_bytes = max_message_bytes;
+  g.max_frames = max_frames;
+  g.on = true;
+  return ZmtpHooksLinked();
+}
+
+bool ZmtpHooksLinked() { return tiergym_zmtp_hooks_linked != nullptr; }
+
+uint64_t GuardedConnectionsDropped() { return TheGuard().dropped.load(); }
+
+namespace internal {
+
+void GuardAccepted(int fd) {
   Guard& g = TheGuard();
   if (fd < 0 || !g.on.load()) return;
   auto meter = std::make_unique<ZmtpMessageMeter>(g.max_message_bytes.load(), g.max_frames.load());
@@ -99,39 +118,8 @@ void Follow(int fd) {
   g.meters[fd] = std::move(meter);
 }
 
-}  // namespace
-
-void GuardAcceptedConnections(uint64_t max_message_bytes, uint32_t max_frames) {
+ssize_t GuardedRecv(int fd, void* buf, size_t len, int flags) {
   Guard& g = TheGuard();
-  g.max_message_bytes = max_message_bytes;
-  g.max_frames = max_frames;
-  g.on = true;
-}
-
-uint64_t GuardedConnectionsDropped() { return TheGuard().dropped.load(); }
-
-}  // namespace tiergym::env
-
-// The calls libzmq (4.3) makes to accept and read its TCP and ipc connections, and to close
-// them, defined here so that the executable's definitions are the ones the process uses
-// (ELF symbol interposition); each goes straight to the kernel as glibc's would.
-extern "C" {
-
-int accept(int fd, sockaddr* addr, socklen_t* len) {
-  // accept4 with no flags: some architectures (arm64) have no accept system call.
-  const int conn = static_cast<int>(::syscall(SYS_accept4, fd, addr, len, 0));
-  tiergym::env::Follow(conn);
-  return conn;
-}
-
-int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
-  const int conn = static_cast<int>(::syscall(SYS_accept4, fd, addr, len, flags));
-  tiergym::env::Follow(conn);
-  return conn;
-}
-
-ssize_t recv(int fd, void* buf, size_t len, int flags) {
-  tiergym::env::Guard& g = tiergym::env::TheGuard();
   if (!g.on.load(std::memory_order_relaxed)) {
     return ::syscall(SYS_recvfrom, fd, buf, len, flags, nullptr, nullptr);
   }
@@ -161,13 +149,12 @@ ssize_t recv(int fd, void* buf, size_t len, int flags) {
   return n;
 }
 
-int close(int fd) {
-  tiergym::env::Guard& g = tiergym::env::TheGuard();
-  if (g.on.load(std::memory_order_relaxed)) {
-    std::lock_guard<std::mutex> lock(g.mu);
-    g.meters.erase(fd);
-  }
-  return static_cast<int>(::syscall(SYS_close, fd));
+void GuardClosing(int fd) {
+  Guard& g = TheGuard();
+  if (!g.on.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lock(g.mu);
+  g.meters.erase(fd);
 }
 
-}  // extern "C"
+}  // namespace internal
+}  // namespace tiergym::env

@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "env/server/bundled_profiles.h"
-#include "env/server/environment_provider.h"
+#include "env/provider/bundled_profiles.h"
+#include "env/provider/placement_provider.h"
 #include "traces/base/field_status.h"
 #include "traces/base/strings.h"
 
@@ -35,7 +35,7 @@ absl::StatusOr<MadeVectorEnv> MakeVectorEnv(const std::vector<ConfigMap>& config
   absl::StatusOr<std::vector<ServedProfile>> profiles =
       EnsureBundledProfiles(*cache, /*progress=*/{});
   if (!profiles.ok()) return profiles.status();
-  EnvironmentProviderOptions po;
+  PlacementProviderOptions po;
   for (const ServedProfile& sp : *profiles) {
     po.default_profiles.push_back(sp.dir);
     po.named_profiles[sp.name] = sp.dir;
@@ -46,7 +46,7 @@ absl::StatusOr<MadeVectorEnv> MakeVectorEnv(const std::vector<ConfigMap>& config
   po.data_dirs = {"/"};
   po.max_asset_bytes = 0;
   po.max_asset_sets = configs.size();
-  EnvironmentProvider provider(po);
+  PlacementProvider provider(po);
   std::vector<std::unique_ptr<SessionEnv>> envs;
   envs.reserve(configs.size());
   MadeVectorEnv made;

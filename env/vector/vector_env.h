@@ -46,7 +46,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "env/server/env_provider.h"
+#include "env/provider/env_provider.h"
 #include "env/spec/env_spec.h"
 
 namespace tiergym::env {

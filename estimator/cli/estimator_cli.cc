@@ -11,6 +11,7 @@
 #include "estimator/cli/corun_cli.h"
 #include "estimator/estimator.h"
 #include "estimator/interference.h"
+#include "estimator/placement_state.h"
 #include "estimator/replay_estimator.h"
 #include "traces/base/args.h"
 #include "traces/base/exit_status.h"
@@ -366,7 +367,7 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
   const double without_interference = est->runtime_ns;
   // The sampling interval (not with the replay, nor with interference, whose slowdowns
   // it does not cover).
-  std::optional<EstimatorIndex::Spread> spread;
+  std::optional<SamplingInterval> spread;
   if (!common.replay && !p.Given("interference")) {
     auto sp = (*estimator)
                   ->SamplingSpread(*placement, common.model, common.replicates, common.seed,
@@ -517,8 +518,8 @@ int RunValidateCommand(const std::vector<std::string>& args) {
   struct Row {
     std::string name;
     uint64_t measured_ns;
-    std::vector<double> estimated_ns;              // per model
-    std::optional<EstimatorIndex::Spread> spread;  // the chosen model's sampling interval
+    std::vector<double> estimated_ns;        // per model
+    std::optional<SamplingInterval> spread;  // the chosen model's sampling interval
     [[nodiscard]] bool inside() const {
       return spread && spread->lo_ns <= static_cast<double>(measured_ns) &&
              static_cast<double>(measured_ns) <= spread->hi_ns;

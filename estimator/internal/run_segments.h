@@ -65,6 +65,14 @@ struct WindowGrid {
 // does not record its reset.
 std::vector<uint32_t> SampleWeights(const Profile& profile);
 
+// Fraction of the span [lo, hi) inside [a, b) (how much of a window or block an interval
+// of positions covers); a zero-length span counts whole when it lies in [a, b).
+inline double FractionInside(double lo, double hi, double a, double b) {
+  if (hi <= lo) return (lo >= a && lo < b) ? 1.0 : 0.0;
+  const double x = lo > a ? lo : a, y = hi < b ? hi : b;
+  return y > x ? (y - x) / (hi - lo) : 0.0;
+}
+
 }  // namespace tiergym::internal
 
 #endif  // TIERGYM_ESTIMATOR_INTERNAL_RUN_SEGMENTS_H_

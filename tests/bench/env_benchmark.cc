@@ -37,8 +37,8 @@
 #include "env/client/client.h"
 #include "env/environment.h"
 #include "env/protocol/protocol.h"
-#include "env/server/bundled_profiles.h"
-#include "env/server/environment_provider.h"
+#include "env/provider/bundled_profiles.h"
+#include "env/provider/placement_provider.h"
 #include "env/server/server.h"
 #include "env/server/thread_pool.h"
 #include "msgpack.hpp"
@@ -134,8 +134,8 @@ struct World {
   std::string dir;
   int threads = 2;
   int batch = 64;
-  EnvironmentProviderOptions provider_options;
-  std::shared_ptr<EnvironmentProvider> provider;
+  PlacementProviderOptions provider_options;
+  std::shared_ptr<PlacementProvider> provider;
   std::unique_ptr<Server> ipc_server, tcp_server, handoff_server;
   std::thread ipc_thread, tcp_thread, handoff_thread;
   zmq::context_t echo_context{1};
@@ -387,7 +387,7 @@ int Main(int argc, char** argv) {
     return 1;
   }
   for (const ServedProfile& p : *profiles) w.provider_options.default_profiles.push_back(p.dir);
-  w.provider = std::make_shared<EnvironmentProvider>(w.provider_options);
+  w.provider = std::make_shared<PlacementProvider>(w.provider_options);
   MeasureMessageSizes(w);
 
   ServerOptions so;

@@ -25,6 +25,7 @@
 
 #include "benchmark/benchmark.h"
 #include "estimator/estimator_index.h"
+#include "estimator/placement_state.h"
 #include "estimator/replay_estimator.h"
 #include "tests/bench/summary_reporter.h"
 #include "traces/machine.h"

@@ -1,6 +1,6 @@
 // The co-scheduling ops (cosched_make, cosched_reset, cosched_step; env/PROTOCOL.md
 // "Co-scheduling") through the session manager (env/server/service.h) on real nodes
-// (env/server/cosched_provider.h): the same episode as the node in process, bit for bit;
+// (env/provider/cosched_provider.h): the same episode as the node in process, bit for bit;
 // names resolved only within the operator's roots; every refusal with its code and field;
 // ownership, kinds of session, limits and the memory budget.
 #include <unistd.h>
@@ -14,7 +14,7 @@
 
 #include "env/client/client.h"
 #include "env/cosched/cosched_env.h"
-#include "env/server/cosched_provider.h"
+#include "env/provider/cosched_provider.h"
 #include "env/server/server.h"
 #include "env/server/service.h"
 #include "gmock/gmock.h"

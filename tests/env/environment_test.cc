@@ -12,6 +12,7 @@
 #include "env/regions.h"
 #include "estimator/calibration.h"
 #include "estimator/estimator_index.h"
+#include "estimator/placement_state.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_root.h"

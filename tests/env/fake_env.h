@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "env/server/env_provider.h"
+#include "env/provider/env_provider.h"
 #include "env/spec/action_check.h"
 #include "traces/base/field_status.h"
 #include "traces/base/strings.h"

@@ -8,6 +8,7 @@
 #include "env/regions.h"
 #include "estimator/estimator_index.h"
 #include "estimator/interference.h"
+#include "estimator/placement_state.h"
 #include "gtest/gtest.h"
 #include "tests/estimator/small_index.h"
 #include "tests/test_root.h"

@@ -21,7 +21,7 @@
 #include <thread>
 
 #include "env/client/client.h"
-#include "env/server/environment_provider.h"
+#include "env/provider/placement_provider.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/env/fake_env.h"
@@ -689,10 +689,10 @@ double RunEpisode(Client& c, const protocol::SessionId& session, uint64_t seed, 
 // `tiergym serve --machine` and the like: the server's defaults for keys a session does
 // not give, reported by `list`, overridden by what a session gives.
 TEST_F(EndToEndTest, ServerDefaultsApplyToSessionsThatNameNoValue) {
-  EnvironmentProviderOptions po;
+  PlacementProviderOptions po;
   po.default_profiles = {ProfileDir()};
   po.default_config = {{"num_regions", "8"}};
-  EnvironmentProvider provider(po);
+  PlacementProvider provider(po);
   const auto& keys = provider.ConfigKeys();
   auto key = std::find_if(keys.begin(), keys.end(),
                           [](const ConfigKey& k) { return k.name == "num_regions"; });
@@ -706,7 +706,7 @@ TEST_F(EndToEndTest, ServerDefaultsApplyToSessionsThatNameNoValue) {
   EXPECT_EQ((*own)->spec().num_regions, 4);
   // A default machine the profiles were not recorded on fails with the profile's reason.
   po.default_config = {{"machine", "disagg"}};
-  EnvironmentProvider wrong(po);
+  PlacementProvider wrong(po);
   absl::StatusOr<std::unique_ptr<SessionEnv>> refused = wrong.Make({});
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("has no run for tier 'remote'"));
@@ -738,12 +738,12 @@ TEST_F(EndToEndTest, ClientsReadOnlyWhatTheOperatorNamed) {
   fs::remove(data + "/fifo.json");
   ASSERT_EQ(mkfifo((data + "/fifo.json").c_str(), 0600), 0);
 
-  EnvironmentProviderOptions po;
+  PlacementProviderOptions po;
   po.default_profiles = {ProfileDir()};
   po.named_profiles = {{"minife", ProfileDir()}};
   po.data_dirs = {data};
   po.default_config = {{"num_regions", "4"}, {"steps", "4"}};
-  EnvironmentProvider provider(po);
+  PlacementProvider provider(po);
 
   // Allowed: served names, presets, files and directories inside the data directory.
   for (const auto& config : std::vector<ConfigMap>{
@@ -805,7 +805,7 @@ TEST_F(EndToEndTest, ClientsReadOnlyWhatTheOperatorNamed) {
   // A server whose owner trusts every path ("/", as the Python client's private servers)
   // still reads only regular data files: no /proc, no devices, no FIFOs.
   po.data_dirs = {"/"};
-  EnvironmentProvider trusting(po);
+  PlacementProvider trusting(po);
   for (const std::string& value :
        {std::string("/proc/self/environ"), std::string("/dev/zero"), data + "/fifo.json",
         std::string("/sys/kernel/mm/transparent_hugepage/enabled")}) {
@@ -828,9 +828,9 @@ TEST_F(EndToEndTest, ClientsReadOnlyWhatTheOperatorNamed) {
 // before anything is built, refused over the budget (naming both figures), and a refused
 // or failed configuration leaves nothing behind, so the same make can be retried.
 TEST_F(EndToEndTest, AConfigurationOverTheMemoryBudgetIsRefusedBeforeItIsBuilt) {
-  EnvironmentProviderOptions po;
+  PlacementProviderOptions po;
   po.default_profiles = {ProfileDir()};
-  EnvironmentProvider provider(po);
+  PlacementProvider provider(po);
   const auto start = std::chrono::steady_clock::now();
   for (int attempt = 0; attempt < 2; ++attempt) {
     absl::StatusOr<std::unique_ptr<SessionEnv>> huge =
@@ -848,9 +848,9 @@ TEST_F(EndToEndTest, AConfigurationOverTheMemoryBudgetIsRefusedBeforeItIsBuilt) 
 // A configuration wrong in itself gets its own error, whatever it would cost: the spec is
 // made from the configuration before its cost is weighed or a profile is read.
 TEST_F(EndToEndTest, AWrongConfigurationIsRefusedForWhatIsWrongBeforeItsCost) {
-  EnvironmentProviderOptions po;
+  PlacementProviderOptions po;
   po.default_profiles = {ProfileDir()};
-  EnvironmentProvider provider(po);
+  PlacementProvider provider(po);
   absl::StatusOr<std::unique_ptr<SessionEnv>> wrong = provider.Make(
       {{"num_regions", "65536"}, {"steps", "1000000"}, {"tier_capacity_mib", "nvm:100"}});
   ASSERT_FALSE(wrong.ok());
@@ -861,10 +861,10 @@ TEST_F(EndToEndTest, AWrongConfigurationIsRefusedForWhatIsWrongBeforeItsCost) {
 }
 
 TEST_F(EndToEndTest, UnusedAssetSetsMakeRoomForNewOnes) {
-  EnvironmentProviderOptions po;
+  PlacementProviderOptions po;
   po.default_profiles = {ProfileDir()};
   po.max_asset_bytes = 40 << 20;
-  EnvironmentProvider provider(po);
+  PlacementProvider provider(po);
   // 1024 regions x 1000 intervals x (a float share + 2 tier costs): about 20 MB each.
   absl::StatusOr<std::unique_ptr<SessionEnv>> a =
       provider.Make({{"num_regions", "1024"}, {"steps", "1000"}});
@@ -883,10 +883,10 @@ TEST_F(EndToEndTest, UnusedAssetSetsMakeRoomForNewOnes) {
 // Trim() frees configurations no session uses (after unused_asset_timeout_s), never the
 // server's default one.
 TEST_F(EndToEndTest, TrimFreesUnusedConfigurationsButTheDefault) {
-  EnvironmentProviderOptions po;
+  PlacementProviderOptions po;
   po.default_profiles = {ProfileDir()};
   po.unused_asset_timeout_s = 0;
-  EnvironmentProvider provider(po);
+  PlacementProvider provider(po);
   ASSERT_TRUE(provider.Make({}).ok());
   absl::StatusOr<std::unique_ptr<SessionEnv>> used = provider.Make({{"num_regions", "16"}});
   ASSERT_TRUE(provider.Make({{"num_regions", "32"}}).ok());  // made and dropped
@@ -903,10 +903,10 @@ TEST_F(EndToEndTest, TrimFreesUnusedConfigurationsButTheDefault) {
 TEST_F(EndToEndTest, AnEpisodeOverIpcInProcess) {
   ServerOptions o;
   o.endpoint = "ipc://" + *dir_ + "/e2e.sock";
-  EnvironmentProviderOptions po;
+  PlacementProviderOptions po;
   po.default_profiles = {ProfileDir()};
   po.named_profiles = {{"minife", ProfileDir()}};
-  RunningServer server(o, ServiceOptions{}, std::make_shared<EnvironmentProvider>(po));
+  RunningServer server(o, ServiceOptions{}, std::make_shared<PlacementProvider>(po));
   absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect({server.endpoint(), 60});
   ASSERT_TRUE(c.ok()) << c.status();
   Client& client = **c;

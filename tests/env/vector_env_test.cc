@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "env/environment.h"
-#include "env/server/environment_provider.h"
+#include "env/provider/placement_provider.h"
 #include "env/vector/make_vector_env.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -40,13 +40,13 @@ std::map<std::string, std::string> Config(const std::string& action_mode = "plac
 
 // A provider that reads the test's profile directories (as a private server trusts its
 // owner).
-EnvironmentProviderOptions Trusting() {
-  EnvironmentProviderOptions o;
+PlacementProviderOptions Trusting() {
+  PlacementProviderOptions o;
   o.data_dirs = {"/"};
   return o;
 }
 
-std::vector<std::unique_ptr<SessionEnv>> MakeEnvs(EnvironmentProvider& provider, int n,
+std::vector<std::unique_ptr<SessionEnv>> MakeEnvs(PlacementProvider& provider, int n,
                                                   const std::map<std::string, std::string>& c) {
   std::vector<std::unique_ptr<SessionEnv>> envs;
   for (int i = 0; i < n; ++i) {
@@ -147,7 +147,7 @@ struct Paired {
     for (int i = 0; i < n; ++i) ref[i].env = *provider.Make(Typed(Config(c.action_mode)));
   }
 
-  EnvironmentProvider provider;
+  PlacementProvider provider;
   absl::StatusOr<std::unique_ptr<VectorEnv>> v;
   std::vector<Reference> ref;
 };
@@ -267,7 +267,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, VectorEnvTest,
                          });
 
 TEST(VectorEnvErrorsTest, ABadActionIsRefusedBeforeAnythingMoves) {
-  EnvironmentProvider provider(Trusting());
+  PlacementProvider provider(Trusting());
   auto v = VectorEnv::Create(MakeEnvs(provider, 3, Config()), {AutoresetMode::kNextStep, 2});
   ASSERT_TRUE(v.ok());
   BatchBuffers b(**v);
@@ -301,7 +301,7 @@ TEST(VectorEnvErrorsTest, ABadActionIsRefusedBeforeAnythingMoves) {
 }
 
 TEST(VectorEnvErrorsTest, AsyncCallsOutOfOrderAreRefusedWithTheReason) {
-  EnvironmentProvider provider(Trusting());
+  PlacementProvider provider(Trusting());
   auto v = VectorEnv::Create(MakeEnvs(provider, 3, Config()), {AutoresetMode::kNextStep, 2});
   ASSERT_TRUE(v.ok());
   BatchBuffers b(**v);
@@ -338,7 +338,7 @@ TEST(VectorEnvErrorsTest, AsyncCallsOutOfOrderAreRefusedWithTheReason) {
 
 TEST(VectorEnvDisabledTest, OnlyAMaskedResetStartsAnEpisodeAgain) {
   const int n = 3;
-  EnvironmentProvider provider(Trusting());
+  PlacementProvider provider(Trusting());
   auto v = VectorEnv::Create(MakeEnvs(provider, n, Config()), {AutoresetMode::kDisabled, 2});
   ASSERT_TRUE(v.ok()) << v.status();
   std::vector<std::unique_ptr<SessionEnv>> ref;
@@ -398,7 +398,7 @@ TEST(VectorEnvDisabledTest, OnlyAMaskedResetStartsAnEpisodeAgain) {
 }
 
 TEST(VectorEnvErrorsTest, EnvironmentsOfDifferentShapesAreRefused) {
-  EnvironmentProvider provider(Trusting());
+  PlacementProvider provider(Trusting());
   std::vector<std::unique_ptr<SessionEnv>> envs = MakeEnvs(provider, 1, Config());
   auto other = Config();
   other["num_regions"] = "8";

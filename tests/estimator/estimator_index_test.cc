@@ -3,7 +3,10 @@
 #include <cmath>
 #include <random>
 
+#include "estimator/group_cost_model.h"
+#include "estimator/placement_state.h"
 #include "estimator/replay_estimator.h"
+#include "estimator/sampling_spread.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/estimator/toy_profile.h"
@@ -591,27 +594,27 @@ TEST(EstimatorSpreadTest, IntervalHoldsTheEstimateAndIsSeeded) {
   const ResolvedPlacement resolved = *index->Resolve(half);
   for (Model model : {Model::kPaper, Model::kRoofline}) {
     const double estimate = *index->RuntimeNs(resolved, model);
-    auto a = index->SamplingSpread(resolved, model, 200, 7, 0.9);
+    auto a = SamplingSpread(*index, resolved, model, 200, 7, 0.9);
     ASSERT_TRUE(a.ok()) << a.status();
     EXPECT_LT(a->lo_ns, a->hi_ns);
     EXPECT_GT(a->stddev_ns, 0);
     EXPECT_LE(a->lo_ns, estimate * (1 + 1e-3));
     EXPECT_GE(a->hi_ns, estimate * (1 - 1e-3));
-    auto b = index->SamplingSpread(resolved, model, 200, 7, 0.9);
+    auto b = SamplingSpread(*index, resolved, model, 200, 7, 0.9);
     EXPECT_EQ(a->lo_ns, b->lo_ns);
     EXPECT_EQ(a->hi_ns, b->hi_ns);
-    auto wider = index->SamplingSpread(resolved, model, 200, 7, 0.99);
+    auto wider = SamplingSpread(*index, resolved, model, 200, 7, 0.99);
     EXPECT_LE(wider->lo_ns, a->lo_ns);
     EXPECT_GE(wider->hi_ns, a->hi_ns);
   }
   // Everything on one tier: no sample can change sides, the interval is a point.
   Placement ddr;
   ddr.default_tier = "ddr";
-  auto point = index->SamplingSpread(*index->Resolve(ddr), Model::kPaper, 50, 1, 0.9);
+  auto point = SamplingSpread(*index, *index->Resolve(ddr), Model::kPaper, 50, 1, 0.9);
   ASSERT_TRUE(point.ok());
   EXPECT_NEAR(point->lo_ns, point->hi_ns, 1e-6 * point->hi_ns);
-  EXPECT_FALSE(index->SamplingSpread(resolved, Model::kPaper, 1, 1, 0.9).ok());
-  EXPECT_FALSE(index->SamplingSpread(resolved, Model::kPaper, 10, 1, 1.0).ok());
+  EXPECT_FALSE(SamplingSpread(*index, resolved, Model::kPaper, 1, 1, 0.9).ok());
+  EXPECT_FALSE(SamplingSpread(*index, resolved, Model::kPaper, 10, 1, 1.0).ok());
 }
 
 }  // namespace

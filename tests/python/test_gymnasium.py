@@ -495,7 +495,7 @@ def test_the_autoreset_mode_is_taken_as_a_name_an_enum_or_the_enums_value(server
 def test_an_unknown_autoreset_mode_names_the_choices():
     with pytest.raises(ValueError, match=r"autoreset_mode must be one of \['disabled', "
                                          r"'next_step', 'same_step'\] or a gymnasium"):
-        tiergym.VectorEnv(2, inprocess=True, autoreset_mode="SameSteps")
+        tiergym.make_vec(tiergym.ENV_ID, 2, inprocess=True, autoreset_mode="SameSteps")
 
 
 def test_the_sb3_vec_env_takes_a_vector_env_made_with_the_enum(server):
@@ -511,9 +511,9 @@ def test_the_sb3_vec_env_takes_a_vector_env_made_with_the_enum(server):
 
 @pytest.mark.parametrize("make", [
     'tiergym.VectorEnv(2, autoreset_mode="bogus")',
-    'tiergym.VectorEnv(2, inprocess=True, autoreset_mode="bogus")',
+    'tiergym.make_vec(tiergym.ENV_ID, 2, inprocess=True, autoreset_mode="bogus")',
     'tiergym.VectorEnv(2, num_regions=8, bogus_key=1)',  # refused by the server
-    'tiergym.VectorEnv(2, inprocess=True, num_regions=8, bogus_key=1)',  # by the core
+    'tiergym.make_vec(tiergym.ENV_ID, 2, inprocess=True, num_regions=8, bogus_key=1)',  # core
     'tiergym.VectorEnv(0)',
     'tiergym.TierEnv(num_regions=8, bogus_key=1)',
     'tiergym.TierEnv(render_mode="human")',

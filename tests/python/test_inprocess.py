@@ -131,8 +131,8 @@ def test_episodes_are_bit_identical_to_the_server_path(server, mode, threads):
     n = len(CONFIGS)
     remote = tiergym.VectorEnv(n, address=server, autoreset_mode=mode, configs=CONFIGS,
                                **CONFIG)
-    local = tiergym.VectorEnv(n, inprocess=True, autoreset_mode=mode, threads=threads,
-                              configs=CONFIGS, **CONFIG)
+    local = tiergym.make_vec(tiergym.ENV_ID, n, inprocess=True, autoreset_mode=mode,
+                             threads=threads, configs=CONFIGS, **CONFIG)
     try:
         assert isinstance(local, tiergym.InProcessVectorEnv)
         assert_same_vector_env(local, remote)
@@ -159,8 +159,9 @@ def test_configuration_values_keep_their_types_as_on_the_server_path(server):
     # profiles: the same configurations in force and the same episodes as the server's.
     typed = dict(CONFIG, history_decay=0.123456789, profiles=["minife", "lulesh"])
     remote = tiergym.VectorEnv(2, address=server, **typed)
-    local = tiergym.VectorEnv(2, inprocess=True, **typed)
-    rounded = tiergym.VectorEnv(2, inprocess=True, **dict(typed, history_decay=0.123457))
+    local = tiergym.make_vec(tiergym.ENV_ID, 2, inprocess=True, **typed)
+    rounded = tiergym.make_vec(tiergym.ENV_ID, 2, inprocess=True,
+                               **dict(typed, history_decay=0.123457))
     try:
         assert local.configs == remote.configs
         assert local.config["history_decay"] == "0.123456789"
@@ -217,8 +218,8 @@ def test_gymnasiums_vector_env_checks_pass():
 
 
 @needs_core
-def test_vector_env_with_inprocess_true_is_the_in_process_one():
-    envs = tiergym.VectorEnv(2, inprocess=True, **CONFIG)
+def test_make_vec_with_inprocess_true_is_the_in_process_one():
+    envs = tiergym.make_vec(tiergym.ENV_ID, 2, inprocess=True, **CONFIG)
     try:
         assert isinstance(envs, tiergym.InProcessVectorEnv)
         obs, _ = envs.reset(seed=0)
@@ -226,6 +227,29 @@ def test_vector_env_with_inprocess_true_is_the_in_process_one():
     finally:
         envs.close()
     with pytest.raises(ValueError, match="no address"):
+        tiergym.make_vec(tiergym.ENV_ID, 2, address="tcp://127.0.0.1:1", inprocess=True)
+    # The task's preset comes first, the keyword arguments over it.
+    envs = tiergym.make_vec(tiergym.DEFAULT_TASK_ID, 1, inprocess=True, steps=5)
+    try:
+        assert envs.config["num_regions"] == str(tiergym.DEFAULT_TASK["num_regions"])
+        assert envs.config["action_mode"] == tiergym.DEFAULT_TASK["action_mode"]
+        assert envs.config["steps"] == "5"
+    finally:
+        envs.close()
+    with pytest.raises(ValueError, match="unknown environment id"):
+        tiergym.make_vec("tiergym/Nothing-v0", 1, inprocess=True)
+
+
+@needs_core
+def test_the_old_spelling_vector_env_inprocess_true_still_works_deprecated():
+    with pytest.warns(DeprecationWarning, match="tiergym.make_vec"):
+        envs = tiergym.VectorEnv(2, inprocess=True, **CONFIG)
+    try:
+        assert isinstance(envs, tiergym.InProcessVectorEnv)
+        envs.reset(seed=0)
+    finally:
+        envs.close()
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="no address"):
         tiergym.VectorEnv(2, "tcp://127.0.0.1:1", inprocess=True)
 
 
@@ -342,7 +366,7 @@ def test_errors_name_what_to_fix():
     with pytest.raises(ValueError, match="env 1: its spaces differ"):
         tiergym.InProcessVectorEnv(configs=[{"num_regions": 8}, {"num_regions": 16}])
     with pytest.raises(TypeError, match="timeout: the in-process vector environment has no"):
-        tiergym.VectorEnv(1, inprocess=True, timeout=3)
+        tiergym.make_vec(tiergym.ENV_ID, 1, inprocess=True, timeout=3)
 
 
 @needs_core
@@ -383,7 +407,8 @@ def test_the_keep_and_move_modes_masks_and_episodes_are_the_servers(server, acti
     # the default task), [regions * tiers + 1] in move mode.
     config = dict(CONFIG, action_mode=action_mode)
     remote = tiergym.VectorEnv(3, address=server, autoreset_mode="same_step", **config)
-    local = tiergym.VectorEnv(3, inprocess=True, autoreset_mode="same_step", **config)
+    local = tiergym.make_vec(tiergym.ENV_ID, 3, inprocess=True, autoreset_mode="same_step",
+                             **config)
     try:
         assert_same_outputs(local.reset(seed=4), remote.reset(seed=4), "reset")
         tiers = len(local.tiers)

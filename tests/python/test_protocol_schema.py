@@ -61,7 +61,7 @@ def test_the_generator_notices_a_drift():
 def test_python_codec_constants_are_the_declared_ones():
     assert _protocol.VERSION == SCHEMA["version"]
     assert _protocol.ENV_ID == SCHEMA["env_id"]
-    assert {k: v.itemsize for k, v in _protocol._DTYPES.items()} == SCHEMA["dtypes"]
+    assert {k: v.itemsize for k, v in _protocol.DTYPES.items()} == SCHEMA["dtypes"]
     assert set(_protocol.INFO_FLOATS) == set(names("structs.info", "float"))
     assert set(_protocol.INFO_INTS) == set(names("structs.info", "uint"))
     assert set(_protocol.SPEC_ARRAYS) == set(names("structs.spec", "ndarray"))

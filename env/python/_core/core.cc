@@ -77,7 +77,7 @@
 #include "absl/status/status.h"
 #include "env/cosched/cosched_env.h"
 #include "env/profile_assets.h"
-#include "env/server/bundled_profiles.h"
+#include "env/provider/bundled_profiles.h"
 #include "env/vector/make_vector_env.h"
 #include "env/vector/vector_env.h"
 #include "traces/base/cpu_relax.h"
@@ -300,8 +300,7 @@ class VectorCore {
     d["ended"] = BoolView(c.buffers_->ended.data(), n, self);
     d["final_obs"] = View(c.buffers_->final_obs.data(), {n, obs}, self);
     const Space& action = c.env_->spec().action;
-    const size_t columns =
-        action.kind == Space::kMultiDiscrete ? static_cast<size_t>(action.n) : 0;
+    const size_t columns = action.kind == Space::kMultiDiscrete ? static_cast<size_t>(action.n) : 0;
     d["info"] = InfoViews(c.buffers_->info, n, tiers, regions, mask, columns, self);
     d["final_info"] = InfoViews(c.buffers_->final_info, n, tiers, regions, mask, columns, self);
     return d;

@@ -6,8 +6,10 @@
     obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
     env.close()
 
-    envs = tiergym.VectorEnv(8, num_regions=16)   # batched: one server, one message per step
-    envs = tiergym.VectorEnv(8, inprocess=True)   # in this process, no server (inprocess.py)
+    envs = tiergym.make_vec("tiergym/TierPlacement-v1", 8)   # batched: one server, one
+                                                             # message per step (vector.py)
+    envs = tiergym.make_vec("tiergym/TierPlacement-v1", 8, inprocess=True)   # in this
+                                                      # process, no server (inprocess.py)
 
 Without an address an environment starts a private `tiergym serve` (the binary installed
 inside this package; $TIERGYM_BIN or $TIERGYM_BIN_DIR override it) and stops it on close();
@@ -18,18 +20,27 @@ normalized observations; "tiergym/TierPlacement" resolves to it) and
 "tiergym/TierPlacement-v0" (the server's defaults: all of knl's HBM, 64 regions, placement
 action mode, raw observations) are registered with Gymnasium (on import of tiergym, and in
 every process of an environment where the package is installed, see _tiergym_gymnasium.py).
+
+The package's modules import one another as a tree (tests/python/test_package_imports.py):
+errors, _protocol (the wire codec) and _native (the extension loader) at the bottom; _values
+(spaces, configurations, actions) and tasks (the presets) on them; connection, _shm and
+_vector_base above; env, vector, inprocess and cosched, then factory (make_vec), and this
+module at the top.
 """
 
-from ._protocol import DEFAULT_TASK, DEFAULT_TASK_ID, ENV_ID, TASK_NAME, V0_TASK, VERSION
+from ._protocol import ENV_ID, VERSION
+from ._vector_base import DISABLED, NEXT_STEP, SAME_STEP
 from .connection import Connection, Server, find_binary
 from .env import TierEnv
 from .errors import BinaryNotFound, ServerError, ServerUnavailable, TierGymError
-from .vector import DISABLED, NEXT_STEP, SAME_STEP, VectorEnv
+from .factory import make_vec
 from .inprocess import InProcessVectorEnv
+from .tasks import DEFAULT_TASK, DEFAULT_TASK_ID, TASK_NAME, TASKS, V0_TASK, task_config
+from .vector import VectorEnv
 from . import datasets
 
 __all__ = ["ENV_ID", "DEFAULT_TASK_ID", "DEFAULT_TASK", "TASK_NAME", "V0_TASK", "VERSION",
-           "__version__", "make", "config_keys", "register_envs",
+           "__version__", "make", "make_vec", "config_keys", "register_envs",
            "TierEnv", "VectorEnv", "Server", "Connection", "find_binary", "TierGymError",
            "ServerError", "ServerUnavailable", "BinaryNotFound", "NEXT_STEP", "SAME_STEP",
            "DISABLED", "InProcessVectorEnv", "datasets"]
@@ -53,13 +64,9 @@ def make(env_id=ENV_ID, **kwargs):
     configuration keys, which override the task's. DEFAULT_TASK_ID
     ("tiergym/TierPlacement-v1", also TASK_NAME without a version, as in Gymnasium) is the
     default task (DEFAULT_TASK); ENV_ID ("tiergym/TierPlacement-v0", the default here for
-    compatibility) the server's own defaults, which V0_TASK spells out."""
-    if env_id in (DEFAULT_TASK_ID, TASK_NAME):
-        return TierEnv(**{**DEFAULT_TASK, **kwargs})
-    if env_id != ENV_ID:
-        raise ValueError(f"unknown environment id {env_id!r}; tiergym serves {TASK_NAME!r} "
-                         f"(= {DEFAULT_TASK_ID!r}, the default task) and {ENV_ID!r}")
-    return TierEnv(**kwargs)
+    compatibility) the server's own defaults, which V0_TASK spells out (tiergym.tasks).
+    tiergym.make_vec makes vector environments of the same ids."""
+    return TierEnv(**{**task_config(env_id), **kwargs})
 
 
 def config_keys(address, env=ENV_ID):
@@ -84,12 +91,13 @@ def register_envs():
     `gymnasium.make("tiergym/TierPlacement")` resolves to it) with Gymnasium (idempotent):
     `gymnasium.make` gives a TierEnv, `gymnasium.make_vec(...,
     vectorization_mode="vector_entry_point")` (the default mode for these ids) the batched
-    VectorEnv. Also the entry point of the "gymnasium.envs" plugin group."""
+    VectorEnv, or with inprocess=True the InProcessVectorEnv (tiergym.factory.vector_env).
+    Also the entry point of the "gymnasium.envs" plugin group."""
     import gymnasium
-    for env_id, kwargs in ((ENV_ID, V0_TASK), (DEFAULT_TASK_ID, DEFAULT_TASK)):
+    for env_id, kwargs in TASKS.items():
         if env_id not in gymnasium.registry:
             gymnasium.register(id=env_id, entry_point="tiergym.env:TierEnv",
-                               vector_entry_point="tiergym.vector:VectorEnv",
+                               vector_entry_point="tiergym.factory:vector_env",
                                kwargs=dict(kwargs))
     # Co-scheduled tenants, one scheduler placing them all (cosched.py).
     if "tiergym/CoschedScheduler-v0" not in gymnasium.registry:

@@ -8,20 +8,9 @@ import numpy as np
 
 VERSION = 2
 ENV_ID = "tiergym/TierPlacement-v0"
-# The default task: knl with a fast tier that holds a fifth to a half of each bundled
-# application's footprint (512 MiB of HBM), 16 regions, 100 decisions, the keep action mode
-# and normalized observations (agents_examples/README.md, "Learning benchmark").
-# It is the highest version, so the unversioned TASK_NAME resolves to it in Gymnasium.
-DEFAULT_TASK_ID = "tiergym/TierPlacement-v1"
-DEFAULT_TASK = {"tier_capacity_mib": "hbm:512", "num_regions": 16, "action_mode": "keep",
-                "observation": "normalized"}
-TASK_NAME = "tiergym/TierPlacement"
-# tiergym/TierPlacement-v0, spelled out: the server's defaults when v0 was the only task (a
-# test checks that they still are), so that its results reproduce even if those change.
-V0_TASK = {"machine": "knl", "num_regions": 64, "steps": 100, "action_mode": "placement",
-           "observation": "raw"}
+# (The task presets, DEFAULT_TASK and the others, are tiergym.tasks'.)
 
-_DTYPES = {
+DTYPES = {
     "float32": np.dtype("<f4"),
     "float64": np.dtype("<f8"),
     "int8": np.dtype("i1"),
@@ -43,13 +32,13 @@ INFO_INTS = ("step", "migrated_bytes")
 
 def encode_array(array, dtype):
     """A numpy array as a protocol array map (little-endian, C order)."""
-    a = np.ascontiguousarray(array, dtype=_DTYPES[dtype])
+    a = np.ascontiguousarray(array, dtype=DTYPES[dtype])
     return {"dtype": dtype, "shape": list(a.shape), "data": a.tobytes()}
 
 
 def decode_array(message):
     """A protocol array map as a (writable) numpy array."""
-    dtype = _DTYPES[message["dtype"]]
+    dtype = DTYPES[message["dtype"]]
     return np.frombuffer(message["data"], dtype=dtype).reshape(message["shape"]).copy()
 
 

@@ -26,7 +26,8 @@ import time
 
 import numpy as np
 
-from ._protocol import _DTYPES, INFO_FLOATS, INFO_INTS, no_refusals
+from ._native import load_core
+from ._protocol import DTYPES, INFO_FLOATS, INFO_INTS, no_refusals
 from .errors import ServerError
 
 _INFO_ARRAYS = INFO_FLOATS + INFO_INTS + ("tier_used_bytes", "action_mask")
@@ -123,7 +124,6 @@ def _native_waits():
     if not _native:
         core = None
         try:
-            from .inprocess import load_core
             core = load_core()
         except (ImportError, OSError):
             pass
@@ -188,7 +188,7 @@ class SharedResults:
         self.arrays = {}
         offsets = {}
         for a in made["layout"]:
-            dtype = _DTYPES[a["dtype"]]
+            dtype = DTYPES[a["dtype"]]
             shape = tuple(int(d) for d in a["shape"])
             end = int(a["offset"]) + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
             if end > size:

@@ -299,3 +299,34 @@ class Connection:
             self._socket.close(linger=0)
             self._socket = None
 
+
+def open_connection(address, timeout, server_args):
+    """(connection, private server or None) for an address, a Server, or None."""
+    if address is None:
+        server = Server(args=server_args)
+        try:
+            return Connection(server.endpoint, timeout, server=server), server
+        except BaseException:
+            server.close()
+            raise
+    if isinstance(address, Server):
+        return Connection(address.endpoint, timeout, server=address), None
+    return Connection(str(address), timeout), None
+
+
+def close_connection(connection, server, sessions):
+    """Closes `sessions` on the server (when it is still there), then the connection and a
+    private server. Stops at the first session that cannot be closed: the server is gone
+    or has reclaimed it."""
+    try:
+        if connection is not None and (server is None or server.alive()):
+            for session in sessions:
+                try:
+                    connection.call("close", timeout=5, session=session)
+                except Exception:  # the server is gone or the session was reclaimed
+                    break
+    finally:
+        if connection is not None:
+            connection.close()
+        if server is not None:
+            server.close()

@@ -65,8 +65,9 @@ import pathlib
 import gymnasium
 import numpy as np
 
+from ._native import load_core
 from ._protocol import decode_array, decode_spec, encode_array
-from .inprocess import load_core
+from .connection import DEFAULT_TIMEOUT_S, close_connection, open_connection
 
 # Registered by tiergym.register_envs (on import of tiergym).
 COSCHED_SCHEDULER_ID = "tiergym/CoschedScheduler-v0"
@@ -221,9 +222,6 @@ class ZmqNode:
     server's curves (`tiergym serve --sensitivity`)."""
 
     def __init__(self, config, address, timeout=None, server_args=()):
-        from .connection import DEFAULT_TIMEOUT_S
-        from .env import open_connection
-
         timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
         args = list(server_args)
         if address == "private":
@@ -265,8 +263,6 @@ class ZmqNode:
                                                 actions=wire))
 
     def close(self):
-        from .env import close_connection
-
         if getattr(self, "_connection", None) is None:
             return
         close_connection(self._connection, self._server,

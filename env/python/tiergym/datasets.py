@@ -5,8 +5,9 @@ evaluate placement agents on (CompilerGym's datasets are the model).
     from tiergym import datasets
     datasets.names()                     # the splits, with their versions
     train = datasets.get("procedural-train-v1")
-    env = tiergym.make("tiergym/TierPlacement-v2", profiles="procedural-train-v1")   # its pool
-    envs = tiergym.VectorEnv(64, inprocess=True, **train.config(n=1024))            # 1024 apps
+    env = tiergym.make("tiergym/TierPlacement-v1", profiles="procedural-train-v1")  # its pool
+    envs = tiergym.make_vec("tiergym/TierPlacement-v1", 64, inprocess=True,
+                            observation="relative", **train.config(n=1024))       # 1024 apps
     for app in datasets.get("bundled-v1").apps: ...
 
 A split is a list of applications (profiles) and the configuration keys an episode on it

@@ -16,142 +16,12 @@ import numbers
 
 import gymnasium
 import numpy as np
-from gymnasium import spaces
 
-from ._protocol import ENV_ID, decode_array, decode_info, decode_spec, encode_array
-from .connection import DEFAULT_TIMEOUT_S, Connection, Server
+from ._protocol import ENV_ID, decode_array, decode_info, decode_spec
+from ._values import (SEED_BOUND, action_to_wire, config_to_wire, flat_mask,
+                      placement_to_wire, space_from_spec)
+from .connection import DEFAULT_TIMEOUT_S, close_connection, open_connection
 from .errors import ServerError, UnknownConfigKey
-
-# Seeds drawn for unseeded first resets stay below 2^63 (the server takes any uint64).
-_SEED_BOUND = 2**63 - 1
-
-
-def space_from_spec(space):
-    """A gymnasium space from its protocol description (PROTOCOL.md "Spaces")."""
-    kind = space["type"]
-    if kind == "box":
-        return spaces.Box(low=space["low"], high=space["high"], shape=tuple(space["shape"]),
-                          dtype=np.float32)
-    if kind == "discrete":
-        return spaces.Discrete(int(space["n"]))
-    if kind == "multi_discrete":
-        return spaces.MultiDiscrete(np.full(space["shape"], space["nvec"], dtype=np.int64))
-    raise ValueError(f"unknown space type {kind!r}")
-
-
-def config_to_wire(config):
-    """Configuration values as the protocol takes them (str, int, float, bool, [str]).
-    Splits of tiergym.datasets named in `profiles` are resolved first, in this process
-    (datasets.resolve_config: their profile directories, generated on first use)."""
-    from . import datasets  # noqa: PLC0415
-
-    config = datasets.resolve_config(config)
-    out = {}
-    for key, value in config.items():
-        if isinstance(value, (list, tuple)):
-            out[key] = [str(v) for v in value]
-        elif isinstance(value, (bool, np.bool_)):
-            out[key] = bool(value)
-        elif isinstance(value, numbers.Integral):
-            out[key] = int(value)
-        elif isinstance(value, numbers.Real):
-            out[key] = float(value)
-        else:
-            out[key] = str(value)
-    return out
-
-
-def placement_to_wire(placement):
-    """A placement as the protocol takes it: JSON text as it is, a dict as a map whose
-    numbers are plain Python ints and floats (numpy scalars included)."""
-    if isinstance(placement, str):
-        return placement
-
-    def plain(value):
-        if isinstance(value, dict):
-            return {str(k): plain(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [plain(v) for v in value]
-        if isinstance(value, (bool, np.bool_)):
-            return bool(value)
-        if isinstance(value, numbers.Integral):
-            return int(value)
-        if isinstance(value, numbers.Real):
-            return float(value)
-        return value
-
-    if not isinstance(placement, dict):
-        raise TypeError(f"a placement is a dict or JSON text, not {type(placement).__name__}")
-    return plain(placement)
-
-
-def open_connection(address, timeout, server_args):
-    """(connection, private server or None) for an address, a Server, or None."""
-    if address is None:
-        server = Server(args=server_args)
-        try:
-            return Connection(server.endpoint, timeout, server=server), server
-        except BaseException:
-            server.close()
-            raise
-    if isinstance(address, Server):
-        return Connection(address.endpoint, timeout, server=address), None
-    return Connection(str(address), timeout), None
-
-
-def close_connection(connection, server, sessions):
-    """Closes `sessions` on the server (when it is still there), then the connection and a
-    private server. Stops at the first session that cannot be closed: the server is gone
-    or has reclaimed it."""
-    try:
-        if connection is not None and (server is None or server.alive()):
-            for session in sessions:
-                try:
-                    connection.call("close", timeout=5, session=session)
-                except Exception:  # the server is gone or the session was reclaimed
-                    break
-    finally:
-        if connection is not None:
-            connection.close()
-        if server is not None:
-            server.close()
-
-
-def integer_actions(action, name="action"):
-    """`action` as an int64 array. Floats are taken only when they hold whole numbers (a
-    float 0.7 is refused, never truncated to tier 0)."""
-    a = np.asarray(action)
-    if a.dtype == object:
-        try:
-            a = a.astype(np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name}: expected integers, got {action!r}") from None
-    if np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_:
-        return a.astype(np.int64)
-    if np.issubdtype(a.dtype, np.floating):
-        bad = ~np.isfinite(a) | (a != np.round(a))
-        if bad.any():
-            where = tuple(int(i) for i in np.argwhere(bad)[0])
-            index = "".join(f"[{i}]" for i in where)
-            raise ValueError(f"{name}{index}: {a[where].item()!r} is not a whole number; actions are "
-                             "tier (or move) indices, integers")
-        return a.astype(np.int64)
-    raise ValueError(f"{name}: expected integers, got dtype {a.dtype}")
-
-
-def action_to_wire(action, space):
-    a = integer_actions(action)
-    if isinstance(space, spaces.Discrete):
-        if a.size != 1:
-            raise ValueError(f"action: expected one integer, got shape {a.shape}")
-        return int(a.reshape(()))
-    return encode_array(a, "int64")
-
-
-def flat_mask(mask):
-    """An info's action_mask as MaskablePPO takes it: one flat bool array (placement mode:
-    the per-region masks concatenated, [num_regions * tiers]; move mode: [n])."""
-    return np.asarray(mask, dtype=bool).reshape(-1)
 
 
 class TierEnv(gymnasium.Env):
@@ -229,7 +99,7 @@ class TierEnv(gymnasium.Env):
         super().reset(seed=seed)
         fields = {"session": self.session}
         if seed is None and not self._seeded:
-            seed = int(self.np_random.integers(0, _SEED_BOUND))
+            seed = int(self.np_random.integers(0, SEED_BOUND))
         if seed is not None:
             fields["seed"] = int(seed)
             self._seeded = True

@@ -1,6 +1,7 @@
 """InProcessVectorEnv: n environments in this process, stepped in C++ on a thread pool.
 
-    envs = tiergym.VectorEnv(64, inprocess=True, threads=2, num_regions=64)
+    envs = tiergym.make_vec("tiergym/TierPlacement-v0", 64, inprocess=True, threads=2,
+                            num_regions=64)
     envs = gymnasium.make_vec("tiergym/TierPlacement-v0", num_envs=64, inprocess=True,
                               threads=2, num_regions=64)
     envs = tiergym.InProcessVectorEnv(64, threads=2, num_regions=64)   # the same
@@ -34,73 +35,20 @@ envs.batch_size to envs.in_flight to take the last ones.
 
 The extension is built by `pip install .` (scikit-build-core with nanobind) into the
 package, or by CMake with nanobind (TIERGYM_BUILD_PYTHON_EXT) into build/python/tiergym/;
-it is imported from the package when installed there, else from $TIERGYM_PYTHON_EXT_DIR,
-$TIERGYM_BIN_DIR/../python/tiergym or the repository's build tree.
+_native.py finds it.
 """
 
-import glob
-import importlib.util
 import numbers
-import os
-import pathlib
-import sys
 
 import gymnasium
 import numpy as np
 
+from ._native import have_core, load_core
 from ._protocol import no_refusals
-from .env import config_to_wire, flat_mask, integer_actions
-from .vector import NEXT_STEP, _VectorEnvBase, batch_seeds, reset_mask
+from ._values import config_to_wire, flat_mask, integer_actions
+from ._vector_base import NEXT_STEP, VectorEnvBase, batch_seeds, reset_mask, scatter_infos
 
-_core = None
-
-
-def _candidate_dirs():
-    dirs = []
-    if os.environ.get("TIERGYM_PYTHON_EXT_DIR"):
-        dirs.append(pathlib.Path(os.environ["TIERGYM_PYTHON_EXT_DIR"]))
-    if os.environ.get("TIERGYM_BIN_DIR"):
-        dirs.append(pathlib.Path(os.environ["TIERGYM_BIN_DIR"]).parent / "python" / "tiergym")
-    dirs.append(pathlib.Path(__file__).resolve().parents[3] / "build" / "python" / "tiergym")
-    return dirs
-
-
-def load_core():
-    """The extension module tiergym._core; ImportError says where it was looked for."""
-    global _core
-    if _core is not None:
-        return _core
-    try:
-        from . import _core as module  # installed beside the package
-        _core = module
-        return _core
-    except ImportError:
-        pass
-    dirs = _candidate_dirs()
-    for d in dirs:
-        found = sorted(glob.glob(str(d / "_core*.so")))
-        if not found:
-            continue
-        spec = importlib.util.spec_from_file_location(__package__ + "._core", found[0])
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[__package__ + "._core"] = module
-        _core = module
-        return _core
-    raise ImportError(
-        "the in-process extension tiergym._core was not found (looked in the package, "
-        "$TIERGYM_PYTHON_EXT_DIR, $TIERGYM_BIN_DIR/../python/tiergym and "
-        f"{dirs[-1]}); `pip install .` builds it (nanobind is a build requirement), or "
-        "CMake with nanobind: pip install nanobind, then cmake -DPython_EXECUTABLE=$(which "
-        "python) ... (TIERGYM_BUILD_PYTHON_EXT)")
-
-
-def have_core():
-    try:
-        load_core()
-        return True
-    except ImportError:
-        return False
+__all__ = ["InProcessVectorEnv", "have_core", "load_core"]
 
 
 def _profiles(options, num_envs):
@@ -147,7 +95,7 @@ def _typed_columns(cols):
     return out
 
 
-class InProcessVectorEnv(_VectorEnvBase):
+class InProcessVectorEnv(VectorEnvBase):
     """n placement environments in this process (see the module's documentation).
 
     Keyword arguments: configs (one configuration per sub-environment, merged over the
@@ -307,10 +255,9 @@ class InProcessVectorEnv(_VectorEnvBase):
         if full:
             obs, _, _, _, infos = self._result(self.num_envs, flags | 4)
             return obs, infos
-        from .vector import _scatter
         part = {k: v[which] for k, v in self._infos(self._info, self.num_envs, flags | 4).items()
                 if not k.startswith("_")}
-        return self._view(self._obs, self.num_envs), _scatter(part, which, self.num_envs)
+        return self._view(self._obs, self.num_envs), scatter_infos(part, which, self.num_envs)
 
     def step(self, actions):
         self._require_open()

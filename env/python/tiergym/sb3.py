@@ -6,6 +6,7 @@ where SB3's own DummyVecEnv / SubprocVecEnv would step n TierEnvs one message ea
     from tiergym.sb3 import TierVecEnv
     venv = TierVecEnv(8, num_regions=16, steps=50)         # or TierVecEnv(tiergym.VectorEnv(...))
     venv = TierVecEnv(8, inprocess=True, num_regions=16)    # the environments in this process
+                                                           # (tiergym.make_vec's inprocess)
     model = PPO("MlpPolicy", venv).learn(10_000)
 
 SB3's conventions: the episode that ends is reset in the same step (the VectorEnv runs
@@ -20,7 +21,9 @@ Needs stable-baselines3 (`pip install "tiergym[sb3]"`).
 import numpy as np
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 
-from .vector import SAME_STEP, VectorEnv, mode_name
+from ._vector_base import SAME_STEP, VectorEnvBase, mode_name
+from .factory import vector_env
+from .inprocess import InProcessVectorEnv
 
 
 class TierVecEnv(VecEnv):
@@ -30,11 +33,10 @@ class TierVecEnv(VecEnv):
     arrays (copy=True, the default here): SB3 keeps the last observation across a step."""
 
     def __init__(self, venv_or_num_envs=None, **kwargs):
-        from .inprocess import InProcessVectorEnv
         if isinstance(venv_or_num_envs, InProcessVectorEnv) and not venv_or_num_envs.copy:
             raise ValueError("SB3 keeps the last observation across a step: make the "
                              "InProcessVectorEnv with copy=True")
-        if isinstance(venv_or_num_envs, (VectorEnv, InProcessVectorEnv)):
+        if isinstance(venv_or_num_envs, VectorEnvBase):
             if kwargs:
                 raise TypeError("pass either a VectorEnv or its arguments, not both")
             if mode_name(venv_or_num_envs.autoreset_mode) != SAME_STEP:
@@ -45,7 +47,7 @@ class TierVecEnv(VecEnv):
             kwargs["autoreset_mode"] = SAME_STEP
             if kwargs.get("inprocess"):
                 kwargs.setdefault("copy", True)
-            self.venv = VectorEnv(venv_or_num_envs, **kwargs)
+            self.venv = vector_env(venv_or_num_envs, **kwargs)
         super().__init__(self.venv.num_envs, self.venv.single_observation_space,
                          self.venv.single_action_space)
         self._actions = None

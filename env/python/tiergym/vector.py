@@ -1,18 +1,20 @@
 """VectorEnv: n sessions stepped together through step_batch, a gymnasium.vector.VectorEnv.
 
     envs = tiergym.VectorEnv(8, num_regions=16)     # one server, one message per step
+    envs = tiergym.make_vec("tiergym/TierPlacement-v0", 8, num_regions=16)   # the same
     envs = gymnasium.make_vec("tiergym/TierPlacement-v0", num_envs=8,
                               vectorization_mode="vector_entry_point", num_regions=16)
-    envs = tiergym.VectorEnv(8, inprocess=True, num_regions=16)   # no server: the
-    envs = gymnasium.make_vec("tiergym/TierPlacement-v0", num_envs=8,   # environments in
-                              inprocess=True, num_regions=16)           # this process
+    envs = tiergym.make_vec("tiergym/TierPlacement-v0", 8, inprocess=True,   # no server:
+                            num_regions=16)                                  # this process
     obs, infos = envs.reset(seed=42)           # env i is seeded 42 + i
     obs, rewards, terminations, truncations, infos = envs.step(actions)
 
-inprocess=True gives a tiergym.InProcessVectorEnv (inprocess.py): the same interface,
-autoreset modes, configurations and episodes, stepped by the compiled core in this process
-(threads=T steps on T threads). Gymnasium's make_vec passes a vector entry point's
-arguments through its keyword arguments, so the same keyword chooses it there.
+inprocess=True, to tiergym.make_vec or to gymnasium.make_vec (whose vector entry point,
+tiergym.factory.vector_env, takes it), gives a tiergym.InProcessVectorEnv (inprocess.py):
+the same interface, autoreset modes, configurations and episodes, stepped by the compiled
+core in this process (threads=T steps on T threads). The older spelling
+tiergym.VectorEnv(n, inprocess=True) still gives one, with a DeprecationWarning (it goes
+in the next version): a class whose constructor returns an object of another class.
 
 Autoreset (the argument `autoreset_mode`: a name below, or Gymnasium's AutoresetMode member or
 its value, "SameStep"; the attribute and metadata["autoreset_mode"] hold the AutoresetMode
@@ -46,145 +48,24 @@ reset into the segment and wakes the server's thread of that segment (another fu
 error comes back through the segment as the same ServerError a reply would give.
 """
 
+import warnings
+
 import gymnasium
 import numpy as np
-from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import batch_space
 
 from ._protocol import ENV_ID, decode_array, decode_info_columns, decode_spec, encode_array
 from ._shm import SharedResults, is_local, requests_supported
-from .connection import DEFAULT_TIMEOUT_S
+from ._values import config_to_wire, flat_mask, integer_actions
+from ._vector_base import (DISABLED, NEXT_STEP, SAME_STEP, VectorEnvBase, batch_seeds,
+                           merge_masks, mode_name, reset_mask, scatter_infos)
+from .connection import DEFAULT_TIMEOUT_S, close_connection, open_connection
 from .errors import ServerError, ServerUnavailable
-from .env import (_SEED_BOUND, close_connection, config_to_wire, flat_mask, integer_actions,
-                  open_connection, space_from_spec)
 
-NEXT_STEP = "next_step"
-SAME_STEP = "same_step"
-DISABLED = "disabled"
-_MODES = {NEXT_STEP: AutoresetMode.NEXT_STEP, SAME_STEP: AutoresetMode.SAME_STEP,
-          DISABLED: AutoresetMode.DISABLED}
-_NAMES = {member: name for name, member in _MODES.items()}
+__all__ = ["VectorEnv", "NEXT_STEP", "SAME_STEP", "DISABLED", "mode_name"]
 
 
-def mode_name(mode):
-    """tiergym's name of an autoreset mode ("next_step", "same_step", "disabled") from that
-    name, Gymnasium's AutoresetMode member, or the member's value ("NextStep", as
-    Gymnasium's own vector environments take it)."""
-    if isinstance(mode, AutoresetMode):
-        return _NAMES[mode]
-    if isinstance(mode, str):
-        if mode in _MODES:
-            return mode
-        for member, name in _NAMES.items():
-            if mode == member.value:
-                return name
-    raise ValueError(f"autoreset_mode must be one of {sorted(_MODES)} or a "
-                     f"gymnasium.vector.AutoresetMode, got {mode!r}")
 
-
-def batch_seeds(seed, which, num_envs, seeded):
-    """Seeds for the sub-environments `which`: an int gives env i seed + i, a list one
-    each; None seeds those never seeded (seeded[i] False) from entropy and lets the others
-    go on (None)."""
-    fresh = np.random.SeedSequence().generate_state(len(which), np.uint64) % _SEED_BOUND
-    if seed is None:
-        given = [None] * len(which)
-    elif isinstance(seed, (list, tuple, np.ndarray)):
-        if len(seed) != num_envs:
-            raise ValueError(f"{len(seed)} seeds for {num_envs} environments")
-        given = [None if seed[i] is None else int(seed[i]) for i in which]
-    else:
-        given = [int(seed) + i for i in which]
-    return [g if g is not None else (None if seeded[i] else int(fresh[j]))
-            for j, (i, g) in enumerate(zip(which, given))]
-
-
-def reset_mask(options, num_envs, first):
-    """(the bool mask [num_envs] of options["reset_mask"], or all True; the other options)."""
-    options = dict(options or {})
-    mask = options.pop("reset_mask", None)
-    if mask is None:
-        return np.ones(num_envs, dtype=bool), options
-    mask = np.asarray(mask)
-    if mask.dtype != np.bool_ or mask.shape != (num_envs,):
-        raise ValueError(f"options['reset_mask'] must be a bool array of shape "
-                         f"({num_envs},), got {mask.dtype} {mask.shape}")
-    if first and not mask.all():
-        raise ValueError("the first reset resets every sub-environment (no reset_mask)")
-    return mask, options
-
-
-class _VectorEnvBase(gymnasium.vector.VectorEnv):
-    """What tiergym's two vector environments share (VectorEnv below, through `tiergym
-    serve`; InProcessVectorEnv in inprocess.py): the checks of the common arguments, an
-    idempotent close() that is safe on an object whose __init__ failed half-way, and the
-    context manager. Subclasses free what they hold in close_extras()."""
-
-    # Until _init_common has checked the arguments the object holds nothing and counts as
-    # closed (gymnasium.vector.VectorEnv says False, and its __del__ closes what is not).
-    closed = True
-
-    def _init_common(self, num_envs, configs, config, autoreset_mode, render_mode):
-        """Checks the common arguments and sets num_envs, autoreset_mode (Gymnasium's
-        AutoresetMode member; _mode its tiergym name), metadata, render_mode and closed;
-        returns each sub-environment's configuration (configs[i] merged over the common
-        keyword arguments `config`)."""
-        mode = mode_name(autoreset_mode)
-        if configs is not None:
-            configs = [dict(c or {}) for c in configs]
-            if num_envs is None:
-                num_envs = len(configs)
-            elif len(configs) != int(num_envs):
-                raise ValueError(f"configs has {len(configs)} entries for {num_envs} "
-                                 "environments (one configuration per sub-environment)")
-        if num_envs is None or int(num_envs) < 1:
-            raise ValueError("num_envs must be at least 1")
-        if render_mode is not None:
-            raise ValueError(f"render_mode {render_mode!r}: the batched VectorEnv does not "
-                             "render (TierEnv renders 'ansi')")
-        self.num_envs = int(num_envs)
-        self._mode = mode
-        self.autoreset_mode = _MODES[mode]
-        self.metadata = {"render_modes": [], "autoreset_mode": self.autoreset_mode}
-        self.render_mode = None
-        self.closed = False
-        return [dict(config, **(configs[i] if configs else {})) for i in range(self.num_envs)]
-
-    def _init_spec(self, tier_spec, configs):
-        """Sets what the sub-environments' spec gives: tier_spec, configs (each one's
-        configuration in force) and config, tiers, profiles and num_regions (as TierEnv
-        has them), the spaces, and the shape of one action."""
-        self.tier_spec = tier_spec
-        self.configs = configs
-        self.config = configs[0]
-        self.tiers = list(tier_spec["tiers"])
-        self.profiles = list(tier_spec["profiles"])
-        self.num_regions = int(tier_spec["num_regions"])
-        self.single_observation_space = space_from_spec(tier_spec["observation"])
-        self.single_action_space = space_from_spec(tier_spec["action"])
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self._move_mode = tier_spec["action"]["type"] == "discrete"
-        self._action_shape = (() if self._move_mode else (self.num_regions,))
-
-    def close(self, **kwargs):
-        """Frees the sub-environments (close_extras, once). Idempotent."""
-        if self.closed:  # closed, or __init__ failed before _init_common
-            return
-        try:
-            self.close_extras(**kwargs)
-        finally:
-            self.closed = True
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-
-class VectorEnv(_VectorEnvBase):
+class VectorEnv(VectorEnvBase):
     # (None until __init__ opens them: close_extras may run after an __init__ that failed.)
     _connection = _server = None
     # Wait for shared-memory batches on the segment's ready signal when the server offers
@@ -195,9 +76,14 @@ class VectorEnv(_VectorEnvBase):
     _use_requests = True
 
     def __new__(cls, num_envs=None, address=None, *, inprocess=False, **kwargs):
-        # inprocess=True: the environments in this process (tiergym.InProcessVectorEnv,
-        # which is not a VectorEnv, so Python does not call __init__ below on it).
+        # Deprecated: VectorEnv(n, inprocess=True) gives an InProcessVectorEnv, which is not a
+        # VectorEnv (so Python does not call __init__ below on it). tiergym.make_vec(...,
+        # inprocess=True) is the spelling; this one goes in the next version.
         if inprocess:
+            warnings.warn("tiergym.VectorEnv(..., inprocess=True) is deprecated: use "
+                          "tiergym.make_vec(env_id, num_envs, inprocess=True, ...) or "
+                          "tiergym.InProcessVectorEnv(num_envs, ...)", DeprecationWarning,
+                          stacklevel=2)
             if address is not None:
                 raise ValueError("inprocess=True runs the environments in this process; "
                                  f"it takes no address (got {address!r})")
@@ -443,9 +329,9 @@ class VectorEnv(_VectorEnvBase):
         else:
             self._obs = self._obs.copy()
             self._obs[which] = obs
-            infos = _scatter(part, which, self.num_envs)
+            infos = scatter_infos(part, which, self.num_envs)
         self._autoreset[which] = False
-        self._masks = _merge_masks(self._masks, infos, which)
+        self._masks = merge_masks(self._masks, infos, which)
         return (self._obs.copy() if self.copy or self._shared is None else self._obs), infos
 
     def step(self, actions):
@@ -506,31 +392,3 @@ class VectorEnv(_VectorEnvBase):
 
     def __repr__(self):
         return f"tiergym.VectorEnv({self.num_envs}, autoreset_mode={self._mode!r})"
-
-
-def _scatter(part, which, n):
-    """Infos of the entries `which` spread over n rows: Gymnasium's layout for a partial
-    reset (zeros / None elsewhere, "_key" masks True only at `which`)."""
-    out = {}
-    mask = np.zeros(n, dtype=bool)
-    mask[which] = True
-    for key, column in part.items():
-        if key.startswith("_"):
-            continue
-        if column.dtype == object:
-            full = np.full(n, None, dtype=object)
-        else:
-            full = np.zeros((n, *column.shape[1:]), dtype=column.dtype)
-        full[which] = column
-        out[key] = full
-        out["_" + key] = mask.copy()
-    return out
-
-
-def _merge_masks(current, infos, which):
-    masks = infos["action_mask"]
-    if current is None:
-        return masks
-    current = current.copy()
-    current[which] = masks[which]
-    return current

@@ -17,9 +17,10 @@ feature_names() names the columns. The layout comes from the environment's spec
 (obs_region_features, obs_global_offset), so it follows the configuration: any number of
 regions and tiers, any observation mode.
 
-    env = SetObservation(gymnasium.make("tiergym/TierPlacement-v2"))
+    env = SetObservation(gymnasium.make("tiergym/TierPlacement-v1", observation="relative"))
     obs, info = env.reset(seed=0)      # obs["regions"].shape == (16, 20)
-    envs = SetObservationVector(tiergym.VectorEnv(64, inprocess=True, **tiergym.V2_TASK))
+    envs = SetObservationVector(tiergym.make_vec("tiergym/TierPlacement-v1", 64,
+                                                 inprocess=True, observation="relative"))
 """
 
 import gymnasium

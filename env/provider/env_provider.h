@@ -1,16 +1,19 @@
-// What the server drives: environments made from a configuration map.
+// What the server and the in-process vector environment drive: environments made from a
+// configuration map.
 //
-// The session manager (service.h) talks to environments through these two small
-// interfaces so that the protocol can be tested with a fake environment and served with
-// the real one (environment_provider.h, which wraps env/environment.h). Contract:
+// The session manager (env/server/service.h) and the vector environment (env/vector/)
+// talk to environments through these two small interfaces, so that the protocol can be
+// tested with a fake environment and served with the real one (placement_provider.h, which
+// wraps env/environment.h). This layer (env/provider/) knows no protocol and no transport.
+// Contract:
 //   - EnvProvider::Make is thread-safe; what it loads (profiles, indexes) it may share
 //     between the environments it makes, read-only.
 //   - A SessionEnv is used by one thread at a time (the service locks its session).
 //   - Errors are absl statuses: InvalidArgument for a bad configuration or action (the
 //     key or index at fault carried as the status's field, traces/base/field_status.h),
 //     NotFound for a missing profile, FailedPrecondition for a step outside an episode.
-#ifndef TIERGYM_ENV_SERVER_ENV_PROVIDER_H_
-#define TIERGYM_ENV_SERVER_ENV_PROVIDER_H_
+#ifndef TIERGYM_ENV_PROVIDER_ENV_PROVIDER_H_
+#define TIERGYM_ENV_PROVIDER_ENV_PROVIDER_H_
 
 #include <algorithm>
 #include <cstdint>
@@ -23,7 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_join.h"
 #include "env/environment.h"
-#include "env/protocol/protocol.h"
+#include "env/spec/field_path.h"
 #include "traces/base/field_status.h"
 #include "traces/base/strings.h"
 #include "traces/placement.h"
@@ -78,14 +81,14 @@ class EnvProvider {
 // env/vector/make_vector_env.h) does around EnvProvider::Make, in one place.
 
 // OK when every key of `config` is one of `keys`; else InvalidArgument on "config.KEY"
-// (protocol::MemberPath) for the first unknown key, naming the known ones.
+// (MemberPath, env/spec/field_path.h) for the first unknown key, naming the known ones.
 inline absl::Status CheckKnownConfigKeys(const ConfigMap& config,
                                          const std::vector<ConfigKey>& keys) {
   for (const auto& entry : config) {
     const std::string& key = entry.first;
     if (std::none_of(keys.begin(), keys.end(), [&](const ConfigKey& k) { return k.name == key; })) {
       return InvalidFieldError(
-          protocol::MemberPath("config", key),  // quoted when the key is not plain
+          MemberPath("config", key),  // quoted when the key is not plain
           StrCat("unknown configuration key (known: ",
                  absl::StrJoin(keys, ", ",
                                [](std::string* out, const ConfigKey& k) { out->append(k.name); }),
@@ -122,4 +125,4 @@ inline std::map<std::string, std::string> ConfigInForce(const std::vector<Config
 
 }  // namespace tiergym::env
 
-#endif  // TIERGYM_ENV_SERVER_ENV_PROVIDER_H_
+#endif  // TIERGYM_ENV_PROVIDER_ENV_PROVIDER_H_

@@ -1,4 +1,4 @@
-#include "env/server/data_roots.h"
+#include "env/provider/data_roots.h"
 
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_join.h"
-#include "env/protocol/protocol.h"
+#include "env/spec/field_path.h"
 #include "traces/base/field_status.h"
 #include "traces/base/strings.h"
 #include "traces/machine.h"
@@ -63,7 +63,7 @@ std::string SamePath(std::string_view name) {
 
 }  // namespace
 
-std::string DataRoots::Printable(std::string_view text) { return protocol::Printable(text); }
+std::string DataRoots::Printable(std::string_view text) { return ::tiergym::env::Printable(text); }
 
 absl::Status DataRoots::CheckRegularFile(const std::string& path, uint64_t max_bytes,
                                          std::string_view label) {

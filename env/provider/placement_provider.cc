@@ -1,4 +1,4 @@
-#include "env/server/environment_provider.h"
+#include "env/provider/placement_provider.h"
 
 #include <algorithm>
 #include <chrono>
@@ -54,23 +54,23 @@ bool Ready(const std::shared_future<absl::StatusOr<std::shared_ptr<const EnvAsse
 
 }  // namespace
 
-EnvironmentProvider::EnvironmentProvider(EnvironmentProviderOptions options)
+PlacementProvider::PlacementProvider(PlacementProviderOptions options)
     : options_(std::move(options)),
       keys_(WithServerDefaults(EnvConfigKeys(), options_.default_config)),
       roots_(DataRoots::Create(
           ServerDataRoots(options_.data_dirs, options_.named_profiles, options_.default_config))) {}
-EnvironmentProvider::~EnvironmentProvider() = default;
+PlacementProvider::~PlacementProvider() = default;
 
-std::string EnvironmentProvider::Description() const {
+std::string PlacementProvider::Description() const {
   return "Place an application's memory regions on the tiers of a heterogeneous-memory node. "
          "Reward: the interval time saved against the all-on-the-default-tier run, minus "
          "migration time, over the default run's total, so that an episode's return is its "
          "fractional speedup.";
 }
 
-const std::vector<ConfigKey>& EnvironmentProvider::ConfigKeys() const { return keys_; }
+const std::vector<ConfigKey>& PlacementProvider::ConfigKeys() const { return keys_; }
 
-absl::StatusOr<ConfigMap> EnvironmentProvider::Resolve(const ConfigMap& config) const {
+absl::StatusOr<ConfigMap> PlacementProvider::Resolve(const ConfigMap& config) const {
   if (!roots_.ok()) return roots_.status();
   ConfigMap out = config;
   // The client's names, resolved to the operator's files (or refused); a value of the
@@ -91,7 +91,7 @@ absl::StatusOr<ConfigMap> EnvironmentProvider::Resolve(const ConfigMap& config) 
   return out;
 }
 
-EnvironmentProvider::Cost EnvironmentProvider::EstimateCost(const EnvConfig& c) const {
+PlacementProvider::Cost PlacementProvider::EstimateCost(const EnvConfig& c) const {
   absl::StatusOr<Machine> machine = LoadMachine(c.machine);
   const uint64_t tiers = machine.ok() ? machine->tiers.size() : 8;
   const uint64_t k = static_cast<uint64_t>(std::max(1, c.num_regions));
@@ -134,7 +134,7 @@ EnvironmentProvider::Cost EnvironmentProvider::EstimateCost(const EnvConfig& c) 
   return cost;
 }
 
-std::string EnvironmentProvider::CacheKey(const ConfigMap& resolved) {
+std::string PlacementProvider::CacheKey(const ConfigMap& resolved) {
   // Every key with its value in force, so that spelling a default out loads nothing new;
   // list items length-prefixed, so that no two lists share a key.
   std::string key;
@@ -153,7 +153,7 @@ std::string EnvironmentProvider::CacheKey(const ConfigMap& resolved) {
   return key;
 }
 
-void EnvironmentProvider::Trim() {
+void PlacementProvider::Trim() {
   absl::StatusOr<ConfigMap> defaults = Resolve({});
   const std::string pinned = defaults.ok() ? CacheKey(*defaults) : "";
   const auto now = std::chrono::steady_clock::now();
@@ -182,7 +182,7 @@ void EnvironmentProvider::Trim() {
   }
 }
 
-uint64_t EnvironmentProvider::HeldBytesLocked() const {
+uint64_t PlacementProvider::HeldBytesLocked() const {
   uint64_t held = 0;
   for (const auto& [key, f] : cache_) {
     if (!Ready(f) || !f.get().ok()) continue;
@@ -191,8 +191,9 @@ uint64_t EnvironmentProvider::HeldBytesLocked() const {
   return held + profiles_.MemoryBytes() + loading_bytes_ + session_bytes_->load();
 }
 
-absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvironmentProvider::Assets(
-    const std::string& key, const EnvConfig& config, const Cost& cost) {
+absl::StatusOr<std::shared_ptr<const EnvAssets>> PlacementProvider::Assets(const std::string& key,
+                                                                           const EnvConfig& config,
+                                                                           const Cost& cost) {
   std::promise<AssetsOr> promise;
   std::shared_future<AssetsOr> future;
   bool load = false;
@@ -241,7 +242,7 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvironmentProvider::Assets(
   return future.get();
 }
 
-bool EnvironmentProvider::EvictUnusedLocked(uint64_t need) {
+bool PlacementProvider::EvictUnusedLocked(uint64_t need) {
   auto over = [&] {
     return cache_.size() > options_.max_asset_sets ||
            (need > 0 && options_.max_asset_bytes > 0 &&
@@ -258,7 +259,7 @@ bool EnvironmentProvider::EvictUnusedLocked(uint64_t need) {
          HeldBytesLocked() + need <= options_.max_asset_bytes;
 }
 
-absl::StatusOr<std::unique_ptr<SessionEnv>> EnvironmentProvider::Make(const ConfigMap& config) {
+absl::StatusOr<std::unique_ptr<SessionEnv>> PlacementProvider::Make(const ConfigMap& config) {
   absl::StatusOr<ConfigMap> resolved = Resolve(config);
   if (!resolved.ok()) return resolved.status();
   absl::StatusOr<EnvConfig> parsed = ParseEnvConfig(*resolved);
@@ -300,7 +301,7 @@ absl::StatusOr<std::unique_ptr<SessionEnv>> EnvironmentProvider::Make(const Conf
       new EnvironmentSession(*std::move(env), session_bytes_, cost.session_bytes));
 }
 
-absl::Status EnvironmentProvider::Charge(uint64_t bytes) {
+absl::Status PlacementProvider::Charge(uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!EvictUnusedLocked(bytes)) {
     return absl::ResourceExhaustedError(
@@ -313,9 +314,9 @@ absl::Status EnvironmentProvider::Charge(uint64_t bytes) {
   return absl::OkStatus();
 }
 
-void EnvironmentProvider::Uncharge(uint64_t bytes) { session_bytes_->fetch_sub(bytes); }
+void PlacementProvider::Uncharge(uint64_t bytes) { session_bytes_->fetch_sub(bytes); }
 
-EnvProvider::Stats EnvironmentProvider::GetStats() const {
+EnvProvider::Stats PlacementProvider::GetStats() const {
   Stats s;
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [key, f] : cache_) {

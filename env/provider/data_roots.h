@@ -21,8 +21,8 @@
 // operator lets clients write there.
 //
 // Immutable after Create; thread-safe.
-#ifndef TIERGYM_ENV_SERVER_DATA_ROOTS_H_
-#define TIERGYM_ENV_SERVER_DATA_ROOTS_H_
+#ifndef TIERGYM_ENV_PROVIDER_DATA_ROOTS_H_
+#define TIERGYM_ENV_PROVIDER_DATA_ROOTS_H_
 
 #include <cstdint>
 #include <map>
@@ -125,4 +125,4 @@ class DataRoots {
 
 }  // namespace tiergym::env
 
-#endif  // TIERGYM_ENV_SERVER_DATA_ROOTS_H_
+#endif  // TIERGYM_ENV_PROVIDER_DATA_ROOTS_H_

@@ -21,8 +21,8 @@
 // be retried.
 //
 // Thread-safe.
-#ifndef TIERGYM_ENV_SERVER_ENVIRONMENT_PROVIDER_H_
-#define TIERGYM_ENV_SERVER_ENVIRONMENT_PROVIDER_H_
+#ifndef TIERGYM_ENV_PROVIDER_PLACEMENT_PROVIDER_H_
+#define TIERGYM_ENV_PROVIDER_PLACEMENT_PROVIDER_H_
 
 #include <atomic>
 #include <chrono>
@@ -36,12 +36,12 @@
 #include <vector>
 
 #include "env/environment.h"
-#include "env/server/data_roots.h"
-#include "env/server/env_provider.h"
+#include "env/provider/data_roots.h"
+#include "env/provider/env_provider.h"
 
 namespace tiergym::env {
 
-struct EnvironmentProviderOptions {
+struct PlacementProviderOptions {
   // Profile directories used when a configuration names none. Default none (then
   // configurations must name profiles).
   std::vector<std::string> default_profiles;
@@ -63,10 +63,10 @@ struct EnvironmentProviderOptions {
   double unused_asset_timeout_s = 30;
 };
 
-class EnvironmentProvider : public EnvProvider {
+class PlacementProvider : public EnvProvider {
  public:
-  explicit EnvironmentProvider(EnvironmentProviderOptions options);
-  ~EnvironmentProvider() override;
+  explicit PlacementProvider(PlacementProviderOptions options);
+  ~PlacementProvider() override;
 
   std::string Description() const override;
   const std::vector<ConfigKey>& ConfigKeys() const override;
@@ -104,7 +104,7 @@ class EnvironmentProvider : public EnvProvider {
   // The cache key of a resolved configuration: every key with its value in force.
   static std::string CacheKey(const ConfigMap& resolved);
 
-  EnvironmentProviderOptions options_;
+  PlacementProviderOptions options_;
   std::vector<ConfigKey> keys_;  // EnvConfigKeys() with options_.default_config applied
   absl::StatusOr<DataRoots> roots_;
   mutable std::mutex mu_;
@@ -123,4 +123,4 @@ class EnvironmentProvider : public EnvProvider {
 
 }  // namespace tiergym::env
 
-#endif  // TIERGYM_ENV_SERVER_ENVIRONMENT_PROVIDER_H_
+#endif  // TIERGYM_ENV_PROVIDER_PLACEMENT_PROVIDER_H_

@@ -1,11 +1,11 @@
-#include "env/server/cosched_provider.h"
+#include "env/provider/cosched_provider.h"
 
 #include <algorithm>
 #include <filesystem>
 #include <new>
 #include <utility>
 
-#include "env/server/environment_provider.h"
+#include "env/provider/placement_provider.h"
 #include "traces/base/field_status.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
@@ -118,7 +118,7 @@ std::vector<std::pair<std::string, uint64_t>> CoschedProvider::EstimateProfileBy
       for (const std::string& f : *files) {
         std::error_code ec;
         const uint64_t size = std::filesystem::file_size(f, ec);
-        if (!ec) bytes += size * EnvironmentProvider::kTraceBytesFactor;
+        if (!ec) bytes += size * PlacementProvider::kTraceBytesFactor;
       }
     }
     out.emplace_back(std::move(key), bytes);

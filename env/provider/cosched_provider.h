@@ -10,7 +10,7 @@
 // clients name them.
 //
 // Memory: before a node is loaded its cost is estimated from its configuration (the
-// tenants' trace files at EnvironmentProvider::kTraceBytesFactor times their size, plus
+// tenants' trace files at PlacementProvider::kTraceBytesFactor times their size, plus
 // their tables of decision intervals x regions x tiers) and charged to the budget of
 // `budget` (EnvProvider::Charge, the server's --max-asset-mib shared with `make`); a node
 // that does not fit fails with ResourceExhausted having loaded nothing. Profiles' indexes
@@ -20,8 +20,8 @@
 // destroyed.
 //
 // Thread-safe.
-#ifndef TIERGYM_ENV_SERVER_COSCHED_PROVIDER_H_
-#define TIERGYM_ENV_SERVER_COSCHED_PROVIDER_H_
+#ifndef TIERGYM_ENV_PROVIDER_COSCHED_PROVIDER_H_
+#define TIERGYM_ENV_PROVIDER_COSCHED_PROVIDER_H_
 
 #include <cstdint>
 #include <map>
@@ -33,13 +33,13 @@
 
 #include "absl/status/statusor.h"
 #include "env/cosched/cosched_env.h"
-#include "env/server/data_roots.h"
-#include "env/server/env_provider.h"
+#include "env/provider/data_roots.h"
+#include "env/provider/env_provider.h"
 
 namespace tiergym::env {
 
 struct CoschedProviderOptions {
-  // As EnvironmentProviderOptions: data directories, served profiles by name, the
+  // As PlacementProviderOptions: data directories, served profiles by name, the
   // operator's defaults for keys a configuration does not give (machine...).
   std::vector<std::string> data_dirs;
   std::map<std::string, std::string> named_profiles;
@@ -133,4 +133,4 @@ class CoschedProvider {
 
 }  // namespace tiergym::env
 
-#endif  // TIERGYM_ENV_SERVER_COSCHED_PROVIDER_H_
+#endif  // TIERGYM_ENV_PROVIDER_COSCHED_PROVIDER_H_

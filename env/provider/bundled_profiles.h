@@ -6,8 +6,8 @@
 // --samples 200000 --format bin` into CACHE/profiles-v1/knl-seed1-s200000/APP/, written to
 // a temporary directory first and renamed into place, so a profile directory that exists
 // is complete even when several servers start at once. Thread-compatible.
-#ifndef TIERGYM_ENV_SERVER_BUNDLED_PROFILES_H_
-#define TIERGYM_ENV_SERVER_BUNDLED_PROFILES_H_
+#ifndef TIERGYM_ENV_PROVIDER_BUNDLED_PROFILES_H_
+#define TIERGYM_ENV_PROVIDER_BUNDLED_PROFILES_H_
 
 #include <functional>
 #include <string>
@@ -43,4 +43,4 @@ absl::StatusOr<std::vector<ServedProfile>> ProfilesFromDirs(const std::string& d
 
 }  // namespace tiergym::env
 
-#endif  // TIERGYM_ENV_SERVER_BUNDLED_PROFILES_H_
+#endif  // TIERGYM_ENV_PROVIDER_BUNDLED_PROFILES_H_

@@ -1,4 +1,4 @@
-#include "env/server/bundled_profiles.h"
+#include "env/provider/bundled_profiles.h"
 
 #include <unistd.h>
 

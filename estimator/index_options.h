@@ -1,0 +1,83 @@
+// The options of an estimator index (estimator_index.h): the design decisions of the
+// estimate, each switchable (estimator/README.md, "Ablation"), with their defaults.
+#ifndef TIERGYM_ESTIMATOR_INDEX_OPTIONS_H_
+#define TIERGYM_ESTIMATOR_INDEX_OPTIONS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "traces/machine.h"
+
+namespace tiergym {
+
+// Which runs' samples count a window's accesses per page (the shares).
+enum class ShareRuns {
+  kPooled,  // every run's samples (weighted by PEBS reset); no sample is lost
+  kBase,    // the base run's samples only (the algorithm as published)
+};
+// Which pages the first-touch order of `fractions` placements holds.
+enum class FirstTouchFootprint {
+  kExtended,  // the base run's pages, then pages seen only in other runs
+  kBase,      // the base run's pages only (others stay on the default tier)
+  // Address extents: sampled pages (any run) closer than extent_gap_pages merge into one
+  // extent that includes the unsampled pages between them; extents are ordered by their
+  // first sample (base run first), pages ascending within an extent. Estimates the pages
+  // the samples missed and the order in which an initialisation sweep touches arrays.
+  kExtents,
+};
+// What windows without samples cost.
+enum class EmptyWindows {
+  kSegmentShares,  // each run's time weighted by the segment's shares
+  kBaseTime,       // the base run's time, whatever the placement
+};
+
+// How the other runs' windows are scaled to the base run's.
+enum class WindowAlignment {
+  kInstructions,  // by the ratio of the segments' instruction counts (the paper)
+  kSamples,       // by the ratio of the mean sample positions (run_segments.h)
+};
+
+struct IndexOptions {
+  // Window length in base-run instructions (see EstimateOptions). Default 1,000,000.
+  uint64_t window_instructions = 1'000'000;
+  // Synchronise the runs at phasemarks; false: the whole run is one segment. Default true.
+  bool use_phasemarks = true;
+  // The base run: the device placements default to. Required.
+  std::string base_device;
+  // Tier bandwidths and cache-line size for Model::kConcurrent, matched to the profile's
+  // devices by tier name. Default none: kConcurrent is refused.
+  std::optional<Machine> machine;
+  // Minimum number of samples (all runs) per block of the concurrency model. Default 256.
+  uint64_t block_samples = 256;
+  // Design decisions of the estimate (estimator/README.md, "Ablation").
+  ShareRuns share_runs = ShareRuns::kPooled;
+  WindowAlignment align = WindowAlignment::kSamples;
+  FirstTouchFootprint first_touch = FirstTouchFootprint::kExtents;
+  EmptyWindows empty_windows = EmptyWindows::kSegmentShares;
+  // FirstTouchFootprint::kExtents: sampled pages at most this many pages apart belong to
+  // one extent. Default 64 (256 KiB of 4 KiB pages).
+  uint64_t extent_gap_pages = 64;
+  // FirstTouchFootprint::kExtents: join address-adjacent extents whose first touches
+  // increase with the address. Default true.
+  bool join_sweeps = true;
+  // Model::kRoofline: the share of the shorter of compute and memory time that hides
+  // under the longer (0: none, 1: all). Default 0.5; a calibration fits it.
+  double compute_overlap = 0.5;
+  // Model::kRoofline: a segment's last window (which runs to the segment's end and holds
+  // its barrier wait) is left out of the last block's fit and counted as the segment's
+  // tail. false: the last block spans to the segment's end (the previous rule). Default
+  // true.
+  bool tail_window_apart = true;
+  // Machines with measured curves: the share of reads in the application's traffic, which
+  // picks the curves the models load their latencies along (PEBS samples loads and cannot
+  // tell). Default 100 (all reads), in [0, 100].
+  double read_pct = 100;
+  // Model::kRoofline with three runs or more: fit the overlap per block (grid 0, 0.1, ..,
+  // 1; compute_overlap stays unless another value halves the residual). Default true.
+  bool fit_overlap = true;
+};
+
+}  // namespace tiergym
+
+#endif  // TIERGYM_ESTIMATOR_INDEX_OPTIONS_H_

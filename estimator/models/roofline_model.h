@@ -1,0 +1,32 @@
+// The roofline model (estimator/README.md, "Beyond the paper: the roofline model", the
+// default of the commands with a machine). Every block's measured time on each device d was
+// fitted (roofline_fit.h) to t_d = roof(C, m_d), m_d = max(lambda_d x, M L / B_d); a mix
+// with shares s_d takes
+//     t = sum_d s_d t_d - [ sum_d s_d roof(C, m_d) - roof(C, m_mix) ],
+// the mix's misses sharing the miss slots (latency-bound times add up over the tiers) and
+// transferring concurrently (bandwidth-bound times overlap), each device's latency loaded
+// by its own share of the bandwidth when the machine has measured curves. The bracket,
+// scaled by the segment's tail (BlockTable::scale), is the correction.
+#ifndef TIERGYM_ESTIMATOR_MODELS_ROOFLINE_MODEL_H_
+#define TIERGYM_ESTIMATOR_MODELS_ROOFLINE_MODEL_H_
+
+#include "estimator/models/runtime_model.h"
+
+namespace tiergym {
+
+class RooflineModel final : public RuntimeModel {
+ public:
+  std::string_view name() const override { return "roofline"; }
+  bool linear() const override { return false; }
+  bool needs_machine() const override { return true; }
+  double Correction(const BlockTable& blocks, size_t k, const uint64_t* hits,
+                    const double* factor) const override;
+  // The span the block was fitted over (its windows widened to the next block's).
+  Span CorrectionSpan(const BlockTable& blocks, size_t k, Span) const override {
+    return {blocks.lo[k], blocks.hi[k]};
+  }
+};
+
+}  // namespace tiergym
+
+#endif  // TIERGYM_ESTIMATOR_MODELS_ROOFLINE_MODEL_H_
