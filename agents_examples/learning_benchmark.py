@@ -612,7 +612,10 @@ def train_reference_general(agent, task, train_config, sets, seed, steps, eval_e
         if point["steps"] > 0:
             progress(int(point["steps"]), point["returns"], point["train_s"])
 
-    _, metrics = fast_ppo.train(fast_args, on_eval=on_eval, evaluator=evaluator)
+    try:
+        _, metrics = fast_ppo.train(fast_args, on_eval=on_eval, evaluator=evaluator)
+    finally:
+        evaluator.close()
     return curve, metrics["train_s"], time.monotonic() - started
 
 

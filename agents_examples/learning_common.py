@@ -168,6 +168,19 @@ def print_table(table, train, held_out, out=None):
         print(f"{label:<18}" + "".join(f"{table[n][a]:>12.4f}" for n in names), file=out)
 
 
+def print_fractions(groups, returns, oracle, label="return", out=None):
+    """A learned policy's return per application beside the oracle's and the fraction of
+    the oracle's time saved, with each group's mean fraction: groups [(name, [app])],
+    returns and oracle {app: return}."""
+    print(f"{'application':<14} {label:>10} {'oracle':>8} {'fraction':>9}", file=out)
+    for name, apps in groups:
+        for app in apps:
+            print(f"{app:<14} {returns[app]:+10.4f} {oracle[app]:+8.4f} "
+                  f"{returns[app] / oracle[app]:9.3f}", file=out)
+        mean = np.mean([returns[a] / oracle[a] for a in apps])
+        print(f"{name + ' mean':<14} {'':>10} {'':>8} {mean:9.3f}", file=out)
+
+
 def agent_parser(doc, progress):
     """An agent's argument parser: its description (the first paragraph of `doc`), an
     epilog saying where the progress (`progress`: what a line shows) and the table go, and

@@ -100,13 +100,16 @@ def ppo_config(env_config, num_env_runners=2, batch=64, seed=0):
 
 def train(env_config, iterations, num_env_runners=2, batch=64, ray_address=None,
           num_cpus=2, log=print):
-    """Trains PPO for `iterations` on a Ray cluster (a local one of `num_cpus` CPUs unless
-    `ray_address`) and shuts everything down, also on errors. Returns the episode return
-    means reported after each iteration (None while no episode has ended)."""
+    """Trains PPO for `iterations` on a Ray cluster: the one this process is connected to
+    when Ray is initialised (left running), else `ray_address` or a local one of
+    `num_cpus` CPUs, shut down at the end, also on errors. The algorithm (its env runners
+    and their private servers) is stopped in any case. Returns the episode return means
+    reported after each iteration (None while no episode has ended)."""
     import ray
-    if ray_address:
+    own = not ray.is_initialized()
+    if own and ray_address:
         ray.init(address=ray_address)
-    else:
+    elif own:
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
     algo = None
     returns = []
@@ -124,7 +127,8 @@ def train(env_config, iterations, num_env_runners=2, batch=64, ray_address=None,
     finally:
         if algo is not None:
             algo.stop()
-        ray.shutdown()
+        if own:
+            ray.shutdown()
     return returns
 
 

@@ -5,6 +5,9 @@
 #     SOURCES a.cc ...            # compiled into NAME
 #     HEADERS a.h ...             # public: reachable by NAME and by whatever links NAME
 #     INTERNAL_HEADERS internal/x.h ...   # reachable by NAME (and its tests) only
+#     GENERATED_HEADERS env/x/y.h ...      # public headers generated into the build
+#     GENERATED_INTERNAL_HEADERS env/x/internal/z.h ...   # (TIERGYM_GENERATED_DIR, by their
+#                                 # repository path: env/protocol/gen_protocol.py)
 #     DEPS lib ...                # PUBLIC link: their headers become reachable too
 #     PRIVATE_DEPS lib ...)       # PRIVATE link
 #
@@ -20,6 +23,8 @@
 
 include(GNUInstallDirs)
 set(TIERGYM_STAGED_INCLUDE_DIR ${CMAKE_BINARY_DIR}/include)
+# Where code generated from the repository's declarations goes (env/protocol/gen_protocol.py).
+set(TIERGYM_GENERATED_DIR ${CMAKE_BINARY_DIR}/generated)
 
 # Links each of FILES (paths relative to the current source directory) into ROOT under its
 # path relative to the project's source directory.
@@ -36,9 +41,20 @@ function(_tiergym_stage_headers root)
   endforeach()
 endfunction()
 
+# Links each of FILES (repository paths of files generated into TIERGYM_GENERATED_DIR) into
+# ROOT under that path.
+function(_tiergym_stage_generated root)
+  foreach(rel ${ARGN})
+    get_filename_component(dir ${root}/${rel} DIRECTORY)
+    file(MAKE_DIRECTORY ${dir})
+    file(CREATE_LINK ${TIERGYM_GENERATED_DIR}/${rel} ${root}/${rel} SYMBOLIC)
+  endforeach()
+endfunction()
+
 function(tiergym_add_layer name)
   cmake_parse_arguments(ARG "INTERFACE;NO_INSTALL" ""
-                        "SOURCES;HEADERS;INTERNAL_HEADERS;DEPS;PRIVATE_DEPS" ${ARGN})
+                        "SOURCES;HEADERS;INTERNAL_HEADERS;GENERATED_HEADERS;GENERATED_INTERNAL_HEADERS;DEPS;PRIVATE_DEPS"
+                        ${ARGN})
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "tiergym_add_layer(${name}): unknown arguments ${ARG_UNPARSED_ARGUMENTS}")
   endif()
@@ -47,6 +63,7 @@ function(tiergym_add_layer name)
   file(REMOVE_RECURSE ${public_root} ${internal_root})
   file(MAKE_DIRECTORY ${public_root})
   _tiergym_stage_headers(${public_root} ${ARG_HEADERS})
+  _tiergym_stage_generated(${public_root} ${ARG_GENERATED_HEADERS})
   if(ARG_INTERFACE)
     add_library(${name} INTERFACE)
     target_include_directories(${name} INTERFACE
@@ -56,8 +73,9 @@ function(tiergym_add_layer name)
     add_library(${name} ${ARG_SOURCES})
     target_include_directories(${name} PUBLIC
       $<BUILD_INTERFACE:${public_root}> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/tiergym>)
-    if(ARG_INTERNAL_HEADERS)
+    if(ARG_INTERNAL_HEADERS OR ARG_GENERATED_INTERNAL_HEADERS)
       _tiergym_stage_headers(${internal_root} ${ARG_INTERNAL_HEADERS})
+      _tiergym_stage_generated(${internal_root} ${ARG_GENERATED_INTERNAL_HEADERS})
       target_include_directories(${name} PRIVATE ${internal_root})
     endif()
     target_link_libraries(${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
@@ -73,6 +91,11 @@ function(tiergym_add_layer name)
       file(RELATIVE_PATH rel ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR}/${header})
       get_filename_component(rel_dir ${rel} DIRECTORY)
       install(FILES ${header} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tiergym/${rel_dir})
+    endforeach()
+    foreach(rel ${ARG_GENERATED_HEADERS})
+      get_filename_component(rel_dir ${rel} DIRECTORY)
+      install(FILES ${TIERGYM_GENERATED_DIR}/${rel}
+              DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tiergym/${rel_dir})
     endforeach()
   endif()
 endfunction()

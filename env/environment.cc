@@ -566,21 +566,30 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
 
 // --- Episodes ------------------------------------------------------------------------------
 
-struct Environment::State {
+namespace {
+
+// An episode's state but the pricer's view: values only, so that Fork copies them all
+// (a field added here is forked with the rest).
+struct EpisodeValues {
   std::mt19937_64 rng{0};
   bool started = false;
   bool done = false;
-  const ProfileAssets* profile = nullptr;
-  std::unique_ptr<IntervalPricer::Episode> pricing;  // the profile's pricer's view
-  std::vector<int> region_tier;                      // machine tier per region
-  std::vector<int> moved;                            // regions moved by this step
-  std::vector<float> history;                        // per region
-  std::vector<uint64_t> used_bytes;                  // per machine tier
+  const ProfileAssets* profile = nullptr;  // in the shared assets
+  std::vector<int> region_tier;            // machine tier per region
+  std::vector<int> moved;                  // regions moved by this step
+  std::vector<float> history;              // per region
+  std::vector<uint64_t> used_bytes;        // per machine tier
   size_t step = 0;
   double elapsed_ns = 0;
   double default_elapsed_ns = 0;
   double last_ratio = 1;        // last interval's time / default
   double last_interval_ns = 0;  // last interval's time as charged (migration excluded)
+};
+
+}  // namespace
+
+struct Environment::State : EpisodeValues {
+  std::unique_ptr<IntervalPricer::Episode> pricing;  // the profile's pricer's view
 };
 
 Environment::Environment(std::shared_ptr<const EnvAssets> assets)
@@ -595,6 +604,13 @@ absl::StatusOr<std::unique_ptr<Environment>> Environment::Create(
 
 const EnvSpec& Environment::spec() const { return assets_->spec(); }
 
+std::unique_ptr<Environment> Environment::Fork() const {
+  std::unique_ptr<Environment> fork(new Environment(assets_));
+  static_cast<EpisodeValues&>(*fork->state_) = *state_;
+  fork->state_->pricing = state_->pricing != nullptr ? state_->pricing->Clone() : nullptr;
+  return fork;
+}
+
 namespace {
 
 std::vector<uint8_t> ActionMask(const EnvAssets::Impl& a, const ProfileAssets& p,
@@ -605,6 +621,47 @@ std::vector<uint8_t> ActionMask(const EnvAssets::Impl& a, const ProfileAssets& p
 
 size_t MaskColumns(const EnvAssets::Impl& a) {
   return ActionMaskColumns(a.config.action_mode, a.machine.tiers.size());
+}
+
+// What a step's moves did: the regions still refused, the migration time and bytes.
+struct Moves {
+  std::vector<int> refused;
+  double migration_ns = 0;
+  uint64_t migrated_bytes = 0;
+};
+
+// Moves the regions of `p` toward the tiers `want` in region order; a second pass retries the
+// refused ones, space freed by the first pass's departures. What still does not fit stays
+// where it is. `region_tier`, `used_bytes` and `moved` (the regions moved) are updated.
+Moves MoveRegions(const EnvAssets::Impl& a, const ProfileAssets& p, const std::vector<int>& want,
+                  std::vector<int>& region_tier, std::vector<uint64_t>& used_bytes,
+                  std::vector<int>& moved) {
+  Moves m;
+  std::vector<int> pending;
+  for (size_t r = 0; r < region_tier.size(); ++r) {
+    if (want[r] != region_tier[r]) pending.push_back(static_cast<int>(r));
+  }
+  moved.clear();
+  for (int pass = 0; pass < 2 && !pending.empty(); ++pass) {
+    std::vector<int> refused;
+    for (int r : pending) {
+      const int to = want[r];
+      const uint64_t bytes = p.region_bytes[r];
+      if (used_bytes[to] + bytes > a.machine.tiers[to].capacity_bytes) {
+        refused.push_back(r);
+        continue;
+      }
+      moved.push_back(r);
+      used_bytes[region_tier[r]] -= bytes;
+      used_bytes[to] += bytes;
+      region_tier[r] = to;
+      m.migration_ns += static_cast<double>(bytes) / a.migration_bytes_per_ns[to];
+      m.migrated_bytes += bytes;
+    }
+    pending = std::move(refused);
+  }
+  m.refused = std::move(pending);
+  return m;
 }
 
 }  // namespace
@@ -896,35 +953,11 @@ absl::StatusOr<StepResult> Environment::StepPrechecked(const Action& action) {
   // Desired tier per region (the action fits the action space: Step checked it).
   const std::vector<int> want = DesiredTiers(a.config.action_mode, action, s.region_tier, tiers);
 
-  // Moves in region order; a second pass retries the refused ones, space freed by the
-  // first pass's departures. What still does not fit stays where it is.
+  // The moves (region order, refused ones retried once; what does not fit stays).
   StepResult out;
-  std::vector<int> pending;
-  for (size_t r = 0; r < k; ++r) {
-    if (want[r] != s.region_tier[r]) pending.push_back(static_cast<int>(r));
-  }
-  double migration_ns = 0;
-  uint64_t migrated = 0;
-  s.moved.clear();
-  for (int pass = 0; pass < 2 && !pending.empty(); ++pass) {
-    std::vector<int> refused;
-    for (int r : pending) {
-      const int to = want[r];
-      const uint64_t bytes = p.region_bytes[r];
-      if (s.used_bytes[to] + bytes > a.machine.tiers[to].capacity_bytes) {
-        refused.push_back(r);
-        continue;
-      }
-      s.moved.push_back(r);
-      s.used_bytes[s.region_tier[r]] -= bytes;
-      s.used_bytes[to] += bytes;
-      s.region_tier[r] = to;
-      migration_ns += static_cast<double>(bytes) / a.migration_bytes_per_ns[to];
-      migrated += bytes;
-    }
-    pending = std::move(refused);
-  }
-  out.info.refused_regions = pending;
+  Moves moves = MoveRegions(a, p, want, s.region_tier, s.used_bytes, s.moved);
+  const double migration_ns = moves.migration_ns;
+  out.info.refused_regions = std::move(moves.refused);
   if (!s.moved.empty()) TG_RETURN_IF_ERROR(s.pricing->Move(s.moved, s.region_tier));
 
   // Charge the interval.
@@ -945,7 +978,7 @@ absl::StatusOr<StepResult> Environment::StepPrechecked(const Action& action) {
   info.interval_ns = interval;
   info.default_interval_ns = base;
   info.migration_ns = migration_ns;
-  info.migrated_bytes = migrated;
+  info.migrated_bytes = moves.migrated_bytes;
   info.elapsed_ns = s.elapsed_ns;
   info.default_elapsed_ns = s.default_elapsed_ns;
   info.default_total_ns = p.default_total_ns;

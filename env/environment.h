@@ -259,6 +259,13 @@ class Environment {
   absl::StatusOr<double> EstimatePlacementNs(const std::string& profile,
                                              const Placement& placement) const;
 
+  // An independent environment at this one's state (for search: lookahead, MCTS): the
+  // same assets (shared), a copy of the episode (generator, profile, placement, history,
+  // time, the pricer's view), so that the same actions from here give both bit-identical
+  // observations and rewards, and what one does never reaches the other. In any state:
+  // before the first Reset, mid-episode, after the end.
+  std::unique_ptr<Environment> Fork() const;
+
   ~Environment();
 
  private:

@@ -52,6 +52,9 @@ class LinearCostPricer final : public IntervalPricer {
                                     const std::vector<double>& tier_factor) const override {
       return pricer_.IntervalNs(step, region_tier, tier_factor);
     }
+    [[nodiscard]] std::unique_ptr<Episode> Clone() const override {
+      return std::make_unique<LinearEpisode>(pricer_);
+    }
 
    private:
     const LinearCostPricer& pricer_;
@@ -151,6 +154,9 @@ class IndexWalkPricer final : public IntervalPricer {
                                     const std::vector<int>& /*region_tier*/) const override {
       return state_.IntervalNs(pricer_.bounds_[step], pricer_.bounds_[step + 1]);
     }
+    [[nodiscard]] std::unique_ptr<Episode> Clone() const override {
+      return std::make_unique<PlainWalkEpisode>(*this);  // the PlacementState copied
+    }
   };
 
   class ContendedWalkEpisode final : public WalkEpisode {
@@ -161,6 +167,9 @@ class IndexWalkPricer final : public IntervalPricer {
                                     const std::vector<int>& /*region_tier*/) const override {
       return pricer_.contention_->IntervalNs(state_, pricer_.bounds_[step],
                                              pricer_.bounds_[step + 1]);
+    }
+    [[nodiscard]] std::unique_ptr<Episode> Clone() const override {
+      return std::make_unique<ContendedWalkEpisode>(*this);
     }
   };
 

@@ -65,6 +65,9 @@ class IntervalPricer {
     // contention scenario of its own (its factors are not combined with these).
     [[nodiscard]] virtual double IntervalNs(size_t step, const std::vector<int>& region_tier,
                                             const std::vector<double>& tier_factor) const = 0;
+    // An independent copy at this episode's placement (Environment::Fork): the same
+    // prices from here on, for the same moves.
+    [[nodiscard]] virtual std::unique_ptr<Episode> Clone() const = 0;
   };
 
   virtual ~IntervalPricer() = default;

@@ -17,7 +17,8 @@ constexpr uint64_t kSupportedSampleType =
     PERF_SAMPLE_ADDR | PERF_SAMPLE_ID | PERF_SAMPLE_STREAM_ID | PERF_SAMPLE_CPU |
     PERF_SAMPLE_PERIOD | PERF_SAMPLE_READ | PERF_SAMPLE_RAW | PERF_SAMPLE_WEIGHT |
     PERF_SAMPLE_DATA_SRC | PERF_SAMPLE_TRANSACTION | PERF_SAMPLE_PHYS_ADDR | PERF_SAMPLE_CGROUP |
-    PERF_SAMPLE_DATA_PAGE_SIZE | PERF_SAMPLE_CODE_PAGE_SIZE | PERF_SAMPLE_WEIGHT_STRUCT;
+    PERF_SAMPLE_DATA_PAGE_SIZE | PERF_SAMPLE_CODE_PAGE_SIZE | PERF_SAMPLE_WEIGHT_STRUCT |
+    PERF_SAMPLE_REGS_USER;
 
 constexpr uint64_t kSupportedReadFormat = PERF_FORMAT_TOTAL_TIME_ENABLED |
                                           PERF_FORMAT_TOTAL_TIME_RUNNING | PERF_FORMAT_ID |
@@ -141,6 +142,20 @@ absl::Status ParseSample(Cursor& c, const RecordLayout& layout, PerfRecord* r) {
     // U32Pair consumed 4 bytes of data beyond the size field; skip the remainder.
     if (raw_size < 4) return c.Error("raw.data");
     TG_RETURN_IF_ERROR(c.Skip(raw_size - 4, "raw.data"));
+  }
+  if (st & PERF_SAMPLE_REGS_USER) {
+    // u64 abi; then one u64 per bit of sample_regs_user unless abi is 0 (no user
+    // registers: the sample interrupted a kernel thread).
+    TG_RETURN_IF_ERROR(c.U64(&r->regs_abi, "regs_user.abi"));
+    if (r->regs_abi != 0) {
+      uint64_t mask = layout.sample_regs_user;
+      for (size_t bit = 0; mask != 0; ++bit, mask >>= 1) {
+        if ((mask & 1) == 0) continue;
+        uint64_t v = 0;
+        TG_RETURN_IF_ERROR(c.U64(&v, "regs_user.regs"));
+        if (bit < r->regs.size()) r->regs[bit] = v;
+      }
+    }
   }
   if (st & (PERF_SAMPLE_WEIGHT | PERF_SAMPLE_WEIGHT_STRUCT)) {
     uint64_t w = 0;

@@ -46,10 +46,11 @@ struct RecordLayout {
   uint64_t sample_type = 0;  // PERF_SAMPLE_* bits
   uint64_t read_format = 0;  // PERF_FORMAT_* bits
   bool sample_id_all = false;
+  uint64_t sample_regs_user = 0;  // with PERF_SAMPLE_REGS_USER: which registers
 };
 
-// The sample_type bits ParsePerfRecord decodes. Others (CALLCHAIN, RAW, BRANCH_STACK,
-// REGS_*, STACK_USER, AUX) change the layout in ways that need more of the attribute
+// The sample_type bits ParsePerfRecord decodes. Others (CALLCHAIN, BRANCH_STACK,
+// REGS_INTR, STACK_USER, AUX) change the layout in ways that need more of the attribute
 // than RecordLayout holds; ValidateLayout refuses them.
 uint64_t SupportedSampleTypeBits();
 
@@ -106,6 +107,10 @@ struct PerfRecord {
   uint64_t phys_addr = 0;
   uint64_t data_page_size = 0;
   uint64_t code_page_size = 0;
+  // PERF_SAMPLE_REGS_USER: the ABI (0: no user registers) and the registers, indexed by
+  // their bit in RecordLayout::sample_regs_user (enum perf_event_x86_regs on x86-64).
+  uint64_t regs_abi = 0;
+  std::array<uint64_t, 24> regs{};
 
   // MMAP / MMAP2 (pid, tid also for COMM, EXIT, FORK)
   uint32_t pid = 0, tid = 0;

@@ -175,6 +175,10 @@ absl::StatusOr<std::unique_ptr<PerfSession>> PerfSession::Open(const SessionOpti
   s->layout_.sample_type = kSampleType | options.extra_sample_type;
   s->layout_.read_format = kReadFormat;
   s->layout_.sample_id_all = true;
+  if (options.sample_regs_user != 0) {
+    s->layout_.sample_type |= PERF_SAMPLE_REGS_USER;
+    s->layout_.sample_regs_user = options.sample_regs_user;
+  }
   TG_RETURN_IF_ERROR(ValidateLayout(s->layout_));
   const size_t page_bytes = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
 
@@ -186,6 +190,7 @@ absl::StatusOr<std::unique_ptr<PerfSession>> PerfSession::Open(const SessionOpti
     leader.pinned = IsHardware(leader) ? 1 : 0;
     leader.sample_period = options.leader_tick_period;
     leader.sample_type = options.leader_tick_period > 0 ? s->layout_.sample_type : 0;
+    leader.sample_regs_user = options.leader_tick_period > 0 ? s->layout_.sample_regs_user : 0;
     leader.sample_id_all = options.leader_tick_period > 0 ? 1 : 0;
     const int leader_fd = PerfEventOpen(&leader, options.pid, cpu, -1);
     if (leader_fd < 0) {
@@ -203,6 +208,7 @@ absl::StatusOr<std::unique_ptr<PerfSession>> PerfSession::Open(const SessionOpti
     CommonFields(sampler, inherit);
     sampler.sample_period = options.sample_period;
     sampler.sample_type = s->layout_.sample_type;
+    sampler.sample_regs_user = s->layout_.sample_regs_user;
     sampler.sample_id_all = 1;
     sampler.mmap = 1;
     sampler.mmap_data = 1;
@@ -259,6 +265,7 @@ absl::StatusOr<std::unique_ptr<PerfSession>> PerfSession::Open(const SessionOpti
       p.config2 = probe.offset;
       p.sample_period = 1;
       p.sample_type = s->layout_.sample_type;
+      p.sample_regs_user = s->layout_.sample_regs_user;
       p.sample_id_all = 1;
       p.exclude_kernel = 0;  // a uprobe fires in user space; the flag does not apply
       const pid_t probe_pid = inherit ? -1 : options.pid;

@@ -72,6 +72,9 @@ struct SessionOptions {
   uint64_t leader_tick_period = 0;
   // Extra sample_type bits for the sampler and probes (e.g. PERF_SAMPLE_WEIGHT).
   uint64_t extra_sample_type = 0;
+  // When not 0, every event also samples these user registers (PERF_SAMPLE_REGS_USER;
+  // bits of enum perf_event_x86_regs), as the timer backend's decoding needs.
+  uint64_t sample_regs_user = 0;
   std::vector<ProbeSpec> probes;
   // Data pages of each ring, a power of two. Default 512 (2 MiB with 4 KiB pages).
   size_t ring_data_pages = 512;

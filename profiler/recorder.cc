@@ -4,6 +4,7 @@
 #include <linux/perf_event.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -18,6 +19,7 @@
 #include <utility>
 
 #include "absl/strings/str_join.h"
+#include "profiler/access_decoder.h"
 #include "profiler/efault_counter.h"
 #include "profiler/elf_symbols.h"
 #include "profiler/event_presets.h"
@@ -37,6 +39,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr uint64_t kDefaultPebsPeriod = 2003;
+constexpr uint64_t kDefaultTimerPeriodNs = 100'000;
 constexpr char kAgentName[] = "libtiergym_swsample.so";
 
 uint64_t MonotonicNs() {
@@ -97,13 +100,62 @@ class Drainer {
   [[nodiscard]] const std::string& first_error() const { return first_error_; }
   [[nodiscard]] uint64_t bytes() const { return bytes_; }
 
+  // Timer backend: samples of `tick_ids` become the access of the instruction they
+  // interrupted (or are dropped when it made none); `counts` (read after Stop) says how
+  // the ticks went. Call before Start.
+  void DecodeTicks(const absl::flat_hash_set<uint64_t>& tick_ids,
+                   RecordSummary::TimerCounts* counts) {
+    tick_ids_ = &tick_ids;
+    timer_ = counts;
+  }
+
  private:
+  // Timer backend: false when the record is a tick that gave no access.
+  bool Decode(PerfRecord& r) {
+    if (r.type() == RecordType::kMmap2 && (r.mmap_prot & PROT_EXEC) != 0) {
+      code_.NoteMapping(static_cast<pid_t>(r.pid), r.mmap_addr, r.mmap_addr + r.mmap_len,
+                        r.mmap_pgoff, r.filename);
+      return true;
+    }
+    if (r.type() != RecordType::kSample || !tick_ids_->contains(r.sample_id.id)) return true;
+    ++timer_->ticks;
+    if (r.regs_abi == 0) {
+      ++timer_->unreadable;
+      return false;
+    }
+    const uint64_t ip = r.regs[8];  // PERF_REG_X86_IP
+    DecodedAccess access;
+    NoAccess why = NoAccess::kNone;
+    size_t at = 0;
+    const auto code = code_.Read(static_cast<pid_t>(r.sample_id.pid), ip, &at);
+    if (!decoder_.Decode(code, at, ip, r.regs, &access, &why)) {
+      if (why == NoAccess::kNoMemoryOperand) {
+        ++timer_->no_memory_operand;
+      } else if (why == NoAccess::kUnsupported) {
+        ++timer_->unsupported;
+      } else {
+        ++timer_->unreadable;
+      }
+      return false;
+    }
+    if (access.kind == AccessKind::kRead) {
+      ++timer_->reads;
+    } else if (access.kind == AccessKind::kWrite) {
+      ++timer_->writes;
+    } else {
+      ++timer_->read_writes;
+    }
+    r.addr = access.address;
+    return true;
+  }
+
   void DrainAll() {
     const RecordLayout layout = session_->layout();
     for (size_t i = 0; i < session_->num_rings(); ++i) {
       auto n = session_->DrainRing(i, [&](std::span<const uint8_t> bytes) {
         auto record = ParsePerfRecord(bytes, layout);
         if (!record.ok()) return record.status();
+        if (timer_ != nullptr && !Decode(*record)) return absl::OkStatus();
         assembler_->Add(*record);
         return absl::OkStatus();
       });
@@ -133,6 +185,10 @@ class Drainer {
 
   PerfSession* session_;
   TraceAssembler* assembler_;
+  const absl::flat_hash_set<uint64_t>* tick_ids_ = nullptr;
+  RecordSummary::TimerCounts* timer_ = nullptr;
+  AccessDecoder decoder_;
+  CodeReader code_;
   uint64_t ring_errors_ = 0;
   uint64_t bytes_ = 0;
   std::string first_error_;
@@ -197,8 +253,9 @@ absl::StatusOr<Backend> ParseBackend(const std::string& name) {
   if (name == "auto") return Backend::kAuto;
   if (name == "pebs") return Backend::kPebs;
   if (name == "software") return Backend::kSoftware;
+  if (name == "timer") return Backend::kTimer;
   return absl::InvalidArgumentError(
-      StrCat("--backend '", name, "' is not one of pebs, software, auto"));
+      StrCat("--backend '", name, "' is not one of pebs, software, timer, auto"));
 }
 
 std::string FindBundledLibrary(const std::string& name) {
@@ -330,7 +387,7 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
   SessionOptions session;
   Backend backend = options.backend;
   std::string event_name;
-  if (backend != Backend::kSoftware) {
+  if (backend != Backend::kSoftware && backend != Backend::kTimer) {
     std::string name = options.event;
     absl::Status why_not = absl::OkStatus();
     if (name.empty()) {
@@ -417,6 +474,20 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
     session.leader_name = "instructions";
     session.leader_tick_period = 10'000'000;  // a counter reading every 10M instructions
     if (period == 0) period = kDefaultPebsPeriod;
+  } else if (backend == Backend::kTimer) {
+    summary.backend = "timer";
+    summary.event = "task-clock-ip";
+    summary.counter = "task-clock-ns";
+    session.leader.type = PERF_TYPE_SOFTWARE;
+    session.leader.config = PERF_COUNT_SW_TASK_CLOCK;
+    session.leader_name = "task-clock";
+    session.leader_tick_period = 200'000;
+    session.sampler = perf_event_attr{};
+    session.sampler.type = PERF_TYPE_SOFTWARE;
+    session.sampler.config = PERF_COUNT_SW_TASK_CLOCK;
+    session.sampler_name = "task-clock (sampling)";
+    session.sample_regs_user = kTimerRegsMask;
+    if (period == 0) period = kDefaultTimerPeriodNs;
   } else {
     summary.backend = "software";
     summary.event = "page-faults";
@@ -475,6 +546,9 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
   TraceAssembler assembler(config);
   {
     Drainer drainer(perf.get(), &assembler);
+    if (backend == Backend::kTimer) {
+      drainer.DecodeTicks(perf->sample_ids(), &summary.timer);
+    }
     drainer.Start();
     SignalForwarder forward(child.pid());
     if (tracker != nullptr) tracker->Start(child.pid());
@@ -510,6 +584,18 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
   metadata.entries.emplace_back("backend", summary.backend);
   metadata.entries.emplace_back("instructions_counter", summary.counter);
   metadata.entries.emplace_back("sample_period", StrCat(period));
+  if (backend == Backend::kTimer) {
+    metadata.entries.emplace_back("sample_period_unit", "ns of the thread's CPU time");
+    metadata.entries.emplace_back(
+        "samples",
+        "the data address that the instruction interrupted by a CPU-time tick was "
+        "about to access (reads and writes; one tick per sample_period)");
+  } else if (backend == Backend::kSoftware) {
+    metadata.entries.emplace_back(
+        "samples", options.rearm_interval_us > 0
+                       ? "page faults: first touches, and first writes after each re-arm"
+                       : "page faults: first touches");
+  }
   if (options.numa_node >= 0) metadata.entries.emplace_back("numa_node", StrCat(options.numa_node));
   const std::string command_line = absl::StrJoin(options.command, " ");
   metadata.entries.emplace_back("command", command_line);
@@ -587,6 +673,19 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
                "Run it alone: if they do not fail there, the recording harmed it");
     summary.failure = summary.failure.empty() ? efault : StrCat(summary.failure, "; ", efault);
   }
+  if (backend == Backend::kTimer) {
+    summary.notes.emplace_back(
+        StrCat("timer backend: a sample is the data access of the instruction that a tick of the "
+               "thread's CPU time (every ",
+               period,
+               " ns) interrupted, reads and writes alike; ticks on other instructions give "
+               "none; the instructions column is the thread's CPU time in ns"));
+    if (summary.timer.ticks > 0 && summary.timer.unreadable * 2 > summary.timer.ticks) {
+      summary.notes.emplace_back(
+          "most ticks could not be decoded (the instructions' bytes unreadable): run the "
+          "recorder as the command's user or root so that it can read the command's memory");
+    }
+  }
   if (backend == Backend::kSoftware) {
     summary.notes.emplace_back(
         options.rearm_interval_us > 0
@@ -619,6 +718,12 @@ std::string FormatRecordSummary(const RecordSummary& s) {
               " ms)\n");
   } else if (s.backend == "software") {
     StrAppend(&out, "  write tracking: off (--rearm-us 0)\n");
+  } else if (s.backend == "timer") {
+    const auto& t = s.timer;
+    StrAppend(&out, "  ticks ", t.ticks, ": accesses ", t.reads + t.writes + t.read_writes,
+              " (reads ", t.reads, ", writes ", t.writes, ", read-modify-writes ", t.read_writes,
+              "), no data access ", t.no_memory_operand, ", unsupported ", t.unsupported,
+              ", unreadable ", t.unreadable, "\n");
   }
   StrAppend(&out, "  EFAULT returns: ",
             s.efault_returns < 0 ? StrCat("not counted (", s.efault_check, ")")

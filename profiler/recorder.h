@@ -39,9 +39,12 @@
 
 namespace tiergym::prof {
 
-enum class Backend { kAuto, kPebs, kSoftware };
+// pebs: the CPU's PEBS event; software: page faults (first touches, and writes through
+// the write tracker); timer: CPU-time ticks decoded into the memory access of the
+// interrupted instruction (reads and writes, no PMU; access_decoder.h).
+enum class Backend { kAuto, kPebs, kSoftware, kTimer };
 
-// "auto", "pebs" or "software".
+// "auto", "pebs", "software" or "timer".
 absl::StatusOr<Backend> ParseBackend(const std::string& name);
 
 struct RecordOptions {
@@ -53,8 +56,10 @@ struct RecordOptions {
   int numa_node = -1;  // bind memory here (MPOL_BIND); -1 (default): no binding
   int cpu_node = -1;   // run threads on this node's CPUs; -1 (default): anywhere
   Backend backend = Backend::kAuto;
-  std::string event;            // libpfm4 event name; default: the CPU model's preset
-  uint64_t period = 0;          // sample period (PEBS reset); 0: 2003 for PEBS, 1 for software
+  std::string event;  // libpfm4 event name; default: the CPU model's preset
+  // Sample period: PEBS reset, page faults, or ns of CPU time (timer); 0: 2003 for PEBS,
+  // 1 for software, 100000 (every 100 us of each thread's CPU time) for timer.
+  uint64_t period = 0;
   int precise_ip = 2;           // PEBS precision asked for
   uint32_t ldlat_cycles = 128;  // load-latency threshold of load-latency presets
   // Path of the libphasemark.so (or binary) whose `phasemark` is probed; "" (default):
@@ -73,7 +78,7 @@ struct RecordOptions {
 };
 
 struct RecordSummary {
-  std::string backend;  // "pebs" or "software"
+  std::string backend;  // "pebs", "software" or "timer"
   std::string event;    // what was sampled
   std::string counter;  // what the instructions column counts
   std::string trace_path, layout_path;
@@ -93,6 +98,14 @@ struct RecordSummary {
   uint64_t tracked_processes = 0;  // process images that handed their userfaultfd over
   uint64_t rearm_rounds = 0;
   uint64_t rearm_busy_ns = 0;
+  // Timer backend: what the ticks gave (access_decoder.h).
+  struct TimerCounts {
+    uint64_t ticks = 0;                               // samples of the timer in user mode
+    uint64_t reads = 0, writes = 0, read_writes = 0;  // accesses, by operand action
+    uint64_t no_memory_operand = 0;  // ticks on instructions that access no data memory
+    uint64_t unsupported = 0;        // gathers, FS/GS-relative operands
+    uint64_t unreadable = 0;         // the instruction's bytes could not be read or decoded
+  } timer;
   // System calls of the command that returned EFAULT (raw_syscalls:sys_exit with ret ==
   // -EFAULT, counted over all its threads and children); -1 when they could not be
   // counted, and `efault_check` says why.

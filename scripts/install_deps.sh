@@ -14,6 +14,8 @@ PACKAGES=(
   openmpi-bin
   clang libclang-rt-14-dev  # the fuzz targets (scripts/fuzz.sh): libFuzzer and sanitizers
   clang-format clang-tidy   # scripts/check_format.sh, scripts/check_tidy.sh
+  libzydis-dev              # the profiler's timer backend: x86-64 decoding of sampled instructions
+  lammps                    # tests/python/test_real_program.py: a real program recorded end to end
 )
 
 for arg in "$@"; do
@@ -30,8 +32,15 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
+# A one-line result also on file descriptor 3 when it is open (scripts/setup.sh shows it
+# beside the step's time; the rest goes to its log).
+result() {
+  echo "install_deps: $1"
+  if { true >&3; } 2>/dev/null; then echo "$1" >&3; fi
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install_deps: all ${#PACKAGES[@]} packages present"
+  result "all ${#PACKAGES[@]} packages present"
   exit 0
 fi
 
@@ -41,3 +50,4 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+result "installed ${#missing[@]} of ${#PACKAGES[@]} packages: ${missing[*]}"

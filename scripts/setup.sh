@@ -12,6 +12,11 @@
 #                                 # with warnings as errors, as the test build is
 #
 # Then: source .venv/bin/activate. PYTHON=python3.12 ./scripts/setup.sh picks the interpreter.
+#
+# The terminal gets one line per step with its time; what the package managers (apt, uv,
+# pip) and the compiler print goes to the log build/setup.log (TIERGYM_SETUP_LOG=FILE
+# elsewhere), written anew each run. When a step fails, the log's last lines are shown
+# with the path of the whole log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras=""
@@ -19,36 +24,71 @@ for arg in "$@"; do
   case "$arg" in
     test) extras="[test]" ;;
     examples) extras="[examples]" ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "setup: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done
 
-./scripts/install_deps.sh
+log="${TIERGYM_SETUP_LOG:-build/setup.log}"
+mkdir -p "$(dirname "$log")"
+log="$(cd "$(dirname "$log")" && pwd)/$(basename "$log")"
+: >"$log"
+export TIERGYM_SETUP_LOG="$log"  # install_deps.sh writes apt's output there
+
+# step LABEL COMMAND...: runs COMMAND with its output in the log; prints "setup: LABEL ..."
+# and, when it ends, its time (and what COMMAND printed last on its file descriptor 3,
+# when anything: a short result such as "all 26 present"). On failure: the log's tail,
+# its path, and the exit.
+step() {
+  local label="$1" t0 t1 status=0 note first
+  shift
+  printf 'setup: %s ... ' "$label"
+  echo "=== setup: $label ($(date '+%F %T'))" >>"$log"
+  first=$(( $(wc -l <"$log") + 1 ))  # the step's first line in the log
+  t0=$(date +%s)
+  note="$(mktemp)"
+  "$@" >>"$log" 2>&1 3>"$note" || status=$?
+  t1=$(date +%s)
+  if [ "$status" -ne 0 ]; then
+    echo "FAILED after $((t1 - t0)) s"
+    if [ "$(wc -l <"$log")" -ge "$first" ]; then
+      echo "setup: the last 30 lines it wrote to the log:" >&2
+      tail -n +"$first" "$log" | tail -n 30 | sed 's/^/  | /' >&2
+    else
+      echo "setup: it wrote nothing to the log" >&2
+    fi
+    echo "setup: the whole log: $log" >&2
+    rm -f "$note"
+    exit 1
+  fi
+  if [ -s "$note" ]; then
+    echo "$(tail -n 1 "$note") ($((t1 - t0)) s)"
+  else
+    echo "done ($((t1 - t0)) s)"
+  fi
+  rm -f "$note"
+}
+
+step "Debian packages (scripts/install_deps.sh)" ./scripts/install_deps.sh
 
 python="${PYTHON:-python3}"
-if [ ! -x .venv/bin/python ]; then
-  echo "setup: creating the virtual environment .venv ($("$python" --version 2>&1))"
-  "$python" -m venv .venv
-fi
+make_venv() {
+  if [ -x .venv/bin/python ]; then
+    echo "present ($(.venv/bin/python --version 2>&1))" >&3
+  else
+    "$python" -m venv .venv || return 1
+    echo "created ($(.venv/bin/python --version 2>&1))" >&3
+  fi
+}
+step "virtual environment .venv" make_venv
 
-# The compiler cache when there is one; the same generator and build depth as
-# scripts/build.sh, so that the two builds of the same sources share its entries.
-export CMAKE_GENERATOR="${CMAKE_GENERATOR:-Unix Makefiles}"
-# CMake's default compilers (scikit-build-core would take Python's, often g++ by another
-# name, and ccache hashes the compiler's name).
-export CC="${CC:-cc}" CXX="${CXX:-c++}"
-if command -v ccache >/dev/null; then
-  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
-  export CMAKE_ARGS="${CMAKE_ARGS:-} -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
-fi
 # For the test command, the package is compiled with warnings as errors, like the test
 # build that follows (scripts/test.sh): identical flags, so that build takes the library
 # objects from the compiler cache instead of compiling them a second time.
 if [ "$extras" = "[test]" ]; then
-  export CMAKE_ARGS="${CMAKE_ARGS:-} -DTIERGYM_WERROR=ON"
+  export TIERGYM_WERROR=ON
 fi
-export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
+source scripts/compiler_env.sh
 
 start=$(date +%s)
 # pip's index settings (pip.conf, PIP_* variables) for uv, which reads only its own
@@ -89,13 +129,12 @@ print(*ast.literal_eval(re.search(r"^requires = (\[.*\])$", text, re.M)[1]), sep
 # (unsafe-best-match is pip's rule) and does not byte-compile what it installs.
 install_with_uv() {
   [ -x .venv/bin/uv ] ||
-    .venv/bin/python -m pip install -q --disable-pip-version-check "uv==0.13.9" >/dev/null 2>&1 ||
-    return 1
+    .venv/bin/python -m pip install -q --disable-pip-version-check "uv==0.13.9" || return 1
   (
     eval "$(uv_env_from_pip_config)"
     export UV_INDEX_STRATEGY=unsafe-best-match
-    .venv/bin/uv pip install --python .venv/bin/python -q "${build_requires[@]}" &&
-      .venv/bin/uv pip install --python .venv/bin/python -q --no-build-isolation -e ".$extras"
+    .venv/bin/uv pip install --python .venv/bin/python "${build_requires[@]}" &&
+      .venv/bin/uv pip install --python .venv/bin/python --no-build-isolation -e ".$extras"
   )
 }
 
@@ -105,17 +144,14 @@ install_with_pip() {
       -e ".$extras"
 }
 
-echo "setup: installing tiergym$extras into .venv (uv when it can be had; the first time downloads the packages)"
-if ! install_with_uv; then
-  echo "setup: uv could not be had or failed (any messages of its are above); pip installs instead"
-  set +e
-  install_with_pip 2>&1 |
-    grep -v "is ignored: it is neither a file nor a directory"  # noise of some pip configurations
-  status=("${PIPESTATUS[@]}")
-  set -e
-  if [ "${status[0]}" -ne 0 ]; then
-    echo "setup: pip install -e .$extras failed (its messages are above)" >&2
-    exit 1
+install() {
+  if install_with_uv; then
+    echo "installed with uv" >&3
+    return 0
   fi
-fi
-echo "setup: .venv ready in $(( $(date +%s) - start )) s ($(.venv/bin/tiergym --version))"
+  echo "setup: uv could not be had or failed (its messages are above); pip installs instead"
+  install_with_pip || return 1
+  echo "installed with pip (uv failed: see the log)" >&3
+}
+step "tiergym$extras into .venv (the first time downloads the packages and compiles)" install
+echo "setup: .venv ready in $(( $(date +%s) - start )) s ($(.venv/bin/tiergym --version)); log: $log"

@@ -33,6 +33,8 @@
 
 namespace tiergym::env {
 
+class EnvProvider;
+
 class SessionEnv {
  public:
   virtual ~SessionEnv() = default;
@@ -45,6 +47,14 @@ class SessionEnv {
   virtual absl::StatusOr<StepResult> StepPrechecked(const Action& action) { return Step(action); }
   virtual absl::StatusOr<double> EstimatePlacementNs(const std::string& profile,
                                                      const Placement& placement) const = 0;
+  // An independent environment at this one's state (Environment::Fork: the same actions
+  // give both bit-identical results from here), charged to the memory budget of `maker`
+  // like a session its Make made (ResourceExhausted when it does not fit), the charge
+  // given back when the fork is destroyed. REQUIRES: `maker` made this environment, or is
+  // null (no budget: the in-process vector environment). Default: Unimplemented.
+  virtual absl::StatusOr<std::unique_ptr<SessionEnv>> Fork(EnvProvider* /*maker*/) const {
+    return absl::UnimplementedError("this environment cannot be forked");
+  }
 };
 
 class EnvProvider {

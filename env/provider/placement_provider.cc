@@ -37,6 +37,19 @@ class EnvironmentSession : public SessionEnv {
                                              const Placement& placement) const override {
     return env_->EstimatePlacementNs(profile, placement);
   }
+  // Charged as its Make charged this session (PlacementProvider::Charge adds to the same
+  // count the fork's destructor takes from).
+  absl::StatusOr<std::unique_ptr<SessionEnv>> Fork(EnvProvider* maker) const override {
+    if (maker != nullptr) {
+      if (absl::Status charged = maker->Charge(bytes_); !charged.ok()) {
+        return absl::ResourceExhaustedError(
+            StrCat("a fork is charged as a session: ", charged.message()));
+      }
+    } else {
+      charged_to_->fetch_add(bytes_);
+    }
+    return std::unique_ptr<SessionEnv>(new EnvironmentSession(env_->Fork(), charged_to_, bytes_));
+  }
 
  private:
   std::unique_ptr<Environment> env_;

@@ -26,11 +26,10 @@ namespace tiergym::env {
 namespace {
 
 constexpr char kPrefix[] = "tiergym-";
-constexpr uint64_t kAlign = 64;  // every array starts on a cache line
-// The header: 8 bytes of magic, then the batch number (the `seq` array).
-constexpr char kMagic[8] = {'T', 'G', 'S', 'H', 'M', 0, 0, 1};
-// The error arrays' sizes (bytes, NUL-padded).
-constexpr size_t kErrorCodeBytes = 32, kErrorFieldBytes = 128, kErrorMessageBytes = 1024;
+// Every array starts on a cache line; the header is 8 bytes of magic, then the batch number
+// (the `seq` array) and its words (protocol::kShmHeader).
+constexpr uint64_t kAlign = protocol::kShmAlign;
+constexpr const char (&kMagic)[8] = protocol::kShmMagic;
 
 uint64_t RoundUp(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 
@@ -43,27 +42,16 @@ size_t EncodedColumns(const StepInfo& info) {
 
 }  // namespace
 
-struct ShmBatch::Info {
-  uint64_t profile = 0, step = 0, interval_ns = 0, default_interval_ns = 0, migration_ns = 0,
-           migrated_bytes = 0, elapsed_ns = 0, default_elapsed_ns = 0, default_total_ns = 0,
-           tier_used_bytes = 0, refused_count = 0, refused_regions = 0, action_mask = 0;
-};
-
 ShmBatchShape ShapeOf(const EnvSpec& spec, size_t rows) {
   ShmBatchShape s;
   s.rows = rows;
   s.obs = 1;
   for (int64_t d : spec.observation.shape) s.obs *= static_cast<size_t>(std::max<int64_t>(d, 0));
-  s.tiers = spec.tiers.size();
-  s.regions = static_cast<size_t>(std::max(spec.num_regions, 0));
-  const auto n = static_cast<size_t>(std::max<int64_t>(spec.action.n, 0));
-  if (spec.action.kind == Space::kMultiDiscrete) {
-    s.mask = s.regions * n;
-    s.mask_columns = n > 1 ? n : 0;
-  } else {
-    s.mask = n;
-    s.mask_columns = 0;
-  }
+  const InfoShape info = InfoShapeOf(spec);
+  s.tiers = info.tiers;
+  s.regions = info.regions;
+  s.mask = info.mask;
+  s.mask_columns = info.mask_columns;
   s.action = 1;  // a Discrete action is one integer
   if (spec.action.kind == Space::kMultiDiscrete) {
     for (int64_t d : spec.action.shape) s.action *= static_cast<size_t>(std::max<int64_t>(d, 0));
@@ -72,13 +60,7 @@ ShmBatchShape ShapeOf(const EnvSpec& spec, size_t rows) {
 }
 
 ShmBatch::ShmBatch(std::string name, int fd, void* base, uint64_t bytes, const ShmBatchShape& shape)
-    : name_(std::move(name)),
-      fd_(fd),
-      base_(base),
-      bytes_(bytes),
-      shape_(shape),
-      info_(std::make_unique<Info>()),
-      final_info_(std::make_unique<Info>()) {}
+    : name_(std::move(name)), fd_(fd), base_(base), bytes_(bytes), shape_(shape) {}
 
 ShmBatch::~ShmBatch() {
   if (base_ != nullptr) munmap(base_, bytes_);
@@ -108,55 +90,94 @@ uint64_t ShmBatch::Add(std::string name, std::string dtype, size_t itemsize,
   return offset;
 }
 
-void ShmBatch::LayInfo(const std::string& prefix, Info& info) {
-  const uint64_t n = shape_.rows;
-  info.profile = Add(prefix + "profile", "int32", 4, {n});
-  info.step = Add(prefix + "step", "uint64", 8, {n});
-  info.interval_ns = Add(prefix + "interval_ns", "float64", 8, {n});
-  info.default_interval_ns = Add(prefix + "default_interval_ns", "float64", 8, {n});
-  info.migration_ns = Add(prefix + "migration_ns", "float64", 8, {n});
-  info.migrated_bytes = Add(prefix + "migrated_bytes", "uint64", 8, {n});
-  info.elapsed_ns = Add(prefix + "elapsed_ns", "float64", 8, {n});
-  info.default_elapsed_ns = Add(prefix + "default_elapsed_ns", "float64", 8, {n});
-  info.default_total_ns = Add(prefix + "default_total_ns", "float64", 8, {n});
-  info.tier_used_bytes = Add(prefix + "tier_used_bytes", "uint64", 8, {n, shape_.tiers});
-  info.refused_count = Add(prefix + "refused_count", "int32", 4, {n});
-  info.refused_regions = Add(prefix + "refused_regions", "int32", 4, {n, shape_.regions});
-  if (shape_.mask_columns > 0) {
-    info.action_mask = Add(prefix + "action_mask", "uint8", 1,
-                           {n, shape_.mask / shape_.mask_columns, shape_.mask_columns});
-  } else {
-    info.action_mask = Add(prefix + "action_mask", "uint8", 1, {n, shape_.mask});
+void ShmBatch::LayArrays(const protocol::ShmArrayDecl* arrays, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    const protocol::ShmArrayDecl& a = arrays[i];
+    std::vector<uint64_t> shape;
+    for (int d = 0; d < a.rank; ++d) {
+      switch (a.dims[d]) {
+        case protocol::ShmDim::kNumber:
+          shape.push_back(a.numbers[d]);
+          break;
+        case protocol::ShmDim::kRows:
+          shape.push_back(shape_.rows);
+          break;
+        case protocol::ShmDim::kObs:
+          shape.push_back(shape_.obs);
+          break;
+        case protocol::ShmDim::kAction:
+          shape.push_back(shape_.action);
+          break;
+      }
+    }
+    if (a.offset != 0) {  // a word of the header, at its fixed offset
+      layout_.push_back(
+          protocol::ShmArray{std::string(a.name), std::string(a.dtype), shape, a.offset});
+    } else {
+      Add(std::string(a.name), std::string(a.dtype), a.itemsize, std::move(shape));
+    }
   }
+}
+
+void ShmBatch::LayInfo(std::string_view prefix, InfoColumns& columns) {
+  const uint64_t n = shape_.rows;
+  ForEachInfoColumn([&](const char* name, auto member, const char* dtype, InfoWidth width, int) {
+    using T = std::remove_pointer_t<std::remove_reference_t<decltype(columns.*member)>>;
+    std::vector<uint64_t> shape = {n};
+    if (width == InfoWidth::kMask && shape_.mask_columns > 0) {
+      shape.push_back(shape_.mask / shape_.mask_columns);
+      shape.push_back(shape_.mask_columns);
+    } else if (width != InfoWidth::kOne) {
+      shape.push_back(ColumnWidth(width, shape_.info()));
+    }
+    const uint64_t offset = Add(StrCat(prefix, name), dtype, sizeof(T), std::move(shape));
+    columns.*member = base_ == nullptr ? nullptr : At<T>(offset);
+  });
 }
 
 void ShmBatch::Lay() {
   layout_.clear();
-  const uint64_t n = shape_.rows;
-  seq_ = sizeof kMagic;  // the header's second word
-  layout_.push_back(protocol::ShmArray{"seq", "uint64", {1}, seq_});
-  has_final_ = seq_ + sizeof(uint64_t);  // the third
-  layout_.push_back(protocol::ShmArray{"has_final", "uint8", {1}, has_final_});
-  summary_ = has_final_ + 1;  // the byte after it
-  layout_.push_back(protocol::ShmArray{"summary", "uint8", {1}, summary_});
+  using protocol::kShmFinal;
+  using protocol::kShmHeader;
+  using protocol::kShmRequests;
+  using protocol::kShmResults;
+  LayArrays(kShmHeader, std::size(kShmHeader));
   end_ = kAlign;
-  obs_ = Add("obs", "float32", 4, {n, shape_.obs});
-  reward_ = Add("reward", "float64", 8, {n});
-  terminated_ = Add("terminated", "bool", 1, {n});
-  truncated_ = Add("truncated", "bool", 1, {n});
-  reset_ = Add("reset", "bool", 1, {n});
-  LayInfo("info.", *info_);
-  final_obs_ = Add("final_obs", "float32", 4, {n, shape_.obs});
-  LayInfo("final_info.", *final_info_);
-  if (!requests_) return;
-  // The request area: the number alone on its cache line (the client writes it last).
-  request_ = Add("request", "uint64", 8, {1});
-  request_autoreset_ = Add("request_autoreset", "uint8", 1, {1});
-  request_reset_ = Add("request_reset", "uint8", 1, {n});
-  request_actions_ = Add("request_actions", "int64", 8, {n, shape_.action});
-  error_code_ = Add("error_code", "uint8", 1, {kErrorCodeBytes});
-  error_field_ = Add("error_field", "uint8", 1, {kErrorFieldBytes});
-  error_message_ = Add("error_message", "uint8", 1, {kErrorMessageBytes});
+  LayArrays(kShmResults, std::size(kShmResults));
+  LayInfo(protocol::kShmInfoPrefix, info_);
+  LayArrays(kShmFinal, std::size(kShmFinal));
+  LayInfo(protocol::kShmFinalInfoPrefix, final_info_);
+  // The request area (its number alone on its cache line: the client writes it last).
+  if (requests_) LayArrays(kShmRequests, std::size(kShmRequests));
+  // The arrays this class writes or reads, by their declared names.
+  const std::pair<std::string_view, uint64_t ShmBatch::*> named[] = {
+      {"seq", &ShmBatch::seq_},
+      {"has_final", &ShmBatch::has_final_},
+      {"summary", &ShmBatch::summary_},
+      {"obs", &ShmBatch::obs_},
+      {"reward", &ShmBatch::reward_},
+      {"terminated", &ShmBatch::terminated_},
+      {"truncated", &ShmBatch::truncated_},
+      {"reset", &ShmBatch::reset_},
+      {"final_obs", &ShmBatch::final_obs_},
+      {"request", &ShmBatch::request_},
+      {"request_autoreset", &ShmBatch::request_autoreset_},
+      {"request_reset", &ShmBatch::request_reset_},
+      {"request_actions", &ShmBatch::request_actions_},
+      {"error_code", &ShmBatch::error_code_},
+      {"error_field", &ShmBatch::error_field_},
+      {"error_message", &ShmBatch::error_message_},
+  };
+  for (const protocol::ShmArray& a : layout_) {
+    for (const auto& [name, member] : named) {
+      if (a.name == name) this->*member = a.offset;
+    }
+  }
+  for (const protocol::ShmArrayDecl& a : kShmRequests) {
+    if (a.name == "error_code") error_code_bytes_ = a.numbers[0];
+    if (a.name == "error_field") error_field_bytes_ = a.numbers[0];
+    if (a.name == "error_message") error_message_bytes_ = a.numbers[0];
+  }
 }
 
 uint64_t ShmBatch::BytesFor(const ShmBatchShape& shape, bool requests) {
@@ -258,14 +279,14 @@ void ShmBatch::SetError(std::string_view code, std::string_view field, std::stri
     std::memcpy(out, text.data(), n);
     std::memset(out + n, 0, size - n);
   };
-  put(error_code_, kErrorCodeBytes, code);
-  put(error_field_, kErrorFieldBytes, field);
-  put(error_message_, kErrorMessageBytes, message);
+  put(error_code_, error_code_bytes_, code);
+  put(error_field_, error_field_bytes_, field);
+  put(error_message_, error_message_bytes_, message);
 }
 
-void ShmBatch::ClearError() { std::memset(At<char>(error_code_), 0, kErrorCodeBytes); }
+void ShmBatch::ClearError() { std::memset(At<char>(error_code_), 0, error_code_bytes_); }
 
-absl::Status ShmBatch::WriteInfo(const Info& info, size_t row, const StepInfo& si,
+absl::Status ShmBatch::WriteInfo(const InfoColumns& columns, size_t row, const StepInfo& si,
                                  const EnvSpec& spec) {
   if (si.tier_used_bytes.size() != shape_.tiers || si.action_mask.size() != shape_.mask ||
       EncodedColumns(si) != shape_.mask_columns) {
@@ -273,26 +294,8 @@ absl::Status ShmBatch::WriteInfo(const Info& info, size_t row, const StepInfo& s
         StrCat("row ", row, ": an info of another shape than the segment's (", shape_.tiers,
                " tiers, a mask of ", shape_.mask, " values)"));
   }
-  const auto profile = std::find(spec.profiles.begin(), spec.profiles.end(), si.profile);
-  At<int32_t>(info.profile)[row] =
-      profile == spec.profiles.end() ? -1 : static_cast<int32_t>(profile - spec.profiles.begin());
-  At<uint64_t>(info.step)[row] = si.step;
-  At<double>(info.interval_ns)[row] = si.interval_ns;
-  At<double>(info.default_interval_ns)[row] = si.default_interval_ns;
-  At<double>(info.migration_ns)[row] = si.migration_ns;
-  At<uint64_t>(info.migrated_bytes)[row] = si.migrated_bytes;
-  At<double>(info.elapsed_ns)[row] = si.elapsed_ns;
-  At<double>(info.default_elapsed_ns)[row] = si.default_elapsed_ns;
-  At<double>(info.default_total_ns)[row] = si.default_total_ns;
-  std::copy(si.tier_used_bytes.begin(), si.tier_used_bytes.end(),
-            At<uint64_t>(info.tier_used_bytes) + row * shape_.tiers);
   // A region is refused at most once per step; more than `regions` would be a bug.
-  const size_t refused = std::min(si.refused_regions.size(), shape_.regions);
-  At<int32_t>(info.refused_count)[row] = static_cast<int32_t>(refused);
-  int32_t* regions = At<int32_t>(info.refused_regions) + row * shape_.regions;
-  for (size_t i = 0; i < refused; ++i) regions[i] = si.refused_regions[i];
-  std::copy(si.action_mask.begin(), si.action_mask.end(),
-            At<uint8_t>(info.action_mask) + row * shape_.mask);
+  WriteInfoRow(si, row, shape_.info(), spec.profiles, columns);
   return absl::OkStatus();
 }
 
@@ -309,7 +312,7 @@ absl::Status ShmBatch::WriteRow(size_t row, const StepResult& result, bool was_r
   At<uint8_t>(terminated_)[row] = result.terminated ? 1 : 0;
   At<uint8_t>(truncated_)[row] = result.truncated ? 1 : 0;
   At<uint8_t>(reset_)[row] = was_reset ? 1 : 0;
-  return WriteInfo(*info_, row, result.info, spec);
+  return WriteInfo(info_, row, result.info, spec);
 }
 
 absl::Status ShmBatch::WriteFinal(size_t row, const StepResult& result, const EnvSpec& spec) {
@@ -319,37 +322,13 @@ absl::Status ShmBatch::WriteFinal(size_t row, const StepResult& result, const En
   }
   std::copy(result.observation.begin(), result.observation.end(),
             At<float>(final_obs_) + row * shape_.obs);
-  return WriteInfo(*final_info_, row, result.info, spec);
-}
-
-void ShmBatch::CopyInfo(const Info& from, const Info& to, size_t row) {
-  auto copy = [&](uint64_t from_offset, uint64_t to_offset, size_t itemsize, size_t width,
-                  size_t count) {
-    std::memcpy(At<char>(to_offset) + row * width * itemsize,
-                At<const char>(from_offset) + row * width * itemsize, count * itemsize);
-  };
-  copy(from.profile, to.profile, 4, 1, 1);
-  copy(from.step, to.step, 8, 1, 1);
-  copy(from.interval_ns, to.interval_ns, 8, 1, 1);
-  copy(from.default_interval_ns, to.default_interval_ns, 8, 1, 1);
-  copy(from.migration_ns, to.migration_ns, 8, 1, 1);
-  copy(from.migrated_bytes, to.migrated_bytes, 8, 1, 1);
-  copy(from.elapsed_ns, to.elapsed_ns, 8, 1, 1);
-  copy(from.default_elapsed_ns, to.default_elapsed_ns, 8, 1, 1);
-  copy(from.default_total_ns, to.default_total_ns, 8, 1, 1);
-  copy(from.tier_used_bytes, to.tier_used_bytes, 8, shape_.tiers, shape_.tiers);
-  copy(from.refused_count, to.refused_count, 4, 1, 1);
-  // The refused regions WriteInfo wrote (the rest of the row is unspecified, as there).
-  const auto refused = static_cast<size_t>(std::clamp<int32_t>(
-      At<const int32_t>(from.refused_count)[row], 0, static_cast<int32_t>(shape_.regions)));
-  copy(from.refused_regions, to.refused_regions, 4, shape_.regions, refused);
-  copy(from.action_mask, to.action_mask, 1, shape_.mask, shape_.mask);
+  return WriteInfo(final_info_, row, result.info, spec);
 }
 
 void ShmBatch::CopyRowToFinal(size_t row) {
   std::memcpy(At<float>(final_obs_) + row * shape_.obs, At<const float>(obs_) + row * shape_.obs,
               shape_.obs * sizeof(float));
-  CopyInfo(*info_, *final_info_, row);
+  CopyInfoRow(info_, final_info_, row, shape_.info());
 }
 
 size_t RemoveStaleShmSegments() {

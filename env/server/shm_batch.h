@@ -2,11 +2,12 @@
 // memory"): the zero-copy transport for clients on the server's machine.
 //
 // The segment is laid out as fixed arrays, one row per batch entry: observations, rewards,
-// flags and the step info column by column (the same columns as the in-process vector
-// environment's, env/vector/vector_env.h InfoColumns), and the same again for the final
-// observation and info of same_step autoreset. layout() describes every array (name, dtype,
-// shape, byte offset) as the reply that made the segment tells the client; the client maps
-// the segment and wraps each array without a copy.
+// flags and the step info column by column (InfoColumns, the in-process vector
+// environment's too: env/spec/step_info.h), and the same again for the final observation and
+// info of same_step autoreset. The arrays, their order and the request area are declared in
+// the protocol's schema (env/protocol/shm_layout.h, generated). layout() describes every
+// array (name, dtype, shape, byte offset) as the reply that made the segment tells the
+// client; the client maps the segment and wraps each array without a copy.
 //
 // Security: the name is "/tiergym-PID-" and 128 random bits, the segment is created
 // exclusively with mode 0600 (only the server's user can open it) and its pages are
@@ -41,7 +42,9 @@
 
 #include "absl/status/statusor.h"
 #include "env/protocol/protocol.h"
+#include "env/protocol/shm_layout.h"
 #include "env/spec/env_spec.h"
+#include "env/spec/info_columns.h"
 
 namespace tiergym::env {
 
@@ -55,6 +58,8 @@ struct ShmBatchShape {
   size_t mask_columns = 0;  // the mask's row width ([regions, columns]); 0: a flat [mask]
   size_t action = 0;        // values per action (a request area's rows)
   bool operator==(const ShmBatchShape&) const = default;
+  // The widths of its info columns.
+  InfoShape info() const { return InfoShape{tiers, regions, mask, mask_columns}; }
 };
 
 // The shape of `rows` results of environments with `spec`.
@@ -134,13 +139,15 @@ class ShmBatch {
   void ClearError();
 
  private:
-  struct Info;  // offsets of one set of info columns
   ShmBatch(std::string name, int fd, void* base, uint64_t bytes, const ShmBatchShape& shape);
   void Lay();
   uint64_t Add(std::string name, std::string dtype, size_t itemsize, std::vector<uint64_t> shape);
-  void LayInfo(const std::string& prefix, Info& info);
-  absl::Status WriteInfo(const Info& info, size_t row, const StepInfo& si, const EnvSpec& spec);
-  void CopyInfo(const Info& from, const Info& to, size_t row);
+  // Lays out the declared arrays (layout_).
+  void LayArrays(const protocol::ShmArrayDecl* arrays, size_t count);
+  // Lays out the info columns, named `prefix` + the column's name; points `columns` at them.
+  void LayInfo(std::string_view prefix, InfoColumns& columns);
+  absl::Status WriteInfo(const InfoColumns& columns, size_t row, const StepInfo& si,
+                         const EnvSpec& spec);
   template <typename T>
   T* At(uint64_t offset) const {
     return reinterpret_cast<T*>(static_cast<char*>(base_) + offset);
@@ -160,7 +167,8 @@ class ShmBatch {
   uint64_t final_obs_ = 0;
   uint64_t request_ = 0, request_autoreset_ = 0, request_reset_ = 0, request_actions_ = 0,
            error_code_ = 0, error_field_ = 0, error_message_ = 0;
-  std::unique_ptr<Info> info_, final_info_;
+  size_t error_code_bytes_ = 0, error_field_bytes_ = 0, error_message_bytes_ = 0;
+  InfoColumns info_, final_info_;  // into the mapping (unset in a layout without one)
 };
 
 // Unlinks /dev/shm/tiergym-PID-* segments of this user whose process PID is gone; returns

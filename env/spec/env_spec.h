@@ -1,6 +1,7 @@
 // The environment's declarative side, apart from its dynamics (env/environment.h): the
 // spaces and layout an environment declares (EnvSpec), what an action and a step's result
-// hold, and the description of a configuration key. Plain values with no dependency beyond
+// hold (StepInfo is generated from the protocol's declaration: env/spec/step_info.h), and
+// the description of a configuration key. Plain values with no dependency beyond
 // the standard library, so that the wire protocol (env/protocol) and its clients can carry
 // them without linking the environment.
 #ifndef TIERGYM_ENV_SPEC_ENV_SPEC_H_
@@ -10,6 +11,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "env/spec/step_info.h"  // generated from env/protocol/schema.json
 
 namespace tiergym::env {
 
@@ -55,25 +58,6 @@ struct ResetOptions {
 // An action: in placement mode one tier per region; in move mode a single integer.
 struct Action {
   std::vector<int64_t> values;
-};
-
-struct StepInfo {
-  std::string profile;
-  uint64_t step = 0;
-  double interval_ns = 0;          // estimated time of the interval under the placement
-  double default_interval_ns = 0;  // the same interval all on the default tier
-  double migration_ns = 0;
-  uint64_t migrated_bytes = 0;
-  double elapsed_ns = 0;  // so far, migration included
-  double default_elapsed_ns = 0;
-  double default_total_ns = 0;
-  std::vector<uint64_t> tier_used_bytes;
-  std::vector<int> refused_regions;  // moves refused for capacity, in the order tried
-  std::vector<uint8_t> action_mask;  // placement: [region * tiers + tier]; move: [n + 1]
-                                     // keep: [region * (1 + tiers) + (0 = keep | 1 + tier)]
-  // Width of a row of action_mask (tiers in placement mode, 1 + tiers in keep mode); 0:
-  // flat, or (when not set) tiers if the mask's size is a multiple of them.
-  size_t action_mask_columns = 0;
 };
 
 struct StepResult {

@@ -81,7 +81,10 @@ absl::StatusOr<std::unique_ptr<VectorEnv>> VectorEnv::Create(
 }
 
 VectorEnv::VectorEnv(std::vector<std::unique_ptr<SessionEnv>> envs, VectorEnvOptions options)
-    : options_(options), spec_(envs[0]->spec()), threads_(options.threads) {
+    : options_(options),
+      spec_(envs[0]->spec()),
+      info_shape_(InfoShapeOf(spec_)),
+      threads_(options.threads) {
   slots_.reserve(envs.size());
   for (auto& e : envs) {
     auto slot = std::make_unique<Slot>();
@@ -112,15 +115,7 @@ size_t VectorEnv::ActionSize() const {
   return spec_.action.kind == Space::kMultiDiscrete ? static_cast<size_t>(spec_.num_regions) : 1;
 }
 
-size_t VectorEnv::MaskSize() const {
-  const auto regions = static_cast<size_t>(spec_.num_regions);
-  // A row of the action's choices per region (placement mode: the tiers; keep mode: keep,
-  // then the tiers); move mode: a column per (region, tier), then the no-op.
-  if (spec_.action.kind == Space::kMultiDiscrete) {
-    return regions * static_cast<size_t>(spec_.action.n);
-  }
-  return regions * spec_.tiers.size() + 1;
-}
+size_t VectorEnv::MaskSize() const { return info_shape_.mask; }
 
 void VectorEnv::WorkerLoop() {
   std::shared_ptr<Loop> seen;
@@ -262,38 +257,6 @@ void VectorEnv::RunSlot(size_t i) {
   s.result.truncated = s.final.truncated;
 }
 
-void VectorEnv::WriteInfo(const StepInfo& info, size_t row, const InfoColumns& c) const {
-  int32_t profile = -1;
-  for (size_t p = 0; p < spec_.profiles.size(); ++p) {
-    if (spec_.profiles[p] == info.profile) {
-      profile = static_cast<int32_t>(p);
-      break;
-    }
-  }
-  c.profile[row] = profile;
-  c.step[row] = info.step;
-  c.interval_ns[row] = info.interval_ns;
-  c.default_interval_ns[row] = info.default_interval_ns;
-  c.migration_ns[row] = info.migration_ns;
-  c.migrated_bytes[row] = info.migrated_bytes;
-  c.elapsed_ns[row] = info.elapsed_ns;
-  c.default_elapsed_ns[row] = info.default_elapsed_ns;
-  c.default_total_ns[row] = info.default_total_ns;
-  const size_t tiers = spec_.tiers.size();
-  uint64_t* used = c.tier_used_bytes + row * tiers;
-  if (info.tier_used_bytes.size() != tiers) std::fill(used, used + tiers, 0);
-  std::copy_n(info.tier_used_bytes.begin(), std::min(tiers, info.tier_used_bytes.size()), used);
-  const auto regions = static_cast<size_t>(spec_.num_regions);
-  int32_t* refused = c.refused_regions + row * regions;
-  const size_t k = std::min(regions, info.refused_regions.size());
-  std::copy_n(info.refused_regions.begin(), k, refused);
-  c.refused_count[row] = static_cast<int32_t>(k);
-  const size_t mask = MaskSize();
-  uint8_t* m = c.action_mask + row * mask;
-  if (info.action_mask.size() != mask) std::fill(m, m + mask, 0);
-  std::memcpy(m, info.action_mask.data(), std::min(mask, info.action_mask.size()));
-}
-
 void VectorEnv::Summarize(const std::vector<int32_t>* ids, size_t rows,
                           const BatchOutput& out) const {
   if (out.any_refused != nullptr) {
@@ -328,42 +291,36 @@ void VectorEnv::WriteRow(size_t i, size_t row, const BatchOutput& out) const {
   out.terminated[row] = s.result.terminated ? 1 : 0;
   out.truncated[row] = s.result.truncated ? 1 : 0;
   out.env_id[row] = static_cast<int32_t>(i);
-  WriteInfo(s.result.info, row, out.info);
+  WriteInfoRow(s.result.info, row, info_shape_, spec_.profiles, out.info);
   out.ended[row] = s.ended ? 1 : 0;
   if (s.ended) {
     float* f = out.final_obs + row * obs;
     std::fill(f, f + obs, 0.0f);
     std::memcpy(f, s.final.observation.data(),
                 std::min(obs, s.final.observation.size()) * sizeof(float));
-    WriteInfo(s.final.info, row, out.final_info);
+    WriteInfoRow(s.final.info, row, info_shape_, spec_.profiles, out.final_info);
   }
 }
 
 namespace {
 
+// Row `from_row` of the info columns `from` into row `to_row` of `to` (CopyInfoRow copies
+// a row to the same row).
+void CopyInfoRowTo(const InfoColumns& from, size_t from_row, const InfoColumns& to,
+                   size_t to_row, const InfoShape& shape) {
+  ForEachInfoColumn([&](const char*, auto member, const char*, InfoWidth w, int) {
+    const size_t width = ColumnWidth(w, shape);
+    std::copy_n(from.*member + from_row * width, width, to.*member + to_row * width);
+  });
+}
+
 // The rows of `rows` environments whose episodes did not end get their current values in
 // the final buffers, as the server sends them (only read when some episode ended).
-void FillFinals(const BatchOutput& out, size_t rows, size_t obs, size_t tiers, size_t regions,
-                size_t mask) {
+void FillFinals(const BatchOutput& out, size_t rows, size_t obs, const InfoShape& shape) {
   for (size_t row = 0; row < rows; ++row) {
     if (out.ended[row]) continue;
     std::memcpy(out.final_obs + row * obs, out.obs + row * obs, obs * sizeof(float));
-    const InfoColumns &a = out.info, &b = out.final_info;
-    b.profile[row] = a.profile[row];
-    b.step[row] = a.step[row];
-    b.interval_ns[row] = a.interval_ns[row];
-    b.default_interval_ns[row] = a.default_interval_ns[row];
-    b.migration_ns[row] = a.migration_ns[row];
-    b.migrated_bytes[row] = a.migrated_bytes[row];
-    b.elapsed_ns[row] = a.elapsed_ns[row];
-    b.default_elapsed_ns[row] = a.default_elapsed_ns[row];
-    b.default_total_ns[row] = a.default_total_ns[row];
-    std::memcpy(b.tier_used_bytes + row * tiers, a.tier_used_bytes + row * tiers,
-                tiers * sizeof(uint64_t));
-    std::memcpy(b.refused_regions + row * regions, a.refused_regions + row * regions,
-                regions * sizeof(int32_t));
-    b.refused_count[row] = a.refused_count[row];
-    std::memcpy(b.action_mask + row * mask, a.action_mask + row * mask, mask);
+    CopyInfoRow(out.info, out.final_info, row, shape);
   }
 }
 
@@ -484,8 +441,7 @@ absl::Status VectorEnv::Step(const int64_t* actions, size_t num_values, const Ba
   *out.any_ended = any;
   Summarize(nullptr, slots_.size(), out);
   if (any) {
-    FillFinals(out, slots_.size(), ObsSize(), spec_.tiers.size(),
-               static_cast<size_t>(spec_.num_regions), MaskSize());
+    FillFinals(out, slots_.size(), ObsSize(), info_shape_);
   }
   return absl::OkStatus();
 }
@@ -601,42 +557,59 @@ absl::Status VectorEnv::Recv(int batch, const BatchOutput& out) {
   *out.any_ended = any;
   Summarize(&ids, ids.size(), out);
   if (any) {
-    FillFinals(out, ids.size(), ObsSize(), spec_.tiers.size(),
-               static_cast<size_t>(spec_.num_regions), MaskSize());
+    FillFinals(out, ids.size(), ObsSize(), info_shape_);
   }
   return absl::OkStatus();
 }
 
-void BatchBuffers::Info::Allocate(size_t rows, size_t tiers, size_t regions, size_t mask) {
-  profile.assign(rows, -1);
-  step.assign(rows, 0);
-  interval_ns.assign(rows, 0);
-  default_interval_ns.assign(rows, 0);
-  migration_ns.assign(rows, 0);
-  migrated_bytes.assign(rows, 0);
-  elapsed_ns.assign(rows, 0);
-  default_elapsed_ns.assign(rows, 0);
-  default_total_ns.assign(rows, 0);
-  tier_used_bytes.assign(rows * tiers, 0);
-  refused_regions.assign(rows * regions, -1);
-  refused_count.assign(rows, 0);
-  action_mask.assign(rows * mask, 0);
+absl::StatusOr<std::unique_ptr<VectorEnv>> VectorEnv::Fork(const std::vector<int32_t>& env_ids,
+                                                           EnvProvider* maker) const {
+  if (in_flight_ > 0) {
+    return absl::FailedPreconditionError(
+        StrCat(in_flight_, " steps sent and not received; recv() them before forking"));
+  }
+  if (env_ids.empty()) return absl::InvalidArgumentError("env_ids: at least one environment");
+  std::vector<std::unique_ptr<SessionEnv>> envs;
+  envs.reserve(env_ids.size());
+  for (size_t k = 0; k < env_ids.size(); ++k) {
+    const int32_t i = env_ids[k];
+    if (i < 0 || i >= num_envs()) {
+      return absl::InvalidArgumentError(
+          StrCat("env_ids[", k, "]: ", i, " is not an environment (0..", num_envs() - 1, ")"));
+    }
+    absl::StatusOr<std::unique_ptr<SessionEnv>> fork =
+        slots_[static_cast<size_t>(i)]->env->Fork(maker);
+    if (!fork.ok()) {
+      return absl::Status(fork.status().code(), StrCat("env ", i, ": ", fork.status().message()));
+    }
+    envs.push_back(*std::move(fork));
+  }
+  std::unique_ptr<VectorEnv> forked(new VectorEnv(std::move(envs), options_));
+  for (size_t k = 0; k < env_ids.size(); ++k) {
+    const Slot& from = *slots_[static_cast<size_t>(env_ids[k])];
+    Slot& to = *forked->slots_[k];
+    to.started = from.started;
+    to.reset_next = from.reset_next;
+  }
+  return forked;
 }
 
-InfoColumns BatchBuffers::Info::Columns() {
-  return InfoColumns{profile.data(),          step.data(),
-                     interval_ns.data(),      default_interval_ns.data(),
-                     migration_ns.data(),     migrated_bytes.data(),
-                     elapsed_ns.data(),       default_elapsed_ns.data(),
-                     default_total_ns.data(), tier_used_bytes.data(),
-                     refused_regions.data(),  refused_count.data(),
-                     action_mask.data()};
+void VectorEnv::CopyRows(const BatchOutput& from, const std::vector<int32_t>& ids,
+                         const BatchOutput& to) const {
+  const size_t obs = ObsSize();
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const auto i = static_cast<size_t>(ids[k]);
+    std::memcpy(to.obs + k * obs, from.obs + i * obs, obs * sizeof(float));
+    to.reward[k] = from.reward[i];
+    to.terminated[k] = from.terminated[i];
+    to.truncated[k] = from.truncated[i];
+    CopyInfoRowTo(from.info, i, to.info, k, info_shape_);
+  }
 }
 
 BatchBuffers::BatchBuffers(const VectorEnv& env) {
   const auto n = static_cast<size_t>(env.num_envs());
-  const size_t obs_size = env.ObsSize(), tiers = env.spec().tiers.size();
-  const auto regions = static_cast<size_t>(env.spec().num_regions);
+  const size_t obs_size = env.ObsSize();
   obs.assign(n * obs_size, 0);
   final_obs.assign(n * obs_size, 0);
   reward.assign(n, 0);
@@ -645,17 +618,15 @@ BatchBuffers::BatchBuffers(const VectorEnv& env) {
   ended.assign(n, 0);
   env_id.assign(n, 0);
   for (size_t i = 0; i < n; ++i) env_id[i] = static_cast<int32_t>(i);
-  info.Allocate(n, tiers, regions, env.MaskSize());
-  final_info.Allocate(n, tiers, regions, env.MaskSize());
   out.obs = obs.data();
   out.reward = reward.data();
   out.terminated = terminated.data();
   out.truncated = truncated.data();
   out.env_id = env_id.data();
-  out.info = info.Columns();
+  out.info = info.Allocate(n, InfoShapeOf(env.spec()));
   out.ended = ended.data();
   out.final_obs = final_obs.data();
-  out.final_info = final_info.Columns();
+  out.final_info = final_info.Allocate(n, InfoShapeOf(env.spec()));
   out.any_ended = &any_ended;
   out.any_refused = &any_refused;
   out.any_reset = &any_reset;

@@ -48,30 +48,16 @@
 #include "absl/status/statusor.h"
 #include "env/provider/env_provider.h"
 #include "env/spec/env_spec.h"
+#include "env/spec/info_columns.h"
 
 namespace tiergym::env {
 
 enum class AutoresetMode { kNextStep, kSameStep, kDisabled };
 
-// A step info, column-wise: row i of every array belongs to row i of the batch. Sizes:
-// rows; tier_used_bytes rows * tiers; refused_regions rows * num_regions (the first
-// refused_count[i] entries of row i hold the refused regions, the rest are unspecified);
-// action_mask rows * MaskSize(). profile holds the index into EnvSpec::profiles.
-struct InfoColumns {
-  int32_t* profile = nullptr;
-  uint64_t* step = nullptr;
-  double* interval_ns = nullptr;
-  double* default_interval_ns = nullptr;
-  double* migration_ns = nullptr;
-  uint64_t* migrated_bytes = nullptr;
-  double* elapsed_ns = nullptr;
-  double* default_elapsed_ns = nullptr;
-  double* default_total_ns = nullptr;
-  uint64_t* tier_used_bytes = nullptr;
-  int32_t* refused_regions = nullptr;
-  int32_t* refused_count = nullptr;
-  uint8_t* action_mask = nullptr;
-};
+// A call's step infos are written column-wise into InfoColumns (env/spec/step_info.h,
+// generated with StepInfo from the protocol's declaration): row i of every array belongs
+// to row i of the batch; widths as InfoShapeOf(spec()) gives them (env/spec/info_columns.h);
+// profile holds the index into EnvSpec::profiles.
 
 // Where a call writes its rows (num_envs rows each; Recv fills the first `batch`). All
 // pointers must be set, final_* and ended included (they are written only in kSameStep
@@ -145,6 +131,22 @@ class VectorEnv {
   // Steps sent and not yet received.
   int in_flight() const { return in_flight_; }
 
+  // A new vector environment of env_ids.size() environments with this one's options:
+  // environment k is a fork (SessionEnv::Fork, charged to `maker`'s budget; null: none)
+  // of environment env_ids[k] (an id may repeat: several copies) at its state, its episode
+  // and whether it runs or resets at its next step included, so that the same actions give
+  // the fork and the original bit-identical results (the results are not kept after they
+  // are written: CopyRows gives the forks their current rows). FailedPrecondition while
+  // steps are in flight; InvalidArgument for an id out of range; the forks' errors
+  // (ResourceExhausted, Unimplemented) name the environment.
+  absl::StatusOr<std::unique_ptr<VectorEnv>> Fork(const std::vector<int32_t>& env_ids,
+                                                  EnvProvider* maker) const;
+  // Copies rows ids[k] of `from` (outputs of this environment's Reset or Step, whose rows
+  // are its environments) into rows k of `to` (a fork's buffers): observation, reward,
+  // flags and info.
+  void CopyRows(const BatchOutput& from, const std::vector<int32_t>& ids,
+                const BatchOutput& to) const;
+
  private:
   struct Slot;
   VectorEnv(std::vector<std::unique_ptr<SessionEnv>> envs, VectorEnvOptions options);
@@ -161,7 +163,6 @@ class VectorEnv {
   void RunSlot(size_t i);
   // Copies slot i's results into `row` of out.
   void WriteRow(size_t i, size_t row, const BatchOutput& out) const;
-  void WriteInfo(const StepInfo& info, size_t row, const InfoColumns& cols) const;
   // Sets out's any_* flags for the environments `ids` written to rows 0, 1, ...
   void Summarize(const std::vector<int32_t>* ids, size_t rows, const BatchOutput& out) const;
   // Runs body(0..n-1) on the calling thread and the workers.
@@ -170,6 +171,7 @@ class VectorEnv {
 
   VectorEnvOptions options_;
   EnvSpec spec_;
+  InfoShape info_shape_;  // InfoShapeOf(spec_)
   int threads_ = 1;
   std::vector<std::unique_ptr<Slot>> slots_;
   int in_flight_ = 0;  // touched by the caller only
@@ -186,24 +188,10 @@ class VectorEnv {
 };
 
 // Arrays that own a call's outputs for `env` (num_envs rows), with a BatchOutput pointing
-// into them: for callers that bring no arrays of their own (tiergym._core, tests). profile
-// and refused_regions start at -1, env_id at 0, 1, 2, ..., the rest at 0. Not copyable or
-// movable: `out` points into it.
+// into them: for callers that bring no arrays of their own (tiergym._core, tests). Info
+// columns start at their fill values (InfoStorage: profile and refused_regions at -1), env_id
+// at 0, 1, 2, ..., the rest at 0. Not copyable or movable: `out` points into it.
 struct BatchBuffers {
-  struct Info {
-    std::vector<int32_t> profile;
-    std::vector<uint64_t> step;
-    std::vector<double> interval_ns, default_interval_ns, migration_ns;
-    std::vector<uint64_t> migrated_bytes;
-    std::vector<double> elapsed_ns, default_elapsed_ns, default_total_ns;
-    std::vector<uint64_t> tier_used_bytes;
-    std::vector<int32_t> refused_regions, refused_count;
-    std::vector<uint8_t> action_mask;
-
-    void Allocate(size_t rows, size_t tiers, size_t regions, size_t mask);
-    InfoColumns Columns();
-  };
-
   explicit BatchBuffers(const VectorEnv& env);
   BatchBuffers(const BatchBuffers&) = delete;
   BatchBuffers& operator=(const BatchBuffers&) = delete;
@@ -212,7 +200,7 @@ struct BatchBuffers {
   std::vector<double> reward;
   std::vector<uint8_t> terminated, truncated, ended;
   std::vector<int32_t> env_id;
-  Info info, final_info;
+  InfoStorage info, final_info;
   bool any_ended = false, any_refused = false, any_reset = false;
   BatchOutput out;
 };

@@ -23,6 +23,9 @@
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
 #include "traces/machine.h"
+#include "traces/profile.h"
+#include "traces/projection.h"
+#include "traces/trace_file.h"
 
 namespace tiergym::prof {
 namespace {
@@ -401,7 +404,8 @@ std::vector<std::string> ExpandShortOptions(const std::vector<std::string>& args
 }
 
 std::string ProfCommandsHelp() {
-  return "  record           record a sampled memory trace of a command (PEBS or software)\n"
+  return "  profile          a command -> a per-tier profile for a machine, ready to serve\n"
+         "  record           record a sampled memory trace of a command (PEBS, software, timer)\n"
          "  interfere        generate memory bandwidth at a set level and read share\n"
          "  contentiousness  a command's solo read/write bandwidth from uncore CAS counters\n"
          "  sweep            a command's sensitivity curves under interference (curves.csv)\n"
@@ -421,9 +425,14 @@ int RunRecordCommand(const std::vector<std::string>& raw_args) {
   p.AddOption("numa-node", "N", "bind the run's memory to NUMA node N (overrides --machine)");
   p.AddOption("cpu-node", "N", "run the command's threads on the CPUs of NUMA node N");
   p.AddOption("app", "NAME", "the trace's app name (default: the command's file name)");
-  p.AddOption("backend", "pebs|software|auto", "how to sample", "auto");
+  p.AddOption("backend", "pebs|software|timer|auto",
+              "how to sample: PEBS; page faults (first touches, writes); CPU-time ticks decoded "
+              "into reads and writes (timer, no PMU)",
+              "auto");
   p.AddOption("event", "NAME", "libpfm4 PEBS event (default: the CPU model's preset)");
-  p.AddOption("period", "N", "sample period / PEBS reset (default 2003 PEBS, 1 software)");
+  p.AddOption("period", "N",
+              "sample period: PEBS reset (default 2003), page faults (1), ns of CPU time "
+              "(timer, default 100000)");
   p.AddOption("precise", "N", "precise_ip asked for PEBS (1..3)", "2");
   p.AddOption("ldlat", "CYCLES", "latency threshold of load-latency presets (SPR)", "128");
   p.AddRepeatedOption("phasemark-at", "SYMBOL",
@@ -517,6 +526,141 @@ int RunRecordCommand(const std::vector<std::string>& raw_args) {
   if (!summary.ok()) return Fail(summary.status());
   std::cerr << FormatRecordSummary(*summary);
   return summary->failure.empty() ? kExitOk : kExitFailed;
+}
+
+int RunProfileCommand(const std::vector<std::string>& raw_args) {
+  namespace fs = std::filesystem;
+  ArgParser p("tiergym-prof profile",
+              "From a program to an environment in one command: record CMD (unmodified, on "
+              "this machine's memory), project the recording onto the target machine's tiers "
+              "(traces/PROJECTION.md), check the profile and print how to serve it.");
+  p.AddOption("machine", "NAME|JSON", "the target machine (two tiers or more)", "xeonmax");
+  p.AddOption("out", "DIR",
+              "the directory to write (must not exist): DIR/profile/<tier>.csv, "
+              "the recording in DIR/recording/");
+  p.AddOption("app", "NAME", "the profile's app name (default: the command's file name)");
+  p.AddOption("backend", "timer|software|pebs|auto", "how to record (tiergym-prof record)",
+              "timer");
+  p.AddOption("period", "N", "sample period (record --period)");
+  p.AddRepeatedOption("phasemark-at", "SYMBOL",
+                      "mark a phase at each entry of SYMBOL (or PATH:SYMBOL), e.g. the "
+                      "program's timestep function");
+  p.AddOption("mlp", "N", "projection: outstanding misses per thread", "12");
+  p.AddOption("overlap", "F", "projection: overlap of compute and memory time", "0.7");
+  p.AddRestPositional("CMD", "the command and its arguments, after --");
+  p.SetEpilog(
+      "Example:\n"
+      "  tiergym-prof profile --machine xeonmax --out prof/melt \\\n"
+      "      --phasemark-at /lib/x86_64-linux-gnu/liblammps.so.0:_ZN9LAMMPS_NS6Verlet3runEi \\\n"
+      "      -- lmp -in in.melt -log none\n"
+      "Exit status 0 with a profile written; 1 (nothing left at DIR) when the command, a\n"
+      "symbol, the machine or the recording does not allow one; 2 on a usage error.");
+  const std::vector<std::string> args = ExpandShortOptions(raw_args);
+  if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
+  if (p.Rest().empty()) {
+    return UsageFail(absl::InvalidArgumentError(
+        "tiergym-prof profile: no command to record (give it after --; see --help)"));
+  }
+  if (absl::Status s = p.Require("out"); !s.ok()) return UsageFail(s);
+  auto machine = LoadMachine(p.Get("machine"));
+  if (!machine.ok()) return Fail(machine.status());
+  if (machine->tiers.size() < 2) {
+    return Fail(absl::InvalidArgumentError(
+        StrCat("machine '", machine->name,
+               "' has one tier: an environment places data "
+               "between tiers; give --machine a machine with two or more (knl, disagg, "
+               "xeonmax, or a machine JSON, traces/SYNTH.md)")));
+  }
+  const fs::path out = p.Get("out");
+  if (fs::exists(out)) {
+    return Fail(absl::AlreadyExistsError(
+        StrCat(out.string(), " exists: remove it or choose another --out")));
+  }
+  auto backend = ParseBackend(p.Get("backend"));
+  if (!backend.ok()) return UsageFail(backend.status());
+  auto mlp = p.GetDouble("mlp");
+  auto overlap = p.GetDouble("overlap");
+  if (!mlp.ok()) return UsageFail(mlp.status());
+  if (!overlap.ok()) return UsageFail(overlap.status());
+
+  // Everything goes to DIR.partial first, renamed to DIR once the profile has loaded: a
+  // failure leaves nothing that looks like a profile.
+  const fs::path partial = out.string() + ".partial";
+  std::error_code ec;
+  fs::remove_all(partial, ec);
+  fs::create_directories(partial / "recording", ec);
+  if (ec) {
+    return Fail(absl::PermissionDeniedError(
+        StrCat("cannot create ", (partial / "recording").string(), ": ", ec.message())));
+  }
+  auto fail = [&](const absl::Status& s) {
+    fs::remove_all(partial, ec);
+    std::cerr << "nothing written at " << out.string() << "\n";
+    return Fail(s);
+  };
+
+  RecordOptions o;
+  o.command = p.Rest();
+  o.backend = *backend;
+  o.device = machine->tiers[0].name;
+  o.output = (partial / "recording" / (o.device + ".csv")).string();
+  o.app = p.Get("app");
+  o.phasemark_at = p.GetAll("phasemark-at");
+  if (p.Given("period")) {
+    auto period = p.GetUint64("period");
+    if (!period.ok() || *period == 0) {
+      return UsageFail(absl::InvalidArgumentError("--period must be a positive integer"));
+    }
+    o.period = *period;
+  }
+  std::cerr << "recording " << absl::StrJoin(o.command, " ") << " ...\n";
+  auto summary = RecordCommand(o);
+  if (!summary.ok()) return fail(summary.status());
+  std::cerr << FormatRecordSummary(*summary);
+  if (!summary->failure.empty()) {
+    return fail(absl::FailedPreconditionError(
+        StrCat("the recording failed: ", summary->failure,
+               ". Make the command run to completion alone first (its arguments, its input files, "
+               "its working directory)")));
+  }
+  auto recorded = LoadTrace(o.output);
+  if (!recorded.ok()) return fail(recorded.status());
+  if (recorded->num_samples() == 0) {
+    return fail(absl::FailedPreconditionError(
+        "the recording has no samples: the command ran too briefly or touched too little "
+        "memory; record a longer run (a larger input) or use a smaller --period"));
+  }
+  ProjectionOptions po;
+  po.mlp = *mlp;
+  po.overlap = *overlap;
+  auto traces = ProjectTrace(*recorded, *machine, po);
+  if (!traces.ok()) return fail(traces.status());
+  fs::create_directories(partial / "profile", ec);
+  for (const Trace& t : *traces) {
+    const fs::path file = partial / "profile" / (t.metadata().device + ".csv");
+    if (absl::Status s = SaveTrace(t, file.string(), TraceFormat::kCsv); !s.ok()) return fail(s);
+  }
+  auto profile = LoadProfile((partial / "profile").string());
+  if (!profile.ok()) return fail(profile.status());
+  fs::rename(partial, out, ec);
+  if (ec) {
+    return fail(absl::PermissionDeniedError(
+        StrCat("cannot rename ", partial.string(), " to ", out.string(), ": ", ec.message())));
+  }
+  const std::string dir = fs::absolute(out / "profile").string();
+  std::cout << "profile written: " << dir << " (" << recorded->metadata().app << ", "
+            << recorded->num_phases() << " phases, " << recorded->num_samples()
+            << " samples; tiers";
+  for (const Trace& t : *traces) {
+    std::cout << " " << t.metadata().device << " "
+              << FixedDecimal(static_cast<double>(t.runtime_ns()) * 1e-9, 3) << " s";
+  }
+  std::cout << " on " << machine->name << ")\n"
+            << "serve it:   tiergym serve --machine " << p.Get("machine") << " --profiles " << dir
+            << "\n"
+            << "in Python:  gymnasium.make(\"tiergym/TierPlacement-v1\", machine=\""
+            << p.Get("machine") << "\", profiles=[\"" << dir << "\"])\n";
+  return kExitOk;
 }
 
 }  // namespace tiergym::prof

@@ -11,6 +11,8 @@
 namespace tiergym::prof {
 
 int RunRecordCommand(const std::vector<std::string>& args);
+// tiergym-prof profile: record, project onto a machine, check, print how to serve.
+int RunProfileCommand(const std::vector<std::string>& args);
 int RunInterfereCommand(const std::vector<std::string>& args);
 int RunContentiousnessCommand(const std::vector<std::string>& args);
 int RunSweepCommand(const std::vector<std::string>& args);

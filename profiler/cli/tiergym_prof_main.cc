@@ -28,6 +28,7 @@ std::string Usage() {
 int main(int argc, char** argv) {
   return tiergym::RunCommand("tiergym-prof", kVersion, Usage(),
                              {{"record", tiergym::prof::RunRecordCommand},
+                              {"profile", tiergym::prof::RunProfileCommand},
                               {"interfere", tiergym::prof::RunInterfereCommand},
                               {"run-placed", tiergym::prof::RunPlacedCommand},
                               {"sweep", tiergym::prof::RunSweepCommand},

@@ -58,7 +58,7 @@ std::vector<std::unique_ptr<SessionEnv>> MakeEnvs(PlacementProvider& provider, i
 }
 
 // Row `row` of the columns equals `info`.
-void ExpectInfo(const EnvSpec& spec, const BatchBuffers::Info& c, size_t row, const StepInfo& info,
+void ExpectInfo(const EnvSpec& spec, const InfoColumns& c, size_t row, const StepInfo& info,
                 const std::string& where) {
   const size_t tiers = spec.tiers.size(), regions = spec.num_regions;
   ASSERT_GE(c.profile[row], 0) << where;
@@ -71,17 +71,16 @@ void ExpectInfo(const EnvSpec& spec, const BatchBuffers::Info& c, size_t row, co
   EXPECT_EQ(c.elapsed_ns[row], info.elapsed_ns) << where;
   EXPECT_EQ(c.default_elapsed_ns[row], info.default_elapsed_ns) << where;
   EXPECT_EQ(c.default_total_ns[row], info.default_total_ns) << where;
-  EXPECT_EQ(std::vector<uint64_t>(c.tier_used_bytes.begin() + row * tiers,
-                                  c.tier_used_bytes.begin() + (row + 1) * tiers),
-            info.tier_used_bytes)
+  EXPECT_EQ(
+      std::vector<uint64_t>(c.tier_used_bytes + row * tiers, c.tier_used_bytes + (row + 1) * tiers),
+      info.tier_used_bytes)
       << where;
-  EXPECT_EQ(std::vector<int32_t>(c.refused_regions.begin() + row * regions,
-                                 c.refused_regions.begin() + row * regions + c.refused_count[row]),
+  EXPECT_EQ(std::vector<int32_t>(c.refused_regions + row * regions,
+                                 c.refused_regions + row * regions + c.refused_count[row]),
             std::vector<int32_t>(info.refused_regions.begin(), info.refused_regions.end()))
       << where;
   const size_t mask = info.action_mask.size();
-  EXPECT_EQ(std::vector<uint8_t>(c.action_mask.begin() + row * mask,
-                                 c.action_mask.begin() + (row + 1) * mask),
+  EXPECT_EQ(std::vector<uint8_t>(c.action_mask + row * mask, c.action_mask + (row + 1) * mask),
             info.action_mask)
       << where;
 }
@@ -95,7 +94,7 @@ void ExpectRow(const VectorEnv& v, const BatchBuffers& b, size_t row, const Step
   EXPECT_EQ(b.reward[row], want.reward) << where;
   EXPECT_EQ(b.terminated[row] != 0, want.terminated) << where;
   EXPECT_EQ(b.truncated[row] != 0, want.truncated) << where;
-  ExpectInfo(v.spec(), b.info, row, want.info, where);
+  ExpectInfo(v.spec(), b.out.info, row, want.info, where);
 }
 
 // One environment stepped as step_batch steps it: the reference.
@@ -194,10 +193,10 @@ TEST_P(VectorEnvTest, StepGivesTheEpisodesOfSingleEnvironments) {
             std::vector<float>(b.final_obs.begin() + i * obs, b.final_obs.begin() + (i + 1) * obs),
             final->observation)
             << where;
-        ExpectInfo(v.spec(), b.final_info, i, final->info, where + " final");
+        ExpectInfo(v.spec(), b.out.final_info, i, final->info, where + " final");
       }
       ends += b.terminated[i];
-      refusals += b.info.refused_count[i] > 0;
+      refusals += b.out.info.refused_count[i] > 0;
     }
     EXPECT_EQ(b.any_ended, any);
   }

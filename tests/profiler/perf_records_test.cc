@@ -128,6 +128,34 @@ TEST(ParsePerfRecordTest, DecodesWeightDataSourceAndSkipsRawData) {
   EXPECT_EQ(r->phys_addr, 0xabc000u);
 }
 
+TEST(ParsePerfRecordTest, DecodesUserRegistersByTheirBitInTheMask) {
+  RecordLayout l;
+  l.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_WEIGHT;
+  l.sample_regs_user = (1u << 0) | (1u << 5) | (1u << 8);  // AX, DI, IP
+  RecordBuilder b;
+  b.U64(0x401000);                            // ip
+  b.U64(2).U64(0xa).U64(0xd1).U64(0x401000);  // abi 64-bit, then AX, DI, IP in bit order
+  b.U64(77);                                  // weight follows the registers
+  auto r = ParsePerfRecord(b.Finish(PERF_RECORD_SAMPLE), l);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->regs_abi, 2u);
+  EXPECT_EQ(r->regs[0], 0xau);
+  EXPECT_EQ(r->regs[5], 0xd1u);
+  EXPECT_EQ(r->regs[8], 0x401000u);
+  EXPECT_EQ(r->weight, 77u);
+  // ABI 0 (no user registers): nothing more of the block.
+  RecordBuilder none;
+  none.U64(0x401000).U64(0).U64(78);
+  r = ParsePerfRecord(none.Finish(PERF_RECORD_SAMPLE), l);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->regs_abi, 0u);
+  EXPECT_EQ(r->weight, 78u);
+  // Cut short: refused, not read past the end.
+  RecordBuilder cut;
+  cut.U64(0x401000).U64(2).U64(0xa);
+  EXPECT_FALSE(ParsePerfRecord(cut.Finish(PERF_RECORD_SAMPLE), l).ok());
+}
+
 TEST(ParsePerfRecordTest, DecodesMmap2WithItsSampleIdTrailer) {
   RecordBuilder b;
   b.U32Pair(100, 100).U64(0x7f0000000000).U64(0x200000).U64(0x3000);

@@ -468,9 +468,9 @@ def test_the_unversioned_id_is_the_default_task_and_v0_keeps_the_servers_default
     ("disabled", gymnasium.vector.AutoresetMode.DISABLED)])
 def test_the_autoreset_mode_is_taken_as_a_name_an_enum_or_the_enums_value(server, inprocess,
                                                                            name, member):
-    address = None if inprocess else server
-    made = [tiergym.VectorEnv(2, address=address, inprocess=inprocess, autoreset_mode=mode,
-                              configs=[{"steps": 2}, {"steps": 3}], num_regions=8)
+    where = {"inprocess": True} if inprocess else {"address": server}
+    made = [tiergym.make_vec(tiergym.ENV_ID, 2, autoreset_mode=mode, num_regions=8,
+                             configs=[{"steps": 2}, {"steps": 3}], **where)
             for mode in (name, member, member.value)]
     try:
         ones = np.ones((2, 8), dtype=np.int64)

@@ -9,6 +9,7 @@ import sys
 import types
 
 import pytest
+import tiergym
 
 from tiergym_testing import REPO, needs_binary
 
@@ -162,6 +163,27 @@ def test_the_generalization_protocol_scores_every_set(tmp_path):
     assert set(summary) >= {"train", "test", "machine", "seeds"}
     assert (tmp_path / "g.png").stat().st_size > 10_000
     assert "machine-xeonmax-v1" in out.stdout and "arms" in out.stdout
+
+
+def test_the_reference_agent_trains_on_a_split_and_is_scored_on_every_set():
+    """The reference agent (fast_ppo) in the generalization protocol, at a tiny budget: it
+    trains on procedural applications, and every evaluation (the first before any update)
+    holds a return for every application of every set, from the benchmark's evaluator."""
+    pytest.importorskip("torch")
+    task = dict(lb.GENERAL_TASK, num_regions="8", steps="6")
+    sets = lb.parse_sets("train=procedural-train-v1:2,machine=machine-xeonmax-v1:1")
+    train_dataset, n = tiergym.datasets.parse_entry("procedural-train-v1:2")
+    agent = dict(library="reference", kwargs=dict(policy="regions", num_envs=4, num_steps=3,
+                                                  num_minibatches=1, env_threads=1))
+    done = []
+    curve, train_s, wall_s = lb.train_reference_general(
+        agent, task, train_dataset.config(n), sets, seed=0, steps=24, eval_every=12,
+        progress=lambda steps, returns, train_s: done.append(steps), curve=[])
+    assert [p["steps"] for p in curve] == [0, 12, 24] and done == [12, 24]
+    for point in curve:
+        assert {label: set(r) for label, r in point["returns"].items()} == {
+            s.label: set(s.apps) for s in sets}
+    assert 0 < train_s <= wall_s
 
 
 def test_set_scores_pool_procedural_sets_and_average_programs():

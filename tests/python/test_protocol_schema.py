@@ -1,7 +1,8 @@
-"""The Python side of the protocol's one declaration, env/protocol/schema.json: the field
-tables of env/PROTOCOL.md are generated from it (and must be up to date), and the Python
-codec (env/python/tiergym/_protocol.py) knows exactly the dtypes, step-info keys and spec
-arrays it declares. tests/env/protocol_schema_test.cc holds the C++ codec to the same file."""
+"""The Python side of the protocol's one declaration, env/protocol/schema.json: the generated
+parts of env/PROTOCOL.md are up to date, the Python codec's tables (tiergym._wire, generated
+at build time) are the declared ones and env/python/tiergym/_protocol.py decodes with them,
+and a field added to the schema's step info reaches every generated file.
+tests/env/protocol_schema_test.cc holds the C++ codec to the same file."""
 
 import importlib.util
 import json
@@ -31,7 +32,7 @@ def names(path, wire=None):
 
 def load_generator():
     spec = importlib.util.spec_from_file_location(
-        "gen_protocol_doc", ROOT / "env" / "protocol" / "gen_protocol_doc.py")
+        "gen_protocol", ROOT / "env" / "protocol" / "gen_protocol.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -42,7 +43,7 @@ def test_protocol_md_tables_are_generated_from_the_schema():
     text = (ROOT / "env" / "PROTOCOL.md").read_text()
     _, changed = gen.render(text, SCHEMA)
     assert changed == [], (f"env/PROTOCOL.md tables differ from schema.json: {changed}; "
-                           "run env/protocol/gen_protocol_doc.py")
+                           "run env/protocol/gen_protocol.py --doc")
     # Every operation's request and reply that has fields has its table.
     for op in SCHEMA["ops"]:
         for side in ("request", "reply"):
@@ -59,6 +60,10 @@ def test_the_generator_notices_a_drift():
 
 
 def test_python_codec_constants_are_the_declared_ones():
+    from tiergym import _wire
+    gen = load_generator()
+    # The installed tables are those of the schema in this tree (a stale build would differ).
+    assert pathlib.Path(_wire.__file__).read_text() == gen.gen_python(gen.Model(SCHEMA))
     assert _protocol.VERSION == SCHEMA["version"]
     assert _protocol.ENV_ID == SCHEMA["env_id"]
     assert {k: v.itemsize for k, v in _protocol.DTYPES.items()} == SCHEMA["dtypes"]
@@ -114,3 +119,34 @@ def test_placements_go_out_as_maps_of_plain_numbers():
     assert out == {"default": "ddr", "ranges": [{"start": 4096, "end": 8192, "tier": "hbm"}]}
     assert type(out["ranges"][0]["start"]) is int
     assert placement_to_wire('{"default": "ddr"}') == '{"default": "ddr"}'
+
+
+def test_a_step_info_field_added_to_the_schema_reaches_every_generated_file():
+    """What "one schema edit" gives: a new float field of the step info is a StepInfo
+    member, a column (InfoColumns, ForEachInfoColumn, WriteInfoValues), a map field and a
+    column of the codec, a field of the Python tables, a row of PROTOCOL.md's tables."""
+    gen = load_generator()
+    schema = json.loads(json.dumps(SCHEMA))
+    schema["structs"]["info"].insert(5, {"name": "stall_ns", "type": "float", "wire": ["float"],
+                                         "doc": "time the last interval stalled"})
+    out = gen.outputs(schema)
+    info = out["env/spec/step_info.h"]
+    assert "double stall_ns = 0;" in info
+    assert "double* stall_ns = nullptr;" in info
+    assert 'f("stall_ns", &InfoColumns::stall_ns, "float64", InfoWidth::kOne, 0);' in info
+    assert "c.stall_ns[row] = info.stall_ns;" in info
+    assert 'f("stall_ns", info.stall_ns);' in info
+    codec = out["env/protocol/codec.cc"]
+    assert 'p.Str("stall_ns");\n  p.Double(v.stall_ns);' in codec
+    assert 'NeedMember(o, "stall_ns", path, ReadDouble, v.stall_ns)' in codec
+    assert 'ReadColumn<double>(o, "stall_ns", "float64"' in codec
+    assert "size_t CountFields(const StepInfo& ) {\n  return 13;" in codec
+    wire = gen.gen_python(gen.Model(schema))
+    namespace = {}
+    exec(wire, namespace)
+    assert ("stall_ns", "float") in namespace["INFO_FIELDS"]
+    assert ("stall_ns", "float64", "one") in namespace["INFO_COLUMNS"]
+    text, changed = gen.render((ROOT / "env" / "PROTOCOL.md").read_text(), schema)
+    assert changed == ["structs.info", "shm_layout"]
+    assert "| `stall_ns` | float | time the last interval stalled |" in text
+    assert "| `info.stall_ns` | float64 | `[rows]` |" in text

@@ -1,16 +1,28 @@
-"""tiergym with RLlib on Ray (installed from PyPI by the test command): PPO on a local Ray
-cluster (ray.init(num_cpus=2)) whose two env runners each reach a tiergym server (a
-private one each, and one shared server given by address), a few iterations of tiny
-batches, then everything shut down: no Ray daemon, worker or tiergym server is left (every
-process the run started carries a marker in its environment, which is how leftovers are
-found). The run is agents_examples/rllib_env.py as a user runs it."""
+"""tiergym with RLlib on Ray (installed from PyPI by the test command), all in one local Ray
+session (ray.init(num_cpus=2), shared by the module's tests: starting Ray is most of what
+a short training costs):
 
+- single agent (agents_examples/rllib_env.py, its main() as a user runs the script, with
+  the session already up): PPO whose two remote env runners each reach a tiergym server (a
+  private one each, and one shared server given by address), a few iterations of tiny
+  batches;
+- multi-agent (agents_examples/rllib_cosched.py): the co-scheduled tenants
+  (tiergym.cosched's PettingZoo ParallelEnv) trained with RLlib's multi-agent API, a
+  policy per tenant and one shared policy, a few iterations each.
+
+Nothing is left behind: after each algorithm stops, no tiergym server it started runs;
+after Ray shuts down at the end of the module, no Ray daemon or worker either (every
+process the session started carries a marker in its environment, which is how leftovers
+are found)."""
+
+import os
 import re
 import subprocess
 import sys
 import time
 import uuid
 
+import numpy as np
 import pytest
 
 import tiergym
@@ -20,43 +32,83 @@ pytestmark = needs_binary
 SCRIPT = str(REPO / "agents_examples" / "rllib_env.py")
 TINY = ["--iterations", "2", "--batch", "64", "--num-regions", "8", "--steps", "8",
         "--num-env-runners", "2", "--num-cpus", "2"]
+MARKER = "TIERGYM_TEST_MARKER"
 
 
-def run_and_check_nothing_is_left(*args):
-    marker = f"TIERGYM_TEST_MARKER={uuid.uuid4().hex}"
-    name, value = marker.split("=")
-    env = dict(__import__("os").environ, **{name: value}, RAY_DEDUP_LOGS="0")
-    out = subprocess.run([sys.executable, SCRIPT, *TINY, *args], capture_output=True,
-                         text=True, timeout=600, env=env)
-    deadline = time.monotonic() + 30  # Ray's daemons and private servers wind down
-    while processes_with_env(marker) and time.monotonic() < deadline:
+def wait_until_gone(pids_of, seconds=30):
+    deadline = time.monotonic() + seconds
+    while pids_of() and time.monotonic() < deadline:
         time.sleep(0.5)
-    left = processes_with_env(marker)
-    assert not left, [command_line(p) for p in left]
-    return out
+    return pids_of()
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    """One local Ray cluster for the module; afterwards nothing it started is left."""
+    ray = pytest.importorskip("ray")
+    value = uuid.uuid4().hex
+    marked = f"{MARKER}={value}"
+    saved = {k: os.environ.get(k) for k in (MARKER, "RAY_DEDUP_LOGS", "PYTHONPATH")}
+    # The env creators are the example modules' functions, which Ray's workers import by
+    # name (a script's own functions travel by value): its folder on their path.
+    path = os.pathsep.join(p for p in (str(REPO / "agents_examples"), saved["PYTHONPATH"]) if p)
+    os.environ.update({MARKER: value, "RAY_DEDUP_LOGS": "0", "PYTHONPATH": path})
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        try:
+            yield marked
+        finally:
+            ray.shutdown()
+        left = wait_until_gone(lambda: processes_with_env(marked))
+        assert not left, [command_line(p) for p in left]
+    finally:
+        for key, old in saved.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+
+
+def servers_left(marker):
+    return [p for p in processes_with_env(marker) if "serve" in command_line(p)
+            and "tiergym" in command_line(p)]
+
+
+def run_main(module, args, capsys):
+    """module.main(args) in this process (the Ray session up); (status, stdout, stderr)."""
+    status = module.main(args)
+    out = capsys.readouterr()
+    return status, out.out, out.err
 
 
 def iterations(stderr):
     return re.findall(r"iteration (\d+): ([0-9.]+) env steps, episode return mean (\S+),", stderr)
 
 
-def test_ppo_with_a_private_server_per_env_runner():
-    out = run_and_check_nothing_is_left()
-    assert out.returncode == 0, out.stderr[-3000:]
-    done = iterations(out.stderr)
-    assert [i for i, _, _ in done] == ["0", "1"], out.stderr[-3000:]
+# --- Single agent: PPO over env runners that reach tiergym servers ------------------------------
+
+def test_ppo_with_a_private_server_per_env_runner(ray_session, capsys):
+    import rllib_env
+    status, out, err = run_main(rllib_env, TINY, capsys)
+    assert status == 0, err[-3000:]
+    done = iterations(err)
+    assert [i for i, _, _ in done] == ["0", "1"], err[-3000:]
     assert float(done[-1][1]) >= 128  # both iterations sampled their batches
-    m = re.search(r"episode return mean (-?[0-9.]+)$", out.stdout.strip())
-    assert m and -1 < float(m.group(1)) < 1, out.stdout  # a fractional speedup
+    m = re.search(r"episode return mean (-?[0-9.]+)$", out.strip())
+    assert m and -1 < float(m.group(1)) < 1, out  # a fractional speedup
+    # The env runners' private servers went with the algorithm.
+    assert not wait_until_gone(lambda: servers_left(ray_session)), "servers left running"
 
 
-def test_ppo_with_env_runners_sharing_one_server():
+def test_ppo_with_env_runners_sharing_one_server(ray_session, capsys):
+    import rllib_env
     server = tiergym.Server(args=["--threads", "2", "--quiet"])
     try:
-        out = run_and_check_nothing_is_left("--addresses", server.endpoint)
-        assert out.returncode == 0, out.stderr[-3000:]
-        assert len(iterations(out.stderr)) == 2
-        # The runners' sessions were made on this server (and closed when Ray stopped).
+        status, _, err = run_main(rllib_env, TINY + ["--addresses", server.endpoint], capsys)
+        assert status == 0, err[-3000:]
+        assert len(iterations(err)) == 2
+        # The runners' sessions were made on this server (and closed when the algorithm
+        # stopped).
         connection = tiergym.Connection(server.endpoint)
         try:
             stats = connection.call("stats")
@@ -73,3 +125,40 @@ def test_the_script_without_ray_says_how_to_install_it():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 1 and "tiergym[rllib]" in out.stderr
+
+
+# --- Multi-agent: the co-scheduled tenants -------------------------------------------------------
+
+COSCHED = {"scenario": "knl-2", "steps": 8, "num_regions": 8}
+
+
+def test_the_cosched_tenants_train_a_policy_each_with_rllibs_multi_agent_api(ray_session):
+    import rllib_cosched
+    pytest.importorskip("pettingzoo")
+    tenants = rllib_cosched.tenants(COSCHED)
+    assert tenants == ["minife", "lulesh"]
+    lines = []
+    returns, before, after = rllib_cosched.train(COSCHED, 2, batch=32, log=lines.append)
+    assert len(returns) == 2 and len(lines) == 2, lines
+    # Episodes of 8 steps ended in both iterations (32 steps each), with a return per
+    # tenant: each agent's own time saved, a fraction.
+    for per_agent in returns:
+        assert sorted(per_agent) == sorted(tenants), per_agent
+        assert all(-1 < v < 1 for v in per_agent.values()), per_agent
+    assert set(after) == set(before) == set(tenants)  # one RLModule per tenant
+    for module in tenants:  # each learned from its own agent's experience
+        assert rllib_cosched.weight_change(before[module], after[module]) > 0, module
+
+
+def test_the_cosched_script_trains_one_policy_shared_by_the_tenants(ray_session, capsys):
+    import rllib_cosched
+    pytest.importorskip("pettingzoo")
+    status, out, err = run_main(rllib_cosched, ["--iterations", "2", "--batch", "32",
+                                                "--steps", "8", "--num-regions", "8",
+                                                "--shared"], capsys)
+    assert status == 0, err[-3000:]
+    assert err.count("iteration ") == 2, err[-3000:]
+    assert re.search(r"2 iterations of PPO on knl-2 with one shared policy; mean return per "
+                     r"agent: lulesh [-+][0-9.]+, minife [-+][0-9.]+$", out.split("\n")[0]), out
+    moved = re.search(r"each policy's weights \(L2\): shared ([0-9.e+-]+)$", out.strip())
+    assert moved and float(moved.group(1)) > 0, out  # the one module both tenants trained

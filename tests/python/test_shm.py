@@ -44,20 +44,22 @@ def tiergym_segments():
     return sorted(n for n in os.listdir("/dev/shm") if n.startswith("tiergym-"))
 
 
-def stats_once_freed(server, counter, seconds=10):
-    """The server's stats once `counter` (a stats key) fell to 0, or after `seconds`: a
-    segment's thread ends within its poll (100 ms) of the segment's freeing, later on a
-    loaded machine."""
+def stats_once_freed(server, counter, seconds=10, also=()):
+    """The server's stats once `counter` and the keys in `also` (stats keys) fell to 0, or
+    after `seconds`: a segment's thread ends within its poll (100 ms) of the segment's
+    freeing, later on a loaded machine, and the segment's bytes are released only when its
+    thread lets go of it, after the segment has left the server's table (`shm_segments`)."""
+    keys = (counter, *also)
     deadline = time.monotonic() + seconds
-    while stats(server)[counter] != 0 and time.monotonic() < deadline:
+    while any(stats(server)[k] != 0 for k in keys) and time.monotonic() < deadline:
         time.sleep(0.05)
     return stats(server)
 
 
-def kill_and_wait_until_freed(server, script, counter, settle_s=0.0):
+def kill_and_wait_until_freed(server, script, counter, settle_s=0.0, also=()):
     """Runs `script`, a client that prints "ready" once it holds what `counter` (a stats
     key) counts, checks the server counts one, kills the client with SIGKILL and waits (10 s
-    at most) for the count to fall to 0: the server's stats then."""
+    at most) for the count, and the keys in `also`, to fall to 0: the server's stats then."""
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
     try:
         assert child.stdout.readline().strip() == b"ready"
@@ -65,7 +67,7 @@ def kill_and_wait_until_freed(server, script, counter, settle_s=0.0):
         assert stats(server)[counter] == 1
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=10)
-        return stats_once_freed(server, counter)
+        return stats_once_freed(server, counter, also=also)
     finally:
         child.kill()
         child.wait()
@@ -253,7 +255,7 @@ def test_a_client_that_dies_has_its_segments_freed(server):
         print("ready", flush=True)
         time.sleep(60)
     """)
-    s = kill_and_wait_until_freed(server, script, "shm_segments")
+    s = kill_and_wait_until_freed(server, script, "shm_segments", also=("shm_bytes",))
     assert s["shm_segments"] == 0 and s["shm_bytes"] == 0
 
 

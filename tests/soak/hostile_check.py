@@ -500,9 +500,26 @@ def check_segment(endpoint, report, n_requests=2000):
                 f"{took:.2f} s, server alive: {alive}")
 
 
+def settled_sessions(probe, seconds=10):
+    """The server's session count once it has stopped changing for half a second (the
+    sessions of connections an earlier check closed go when the server notices them gone,
+    a moment later), or after `seconds`."""
+    deadline = time.monotonic() + seconds
+    last = ask(probe, op="stats")["sessions"]
+    since = time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = ask(probe, op="stats")["sessions"]
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= 0.5:
+            break
+    return last
+
+
 def check_killed(endpoint, report):
     probe = dealer(endpoint)
-    base = ask(probe, op="stats")["sessions"]
+    base = settled_sessions(probe)
     procs = [subprocess.Popen([sys.executable, "-c", KILLED, endpoint], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE) for _ in range(5)]
     for p in procs:

@@ -133,5 +133,37 @@ TEST(TraceCliTest, InfoHandlesAFiveMillionSampleCsv) {
   fs::remove_all(dir);
 }
 
+TEST(TraceCliTest, ProjectWritesOneTracePerTierAndNothingOnBadInput) {
+  const fs::path dir = fs::temp_directory_path() / ("tiergym_project." + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string out = (dir / "prof").string();
+  Result r = Tiergym("trace project --machine knl " + Data("valid_format_example.csv") + " " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("onto knl"));
+  EXPECT_TRUE(fs::exists(dir / "prof" / "ddr.csv"));
+  EXPECT_TRUE(fs::exists(dir / "prof" / "hbm.csv"));
+  EXPECT_FALSE(fs::exists(dir / "prof.partial"));
+  Result v = Tiergym("trace validate " + out);
+  EXPECT_EQ(v.exit_code, 0) << v.out;
+  // A one-tier machine: refused, saying why, and nothing written.
+  const fs::path one = dir / "one.json";
+  const std::string text =
+      R"({"name": "one", "cores": 4, "tiers": [{"name": "ddr", "capacity_bytes": 1073741824,)"
+      R"( "bandwidth_gbps": 90, "latency_ns": 130, "migration_gbps": 5}]})";
+  FILE* f = std::fopen(one.string().c_str(), "w");
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+  const std::string bad = (dir / "bad").string();
+  Result b = Tiergym("trace project --machine " + one.string() + " " +
+                         Data("valid_format_example.csv") + " " + bad,
+                     /*merge_stderr=*/true);
+  EXPECT_EQ(b.exit_code, 1) << b.out;
+  EXPECT_THAT(b.out, HasSubstr("needs at least two"));
+  EXPECT_FALSE(fs::exists(bad));
+  EXPECT_FALSE(fs::exists(bad + ".partial"));
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace tiergym

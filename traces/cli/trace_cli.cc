@@ -11,7 +11,9 @@
 #include "traces/base/strings.h"
 #include "traces/cli/corun_cli.h"
 #include "traces/cli/synth_cli.h"
+#include "traces/machine.h"
 #include "traces/profile.h"
+#include "traces/projection.h"
 #include "traces/trace_file.h"
 #include "traces/trace_summary.h"
 
@@ -238,20 +240,110 @@ int Convert(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+int Project(const std::vector<std::string>& args) {
+  ArgParser p("tiergym trace project",
+              "Turn one recorded trace (any machine, one memory) into a profile for the target "
+              "machine: one trace per tier, with the recording's addresses, threads, phases "
+              "and instructions, and times from the tiers' bandwidth and latency (or measured "
+              "curves) and the recording's misses per window (model: traces/PROJECTION.md).");
+  p.AddPositional("IN", "the recorded trace (CSV v1 or binary .tgt)");
+  p.AddPositional("OUT", "the profile directory to write (one <tier>.csv or .tgt per tier)");
+  p.AddOption("machine", "NAME|JSON", "the target machine (at least two tiers)", "knl");
+  p.AddOption("recorded-tier", "TIER",
+              "the tier whose memory the recording ran on (default: the trace's device if "
+              "the machine has it, else the machine's first tier)");
+  p.AddOption("misses-per-sample", "N",
+              "LLC misses one sample stands for (default: the trace's pebs_reset, else 1)");
+  p.AddOption("mlp", "N", "outstanding misses per thread", "12");
+  p.AddOption("threads", "N", "threads of the program (default: distinct tids in the trace)");
+  p.AddOption("overlap", "F", "overlap of compute and memory time, 0..1", "0.7");
+  p.AddOption("window", "N", "samples per projected window", "64");
+  p.AddOption("format", "csv|bin", "output format", "csv");
+  if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
+  auto machine = LoadMachine(p.Get("machine"));
+  if (!machine.ok()) return Fail(machine.status());
+  auto recorded = LoadTrace(p.Positional("IN"));
+  if (!recorded.ok()) return Fail(recorded.status());
+  ProjectionOptions o;
+  if (p.Given("recorded-tier")) o.recorded_tier = p.Get("recorded-tier");
+  auto mlp = p.GetDouble("mlp");
+  auto overlap = p.GetDouble("overlap");
+  auto window = p.GetUint64("window");
+  if (!mlp.ok() || !overlap.ok() || !window.ok()) {
+    std::cerr << "tiergym trace project: --mlp, --overlap and --window take numbers\n";
+    return kExitUsage;
+  }
+  o.mlp = *mlp;
+  o.overlap = *overlap;
+  o.samples_per_window = static_cast<uint32_t>(*window);
+  if (p.Given("misses-per-sample")) {
+    auto m = p.GetDouble("misses-per-sample");
+    if (!m.ok()) return Fail(m.status());
+    o.misses_per_sample = *m;
+  }
+  if (p.Given("threads")) {
+    auto t = p.GetUint64("threads");
+    if (!t.ok()) return Fail(t.status());
+    o.threads = static_cast<int>(*t);
+  }
+  const std::string fmt = p.Get("format");
+  if (fmt != "csv" && fmt != "bin") {
+    std::cerr << "tiergym trace project: --format is csv or bin, not '" << fmt << "'\n";
+    return kExitUsage;
+  }
+  auto traces = ProjectTrace(*recorded, *machine, o);
+  if (!traces.ok()) return Fail(traces.status());
+  // Written into a temporary directory first and renamed: a failure never leaves a
+  // half-written profile at OUT.
+  const fs::path out = p.Positional("OUT");
+  const fs::path tmp = out.string() + ".partial";
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  if (ec) {
+    return Fail(
+        absl::PermissionDeniedError(StrCat("cannot create ", tmp.string(), ": ", ec.message())));
+  }
+  for (const Trace& t : *traces) {
+    const fs::path file = tmp / (t.metadata().device + (fmt == "bin" ? ".tgt" : ".csv"));
+    absl::Status s =
+        SaveTrace(t, file.string(), fmt == "bin" ? TraceFormat::kBinary : TraceFormat::kCsv);
+    if (!s.ok()) {
+      fs::remove_all(tmp, ec);
+      return Fail(s);
+    }
+  }
+  if (fs::exists(out)) fs::remove_all(out, ec);
+  fs::rename(tmp, out, ec);
+  if (ec) {
+    return Fail(absl::PermissionDeniedError(
+        StrCat("cannot move ", tmp.string(), " to ", out.string(), ": ", ec.message())));
+  }
+  std::cout << "projected " << p.Positional("IN") << " (" << recorded->num_samples() << " samples, "
+            << recorded->num_phases() << " phases) onto " << machine->name << ": " << out.string()
+            << "\n";
+  for (const Trace& t : *traces) {
+    std::cout << "  " << t.metadata().device << ": runtime "
+              << FixedDecimal(static_cast<double>(t.runtime_ns()) * 1e-9, 4) << " s\n";
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 std::string TraceCommandsHelp() {
   return "  trace info PATH        summarise a trace or a profile directory\n"
          "  trace validate PATH    check traces against the format rules\n"
          "  trace convert IN OUT   convert between trace CSV v1 and binary (.tgt)\n"
+         "  trace project IN OUT   a recorded trace -> a profile for a target machine\n"
          "  trace synth ...        generate a synthetic profile from an application model\n"
          "  trace corun ...        synthetic co-runs: applications sharing the machine\n";
 }
 
 int RunTraceCommand(const std::vector<std::string>& args) {
-  const std::string usage = "usage: tiergym trace {info,validate,convert,synth,corun} ...\n\n" +
-                            TraceCommandsHelp() +
-                            "\nRun 'tiergym trace SUBCOMMAND --help' for its options.\n";
+  const std::string usage =
+      "usage: tiergym trace {info,validate,convert,project,synth,corun} ...\n\n" +
+      TraceCommandsHelp() + "\nRun 'tiergym trace SUBCOMMAND --help' for its options.\n";
   if (args.empty()) {
     std::cerr << usage;
     return kExitUsage;
@@ -261,6 +353,7 @@ int RunTraceCommand(const std::vector<std::string>& args) {
   if (sub == "info") return Info(rest);
   if (sub == "validate") return Validate(rest);
   if (sub == "convert") return Convert(rest);
+  if (sub == "project") return Project(rest);
   if (sub == "synth") return synth::RunSynthCommand(rest);
   if (sub == "corun") return synth::RunCorunCommand(rest);
   if (sub == "--help" || sub == "-h" || sub == "help") {

@@ -78,6 +78,7 @@
 #include "env/cosched/cosched_env.h"
 #include "env/profile_assets.h"
 #include "env/provider/bundled_profiles.h"
+#include "env/spec/info_columns.h"
 #include "env/vector/make_vector_env.h"
 #include "env/vector/vector_env.h"
 #include "traces/base/cpu_relax.h"
@@ -250,6 +251,22 @@ class VectorCore {
     buffers_ = std::make_unique<BatchBuffers>(*env_);
   }
 
+  // A core of env_ids.size() environments, forks of this one's env_ids[k] at their state
+  // (VectorEnv::Fork; no memory budget in process), its buffers holding their current
+  // rows (copied from this one's, whose rows are environments: the caller checks).
+  VectorCore* Fork(const std::vector<int32_t>& env_ids) {
+    absl::StatusOr<std::unique_ptr<VectorEnv>> forked;
+    auto entered = Enter();
+    forked = env_->Fork(env_ids, nullptr);
+    if (!forked.ok()) Raise(forked.status());
+    std::unique_ptr<VectorCore> core(new VectorCore());
+    core->env_ = *std::move(forked);
+    for (const int32_t i : env_ids) core->configs_.push_back(configs_[static_cast<size_t>(i)]);
+    core->buffers_ = std::make_unique<BatchBuffers>(*core->env_);
+    env_->CopyRows(buffers_->out, env_ids, core->buffers_->out);
+    return core.release();
+  }
+
   [[nodiscard]] nb::dict Spec() const {
     const EnvSpec& s = env_->spec();
     nb::dict d = SpecDict(s);
@@ -258,28 +275,22 @@ class VectorCore {
     return d;
   }
 
-  static nb::dict InfoViews(BatchBuffers::Info& s, size_t n, size_t tiers, size_t regions,
-                            size_t mask, size_t columns, nb::handle owner) {
+  // Every info column (ForEachInfoColumn: the columns the protocol's schema declares) as
+  // a view [n] or [n, width]; the mask as the protocol shapes it (PackMaskColumn): [n,
+  // regions, choices] for a MultiDiscrete action (placement mode: the tiers; keep mode:
+  // 1 + tiers), else [n, mask].
+  static nb::dict InfoViews(const InfoColumns& c, size_t n, const InfoShape& shape,
+                            nb::handle owner) {
     nb::dict d;
-    d["profile"] = View(s.profile.data(), {n}, owner);
-    d["step"] = View(s.step.data(), {n}, owner);
-    d["interval_ns"] = View(s.interval_ns.data(), {n}, owner);
-    d["default_interval_ns"] = View(s.default_interval_ns.data(), {n}, owner);
-    d["migration_ns"] = View(s.migration_ns.data(), {n}, owner);
-    d["migrated_bytes"] = View(s.migrated_bytes.data(), {n}, owner);
-    d["elapsed_ns"] = View(s.elapsed_ns.data(), {n}, owner);
-    d["default_elapsed_ns"] = View(s.default_elapsed_ns.data(), {n}, owner);
-    d["default_total_ns"] = View(s.default_total_ns.data(), {n}, owner);
-    d["tier_used_bytes"] = View(s.tier_used_bytes.data(), {n, tiers}, owner);
-    d["refused_regions"] = View(s.refused_regions.data(), {n, regions}, owner);
-    d["refused_count"] = View(s.refused_count.data(), {n}, owner);
-    // As the protocol shapes it (PackInfoColumns): [n, regions, choices] for a
-    // MultiDiscrete action (placement mode: the tiers; keep mode: 1 + tiers), else [n, mask].
-    if (columns > 0) {
-      d["action_mask"] = View(s.action_mask.data(), {n, mask / columns, columns}, owner);
-    } else {
-      d["action_mask"] = View(s.action_mask.data(), {n, mask}, owner);
-    }
+    ForEachInfoColumn([&](const char* name, auto member, const char*, InfoWidth width, int) {
+      if (width == InfoWidth::kOne) {
+        d[name] = View(c.*member, {n}, owner);
+      } else if (width == InfoWidth::kMask && shape.mask_columns > 0) {
+        d[name] = View(c.*member, {n, shape.mask / shape.mask_columns, shape.mask_columns}, owner);
+      } else {
+        d[name] = View(c.*member, {n, ColumnWidth(width, shape)}, owner);
+      }
+    });
     return d;
   }
 
@@ -288,9 +299,6 @@ class VectorCore {
     auto& c = nb::cast<VectorCore&>(self);
     const auto n = static_cast<size_t>(c.env_->num_envs());
     const size_t obs = c.env_->ObsSize();
-    const size_t tiers = c.env_->spec().tiers.size();
-    const auto regions = static_cast<size_t>(c.env_->spec().num_regions);
-    const size_t mask = c.env_->MaskSize();
     nb::dict d;
     d["obs"] = View(c.buffers_->obs.data(), {n, obs}, self);
     d["reward"] = View(c.buffers_->reward.data(), {n}, self);
@@ -299,10 +307,9 @@ class VectorCore {
     d["env_id"] = View(c.buffers_->env_id.data(), {n}, self);
     d["ended"] = BoolView(c.buffers_->ended.data(), n, self);
     d["final_obs"] = View(c.buffers_->final_obs.data(), {n, obs}, self);
-    const Space& action = c.env_->spec().action;
-    const size_t columns = action.kind == Space::kMultiDiscrete ? static_cast<size_t>(action.n) : 0;
-    d["info"] = InfoViews(c.buffers_->info, n, tiers, regions, mask, columns, self);
-    d["final_info"] = InfoViews(c.buffers_->final_info, n, tiers, regions, mask, columns, self);
+    const InfoShape shape = InfoShapeOf(c.env_->spec());
+    d["info"] = InfoViews(c.buffers_->out.info, n, shape, self);
+    d["final_info"] = InfoViews(c.buffers_->out.final_info, n, shape, self);
     return d;
   }
 
@@ -386,6 +393,7 @@ class VectorCore {
   }
 
  private:
+  VectorCore() = default;  // Fork's
   std::mutex call_mu_;
   std::unique_ptr<VectorEnv> env_;
   std::vector<std::map<std::string, std::string>> configs_;
@@ -488,6 +496,18 @@ class CoschedCore {
     return CoschedAssets::Load(*config);
   }
 
+  // A step info's field as Python takes it: numbers and strings as they are, the refused
+  // regions as a list, other arrays as numpy copies.
+  static nb::object InfoValue(const std::vector<int>& v) { return nb::cast(v); }
+  template <typename T>
+  static nb::object InfoValue(const std::vector<T>& v) {
+    return Copy(v, {v.size()});
+  }
+  template <typename T>
+  static nb::object InfoValue(const T& v) {
+    return nb::cast(v);
+  }
+
   static nb::dict ToDict(const NodeStep& r) {
     nb::dict d;
     nb::list tenants;
@@ -498,27 +518,19 @@ class CoschedCore {
       td["active"] = t.active;
       td["waiting"] = t.waiting;
       td["terminated"] = t.terminated;
+      // The step info's fields (ForEachInfoField: the protocol's schema), the mask shaped
+      // [regions, choices] when it divides into its rows, then the tenant's own.
       nb::dict info;
-      info["profile"] = t.info.profile;
-      info["step"] = t.info.step;
-      info["interval_ns"] = t.info.interval_ns;
-      info["solo_interval_ns"] = t.solo_interval_ns;
-      info["default_interval_ns"] = t.info.default_interval_ns;
-      info["migration_ns"] = t.info.migration_ns;
-      info["migrated_bytes"] = t.info.migrated_bytes;
-      info["elapsed_ns"] = t.info.elapsed_ns;
-      info["default_elapsed_ns"] = t.info.default_elapsed_ns;
-      info["default_total_ns"] = t.info.default_total_ns;
-      info["refused_regions"] = t.info.refused_regions;
-      info["slowdown"] = Copy(t.slowdown, {t.slowdown.size()});
-      info["bandwidth_gbps"] = Copy(t.bandwidth_gbps, {t.bandwidth_gbps.size()});
-      info["interference_gbps"] = Copy(t.interference_gbps, {t.interference_gbps.size()});
+      ForEachInfoField(t.info,
+                       [&](const char* name, const auto& value) { info[name] = InfoValue(value); });
       const size_t cols = t.info.action_mask_columns;
       if (cols > 0 && t.info.action_mask.size() % cols == 0) {
         info["action_mask"] = Copy(t.info.action_mask, {t.info.action_mask.size() / cols, cols});
-      } else {
-        info["action_mask"] = Copy(t.info.action_mask, {t.info.action_mask.size()});
       }
+      info["solo_interval_ns"] = t.solo_interval_ns;
+      info["slowdown"] = Copy(t.slowdown, {t.slowdown.size()});
+      info["bandwidth_gbps"] = Copy(t.bandwidth_gbps, {t.bandwidth_gbps.size()});
+      info["interference_gbps"] = Copy(t.interference_gbps, {t.interference_gbps.size()});
       td["info"] = info;
       tenants.append(td);
     }
@@ -591,7 +603,8 @@ NB_MODULE(_core, m) {
       .def("step", &VectorCore::Step, nb::arg("actions"))
       .def("send_reset", &VectorCore::SendReset, nb::arg("seeds"), nb::arg("profiles"))
       .def("send", &VectorCore::Send, nb::arg("env_ids"), nb::arg("actions"))
-      .def("recv", &VectorCore::Recv, nb::arg("batch"));
+      .def("recv", &VectorCore::Recv, nb::arg("batch"))
+      .def("fork", &VectorCore::Fork, nb::arg("env_ids"), nb::rv_policy::take_ownership);
   using tiergym::env::CoschedCore;
   nb::class_<CoschedCore>(m, "CoschedCore")
       .def(nb::init<const nb::dict&>(), nb::arg("config"))

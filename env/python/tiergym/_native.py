@@ -1,11 +1,13 @@
-"""The extension module tiergym._core (env/python/_core/): the in-process vector
-environment, the co-scheduling node and the shared-memory transport's waits, compiled.
+"""What the build makes for the package: the extension module tiergym._core
+(env/python/_core/: the in-process vector environment, the co-scheduling node and the
+shared-memory transport's waits, compiled) and the protocol's generated tables,
+tiergym._wire (env/protocol/gen_protocol.py).
 
 load_core() imports it from the package when it is installed there (`pip install .` builds
 it with nanobind), else from $TIERGYM_PYTHON_EXT_DIR, $TIERGYM_BIN_DIR/../python/tiergym or
 the repository's build tree (CMake with nanobind, TIERGYM_BUILD_PYTHON_EXT, writes it into
-build/python/tiergym/). It imports nothing else of tiergym: every module that needs the
-extension (inprocess, cosched, _shm) finds it here.
+build/python/tiergym/, beside _wire.py). It imports nothing else of tiergym: every module
+that needs the extension (inprocess, cosched, _shm) finds it here.
 """
 
 import glob
@@ -27,6 +29,25 @@ def _candidate_dirs():
     return dirs
 
 
+def load_built_module(name, pattern):
+    """The module tiergym.NAME from the first of the build directories (_candidate_dirs)
+    holding a file matching `pattern`; ImportError says where it was looked for."""
+    dirs = _candidate_dirs()
+    for d in dirs:
+        found = sorted(glob.glob(str(d / pattern)))
+        if not found:
+            continue
+        spec = importlib.util.spec_from_file_location(f"{__package__}.{name}", found[0])
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[f"{__package__}.{name}"] = module
+        return module
+    raise ImportError(
+        f"tiergym.{name} was not found (looked in the package, $TIERGYM_PYTHON_EXT_DIR, "
+        f"$TIERGYM_BIN_DIR/../python/tiergym and {dirs[-1]}): `pip install .` builds it, "
+        "or CMake into build/python/tiergym/")
+
+
 def load_core():
     """The extension module tiergym._core; ImportError says where it was looked for."""
     global _core
@@ -38,23 +59,16 @@ def load_core():
         return _core
     except ImportError:
         pass
-    dirs = _candidate_dirs()
-    for d in dirs:
-        found = sorted(glob.glob(str(d / "_core*.so")))
-        if not found:
-            continue
-        spec = importlib.util.spec_from_file_location(__package__ + "._core", found[0])
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[__package__ + "._core"] = module
-        _core = module
-        return _core
-    raise ImportError(
-        "the in-process extension tiergym._core was not found (looked in the package, "
-        "$TIERGYM_PYTHON_EXT_DIR, $TIERGYM_BIN_DIR/../python/tiergym and "
-        f"{dirs[-1]}); `pip install .` builds it (nanobind is a build requirement), or "
-        "CMake with nanobind: pip install nanobind, then cmake -DPython_EXECUTABLE=$(which "
-        "python) ... (TIERGYM_BUILD_PYTHON_EXT)")
+    try:
+        _core = load_built_module("_core", "_core*.so")
+    except ImportError:
+        raise ImportError(
+            "the in-process extension tiergym._core was not found (looked in the package, "
+            "$TIERGYM_PYTHON_EXT_DIR, $TIERGYM_BIN_DIR/../python/tiergym and "
+            f"{_candidate_dirs()[-1]}); `pip install .` builds it (nanobind is a build "
+            "requirement), or CMake with nanobind: pip install nanobind, then cmake "
+            "-DPython_EXECUTABLE=$(which python) ... (TIERGYM_BUILD_PYTHON_EXT)") from None
+    return _core
 
 
 def have_core():

@@ -27,11 +27,9 @@ import time
 import numpy as np
 
 from ._native import load_core
-from ._protocol import DTYPES, INFO_FLOATS, INFO_INTS, no_refusals
+from ._protocol import (DTYPES, INFO_ARRAYS, INFO_KEYS, INFO_NAME, INFO_TUPLE, INFO_TUPLE_COUNT,
+                        SHM_REQUEST_ARRAYS, no_refusals, tuple_column, typed_column)
 from .errors import ServerError
-
-_INFO_ARRAYS = INFO_FLOATS + INFO_INTS + ("tier_used_bytes", "action_mask")
-_INFO_KEYS = ("profile",) + _INFO_ARRAYS + ("refused_regions",)
 
 
 # The futex system call (the ready signal of PROTOCOL.md "Shared memory"): its number on the
@@ -132,8 +130,7 @@ def _native_waits():
     return _native[0]
 
 # Arrays of the request area (written by the client) and of the error it may get back.
-_REQUEST_ARRAYS = ("request", "request_autoreset", "request_reset", "request_actions",
-                   "error_code", "error_field", "error_message")
+_REQUEST_ARRAYS = SHM_REQUEST_ARRAYS
 
 
 def requests_supported():
@@ -248,11 +245,7 @@ class SharedResults:
                                                      "reset"))
 
     def _column(self, prefix, key, rows):
-        a = self.arrays[prefix + key]
-        if key in INFO_INTS:
-            a = a.view(np.int64)  # counts below 2**63: the same values as the reply's int64
-        elif key == "action_mask":
-            a = a.view(np.int8)
+        a = typed_column(key, self.arrays[prefix + key])
         return a if rows == self.rows else a[:rows]
 
     def _infos(self, prefix, rows, copy, mask=None, summary=3, seq=None):
@@ -265,12 +258,12 @@ class SharedResults:
         if static is None:
             ones = np.ones(rows, dtype=bool)
             ones.flags.writeable = False
-            static = {k: self._column(prefix, k, rows) for k in _INFO_ARRAYS}
-            static.update({"_" + k: ones for k in _INFO_KEYS})
+            static = {k: self._column(prefix, k, rows) for k in INFO_ARRAYS}
+            static.update({"_" + k: ones for k in INFO_KEYS})
             self._static[key] = static
         out = dict(static)
         if copy:
-            for k in _INFO_ARRAYS:
+            for k in INFO_ARRAYS:
                 out[k] = static[k].copy()
         # The profile column (objects) is built again only when a row's profile changed,
         # which only a reset does: unless one did, the previous batch's column holds.
@@ -280,7 +273,7 @@ class SharedResults:
             profile = cached[1]
             self._profiles[key] = (cached[0], profile, seq)
         else:
-            index = self.arrays[prefix + "profile"][:rows]
+            index = self.arrays[prefix + INFO_NAME][:rows]
             if cached is None or cached[0] != index.tobytes():
                 if self._shared is not None:
                     profile = self._shared[index]
@@ -291,21 +284,17 @@ class SharedResults:
             else:
                 profile = cached[1]
             self._profiles[key] = (index.tobytes(), profile, seq)
-        out["profile"] = profile.copy() if copy else profile
-        counts = self.arrays[prefix + "refused_count"][:rows]
+        out[INFO_NAME] = profile.copy() if copy else profile
+        counts = self.arrays[prefix + INFO_TUPLE_COUNT][:rows]
         if summary & 1 and counts.any():
-            refused = np.empty(rows, dtype=object)
-            refused.fill(())
-            regions = self.arrays[prefix + "refused_regions"]
-            for i in np.flatnonzero(counts):
-                refused[i] = tuple(int(r) for r in regions[i, :counts[i]])
+            refused = tuple_column(counts, self.arrays[prefix + INFO_TUPLE], rows)
         else:
             refused = no_refusals(self._no_refusals, rows)
             if copy:
                 refused = refused.copy()
-        out["refused_regions"] = refused
+        out[INFO_TUPLE] = refused
         if mask is not None:
-            for k in _INFO_KEYS:
+            for k in INFO_KEYS:
                 out["_" + k] = mask.copy()
         return out
 

@@ -66,7 +66,7 @@ import gymnasium
 import numpy as np
 
 from ._native import load_core
-from ._protocol import decode_array, decode_spec, encode_array
+from ._protocol import decode_array, decode_info, decode_spec, encode_array
 from .connection import DEFAULT_TIMEOUT_S, close_connection, open_connection
 
 # Registered by tiergym.register_envs (on import of tiergym).
@@ -274,17 +274,12 @@ def _node_dict(reply):
     """A cosched_reset / cosched_step reply as CoschedCore returns a node step."""
     tenants = []
     for t in reply["tenants"]:
-        w = t["info"]
-        info = {"profile": w["profile"], "step": int(w["step"])}
-        for key in ("interval_ns", "default_interval_ns", "migration_ns", "elapsed_ns",
-                    "default_elapsed_ns", "default_total_ns"):
-            info[key] = float(w[key])
+        # The step info as the in-process node gives it (refused regions a list, the mask
+        # uint8), then the tenant's own.
+        info = decode_info(t["info"], sequences=list, masks=None)
         info["solo_interval_ns"] = float(t["solo_interval_ns"])
-        info["migrated_bytes"] = int(w["migrated_bytes"])
-        info["refused_regions"] = [int(r) for r in decode_array(w["refused_regions"])]
         for key in ("slowdown", "bandwidth_gbps", "interference_gbps"):
             info[key] = decode_array(t[key])
-        info["action_mask"] = decode_array(w["action_mask"])
         tenants.append({"obs": decode_array(t["obs"]), "reward": float(t["reward"]),
                         "active": bool(t["active"]), "waiting": bool(t["waiting"]),
                         "terminated": bool(t["terminated"]), "info": info})

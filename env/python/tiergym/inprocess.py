@@ -44,7 +44,8 @@ import gymnasium
 import numpy as np
 
 from ._native import have_core, load_core
-from ._protocol import no_refusals
+from ._protocol import (INFO_ARRAYS, INFO_KEYS, INFO_NAME, INFO_TUPLE, INFO_TUPLE_COUNT,
+                        no_refusals, tuple_column, typed_column)
 from ._values import config_to_wire, flat_mask, integer_actions
 from ._vector_base import NEXT_STEP, VectorEnvBase, batch_seeds, reset_mask, scatter_infos
 
@@ -72,27 +73,9 @@ def _profiles(options, num_envs):
     return [p] * num_envs
 
 
-_INFO_FLOATS = ("interval_ns", "default_interval_ns", "migration_ns", "elapsed_ns",
-                "default_elapsed_ns", "default_total_ns")
-_INFO_INTS = ("step", "migrated_bytes")
-# The numeric info columns, as views of the core's buffers in the dtypes of
-# tiergym.VectorEnv (decode_info_columns): float64, int64, uint64 [n, tiers], int8 masks.
-_INFO_ARRAYS = _INFO_FLOATS + _INFO_INTS + ("tier_used_bytes", "action_mask")
-_INFO_KEYS = ("profile",) + _INFO_ARRAYS + ("refused_regions",)
-
-
 def _typed_columns(cols):
-    """The core's info buffers in Python's dtypes, without copies (the core writes uint64
-    counts below 2^63 and uint8 masks; int64 and int8 views read the same bytes)."""
-    out = dict(cols)
-    for key in _INFO_INTS:
-        out[key] = cols[key].view(np.int64)
-    out["action_mask"] = cols["action_mask"].view(np.int8)
-    # nanobind's uint64 arrays have numpy's 'Q' (unsigned long long), another type than
-    # np.uint64 ('L') although the same bytes: torch.as_tensor refuses it (TorchRL's
-    # GymWrapper reads the infos so).
-    out["tier_used_bytes"] = cols["tier_used_bytes"].view(np.uint64)
-    return out
+    """The core's info buffers in Python's dtypes, without copies (typed_column)."""
+    return {key: typed_column(key, array) for key, array in cols.items()}
 
 
 class InProcessVectorEnv(VectorEnvBase):
@@ -118,8 +101,12 @@ class InProcessVectorEnv(VectorEnvBase):
         self.copy = bool(copy)
         self.threads = int(threads)
         # Typed as the client sends them to a server (lists stay lists, numbers numbers).
-        self._core = load_core().VectorCore([config_to_wire(c) for c in merged], self.threads,
-                                            self._mode)
+        self._adopt(load_core().VectorCore([config_to_wire(c) for c in merged], self.threads,
+                                           self._mode))
+
+    def _adopt(self, core):
+        """Takes `core` (tiergym._core.VectorCore) as this object's environments."""
+        self._core = core
         self._init_spec(dict(self._core.spec), [dict(c) for c in self._core.configs])
         b = self._core.buffers()
         self._obs, self._reward = b["obs"], b["reward"]
@@ -138,6 +125,41 @@ class InProcessVectorEnv(VectorEnvBase):
         self._profiles_cache = {}
         self._no_refusals = {}
 
+    def fork(self, env_ids=None):
+        """Independent copies of sub-environments at their state (for search: lookahead,
+        MCTS, beam search): a new InProcessVectorEnv whose sub-environment k is a fork of
+        this one's env_ids[k] (env_ids: None for every one, in order; an int for one; a
+        list, which may repeat an id for several copies). Each fork has its episode (its
+        generator, profile, placement, history and time), so the same actions give the fork
+        and the original bit-identical observations and rewards, and neither sees what the
+        other does. Its current observations and infos are the forked rows (and its
+        action_masks() theirs); it is stepped on, not reset. The same autoreset mode,
+        threads and copy. ValueError while steps are in flight (recv() them) or for an id
+        out of range."""
+        self._require_open()
+        if env_ids is None:
+            ids = list(range(self.num_envs))
+        elif isinstance(env_ids, numbers.Integral):
+            ids = [int(env_ids)]
+        else:
+            ids = [int(i) for i in np.asarray(env_ids).reshape(-1)]
+        if self._core.in_flight:
+            raise ValueError(f"{self._core.in_flight} steps sent and not received; recv() "
+                             "them before forking")
+        if not self._rows_are_envs:
+            raise ValueError("fork() after recv(): the buffers' rows are a batch's, not the "
+                             "sub-environments'; step() or reset() first")
+        core = self._core.fork(ids)
+        forked = object.__new__(type(self))
+        forked._init_common(len(ids), None, {}, self._mode, None)
+        forked.batch_size = len(ids)
+        forked.copy = self.copy
+        forked.threads = self.threads
+        forked._adopt(core)
+        forked._seeded = self._seeded[ids].copy()
+        forked._was_reset = self._was_reset
+        return forked
+
     # --- outputs ---------------------------------------------------------------------
 
     def _view(self, a, rows):
@@ -150,9 +172,9 @@ class InProcessVectorEnv(VectorEnvBase):
         mask = self._ones if rows == self.num_envs else self._ones[:rows]
         out = {}
         if not self.copy:
-            for key in _INFO_ARRAYS:
+            for key in INFO_ARRAYS:
                 out[key] = cols[key] if rows == self.num_envs else cols[key][:rows]
-        for key in _INFO_KEYS:
+        for key in INFO_KEYS:
             out["_" + key] = mask
         return out
 
@@ -168,25 +190,21 @@ class InProcessVectorEnv(VectorEnvBase):
             static = self._static[key] = self._static_infos(cols, rows)
         out = dict(static)
         if self.copy:
-            for k in _INFO_ARRAYS:
+            for k in INFO_ARRAYS:
                 out[k] = cols[k][:rows].copy()
         profile = self._profiles_cache.get(key)
         if profile is None or flags & 4:
-            profile = self._profile_names[cols["profile"][:rows]]
+            profile = self._profile_names[cols[INFO_NAME][:rows]]
             profile.flags.writeable = False
             self._profiles_cache[key] = profile
-        out["profile"] = profile
+        out[INFO_NAME] = profile
         if flags & 2:
-            refused = np.empty(rows, dtype=object)
-            refused.fill(())
-            counts = cols["refused_count"][:rows]
-            for i in np.flatnonzero(counts):
-                refused[i] = tuple(cols["refused_regions"][i, :counts[i]].tolist())
+            refused = tuple_column(cols[INFO_TUPLE_COUNT], cols[INFO_TUPLE], rows)
         else:
             refused = no_refusals(self._no_refusals, rows)
-        out["refused_regions"] = refused
+        out[INFO_TUPLE] = refused
         if masks is not None:
-            for k in _INFO_KEYS:
+            for k in INFO_KEYS:
                 out["_" + k] = masks.copy()
         return out
 

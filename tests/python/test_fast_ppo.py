@@ -1,0 +1,224 @@
+"""agents_examples/fast_ppo.py, the single-file masked PPO: a short run learns (against random
+and against its untrained self, on the default task), a seed gives the same curve whatever
+the threads' timing, the per-region policy is permutation-equivariant, the masks, the
+evaluation is learning_benchmark.py's, and the Ray workers step as the in-process
+environment does. Seconds each."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+import fast_ppo
+import learning_benchmark
+import tiergym
+
+from tiergym_testing import needs_binary
+
+# Evaluated on the training applications only: every environment made loads its profiles
+# (about a second each), and the suite's budget is seconds.
+SMALL = dict(num_envs=64, num_steps=16, quiet=True, eval_every=4096, held_out="")
+
+
+@pytest.fixture(scope="module")
+def references():
+    """The oracle's and random's returns (placement mode, a private server)."""
+    refs = fast_ppo.reference_returns(fast_ppo.Args(held_out=""), names=("random",))
+    return refs.pop("oracle"), refs["random"]
+
+
+@needs_binary
+@pytest.mark.parametrize("policy", ["mlp", "regions"])
+def test_a_short_run_learns_against_random_and_its_untrained_self(references, policy):
+    oracle, random_returns = references
+    args = fast_ppo.Args(total_steps=24_576, policy=policy, seed=3, **SMALL)
+    _, metrics = fast_ppo.train(args, oracle=oracle)
+    curve = metrics["curve"]
+    untrained, best = curve[0]["train"], max(p["train"] for p in curve[1:])
+    random_score = fast_ppo.fraction_of_oracle(random_returns, oracle, ["minife", "lulesh"])
+    assert metrics["steps"] >= 24_576
+    assert best > 0.8, curve
+    assert best > untrained + 0.1, curve
+    assert best > random_score + 0.5, (curve, random_score)
+
+
+def test_a_seed_gives_the_same_run_whatever_the_threads_timing_and_the_overlap():
+    # Two halves stepped in turn with send/recv on two threads, twice, and all environments
+    # stepped together with step(): the same environments see the same actions in the
+    # same order, so the same curve and the same weights.
+    args = fast_ppo.Args(total_steps=4096, seed=5, env_threads=2, **SMALL)
+    runs = [fast_ppo.train(args), fast_ppo.train(dataclasses.replace(args)),
+            fast_ppo.train(dataclasses.replace(args, overlap=False))]
+    curves = [[p["returns"] for p in m["curve"]] for _, m in runs]
+    assert curves[0] == curves[1] == curves[2]
+    assert curves[0][0] != curves[0][-1]  # it learnt something: the curve is not flat
+    for policy, _ in runs[1:]:
+        for (name, x), (_, y) in zip(runs[0][0].state_dict().items(),
+                                     policy.state_dict().items()):
+            assert torch.equal(x, y), name
+
+
+def make_layout():
+    envs = tiergym.InProcessVectorEnv(1, **tiergym.DEFAULT_TASK, profiles="minife")
+    try:
+        return (fast_ppo.Layout(envs.tier_spec, envs.num_regions, envs.single_action_space),
+                envs.single_observation_space.shape[0])
+    finally:
+        envs.close()
+
+
+def test_the_region_policy_is_permutation_equivariant():
+    layout, obs_size = make_layout()
+    torch.manual_seed(0)
+    policy = fast_ppo.RegionPolicy(layout, obs_size, 16)
+    obs = torch.rand(5, obs_size)
+    perm = torch.randperm(layout.regions)
+    regions, globals_ = layout.split(obs)
+    permuted = torch.cat([regions[:, perm].reshape(5, -1), globals_], dim=1)
+    with torch.no_grad():
+        logits, value = policy(obs)
+        logits_p, value_p = policy(permuted)
+    torch.testing.assert_close(logits_p, logits[:, perm])
+    torch.testing.assert_close(value_p, value)
+    # the flat MLP is not (its weights are per position)
+    flat = fast_ppo.FlatPolicy(layout, obs_size, 16)
+    with torch.no_grad():
+        assert not torch.allclose(flat(permuted)[1], flat(obs)[1])
+
+
+def test_region_masks_allow_each_move_that_fits_alone():
+    envs = tiergym.InProcessVectorEnv(8, **tiergym.DEFAULT_TASK, profiles="minife,lulesh")
+    try:
+        obs, info = envs.reset(seed=1)
+        masks = fast_ppo.Masks("region", envs.tier_spec)
+        rng = np.random.default_rng(0)
+        spec = envs.tier_spec
+        sizes = spec["region_bounds"][..., 1] - spec["region_bounds"][..., 0]
+        capacity = spec["tier_capacity_bytes"]
+        stricter = 0
+        for _ in range(20):
+            m = masks(info)
+            joint = info["action_mask"].astype(bool)
+            assert m.shape == joint.shape == (8, 16, 3)
+            assert (m | ~joint).all()  # everything the joint mask allows
+            assert m[:, :, 0].all()    # keep
+            for i in range(8):
+                p = spec["profiles"].index(info["profile"][i])
+                free = capacity - info["tier_used_bytes"][i]
+                for t in range(2):
+                    fits = sizes[p] <= free[t]
+                    np.testing.assert_array_equal(m[i, :, 1 + t], fits | joint[i, :, 1 + t])
+            stricter += int((m & ~joint).sum())
+            actions = np.where(m[..., 2] & (rng.random((8, 16)) < 0.3), 2,
+                               np.where(rng.random((8, 16)) < 0.2, 1, 0))
+            obs, _, _, _, info = envs.step(actions)
+        assert stricter > 0  # the joint mask forbade moves that fit alone
+        assert fast_ppo.Masks("none", spec)(info).all()
+        np.testing.assert_array_equal(fast_ppo.Masks("joint", spec)(info),
+                                      info["action_mask"].astype(bool))
+    finally:
+        envs.close()
+
+
+@needs_binary
+def test_the_evaluation_is_learning_benchmarks():
+    # The in-process evaluation (every application side by side) gives the returns of
+    # learning_benchmark.evaluate_predict (policies.run_episode on a TierEnv through a
+    # server) for the same deterministic policy.
+    args = fast_ppo.Args(mask="none")
+    layout, obs_size = make_layout()
+    torch.manual_seed(1)
+    policy = fast_ppo.FlatPolicy(layout, obs_size, 32)
+    evaluator = fast_ppo.Evaluator(args, ["lulesh", "nekbone"])
+    env = tiergym.TierEnv(**tiergym.DEFAULT_TASK)
+    try:
+        ours = evaluator(policy)
+
+        def predict(obs):
+            return fast_ppo.greedy_actions(policy, obs[None], np.ones((1, 16, 3), bool))[0]
+
+        theirs = learning_benchmark.evaluate_predict(env, predict, list(ours))
+        assert ours == pytest.approx(theirs, abs=1e-12)
+    finally:
+        env.close()
+        evaluator.close()
+
+
+def test_arguments_are_checked_with_the_flag_named():
+    for flags, words in ((["--policy", "cnn"], "--policy"), (["--num-envs", "3"], "even"),
+                         (["--num-minibatches", "3"], "divide"), (["--mask", "x"], "--mask"),
+                         (["--config", "nokey"], "KEY=VALUE")):
+        with pytest.raises(SystemExit) as e:
+            fast_ppo.parse_args(flags)
+        assert e.value.code == 2
+    args = fast_ppo.parse_args(["--no-overlap", "--total-steps", "10", "--policy", "regions"])
+    assert args.overlap is False and args.total_steps == 10 and args.policy == "regions"
+
+
+class FakeRay:
+    """Ray's calls as RayVectorEnv makes them, run in this process: actors are local objects,
+    .remote() calls them at once, get() returns the results. Starting Ray takes longer than
+    the suite's budget allows; the benchmark runs the real thing (README)."""
+
+    class _Handle:
+        def __init__(self, obj):
+            self.obj = obj
+
+        def __getattr__(self, name):
+            method = getattr(self.obj, name)
+            return type("Method", (), {"remote": staticmethod(method)})
+
+    def __init__(self):
+        self.killed = 0
+        self.started = False
+
+    def is_initialized(self):
+        return True
+
+    def remote(self, num_cpus=None):
+        def wrap(cls):
+            return type("Actor", (), {"remote": staticmethod(
+                lambda *a, **k: FakeRay._Handle(cls(*a, **k)))})
+        return wrap
+
+    def get(self, refs):
+        return refs
+
+    def kill(self, handle):
+        handle.obj.envs.close()
+        self.killed += 1
+
+
+def test_ray_workers_step_as_the_in_process_environment(monkeypatch):
+    fake = FakeRay()
+    monkeypatch.setitem(__import__("sys").modules, "ray", fake)
+    args = fast_ppo.Args(num_envs=8, ray_workers=2, quiet=True)
+    config = dict(fast_ppo.task_config(args), profiles="minife,lulesh")
+    remote = fast_ppo.RayVectorEnv(args, config)
+    local = tiergym.InProcessVectorEnv(8, autoreset_mode=tiergym.SAME_STEP, **config)
+    try:
+        ro, ri = remote.reset(seed=4)
+        lo, li = local.reset(seed=4)
+        np.testing.assert_array_equal(ro, lo)
+        np.testing.assert_array_equal(ri["action_mask"], li["action_mask"])
+        rng = np.random.default_rng(1)
+        # two halves that each span both workers, sent before either is received
+        halves = [np.array([0, 1, 4, 5], np.int32), np.array([2, 3, 6, 7], np.int32)]
+        for t in range(105):  # an episode's end included
+            actions = rng.integers(0, 3, size=(8, 16))
+            want = local.step(actions)
+            for h in halves:
+                remote.send(actions[h], h)
+            for h in halves:
+                out = remote.recv()
+                order = np.argsort(out[4]["env_id"])
+                assert (out[4]["env_id"][order] == h).all()
+                for i in range(4):
+                    np.testing.assert_array_equal(out[i][order], want[i][h])
+                for key in ("action_mask", "tier_used_bytes", "profile"):
+                    np.testing.assert_array_equal(out[4][key][order], want[4][key][h])
+    finally:
+        remote.close()
+        local.close()
+    assert fake.killed == 2
