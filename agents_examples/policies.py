@@ -267,6 +267,19 @@ class RandomPolicy(Policy):
         return action
 
 
+def probe_config(config, profiles, profile):
+    """The configuration of the oracle's probes of `profile`: the session's (`config`, as
+    the server reports it: `profiles` joined with commas) serving that profile only, so that
+    a session made with a pool of profile directories (tiergym.datasets' splits: hundreds,
+    past a configuration value's 4096 bytes once joined) probes with one. Unchanged when the
+    joined list does not split back into one item per profile (a comma in a path)."""
+    config = dict(config)
+    items = str(config.get("profiles") or "").split(",")
+    if profile in profiles and len(items) == len(profiles) and all(items):
+        config["profiles"] = [items[list(profiles).index(profile)]]
+    return config
+
+
 class OraclePolicy(Policy):
     """Static offline placement that sees the whole run: the fast tier filled greedily by
     benefit per byte (a knapsack), as ecoHMEM's advisor fills it by the objects' access
@@ -308,7 +321,8 @@ class OraclePolicy(Policy):
         chunk = 64
         for first in range(0, k, chunk):
             n = min(chunk, k - first)
-            with tiergym.VectorEnv(n, address=env.endpoint, **env.config) as probes:
+            with tiergym.VectorEnv(n, address=env.endpoint,
+                                   **probe_config(env.config, env.profiles, profile)) as probes:
                 probes.reset(seed=0, options={"profile": profile})
                 actions = np.zeros((n, k), dtype=np.int64)
                 for i in range(n):

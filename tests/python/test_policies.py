@@ -390,3 +390,18 @@ def test_region_ranges_and_sizes_come_from_the_spec():
     layout = policies.Layout(env, obs, info)
     assert list(layout.region_bytes) == [8192, 4096]
     assert list(layout.capacity_bytes) == [1 << 40, 1 << 20] and layout.fast == 1
+
+
+def test_the_oracle_probes_one_profile_of_a_pool():
+    """A session made with a pool of profile directories (a split of tiergym.datasets: past
+    a configuration value's 4096 bytes once joined) is probed with the one profile."""
+    pool = ",".join(f"/cache/procedural-v1-{i}/profile" for i in range(3))
+    config = {"profiles": pool, "num_regions": "16"}
+    names = ["procedural-v1-0", "procedural-v1-1", "procedural-v1-2"]
+    assert policies.probe_config(config, names, "procedural-v1-1") == {
+        "profiles": ["/cache/procedural-v1-1/profile"], "num_regions": "16"}
+    # A comma inside a path: the list does not split back; the session's config as it is.
+    assert policies.probe_config({"profiles": "/a,b/p,/c"}, ["p", "c"], "p") == {
+        "profiles": "/a,b/p,/c"}
+    assert policies.probe_config({"num_regions": "8"}, ["minife"], "minife") == {
+        "num_regions": "8"}
