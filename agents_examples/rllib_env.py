@@ -25,15 +25,24 @@ worker when it holds several). Keys of env_config:
   (the local worker 0 the first one). Or:
 - "host" and "base_port": worker i uses tcp://HOST:(base_port + i % servers), with
   "servers" (default 1) servers listening on consecutive ports, e.g. started on that host
-  with `tiergym serve --endpoint tcp://0.0.0.0:5555` and so on.
+  with `tiergym serve --endpoint tcp://0.0.0.0:5555` (and its CURVE keys) and so on.
 - neither: every worker starts a private server on its own node (`tiergym serve` must be
   built there), the simplest on one machine.
 - "tiergym": configuration keys of the environment (num_regions, steps, machine, ...).
 - "timeout": seconds per request (default 60).
+- "reconnect": True (or a dict: give_up_after_s, max_backoff_s) to carry on when a server
+  dies: the runner's episode is truncated with info["interrupted"], the server (a private
+  one started again, or whatever serves the address) gets its session made again, and
+  training goes on; count_interrupted (the on_episode_end callback ppo_config installs)
+  reports the cut episodes as the metric tiergym_interrupted_episodes. Default off.
+- "curve": CURVE keys for servers started with --curve-key, as TierEnv takes them:
+  {"server_key": ".../server.key", "key": ".../learner.key_secret"} (the files must be on
+  every node that runs an env runner); the script's --curve-server-key and --curve-key.
 
 `tiergym serve` binds 127.0.0.1 unless told otherwise (--endpoint tcp://0.0.0.0:PORT, or
 the node's address): a server reached from other nodes must listen on an address they can
-reach, on a trusted network (the protocol has no authentication).
+reach, and requires CURVE there (`tiergym keygen`, --curve-key, --curve-clients) unless it
+is opened on purpose (--insecure-open) on a network whose hosts are all trusted.
 """
 
 
@@ -75,7 +84,17 @@ def env_creator(env_config):
         worker_index = env_config.get("worker_index", 0)
     address = server_address(env_config, worker_index)
     return tiergym.TierEnv(address=address, timeout=float(env_config.get("timeout", 60)),
+                           curve=env_config.get("curve"), reconnect=env_config.get("reconnect"),
                            **dict(env_config.get("tiergym", {})))
+
+
+def count_interrupted(episode, metrics_logger=None, **kwargs):
+    """RLlib's on_episode_end callback: an episode cut by the loss of its tiergym server
+    (reconnect; its last info has "interrupted") adds 1 to the metric
+    tiergym_interrupted_episodes (summed over the run)."""
+    infos = episode.get_infos()
+    if metrics_logger is not None and len(infos) and "interrupted" in infos[-1]:
+        metrics_logger.log_value("tiergym_interrupted_episodes", 1, reduce="lifetime_sum")
 
 
 def ppo_config(env_config, num_env_runners=2, batch=64, seed=0):
@@ -95,6 +114,7 @@ def ppo_config(env_config, num_env_runners=2, batch=64, seed=0):
             .training(train_batch_size_per_learner=batch, minibatch_size=batch // 2,
                       num_epochs=1, lr=3e-4)
             .rl_module(model_config={"fcnet_hiddens": [32, 32]})
+            .callbacks(on_episode_end=count_interrupted)
             .debugging(seed=seed))
 
 
@@ -121,9 +141,11 @@ def train(env_config, iterations, num_env_runners=2, batch=64, ray_address=None,
             runners = result.get("env_runners", {})
             mean = runners.get("episode_return_mean")
             returns.append(mean)
+            cut = runners.get("tiergym_interrupted_episodes")  # (absent until one is)
+            cut = int(cut) if isinstance(cut, (int, float)) and cut == cut else 0
             log(f"iteration {i}: {runners.get('num_env_steps_sampled_lifetime', '?')} env steps, "
                 f"episode return mean {mean if mean is None else round(mean, 4)}, "
-                f"{time.monotonic() - t0:.1f} s")
+                f"{time.monotonic() - t0:.1f} s, {cut} episodes interrupted")
     finally:
         if algo is not None:
             algo.stop()
@@ -143,6 +165,14 @@ def main(argv=None):
                              "Default: a private server in each runner")
     parser.add_argument("--ray-address", help="a running Ray cluster (default: a local one)")
     parser.add_argument("--num-cpus", type=int, default=2, help="CPUs of the local cluster (default 2)")
+    parser.add_argument("--reconnect", action="store_true",
+                        help="carry on when a server dies (episodes cut are counted)")
+    parser.add_argument("--curve-server-key", metavar="FILE",
+                        help="the servers' public key (NAME.key from `tiergym keygen`), for "
+                             "servers started with --curve-key; with --curve-key")
+    parser.add_argument("--curve-key", metavar="FILE",
+                        help="the learners' key pair (NAME.key_secret), listed by the "
+                             "servers' --curve-clients; on every node running an env runner")
     parser.add_argument("--num-regions", type=int, default=16)
     parser.add_argument("--steps", type=int, default=20)
     args = parser.parse_args(argv)
@@ -152,6 +182,12 @@ def main(argv=None):
     env_config = {"tiergym": {"num_regions": args.num_regions, "steps": args.steps}}
     if args.addresses:
         env_config["addresses"] = args.addresses
+    if args.reconnect:
+        env_config["reconnect"] = True
+    if (args.curve_server_key is None) != (args.curve_key is None):
+        parser.error("--curve-server-key and --curve-key go together")
+    if args.curve_key is not None:
+        env_config["curve"] = {"server_key": args.curve_server_key, "key": args.curve_key}
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     returns = train(env_config, args.iterations, args.num_env_runners, args.batch,
                     args.ray_address, args.num_cpus,

@@ -190,6 +190,15 @@ class IndexWalkPricer final : public IntervalPricer {
     return device_of_tier_.size() * sizeof(int) + bounds_.size() * sizeof(uint64_t) +
            region_bytes_.size() * 2 * sizeof(uint64_t);
   }
+  // PlacementState's arrays: tier_ (a byte per page), blk_hits_ and seg_hits_ (a count
+  // per block or segment and device), blk_corr_ (a double per block).
+  [[nodiscard]] size_t EpisodeBytes() const override {
+    const EstimatorIndex& x = *index_;
+    const size_t devices = x.devices().size();
+    return sizeof(PlacementState) + x.pages().size() +
+           x.num_blocks() * (devices * sizeof(uint64_t) + sizeof(double)) +
+           x.num_segments() * devices * sizeof(uint64_t);
+  }
 
  private:
   std::shared_ptr<const EstimatorIndex> index_;

@@ -77,6 +77,10 @@ class IntervalPricer {
   [[nodiscard]] virtual const char* name() const = 0;
   // Bytes held (the estimator index, which is shared, not counted).
   [[nodiscard]] virtual size_t MemoryBytes() const = 0;
+  // Bytes one Episode holds beyond the environment's per-region state (the index walk's
+  // PlacementState: a tier per footprint page, hits per block and segment and device),
+  // which a server charges to its memory budget per session. Default 0.
+  [[nodiscard]] virtual size_t EpisodeBytes() const { return 0; }
 };
 
 // What pricing a profile's intervals needs.

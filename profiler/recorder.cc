@@ -138,12 +138,17 @@ class Drainer {
       }
       return false;
     }
+    // The access's kind goes where PEBS puts it, the data source's mem_op bits (the
+    // assembler's op column).
     if (access.kind == AccessKind::kRead) {
       ++timer_->reads;
+      r.data_src = PERF_MEM_S(OP, LOAD);
     } else if (access.kind == AccessKind::kWrite) {
       ++timer_->writes;
+      r.data_src = PERF_MEM_S(OP, STORE);
     } else {
       ++timer_->read_writes;
+      r.data_src = PERF_MEM_S(OP, LOAD) | PERF_MEM_S(OP, STORE);
     }
     r.addr = access.address;
     return true;
@@ -245,6 +250,23 @@ absl::StatusOr<ProbeSpec> ProbeAt(const std::string& path, const std::string& sy
   p.offset = s->file_offset;
   p.label = StrCat(fs::path(path).filename().string(), ":", symbol);
   return p;
+}
+
+// The session of the backends without a PMU (timer, software): a task-clock leader read
+// every 0.2 ms of the thread's CPU time (the instructions column's stand-in) and the
+// software event `sampler_config` as the sampler.
+void UseSoftwareEvents(uint64_t sampler_config, const char* sampler_name, SessionOptions* session,
+                       RecordSummary* summary) {
+  summary->counter = "task-clock-ns";
+  session->leader.type = PERF_TYPE_SOFTWARE;
+  session->leader.config = PERF_COUNT_SW_TASK_CLOCK;
+  session->leader_name = "task-clock";
+  session->leader_tick_period = 200'000;
+  session->sampler = perf_event_attr{};
+  session->sampler.type = PERF_TYPE_SOFTWARE;
+  session->sampler.config = sampler_config;
+  session->sampler_name = sampler_name;
+  session->extra_sample_type = 0;
 }
 
 }  // namespace
@@ -477,30 +499,13 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
   } else if (backend == Backend::kTimer) {
     summary.backend = "timer";
     summary.event = "task-clock-ip";
-    summary.counter = "task-clock-ns";
-    session.leader.type = PERF_TYPE_SOFTWARE;
-    session.leader.config = PERF_COUNT_SW_TASK_CLOCK;
-    session.leader_name = "task-clock";
-    session.leader_tick_period = 200'000;
-    session.sampler = perf_event_attr{};
-    session.sampler.type = PERF_TYPE_SOFTWARE;
-    session.sampler.config = PERF_COUNT_SW_TASK_CLOCK;
-    session.sampler_name = "task-clock (sampling)";
+    UseSoftwareEvents(PERF_COUNT_SW_TASK_CLOCK, "task-clock (sampling)", &session, &summary);
     session.sample_regs_user = kTimerRegsMask;
     if (period == 0) period = kDefaultTimerPeriodNs;
   } else {
     summary.backend = "software";
     summary.event = "page-faults";
-    summary.counter = "task-clock-ns";
-    session.leader.type = PERF_TYPE_SOFTWARE;
-    session.leader.config = PERF_COUNT_SW_TASK_CLOCK;
-    session.leader_name = "task-clock";
-    session.leader_tick_period = 200'000;  // a counter reading every 0.2 ms of CPU time
-    session.sampler = perf_event_attr{};
-    session.sampler.type = PERF_TYPE_SOFTWARE;
-    session.sampler.config = PERF_COUNT_SW_PAGE_FAULTS;
-    session.sampler_name = "page-faults";
-    session.extra_sample_type = 0;
+    UseSoftwareEvents(PERF_COUNT_SW_PAGE_FAULTS, "page-faults", &session, &summary);
     if (period == 0) period = 1;
     if (options.rearm_interval_us > 0) {
       std::string agent =
@@ -541,6 +546,7 @@ absl::StatusOr<RecordSummary> RecordCommand(const RecordOptions& options) {
   config.leader_ids = perf->leader_ids();
   config.per_cpu_counters = !options.no_inherit;
   config.weight_column = (session.extra_sample_type & PERF_SAMPLE_WEIGHT) != 0;
+  config.op_column = backend == Backend::kTimer;
   uint64_t start_ns = 0, end_ns = 0;
   int wait_status = 0;
   TraceAssembler assembler(config);

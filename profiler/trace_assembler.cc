@@ -63,6 +63,11 @@ void TraceAssembler::Add(const PerfRecord& r) {
       e.address = r.addr;
       e.weight = static_cast<uint32_t>(std::min<uint64_t>(r.weight, 0xfffffffeu));
       e.cpu = static_cast<uint16_t>(std::min<uint32_t>(r.sample_id.cpu, 0xffff));
+      if ((r.data_src & PERF_MEM_S(OP, STORE)) != 0) {
+        e.op = 'S';
+      } else if ((r.data_src & PERF_MEM_S(OP, LOAD)) != 0) {
+        e.op = 'L';
+      }
       if (r.read.nr > 0 && config_.leader_ids.contains(r.read.values[0].id)) {
         e.counter = r.read.values[0].value;  // the group leader comes first
         e.has_counter = 1;
@@ -102,6 +107,7 @@ absl::StatusOr<Trace> TraceAssembler::Finish(std::string source, const TraceMeta
   OptionalColumns optional;
   optional.weight = config_.weight_column;
   optional.cpu = config_.cpu_column;
+  optional.op = config_.op_column;
   TraceBuilder builder(std::move(source), metadata, optional);
   builder.Reserve(num_samples_);
   builder.AddMark(PhaseEvent{0, config_.main_tid, 0, 0});
@@ -146,6 +152,7 @@ absl::StatusOr<Trace> TraceAssembler::Finish(std::string source, const TraceMeta
     builder.AddSample(rel, e.tid, phase, phase_sum, e.address);
     if (config_.weight_column) builder.SetLastWeight(e.weight);
     if (config_.cpu_column) builder.SetLastCpu(e.cpu);
+    if (config_.op_column) builder.SetLastOp(e.op);
   }
   const uint64_t end_rel = std::max(end_time_ns > start ? end_time_ns - start : 0, last_rel);
   builder.SetEnd(PhaseEvent{end_rel, config_.main_tid, phase, phase_sum});

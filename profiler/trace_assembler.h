@@ -53,6 +53,11 @@ struct AssemblerConfig {
   bool weight_column = false;
   // Adds the `cpu` column (PERF_SAMPLE_CPU). Default off.
   bool cpu_column = false;
+  // Adds the `op` column from each sample's data source (the mem_op bits of
+  // PERF_SAMPLE_DATA_SRC, or what the timer backend's decoder put there): `S` when it says
+  // store (a read-modify-write included: it dirties the line), `L` when it says load,
+  // empty otherwise. Default off.
+  bool op_column = false;
 };
 
 // One mapping the process created (PERF_RECORD_MMAP/MMAP2), for the layout sidecar.
@@ -102,6 +107,7 @@ class TraceAssembler {
     uint32_t tid = 0;
     uint32_t weight = 0;
     uint16_t cpu = 0;
+    uint8_t op = kUnknownOp;
     uint8_t is_mark = 0;
     uint8_t is_tick = 0;
     uint8_t has_counter = 0;

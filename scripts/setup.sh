@@ -89,6 +89,14 @@ if [ "$extras" = "[test]" ]; then
   export TIERGYM_WERROR=ON
 fi
 source scripts/compiler_env.sh
+# A build-python/ configured by a bare `pip install .` (scikit-build-core's default
+# generator, Ninja) cannot be reconfigured with another generator: CMake refuses. Its cache
+# is started over; the compiler cache keeps the rebuild short.
+if [ -f build-python/CMakeCache.txt ] &&
+  ! grep -qx "CMAKE_GENERATOR:INTERNAL=$CMAKE_GENERATOR" build-python/CMakeCache.txt; then
+  echo "setup: build-python/ was configured with another CMake generator; starting its cache over"
+  rm -rf build-python/CMakeCache.txt build-python/CMakeFiles
+fi
 
 start=$(date +%s)
 # pip's index settings (pip.conf, PIP_* variables) for uv, which reads only its own

@@ -52,10 +52,13 @@ wait "$tidy" || tidy_status=$?
 cat "$fuzz_dir/tidy.log"
 [ "$tidy_status" = 0 ] || exit 1
 touch "$fuzz_dir/go"
-echo "== Soak (tests/soak/soak.py: hostile and killed clients against one server; the fuzzers run beside it)"
-.venv/bin/python tests/soak/soak.py --seconds "${TIERGYM_SOAK_SECONDS:-45}" --binary build/bin/tiergym
-echo "== Hostile client (tests/soak/hostile_check.py: the security model's claims one by one)"
+echo "== Soak (tests/soak/soak.py: hostile and killed clients against one server, then again over CURVE; the fuzzers run beside it)"
+soak_s="${TIERGYM_SOAK_SECONDS:-45}"
+.venv/bin/python tests/soak/soak.py --seconds "$(( soak_s * 2 / 3 ))" --binary build/bin/tiergym
+.venv/bin/python tests/soak/soak.py --seconds "$(( soak_s / 3 ))" --binary build/bin/tiergym --curve
+echo "== Hostile client (tests/soak/hostile_check.py: the security model's claims one by one, then over CURVE)"
 .venv/bin/python tests/soak/hostile_check.py --binary build/bin/tiergym
+.venv/bin/python tests/soak/hostile_check.py --binary build/bin/tiergym --curve --messages 3000
 echo "== Fuzz (scripts/fuzz.sh: libFuzzer with ASan, UBSan and LeakSanitizer)"
 fuzz_status=0
 wait "$fuzz" || fuzz_status=$?

@@ -4,11 +4,11 @@
 // program on one memory; the estimator and the environment need one run per tier of the
 // machine the agent places data on. ProjectTrace keeps everything the program decided
 // (addresses, threads, phases, instructions) and recomputes only the times, window by
-// window, with the time model of traces/SYNTH.md section 4 read backwards: each window's
-// recorded duration is split into compute and memory time (the memory time of its misses
-// on the recorded tier: latency-bound by outstanding misses, or bandwidth-bound), and the
-// memory part is replaced by what the same misses cost on the target tier. The model, its
-// parameters and its measured error are documented in traces/PROJECTION.md.
+// window, with the time model of traces/SYNTH.md section 4 read backwards. What one
+// recording cannot tell (how many misses a window keeps in flight, how much of its time
+// is compute, how much of that hides memory time) is averaged over a prior, weighted by
+// how well each candidate reproduces the recorded window (model v2: the posterior mean).
+// The model, its prior and its measured error are documented in traces/PROJECTION.md.
 //
 // Thread-safety: pure functions.
 #ifndef TIERGYM_TRACES_PROJECTION_H_
@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -23,6 +24,37 @@
 #include "traces/trace.h"
 
 namespace tiergym {
+
+// What a window of a program is assumed to look like before its recording is read
+// (traces/PROJECTION.md, "The prior"). Chosen on three synthetic applications at one
+// seed; the error is reported on other seeds and applications.
+struct ProjectionPrior {
+  // Memory-level parallelism (outstanding misses per thread): log-normal around a centre,
+  // with `mlp_spread` the standard deviation of its logarithm, clamped to [mlp_min,
+  // mlp_max]. The centre mixes two kinds of misses by the window's streaming share `s`
+  // (how much of its sampled data each thread has to itself, read from the addresses:
+  // traces/PROJECTION.md): prefetched streams keep `stream_mlp` in flight, other misses
+  // (gathers, irregular accesses) `other_mlp`; the centre lies between them on a log
+  // scale, log centre = s log stream_mlp + (1 - s) log other_mlp. A window whose share
+  // cannot be read (one thread) takes `mlp_unknown`.
+  double stream_mlp = 14;
+  double other_mlp = 3;
+  double mlp_min = 1;
+  double mlp_max = 16;
+  double mlp_spread = 0.5;
+  double mlp_unknown = 8;
+  // Overlap of compute and memory time (SYNTH.md section 4): uniform on [min, max].
+  double overlap_min = 0.3;
+  double overlap_max = 0.8;
+  // Compute rate (instructions per ns per thread when not stalled): log-uniform on
+  // [compute_low, compute_high] times the recording's reference rate (the fastest
+  // instruction rate per thread among its windows of at least 8 samples).
+  double compute_low = 0.5;
+  double compute_high = 2.5;
+  // How far (standard deviation of the log ratio) a candidate's time on the recorded tier
+  // may miss the recorded window's time.
+  double time_tolerance = 0.05;
+};
 
 struct ProjectionOptions {
   // The tier of the target machine whose memory the recording ran on (its times are kept
@@ -37,22 +69,29 @@ struct ProjectionOptions {
   // its misses follow from the tier's cost per miss. Default 0: for a timer recording
   // (header backend=timer) its sample_period over the threads, else misses_per_sample.
   double memory_ns_per_sample = 0;
-  // Outstanding misses per thread (memory-level parallelism). Default 12 (calibrated on
-  // three synthetic profiles, traces/PROJECTION.md).
-  double mlp = 12;
+  // Outstanding misses per thread. Default 0: the prior's (averaged over); > 0 fixes it.
+  double mlp = 0;
+  // Overlap of compute and memory time in [0, 1]. Default -1: the prior's; else fixed.
+  double overlap = -1;
   // Threads of the program. Default 0: the number of distinct tids in the trace, at most
   // the machine's cores.
   int threads = 0;
-  // How much compute and memory time overlap, in [0, 1] (section 4's `overlap`). 0.7.
-  double overlap = 0.7;
   // Samples per window; a phase's time is projected window by window. Default 64.
   uint32_t samples_per_window = 64;
+  // A phase's time after its sampled work (a barrier wait: no samples) is projected with
+  // the phase's work instead of counting as its last window's. Default true.
+  bool separate_tails = true;
+  ProjectionPrior prior;
 };
+
+// Reads "key=value,key=value" into `prior` (keys: the field names above). InvalidArgument
+// naming the key for an unknown key or a value that is not a number.
+absl::Status ParseProjectionPrior(std::string_view text, ProjectionPrior* prior);
 
 // One trace per tier of `machine`, in tier order (the recorded tier's times unchanged up
 // to rounding). Each keeps the recording's samples, marks and instructions; its header
 // says `device=<tier>`, `projected_from=<the recording's device>`,
-// `projection_machine=<machine>`, `projection_model=v1`. InvalidArgument when the
+// `projection_machine=<machine>`, `projection_model=v2`. InvalidArgument when the
 // machine has one tier, the recording has no samples, `recorded_tier` is not a tier or an
 // option is out of range.
 absl::StatusOr<std::vector<Trace>> ProjectTrace(const Trace& recorded, const Machine& machine,

@@ -1,8 +1,10 @@
 #include "env/cli/serve_cli.h"
 
 #include <malloc.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
@@ -10,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "env/curve/curve_keys.h"
 #include "env/provider/bundled_profiles.h"
 #include "env/provider/cosched_provider.h"
 #include "env/provider/data_roots.h"
@@ -39,12 +42,42 @@ constexpr char kEpilog[] =
     "their own connection's sessions, and stay within the limits above (env/README.md,\n"
     "Security model). Clients on this machine may take batch results through shared memory\n"
     "(segments of mode 0600 in /dev/shm, within --max-shm-mib).\n"
+    "With --curve-key and --curve-clients only the listed clients get in (ZeroMQ's CURVE:\n"
+    "authenticated and encrypted; keys from `tiergym keygen`). A tcp:// endpoint other than\n"
+    "loopback is refused without them, unless --insecure-open says to serve it open.\n"
     "\n"
     "Examples:\n"
     "  tiergym serve\n"
     "  tiergym serve --endpoint ipc:///tmp/tiergym.sock --threads 4\n"
     "  tiergym serve --endpoint tcp://127.0.0.1:0 --profiles "
-    "data/minife/profile,data/lulesh/profile\n";
+    "data/minife/profile,data/lulesh/profile\n"
+    "  tiergym serve --endpoint tcp://0.0.0.0:5555 --curve-key ~/.config/tiergym/curve/"
+    "server.key_secret --curve-clients ~/.config/tiergym/curve/learner.key\n";
+
+// Descriptors kept for what the server opens besides its connections: profiles and
+// configuration files, shared-memory segments, ZeroMQ's own.
+constexpr uint64_t kSpareDescriptors = 512;
+
+// Raises the soft limit on open files so that `connections` fit beside the spare ones;
+// returns how many connections fit (fewer when the hard limit is lower, which is said).
+size_t FitDescriptors(uint64_t connections, bool quiet) {
+  rlimit limit = {};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return connections;
+  const rlim_t want = connections + kSpareDescriptors;
+  if (limit.rlim_cur < want) {
+    limit.rlim_cur = std::min<rlim_t>(want, limit.rlim_max);
+    setrlimit(RLIMIT_NOFILE, &limit);
+    getrlimit(RLIMIT_NOFILE, &limit);
+  }
+  if (limit.rlim_cur >= want) return connections;
+  const uint64_t fit = limit.rlim_cur > 2 * kSpareDescriptors ? limit.rlim_cur - kSpareDescriptors
+                                                              : limit.rlim_cur / 2;
+  if (!quiet) {
+    std::cerr << "tiergym serve: the open-file limit is " << limit.rlim_cur
+              << " (ulimit -n): " << fit << " connections at most, not " << connections << "\n";
+  }
+  return fit;
+}
 
 std::atomic<Server*> g_server{nullptr};
 
@@ -66,6 +99,10 @@ int RunServeCommand(const std::vector<std::string>& args) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   p.AddOption("threads", "N", "worker threads", std::to_string(cores));
   p.AddOption("max-sessions", "N", "open sessions at most", "4096");
+  p.AddOption("max-connections", "N",
+              "open client connections at most; one more is closed as it is accepted (the "
+              "client retries later); the descriptor limit is raised to fit",
+              "1024");
   p.AddOption("max-sessions-per-connection", "N", "open sessions of one connection at most",
               "1024");
   p.AddOption("load-threads", "N",
@@ -111,6 +148,19 @@ int RunServeCommand(const std::vector<std::string>& args) {
   p.AddOption("sensitivity", "FILE",
               "the sensitivity curves (curves.csv) of co-scheduling nodes (cosched_make) that "
               "name none; default none: they must name curves in a data directory");
+  p.AddOption("curve-key", "FILE",
+              "require CURVE (ZeroMQ's authentication and encryption) with this secret "
+              "certificate of the server (NAME.key_secret from `tiergym keygen`; it must be "
+              "its owner's alone, mode 0600, or the server does not start); clients need "
+              "the public NAME.key");
+  p.AddOption("curve-clients", "PATH",
+              "with --curve-key: the clients allowed, as public certificates (a directory "
+              "of NAME.key files, or one file; or Z85 keys one per line); others get no "
+              "reply at all");
+  p.AddFlag("insecure-open",
+            "serve a tcp:// endpoint reachable from other machines without CURVE (anyone "
+            "who reaches it is a client, the traffic is in the clear; said at start); "
+            "without it such an endpoint is refused");
   p.AddFlag("quiet", "no progress on stderr");
   if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
 
@@ -122,6 +172,12 @@ int RunServeCommand(const std::vector<std::string>& args) {
   }
   absl::StatusOr<uint64_t> max_sessions = p.GetUint64("max-sessions");
   if (!max_sessions.ok()) return Fail(max_sessions.status(), kExitUsage, kCommand);
+  absl::StatusOr<uint64_t> max_connections = p.GetUint64("max-connections");
+  if (!max_connections.ok()) return Fail(max_connections.status(), kExitUsage, kCommand);
+  if (*max_connections < 1 || *max_connections > 1'000'000) {
+    return Fail(absl::InvalidArgumentError("--max-connections: must be in [1, 1000000]"),
+                kExitUsage, kCommand);
+  }
   absl::StatusOr<uint64_t> per_connection = p.GetUint64("max-sessions-per-connection");
   if (!per_connection.ok()) return Fail(per_connection.status(), kExitUsage, kCommand);
   absl::StatusOr<uint64_t> load_threads = p.GetUint64("load-threads");
@@ -173,6 +229,30 @@ int RunServeCommand(const std::vector<std::string>& args) {
   absl::StatusOr<uint64_t> parent = p.GetUint64("parent-pid");
   if (!parent.ok()) return Fail(parent.status(), kExitUsage, kCommand);
   const bool quiet = p.Flag("quiet");
+  CurveKeyPair curve_keys;
+  std::vector<std::string> curve_clients;
+  if (p.Given("curve-key") != p.Given("curve-clients")) {
+    return Fail(absl::InvalidArgumentError(
+                    "--curve-key and --curve-clients go together: the server's secret "
+                    "certificate and the public keys of the clients it lets in"),
+                kExitUsage, kCommand);
+  }
+  if (p.Given("curve-key")) {
+    absl::StatusOr<CurveKeyPair> keys = ReadCurveCertificate(p.Get("curve-key"), true);
+    if (!keys.ok()) {
+      return Fail(
+          absl::Status(keys.status().code(), StrCat("--curve-key ", keys.status().message())),
+          kExitFailed, kCommand);
+    }
+    curve_keys = *keys;
+    absl::StatusOr<std::vector<std::string>> clients = ReadAllowedCurveKeys(p.Get("curve-clients"));
+    if (!clients.ok()) {
+      return Fail(absl::Status(clients.status().code(),
+                               StrCat("--curve-clients ", clients.status().message())),
+                  kExitFailed, kCommand);
+    }
+    curve_clients = std::move(*clients);
+  }
 
   absl::StatusOr<std::vector<ServedProfile>> profiles;
   if (p.Given("profiles")) {
@@ -234,6 +314,10 @@ int RunServeCommand(const std::vector<std::string>& args) {
   so.load_threads = static_cast<int>(*load_threads);
   so.heartbeat_s = *heartbeat;
   so.parent_pid = static_cast<int>(*parent);
+  so.max_connections = FitDescriptors(*max_connections, quiet);
+  so.curve_secret_key = curve_keys.secret_key;
+  so.curve_allowed_clients = curve_clients;
+  so.open_without_curve = p.Flag("insecure-open");
   ServiceOptions service;
   service.server_name = "tiergym " TIERGYM_VERSION;
   service.max_sessions = *max_sessions;
@@ -272,6 +356,18 @@ int RunServeCommand(const std::vector<std::string>& args) {
     std::cerr << "tiergym serve: " << profiles->size() << " profiles:";
     for (const ServedProfile& sp : *profiles) std::cerr << " " << sp.name;
     std::cerr << "; " << *threads << " threads\n";
+  }
+  if (!curve_keys.secret_key.empty()) {
+    if (!quiet) {
+      std::cerr << "tiergym serve: CURVE required: " << curve_clients.size()
+                << " client key(s) allowed; the server's public key is " << curve_keys.public_key
+                << "\n";
+    }
+  } else if ((*server)->network_reachable()) {
+    // Said whatever --quiet says.
+    std::cerr << "tiergym serve: WARNING: " << (*server)->endpoint()
+              << " is reachable from other machines and OPEN (--insecure-open): no CURVE, "
+                 "anyone who reaches it is a client and the traffic is in the clear\n";
   }
   std::cout << "listening on " << (*server)->endpoint() << std::endl;
   absl::Status run = (*server)->Run();

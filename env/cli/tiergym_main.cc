@@ -1,6 +1,7 @@
 // The `tiergym` command: dispatches to the subcommands of each library.
 #include <string>
 
+#include "env/cli/keygen_cli.h"
 #include "env/cli/serve_cli.h"
 #include "estimator/cli/contention_cli.h"
 #include "estimator/cli/estimator_cli.h"
@@ -22,6 +23,7 @@ std::string Usage() {
              "placement.\n\ncommands:\n") +
          tiergym::TraceCommandsHelp() + tiergym::EstimatorCommandsHelp() +
          tiergym::ContentionCommandsHelp() + tiergym::env::ServeCommandHelp() +
+         tiergym::env::KeygenCommandHelp() +
          "\nRun 'tiergym COMMAND SUBCOMMAND --help' for the options of one command.\n";
 }
 
@@ -34,6 +36,7 @@ int main(int argc, char** argv) {
                               {"validate", tiergym::RunValidateCommand},
                               {"calibrate", tiergym::RunCalibrateCommand},
                               {"contention", tiergym::RunContentionCommand},
-                              {"serve", tiergym::env::RunServeCommand}},
+                              {"serve", tiergym::env::RunServeCommand},
+                              {"keygen", tiergym::env::RunKeygenCommand}},
                              argc, argv);
 }

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "env/interval_pricer.h"
+#include "env/profile_assets.h"
 #include "traces/base/field_status.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
@@ -292,26 +293,35 @@ absl::StatusOr<std::unique_ptr<SessionEnv>> PlacementProvider::Make(const Config
   absl::StatusOr<std::shared_ptr<const EnvAssets>> assets =
       Assets(CacheKey(*resolved), *parsed, cost);
   if (!assets.ok()) return redact(assets.status());
+  // A session's episode state, now that the profiles are known: the pricer's view of the
+  // placement (the index walk's PlacementState) of the largest profile, on top of the
+  // per-region state estimated.
+  uint64_t session_bytes = cost.session_bytes;
+  uint64_t episode_bytes = 0;
+  for (const ProfileAssets& p : (*assets)->profiles()) {
+    episode_bytes = std::max<uint64_t>(episode_bytes, p.pricer->EpisodeBytes());
+  }
+  session_bytes += episode_bytes;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (options_.max_asset_bytes > 0 &&
-        HeldBytesLocked() + cost.session_bytes > options_.max_asset_bytes) {
+        HeldBytesLocked() + session_bytes > options_.max_asset_bytes) {
       return absl::ResourceExhaustedError(
-          StrCat("a session of this configuration needs about ", MiB(cost.session_bytes), "; with ",
+          StrCat("a session of this configuration needs about ", MiB(session_bytes), "; with ",
                  MiB(HeldBytesLocked()),
                  " held by configurations and sessions in use, that is over the server's "
                  "memory budget of ",
                  MiB(options_.max_asset_bytes), " (--max-asset-mib); close sessions"));
     }
-    session_bytes_->fetch_add(cost.session_bytes);
+    session_bytes_->fetch_add(session_bytes);
   }
   absl::StatusOr<std::unique_ptr<Environment>> env = Environment::Create(*std::move(assets));
   if (!env.ok()) {
-    session_bytes_->fetch_sub(cost.session_bytes);
+    session_bytes_->fetch_sub(session_bytes);
     return env.status();
   }
   return std::unique_ptr<SessionEnv>(
-      new EnvironmentSession(*std::move(env), session_bytes_, cost.session_bytes));
+      new EnvironmentSession(*std::move(env), session_bytes_, session_bytes));
 }
 
 absl::Status PlacementProvider::Charge(uint64_t bytes) {

@@ -1,6 +1,8 @@
 #include "env/server/server.h"
 
+#include <arpa/inet.h>
 #include <malloc.h>
+#include <netinet/in.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -15,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "absl/cleanup/cleanup.h"
+#include "env/curve/curve_keys.h"
 #include "env/protocol/protocol.h"
 #include "env/server/shm_batch.h"
 #include "env/server/zmtp_guard.h"
@@ -42,6 +44,35 @@ namespace {
 constexpr int kTrimTicks = 4;
 // Frames of one message past which its connection is dropped (the server reads 16).
 constexpr uint32_t kGuardFrames = 64;
+
+// Whether a bound endpoint is reachable from this machine only: ipc:// and inproc://, or
+// tcp:// on a loopback address (127.0.0.0/8, ::1, ::ffff:127.x.y.z). `bound` is what
+// ZeroMQ reports (ZMQ_LAST_ENDPOINT): a numeric address, whatever name was bound.
+bool LocalOnly(const std::string& bound) {
+  constexpr std::string_view kTcp = "tcp://";
+  if (bound.compare(0, kTcp.size(), kTcp) != 0) return true;
+  std::string host = bound.substr(kTcp.size());
+  host = host.substr(0, host.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  in_addr v4 = {};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6 = {};
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
+    return IN6_IS_ADDR_LOOPBACK(&v6) || (IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127);
+  }
+  return false;  // not an address ZeroMQ would report: take it as reachable
+}
+
+std::string Z85(std::string_view key_bytes) {
+  char text[41] = "";
+  if (key_bytes.size() != 32 ||
+      zmq_z85_encode(text, reinterpret_cast<const uint8_t*>(key_bytes.data()), 32) == nullptr) {
+    return "(not a key)";
+  }
+  return text;
+}
 
 absl::Status BindError(const zmq::error_t& e, const std::string& endpoint) {
   if (e.num() == EADDRINUSE) {
@@ -80,6 +111,67 @@ bool SomeoneListens(const std::string& path) {
   return connected;
 }
 
+// A descriptor closed at the end of its scope unless released.
+class OwnedFd {
+ public:
+  explicit OwnedFd(int fd) : fd_(fd) {}
+  ~OwnedFd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+absl::Status CheckCurveOptions(const ServerOptions& options) {
+  if (options.curve_secret_key.empty()) return absl::OkStatus();
+  if (!CurveAvailable()) {
+    return absl::UnimplementedError(
+        "CURVE: this libzmq was built without it (no libsodium); Debian's libzmq5 has it");
+  }
+  if (!IsCurveKey(options.curve_secret_key)) {
+    return absl::InvalidArgumentError("curve_secret_key: not a Z85 CURVE key (40 characters)");
+  }
+  if (options.curve_allowed_clients.empty()) {
+    return absl::InvalidArgumentError(
+        "curve_allowed_clients: empty: with CURVE, the clients allowed must be listed");
+  }
+  for (size_t i = 0; i < options.curve_allowed_clients.size(); ++i) {
+    if (!IsCurveKey(options.curve_allowed_clients[i])) {
+      return absl::InvalidArgumentError(
+          StrCat("curve_allowed_clients[", i, "]: not a Z85 CURVE key (40 characters)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The ROUTER's options (before it binds): CURVE, the frame bound `cap`, high-water marks,
+// heartbeats.
+void ConfigureRouter(zmq::socket_t& socket, const ServerOptions& options, uint64_t cap) {
+  socket.set(zmq::sockopt::linger, 1000);
+  if (!options.curve_secret_key.empty()) {
+    socket.set(zmq::sockopt::curve_server, true);
+    socket.set(zmq::sockopt::curve_secretkey, CurveKeyBytes(options.curve_secret_key));
+    socket.set(zmq::sockopt::zap_domain, "tiergym");
+  }
+  socket.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(cap));
+  socket.set(zmq::sockopt::sndhwm, options.send_hwm);
+  socket.set(zmq::sockopt::rcvhwm, options.receive_hwm);
+  // A reply to a connection that is gone fails (EHOSTUNREACH) and one that would pass the
+  // high-water mark waits (EAGAIN) instead of vanishing silently.
+  socket.set(zmq::sockopt::router_mandatory, 1);
+  if (options.heartbeat_s > 0) {
+    const int ivl_ms = static_cast<int>(options.heartbeat_s * 1000);
+    socket.set(zmq::sockopt::heartbeat_ivl, ivl_ms);
+    socket.set(zmq::sockopt::heartbeat_timeout, 3 * ivl_ms);
+    socket.set(zmq::sockopt::heartbeat_ttl, 3 * ivl_ms);
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& options,
@@ -89,41 +181,39 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   if (options.load_threads < 1) {
     return absl::InvalidArgumentError("load_threads: must be at least 1");
   }
+  const bool curve = !options.curve_secret_key.empty();
+  if (absl::Status s = CheckCurveOptions(options); !s.ok()) return s;
   if (const std::string path = IpcPath(options.endpoint); !path.empty() && SomeoneListens(path)) {
     return absl::FailedPreconditionError(
         StrCat(options.endpoint, ": address in use (another tiergym serve?); choose another path"));
   }
   // Segments of servers that died (SIGKILL) before unlinking theirs.
   if (service_options.max_shm_bytes > 0) RemoveStaleShmSegments();
-  const int event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (event_fd < 0) return absl::InternalError(StrCat("eventfd: ", std::strerror(errno)));
-  absl::Cleanup close_event_fd = [event_fd] { close(event_fd); };  // until the Server owns it
+  OwnedFd event_fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));  // until the Server owns it
+  if (event_fd.get() < 0) return absl::InternalError(StrCat("eventfd: ", std::strerror(errno)));
   service_options.max_pending_per_connection = options.max_pending_per_client;
   try {
     auto context = std::make_unique<zmq::context_t>(1);
+    std::unique_ptr<zmq::socket_t> zap;
+    if (curve) {
+      // libzmq asks this socket of the same context about every CURVE handshake (RFC 27,
+      // ZAP); it must be bound before the first client connects.
+      zap = std::make_unique<zmq::socket_t>(*context, zmq::socket_type::rep);
+      zap->set(zmq::sockopt::linger, 0);
+      zap->bind("inproc://zeromq.zap.01");
+    }
     auto socket = std::make_unique<zmq::socket_t>(*context, zmq::socket_type::router);
-    socket->set(zmq::sockopt::linger, 1000);
     // ZeroMQ drops a connection sending a frame larger than this; the service replies
     // RESOURCE_EXHAUSTED to messages between its own limit and this one.
     const uint64_t cap = service_options.max_message_bytes + (1u << 20);
-    socket->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(cap));
+    ConfigureRouter(*socket, options, cap);
     // ... and a connection sending a message (its frames together) over the same bound, or
     // of more than kGuardFrames frames: ZeroMQ would hold such a message whole, however
     // long it grows, before handing it over (zmtp_guard.h).
-    if (!GuardAcceptedConnections(cap, kGuardFrames)) {
+    if (!GuardAcceptedConnections(cap, kGuardFrames, options.max_connections)) {
       std::cerr << "tiergym: this program does not link env/server/zmtp_hooks.cc: a message "
-                   "is bounded per frame only, not in all (zmtp_guard.h)\n";
-    }
-    socket->set(zmq::sockopt::sndhwm, options.send_hwm);
-    socket->set(zmq::sockopt::rcvhwm, options.receive_hwm);
-    // A reply to a connection that is gone fails (EHOSTUNREACH) and one that would pass the
-    // high-water mark waits (EAGAIN) instead of vanishing silently.
-    socket->set(zmq::sockopt::router_mandatory, 1);
-    if (options.heartbeat_s > 0) {
-      const int ivl_ms = static_cast<int>(options.heartbeat_s * 1000);
-      socket->set(zmq::sockopt::heartbeat_ivl, ivl_ms);
-      socket->set(zmq::sockopt::heartbeat_timeout, 3 * ivl_ms);
-      socket->set(zmq::sockopt::heartbeat_ttl, 3 * ivl_ms);
+                   "is bounded per frame only, not in all, and connections are not counted "
+                   "(zmtp_guard.h)\n";
     }
     try {
       socket->bind(options.endpoint);
@@ -131,6 +221,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
       return BindError(e, options.endpoint);
     }
     std::string endpoint = socket->get(zmq::sockopt::last_endpoint);
+    const bool reachable = !LocalOnly(endpoint);
+    if (reachable && !curve && !options.open_without_curve) {
+      return absl::FailedPreconditionError(StrCat(
+          options.endpoint, " (bound as ", endpoint,
+          ") is reachable from other machines, without CURVE: anyone who reaches it could "
+          "make sessions, read the served profiles and watch the traffic. Require CURVE "
+          "(tiergym serve --curve-key FILE --curve-clients PATH, keys from `tiergym keygen`), "
+          "bind tcp://127.0.0.1:PORT (remote agents through ssh -L), or serve it open on "
+          "purpose (--insecure-open)"));
+    }
     // Disconnections, to close the sessions of connections that went away.
     const std::string monitor_endpoint =
         StrCat("inproc://tiergym-monitor-", reinterpret_cast<uintptr_t>(socket.get()));
@@ -141,10 +241,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
     auto monitor = std::make_unique<zmq::socket_t>(*context, zmq::socket_type::pair);
     monitor->set(zmq::sockopt::linger, 0);
     monitor->connect(monitor_endpoint);
-    std::unique_ptr<Server> server(new Server(options, std::move(context), std::move(socket),
-                                              std::move(monitor), std::move(endpoint), event_fd,
-                                              std::move(service_options), std::move(provider)));
-    std::move(close_event_fd).Cancel();
+    std::unique_ptr<Server> server(new Server(
+        options, std::move(context), std::move(socket), std::move(monitor), std::move(zap),
+        std::move(endpoint), event_fd.release(), std::move(service_options), std::move(provider)));
+    server->network_reachable_ = reachable;
+    for (const std::string& key : options.curve_allowed_clients) {
+      server->allowed_keys_.insert(CurveKeyBytes(key));
+    }
     return server;
   } catch (const zmq::error_t& e) {
     return absl::InternalError(StrCat(options.endpoint, ": ZeroMQ: ", e.what()));
@@ -153,12 +256,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
 
 Server::Server(const ServerOptions& options, std::unique_ptr<zmq::context_t> context,
                std::unique_ptr<zmq::socket_t> socket, std::unique_ptr<zmq::socket_t> monitor,
-               std::string endpoint, int event_fd, ServiceOptions service_options,
-               std::shared_ptr<EnvProvider> provider)
+               std::unique_ptr<zmq::socket_t> zap, std::string endpoint, int event_fd,
+               ServiceOptions service_options, std::shared_ptr<EnvProvider> provider)
     : options_(options),
       context_(std::move(context)),
       socket_(std::move(socket)),
       monitor_(std::move(monitor)),
+      zap_(std::move(zap)),
       endpoint_(std::move(endpoint)),
       event_fd_(event_fd) {
   load_pool_ = std::make_unique<ThreadPool>(options.load_threads);
@@ -174,6 +278,7 @@ Server::~Server() {
     zmq_socket_monitor(socket_->handle(), nullptr, 0);
     monitor_->close();
     socket_->close();
+    if (zap_ != nullptr) zap_->close();
     context_->close();
   } catch (const zmq::error_t&) {
   }
@@ -317,6 +422,45 @@ void Server::DrainMonitor() {
   }
 }
 
+void Server::AnswerZap() {
+  // At most a bounded number per wake-up; a handshake waits for its answer, nothing else.
+  for (int i = 0; i < 256; ++i) {
+    std::vector<zmq::message_t> request;
+    for (;;) {
+      zmq::message_t frame;
+      if (!zap_->recv(frame, zmq::recv_flags::dontwait)) break;
+      const bool more = frame.more();
+      if (request.size() < 16) request.push_back(std::move(frame));
+      if (!more) break;
+    }
+    if (request.empty()) return;
+    const auto text = [&](size_t k) {
+      return k < request.size() ? request[k].to_string() : std::string();
+    };
+    // RFC 27: version, request id, domain, address, routing id, mechanism, credentials.
+    const std::string key = text(6);
+    const bool allowed = request.size() >= 7 && text(0) == "1.0" && text(5) == "CURVE" &&
+                         key.size() == 32 && allowed_keys_.count(key) > 0;
+    const std::string status = allowed ? "200" : "400";
+    const std::string reason = allowed ? "OK" : "client key not allowed";
+    const std::string user = allowed ? Z85(key) : "";
+    const std::string version = "1.0", id = text(1);
+    for (const std::string* f : {&version, &id, &status, &reason, &user}) {
+      zap_->send(zmq::buffer(*f), zmq::send_flags::sndmore);
+    }
+    zap_->send(zmq::message_t(), zmq::send_flags::none);
+    if (allowed) continue;
+    ++curve_refused_;
+    // Said on stderr at most once a second (a stranger may knock continuously).
+    const auto now = std::chrono::steady_clock::now();
+    if (now - refusal_logged_ >= std::chrono::seconds(1)) {
+      refusal_logged_ = now;
+      std::cerr << "tiergym serve: refused a CURVE client from " << text(3) << " (key " << Z85(key)
+                << " is not allowed; " << curve_refused_ << " refused so far)\n";
+    }
+  }
+}
+
 void Server::Dispatch(std::shared_ptr<Job> job) {
   clients_[job->client].busy = true;
   in_flight_.fetch_add(1);
@@ -408,6 +552,8 @@ void Server::ReceiveAll() {
       zmq::message_t frame;
       if (!socket_->recv(frame, zmq::recv_flags::dontwait)) break;
       more = frame.more();
+      // CURVE hides where messages end from the guard: it is told of each one taken.
+      if (!more && zap_ != nullptr) GuardMessageTaken(zmq_msg_get(frame.handle(), ZMQ_SRCFD));
       if (discarding_) {
         discarding_ = more;
         continue;
@@ -476,16 +622,18 @@ absl::Status Server::Run() {
   while (!stop_.load()) {
     zmq::pollitem_t items[] = {{socket_->handle(), 0, ZMQ_POLLIN, 0},
                                {nullptr, event_fd_, ZMQ_POLLIN, 0},
-                               {monitor_->handle(), 0, ZMQ_POLLIN, 0}};
+                               {monitor_->handle(), 0, ZMQ_POLLIN, 0},
+                               {zap_ != nullptr ? zap_->handle() : nullptr, 0, ZMQ_POLLIN, 0}};
     // Outboxes are retried every few milliseconds (a ROUTER cannot be polled for room
     // towards one peer).
-    const int rc = zmq_poll(items, 3, outbox_clients_ > 0 ? 5 : 250);
+    const int rc = zmq_poll(items, zap_ != nullptr ? 4 : 3, outbox_clients_ > 0 ? 5 : 250);
     if (rc < 0) {
       if (zmq_errno() == EINTR) continue;
       if (zmq_errno() == ETERM) break;
       return absl::InternalError(StrCat("zmq_poll: ", zmq_strerror(zmq_errno())));
     }
     try {
+      if (zap_ != nullptr && (items[3].revents & ZMQ_POLLIN)) AnswerZap();
       if (items[2].revents & ZMQ_POLLIN) DrainMonitor();
       FlushOutboxes();
       if (items[1].revents & ZMQ_POLLIN) SendFinished();

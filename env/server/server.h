@@ -32,11 +32,13 @@
 #define TIERGYM_ENV_SERVER_SERVER_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -92,6 +94,23 @@ struct ServerOptions {
   // steps together with the idle workers: the batched client's round trip is then the
   // in-process steps plus one message each way. Default true.
   bool inline_quick_requests = true;
+  // CURVE (ZeroMQ's authentication and encryption, libzmq with libsodium): with a secret
+  // key (Z85, 40 characters; curve_keys.h reads it from a certificate file) the socket is a
+  // CURVE server, and only clients whose public key is in `curve_allowed_clients` finish
+  // the handshake: the others (no CURVE, another server key, a key not listed, a replayed
+  // handshake) never get a message through, nor a reply. A ZAP handler (ZeroMQ's RFC 27)
+  // on the I/O thread answers libzmq for each handshake. Default: none (the NULL mechanism:
+  // whoever reaches the endpoint is a client).
+  std::string curve_secret_key;
+  std::vector<std::string> curve_allowed_clients;
+  // Serve a tcp:// endpoint bound to an address other than loopback without CURVE. Default
+  // false: Create refuses it (FailedPrecondition saying what to do).
+  bool open_without_curve = false;
+  // Connections open at once; one more is closed as soon as it is accepted (its peer sees
+  // the connection reset and retries), so that clients never exhaust the process's file
+  // descriptors (in a program that links the ZMTP guard's hooks, zmtp_guard.h). Default
+  // 1024.
+  size_t max_connections = 1024;
 };
 
 class Server {
@@ -107,6 +126,11 @@ class Server {
 
   // The endpoint bound, with the port chosen ("tcp://127.0.0.1:40513").
   const std::string& endpoint() const { return endpoint_; }
+  // Whether the endpoint is reachable from other machines (tcp:// bound to an address other
+  // than loopback).
+  bool network_reachable() const { return network_reachable_; }
+  // CURVE handshakes refused so far (a client key not allowed); Run() thread only.
+  uint64_t curve_refused() const { return curve_refused_; }
   Service& service() { return *service_; }
 
   // Serves until Stop(). Returns an error only when the socket fails for good.
@@ -136,8 +160,8 @@ class Server {
 
   Server(const ServerOptions& options, std::unique_ptr<zmq::context_t> context,
          std::unique_ptr<zmq::socket_t> socket, std::unique_ptr<zmq::socket_t> monitor,
-         std::string endpoint, int event_fd, ServiceOptions service_options,
-         std::shared_ptr<EnvProvider> provider);
+         std::unique_ptr<zmq::socket_t> zap, std::string endpoint, int event_fd,
+         ServiceOptions service_options, std::shared_ptr<EnvProvider> provider);
 
   void ReceiveAll();
   void Accept(std::shared_ptr<Job> job);
@@ -154,6 +178,8 @@ class Server {
   void Next(const std::string& client);
   // Reads the socket monitor: disconnected connections have their sessions closed.
   void DrainMonitor();
+  // Answers libzmq's ZAP requests: a CURVE client key is allowed or not.
+  void AnswerZap();
   void PeerGone(const std::string& client);
   bool ParentGone() const;
 
@@ -161,7 +187,12 @@ class Server {
   std::unique_ptr<zmq::context_t> context_;
   std::unique_ptr<zmq::socket_t> socket_;
   std::unique_ptr<zmq::socket_t> monitor_;
+  std::unique_ptr<zmq::socket_t> zap_;  // the ZAP handler (CURVE), else null
+  std::set<std::string> allowed_keys_;  // CURVE client keys allowed, 32 bytes each
   std::string endpoint_;
+  bool network_reachable_ = false;
+  uint64_t curve_refused_ = 0;
+  std::chrono::steady_clock::time_point refusal_logged_;  // the last refusal written to stderr
   int event_fd_;
   std::atomic<bool> stop_{false};
   bool discarding_ = false;          // dropping the frames of an over-long message

@@ -418,6 +418,8 @@ ReplyBody Service::Dispatch(const protocol::Request& request, const std::string&
       return CoschedReset(std::get<protocol::CoschedResetRequest>(request.body), owner);
     case Op::kCoschedStep:
       return CoschedStep(std::get<protocol::CoschedStepRequest>(request.body), owner);
+    case Op::kFork:
+      return Fork(std::get<protocol::ForkRequest>(request.body), owner);
   }
   return MakeError(absl::StatusCode::kInternal, "op", "unhandled op");
 }
@@ -484,7 +486,10 @@ absl::StatusOr<Service::Lease> Service::Acquire(const protocol::SessionId& id,
 void Service::EraseLocked(
     std::unordered_map<protocol::SessionId, std::shared_ptr<Session>>::iterator it) {
   auto owner = sessions_of_.find(it->second->owner);
-  if (owner != sessions_of_.end() && --owner->second == 0) sessions_of_.erase(owner);
+  if (owner != sessions_of_.end()) {
+    owner->second.erase(it->first);
+    if (owner->second.empty()) sessions_of_.erase(owner);
+  }
   for (const std::string& handle : it->second->segments) EraseSegmentLocked(handle);
   sessions_.erase(it);
 }
@@ -652,18 +657,18 @@ ReplyBody Service::Make(const protocol::MakeRequest& r, const std::string& owner
   return reply;
 }
 
-std::optional<Error> Service::ReserveMake(const std::string& owner) {
+std::optional<Error> Service::ReserveMake(const std::string& owner, std::string_view op) {
   std::lock_guard<std::mutex> lock(mu_);
   if (sessions_.size() + pending_makes_ >= options_.max_sessions) {
     return MakeError(absl::StatusCode::kResourceExhausted, "op",
-                     StrCat("make refused: ", sessions_.size(),
+                     StrCat(op, " refused: ", sessions_.size(),
                             " sessions open, the server's limit (--max-sessions); close "
                             "sessions you no longer use"));
   }
   auto mine = sessions_of_.find(owner);
-  if (mine != sessions_of_.end() && mine->second >= options_.max_sessions_per_connection) {
+  if (mine != sessions_of_.end() && mine->second.size() >= options_.max_sessions_per_connection) {
     return MakeError(absl::StatusCode::kResourceExhausted, "op",
-                     StrCat("make refused: this connection has ", mine->second,
+                     StrCat(op, " refused: this connection has ", mine->second.size(),
                             " sessions open, the server's limit per connection "
                             "(--max-sessions-per-connection); close sessions you no "
                             "longer use"));
@@ -677,7 +682,7 @@ void Service::AddSessionLocked(std::shared_ptr<Session> session) {
     session->id = RandomHex128();
   } while (sessions_.count(session->id) != 0);
   session->last_used_ns.store(Now().time_since_epoch().count());
-  ++sessions_of_[session->owner];
+  sessions_of_[session->owner].insert(session->id);
   sessions_.emplace(session->id, std::move(session));
   sessions_made_.fetch_add(1, std::memory_order_relaxed);
 }
@@ -1102,18 +1107,53 @@ ReplyBody Service::Close(const protocol::CloseRequest& r, const std::string& own
   return protocol::CloseReply{};
 }
 
+ReplyBody Service::Fork(const protocol::ForkRequest& r, const std::string& owner) {
+  absl::StatusOr<Lease> lease = Acquire(r.session, owner, "session");
+  if (!lease.ok()) {
+    if (lease.status().code() == absl::StatusCode::kFailedPrecondition) {  // a node
+      return MakeError(absl::StatusCode::kUnimplemented, "session",
+                       "a co-scheduling node cannot be forked (sessions made by make, and "
+                       "their forks, can)");
+    }
+    return FieldOf(lease.status(), "session");
+  }
+  if (std::optional<Error> refused = ReserveMake(owner, "fork")) return *std::move(refused);
+  Session& from = **lease;
+  auto session = std::make_shared<Session>();
+  session->owner = owner;
+  session->config = from.config;
+  absl::StatusOr<std::unique_ptr<SessionEnv>> env;
+  {
+    std::lock_guard<std::mutex> lock(from.mu);
+    env = from.env->Fork(provider_.get());  // charged to the budget as a session
+    session->in_episode = from.in_episode;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  --pending_makes_;
+  if (!env.ok()) {
+    if (env.status().code() == absl::StatusCode::kResourceExhausted) {
+      return MakeError(absl::StatusCode::kResourceExhausted, "op",
+                       StrCat("fork refused: ", env.status().message()));
+    }
+    return FieldOf(env.status(), "session");
+  }
+  session->env = *std::move(env);
+  AddSessionLocked(session);
+  return protocol::ForkReply{session->id};
+}
+
 size_t Service::CloseSessionsOf(std::string_view owner) {
   std::vector<std::shared_ptr<Session>> doomed;  // destroyed outside the lock
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (sessions_of_.count(std::string(owner)) == 0) return 0;
-    for (auto it = sessions_.begin(); it != sessions_.end();) {
-      auto next = std::next(it);
-      if (it->second->owner == owner) {
-        doomed.push_back(it->second);
-        EraseLocked(it);
-      }
-      it = next;
+    auto mine = sessions_of_.find(std::string(owner));
+    if (mine == sessions_of_.end()) return 0;
+    const std::vector<protocol::SessionId> ids(mine->second.begin(), mine->second.end());
+    for (const protocol::SessionId& id : ids) {
+      auto it = sessions_.find(id);
+      if (it == sessions_.end()) continue;
+      doomed.push_back(it->second);
+      EraseLocked(it);  // (erases `mine` with its last session)
     }
   }
   sessions_reclaimed_.fetch_add(doomed.size(), std::memory_order_relaxed);

@@ -7,13 +7,22 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 
 namespace tiergym::env {
 
 bool ZmtpMessageMeter::StartFrame() {
+  if (opaque_) {
+    // Frames of a CURVE connection, commands and encrypted messages alike.
+    const uint64_t limit = 2 * max_message_bytes_;
+    if (body_left_ > limit) return false;
+    opaque_bytes_ += body_left_ + kFrameOverheadBytes;
+    return opaque_bytes_ <= limit;
+  }
   const bool more = (flags_ & 1) != 0;
   const bool command = (flags_ & 4) != 0;
   if (command) return true;  // READY, PING, PONG...: not part of a message
@@ -39,7 +48,13 @@ bool ZmtpMessageMeter::Feed(const uint8_t* data, size_t n) {
           phase_ = Phase::kBroken;
           return false;
         }
-        if (++greeting_read_ == kGreetingBytes) phase_ = Phase::kFlags;
+        if (greeting_read_ >= kMechanismAt && greeting_read_ < kMechanismAt + kMechanismBytes) {
+          mechanism_[greeting_read_ - kMechanismAt] = static_cast<char>(byte);
+        }
+        if (++greeting_read_ == kGreetingBytes) {
+          phase_ = Phase::kFlags;
+          opaque_ = std::string_view(mechanism_, 5) != std::string_view("NULL\0", 5);
+        }
         break;
       }
       case Phase::kFlags:
@@ -83,7 +98,9 @@ struct Guard {
   std::atomic<bool> on{false};
   std::atomic<uint64_t> max_message_bytes{0};
   std::atomic<uint32_t> max_frames{0};
+  std::atomic<size_t> max_connections{SIZE_MAX};
   std::atomic<uint64_t> dropped{0};
+  std::atomic<uint64_t> refused{0};
 };
 
 Guard& TheGuard() {
@@ -96,10 +113,12 @@ Guard& TheGuard() {
 // Defined by zmtp_hooks.cc, in the programs that link it; null elsewhere.
 extern "C" [[gnu::weak]] int tiergym_zmtp_hooks_linked();
 
-bool GuardAcceptedConnections(uint64_t max_message_bytes, uint32_t max_frames) {
+bool GuardAcceptedConnections(uint64_t max_message_bytes, uint32_t max_frames,
+                              size_t max_connections) {
   Guard& g = TheGuard();
   g.max_message_bytes = max_message_bytes;
   g.max_frames = max_frames;
+  g.max_connections = max_connections;
   g.on = true;
   return ZmtpHooksLinked();
 }
@@ -108,14 +127,41 @@ bool ZmtpHooksLinked() { return tiergym_zmtp_hooks_linked != nullptr; }
 
 uint64_t GuardedConnectionsDropped() { return TheGuard().dropped.load(); }
 
+uint64_t GuardedConnectionsRefused() { return TheGuard().refused.load(); }
+
+size_t GuardedConnectionsOpen() {
+  Guard& g = TheGuard();
+  std::lock_guard<std::mutex> lock(g.mu);
+  return g.meters.size();
+}
+
+void GuardMessageTaken(int fd) {
+  Guard& g = TheGuard();
+  if (fd < 0 || !g.on.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lock(g.mu);
+  auto it = g.meters.find(fd);
+  if (it != g.meters.end() && it->second != nullptr) it->second->MessageTaken();
+}
+
 namespace internal {
 
-void GuardAccepted(int fd) {
+int GuardAccepted(int fd) {
   Guard& g = TheGuard();
-  if (fd < 0 || !g.on.load()) return;
+  if (fd < 0 || !g.on.load()) return fd;
   auto meter = std::make_unique<ZmtpMessageMeter>(g.max_message_bytes.load(), g.max_frames.load());
-  std::lock_guard<std::mutex> lock(g.mu);
-  g.meters[fd] = std::move(meter);
+  {
+    std::lock_guard<std::mutex> lock(g.mu);
+    if (g.meters.size() < g.max_connections.load()) {
+      g.meters[fd] = std::move(meter);
+      return fd;
+    }
+  }
+  // Over the connection limit: closed at once, and ECONNABORTED, which libzmq takes for a
+  // connection that went before it was accepted.
+  g.refused.fetch_add(1);
+  ::syscall(SYS_close, fd);
+  errno = ECONNABORTED;
+  return -1;
 }
 
 ssize_t GuardedRecv(int fd, void* buf, size_t len, int flags) {

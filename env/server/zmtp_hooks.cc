@@ -20,15 +20,13 @@ int tiergym_zmtp_hooks_linked() { return 1; }
 
 int accept(int fd, sockaddr* addr, socklen_t* len) {
   // accept4 with no flags: some architectures (arm64) have no accept system call.
-  const int conn = static_cast<int>(::syscall(SYS_accept4, fd, addr, len, 0));
-  tiergym::env::internal::GuardAccepted(conn);
-  return conn;
+  return tiergym::env::internal::GuardAccepted(
+      static_cast<int>(::syscall(SYS_accept4, fd, addr, len, 0)));
 }
 
 int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
-  const int conn = static_cast<int>(::syscall(SYS_accept4, fd, addr, len, flags));
-  tiergym::env::internal::GuardAccepted(conn);
-  return conn;
+  return tiergym::env::internal::GuardAccepted(
+      static_cast<int>(::syscall(SYS_accept4, fd, addr, len, flags)));
 }
 
 ssize_t recv(int fd, void* buf, size_t len, int flags) {

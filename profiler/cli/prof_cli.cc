@@ -545,8 +545,12 @@ int RunProfileCommand(const std::vector<std::string>& raw_args) {
   p.AddRepeatedOption("phasemark-at", "SYMBOL",
                       "mark a phase at each entry of SYMBOL (or PATH:SYMBOL), e.g. the "
                       "program's timestep function");
-  p.AddOption("mlp", "N", "projection: outstanding misses per thread", "12");
-  p.AddOption("overlap", "F", "projection: overlap of compute and memory time", "0.7");
+  p.AddOption("mlp", "N",
+              "projection: outstanding misses per thread (default: averaged over the prior, "
+              "traces/PROJECTION.md)");
+  p.AddOption("overlap", "F",
+              "projection: overlap of compute and memory time, 0..1 (default: averaged over "
+              "the prior)");
   p.AddRestPositional("CMD", "the command and its arguments, after --");
   p.SetEpilog(
       "Example:\n"
@@ -578,10 +582,21 @@ int RunProfileCommand(const std::vector<std::string>& raw_args) {
   }
   auto backend = ParseBackend(p.Get("backend"));
   if (!backend.ok()) return UsageFail(backend.status());
-  auto mlp = p.GetDouble("mlp");
-  auto overlap = p.GetDouble("overlap");
-  if (!mlp.ok()) return UsageFail(mlp.status());
-  if (!overlap.ok()) return UsageFail(overlap.status());
+  ProjectionOptions po;
+  if (p.Given("mlp")) {
+    auto mlp = p.GetDouble("mlp");
+    if (!mlp.ok() || !(*mlp > 0)) {
+      return UsageFail(absl::InvalidArgumentError("--mlp takes a positive number"));
+    }
+    po.mlp = *mlp;
+  }
+  if (p.Given("overlap")) {
+    auto overlap = p.GetDouble("overlap");
+    if (!overlap.ok() || !(*overlap >= 0 && *overlap <= 1)) {
+      return UsageFail(absl::InvalidArgumentError("--overlap takes a number in [0, 1]"));
+    }
+    po.overlap = *overlap;
+  }
 
   // Everything goes to DIR.partial first, renamed to DIR once the profile has loaded: a
   // failure leaves nothing that looks like a profile.
@@ -630,9 +645,6 @@ int RunProfileCommand(const std::vector<std::string>& raw_args) {
         "the recording has no samples: the command ran too briefly or touched too little "
         "memory; record a longer run (a larger input) or use a smaller --period"));
   }
-  ProjectionOptions po;
-  po.mlp = *mlp;
-  po.overlap = *overlap;
   auto traces = ProjectTrace(*recorded, *machine, po);
   if (!traces.ok()) return fail(traces.status());
   fs::create_directories(partial / "profile", ec);

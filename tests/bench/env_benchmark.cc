@@ -19,8 +19,11 @@
 //   BM_Echo/ipc|tcp         DEALER -> ROUTER echo: msgpack messages of a step's sizes
 //   BM_Batch                Client::StepBatch of N sessions (autoreset same_step), ipc
 //   BM_EchoBatch            the echo with a batch's message sizes, ipc
+//   BM_ClientStepTcpCurve   BM_ClientStep/tcp with CURVE (authenticated, encrypted)
+//   BM_BatchTcp, BM_BatchTcpCurve   BM_Batch over tcp loopback, plain and with CURVE
 // and prints the ratios the environment issue sets as goals (synchronous client >= 0.5 of
-// the echo rate; batched path >= 0.8 of in-process steps/s with the same thread count).
+// the echo rate; batched path >= 0.8 of in-process steps/s with the same thread count), and
+// what CURVE costs: its steps/s over plain tcp's, synchronous and batched.
 #include <unistd.h>
 
 #include <atomic>
@@ -35,6 +38,7 @@
 
 #include "benchmark/benchmark.h"
 #include "env/client/client.h"
+#include "env/curve/curve_keys.h"
 #include "env/environment.h"
 #include "env/protocol/protocol.h"
 #include "env/provider/bundled_profiles.h"
@@ -136,8 +140,9 @@ struct World {
   int batch = 64;
   PlacementProviderOptions provider_options;
   std::shared_ptr<PlacementProvider> provider;
-  std::unique_ptr<Server> ipc_server, tcp_server, handoff_server;
-  std::thread ipc_thread, tcp_thread, handoff_thread;
+  std::unique_ptr<Server> ipc_server, tcp_server, handoff_server, curve_server;
+  std::thread ipc_thread, tcp_thread, handoff_thread, curve_thread;
+  ClientOptions curve_client;  // the endpoint and keys of curve_server's allowed client
   zmq::context_t echo_context{1};
   std::unique_ptr<EchoServer> ipc_echo, tcp_echo;
   size_t step_request_bytes = 0, step_reply_bytes = 0;
@@ -217,8 +222,8 @@ void BM_InProcessParallel(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * envs.size());
 }
 
-void ClientStep(benchmark::State& state, const std::string& endpoint) {
-  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect({endpoint, 30});
+void ClientStep(benchmark::State& state, const ClientOptions& options) {
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(options);
   if (!c.ok()) return state.SkipWithError(c.status().ToString().c_str());
   absl::StatusOr<protocol::MakeReply> m = (*c)->Make({});
   if (!m.ok()) return state.SkipWithError(m.status().ToString().c_str());
@@ -233,15 +238,22 @@ void ClientStep(benchmark::State& state, const std::string& endpoint) {
   state.SetItemsProcessed(state.iterations());
 }
 
-void BM_ClientStepIpc(benchmark::State& state) {
-  ClientStep(state, TheWorld().ipc_server->endpoint());
+ClientOptions Plain(const std::unique_ptr<Server>& server, double timeout_s = 30) {
+  ClientOptions o;
+  o.endpoint = server->endpoint();
+  o.timeout_s = timeout_s;
+  return o;
 }
-void BM_ClientStepTcp(benchmark::State& state) {
-  ClientStep(state, TheWorld().tcp_server->endpoint());
+
+void BM_ClientStepIpc(benchmark::State& state) { ClientStep(state, Plain(TheWorld().ipc_server)); }
+void BM_ClientStepTcp(benchmark::State& state) { ClientStep(state, Plain(TheWorld().tcp_server)); }
+void BM_ClientStepTcpCurve(benchmark::State& state) {
+  if (TheWorld().curve_server == nullptr) return state.SkipWithError("no CURVE in this libzmq");
+  ClientStep(state, TheWorld().curve_client);
 }
 // The server with inline_quick_requests off: every step goes to a worker and back.
 void BM_ClientStepIpcHandoff(benchmark::State& state) {
-  ClientStep(state, TheWorld().handoff_server->endpoint());
+  ClientStep(state, Plain(TheWorld().handoff_server));
 }
 
 void Echo(benchmark::State& state, EchoServer& echo, size_t request_bytes, size_t reply_bytes) {
@@ -283,9 +295,9 @@ void BM_EchoBatch(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * w.batch);
 }
 
-void BM_Batch(benchmark::State& state) {
+void Batch(benchmark::State& state, const ClientOptions& options) {
   const World& w = TheWorld();
-  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect({w.ipc_server->endpoint(), 60});
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(options);
   if (!c.ok()) return state.SkipWithError(c.status().ToString().c_str());
   protocol::StepBatchRequest batch;
   int regions = 0;
@@ -306,6 +318,13 @@ void BM_Batch(benchmark::State& state) {
   }
   for (const protocol::SessionId& s : batch.sessions) (void)(*c)->Close(s);
   state.SetItemsProcessed(state.iterations() * batch.sessions.size());
+}
+
+void BM_Batch(benchmark::State& state) { Batch(state, Plain(TheWorld().ipc_server, 60)); }
+void BM_BatchTcp(benchmark::State& state) { Batch(state, Plain(TheWorld().tcp_server, 60)); }
+void BM_BatchTcpCurve(benchmark::State& state) {
+  if (TheWorld().curve_server == nullptr) return state.SkipWithError("no CURVE in this libzmq");
+  Batch(state, TheWorld().curve_client);
 }
 
 // The sizes of a real step and step_batch exchange, for the echoes.
@@ -335,7 +354,7 @@ void MeasureMessageSizes(World& w) {
 }
 
 double SessionMemoryBytes(const World& w, int sessions, uint64_t* asset_bytes) {
-  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect({w.ipc_server->endpoint(), 120});
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(Plain(w.ipc_server, 120));
   if (!c.ok()) return -1;
   const uint64_t before = (*c)->Stats()->rss_bytes;
   std::vector<protocol::SessionId> ids;
@@ -401,6 +420,21 @@ int Main(int argc, char** argv) {
   so.endpoint = "ipc://" + w.dir + "/handoff.sock";
   so.inline_quick_requests = false;
   w.handoff_server = std::move(*Server::Create(so, service, w.provider));
+  // The same tcp server with CURVE, and its one allowed client.
+  absl::StatusOr<CurveKeyPair> server_keys = MakeCurveKeyPair();
+  absl::StatusOr<CurveKeyPair> client_keys = MakeCurveKeyPair();
+  if (server_keys.ok() && client_keys.ok()) {
+    so.endpoint = "tcp://127.0.0.1:0";
+    so.inline_quick_requests = true;
+    so.curve_secret_key = server_keys->secret_key;
+    so.curve_allowed_clients = {client_keys->public_key};
+    w.curve_server = std::move(*Server::Create(so, service, w.provider));
+    w.curve_client = Plain(w.curve_server, 60);
+    w.curve_client.curve_server_key = server_keys->public_key;
+    w.curve_client.curve_public_key = client_keys->public_key;
+    w.curve_client.curve_secret_key = client_keys->secret_key;
+    w.curve_thread = std::thread([&] { (void)w.curve_server->Run(); });
+  }
   w.ipc_thread = std::thread([&] { (void)w.ipc_server->Run(); });
   w.tcp_thread = std::thread([&] { (void)w.tcp_server->Run(); });
   w.handoff_thread = std::thread([&] { (void)w.handoff_server->Run(); });
@@ -418,6 +452,9 @@ int Main(int argc, char** argv) {
       {"BM_EchoTcp", BM_EchoTcp},
       {"BM_Batch", BM_Batch},
       {"BM_EchoBatch", BM_EchoBatch},
+      {"BM_ClientStepTcpCurve", BM_ClientStepTcpCurve},
+      {"BM_BatchTcp", BM_BatchTcp},
+      {"BM_BatchTcpCurve", BM_BatchTcpCurve},
   };
   for (const auto& [name, fn] : benchmarks) {
     benchmark::RegisterBenchmark(name, fn)->Unit(benchmark::kMicrosecond)->UseRealTime();
@@ -438,6 +475,9 @@ int Main(int argc, char** argv) {
   const double handoff = reporter.Seconds("BM_ClientStepIpcHandoff");
   const double batch = reporter.Seconds("BM_Batch") / w.batch;  // per step
   const double echo_batch = reporter.Seconds("BM_EchoBatch");
+  const double tcp_curve = reporter.Seconds("BM_ClientStepTcpCurve");
+  const double batch_tcp = reporter.Seconds("BM_BatchTcp") / w.batch;
+  const double batch_tcp_curve = reporter.Seconds("BM_BatchTcpCurve") / w.batch;
 
   std::printf(
       "\n=== environment summary: 4 bundled profiles on knl, 64 regions, 100 steps, "
@@ -455,6 +495,9 @@ int Main(int argc, char** argv) {
   rate("synchronous client, tcp loopback", tcp);
   rate("synchronous client, ipc, every step via a worker", handoff);
   rate("batched (step_batch), ipc", batch);
+  rate("synchronous client, tcp loopback, CURVE", tcp_curve);
+  rate("batched (step_batch), tcp loopback", batch_tcp);
+  rate("batched (step_batch), tcp loopback, CURVE", batch_tcp_curve);
   std::printf("%-50s %12.0f round trips/s\n", "echo, ipc (step sizes)",
               echo_ipc > 0 ? 1 / echo_ipc : 0);
   std::printf("%-50s %12.0f round trips/s\n", "echo, tcp (step sizes)",
@@ -477,6 +520,8 @@ int Main(int argc, char** argv) {
   ratio("bound: echo of the batch sizes / in-process parallel", parallel, echo_batch / w.batch, 0);
   ratio("synchronous client ipc / in-process 1 thread", in_process, ipc, 0);
   ratio("synchronous client ipc: answered inline / via a worker", handoff, ipc, 0);
+  ratio("CURVE / plain, synchronous client tcp (steps/s)", tcp, tcp_curve, 0);
+  ratio("CURVE / plain, batched tcp (steps/s)", batch_tcp, batch_tcp_curve, 0);
   // What the server adds to a step beyond the environment itself, against the echo's
   // round trip: 1 means the server costs exactly a bare ZeroMQ + msgpack exchange.
   if (ipc > 0 && in_process > 0 && echo_ipc > 0) {
@@ -495,6 +540,10 @@ int Main(int argc, char** argv) {
   w.ipc_server->Stop();
   w.tcp_server->Stop();
   w.handoff_server->Stop();
+  if (w.curve_server != nullptr) {
+    w.curve_server->Stop();
+    w.curve_thread.join();
+  }
   w.ipc_thread.join();
   w.tcp_thread.join();
   w.handoff_thread.join();

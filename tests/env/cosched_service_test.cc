@@ -3,25 +3,22 @@
 // (env/provider/cosched_provider.h): the same episode as the node in process, bit for bit;
 // names resolved only within the operator's roots; every refusal with its code and field;
 // ownership, kinds of session, limits and the memory budget.
-#include <unistd.h>
-
 #include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "env/client/client.h"
 #include "env/cosched/cosched_env.h"
 #include "env/provider/cosched_provider.h"
-#include "env/server/server.h"
 #include "env/server/service.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/env/fake_env.h"
 #include "tests/env/msgpack_builder.h"
 #include "tests/env/reply_checks.h"
+#include "tests/env/running_server.h"
 #include "tests/test_root.h"
 
 namespace tiergym::env {
@@ -76,12 +73,8 @@ class CoschedServiceTest : public ::testing::Test {
   }
 
   protocol::ReplyBody Call(Op op, protocol::RequestBody body) {
-    Request req{op, protocol::kVersion, ++id_, std::move(body)};
-    absl::StatusOr<Reply> r =
-        protocol::DecodeReply(service_->Handle(protocol::EncodeRequest(req), owner_), op);
-    EXPECT_TRUE(r.ok()) << r.status();
-    if (!r.ok()) return protocol::Error{};
-    return r->body;
+    return testing::RoundTrip([&](const std::string& p) { return service_->Handle(p, owner_); },
+                              Request{op, protocol::kVersion, ++id_, std::move(body)});
   }
   template <typename T>
   T Ok(Op op, protocol::RequestBody body) {
@@ -407,22 +400,20 @@ TEST_F(CoschedServiceTest, NodesSharingProfilesAreChargedTheirIndexesOnce) {
 // The C++ client (env/client) drives a node on a real server over ZeroMQ: the same
 // episode as the service gives in process, and the server's refusals as statuses.
 TEST_F(CoschedServiceTest, TheCppClientDrivesANodeOverZeroMq) {
-  const std::string dir = TestRoot() + "/zmq-" + std::to_string(getpid());
-  std::filesystem::create_directories(dir);
-  ServerOptions so;
-  so.endpoint = "ipc://" + dir + "/s.sock";
-  so.threads = 1;
   ServiceOptions service;
   CoschedProviderOptions co;
   co.data_dirs = {CurvesDir()};
   co.named_profiles = {{"minife", minife_}, {"lulesh", lulesh_}};
   auto budget = std::make_shared<BudgetProvider>();
   service.cosched = std::make_shared<CoschedProvider>(co, budget.get());
-  absl::StatusOr<std::unique_ptr<Server>> server = Server::Create(so, service, budget);
-  ASSERT_TRUE(server.ok()) << server.status();
-  std::thread loop([&] { EXPECT_TRUE((*server)->Run().ok()); });
+  std::filesystem::create_directories(TestRoot());  // removed when the tests end
+  ServerOptions so;
+  so.endpoint = "ipc://" + TestRoot() + "/cosched.sock";
+  so.threads = 1;
+  testing::RunningServer server(so, service, budget);
+  ASSERT_NE(server.get(), nullptr);
   {
-    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect({(*server)->endpoint(), 30});
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect({server.endpoint(), 30});
     ASSERT_TRUE(client.ok()) << client.status();
     absl::StatusOr<protocol::CoschedMakeReply> made = (*client)->CoschedMake(Config());
     ASSERT_TRUE(made.ok()) << made.status();
@@ -461,9 +452,6 @@ TEST_F(CoschedServiceTest, TheCppClientDrivesANodeOverZeroMq) {
     EXPECT_EQ((*client)->CoschedMake(bad).status().code(), absl::StatusCode::kNotFound);
     EXPECT_TRUE((*client)->Close(made->session).ok());
   }
-  (*server)->Stop();
-  loop.join();
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -3,23 +3,28 @@
 // interval (linear costs, the index walk of the concurrent and roofline models); the two
 // never reach each other; forks of forks, forks before the first reset and after the end;
 // a fork is charged to the provider's memory budget like a session.
+#include <malloc.h>
+
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "env/environment.h"
+#include "env/profile_assets.h"
 #include "env/provider/placement_provider.h"
 #include "env/vector/vector_env.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/env/provider_budget.h"
 #include "tests/test_root.h"
 
 namespace tiergym::env {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::SmallProfileDir;
+using testing::FreeBytes;
+using ::tiergym::testing::SmallProfileDir;
 
 std::shared_ptr<const EnvAssets> Assets(const std::string& model) {
   ConfigMap keys{{"profiles", SmallProfileDir("lulesh") + "," + SmallProfileDir("minife")},
@@ -150,22 +155,6 @@ ConfigMap SessionConfig() {
   return {{"profiles", SmallProfileDir("lulesh")}, {"num_regions", "4096"}, {"steps", "10"}};
 }
 
-// The bytes `provider` still has room for (found by charging: Charge refuses what does not
-// fit), to within 1 KiB.
-uint64_t FreeBytes(PlacementProvider& provider, uint64_t budget) {
-  uint64_t lo = 0, hi = budget;
-  while (hi - lo > 1024) {
-    const uint64_t mid = lo + (hi - lo) / 2;
-    if (provider.Charge(mid).ok()) {
-      provider.Uncharge(mid);
-      lo = mid;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
-}
-
 TEST(SessionForkTest, AForkIsChargedToTheBudgetLikeASessionAndGivenBack) {
   const uint64_t budget = uint64_t{64} << 20;
   PlacementProvider provider(Budget(budget));
@@ -194,6 +183,44 @@ TEST(SessionForkTest, AForkIsChargedToTheBudgetLikeASessionAndGivenBack) {
   // Without a budget (the in-process vector environment) forks are not refused.
   absl::StatusOr<std::unique_ptr<SessionEnv>> unbudgeted = (*session)->Fork(nullptr);
   EXPECT_TRUE(unbudgeted.ok()) << unbudgeted.status();
+}
+
+// The index walk's episodes hold a PlacementState (a byte per footprint page, counts per
+// block and segment): IntervalPricer::EpisodeBytes says how much, as malloc sees it, and a
+// session (so a fork) of the concurrent model is charged that on top of what a session of
+// the linear pricer is.
+TEST(SessionChargeTest, TheIndexWalksPlacementStateIsCharged) {
+  std::shared_ptr<const EnvAssets> walk = Assets("concurrent");
+  const IntervalPricer& pricer = *walk->profiles()[0].pricer;
+  ASSERT_STREQ(pricer.name(), "index walk");
+  const size_t said = pricer.EpisodeBytes();
+  const size_t before = mallinfo2().uordblks;
+  absl::StatusOr<std::unique_ptr<IntervalPricer::Episode>> episode = pricer.NewEpisode();
+  ASSERT_TRUE(episode.ok()) << episode.status();
+  const size_t allocated = mallinfo2().uordblks - before;
+  EXPECT_GE(said, allocated * 9 / 10) << "allocated " << allocated;
+  EXPECT_LE(said, allocated * 11 / 10 + 1024) << "allocated " << allocated;
+  EXPECT_EQ(Assets("paper")->profiles()[0].pricer->EpisodeBytes(), 0u);
+
+  const uint64_t budget = uint64_t{256} << 20;
+  PlacementProvider provider(Budget(budget));
+  auto charge_of = [&](const std::string& model) {
+    ConfigMap c = SessionConfig();
+    c["model"] = model;
+    std::unique_ptr<SessionEnv> warm = *provider.Make(c);  // the assets loaded first
+    const uint64_t free = FreeBytes(provider, budget);
+    std::unique_ptr<SessionEnv> session = *provider.Make(c);
+    return free - FreeBytes(provider, budget);
+  };
+  const uint64_t linear = charge_of("paper"), walked = charge_of("concurrent");
+  ConfigMap c = SessionConfig();
+  c["model"] = "concurrent";
+  absl::StatusOr<std::shared_ptr<const EnvAssets>> assets =
+      EnvAssets::Load(*ParseEnvConfig(*provider.Resolve(c)));
+  ASSERT_TRUE(assets.ok()) << assets.status();
+  const size_t state = (*assets)->profiles()[0].pricer->EpisodeBytes();
+  EXPECT_GT(state, 0u);
+  EXPECT_NEAR(static_cast<double>(walked), static_cast<double>(linear + state), 2048.0);
 }
 
 TEST(VectorForkTest, ForksOfSubEnvironmentsContinueAsTheirOriginals) {

@@ -342,11 +342,13 @@ std::map<Op, ReplyBody> SampleReplies() {
            "0123456789abcdef0123456789abcdef", spec, {"minife", "minife#2"}, {{"steps", "100"}}}},
       {Op::kCoschedReset, node},
       {Op::kCoschedStep, node},
+      {Op::kFork, ForkReply{"fedcba9876543210fedcba9876543210"}},
   };
 }
 
 TEST(ProtocolSchemaTest, RepliesCarryExactlyTheDeclaredFields) {
   std::vector<Field> envelope = FieldsOf(Schema().Find("reply"));
+  ASSERT_EQ(SampleReplies().size(), static_cast<size_t>(kNumOps)) << "a sample reply per op";
   for (const auto& [op, body] : SampleReplies()) {
     SCOPED_TRACE(OpName(op));
     const std::string payload = EncodeReply(Reply{7, body});

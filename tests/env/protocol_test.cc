@@ -125,6 +125,10 @@ TEST(ProtocolRequestTest, EveryOpRoundTrips) {
   EXPECT_EQ(b.options[1].profile, "1");
   EXPECT_EQ(b.autoreset, Autoreset::kSameStep);
 
+  d = MustDecode(EncodeRequest(Request{Op::kFork, kVersion, 5, ForkRequest{"s12"}}));
+  ASSERT_TRUE(std::holds_alternative<ForkRequest>(d.body));
+  EXPECT_EQ(std::get<ForkRequest>(d.body).session, "s12");
+
   EstimateRequest er{"", ConfigMap{{"machine", "knl"}}, "minife", "{\"default\": \"ddr\"}", {}};
   d = MustDecode(EncodeRequest(Request{Op::kEstimate, kVersion, 4, er}));
   ASSERT_TRUE(std::holds_alternative<EstimateRequest>(d.body));

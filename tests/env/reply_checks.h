@@ -1,6 +1,6 @@
-// Checks of a decoded reply's body for the service tests: the body of a successful reply,
-// or the error reply a request must get (its code, its field, and a message that starts
-// with the field).
+// Checks of a decoded reply's body for the service tests: a request's round trip, the body
+// of a successful reply, or the error reply a request must get (its code, its field, and a
+// message that starts with the field).
 #ifndef TIERGYM_TESTS_ENV_REPLY_CHECKS_H_
 #define TIERGYM_TESTS_ENV_REPLY_CHECKS_H_
 
@@ -8,11 +8,24 @@
 #include <variant>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "env/protocol/protocol.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace tiergym::env::testing {
+
+// The body of the reply to `request`, sent as a client sends it (encoded) to `handle` (a
+// connection's Service::Handle, say) and decoded; fails the calling test, and gives an empty
+// Error, when the reply does not decode.
+template <typename Handle>
+protocol::ReplyBody RoundTrip(Handle&& handle, const protocol::Request& request) {
+  absl::StatusOr<protocol::Reply> r =
+      protocol::DecodeReply(handle(protocol::EncodeRequest(request)), request.op);
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return protocol::Error{};
+  return r->body;
+}
 
 // The body of type T of a successful reply; fails the calling test on an error reply.
 template <typename T>

@@ -26,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "tests/env/fake_env.h"
 #include "tests/env/msgpack_builder.h"
+#include "tests/env/running_server.h"
 #include "traces/base/field_status.h"
 #include "traces/machine.h"
 #include "traces/synth/app_model.h"
@@ -40,40 +41,8 @@ namespace mp = tiergym::testing::mp;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-std::string TempDir(const std::string& tag) {
-  const fs::path p =
-      fs::temp_directory_path() / ("tiergym-" + tag + "-" + std::to_string(getpid()));
-  fs::create_directories(p);
-  return p.string();
-}
-
-// A server on a background thread, stopped and joined at the end of the scope.
-class RunningServer {
- public:
-  RunningServer(ServerOptions options, ServiceOptions service,
-                std::shared_ptr<EnvProvider> provider) {
-    absl::StatusOr<std::unique_ptr<Server>> s =
-        Server::Create(options, service, std::move(provider));
-    EXPECT_TRUE(s.ok()) << s.status();
-    if (!s.ok()) return;
-    server_ = std::move(*s);
-    thread_ = std::thread([this] { run_status_ = server_->Run(); });
-  }
-  ~RunningServer() { Stop(); }
-  void Stop() {
-    if (server_ == nullptr) return;
-    server_->Stop();
-    if (thread_.joinable()) thread_.join();
-    EXPECT_TRUE(run_status_.ok()) << run_status_;
-  }
-  Server* get() { return server_.get(); }
-  const std::string& endpoint() const { return server_->endpoint(); }
-
- private:
-  std::unique_ptr<Server> server_;
-  std::thread thread_;
-  absl::Status run_status_;
-};
+using testing::RunningServer;
+using testing::TempDir;
 
 // A raw DEALER connection for payloads no client library would send.
 class RawConnection {
@@ -613,18 +582,23 @@ TEST(ClientTimeoutTest, NoServerIsDeadlineExceededNotAHang) {
   fs::remove_all(dir);
 }
 
-TEST(ClientTimeoutTest, AServerThatStopsIsDeadlineExceededForTheNextCall) {
+// The connection's monitor reports the server gone: the next call fails at once, not after
+// its timeout.
+TEST(ClientTimeoutTest, AServerThatStopsIsUnavailableForTheNextCallAtOnce) {
   const std::string dir = TempDir("stopping");
   ServerOptions o;
   o.endpoint = "ipc://" + dir + "/s.sock";
   auto server = std::make_unique<RunningServer>(o, ServiceOptions{},
                                                 std::make_shared<testing::FakeProvider>());
-  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect({server->endpoint(), 0.3});
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect({server->endpoint(), 30});
   ASSERT_TRUE(c.ok()) << c.status();
   server.reset();
+  const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<protocol::StatsReply> s = (*c)->Stats();
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable) << s.status();
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("went away"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
   fs::remove_all(dir);
 }
 

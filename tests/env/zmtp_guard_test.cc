@@ -1,6 +1,7 @@
 // ZmtpMessageMeter: a ZMTP 3 byte stream is followed across any split into reads, and a
 // message is refused once its frames together pass the byte or frame limit; commands do
-// not count; a peer that does not speak ZMTP 3 is refused.
+// not count; a peer that does not speak ZMTP 3 is refused. Under CURVE, where a message's end
+// is encrypted, what a connection sends between two messages taken is bounded instead.
 #include "env/server/zmtp_guard.h"
 
 #include <cstdint>
@@ -11,12 +12,12 @@
 namespace tiergym::env {
 namespace {
 
-std::string Greeting(uint8_t major = 3) {
+std::string Greeting(uint8_t major = 3, const std::string& mechanism = "NULL") {
   std::string g(64, '\0');
   g[0] = '\xff';
   g[9] = '\x7f';
   g[10] = static_cast<char>(major);
-  g.replace(12, 4, "NULL");
+  g.replace(12, mechanism.size(), mechanism);
   return g;
 }
 
@@ -108,6 +109,44 @@ TEST(ZmtpMessageMeterTest, PeersThatDoNotSpeakZmtp3AreRefused) {
   ZmtpMessageMeter reserved_flags(1000, 16);
   ASSERT_TRUE(FeedAll(reserved_flags, Greeting()));
   EXPECT_FALSE(FeedAll(reserved_flags, std::string("\x08\x00", 2)));
+}
+
+// CURVE: every frame is a command on the wire (HELLO, INITIATE, then MESSAGE commands whose
+// MORE flag is encrypted). What arrives between two messages the server takes counts, each
+// frame with 64 bytes of overhead, up to twice the message limit; taking a message starts
+// the count again, so a client whose requests are read never nears the bound.
+TEST(ZmtpMessageMeterTest, UnderCurveWhatArrivesBetweenMessagesTakenIsBounded) {
+  ZmtpMessageMeter meter(1000, 4);
+  ASSERT_TRUE(FeedAll(meter, Greeting(3, "CURVE")));
+  EXPECT_TRUE(meter.opaque());
+  // 20 messages of 900 bytes, each taken by the server: far past one message's limit in
+  // all, and past 4 frames, but never between two messages taken.
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(FeedAll(meter, Frame(900, false, /*command=*/true))) << i;
+    meter.MessageTaken();
+  }
+  // Frames that are never taken (a message that does not end): refused past 2 x 1000
+  // bytes, counting 64 bytes per frame.
+  int frames = 0;
+  while (FeedAll(meter, Frame(100, false, /*command=*/true)) && frames < 1000) ++frames;
+  EXPECT_EQ(frames, 2000 / (100 + 64));
+  meter.MessageTaken();
+  EXPECT_FALSE(FeedAll(meter, Frame(1, false, true)));  // refused for good
+}
+
+TEST(ZmtpMessageMeterTest, UnderCurveManyTinyFramesCountTheirOverhead) {
+  ZmtpMessageMeter meter(1000, 4);
+  ASSERT_TRUE(FeedByteByByte(meter, Greeting(3, "CURVE")));
+  int frames = 0;
+  while (FeedAll(meter, Frame(0, false, true)) && frames < 1000) ++frames;
+  EXPECT_EQ(frames, 2000 / 64);
+}
+
+TEST(ZmtpMessageMeterTest, TheNullMechanismNeedsNoTellingAndIsNotOpaque) {
+  ZmtpMessageMeter meter(1000, 4);
+  ASSERT_TRUE(FeedAll(meter, Greeting() + Ready()));
+  EXPECT_FALSE(meter.opaque());
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(FeedAll(meter, Frame(900, false)));
 }
 
 }  // namespace

@@ -8,7 +8,8 @@
 // samples; the sampling error alone is about 4 %; the two arrays are small enough to come
 // from the same cache level on any machine, since a timer samples time, not accesses), the read or write share of the decoded accesses
 // 90 %, and 95 % of the chase's addresses exactly at a node (they are computed from the
-// sampled registers: an address off by anything would miss the 64-byte grid).
+// sampled registers: an address off by anything would miss the 64-byte grid). The trace's
+// op column says, sample by sample, what the summary counts: L for reads, S for writes.
 //
 // And it never changes what a program computes: the robustness programs' output and exit
 // status under the timer backend are those of the program alone.
@@ -40,6 +41,7 @@ struct Recorded {
   std::map<std::string, uint64_t> samples;  // phase >= 1, by range ("other" outside all)
   uint64_t total = 0, on_64_byte_grid = 0;  // of those in the "chase" range
   uint64_t reads = 0, writes = 0;           // the summary's decoded accesses
+  uint64_t loads = 0, stores = 0;           // phase >= 1 samples by the trace's op column
   std::string summary;
 };
 
@@ -82,14 +84,19 @@ class RecordTimerTest : public ::testing::Test {
       out.reads = std::stoull(m[1]);
       out.writes = std::stoull(m[2]);
     }
-    // type,time_ns,tid,phase,instructions,address
+    // type,time_ns,tid,phase,instructions,address,op
     std::ifstream csv(trace);
     for (std::string line; std::getline(csv, line);) {
+      if (line.rfind("type,", 0) == 0) {
+        EXPECT_EQ(line, "type,time_ns,tid,phase,instructions,address,op");
+      }
       if (line.empty() || line[0] != 'S') continue;
       std::vector<std::string> f;
       std::stringstream fields(line);
       for (std::string x; std::getline(fields, x, ',');) f.push_back(x);
       if (f.size() < 6 || std::stoul(f[3]) < 1) continue;
+      if (f.size() > 6 && f[6] == "L") ++out.loads;
+      if (f.size() > 6 && f[6] == "S") ++out.stores;
       const uint64_t a = std::stoull(f[5], nullptr, 16);
       std::string where = "other";
       for (const auto& [name, r2] : out.ranges) {
@@ -110,6 +117,9 @@ TEST_F(RecordTimerTest, AReadOnlyLoopIsSampledInItsArrayAsReads) {
   ASSERT_GT(r.total, 300u) << r.summary;
   EXPECT_GE(r.samples.at("read"), r.total * 9 / 10) << r.summary;
   EXPECT_GE(r.reads, (r.reads + r.writes) * 9 / 10) << r.summary;
+  // The trace says so too, sample by sample (its op column).
+  EXPECT_EQ(r.loads + r.stores, r.total) << r.summary;
+  EXPECT_GE(r.loads, r.total * 9 / 10) << r.summary;
 }
 
 TEST_F(RecordTimerTest, AWriteOnlyLoopIsSampledInItsArrayAsWrites) {
@@ -117,6 +127,8 @@ TEST_F(RecordTimerTest, AWriteOnlyLoopIsSampledInItsArrayAsWrites) {
   ASSERT_GT(r.total, 300u) << r.summary;
   EXPECT_GE(r.samples.at("write"), r.total * 9 / 10) << r.summary;
   EXPECT_GE(r.writes, (r.reads + r.writes) * 9 / 10) << r.summary;
+  EXPECT_EQ(r.loads + r.stores, r.total) << r.summary;
+  EXPECT_GE(r.stores, r.total * 9 / 10) << r.summary;
 }
 
 TEST_F(RecordTimerTest, APointerChaseIsSampledAtItsNodesExactly) {

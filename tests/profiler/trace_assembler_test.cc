@@ -181,6 +181,33 @@ TEST(TraceAssemblerTest, WritesTheWeightColumnWhenAsked) {
   EXPECT_EQ(t->weight()[0], 321u);
 }
 
+TEST(TraceAssemblerTest, WritesTheOpColumnFromTheDataSourceWhenAsked) {
+  AssemblerConfig c = Config();
+  c.op_column = true;
+  TraceAssembler a(c);
+  const uint64_t sources[] = {PERF_MEM_S(OP, LOAD), PERF_MEM_S(OP, STORE),
+                              PERF_MEM_S(OP, LOAD) | PERF_MEM_S(OP, STORE), PERF_MEM_S(OP, NA)};
+  for (int i = 0; i < 4; ++i) {
+    PerfRecord r = Sample(kSamplerCpu0, kPid, 0, 10 + i, 0x10, 1);
+    r.data_src = sources[i];
+    a.Add(r);
+  }
+  auto t = a.Finish("t", Meta(), kStart, kStart + 20);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_TRUE(t->optional_columns().op);
+  ASSERT_EQ(t->num_samples(), 4u);
+  EXPECT_EQ(t->op()[0], 'L');
+  EXPECT_EQ(t->op()[1], 'S');
+  EXPECT_EQ(t->op()[2], 'S');  // a read-modify-write dirties the line: a store
+  EXPECT_EQ(t->op()[3], kUnknownOp);
+  // Without the option the trace has no op column.
+  TraceAssembler plain(Config());
+  plain.Add(Sample(kSamplerCpu0, kPid, 0, 10, 0x10, 1));
+  auto u = plain.Finish("t", Meta(), kStart, kStart + 20);
+  ASSERT_TRUE(u.ok());
+  EXPECT_FALSE(u->optional_columns().op);
+}
+
 TEST(TraceAssemblerTest, CountsLostRecordsAndThrottling) {
   TraceAssembler a(Config());
   PerfRecord lost;

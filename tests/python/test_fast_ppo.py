@@ -121,6 +121,61 @@ def test_region_masks_allow_each_move_that_fits_alone():
         envs.close()
 
 
+def test_masked_sampling_log_probabilities_and_entropy_against_plain_formulas():
+    # The rollout's and the update's masking (additive offsets, choices first), Gumbel-max
+    # sampling from numpy's noise, and the softmax-based entropy, against the textbook
+    # forms over [B, K, C]: a masked choice is never sampled, has probability 0 and adds
+    # nothing to the entropy, and the sampled frequencies follow the probabilities.
+    rng = np.random.default_rng(0)
+    b, k, c = 4000, 5, 3
+    mask = rng.random((b, k, c)) < 0.6
+    mask[:, :, 0] = True  # keep is always allowed
+    logits = torch.randn(b, k, c) * 3
+    z = fast_ppo.masked_logits(logits, torch.from_numpy(fast_ppo.mask_offsets(mask)))
+    logp = z.log_softmax(dim=1)                                         # [B, C, K]
+    p = torch.where(torch.from_numpy(mask), logits, torch.tensor(-torch.inf)).softmax(-1)
+    torch.testing.assert_close(logp.exp().transpose(1, 2), p)
+    plain = -torch.nan_to_num(p * p.log()).sum((1, 2))
+    torch.testing.assert_close(fast_ppo.entropy_of(z, logp), plain)
+    counts = np.zeros((k, c))
+    for _ in range(50):
+        a = (logp + fast_ppo.gumbel_noise(rng, logp.shape)).max(dim=1).indices.numpy()
+        assert mask[np.arange(b)[:, None], np.arange(k), a].all()
+        counts += (a[:, :, None] == np.arange(c)).sum(0)
+    np.testing.assert_allclose(counts / (50 * b), p.mean(0).numpy(), atol=0.01)
+
+
+def test_a_saved_policy_loads_the_same_and_older_saves_are_reordered(tmp_path):
+    # A --save loads to the same outputs; a flat policy saved before its actor's outputs
+    # were laid out choices first (rows region by region, no "actor_layout") loads to the
+    # logits it gave then.
+    layout, obs_size = make_layout()
+    args = fast_ppo.Args(hidden=16)
+    torch.manual_seed(2)
+    policy = fast_ppo.FlatPolicy(layout, obs_size, 16)
+    obs = torch.rand(4, obs_size)
+    with torch.no_grad():
+        logits, value = policy(obs)
+    state = policy.state_dict()
+    torch.save({"args": dataclasses.asdict(args), "state_dict": state,
+                "actor_layout": "choices_first"}, tmp_path / "new.pt")
+    k, c = layout.regions, layout.choices
+    old = dict(state)  # the old layout: output r * C + choice held (region r, choice)
+    for name in ("actor.weight", "actor.bias"):
+        x = state[name]
+        old[name] = x.reshape(c, k, -1).transpose(0, 1).reshape(x.shape)
+    torch.save({"args": dataclasses.asdict(args), "state_dict": old}, tmp_path / "old.pt")
+    h = policy.trunk(obs).detach()
+    old_logits = (h @ old["actor.weight"].T + old["actor.bias"]).view(4, k, c)
+    torch.testing.assert_close(old_logits, logits)  # what the old forward gave
+    for name in ("new.pt", "old.pt"):
+        loaded, _ = fast_ppo.load_policy(str(tmp_path / name))
+        with torch.no_grad():
+            got_logits, got_value = loaded(obs)
+        torch.testing.assert_close(got_logits, logits)
+        torch.testing.assert_close(got_value, value)
+
+
 @needs_binary
 def test_the_evaluation_is_learning_benchmarks():
     # The in-process evaluation (every application side by side) gives the returns of

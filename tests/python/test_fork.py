@@ -31,43 +31,50 @@ def assert_same(a, b, where):
         np.testing.assert_array_equal(x, y, err_msg=f"{where}: {name}")
 
 
+def check_a_vector_fork(envs, mode, rng, check_forks=None):
+    """Forks sub-environments [2, 0, 2] of three-environment `envs` after 4 steps and checks
+    20 steps of the forks against their originals (past the ends of the 7-step episodes;
+    resets alike in the `disabled` mode); then check_forks(forks), before they are closed."""
+    envs.reset(seed=5)
+    for _ in range(4):
+        envs.step(random_actions(rng, 3))
+    ids = [2, 0, 2]
+    with envs.fork(ids) as forks:
+        assert forks.num_envs == 3 and forks.autoreset_mode is envs.autoreset_mode
+        np.testing.assert_array_equal(forks.action_masks(), envs.action_masks()[ids])
+        for t in range(20):
+            actions = random_actions(rng, 3)
+            original = envs.step(actions)
+            forked = forks.step(actions[ids])
+            assert_same([x[ids] for x in original[:4]], forked[:4], f"step {t}")
+            np.testing.assert_array_equal(forked[4]["step"], original[4]["step"][ids])
+            np.testing.assert_array_equal(forks.action_masks(), envs.action_masks()[ids])
+            if mode == "disabled":
+                ended = original[2] | original[3]
+                if ended.any():
+                    seeds = [int(s) for s in rng.integers(0, 99, 3)]
+                    envs.reset(seed=seeds, options={"reset_mask": ended})
+                    forks.reset(seed=[seeds[i] for i in ids], options={"reset_mask": ended[ids]})
+        if check_forks is not None:
+            check_forks(forks)
+
+
 @pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
 def test_a_fork_continues_bit_for_bit_as_its_original(mode):
     envs = make(3, mode)
-    rng = np.random.default_rng(0)
     try:
-        envs.reset(seed=5)
-        for _ in range(4):
-            envs.step(random_actions(rng, 3))
-        ids = [2, 0, 2]
-        forks = envs.fork(ids)
-        with forks:
-            assert forks.num_envs == 3 and forks.autoreset_mode is envs.autoreset_mode
-            np.testing.assert_array_equal(forks.action_masks(), envs.action_masks()[ids])
-            for t in range(20):  # past the ends of the 7-step episodes
-                actions = random_actions(rng, 3)
-                original = envs.step(actions)
-                forked = forks.step(actions[ids])
-                assert_same([x[ids] for x in original[:4]], forked[:4], f"step {t}")
-                np.testing.assert_array_equal(forks.action_masks(), envs.action_masks()[ids])
-                if mode == "disabled":
-                    ended = original[2] | original[3]
-                    if ended.any():
-                        seeds = [int(s) for s in rng.integers(0, 99, 3)]
-                        envs.reset(seed=seeds, options={"reset_mask": ended})
-                        forks.reset(seed=[seeds[i] for i in ids],
-                                    options={"reset_mask": ended[ids]})
+        check_a_vector_fork(envs, mode, np.random.default_rng(0))
     finally:
         envs.close()
 
 
-def test_forks_of_forks_stay_bit_identical():
-    envs = make(1)
-    rng = np.random.default_rng(1)
+def check_a_chain_of_forks(envs, rng, length):
+    """Forks the last fork of one-environment `envs` after each of `length` steps, all
+    stepped alike, then checks 10 more steps of every fork against the original. The forks,
+    which the caller closes."""
     chain = []
     try:
-        envs.reset(seed=9)
-        for _ in range(30):  # a fork of the last fork after every step, all stepped alike
+        for _ in range(length):
             actions = random_actions(rng, 1)
             envs.step(actions)
             for f in chain:
@@ -78,9 +85,20 @@ def test_forks_of_forks_stay_bit_identical():
             original = envs.step(actions)
             for i, f in enumerate(chain):
                 assert_same(original[:4], f.step(actions)[:4], f"fork {i}, step {t}")
-    finally:
+    except BaseException:
         for f in chain:
             f.close()
+        raise
+    return chain
+
+
+def test_forks_of_forks_stay_bit_identical():
+    envs = make(1)
+    try:
+        envs.reset(seed=9)
+        for f in check_a_chain_of_forks(envs, np.random.default_rng(1), 30):
+            f.close()
+    finally:
         envs.close()
 
 

@@ -5,7 +5,9 @@ a short training costs):
 - single agent (agents_examples/rllib_env.py, its main() as a user runs the script, with
   the session already up): PPO whose two remote env runners each reach a tiergym server (a
   private one each, and one shared server given by address), a few iterations of tiny
-  batches;
+  batches; with the shared server, the runners are told to reconnect and the server is
+  killed (SIGKILL) after the first iteration and started again at its address: training
+  goes on, and the episodes cut are counted;
 - multi-agent (agents_examples/rllib_cosched.py): the co-scheduled tenants
   (tiergym.cosched's PettingZoo ParallelEnv) trained with RLlib's multi-agent API, a
   policy per tenant and one shared policy, a few iterations each.
@@ -17,6 +19,7 @@ are found)."""
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -100,13 +103,36 @@ def test_ppo_with_a_private_server_per_env_runner(ray_session, capsys):
     assert not wait_until_gone(lambda: servers_left(ray_session)), "servers left running"
 
 
-def test_ppo_with_env_runners_sharing_one_server(ray_session, capsys):
+def interrupted(lines):
+    """The episodes cut so far, as the last iteration's line reports them."""
+    counts = re.findall(r"(\d+) episodes interrupted", "\n".join(lines))
+    return int(counts[-1]) if counts else None
+
+
+def test_ppo_with_env_runners_sharing_one_server_through_its_sigkill(ray_session):
     import rllib_env
     server = tiergym.Server(args=["--threads", "2", "--quiet"])
+    killed, lines = [], []
+
+    def kill_after_the_first_iteration(line):
+        lines.append(line)
+        if line.startswith("iteration 0:") and not killed:
+            killed.append(server.process.pid)
+            os.kill(server.process.pid, signal.SIGKILL)
+            server.process.wait(timeout=30)
+            server.ensure_running()  # a new server at the same address
+
     try:
-        status, _, err = run_main(rllib_env, TINY + ["--addresses", server.endpoint], capsys)
-        assert status == 0, err[-3000:]
-        assert len(iterations(err)) == 2
+        # Episodes of 10 steps in fragments of 32: each runner is in an episode when the
+        # server is killed between two iterations.
+        env_config = {"tiergym": {"num_regions": 8, "steps": 10},
+                      "addresses": server.endpoint, "reconnect": True}
+        rllib_env.train(env_config, 3, num_env_runners=2, batch=64,
+                        log=kill_after_the_first_iteration)
+        assert killed and server.restarts == 1
+        assert [i for i, _, _ in iterations("\n".join(lines))] == ["0", "1", "2"], lines
+        # Both runners' episodes were cut (one environment each), and counted.
+        assert interrupted(lines) == 2, lines
         # The runners' sessions were made on this server (and closed when the algorithm
         # stopped).
         connection = tiergym.Connection(server.endpoint)

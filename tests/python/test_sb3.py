@@ -159,3 +159,41 @@ def test_maskable_ppo_uses_the_masks_and_masked_actions_always_fit(server):
         MaskablePPO("MlpPolicy", env, **PPO_ARGS).learn(total_timesteps=16)
     finally:
         env.close()
+
+
+def test_ppo_trains_through_a_sigkill_of_its_server(tmp_path):
+    """reconnect=True: PPO on TierVecEnv keeps training when its private server is killed
+    (SIGKILL) mid-rollout: the cut episodes end truncated with info["interrupted"] (one per
+    sub-environment), the server is started again, and learn() reaches its budget."""
+    import signal
+
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    from tiergym_testing import small_profile
+
+    args = ["--profiles", str(small_profile(tmp_path)), "--threads", "2", "--quiet"]
+    venv = TierVecEnv(4, reconnect=True, server_args=args, **CONFIG)
+
+    class KillOnceAndCount(BaseCallback):
+        killed, interrupted = None, 0
+
+        def _on_step(self):
+            if self.num_timesteps >= 48 and self.killed is None:
+                server = venv.venv._server
+                self.killed = server.process.pid
+                os.kill(self.killed, signal.SIGKILL)
+                server.process.wait(timeout=30)
+            self.interrupted += sum("interrupted" in info for info in self.locals["infos"])
+            return True
+
+    try:
+        counter = KillOnceAndCount()
+        start = time.monotonic()
+        model = PPO("MlpPolicy", venv, **dict(PPO_ARGS, n_steps=32, batch_size=32))
+        model.learn(total_timesteps=256, callback=counter)
+        assert model.num_timesteps >= 256 and counter.killed is not None
+        assert counter.interrupted == 4 == venv.venv.interrupted_episodes
+        assert venv.venv._server.restarts == 1 and venv.venv._server.alive()
+        assert time.monotonic() - start < 60
+    finally:
+        venv.close()

@@ -6,10 +6,12 @@ no binary. The tests run with the package installed (`pip install -e ".[test]"`,
 
     from tiergym_testing import REPO, BINARY, SKIP_REASON, needs_binary, server_fixture
     server = server_fixture("--threads", "2")   # the module's `server` fixture
+    profile = small_profile(tmp_path)            # a server on it starts in a fraction of a second
 """
 
 import os
 import pathlib
+import subprocess
 
 import pytest
 
@@ -40,6 +42,17 @@ def server_fixture(*args):
         s.close()
 
     return server
+
+
+def small_profile(directory, app="minife", samples=20000):
+    """A small synthetic profile of `app` on knl (binary traces, 20,000 samples) written into
+    `directory`; returns its profile directory. A server serving it (--profiles) starts in a
+    fraction of a second, where the bundled profiles take seconds: for tests that start
+    servers again and again."""
+    subprocess.run([BINARY, "trace", "synth", "--app", app, "--samples", str(samples),
+                    "--no-runs", "--format", "bin", "--quiet", "--out", str(directory)],
+                   check=True, capture_output=True)
+    return pathlib.Path(directory) / app / "profile"
 
 
 def processes_with_env(marker):

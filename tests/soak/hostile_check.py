@@ -36,9 +36,21 @@ at a time, and prints a figure for each:
   sigterm   SIGTERM with loads, FIFO probes, pipelines and endless parts in flight: exit 0
             within 5 s.
 
-Exits 1 naming each item not met. Takes about 40 s.
+With --curve the server requires CURVE (`tiergym keygen` pairs, --curve-key,
+--curve-clients) and the checks whose hostile client holds the allowed key run again over
+it (hijack, pipeline, fuzz, segment, killed, rss), beside those only CURVE has:
 
-    .venv/bin/python tests/soak/hostile_check.py [--binary build/bin/tiergym]
+  strangers a client without keys, one with a key pair not allowed, one with another
+            server's key, and one replaying an allowed client's recorded handshake and
+            requests (its bytes, on a new connection) get no reply at all: no session made,
+            no request seen, the replaying connection closed;
+  parts     a message of 16 MiB (1 MiB parts) from an allowed client, whose end the
+            encryption hides from the ZMTP guard: its connection is dropped past twice the
+            message limit (1 MiB here), the server's RSS within 64 MiB, hello answered.
+
+Exits 1 naming each item not met. Takes about 40 s (--curve: about 25 s).
+
+    .venv/bin/python tests/soak/hostile_check.py [--binary build/bin/tiergym] [--curve]
 """
 
 import argparse
@@ -65,6 +77,9 @@ ENV = "tiergym/TierPlacement-v0"
 SECRET = "hostile-secret-9d2e"
 RSS_BOUND = 1.20  # RSS back within 20 % of its starting level
 CONTEXT = zmq.Context.instance()
+# With --curve: (server public key, client public key, client secret key), Z85 bytes, which
+# every connection of the checks uses.
+CURVE = None
 
 
 def rss_bytes(pid):
@@ -75,13 +90,25 @@ def rss_bytes(pid):
     return 0
 
 
-def dealer(endpoint, **options):
+def dealer(endpoint, curve=True, **options):
+    """A DEALER connected to `endpoint`; with --curve, an allowed CURVE client (curve=True),
+    or one with the keys given (a tuple), or none (curve=None)."""
     s = CONTEXT.socket(zmq.DEALER)
     s.setsockopt(zmq.LINGER, 0)
+    keys = CURVE if curve is True else curve
+    if keys:
+        s.curve_serverkey, s.curve_publickey, s.curve_secretkey = keys
     for k, v in options.items():
         s.setsockopt(getattr(zmq, k), v)
     s.connect(endpoint)
     return s
+
+
+def curve_dict():
+    """CURVE as tiergym.Connection takes it (None without --curve)."""
+    if not CURVE:
+        return None
+    return {"server_key": CURVE[0], "public_key": CURVE[1], "secret_key": CURVE[2]}
 
 
 def ask(sock, timeout_s=10, **request):
@@ -286,6 +313,18 @@ def endless_parts(endpoint, mib, frame_mib=1):
     return peer, sent
 
 
+def peak_growth_and_hello(endpoint, pid, before, peak, seconds):
+    """(the server's RSS peak over `before` in MiB, watched `seconds` more, and whether
+    hello is answered meanwhile)."""
+    for _ in range(int(seconds / 0.2)):
+        time.sleep(0.2)
+        peak = max(peak, rss_bytes(pid))
+    other = dealer(endpoint)
+    hello = ask(other, timeout_s=5, op="hello")
+    other.close()
+    return (peak - before) / 2**20, hello
+
+
 def check_parts(endpoint, pid, report):
     before = rss_bytes(pid)
     peak = before
@@ -295,20 +334,132 @@ def check_parts(endpoint, pid, report):
         peers.append(peer)
         sent.append(mib)
         peak = max(peak, rss_bytes(pid))
-    for _ in range(10):
-        time.sleep(0.2)
-        peak = max(peak, rss_bytes(pid))
-    other = dealer(endpoint)
-    hello = ask(other, timeout_s=5, op="hello")
-    other.close()
+    grown, hello = peak_growth_and_hello(endpoint, pid, before, peak, 2)
     for peer in peers:
         peer.close()
-    grown = (peak - before) / 2**20
     report.item("parts", grown < 64 and hello is not None,
                 f"never-ending parts from 8 raw ZMTP peers (1 MiB frames, {sum(sent)} MiB taken "
                 f"by the server of the 1024 MiB offered, at most {max(sent)} MiB a peer): "
                 f"server RSS peak +{grown:.0f} MiB; hello meanwhile: "
                 f"{'answered' if hello else 'NO REPLY'}")
+
+
+def relay_and_record(endpoint, work):
+    """A relay between an allowed client and the server (ipc), recording what the client
+    sends: its handshake, then its encrypted requests (hello, make, step)."""
+    path = endpoint[len("ipc://"):]
+    relay_path = os.path.join(work, "relay.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(relay_path)
+    listener.listen(1)
+    recorded = bytearray()
+
+    def relay():
+        client, _ = listener.accept()
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.connect(path)
+        import selectors
+        sel = selectors.DefaultSelector()
+        sel.register(client, selectors.EVENT_READ, server)
+        sel.register(server, selectors.EVENT_READ, client)
+        open_ = True
+        while open_:
+            for key, _ in sel.select(timeout=5):
+                data = key.fileobj.recv(65536)
+                if not data:
+                    open_ = False
+                    break
+                if key.fileobj is client:
+                    recorded.extend(data)
+                key.data.sendall(data)
+        client.close()
+        server.close()
+    t = threading.Thread(target=relay, daemon=True)
+    t.start()
+    c = dealer(f"ipc://{relay_path}")
+    reply = ask(c, **make({"num_regions": 8, "steps": 10}))
+    ask(c, op="reset", session=reply["session"], seed=1)
+    ask(c, op="step", session=reply["session"], action=[0] * 8)
+    c.close()
+    t.join(timeout=10)
+    listener.close()
+    return bytes(recorded)
+
+
+def check_strangers(endpoint, work, report):
+    """CURVE: clients without the allowed key, and a replayed handshake, get nothing."""
+    probe = dealer(endpoint)
+    before = ask(probe, op="stats")
+    stranger = zmq.curve_keypair()
+    other_server = zmq.curve_keypair()
+    answered = {}
+    for name, keys in (("no keys", None), ("a key pair not allowed", (CURVE[0], *stranger)),
+                       ("another server's key", (other_server[0], CURVE[1], CURVE[2])),
+                       ("the allowed public key, another secret", (CURVE[0], CURVE[1],
+                                                                    stranger[1]))):
+        s = dealer(endpoint, curve=keys)
+        for request in ({"op": "hello"}, make({"num_regions": 8, "steps": 10})):
+            try:
+                s.send(msgpack.packb({"v": 2, **request}), zmq.NOBLOCK)
+            except zmq.Again:
+                pass  # ZeroMQ dropped the connection's pipe: nothing can even be sent
+        answered[name] = bool(s.poll(1000))
+        s.close()
+    recorded = relay_and_record(endpoint, work)
+    mid = ask(probe, op="stats")
+    replays = []
+    for _ in range(3):
+        raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        raw.connect(endpoint[len("ipc://"):])
+        raw.settimeout(3)
+        raw.sendall(recorded)
+        back = b""
+        closed = False
+        try:
+            while True:
+                chunk = raw.recv(4096)
+                if not chunk:
+                    closed = True
+                    break
+                back += chunk
+        except (socket.timeout, ConnectionResetError):
+            closed = isinstance(sys.exc_info()[1], ConnectionResetError)
+        raw.close()
+        replays.append((len(back), closed, b"READY" in back))
+    after = ask(probe, op="stats")
+    probe.close()
+    # The probe's own requests: one stats before, one in the middle, one after.
+    seen = after["requests"] - mid["requests"] - 1
+    made = after["sessions_made"] - mid["sessions_made"]
+    strangers_made = mid["sessions_made"] - before["sessions_made"] - 1  # the recording's
+    ok = (not any(answered.values()) and seen == 0 and made == 0 and strangers_made == 0
+          and all(n <= 64 + 2 + 168 and closed and not ready for n, closed, ready in replays))
+    report.item("strangers", ok,
+                f"replies to {', '.join(f'{k}: {v}' for k, v in answered.items())}; "
+                f"{len(recorded)} recorded bytes of an allowed client's handshake and 3 "
+                f"requests replayed 3 times: {[n for n, _, _ in replays]} bytes back (greeting "
+                f"and WELCOME at most: 234), READY {any(r for _, _, r in replays)}, closed by "
+                f"the server {all(c for _, c, _ in replays)}; requests the server saw from "
+                f"them: {seen}, sessions made: {made + strangers_made}")
+
+
+def check_curve_parts(endpoint, pid, report):
+    """CURVE: an allowed client's message of 16 x 1 MiB parts, over twice the limit."""
+    before = rss_bytes(pid)
+    senders = []
+    frame = b"\0" * (1 << 20)
+    for _ in range(8):
+        s = dealer(endpoint)
+        for i in range(16):
+            s.send(frame, zmq.SNDMORE if i < 15 else 0)
+        senders.append(s)
+    grown, hello = peak_growth_and_hello(endpoint, pid, before, before, 3)
+    for s in senders:
+        s.close()
+    report.item("parts", grown < 64 and hello is not None,
+                f"8 allowed clients each sending a 16 MiB message of 1 MiB parts (limit 1 MiB; "
+                f"their end hidden from the guard by the encryption): server RSS peak "
+                f"+{grown:.0f} MiB; hello meanwhile: {'answered' if hello else 'NO REPLY'}")
 
 
 def check_pipeline(endpoint, report):
@@ -329,7 +480,7 @@ def check_pipeline(endpoint, report):
     s.close()
     # The Python client never waits forever: a request the server cannot answer in time
     # (one queued behind a slow load here) is a clear timeout, and the next call works.
-    c = Connection(endpoint, timeout=0.05)
+    c = Connection(endpoint, timeout=0.05, curve=curve_dict())
     timed_out = False
     try:
         c.call("make", env=ENV, config={"num_regions": 2048, "steps": 3000})
@@ -419,7 +570,10 @@ def check_fuzz(endpoint, pid, report, n=10000, seed=15):
 
 KILLED = r"""
 import sys, msgpack, zmq
-s = zmq.Context().socket(zmq.DEALER); s.setsockopt(zmq.LINGER, 0); s.connect(sys.argv[1])
+s = zmq.Context().socket(zmq.DEALER); s.setsockopt(zmq.LINGER, 0)
+if len(sys.argv) > 2:
+    s.curve_serverkey, s.curve_publickey, s.curve_secretkey = (k.encode() for k in sys.argv[2:5])
+s.connect(sys.argv[1])
 for _ in range(40):
     s.send(msgpack.packb({"v": 2, "op": "make", "env": "tiergym/TierPlacement-v0",
                           "config": {"num_regions": 8, "steps": 10}})); s.poll(20000); s.recv()
@@ -520,8 +674,9 @@ def settled_sessions(probe, seconds=10):
 def check_killed(endpoint, report):
     probe = dealer(endpoint)
     base = settled_sessions(probe)
-    procs = [subprocess.Popen([sys.executable, "-c", KILLED, endpoint], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE) for _ in range(5)]
+    keys = [k.decode() for k in CURVE] if CURVE else []
+    procs = [subprocess.Popen([sys.executable, "-c", KILLED, endpoint, *keys],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE) for _ in range(5)]
     for p in procs:
         p.stdout.readline()
     held = ask(probe, op="stats")["sessions"] - base
@@ -600,10 +755,10 @@ def check_sigterm(binary, work, data, report):
                 f"exit {rc} in {took:.2f} s")
 
 
-def start(binary, endpoint, data, work, log):
+def start(binary, endpoint, data, work, log, extra=()):
     server = subprocess.Popen(
         [binary, "serve", "--endpoint", endpoint, "--threads", "2", "--quiet", "--data-dir",
-         data, "--heartbeat", "1", "--unused-asset-timeout", "1"],
+         data, "--heartbeat", "1", "--unused-asset-timeout", "1", *extra],
         stdout=subprocess.PIPE, stderr=open(os.path.join(work, log), "wb"))
     line = server.stdout.readline().decode()
     if not line.startswith("listening on"):
@@ -615,6 +770,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--binary", default=os.path.join(REPO, "build", "bin", "tiergym"))
     parser.add_argument("--messages", type=int, default=10000, help="fuzzed messages")
+    parser.add_argument("--curve", action="store_true",
+                        help="the server requires CURVE; the checks that hold over it")
     args = parser.parse_args(argv)
     work = tempfile.mkdtemp(prefix="tiergym-hostile-")
     data = os.path.join(work, "data")
@@ -628,7 +785,21 @@ def main(argv=None):
     with open(os.path.join(data, "machines", "good.json"), "w") as f:
         f.write(knl)
     endpoint = f"ipc://{work}/hostile.sock"
-    server = start(args.binary, endpoint, data, work, "server.log")
+    extra = []
+    if args.curve:
+        global CURVE
+        keys = os.path.join(work, "keys")
+        for name in ("server", "learner"):
+            subprocess.run([args.binary, "keygen", name, "--dir", keys], check=True,
+                           capture_output=True)
+        import zmq.auth
+        server_public, _ = zmq.auth.load_certificate(os.path.join(keys, "server.key"))
+        CURVE = (server_public,
+                 *zmq.auth.load_certificate(os.path.join(keys, "learner.key_secret")))
+        # A 1 MiB message limit: the guard's bound under CURVE is twice 2 MiB.
+        extra = ["--curve-key", os.path.join(keys, "server.key_secret"), "--curve-clients",
+                 os.path.join(keys, "learner.key"), "--max-message-bytes", str(1 << 20)]
+    server = start(args.binary, endpoint, data, work, "server.log", extra)
     report = Report()
     t_start = time.monotonic()
     print(f"hostile_check: tiergym serve (pid {server.pid}) on {endpoint}", flush=True)
@@ -656,17 +827,26 @@ def main(argv=None):
             report.item(check.__name__[6:], False, f"the check broke off: {e!r}")
 
     try:
-        run(check_reads, endpoint, work)
-        run(check_special, endpoint, data)
-        run(check_hijack, endpoint)
-        run(check_budget, endpoint)
-        run(check_retry, endpoint, data)
-        run(check_parts, endpoint, server.pid)
-        run(check_pipeline, endpoint)
-        run(check_fuzz, endpoint, server.pid, n=args.messages)
-        run(check_segment, endpoint)
-        run(check_killed, endpoint)
-        run(check_silent, endpoint)
+        if args.curve:
+            run(check_strangers, endpoint, work)
+            run(check_hijack, endpoint)
+            run(check_curve_parts, endpoint, server.pid)
+            run(check_pipeline, endpoint)
+            run(check_fuzz, endpoint, server.pid, n=args.messages)
+            run(check_segment, endpoint)
+            run(check_killed, endpoint)
+        else:
+            run(check_reads, endpoint, work)
+            run(check_special, endpoint, data)
+            run(check_hijack, endpoint)
+            run(check_budget, endpoint)
+            run(check_retry, endpoint, data)
+            run(check_parts, endpoint, server.pid)
+            run(check_pipeline, endpoint)
+            run(check_fuzz, endpoint, server.pid, n=args.messages)
+            run(check_segment, endpoint)
+            run(check_killed, endpoint)
+            run(check_silent, endpoint)
     finally:
         if server.poll() is None and sys.exc_info()[0] is not None:
             server.kill()
@@ -687,7 +867,8 @@ def main(argv=None):
     rc = server.wait(timeout=10)
     if rc != 0:
         report.item("exit", False, f"the first server exited {rc}")
-    run(check_sigterm, args.binary, work, data)
+    if not args.curve:
+        run(check_sigterm, args.binary, work, data)
 
     took = time.monotonic() - t_start
     if report.failed:

@@ -19,7 +19,12 @@ time; once the other clients are gone their sessions are gone and the server's R
 requests into a segment that takes them, killed mid-request), and so are the threads that
 served those segments; SIGTERM makes it exit 0 within 5 s.
 
-    /usr/bin/python3 tests/soak/soak.py [--seconds 45] [--binary build/bin/tiergym]
+With --curve the server requires CURVE and every client above holds the allowed key (an
+allowed but careless or hostile client), the raw ZMTP peers are refused at their greeting,
+and allowed clients send messages of 16 MiB in 1 MiB parts, which the ZMTP guard's CURVE
+bound drops (--max-message-bytes 1 MiB here); the same assertions hold.
+
+    /usr/bin/python3 tests/soak/soak.py [--seconds 45] [--binary build/bin/tiergym] [--curve]
 """
 
 import argparse
@@ -108,7 +113,7 @@ def episode(connection, session, seed):
 def good_client(endpoint, stop, tally, handles, rng):
     while not stop.is_set():
         try:
-            c = Connection(endpoint, timeout=30)
+            c = Connection(endpoint, timeout=30, curve=hostile_check.curve_dict())
         except ServerUnavailable as e:
             tally.fail(f"good client could not connect: {e}")
             return
@@ -140,7 +145,10 @@ def good_client(endpoint, stop, tally, handles, rng):
 
 KILLED_CLIENT = r"""
 import sys, msgpack, zmq
-s = zmq.Context().socket(zmq.DEALER); s.setsockopt(zmq.LINGER, 0); s.connect(sys.argv[1])
+s = zmq.Context().socket(zmq.DEALER); s.setsockopt(zmq.LINGER, 0)
+if len(sys.argv) > 2:
+    s.curve_serverkey, s.curve_publickey, s.curve_secretkey = (k.encode() for k in sys.argv[2:5])
+s.connect(sys.argv[1])
 def ask(**m):
     s.send(msgpack.packb({"v": 2, **m})); s.poll(20000); return msgpack.unpackb(s.recv())
 ids = [ask(op="make", env="tiergym/TierPlacement-v0",
@@ -180,7 +188,8 @@ while True:
 
 def killer(endpoint, stop, tally, rng):
     while not stop.is_set():
-        p = subprocess.Popen([sys.executable, "-c", KILLED_CLIENT, endpoint],
+        keys = [k.decode() for k in hostile_check.CURVE] if hostile_check.CURVE else []
+        p = subprocess.Popen([sys.executable, "-c", KILLED_CLIENT, endpoint, *keys],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(rng.uniform(0.3, 1.2))
         p.kill()
@@ -238,9 +247,7 @@ def fuzzer(endpoint, stop, tally, handles, data_dir, rng):
         msgpack.packb({"v": 2, "op": "cosched_step", "session": "0" * 32,
                        "actions": [[0, 1], None]}),
     ]
-    s = zmq.Context.instance().socket(zmq.DEALER)
-    s.setsockopt(zmq.LINGER, 0)
-    s.connect(endpoint)
+    s = hostile_check.dealer(endpoint)
     try:
         while not stop.is_set():
             if rng.random() < 0.1:
@@ -265,11 +272,7 @@ def fuzzer(endpoint, stop, tally, handles, data_dir, rng):
 
 def nonreader(endpoint, stop, tally):
     while not stop.is_set():
-        s = zmq.Context.instance().socket(zmq.DEALER)
-        s.setsockopt(zmq.LINGER, 0)
-        s.setsockopt(zmq.RCVHWM, 1)
-        s.setsockopt(zmq.SNDHWM, 100000)
-        s.connect(endpoint)
+        s = hostile_check.dealer(endpoint, RCVHWM=1, SNDHWM=100000)
         for i in range(3000):
             s.send(msgpack.packb({"v": 2, "op": "hello", "id": i}), zmq.NOBLOCK)
         tally.add("unread requests", 3000)
@@ -279,13 +282,26 @@ def nonreader(endpoint, stop, tally):
 
 def endless_parts(endpoint, stop, tally):
     """Raw ZMTP peers whose message never ends (1 MiB frames with MORE, 96 MiB offered a
-    peer): the server drops each once the message passes its size limit."""
+    peer): the server drops each once the message passes its size limit. Under CURVE they
+    are refused at their greeting, and allowed clients send 16 MiB of 1 MiB parts, which the
+    guard's CURVE bound drops (twice the 1 MiB + 1 MiB limit)."""
+    frame = b"\0" * (1 << 20)
     while not stop.is_set():
-        peer, sent = hostile_check.endless_parts(endpoint, 96)
+        try:
+            peer, sent = hostile_check.endless_parts(endpoint, 96)
+            peer.close()
+        except ConnectionError:  # refused at the greeting (CURVE)
+            sent = 0
         tally.add("endless-part MiB", sent)
         if sent >= 96:
             tally.fail("a message of 96 MiB of parts was still being read (limit 65 MiB)")
-        peer.close()
+        if hostile_check.CURVE:
+            s = hostile_check.dealer(endpoint)
+            for i in range(16):
+                s.send(frame, zmq.SNDMORE if i < 15 else 0)
+            tally.add("endless-part MiB", 16)
+            stop.wait(1)
+            s.close()
         stop.wait(2)
 
 
@@ -294,6 +310,8 @@ def main(argv=None):
     parser.add_argument("--seconds", type=float, default=45)
     parser.add_argument("--binary", default=os.path.join(REPO, "build", "bin", "tiergym"))
     parser.add_argument("--seed", type=int, default=15)
+    parser.add_argument("--curve", action="store_true",
+                        help="the server requires CURVE; every client holds the allowed key")
     args = parser.parse_args(argv)
     work = tempfile.mkdtemp(prefix="tiergym-soak-")
     data = os.path.join(work, "data")
@@ -304,20 +322,32 @@ def main(argv=None):
     os.symlink(secret, os.path.join(data, "escape.json"))
     os.mkfifo(os.path.join(data, "fifo.json"))
     endpoint = f"ipc://{work}/soak.sock"
+    extra = []
+    if args.curve:
+        keys = os.path.join(work, "keys")
+        for name in ("server", "learner"):
+            subprocess.run([args.binary, "keygen", name, "--dir", keys], check=True,
+                           capture_output=True)
+        import zmq.auth
+        server_public, _ = zmq.auth.load_certificate(os.path.join(keys, "server.key"))
+        hostile_check.CURVE = (server_public, *zmq.auth.load_certificate(
+            os.path.join(keys, "learner.key_secret")))
+        extra = ["--curve-key", os.path.join(keys, "server.key_secret"), "--curve-clients",
+                 os.path.join(keys, "learner.key"), "--max-message-bytes", str(1 << 20)]
     server = subprocess.Popen(
         [args.binary, "serve", "--endpoint", endpoint, "--threads", "2", "--quiet",
-         "--data-dir", data, "--heartbeat", "1", "--unused-asset-timeout", "1"],
+         "--data-dir", data, "--heartbeat", "1", "--unused-asset-timeout", "1", *extra],
         stdout=subprocess.PIPE, stderr=open(os.path.join(work, "server.log"), "wb"))
     line = server.stdout.readline().decode()
     if not line.startswith("listening on"):
         print(f"soak: the server did not start: {line!r}")
         return 1
     tally = Tally()
-    reference = Connection(endpoint, timeout=60)
+    reference = Connection(endpoint, timeout=60, curve=hostile_check.curve_dict())
     session = reference.call("make", env=ENV, config=REFERENCE_CONFIG)["session"]
     expected = episode(reference, session, seed=7)
     # Warm up: the configurations the good clients use, loaded once, then left.
-    warm = Connection(endpoint, timeout=60)
+    warm = Connection(endpoint, timeout=60, curve=hostile_check.curve_dict())
     for regions in (8, 16, 32):
         for steps in (5, 10, 20):
             s = warm.call("make", env=ENV, config={"num_regions": regions, "steps": steps})
@@ -414,7 +444,8 @@ def main(argv=None):
     stop_s = time.monotonic() - t0
 
     c = tally.counts
-    print(f"soak: {args.seconds:.0f} s; {c.get('good episodes', 0)} good episodes "
+    print(f"soak{' (CURVE)' if args.curve else ''}: {args.seconds:.0f} s; "
+          f"{c.get('good episodes', 0)} good episodes "
           f"({c.get('good steps', 0)} steps), {c.get('clients killed', 0)} clients killed, "
           f"{c.get('fuzzed messages', 0)} fuzzed/hostile messages, "
           f"{c.get('unread requests', 0)} requests never read, "

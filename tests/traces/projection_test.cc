@@ -2,6 +2,8 @@
 #include "traces/projection.h"
 
 #include <cstdint>
+#include <map>
+#include <string>
 
 #include "gtest/gtest.h"
 #include "traces/machine.h"
@@ -10,22 +12,24 @@
 namespace tiergym {
 namespace {
 
-// A recorded run on `device`: `phases` phases of 1 ms, each with `per_phase` samples
-// evenly spread over 64 MiB (one every 1 ms / per_phase), 64 threads.
-Trace Recording(const std::string& device, int phases, int per_phase, uint64_t reset) {
+// A recorded run on `device`: `phases` phases of `phase_ns`, each with `per_phase` samples
+// evenly spread over 64 MiB and over the phase's first `busy_ns` (one every busy_ns /
+// per_phase; the rest of the phase, if any, is a barrier wait without samples), 64 threads.
+Trace Recording(const std::string& device, int phases, int per_phase, uint64_t reset,
+                uint64_t phase_ns = 1'000'000, uint64_t busy_ns = 1'000'000) {
   TraceBuilder b("rec.csv", TraceMetadata::Make("app", device, "ev", reset));
   uint64_t instructions = 0;
   for (int p = 0; p < phases; ++p) {
-    const uint64_t start = static_cast<uint64_t>(p) * 1'000'000;
+    const uint64_t start = static_cast<uint64_t>(p) * phase_ns;
     b.AddMark(PhaseEvent{start, 0, static_cast<uint32_t>(p), p == 0 ? 0 : instructions});
     for (int s = 0; s < per_phase; ++s) {
-      const uint64_t t = start + static_cast<uint64_t>(s) * 1'000'000 / per_phase + 1;
+      const uint64_t t = start + static_cast<uint64_t>(s) * busy_ns / per_phase + 1;
       b.AddSample(t, static_cast<uint32_t>(s % 64), static_cast<uint32_t>(p),
                   static_cast<uint64_t>(s) * 1000, 0x10000000 + (s * 4096ull) % (64 << 20));
     }
     instructions = static_cast<uint64_t>(per_phase) * 1000;
   }
-  b.SetEnd(PhaseEvent{static_cast<uint64_t>(phases) * 1'000'000, 0,
+  b.SetEnd(PhaseEvent{static_cast<uint64_t>(phases) * phase_ns, 0,
                       static_cast<uint32_t>(phases - 1), instructions});
   auto t = b.Finish();
   EXPECT_TRUE(t.ok()) << t.status();
@@ -96,6 +100,84 @@ TEST(ProjectTraceTest, RefusesWhatCannotBeProjectedSayingWhy) {
   r = ProjectTrace(Recording("ddr", 2, 10, 1), *knl, o);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("'cxl' is not a tier"), std::string::npos) << r.status();
+}
+
+TEST(ProjectTraceTest, SaysInItsHeaderWhatMadeIt) {
+  auto knl = LoadMachine("knl");
+  ASSERT_TRUE(knl.ok());
+  auto out = ProjectTrace(Recording("ddr", 3, 100, 1000), *knl);
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::map<std::string, std::string> header;
+  for (const auto& [k, v] : (*out)[1].metadata().entries) header[k] = v;
+  EXPECT_EQ(header["projection_model"], "v2");
+  EXPECT_EQ(header["projection_machine"], "knl");
+  EXPECT_EQ(header["projected_from"], "ddr");
+}
+
+// A fixed memory-level parallelism replaces the prior: many misses in flight make this
+// run bandwidth-bound (MCDRAM's bandwidth shortens it), one in flight makes it
+// latency-bound (MCDRAM's latency, no lower than DDR's, does not).
+TEST(ProjectTraceTest, AFixedParallelismDecidesWhatTheFastTierGains) {
+  auto knl = LoadMachine("knl");
+  ASSERT_TRUE(knl.ok());
+  const Trace rec = Recording("ddr", 5, 200, 20000);
+  auto speedup = [&](double mlp) {
+    ProjectionOptions o;
+    o.mlp = mlp;
+    o.overlap = 0.7;
+    auto out = ProjectTrace(rec, *knl, o);
+    EXPECT_TRUE(out.ok()) << out.status();
+    return static_cast<double>((*out)[0].runtime_ns()) /
+           static_cast<double>((*out)[1].runtime_ns());
+  };
+  const double wide = speedup(16), narrow = speedup(1);
+  EXPECT_GT(wide, 1.2);
+  EXPECT_LT(narrow, 1.05);
+}
+
+TEST(ProjectTraceTest, ReadsAPriorAndRefusesUnknownKeysAndNonNumbers) {
+  ProjectionPrior prior;
+  ASSERT_TRUE(ParseProjectionPrior("stream_mlp=10,overlap_max=0.9", &prior).ok());
+  EXPECT_EQ(prior.stream_mlp, 10);
+  EXPECT_EQ(prior.overlap_max, 0.9);
+  EXPECT_EQ(prior.other_mlp, ProjectionPrior{}.other_mlp);
+  absl::Status s = ParseProjectionPrior("stream_mpl=10", &prior);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("'stream_mpl=10'"), std::string::npos) << s;
+  s = ParseProjectionPrior("mlp_min=low", &prior);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("mlp_min takes a number"), std::string::npos) << s;
+  // A prior out of range is refused by the projection.
+  ProjectionOptions o;
+  o.prior.mlp_min = 20;  // above mlp_max
+  auto knl = LoadMachine("knl");
+  ASSERT_TRUE(knl.ok());
+  auto r = ProjectTrace(Recording("ddr", 2, 10, 1), *knl, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("prior"), std::string::npos) << r.status();
+}
+
+// A phase's barrier wait (its time after the last sample) scales with the phase's work:
+// a run whose phases wait as long as they work gains, on the fast tier, what the same
+// work without the wait gains. In the last window (`--tails in-window`) the wait reads as
+// compute time, which no tier shortens.
+TEST(ProjectTraceTest, ABarrierWaitScalesWithThePhasesWork) {
+  auto knl = LoadMachine("knl");
+  ASSERT_TRUE(knl.ok());
+  auto speedup = [&](const Trace& rec, bool separate_tails) {
+    ProjectionOptions o;
+    o.separate_tails = separate_tails;
+    auto out = ProjectTrace(rec, *knl, o);
+    EXPECT_TRUE(out.ok()) << out.status();
+    return static_cast<double>((*out)[0].runtime_ns()) /
+           static_cast<double>((*out)[1].runtime_ns());
+  };
+  const Trace busy = Recording("ddr", 5, 200, 10000, 500'000, 500'000);
+  const Trace waiting = Recording("ddr", 5, 200, 10000, 1'000'000, 500'000);
+  const double alone = speedup(busy, true);
+  ASSERT_GT(alone, 1.2);  // bandwidth-bound work: MCDRAM shortens it
+  EXPECT_NEAR(speedup(waiting, true), alone, alone * 0.02);
+  EXPECT_LT(speedup(waiting, false), alone * 0.9);
 }
 
 }  // namespace

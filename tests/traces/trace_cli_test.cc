@@ -162,6 +162,17 @@ TEST(TraceCliTest, ProjectWritesOneTracePerTierAndNothingOnBadInput) {
   EXPECT_THAT(b.out, HasSubstr("needs at least two"));
   EXPECT_FALSE(fs::exists(bad));
   EXPECT_FALSE(fs::exists(bad + ".partial"));
+  // Options out of their range: refused, naming the option, nothing written.
+  for (const std::string& option : {std::string("--prior stream_mpl=3"),
+                                    std::string("--tails sideways"), std::string("--mlp 0"),
+                                    std::string("--overlap 1.5")}) {
+    Result o = Tiergym("trace project --machine knl " + option + " " +
+                           Data("valid_format_example.csv") + " " + bad,
+                       /*merge_stderr=*/true);
+    EXPECT_EQ(o.exit_code, 2) << option << ": " << o.out;
+    EXPECT_THAT(o.out, HasSubstr(option.substr(0, option.find(' ')))) << o.out;
+    EXPECT_FALSE(fs::exists(bad)) << option;
+  }
   fs::remove_all(dir);
 }
 

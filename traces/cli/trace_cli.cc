@@ -254,9 +254,20 @@ int Project(const std::vector<std::string>& args) {
               "the machine has it, else the machine's first tier)");
   p.AddOption("misses-per-sample", "N",
               "LLC misses one sample stands for (default: the trace's pebs_reset, else 1)");
-  p.AddOption("mlp", "N", "outstanding misses per thread", "12");
+  p.AddOption("mlp", "N",
+              "outstanding misses per thread; default: averaged over the prior "
+              "(traces/PROJECTION.md)");
   p.AddOption("threads", "N", "threads of the program (default: distinct tids in the trace)");
-  p.AddOption("overlap", "F", "overlap of compute and memory time, 0..1", "0.7");
+  p.AddOption("overlap", "F",
+              "overlap of compute and memory time, 0..1; default: averaged over the prior");
+  p.AddOption("prior", "KEY=V,...",
+              "change the prior: stream_mlp, other_mlp, mlp_min, mlp_max, mlp_spread, "
+              "mlp_unknown, overlap_min, overlap_max, compute_low, compute_high, "
+              "time_tolerance (defaults in traces/PROJECTION.md)");
+  p.AddOption("tails", "apart|in-window",
+              "a phase's time after its last sample (a barrier wait): projected with the "
+              "phase's work (apart) or as part of its last window",
+              "apart");
   p.AddOption("window", "N", "samples per projected window", "64");
   p.AddOption("format", "csv|bin", "output format", "csv");
   if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
@@ -266,16 +277,41 @@ int Project(const std::vector<std::string>& args) {
   if (!recorded.ok()) return Fail(recorded.status());
   ProjectionOptions o;
   if (p.Given("recorded-tier")) o.recorded_tier = p.Get("recorded-tier");
-  auto mlp = p.GetDouble("mlp");
-  auto overlap = p.GetDouble("overlap");
   auto window = p.GetUint64("window");
-  if (!mlp.ok() || !overlap.ok() || !window.ok()) {
-    std::cerr << "tiergym trace project: --mlp, --overlap and --window take numbers\n";
+  if (!window.ok() || *window == 0) {
+    std::cerr << "tiergym trace project: --window takes a positive number of samples\n";
     return kExitUsage;
   }
-  o.mlp = *mlp;
-  o.overlap = *overlap;
   o.samples_per_window = static_cast<uint32_t>(*window);
+  if (p.Given("mlp")) {
+    auto mlp = p.GetDouble("mlp");
+    if (!mlp.ok() || !(*mlp > 0)) {
+      std::cerr << "tiergym trace project: --mlp takes a positive number\n";
+      return kExitUsage;
+    }
+    o.mlp = *mlp;
+  }
+  if (p.Given("overlap")) {
+    auto overlap = p.GetDouble("overlap");
+    if (!overlap.ok() || !(*overlap >= 0 && *overlap <= 1)) {
+      std::cerr << "tiergym trace project: --overlap takes a number in [0, 1]\n";
+      return kExitUsage;
+    }
+    o.overlap = *overlap;
+  }
+  if (p.Given("prior")) {
+    absl::Status s = ParseProjectionPrior(p.Get("prior"), &o.prior);
+    if (!s.ok()) {
+      std::cerr << "tiergym trace project: --prior: " << s.message() << "\n";
+      return kExitUsage;
+    }
+  }
+  const std::string tails = p.Get("tails");
+  if (tails != "apart" && tails != "in-window") {
+    std::cerr << "tiergym trace project: --tails is apart or in-window, not '" << tails << "'\n";
+    return kExitUsage;
+  }
+  o.separate_tails = tails == "apart";
   if (p.Given("misses-per-sample")) {
     auto m = p.GetDouble("misses-per-sample");
     if (!m.ok()) return Fail(m.status());

@@ -30,9 +30,10 @@ module at the top.
 
 from ._protocol import ENV_ID, VERSION
 from ._vector_base import DISABLED, NEXT_STEP, SAME_STEP
-from .connection import Connection, Server, find_binary
+from .connection import Connection, Reconnect, Server, curve_keys, find_binary
 from .env import TierEnv
-from .errors import BinaryNotFound, ServerError, ServerUnavailable, TierGymError
+from .errors import (BinaryNotFound, EpisodeInterrupted, NotAuthorized, ServerError,
+                     ServerUnavailable, TierGymError)
 from .factory import make_vec
 from .inprocess import InProcessVectorEnv
 from .tasks import DEFAULT_TASK, DEFAULT_TASK_ID, TASK_NAME, TASKS, V0_TASK, task_config
@@ -43,7 +44,8 @@ __all__ = ["ENV_ID", "DEFAULT_TASK_ID", "DEFAULT_TASK", "TASK_NAME", "V0_TASK", 
            "__version__", "make", "make_vec", "config_keys", "register_envs",
            "TierEnv", "VectorEnv", "Server", "Connection", "find_binary", "TierGymError",
            "ServerError", "ServerUnavailable", "BinaryNotFound", "NEXT_STEP", "SAME_STEP",
-           "DISABLED", "InProcessVectorEnv", "datasets"]
+           "DISABLED", "InProcessVectorEnv", "Reconnect", "EpisodeInterrupted", "NotAuthorized",
+           "curve_keys", "datasets"]
 
 
 def _package_version():
@@ -69,11 +71,13 @@ def make(env_id=ENV_ID, **kwargs):
     return TierEnv(**{**task_config(env_id), **kwargs})
 
 
-def config_keys(address, env=ENV_ID):
+def config_keys(address, env=ENV_ID, curve=None):
     """[(name, default, help)] of the configuration keys a server accepts for `env`: the
     placement task's (`make`), or "tiergym/CoschedNode-v0" for its co-scheduling nodes'
-    (`cosched_make`). KeyError when the server does not serve `env`."""
-    connection = Connection(address.endpoint if isinstance(address, Server) else address)
+    (`cosched_make`). KeyError when the server does not serve `env`. `curve`: CURVE keys,
+    as TierEnv takes them."""
+    connection = Connection(address.endpoint if isinstance(address, Server) else address,
+                            curve=curve)
     try:
         envs = connection.call("list")["envs"]
         for e in envs:

@@ -5,6 +5,8 @@ the sub-environments' spec, the info layout of a partial reset, and close(). Nei
 transport is imported here.
 """
 
+import numbers
+
 import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
@@ -51,6 +53,24 @@ def batch_seeds(seed, which, num_envs, seeded):
         given = [int(seed) + i for i in which]
     return [g if g is not None else (None if seeded[i] else int(fresh[j]))
             for j, (i, g) in enumerate(zip(which, given))]
+
+
+def fork_ids(env_ids, num_envs):
+    """The sub-environments fork(env_ids) copies, as a list of ints: None for every one in
+    order, an int for one, a sequence (ids may repeat). ValueError naming an id out of
+    range, or for none."""
+    if env_ids is None:
+        return list(range(num_envs))
+    if isinstance(env_ids, numbers.Integral):
+        ids = [int(env_ids)]
+    else:
+        ids = [int(i) for i in np.asarray(env_ids).reshape(-1)]
+    if not ids:
+        raise ValueError("env_ids: at least one environment")
+    for k, i in enumerate(ids):
+        if not 0 <= i < num_envs:
+            raise ValueError(f"env_ids[{k}]: {i} is not an environment (0..{num_envs - 1})")
+    return ids
 
 
 def reset_mask(options, num_envs, first):

@@ -68,6 +68,7 @@ import numpy as np
 from ._native import load_core
 from ._protocol import decode_array, decode_info, decode_spec, encode_array
 from .connection import DEFAULT_TIMEOUT_S, close_connection, open_connection
+from .errors import EpisodeInterrupted
 
 # Registered by tiergym.register_envs (on import of tiergym).
 COSCHED_SCHEDULER_ID = "tiergym/CoschedScheduler-v0"
@@ -182,10 +183,11 @@ class Node:
     """The node's dynamics with Gymnasium spaces: in this process (tiergym._core.CoschedCore)
     when `address` is None, else over the ZeroMQ protocol (ZmqNode)."""
 
-    def __init__(self, scenario=None, address=None, timeout=None, server_args=(), **config):
+    def __init__(self, scenario=None, address=None, timeout=None, server_args=(), curve=None,
+                 reconnect=None, **config):
         if address is not None:
             self.core = ZmqNode(scenario_config(scenario, _default_curves=False, **config),
-                                address, timeout, server_args)
+                                address, timeout, server_args, curve, reconnect)
             self.config = self.core.config
         else:
             self.config = scenario_config(scenario, **config)
@@ -219,9 +221,12 @@ class ZmqNode:
     address: an endpoint ("tcp://host:port", "ipc:///path"), a connection.Server, or
     "private" (a private `tiergym serve` started for this node and stopped by close(); it
     serves the bundled profiles and curves). A configuration without `sensitivity` uses the
-    server's curves (`tiergym serve --sensitivity`)."""
+    server's curves (`tiergym serve --sensitivity`). `curve` and `reconnect` as TierEnv's:
+    a step that meets the loss of the server returns the node's last step with every
+    tenant's reward 0 and "interrupted" set to the reason (the node made again; reset it)."""
 
-    def __init__(self, config, address, timeout=None, server_args=()):
+    def __init__(self, config, address, timeout=None, server_args=(), curve=None,
+                 reconnect=None):
         timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
         args = list(server_args)
         if address == "private":
@@ -231,8 +236,10 @@ class ZmqNode:
             if "--machine" not in args and isinstance(machine, str) and machine != "knl":
                 args += ["--machine", machine]  # its bundled profiles recorded there
             address = None  # open_connection starts a private server
-        self._connection, self._server = open_connection(address, timeout, args)
+        self._connection, self._server = open_connection(address, timeout, args, curve,
+                                                         reconnect)
         self._session = None
+        self._last = None
         try:
             made = self._connection.call("cosched_make", config=config)
         except BaseException:
@@ -255,12 +262,21 @@ class ZmqNode:
         fields = {"session": self._session}
         if seed is not None:
             fields["seed"] = int(seed)
-        return _node_dict(self._connection.call("cosched_reset", **fields))
+        self._last = _node_dict(self._connection.call("cosched_reset", **fields))
+        return self._last
 
     def step(self, actions):
         wire = [None if a is None else encode_array(a, "int64") for a in actions]
-        return _node_dict(self._connection.call("cosched_step", session=self._session,
-                                                actions=wire))
+        try:
+            self._last = _node_dict(self._connection.call("cosched_step", session=self._session,
+                                                          actions=wire))
+        except EpisodeInterrupted as e:
+            if self._last is None:
+                raise
+            cut = dict(self._last, interrupted=e.reason, done=True)
+            cut["tenants"] = [dict(t, reward=0.0, terminated=False) for t in cut["tenants"]]
+            return cut
+        return self._last
 
     def close(self):
         if getattr(self, "_connection", None) is None:
@@ -352,6 +368,7 @@ class CoschedParallelEnv(_ParallelBase):
             raise ValueError(f"actions for agents not in the episode: {sorted(unknown)}")
         r = self.node.step([actions.get(a) for a in self.possible_agents])
         self._last = r
+        cut = r.get("interrupted")  # the server was lost (reconnect): every episode cut
         tenants = r["tenants"]
         running = [t["reward"] for t in tenants if t["active"]]
         node_mean = float(np.mean(running)) if running else 0.0
@@ -362,9 +379,11 @@ class CoschedParallelEnv(_ParallelBase):
             observations[a] = t["obs"]
             rewards[a] = (1 - w) * t["reward"] + w * node_mean
             terminations[a] = bool(t["terminated"])
-            truncations[a] = False
+            truncations[a] = cut is not None
             infos[a] = _tenant_info(t)
-        self.agents = [a for a in self.agents if not terminations[a]]
+            if cut is not None:
+                infos[a]["interrupted"] = cut
+        self.agents = [a for a in self.agents if not (terminations[a] or truncations[a])]
         return observations, rewards, terminations, truncations, infos
 
     def render(self):
@@ -473,9 +492,13 @@ class SchedulerEnv(gymnasium.Env):
             speed = t["info"]["default_interval_ns"] / charged if charged > 0 else 1.0
             shortfall += max(0.0, self.qos_min - speed)
         reward -= self.qos_penalty * shortfall / k
+        cut = r.get("interrupted")  # the server was lost (reconnect): the episode cut
         self._done = bool(r["done"])
         info = self._info(r)
         info["qos_shortfall"] = shortfall
+        if cut is not None:
+            info["interrupted"] = cut
+            return self._obs(r), 0.0, False, True, info
         return self._obs(r), reward, self._done, False, info
 
     def render(self):

@@ -12,6 +12,7 @@ stops it on close(); with `address` ("tcp://127.0.0.1:5555", "localhost:5555",
 see `tiergym.config_keys()` or env/PROTOCOL.md.
 """
 
+import copy
 import numbers
 
 import gymnasium
@@ -21,7 +22,7 @@ from ._protocol import ENV_ID, decode_array, decode_info, decode_spec
 from ._values import (SEED_BOUND, action_to_wire, config_to_wire, flat_mask,
                       placement_to_wire, space_from_spec)
 from .connection import DEFAULT_TIMEOUT_S, close_connection, open_connection
-from .errors import ServerError, UnknownConfigKey
+from .errors import EpisodeInterrupted, ServerError, UnknownConfigKey
 
 
 class TierEnv(gymnasium.Env):
@@ -29,15 +30,20 @@ class TierEnv(gymnasium.Env):
 
     Keyword arguments: `address` (default: a private server), `timeout` (seconds per
     request), `server_args` (options of the private server), `render_mode` (None or
-    "ansi"), and configuration keys. A TierEnv pickles as its constructor call: unpickled
-    (in a subprocess, say) it is a new session with the same configuration, on the same
-    server (a Server address travels as its endpoint) or on a new private one.
+    "ansi"), `curve` (CURVE keys for a server started with --curve-key: {"server_key":
+    its NAME.key, "key": this client's NAME.key_secret}), `reconnect` (carry on when the
+    server goes away: True or a tiergym.Reconnect; the step that meets the loss returns the
+    last observation, truncated, with info["interrupted"] saying why, and the next reset()
+    starts an episode on the server now there), and configuration keys. A TierEnv pickles
+    as its constructor call: unpickled (in a subprocess, say) it is a new session with the
+    same configuration, on the same server (a Server address travels as its endpoint) or
+    on a new private one.
     """
 
     metadata = {"render_modes": ["ansi"]}
 
     def __init__(self, address=None, *, timeout=DEFAULT_TIMEOUT_S, server_args=(),
-                 render_mode=None, **config):
+                 render_mode=None, curve=None, reconnect=None, **config):
         self._connection = None
         self._server = None
         self.session = None
@@ -49,10 +55,12 @@ class TierEnv(gymnasium.Env):
         self.render_mode = render_mode
         self._init_kwargs = dict(address=address, timeout=timeout,
                                  server_args=tuple(server_args), render_mode=render_mode,
-                                 **config)
+                                 curve=curve, reconnect=reconnect, **config)
         self._seeded = False
         self._last = None
-        self._connection, self._server = open_connection(address, timeout, server_args)
+        self.interrupted_episodes = 0  # episodes cut by the loss of the server (reconnect)
+        self._connection, self._server = open_connection(address, timeout, server_args,
+                                                         curve, reconnect)
         try:
             reply = self._connection.call("make", env=ENV_ID, config=config_to_wire(config))
         except ServerError as e:
@@ -113,12 +121,27 @@ class TierEnv(gymnasium.Env):
 
     def step(self, action):
         self._require_open()
-        reply = self._connection.call("step", session=self.session,
-                                      action=action_to_wire(action, self.action_space))
+        try:
+            reply = self._connection.call("step", session=self.session,
+                                          action=action_to_wire(action, self.action_space))
+        except EpisodeInterrupted as e:
+            return self._interrupted(e)
         obs, info = decode_array(reply["obs"]), decode_info(reply["info"])
         self._last = (obs, info)
         return (obs, float(reply["reward"]), bool(reply["terminated"]),
                 bool(reply["truncated"]), info)
+
+    def _interrupted(self, e):
+        """The step that met the loss of the server (reconnect): the episode is truncated,
+        with its last observation and info, reward 0, info["interrupted"] saying why. The
+        session exists again on the server now there; the next reset() draws its seed from
+        this environment's generator (the server's episode generator went with it)."""
+        if self._last is None:
+            raise gymnasium.error.ResetNeeded("step() before the first reset()")
+        self.interrupted_episodes += 1
+        self._seeded = False
+        obs, info = self._last
+        return obs, 0.0, False, True, dict(info, interrupted=e.reason)
 
     def action_masks(self):
         """The action mask of the current state as sb3-contrib's MaskablePPO asks for it
@@ -155,8 +178,40 @@ class TierEnv(gymnasium.Env):
                                       placement=placement_to_wire(placement))
         return {k: reply[k] for k in ("runtime_ns", "default_runtime_ns", "speedup")}
 
+    def fork(self):
+        """An independent environment at this one's state, for search over placements
+        (lookahead, MCTS, beam search): a new session on the same server and connection
+        (the `fork` op, env/PROTOCOL.md) holding a copy of this one's episode (its
+        generator, profile, placement, history and time). The same actions give the fork
+        and this environment bit-identical observations, rewards and infos, also across
+        resets without a seed, and what one does never reaches the other. Forks may be
+        forked again. The fork is stepped on where this one is (its action_masks() and
+        render() are this one's current ones); it need not be reset.
+
+        Each fork is a session: it counts against the server's session limits and memory
+        budget (a ServerError RESOURCE_EXHAUSTED when they refuse it) and should be
+        closed when done. The connection, and a private server, stay up until this
+        environment and all its forks are closed. A fork pickles as its original's
+        constructor call (a new environment, not at this state)."""
+        self._require_open()
+        _ = self.np_random  # made now if not yet, so that an unseeded first reset draws alike
+        reply = self._connection.call("fork", session=self.session)
+        forked = object.__new__(type(self))
+        forked.__dict__.update(self.__dict__)
+        forked._connection = self._connection.share()
+        forked.session = reply["session"]
+        forked.interrupted_episodes = 0  # its own count from here
+        # The client-side state copied too: spaces (their samplers' generators), the
+        # generator an unseeded first reset draws from, the last observation and info.
+        forked.observation_space = copy.deepcopy(self.observation_space)
+        forked.action_space = copy.deepcopy(self.action_space)
+        forked._np_random = copy.deepcopy(self._np_random)
+        forked._last = copy.deepcopy(self._last)
+        return forked
+
     def close(self):
-        """Closes the session and stops a private server. Idempotent."""
+        """Closes the session and stops a private server (once this environment's forks
+        are closed too). Idempotent."""
         connection, server = self._connection, self._server
         self._connection = self._server = None
         close_connection(connection, server, [] if self.session is None else [self.session])

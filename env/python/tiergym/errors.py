@@ -56,3 +56,24 @@ class ProtocolError(TierGymError):
 
 class BinaryNotFound(TierGymError, FileNotFoundError):
     """The `tiergym` binary needed to start a private server was not found."""
+
+
+class EpisodeInterrupted(ServerUnavailable):
+    """The connection to the server was lost (the server died, was restarted, or its node
+    went away) and, as the client was told to (reconnect=...), made again: the sessions
+    exist again on the server now there, with the same configurations, but their episodes
+    were cut. `reason` says what happened. The environments turn it into a truncated step
+    whose info says why (info["interrupted"]); only code that calls a Connection itself
+    meets it."""
+
+    def __init__(self, reason):
+        super().__init__(f"episode interrupted: {reason}")
+        self.reason = reason
+
+    def __reduce__(self):
+        return (type(self), (self.reason,))
+
+
+class NotAuthorized(TierGymError, PermissionError):
+    """The server refused this client: a CURVE server whose --curve-clients does not list
+    this client's key (or CURVE on one side only)."""

@@ -47,7 +47,8 @@ from ._native import have_core, load_core
 from ._protocol import (INFO_ARRAYS, INFO_KEYS, INFO_NAME, INFO_TUPLE, INFO_TUPLE_COUNT,
                         no_refusals, tuple_column, typed_column)
 from ._values import config_to_wire, flat_mask, integer_actions
-from ._vector_base import NEXT_STEP, VectorEnvBase, batch_seeds, reset_mask, scatter_infos
+from ._vector_base import (NEXT_STEP, VectorEnvBase, batch_seeds, fork_ids, reset_mask,
+                           scatter_infos)
 
 __all__ = ["InProcessVectorEnv", "have_core", "load_core"]
 
@@ -137,12 +138,7 @@ class InProcessVectorEnv(VectorEnvBase):
         threads and copy. ValueError while steps are in flight (recv() them) or for an id
         out of range."""
         self._require_open()
-        if env_ids is None:
-            ids = list(range(self.num_envs))
-        elif isinstance(env_ids, numbers.Integral):
-            ids = [int(env_ids)]
-        else:
-            ids = [int(i) for i in np.asarray(env_ids).reshape(-1)]
+        ids = fork_ids(env_ids, self.num_envs)
         if self._core.in_flight:
             raise ValueError(f"{self._core.in_flight} steps sent and not received; recv() "
                              "them before forking")

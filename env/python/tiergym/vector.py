@@ -57,9 +57,9 @@ from ._protocol import ENV_ID, decode_array, decode_info_columns, decode_spec, e
 from ._shm import SharedResults, is_local, requests_supported
 from ._values import config_to_wire, flat_mask, integer_actions
 from ._vector_base import (DISABLED, NEXT_STEP, SAME_STEP, VectorEnvBase, batch_seeds,
-                           merge_masks, mode_name, reset_mask, scatter_infos)
+                           fork_ids, merge_masks, mode_name, reset_mask, scatter_infos)
 from .connection import DEFAULT_TIMEOUT_S, close_connection, open_connection
-from .errors import ServerError, ServerUnavailable
+from .errors import EpisodeInterrupted, ServerError, ServerUnavailable
 
 __all__ = ["VectorEnv", "NEXT_STEP", "SAME_STEP", "DISABLED", "mode_name"]
 
@@ -93,10 +93,14 @@ class VectorEnv(VectorEnvBase):
 
     def __init__(self, num_envs=None, address=None, *, configs=None,
                  autoreset_mode=NEXT_STEP, timeout=DEFAULT_TIMEOUT_S, server_args=(),
-                 render_mode=None, inprocess=False, shm=None, copy=True, **config):
+                 render_mode=None, inprocess=False, shm=None, copy=True, curve=None,
+                 reconnect=None, **config):
         merged = self._init_common(num_envs, configs, config, autoreset_mode, render_mode)
         self.sessions = []
-        self._connection, self._server = open_connection(address, timeout, server_args)
+        self.interrupted_episodes = 0  # episodes cut by the loss of the server (reconnect)
+        self._pending_reset = False    # next_step: the step after an interruption resets all
+        self._connection, self._server = open_connection(address, timeout, server_args,
+                                                         curve, reconnect)
         try:
             self.copy = bool(copy)
             self._init_shm(shm)
@@ -231,6 +235,19 @@ class VectorEnv(VectorEnvBase):
             shared.forget()  # results in the reply: the segment's summary will not tell
         try:
             return self._send_batch(fields, shm, shared, len(sessions))
+        except ServerError as e:
+            if shared is not None:
+                shared.forget()
+            if not (shm is True and self._shm_mode is None and e.field == "shm"
+                    and e.code == "RESOURCE_EXHAUSTED"):
+                raise
+            # No segment to be had (this connection's are taken, by forks say, or the
+            # server's shared memory is): refused before anything moved, so the batch goes
+            # again with its results in the reply, as do the later ones.
+            self._shm_wanted = False
+            fields.pop("shm")
+            fields.pop("shm_requests", None)
+            return self._connection.call("step_batch", **fields)
         except BaseException:
             if shared is not None:
                 shared.forget()  # it may have moved some entries without a batch published
@@ -244,8 +261,10 @@ class VectorEnv(VectorEnvBase):
             try:
                 reply = self._connection.call_signalled(
                     "step_batch", lambda seconds: shared.wait(seq, seconds), **fields)
-            except ServerError:
-                raise  # refused before anything moved: the segment keeps its batch
+            except (ServerError, EpisodeInterrupted):
+                # Refused before anything moved: the segment keeps its batch; or the server
+                # went, and its segment with it.
+                raise
             except BaseException:
                 # No answer in time (or interrupted): the batch may still land in the
                 # segment later, where the next signal would be taken for it. From now on
@@ -266,15 +285,11 @@ class VectorEnv(VectorEnvBase):
         reply's `shm` map, as _batch's reply gives it."""
         a = self._integer_actions(actions)
         connection = self._connection
-
-        def check():
-            server = connection._server
-            if server is not None and not server.alive():
-                raise ServerUnavailable(
-                    f"the tiergym server (pid {server.process.pid}) exited with code "
-                    f"{server.process.returncode}; its log: {server.log_tail()}")
         try:
-            shm = self._shared.request(a, reset, same_step, connection.timeout, check)
+            # connection.check raises when the server is known gone (a private server's
+            # process exited, the connection closed).
+            shm = self._shared.request(a, reset, same_step, connection.timeout,
+                                       connection.check)
         except BaseException as e:
             self._shared.forget()
             if not isinstance(e, TimeoutError):
@@ -312,8 +327,21 @@ class VectorEnv(VectorEnvBase):
         """Resets every sub-environment, or those of options["reset_mask"] (a bool array
         [num_envs]; the others keep their observation and have no info). seed: None, an
         int (env i gets seed + i) or a list of n ints / None; options: {"profile": name or
-        index, or one per sub-environment}."""
+        index, or one per sub-environment}. With `reconnect`, a reset that meets the loss
+        of the server is done again on the server now there, for every sub-environment
+        (their episodes went with the old one)."""
         self._require_open()
+        for _ in range(3):
+            try:
+                return self._reset(seed, options)
+            except EpisodeInterrupted as e:
+                self._lost(e)
+                if options and "reset_mask" in options:
+                    options = {k: v for k, v in options.items() if k != "reset_mask"}
+        raise ServerUnavailable(f"{self._connection.endpoint}: the server was lost three "
+                                "times in a row while resetting")
+
+    def _reset(self, seed, options):
         mask, options = reset_mask(options, self.num_envs, self._obs is None)
         which = [int(i) for i in np.flatnonzero(mask)]
         if len(which) == 0:
@@ -332,12 +360,66 @@ class VectorEnv(VectorEnvBase):
             infos = scatter_infos(part, which, self.num_envs)
         self._autoreset[which] = False
         self._masks = merge_masks(self._masks, infos, which)
+        self._pending_reset = False
         return (self._obs.copy() if self.copy or self._shared is None else self._obs), infos
 
     def step(self, actions):
         self._require_open()
         if self._obs is None:
             raise gymnasium.error.ResetNeeded("step() before the first reset()")
+        if self._pending_reset:
+            # next_step after an interruption: this step starts the new episodes.
+            obs, infos = self.reset()
+            n = self.num_envs
+            return obs, np.zeros(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool), infos
+        try:
+            return self._step(actions)
+        except EpisodeInterrupted as e:
+            return self._interrupted(e)
+
+    def _lost(self, e):
+        """The connection was made again (`e`): the sessions exist anew on the server now
+        there, not reset, and the shared-memory segment went with the old server (it is
+        unmapped once nothing here refers to it; a new one is made by the next batch)."""
+        if self._obs is not None:
+            self._obs = np.array(self._obs, copy=True)  # (maybe a view of the old segment)
+        if self._masks is not None:
+            self._masks = np.array(self._masks, copy=True)
+        self._shared = None
+        self._init_shm(self._shm_mode)
+        self._seeded[:] = False  # seeds for the new episodes from entropy
+        self._autoreset[:] = False
+
+    def _interrupted(self, e):
+        """The step that met the loss of the server (reconnect): every sub-environment's
+        episode is truncated with its last observation, reward 0 and infos["interrupted"]
+        saying why; same_step also starts the new episodes (their first observations in
+        `obs`, the old ones' last in final_obs), next_step does on the next step, disabled
+        leaves it to reset()."""
+        self._lost(e)
+        n = self.num_envs
+        self.interrupted_episodes += n
+        last = self._obs
+        everyone = np.ones(n, dtype=bool)
+        infos = {"interrupted": np.full(n, e.reason, dtype=object), "_interrupted": everyone}
+        if self._mode == SAME_STEP:
+            obs, infos = self.reset()
+            final_obs = np.empty(n, dtype=object)
+            for i in range(n):
+                final_obs[i] = last[i]
+            infos["interrupted"] = np.full(n, e.reason, dtype=object)
+            infos["_interrupted"] = everyone.copy()
+            infos["final_obs"] = final_obs
+            infos["_final_obs"] = everyone.copy()
+            infos["final_info"] = {"interrupted": np.full(n, e.reason, dtype=object),
+                                   "_interrupted": everyone.copy()}
+            infos["_final_info"] = everyone.copy()
+        else:
+            obs = last.copy()
+            self._pending_reset = self._mode == NEXT_STEP
+        return obs, np.zeros(n), np.zeros(n, dtype=bool), everyone.copy(), infos
+
+    def _step(self, actions):
         if self._through_segment():
             if self._mode == NEXT_STEP:
                 reply = self._request(actions, self._autoreset, False)
@@ -382,6 +464,48 @@ class VectorEnv(VectorEnvBase):
         if self._masks is None:
             raise gymnasium.error.ResetNeeded("action_masks() before the first reset()")
         return np.stack([flat_mask(m) for m in self._masks])
+
+    def fork(self, env_ids=None):
+        """Independent copies of sub-environments at their state (for search: lookahead,
+        MCTS, beam search), as InProcessVectorEnv.fork: a new VectorEnv whose
+        sub-environment k is a fork (the `fork` op, env/PROTOCOL.md) of this one's
+        env_ids[k] (None: every one, in order; an int: one; a list may repeat an id for
+        several copies). The same actions give the forks and their originals bit-identical
+        observations, rewards and infos, and neither sees what the other does. Its
+        current observations and action masks are the forked rows; it is stepped on, not
+        reset (an ended episode resets at its next step as its original's would). The same
+        autoreset mode, copy and transport (its own shared-memory segment, or the replies
+        when the server's segments per connection are taken).
+
+        The forks are sessions on this one's server and connection: they count against
+        its session limits and memory budget (a ServerError RESOURCE_EXHAUSTED, the forks
+        made so far closed again, when they refuse one), and the connection (and a private
+        server) stays up until this VectorEnv and every fork are closed."""
+        self._require_open()
+        if self._obs is None:
+            raise gymnasium.error.ResetNeeded("fork() before the first reset()")
+        ids = fork_ids(env_ids, self.num_envs)
+        forked = object.__new__(type(self))
+        forked.__dict__.update(self.__dict__)
+        forked._init_common(len(ids), None, {}, self._mode, None)
+        forked.sessions = []
+        forked.interrupted_episodes = 0  # its own count from here
+        forked._shared = None  # a segment of its own, made by its first batch
+        forked._connection = self._connection.share()
+        try:
+            for i in ids:
+                forked.sessions.append(
+                    self._connection.call("fork", session=self.sessions[i])["session"])
+        except BaseException:
+            forked.close()
+            raise
+        forked.tier_specs = [self.tier_specs[i] for i in ids]
+        forked._init_spec(forked.tier_specs[0], [self.configs[i] for i in ids])
+        forked._autoreset = self._autoreset[ids].copy()
+        forked._seeded = self._seeded[ids].copy()
+        forked._obs = self._obs[ids].copy()
+        forked._masks = None if self._masks is None else self._masks[ids].copy()
+        return forked
 
     def close_extras(self, **kwargs):
         """Closes the sessions and stops a private server (VectorEnv.close() calls this
