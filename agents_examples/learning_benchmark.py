@@ -218,34 +218,59 @@ def vectorize_multicategorical():
 
 
 def train_sb3(agent, server, config, train, apps, seed, steps, eval_every, progress, curve):
+    """An SB3 agent on the applications of `train`, evaluated on `apps`."""
+    env_config = dict(config, **agent.get("config", {}))
+    evaluator = AppsEvaluator(tiergym.TierEnv(address=server, **env_config), apps)
+    return run_sb3(agent, server, env_config, {"profiles": ",".join(train)}, evaluator, seed,
+                   steps, eval_every, progress, curve)
+
+
+class AppsEvaluator:
+    """Deterministic episodes (seed 0) of a predict(obs) -> action function on each of
+    `apps`, on one session: {app: return}."""
+
+    def __init__(self, env, apps):
+        self.env, self.apps = env, apps
+
+    def __call__(self, predict):
+        return evaluate_predict(self.env, predict, self.apps)
+
+    def close(self):
+        self.env.close()
+
+
+def run_sb3(agent, server, env_config, train_config, evaluator, seed, steps, eval_every,
+            progress, curve):
+    """An SB3 agent (AGENTS' entry) trained on `server` with env_config and train_config
+    (its profiles), evaluator(predict) after every eval_every steps; closes the evaluator.
+    -> (curve, train_s, wall_s)."""
     import stable_baselines3
     from tiergym.sb3 import TierVecEnv
-    algo = getattr(stable_baselines3, agent["algo"])
-    env_config = dict(config, **agent.get("config", {}))
-    n_envs = int(agent.get("n_envs", 1))
-    if n_envs == 1:  # what a user of the defaults writes: the Gymnasium env itself
-        venv = tiergym.TierEnv(address=server, profiles=",".join(train), **env_config)
-    else:
-        venv = TierVecEnv(n_envs, address=server, profiles=",".join(train), **env_config)
-        venv.seed(seed)
-    eval_env = tiergym.TierEnv(address=server, **env_config)
-    model = algo("MlpPolicy", venv, seed=seed, verbose=0, **agent["kwargs"])
-    if n_envs == 1:
-        model.get_env().seed(seed)
-    started = time.monotonic()
-
-    def evaluate():
-        returns = evaluate_predict(eval_env, lambda o: model.predict(o, deterministic=True)[0],
-                                   apps)
-        curve.append({"steps": int(model.num_timesteps), "returns": returns})
-        return returns
-
+    venv = None
     try:
+        algo = getattr(stable_baselines3, agent["algo"])
+        n_envs = int(agent.get("n_envs", 1))
+        if n_envs == 1:  # what a user of the defaults writes: the Gymnasium env itself
+            venv = tiergym.TierEnv(address=server, **dict(env_config, **train_config))
+        else:
+            venv = TierVecEnv(n_envs, address=server, **dict(env_config, **train_config))
+            venv.seed(seed)
+        model = algo("MlpPolicy", venv, seed=seed, verbose=0, **agent["kwargs"])
+        if n_envs == 1:
+            model.get_env().seed(seed)
+        started = time.monotonic()
+
+        def evaluate():
+            returns = evaluator(lambda o: model.predict(o, deterministic=True)[0])
+            curve.append({"steps": int(model.num_timesteps), "returns": returns})
+            return returns
+
         train_s = learn_with_evaluations(model, steps, eval_every, evaluate, progress)
+        return curve, train_s, time.monotonic() - started
     finally:
-        venv.close()
-        eval_env.close()
-    return curve, train_s, time.monotonic() - started
+        if venv is not None:
+            venv.close()
+        evaluator.close()
 
 
 def learn_with_evaluations(model, steps, eval_every, evaluate, progress=None):
@@ -529,34 +554,10 @@ class SetEvaluator:
 def train_sb3_general(agent, servers, task, train_config, sets, seed, steps, eval_every,
                       progress, curve):
     """An SB3 agent on the training split, evaluated on every set."""
-    import stable_baselines3
-    from tiergym.sb3 import TierVecEnv
-    algo = getattr(stable_baselines3, agent["algo"])
     env_config = dict(task, **agent.get("config", {}))
-    n_envs = int(agent.get("n_envs", 1))
-    server = servers.get(train_config["machine"])
-    if n_envs == 1:
-        venv = tiergym.TierEnv(address=server, **dict(env_config, **train_config))
-    else:
-        venv = TierVecEnv(n_envs, address=server, **dict(env_config, **train_config))
-        venv.seed(seed)
-    evaluator = SetEvaluator(servers, sets, env_config)
-    model = algo("MlpPolicy", venv, seed=seed, verbose=0, **agent["kwargs"])
-    if n_envs == 1:
-        model.get_env().seed(seed)
-    started = time.monotonic()
-
-    def evaluate():
-        returns = evaluator(lambda o: model.predict(o, deterministic=True)[0])
-        curve.append({"steps": int(model.num_timesteps), "returns": returns})
-        return returns
-
-    try:
-        train_s = learn_with_evaluations(model, steps, eval_every, evaluate, progress)
-    finally:
-        venv.close()
-        evaluator.close()
-    return curve, train_s, time.monotonic() - started
+    return run_sb3(agent, servers.get(train_config["machine"]), env_config, train_config,
+                   SetEvaluator(servers, sets, env_config), seed, steps, eval_every, progress,
+                   curve)
 
 
 class InProcessSetEvaluator:
@@ -1069,8 +1070,6 @@ def main_generalization(args):
         oracle = {label: t.pop("oracle") for label, t in table.items()}
 
         def trainer_for(name):
-            agent = AGENTS[name]
-
             def trainer(agent, seed, steps, every, progress, curve):
                 if agent["library"] == "reference":
                     return train_reference_general(agent, args.task, train_config, args.sets,
