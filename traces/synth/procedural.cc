@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "traces/base/json.h"
@@ -170,18 +171,13 @@ void WritePhase(const Phase& p, const std::vector<Array>& arrays, json::Writer& 
   w.String(p.description);
   w.Key("instructions");
   w.Uint(p.instructions);
-  w.Key("mpki");
-  w.Double(Round4(p.mpki));
-  w.Key("compute_gips");
-  w.Double(Round4(p.compute_gips));
-  w.Key("mlp");
-  w.Double(Round4(p.mlp));
-  w.Key("overlap");
-  w.Double(Round4(p.overlap));
-  w.Key("imbalance");
-  w.Double(Round4(p.imbalance));
-  w.Key("read_pct");
-  w.Double(Round4(p.read_pct));
+  const std::pair<const char*, double> numbers[] = {
+      {"mpki", p.mpki},       {"compute_gips", p.compute_gips}, {"mlp", p.mlp},
+      {"overlap", p.overlap}, {"imbalance", p.imbalance},       {"read_pct", p.read_pct}};
+  for (const auto& [key, value] : numbers) {
+    w.Key(key);
+    w.Double(Round4(value));
+  }
   if (p.serial) {
     w.Key("serial");
     w.Bool(true);
