@@ -1,9 +1,11 @@
-"""fast_ppo.py: masked MultiDiscrete PPO at the environment's speed, in one file.
+r"""fast_ppo.py: masked MultiDiscrete PPO at the environment's speed, in one file.
 
     python agents_examples/fast_ppo.py                           # 2M steps of the default task
     python agents_examples/fast_ppo.py --policy regions          # per-region shared weights
     python agents_examples/fast_ppo.py --total-steps 500000 --json run.json --save ppo.pt
     python agents_examples/fast_ppo.py --ray-workers 2           # environments on Ray workers
+    python agents_examples/fast_ppo.py --policy regions --config observation=relative \
+        --train procedural-train-v1:256 --held-out bundled-v1     # splits of tiergym.datasets
 
 The default task (tiergym/TierPlacement-v1: knl with 512 MiB of HBM, 16 regions, 100
 decisions, keep action mode, normalized observations), trained on minife and lulesh and
