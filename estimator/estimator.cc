@@ -43,6 +43,10 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> Estimator::IndexFor(
   index_options.empty_windows = options_.empty_windows;
   index_options.compute_overlap = options_.compute_overlap;
   index_options.fit_overlap = options_.fit_overlap;
+  index_options.tier_overlap = options_.tier_overlap;
+  index_options.limit_smoothness = options_.limit_smoothness;
+  index_options.queue_like = options_.queue_like;
+  index_options.subset_fits = options_.subset_fits;
   index_options.tail_window_apart = options_.tail_window_apart;
   index_options.read_pct = options_.read_pct;
   index_options.extent_gap_pages = options_.extent_gap_pages;

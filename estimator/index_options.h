@@ -64,6 +64,22 @@ struct IndexOptions {
   // Model::kRoofline: the share of the shorter of compute and memory time that hides
   // under the longer (0: none, 1: all). Default 0.5; a calibration fits it.
   double compute_overlap = 0.5;
+  // Model::kRoofline: how the tiers' memory times combine (traces/machine.h,
+  // MemoryCombination): the share of the shorter tiers' bandwidth-bound time that overlaps
+  // the longest (default 1: they transfer concurrently) and the smoothness of the limit
+  // between latency- and bandwidth-bound time (default 0: a hard maximum).
+  double tier_overlap = 1;
+  double limit_smoothness = 0;
+  // Model::kRoofline with three or four devices: besides the fit over every device's run,
+  // fit each block over every subset of two devices or more, and price a block whose hits
+  // lie on a subset by that subset's fit (a run the mix does not use cannot bend it).
+  // Default false: not yet scored on the family of ground truths (estimator/README.md,
+  // "Options not yet the default").
+  bool subset_fits = false;
+  // Model::kRoofline with a machine: tiers without measured curves load their latency
+  // along this tier's curves (its latency ratio at the read share; TierSpec::CurveAt).
+  // Default none: such tiers have a flat latency.
+  std::optional<TierSpec> queue_like;
   // Model::kRoofline: a segment's last window (which runs to the segment's end and holds
   // its barrier wait) is left out of the last block's fit and counted as the segment's
   // tail. false: the last block spans to the segment's end (the previous rule). Default

@@ -218,6 +218,12 @@ LoadCurve TierSpec::CurveAt(double read_pct) const {
   return out;
 }
 
+LoadCurve TierSpec::CurveAt(double read_pct, const TierSpec* shape) const {
+  LoadCurve c = CurveAt(read_pct);
+  if (c.flat() && shape != nullptr) c.ratio = shape->CurveAt(read_pct).ratio;
+  return c;
+}
+
 double LoadedMemoryTimeNs(std::span<const double> latency_time, std::span<const double> band_time,
                           std::span<const LoadCurve* const> curves) {
   double floor = 0, flat_sum = 0;
@@ -246,6 +252,49 @@ double LoadedMemoryTimeNs(std::span<const double> latency_time, std::span<const 
   for (int it = 0; it < 60 && hi - lo > 1e-12 * hi; ++it) {
     const double mid = 0.5 * (lo + hi);
     if (demand(mid) > mid) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return hi;
+}
+
+double LoadedMemoryTimeNs(std::span<const double> latency_time, std::span<const double> band_time,
+                          std::span<const LoadCurve* const> curves, const MemoryCombination& how) {
+  if (how.spec()) return LoadedMemoryTimeNs(latency_time, band_time, curves);
+  double band_max = 0, band_sum = 0, idle_latency = 0;
+  for (size_t t = 0; t < latency_time.size(); ++t) {
+    band_max = std::max(band_max, band_time[t]);
+    band_sum += band_time[t];
+    idle_latency += std::max(0.0, latency_time[t]);
+  }
+  const double band = band_max + (1 - how.tier_overlap) * (band_sum - band_max);
+  const double p = how.limit_smoothness;
+  // max(a, b) (1 + (min / max)^p)^(1/p): the p-norm without overflow.
+  auto combine = [&](double lat) {
+    const double hi = std::max(lat, band), lo = std::min(lat, band);
+    return p == 0 || hi <= 0 ? hi : hi * std::pow(1 + std::pow(lo / hi, p), 1 / p);
+  };
+  // target(m): the time the work takes when the tiers' latencies are those of time m. It
+  // falls as m grows (less bandwidth, lower latencies), so target(m) = m has one solution,
+  // at least combine(idle latencies) and at most target of that.
+  auto target = [&](double m) {
+    double lat = 0;
+    for (size_t t = 0; t < latency_time.size(); ++t) {
+      if (latency_time[t] <= 0) continue;
+      const LoadCurve* c = curves[t];
+      lat += latency_time[t] * (c == nullptr || c->flat() || m <= 0 ? 1.0 : c->Ratio(band_time[t] / m));
+    }
+    return combine(lat);
+  };
+  double lo = combine(idle_latency);
+  if (!(lo > 0)) return 0;
+  double hi = target(lo);
+  if (hi <= lo) return lo;
+  for (int it = 0; it < 100 && hi - lo > 1e-12 * hi; ++it) {
+    const double mid = 0.5 * (lo + hi);
+    if (target(mid) > mid) {
       lo = mid;
     } else {
       hi = mid;

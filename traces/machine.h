@@ -67,6 +67,11 @@ struct TierSpec {
   // curve is normalised by its own peak and idle latency; between two measured shares,
   // peak, idle latency and ratio are interpolated linearly in the read share.
   LoadCurve CurveAt(double read_pct) const;
+  // CurveAt(read_pct), or for a tier without curves its own idle latency and peak with
+  // the latency ratio of `shape`'s curve at read_pct: a flat tier queueing the way a
+  // measured one does (traces/synth/truth_model.h; IndexOptions::queue_like). `shape`
+  // may be null (the flat curve).
+  LoadCurve CurveAt(double read_pct, const TierSpec* shape) const;
 
   friend bool operator==(const TierSpec&, const TierSpec&) = default;
 };
@@ -82,6 +87,27 @@ struct TierSpec {
 // (flat).
 double LoadedMemoryTimeNs(std::span<const double> latency_time, std::span<const double> band_time,
                           std::span<const LoadCurve* const> curves);
+
+// How tiers' memory times combine beyond the model above, which is MemoryCombination{}:
+// the alternatives the synthetic ground truths may follow (traces/synth/truth_model.h) and
+// the roofline estimate may assume (estimator/models/roofline_model.h).
+struct MemoryCombination {
+  // Share of the shorter tiers' bandwidth-bound times that overlaps the longest: the
+  // bandwidth-bound time is T_b = max_t b_t + (1 - tier_overlap) (sum_t b_t - max_t b_t).
+  // 1: the tiers transfer concurrently; 0: one after the other. In [0, 1].
+  double tier_overlap = 1;
+  // 0: the latency- and bandwidth-bound times combine by a hard maximum; p >= 1: as the
+  // p-norm (T_l^p + T_b^p)^(1/p).
+  double limit_smoothness = 0;
+
+  bool spec() const { return tier_overlap == 1 && limit_smoothness == 0; }
+};
+
+// LoadedMemoryTimeNs under `how`: the smallest m >= T_b with m >= T_l(m) (hard), or the m
+// with m = (T_l(m)^p + T_b^p)^(1/p) (smooth), where T_l(m) = sum_t latency_time[t] *
+// ratio_t(band_time[t] / m). Exactly the function above when how.spec().
+double LoadedMemoryTimeNs(std::span<const double> latency_time, std::span<const double> band_time,
+                          std::span<const LoadCurve* const> curves, const MemoryCombination& how);
 
 struct Machine {
   std::string name;

@@ -74,6 +74,27 @@ void AddEstimateOptions(ArgParser& p) {
               "roofline model: share of the shorter of compute and memory time hidden under "
               "the longer",
               "0.5");
+  p.AddOption("block-samples", "N",
+              "concurrent and roofline models: samples (all runs) a block holds at least",
+              "256");
+  p.AddOption("tier-overlap", "FRACTION",
+              "roofline model: share of the shorter tiers' bandwidth-bound time that overlaps "
+              "the longest (1: the tiers transfer concurrently)",
+              "1");
+  p.AddOption("limit-smoothness", "P",
+              "roofline model: 0, latency- and bandwidth-bound time combine by a hard maximum; "
+              "P >= 1, as the P-norm",
+              "0");
+  p.AddOption("queue-like", "MACHINE:TIER",
+              "roofline model: tiers without measured curves load their latency along the "
+              "curves of this machine's tier (e.g. xeonmax:ddr); default none (flat)");
+  p.AddOption("subset-fits", "on|off",
+              "roofline model with three or four devices: also fit each block over every "
+              "subset of the devices, and price a mix by the fit of the devices it uses",
+              "off");
+  p.AddOption("fit-overlap", "on|off",
+              "roofline model with three devices or more: fit the compute overlap per block",
+              "on");
   p.AddOption("read-pct", "PERCENT",
               "machines with measured curves: the share of reads in the application's memory "
               "traffic, which picks the curves (PEBS samples loads only)",
@@ -164,6 +185,31 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
     s = absl::InvalidArgumentError(
         StrCat("--overlap must be a number in [0, 1], not '", p.Get("overlap"), "'"));
   }
+  auto block_samples = p.GetUint64("block-samples");
+  if (s.ok() && !(block_samples.ok() && *block_samples >= 1)) {
+    s = absl::InvalidArgumentError(
+        StrCat("--block-samples must be a positive integer, not '", p.Get("block-samples"), "'"));
+  }
+  auto tier_overlap = p.GetDouble("tier-overlap");
+  if (s.ok() && !(tier_overlap.ok() && *tier_overlap >= 0 && *tier_overlap <= 1)) {
+    s = absl::InvalidArgumentError(
+        StrCat("--tier-overlap must be a number in [0, 1], not '", p.Get("tier-overlap"), "'"));
+  }
+  auto smoothness = p.GetDouble("limit-smoothness");
+  if (s.ok() && !(smoothness.ok() && (*smoothness == 0 || (*smoothness >= 1 && *smoothness <= 64)))) {
+    s = absl::InvalidArgumentError(StrCat("--limit-smoothness must be 0 or a number in [1, 64], not '",
+                                          p.Get("limit-smoothness"), "'"));
+  }
+  const std::string subset_fits = p.Get("subset-fits");
+  if (s.ok() && subset_fits != "on" && subset_fits != "off") {
+    s = absl::InvalidArgumentError(
+        StrCat("--subset-fits must be on or off, not '", subset_fits, "'"));
+  }
+  const std::string fit_overlap = p.Get("fit-overlap");
+  if (s.ok() && fit_overlap != "on" && fit_overlap != "off") {
+    s = absl::InvalidArgumentError(
+        StrCat("--fit-overlap must be on or off, not '", fit_overlap, "'"));
+  }
   auto read_pct = p.GetDouble("read-pct");
   if (s.ok() && !(read_pct.ok() && *read_pct >= 0 && *read_pct <= 100)) {
     s = absl::InvalidArgumentError(
@@ -200,6 +246,29 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
   out->options.compute_overlap = *overlap;
   out->options.tail_window_apart = tail == "apart";
   out->options.read_pct = *read_pct;
+  out->options.tier_overlap = *tier_overlap;
+  out->options.block_samples = *block_samples;
+  out->options.limit_smoothness = *smoothness;
+  out->options.fit_overlap = fit_overlap == "on";
+  out->options.subset_fits = subset_fits == "on";
+  if (p.Given("queue-like")) {
+    const std::string spec = p.Get("queue-like");
+    const size_t colon = spec.rfind(':');
+    absl::Status bad = absl::InvalidArgumentError(
+        StrCat("--queue-like must be MACHINE:TIER with measured curves, not '", spec, "'"));
+    if (colon == std::string::npos) {
+      std::cerr << bad.message() << "\n";
+      return 2;
+    }
+    auto machine = LoadMachine(spec.substr(0, colon));
+    const TierSpec* tier = machine.ok() ? machine->Find(spec.substr(colon + 1)) : nullptr;
+    if (tier == nullptr || tier->curves.empty()) {
+      std::cerr << bad.message()
+                << (machine.ok() ? "" : StrCat(" (", machine.status().message(), ")")) << "\n";
+      return 2;
+    }
+    out->options.queue_like = *tier;
+  }
   out->model = *model;
   out->level = *level;
   out->replicates = static_cast<int>(*replicates);

@@ -37,7 +37,8 @@ std::string CurveName(const Method& method) {
 std::string MethodName(const Method& method) {
   if (method.IsMemgen()) return "memgen";
   return StrCat(SmoothingName(method.smoothing), "/", PointSetName(method.points), "/",
-                CurveName(method), method.fit == Fit::kRobust ? "/robust" : "");
+                CurveName(method),
+                method.fit == Fit::kRobust ? "/robust" : method.fit == Fit::kAuto ? "/auto" : "");
 }
 
 absl::StatusOr<Method> ParseMethod(std::string_view name) {
@@ -53,11 +54,12 @@ absl::StatusOr<Method> ParseMethod(std::string_view name) {
     return absl::InvalidArgumentError(StrCat(
         "method \"", name, "\": ", why,
         "; expected SMOOTHING/POINTS/CURVE (linear|poly2|interpolation / all|sampled / "
-        "right|estimated|READ_PCT, then optionally /robust) or memgen, e.g. linear/all/right"));
+        "right|estimated|READ_PCT, then optionally /robust or /auto) or memgen, e.g. "
+        "linear/all/right"));
   };
   Method m;
-  if (parts.size() >= 3 && parts.back() == "robust") {
-    m.fit = Fit::kRobust;
+  if (parts.size() >= 3 && (parts.back() == "robust" || parts.back() == "auto")) {
+    m.fit = parts.back() == "robust" ? Fit::kRobust : Fit::kAuto;
     parts.pop_back();
   }
   if (parts.size() != 2 && parts.size() != 3) return bad("wrong number of '/'-separated parts");
@@ -70,8 +72,8 @@ absl::StatusOr<Method> ParseMethod(std::string_view name) {
   } else {
     return bad(StrCat("unknown smoothing \"", parts[0], "\""));
   }
-  if (m.fit == Fit::kRobust && m.smoothing == Smoothing::kInterpolation) {
-    return bad("robust applies to the linear and poly2 fits, not to interpolation");
+  if (m.fit != Fit::kLeastSquares && m.smoothing == Smoothing::kInterpolation) {
+    return bad("robust and auto apply to the linear and poly2 fits, not to interpolation");
   }
   if (parts.size() == 3) {
     if (parts[1] == "all") {

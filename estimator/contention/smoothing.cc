@@ -17,6 +17,8 @@ constexpr double kBiweightTuning = 4.685;
 constexpr double kMadToSigma = 1.4826;
 constexpr double kRobustScaleFloor = 1e-4;
 constexpr int kRobustIterations = 20;
+// Fit::kAuto: a residual beyond this many robust standard deviations is an outlier.
+constexpr double kOutlierZ = 3.5;
 
 // Distinct interference levels of ascending points, with the mean performance of each.
 std::vector<std::pair<double, double>> LevelMeans(const std::vector<CurvePoint>& points) {
@@ -54,14 +56,16 @@ std::array<double, 3> FitPolynomial(const std::vector<CurvePoint>& points, int d
     y(i) = points[i].normalized_perf;
   }
   Eigen::VectorXd solution = a.colPivHouseholderQr().solve(y);
-  if (fit == Fit::kRobust && n > degree + 2) {
+  if ((fit == Fit::kRobust || fit == Fit::kAuto) && n > degree + 2) {
+    const Eigen::VectorXd least_squares = solution;
     std::vector<double> abs_residual(n);
     Eigen::VectorXd w(n);
+    double scale_r = kRobustScaleFloor;
     for (int it = 0; it < kRobustIterations; ++it) {
       const Eigen::VectorXd r = y - a * solution;
       for (Eigen::Index i = 0; i < n; ++i) abs_residual[i] = std::fabs(r(i));
       std::nth_element(abs_residual.begin(), abs_residual.begin() + n / 2, abs_residual.end());
-      const double scale_r = std::max(kMadToSigma * abs_residual[n / 2], kRobustScaleFloor);
+      scale_r = std::max(kMadToSigma * abs_residual[n / 2], kRobustScaleFloor);
       const double c = kBiweightTuning * scale_r;
       Eigen::Index kept = 0;
       for (Eigen::Index i = 0; i < n; ++i) {
@@ -72,6 +76,15 @@ std::array<double, 3> FitPolynomial(const std::vector<CurvePoint>& points, int d
       if (kept <= degree + 1) break;  // too few points left to fit: keep the last solution
       const Eigen::VectorXd sw = w.cwiseSqrt();
       solution = (sw.asDiagonal() * a).colPivHouseholderQr().solve(sw.asDiagonal() * y);
+    }
+    if (fit == Fit::kAuto) {
+      // The robust fit's residuals tell whether the curve holds an outlier (a least-squares
+      // fit would mask it by leaning towards it): keep the robust fit then, least squares
+      // otherwise.
+      const Eigen::VectorXd r = y - a * solution;
+      double worst = 0;
+      for (Eigen::Index i = 0; i < n; ++i) worst = std::max(worst, std::fabs(r(i)));
+      if (!(worst > kOutlierZ * scale_r)) solution = least_squares;
     }
   }
   std::array<double, 3> c{};

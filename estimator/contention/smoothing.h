@@ -42,7 +42,11 @@ enum class PointSet { kAll, kSampled };
 //                  instead of pulling the fit; the scale is the median absolute residual.
 //                  With no more points than the fit's unknowns plus two it is ordinary
 //                  least squares.
-enum class Fit { kLeastSquares, kRobust };
+//   kAuto          chosen by the curve's own residuals: the robust fit when one of its
+//                  residuals is an outlier by the modified z-score rule (beyond 3.5 robust
+//                  standard deviations, 1.4826 times the median absolute residual;
+//                  Iglewicz and Hoaglin's threshold), the least-squares fit otherwise.
+enum class Fit { kLeastSquares, kRobust, kAuto };
 
 // "linear", "poly2", "interpolation"; "all", "sampled" (the keys of validate --json).
 std::string_view SmoothingName(Smoothing s);

@@ -63,7 +63,8 @@ absl::Status EstimatorIndex::Builder::ReadMachine() {
                           static_cast<double>(m.cache_line_bytes) / spec->bandwidth_gbps;
       latency_ns_[d] = spec->latency_ns;
       bytes_per_ns_[d] = spec->bandwidth_gbps;
-      x_.blocks_.curves.push_back(spec->CurveAt(options_.read_pct));
+      x_.blocks_.curves.push_back(
+          spec->CurveAt(options_.read_pct, options_.queue_like ? &*options_.queue_like : nullptr));
       reset_of_[d] = static_cast<double>(reset.value_or(1));
     }
     line_bytes_ = m.cache_line_bytes;
@@ -76,6 +77,24 @@ absl::Status EstimatorIndex::Builder::ReadMachine() {
     return absl::InvalidArgumentError("compute_overlap must be in [0, 1]");
   }
   overlap_ = options_.compute_overlap;
+  if (!(options_.tier_overlap >= 0 && options_.tier_overlap <= 1)) {
+    return absl::InvalidArgumentError("tier_overlap must be in [0, 1]");
+  }
+  if (!(options_.limit_smoothness == 0 ||
+        (options_.limit_smoothness >= 1 && options_.limit_smoothness <= 64))) {
+    return absl::InvalidArgumentError("limit_smoothness must be 0 (hard) or in [1, 64]");
+  }
+  x_.blocks_.memory = {options_.tier_overlap, options_.limit_smoothness};
+  // Subset fits: every subset of two devices or more but the full set gets a slot.
+  if (options_.subset_fits && x_.has_machine_ && n >= 3 && n <= kMaxSubsetDevices) {
+    BlockTable& b = x_.blocks_;
+    b.idle_latency = latency_ns_;
+    b.slot_of_mask.assign(size_t{1} << n, -1);
+    const size_t full = (size_t{1} << n) - 1;
+    for (size_t mask = 0; mask < full; ++mask) {
+      if (std::popcount(mask) >= 2) b.slot_of_mask[mask] = static_cast<int>(b.subset_slots++);
+    }
+  }
   x_.empty_base_ = options_.empty_windows == EmptyWindows::kBaseTime;
   x_.first_touch_mode_ = options_.first_touch;
   base_shares_ = options_.share_runs == ShareRuns::kBase;
@@ -435,7 +454,8 @@ void EstimatorIndex::Builder::FitBlock(size_t s, const WindowGrid& grid,
   for (size_t d = 0; d < n; ++d) band[d] = misses * line_bytes_ / bytes_per_ns_[d];
   double residual = 0;
   auto [xs, compute] =
-      internal::FitRoofline(block_time, band, latency_ns_, overlap_, x.blocks_.curves, &residual);
+      internal::FitRoofline(block_time, band, latency_ns_, overlap_, x.blocks_.curves, &residual,
+                            x.blocks_.memory);
   double overlap = overlap_;
   if (fit_overlap_) {
     // Three runs or more determine the overlap too: the best of a grid, the prior
@@ -444,7 +464,8 @@ void EstimatorIndex::Builder::FitBlock(size_t s, const WindowGrid& grid,
       const double o = i / 10.0;
       double r = 0;
       const auto fit =
-          internal::FitRoofline(block_time, band, latency_ns_, o, x.blocks_.curves, &r);
+          internal::FitRoofline(block_time, band, latency_ns_, o, x.blocks_.curves, &r,
+                                             x.blocks_.memory);
       if (r < 0.5 * residual) {
         residual = r;
         xs = fit.first;
@@ -454,11 +475,52 @@ void EstimatorIndex::Builder::FitBlock(size_t s, const WindowGrid& grid,
     }
   }
   x.blocks_.overlap.push_back(overlap);
+  FitSubsets(block_time, band);
   for (size_t d = 0; d < n; ++d) busy_.push_back(last ? busy[d] : 0.0);
   x.blocks_.compute.push_back(compute);
   for (size_t d = 0; d < n; ++d) {
     x.blocks_.latency.push_back(latency_ns_[d] * xs);
     x.blocks_.band.push_back(band[d]);
+  }
+}
+
+void EstimatorIndex::Builder::FitSubsets(const std::vector<double>& block_time,
+                                         const std::vector<double>& band) {
+  BlockTable& b = x_.blocks_;
+  std::vector<double> t, bd, lat;
+  std::vector<LoadCurve> curves;
+  for (size_t mask = 0; mask < b.slot_of_mask.size(); ++mask) {
+    if (b.slot_of_mask[mask] < 0) continue;
+    t.clear();
+    bd.clear();
+    lat.clear();
+    curves.clear();
+    for (size_t d = 0; d < n_; ++d) {
+      if ((mask >> d & 1) == 0) continue;
+      t.push_back(block_time[d]);
+      bd.push_back(band[d]);
+      lat.push_back(latency_ns_[d]);
+      if (!b.curves.empty()) curves.push_back(b.curves[d]);
+    }
+    double residual = 0;
+    auto [xs, compute] =
+        internal::FitRoofline(t, bd, lat, overlap_, curves, &residual, b.memory);
+    double overlap = overlap_;
+    if (fit_overlap_ && t.size() >= 3) {
+      for (int i = 0; i <= 10; ++i) {
+        double r = 0;
+        const auto fit = internal::FitRoofline(t, bd, lat, i / 10.0, curves, &r, b.memory);
+        if (r < 0.5 * residual) {
+          residual = r;
+          xs = fit.first;
+          compute = fit.second;
+          overlap = i / 10.0;
+        }
+      }
+    }
+    b.subset_compute.push_back(compute);
+    b.subset_overlap.push_back(overlap);
+    b.subset_concurrency.push_back(xs);
   }
 }
 

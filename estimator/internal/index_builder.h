@@ -17,6 +17,9 @@ namespace tiergym {
 
 class EstimatorIndex::Builder {
  public:
+  // Devices up to which the roofline fits every subset of them (2^N - N - 2 extra fits).
+  static constexpr size_t kMaxSubsetDevices = 4;
+
   Builder(const Profile& profile, const IndexOptions& options, EstimatorIndex& x)
       : profile_(profile), runs_(profile.runs()), options_(options), x_(x) {}
 
@@ -80,6 +83,8 @@ class EstimatorIndex::Builder {
   void FitBlock(size_t s, const internal::WindowGrid& grid,
                 const std::vector<internal::TimeAt>& time_at, size_t b, size_t first_win,
                 Block& block, std::vector<double>& busy);
+  // Model::kRoofline with subset fits: the block's fits over each subset of the devices.
+  void FitSubsets(const std::vector<double>& block_time, const std::vector<double>& band);
   // Model::kRoofline: each block's corrections scale with its segment's tail.
   void ScaleBlocksByTail();
   // Sentinel offsets, the linear costs' prefix sums, the pages' blocks, and no slack.

@@ -6,16 +6,18 @@
 
 namespace tiergym::internal {
 
-double DeviceMemoryNs(double latency_time, double band_time, const LoadCurve* curve) {
-  if (curve == nullptr || curve->flat()) return std::max(latency_time, band_time);
+double DeviceMemoryNs(double latency_time, double band_time, const LoadCurve* curve,
+                      const MemoryCombination& how) {
+  if ((curve == nullptr || curve->flat()) && how.spec()) return std::max(latency_time, band_time);
   return LoadedMemoryTimeNs(std::span<const double>(&latency_time, 1),
                             std::span<const double>(&band_time, 1),
-                            std::span<const LoadCurve* const>(&curve, 1));
+                            std::span<const LoadCurve* const>(&curve, 1), how);
 }
 
 std::pair<double, double> FitRoofline(const std::vector<double>& t, const std::vector<double>& band,
                                       const std::vector<double>& latency, double overlap,
-                                      const std::vector<LoadCurve>& curves, double* residual_out) {
+                                      const std::vector<LoadCurve>& curves, double* residual_out,
+                                      const MemoryCombination& how) {
   *residual_out = 0;
   const size_t n = t.size();
   double lo = std::numeric_limits<double>::infinity(), hi = 0, t_max = 0;
@@ -37,7 +39,8 @@ std::pair<double, double> FitRoofline(const std::vector<double>& t, const std::v
   auto best_compute = [&](double x, double* cost) {
     knots.assign(1, 0.0);
     for (size_t d = 0; d < n; ++d) {
-      memory[d] = DeviceMemoryNs(latency[d] * x, band[d], curves.empty() ? nullptr : &curves[d]);
+      memory[d] =
+          DeviceMemoryNs(latency[d] * x, band[d], curves.empty() ? nullptr : &curves[d], how);
       if (memory[d] < t_max) knots.push_back(memory[d]);
     }
     knots.push_back(t_max);

@@ -20,21 +20,23 @@ inline double RoofTime(double compute_ns, double memory_ns, double overlap) {
 
 // The memory time of a block's misses on one device: max(latency time, band time) with a
 // flat curve (or none), the loaded-latency fixed point of LoadedMemoryTimeNs with a
-// measured one.
-double DeviceMemoryNs(double latency_time, double band_time, const LoadCurve* curve);
+// measured one; `how` combines the latency- and bandwidth-bound times (traces/machine.h).
+double DeviceMemoryNs(double latency_time, double band_time, const LoadCurve* curve,
+                      const MemoryCombination& how = {});
 
 // Fits a block's roofline to its measured time on every device: the memory time of its
 // misses on device d is max(latency_d * x, band[d]) (x = misses / outstanding misses,
 // Little's law; band[d] = bytes / bandwidth_d), with the latency loaded along the device's
 // measured curve when it has one (DeviceMemoryNs, curves[d]; `curves` may be empty), and
-// t[d] = RoofTime(compute, memory_d, overlap).
+// t[d] = RoofTime(compute, memory_d, overlap), memory_d = DeviceMemoryNs(.., how).
 // Returns {x, compute} minimising the squared residuals, which go to *residual_out: a log
 // grid over x, refined by golden section, with the compute time exact for each x (the
 // residual is piecewise quadratic in it).
 // REQUIRES: t, band and latency have one entry per device, latency > 0.
 std::pair<double, double> FitRoofline(const std::vector<double>& t, const std::vector<double>& band,
                                       const std::vector<double>& latency, double overlap,
-                                      const std::vector<LoadCurve>& curves, double* residual_out);
+                                      const std::vector<LoadCurve>& curves, double* residual_out,
+                                      const MemoryCombination& how = {});
 
 }  // namespace tiergym::internal
 

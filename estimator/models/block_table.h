@@ -34,12 +34,26 @@ struct BlockTable {
   std::vector<double> scale;    // [k]
   std::vector<double> latency;  // [k * N + d]
   std::vector<double> band;     // [k * N + d]
+  // Fits over subsets of the devices (IndexOptions::subset_fits; three or four devices): a
+  // block whose hits lie on the devices of mask m only reads fit slot_of_mask[m] (-1: the
+  // full fit above), so that the run of a device the mix does not use cannot bend it.
+  // Per block and slot [k * subset_slots + j]: compute time, compute overlap and the
+  // concurrency x (the latency-bound time of all misses on device d is
+  // idle_latency[d] * x).
+  size_t subset_slots = 0;
+  std::vector<int> slot_of_mask;
+  std::vector<double> idle_latency;  // [d]
+  std::vector<double> subset_compute, subset_overlap, subset_concurrency;
+  // How the roofline combines the tiers' latency- and bandwidth-bound times
+  // (IndexOptions::tier_overlap, limit_smoothness).
+  MemoryCombination memory;
 
   // Bytes the arrays occupy.
   size_t MemoryBytes() const {
     auto bytes = [](const auto& v) { return v.capacity() * sizeof(v[0]); };
     return bytes(total) + bytes(bandwidth_floor) + bytes(compute) + bytes(overlap) + bytes(lo) +
-           bytes(hi) + bytes(scale) + bytes(latency) + bytes(band);
+           bytes(hi) + bytes(scale) + bytes(latency) + bytes(band) + bytes(subset_compute) +
+           bytes(subset_overlap) + bytes(subset_concurrency);
   }
 };
 

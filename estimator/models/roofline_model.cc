@@ -23,8 +23,20 @@ double RooflineModel::Correction(const BlockTable& blocks, size_t k, const uint6
   // sum_d s_d roof(m_d) - roof(m_mix): the paper's weighted mean of the fitted rooflines
   // minus the roofline of the mix, whose misses share the miss slots (latencies add) and
   // transfer concurrently (bandwidth times overlap).
-  const double compute = blocks.compute[k];
-  const double overlap = blocks.overlap[k];
+  // The fit of the devices the block's hits lie on, when the index has one.
+  int slot = -1;
+  if (!blocks.slot_of_mask.empty()) {
+    size_t mask = 0;
+    for (size_t d = 0; d < n; ++d) mask |= hits[d] > 0 ? size_t{1} << d : 0;
+    slot = blocks.slot_of_mask[mask];
+  }
+  const size_t at = slot < 0 ? 0 : k * blocks.subset_slots + static_cast<size_t>(slot);
+  const double compute = slot < 0 ? blocks.compute[k] : blocks.subset_compute[at];
+  const double overlap = slot < 0 ? blocks.overlap[k] : blocks.subset_overlap[at];
+  auto latency_of = [&](size_t d) {
+    return slot < 0 ? blocks.latency[k * n + d]
+                    : blocks.idle_latency[d] * blocks.subset_concurrency[at];
+  };
   double weighted = 0;
   bool loaded = false;
   std::array<double, kMaxCurveDevices> lat{}, band{};
@@ -34,9 +46,10 @@ double RooflineModel::Correction(const BlockTable& blocks, size_t k, const uint6
     if (hits[d] == 0) continue;
     const double s = static_cast<double>(hits[d]) / total;
     const double f = factor ? factor[d] : 1.0;
-    const double l = blocks.latency[k * n + d] * f, b = blocks.band[k * n + d] * f;
+    const double l = latency_of(d) * f, b = blocks.band[k * n + d] * f;
     const LoadCurve* c = blocks.curves.empty() ? nullptr : &blocks.curves[d];
-    weighted += s * internal::RoofTime(compute, internal::DeviceMemoryNs(l, b, c), overlap);
+    weighted +=
+        s * internal::RoofTime(compute, internal::DeviceMemoryNs(l, b, c, blocks.memory), overlap);
     if (d < m) {
       lat[d] = s * l;
       band[d] = s * b;
@@ -45,7 +58,12 @@ double RooflineModel::Correction(const BlockTable& blocks, size_t k, const uint6
     }
   }
   double mix = 0;
-  if (loaded && n <= kMaxCurveDevices) {
+  if (!blocks.memory.spec() && n <= kMaxCurveDevices) {
+    // The mix under the index's combination of tiers and limits (traces/machine.h).
+    mix = LoadedMemoryTimeNs(std::span<const double>(lat.data(), m),
+                             std::span<const double>(band.data(), m),
+                             std::span<const LoadCurve* const>(curve.data(), m), blocks.memory);
+  } else if (loaded && n <= kMaxCurveDevices) {
     // The mix's misses share the miss slots and transfer concurrently, each device's
     // latency loaded by its own share of the bandwidth.
     mix = LoadedMemoryTimeNs(std::span<const double>(lat.data(), m),
@@ -61,7 +79,7 @@ double RooflineModel::Correction(const BlockTable& blocks, size_t k, const uint6
       if (hits[d] == 0) continue;
       const double s = static_cast<double>(hits[d]) / total;
       const double f = factor ? factor[d] : 1.0;
-      latency += s * blocks.latency[k * n + d] * f;
+      latency += s * latency_of(d) * f;
       bw = std::max(bw, s * blocks.band[k * n + d] * f);
     }
     mix = std::max(latency, bw);

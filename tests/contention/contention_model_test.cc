@@ -243,7 +243,12 @@ TEST(MethodTest, RobustFitsAreNamedAndRefusedForInterpolation) {
   EXPECT_EQ(ParseMethod("linear/right/robust")->points, PointSet::kAll);
   EXPECT_NE(*ParseMethod("linear/all/right/robust"), Method());
   EXPECT_THAT(ParseMethod("interpolation/all/right/robust").status().message(),
-              HasSubstr("robust applies to the linear and poly2 fits"));
+              HasSubstr("robust and auto apply to the linear and poly2 fits"));
+  auto a = ParseMethod("poly2/all/right/auto");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->fit, Fit::kAuto);
+  EXPECT_EQ(MethodName(*a), "poly2/all/right/auto");
+  EXPECT_FALSE(ParseMethod("interpolation/all/right/auto").ok());
 }
 
 }  // namespace

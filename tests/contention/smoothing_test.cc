@@ -71,6 +71,28 @@ TEST(SmoothingTest, RobustFitOfCleanPointsIsTheLeastSquaresFit) {
   EXPECT_EQ(a->coefficients(), b->coefficients());
 }
 
+TEST(SmoothingTest, AutoFitIsRobustWithAnOutlierAndLeastSquaresWithout) {
+  const SensitivityCurve disturbed = WithOutlier();
+  for (Smoothing s : {Smoothing::kLinear, Smoothing::kPoly2}) {
+    auto robust = SmoothCurve(disturbed, s, PointSet::kAll, Fit::kRobust);
+    auto chosen = SmoothCurve(disturbed, s, PointSet::kAll, Fit::kAuto);
+    ASSERT_TRUE(robust.ok() && chosen.ok());
+    EXPECT_EQ(chosen->coefficients(), robust->coefficients()) << SmoothingName(s);
+  }
+  // The same curve without its disturbed run: its residuals (+-0.002) hold no outlier, so
+  // the fit is the least-squares one, which the robust fit's reweighting would not give
+  // exactly.
+  SensitivityCurve clean = disturbed;
+  clean.points.back().normalized_perf += 0.2;
+  clean.points[3].normalized_perf += 0.003;  // a wiggle the biweight would still downweight
+  for (Smoothing s : {Smoothing::kLinear, Smoothing::kPoly2}) {
+    auto ls = SmoothCurve(clean, s, PointSet::kAll, Fit::kLeastSquares);
+    auto chosen = SmoothCurve(clean, s, PointSet::kAll, Fit::kAuto);
+    ASSERT_TRUE(ls.ok() && chosen.ok());
+    EXPECT_EQ(chosen->coefficients(), ls->coefficients()) << SmoothingName(s);
+  }
+}
+
 // Hand fit: x = 2, 4, 6, 8; mean x 5, mean y 0.925; Sxx = 20, Sxy = -0.38;
 // slope -0.019, intercept 0.925 + 5 * 0.019 = 1.02.
 TEST(SmoothingTest, LinearIsTheLeastSquaresLine) {

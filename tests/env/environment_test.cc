@@ -509,7 +509,9 @@ TEST(EnvironmentTest, RelativeObservationExtendsTheNormalizedOne) {
       EXPECT_EQ(on[tier], 1.0f);
       EXPECT_EQ(on[1 - tier], 0.0f);
       // The trend: the last share against the decayed one.
-      if (f[1] + f[2] > 0) EXPECT_FLOAT_EQ(f[8], f[1] / (f[1] + f[2]));
+      if (f[1] + f[2] > 0) {
+        EXPECT_FLOAT_EQ(f[8], f[1] / (f[1] + f[2]));
+      }
       // The bytes ahead (own included) against each tier's capacity, by decayed density.
       double ahead = 0;
       for (int q = 0; q < kRegions; ++q) {

@@ -3,6 +3,7 @@
 #include <iostream>
 #include <optional>
 
+#include "absl/strings/str_join.h"
 #include "traces/base/args.h"
 #include "traces/base/exit_status.h"
 #include "traces/base/strings.h"
@@ -30,6 +31,7 @@ constexpr char kEpilog[] =
     "  tiergym trace synth --app minife --machine knl --seed 1 --out data/synth\n"
     "  tiergym trace synth --app procedural:42 --format bin --no-runs --out data/procedural\n"
     "  tiergym trace synth --app my_app.json --machine disagg --out data --samples 5000000\n"
+    "  tiergym trace synth --app lulesh --machine disagg --truth mixed-a --out data\n"
     "\n"
     "Model formats: traces/SYNTH.md.\n";
 
@@ -42,7 +44,7 @@ int RunSynthCommand(const std::vector<std::string>& args) {
   p.SetEpilog(kEpilog);
   p.AddOption("app", "NAME|JSON",
               "bundled application model name, procedural:SEED (a procedural model, "
-              "traces/SYNTH.md section 10) or model JSON file");
+              "traces/SYNTH.md section 11) or model JSON file");
   p.AddOption("machine", "NAME|JSON", "bundled machine name or machine JSON file", "knl");
   p.AddOption("seed", "N", "random seed", "1");
   p.AddOption("out", "DIR", "output directory (OUT/<app>/... is written)");
@@ -50,6 +52,12 @@ int RunSynthCommand(const std::vector<std::string>& args) {
   p.AddOption("pebs-reset", "R", "misses per sample (default: derived from --samples)");
   p.AddOption("samples", "N", "target samples in the run on the default tier", "200000");
   p.AddOption("chunks", "K", "chunks per phase instance of the time model", "200");
+  p.AddOption("truth", "NAME|JSON",
+              "ground-truth model: how the machine combines its tiers, latency and bandwidth "
+              "limits and compute (a bundled member, see --list, or a JSON file; "
+              "traces/SYNTH.md section 10)",
+              "spec");
+  p.AddOption("print-truth", "NAME", "print a bundled ground-truth model's JSON and exit");
   p.AddFlag("no-runs", "do not compute or write the measured runs");
   p.AddFlag("list", "list the bundled application and machine models and exit");
   p.AddOption("print-model", "NAME", "print a bundled (or procedural:SEED) model's JSON and exit");
@@ -62,8 +70,22 @@ int RunSynthCommand(const std::vector<std::string>& args) {
     for (const std::string& n : BundledAppNames()) std::cout << " " << n;
     std::cout << "\nmachines:";
     for (const std::string& n : BundledMachineNames()) std::cout << " " << n;
+    std::cout << "\nground truths:";
+    for (const std::string& n : BundledTruthNames()) std::cout << " " << n;
     std::cout << "\n";
     return 0;
+  }
+  if (p.Given("print-truth")) {
+    for (const TruthModel& t : BundledTruths()) {
+      if (t.name == p.Get("print-truth")) {
+        std::cout << TruthModelToJson(t);
+        return 0;
+      }
+    }
+    return Fail(absl::NotFoundError(StrCat("no bundled ground-truth model named \"",
+                                           p.Get("print-truth"), "\" (bundled: ",
+                                           absl::StrJoin(BundledTruthNames(), ", "), ")")),
+                kExitUsage, kCommand);
   }
   if (p.Given("print-model")) {
     absl::StatusOr<std::string> text = BundledModelText(p.Get("print-model"));
@@ -123,13 +145,18 @@ int RunSynthCommand(const std::vector<std::string>& args) {
   if (!app.ok()) return Fail(app.status(), kExitFailed, kCommand);
   absl::StatusOr<Machine> machine = LoadMachine(p.Get("machine"));
   if (!machine.ok()) return Fail(machine.status(), kExitFailed, kCommand);
+  absl::StatusOr<TruthModel> truth = LoadTruthModel(p.Get("truth"));
+  if (!truth.ok()) return Fail(truth.status(), kExitFailed, kCommand);
+  options.truth = *std::move(truth);
 
   absl::StatusOr<SynthProfile> profile = GenerateProfile(*app, *machine, options);
   if (!profile.ok()) return Fail(profile.status(), kExitFailed, kCommand);
   absl::Status written = WriteSynthProfile(*profile, p.Get("out"), format);
   if (!written.ok()) return Fail(written, kExitFailed, kCommand);
 
-  std::cout << app->name << " on " << machine->name << " (seed " << options.seed << ", pebs_reset "
+  std::cout << app->name << " on " << machine->name
+            << (options.truth.name == "spec" ? "" : StrCat(" (truth ", options.truth.name, ")"))
+            << " (seed " << options.seed << ", pebs_reset "
             << profile->pebs_reset << "): " << p.Get("out") << "/" << app->name << "\n";
   for (const Trace& t : profile->traces) {
     std::cout << "  " << t.metadata().device << ": " << FixedDecimal(t.runtime_ns() / 1e9, 3)

@@ -130,13 +130,16 @@ uint64_t DerivePebsReset(const AppModel& app, uint64_t target_samples) {
 }
 
 absl::StatusOr<Trace> GenerateTierTrace(const AppModel& app, const Machine& machine, int tier,
-                                        uint64_t seed, uint64_t pebs_reset, int chunks_per_phase) {
+                                        uint64_t seed, uint64_t pebs_reset, int chunks_per_phase,
+                                        const TruthModel& truth) {
   if (tier < 0 || tier >= static_cast<int>(machine.tiers.size())) {
     return absl::InvalidArgumentError(StrCat("tier index ", tier, " out of range"));
   }
   if (pebs_reset == 0) return absl::InvalidArgumentError("pebs_reset must be >= 1");
   const std::string& device = machine.tiers[tier].name;
-  const TimeModel model(app, machine, chunks_per_phase);
+  const TimeModel model(app, machine, truth, chunks_per_phase);
+  std::vector<double> on_tier(machine.tiers.size(), 0.0);
+  on_tier[tier] = 1;
   const int chunks = model.chunks_per_phase();
   const TierMap map = WholeTier(tier);
   std::vector<std::vector<double>> chunk_ns(app.phases.size());
@@ -165,6 +168,9 @@ absl::StatusOr<Trace> GenerateTierTrace(const AppModel& app, const Machine& mach
     const double instructions = static_cast<double>(ph.instructions) * real.instruction_factor[i];
     const double time_scale = real.instruction_factor[i] * real.time_factor[i];
     const double chunk_instructions = instructions / chunks;
+    // The truth's drift on this tier: more instructions retire over the same misses.
+    const double retired =
+        instructions * TimeModel::RetiredPerInstruction(ph, machine, truth, on_tier);
     const double chunk_misses = ph.accesses.empty() ? 0 : chunk_instructions * ph.mpki / 1000.0;
     double busy = 0;
     for (int k = 0; k < chunks; ++k) {
@@ -176,7 +182,7 @@ absl::StatusOr<Trace> GenerateTierTrace(const AppModel& app, const Machine& mach
         uint32_t tid = 0;
         const uint64_t address = samplers[p].Draw(x, g, &tid);
         builder.AddSample(ToNs(t0 + u * duration), tid, phase_index,
-                          static_cast<uint64_t>(instructions * x), address);
+                          static_cast<uint64_t>(retired * x), address);
         next += reset;
       }
       next -= chunk_misses;
@@ -186,7 +192,7 @@ absl::StatusOr<Trace> GenerateTierTrace(const AppModel& app, const Machine& mach
     // retire instructions in proportion to the wait.
     t += busy * (1.0 + ph.imbalance);
     const double spin = busy * ph.imbalance * app.barrier_spin_gips;
-    last_instructions = static_cast<uint64_t>(std::llround(instructions + spin));
+    last_instructions = static_cast<uint64_t>(std::llround(retired + spin));
   }
   builder.SetEnd({ToNs(t), 0, static_cast<uint32_t>(app.schedule.size() - 1), last_instructions});
   return builder.Finish();
@@ -194,9 +200,10 @@ absl::StatusOr<Trace> GenerateTierTrace(const AppModel& app, const Machine& mach
 
 absl::StatusOr<uint64_t> GroundTruthRuntimeNs(const AppModel& app, const Machine& machine,
                                               const Placement& placement, uint64_t seed,
-                                              std::string_view run_name, int chunks_per_phase) {
+                                              std::string_view run_name, int chunks_per_phase,
+                                              const TruthModel& truth) {
   TG_ASSIGN_OR_RETURN(TierMap map, ResolvePlacement(app, machine, placement));
-  const TimeModel model(app, machine, chunks_per_phase);
+  const TimeModel model(app, machine, truth, chunks_per_phase);
   std::vector<double> phase_ns(app.phases.size());
   for (size_t p = 0; p < app.phases.size(); ++p) phase_ns[p] = model.PhaseTimeNs(p, map);
   const RunRealisation real = MakeRealisation(app, seed, StrCat("run/", run_name));
@@ -367,7 +374,7 @@ absl::StatusOr<SynthProfile> GenerateProfile(const AppModel& app, const Machine&
                     machine.tiers.size(), ")"));
     TG_ASSIGN_OR_RETURN(Trace trace,
                         GenerateTierTrace(out.app, out.machine, static_cast<int>(t), options.seed,
-                                          out.pebs_reset, options.chunks_per_phase));
+                                          out.pebs_reset, options.chunks_per_phase, options.truth));
     progress(StrCat(app.name, ": ", machine.tiers[t].name, ": ", trace.num_samples(),
                     " samples, runtime ", FixedDecimal(trace.runtime_ns() / 1e9, 3), " s"));
     out.traces.push_back(std::move(trace));
@@ -378,7 +385,7 @@ absl::StatusOr<SynthProfile> GenerateProfile(const AppModel& app, const Machine&
     for (auto& [name, placement] : runs) {
       TG_ASSIGN_OR_RETURN(uint64_t ns,
                           GroundTruthRuntimeNs(out.app, out.machine, placement, options.seed, name,
-                                               options.chunks_per_phase));
+                                               options.chunks_per_phase, options.truth));
       out.runs.push_back({name, std::move(placement), ns});
     }
   }
@@ -443,6 +450,13 @@ absl::Status WriteSynthProfile(const SynthProfile& profile, const std::string& o
         json::Parse(MachineToJson(profile.machine), "machine");
     if (!machine_json.ok()) return machine_json.status();
     WriteJsonValue(*machine_json, w);
+  }
+  w.Key("truth");
+  {
+    absl::StatusOr<json::Value> truth_json =
+        json::Parse(TruthModelToJson(profile.options.truth), "truth");
+    if (!truth_json.ok()) return truth_json.status();
+    WriteJsonValue(*truth_json, w);
   }
   w.Key("layout");
   w.BeginArray();

@@ -26,6 +26,7 @@
 #include "traces/placement.h"
 #include "traces/synth/app_model.h"
 #include "traces/synth/time_model.h"
+#include "traces/synth/truth_model.h"
 #include "traces/trace.h"
 #include "traces/trace_file.h"
 
@@ -41,6 +42,9 @@ struct SynthOptions {
   uint64_t target_samples = kDefaultTargetSamples;
   int chunks_per_phase = TimeModel::kDefaultChunksPerPhase;  // >= 1
   bool measured_runs = true;  // also compute the standard measured runs
+  // How the machine combines its tiers, limits and compute (truth_model.h; SYNTH.md
+  // section 10). Default: the spec model.
+  TruthModel truth;
   // Called with one line of progress text per step; may be empty.
   std::function<void(const std::string&)> progress;
 };
@@ -63,17 +67,20 @@ struct SynthProfile {
 // The pebs_reset that gives about `target_samples` samples on the default tier.
 uint64_t DerivePebsReset(const AppModel& app, uint64_t target_samples);
 
-// One sampled run with everything on tier `tier` (index into machine.tiers).
-// Samples come from stream "samples/profile/<tier>", time noise from
-// "time/profile/<tier>" (rng.h). REQUIRES: pebs_reset >= 1.
+// One sampled run with everything on tier `tier` (index into machine.tiers), under
+// `truth` (default: the spec model). Samples come from stream "samples/profile/<tier>",
+// time noise from "time/profile/<tier>" (rng.h). REQUIRES: pebs_reset >= 1.
 absl::StatusOr<Trace> GenerateTierTrace(const AppModel& app, const Machine& machine, int tier,
-                                        uint64_t seed, uint64_t pebs_reset, int chunks_per_phase);
+                                        uint64_t seed, uint64_t pebs_reset, int chunks_per_phase,
+                                        const TruthModel& truth = {});
 
 // Ground-truth runtime of a run named `run_name` under `placement`: the TimeModel's
-// runtime with the noise of stream "time/run/<run_name>". Fails like ResolvePlacement.
+// runtime under `truth` with the noise of stream "time/run/<run_name>". Fails like
+// ResolvePlacement.
 absl::StatusOr<uint64_t> GroundTruthRuntimeNs(const AppModel& app, const Machine& machine,
                                               const Placement& placement, uint64_t seed,
-                                              std::string_view run_name, int chunks_per_phase);
+                                              std::string_view run_name, int chunks_per_phase,
+                                              const TruthModel& truth = {});
 
 // The standard set of measured runs for the app on the machine (SYNTH.md, "Measured
 // runs"): fractions 10..90 % on tiers[1], address-range placements of hot arrays and

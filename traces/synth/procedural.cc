@@ -17,7 +17,7 @@ namespace {
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 
-// Draws of the distribution (SYNTH.md section 10), all from one std::mt19937_64.
+// Draws of the distribution (SYNTH.md section 11), all from one std::mt19937_64.
 class Draw {
  public:
   explicit Draw(uint64_t seed)
@@ -310,7 +310,7 @@ std::string ProceduralAppJson(uint64_t seed) {
   w.String(ProceduralAppName(seed));
   w.Key("description");
   w.String(StrCat("procedural application (distribution v", kProceduralVersion, ", seed ", seed,
-                  "; traces/SYNTH.md section 10): ", arrays.size(), " arrays, ", stages,
+                  "; traces/SYNTH.md section 11): ", arrays.size(), " arrays, ", stages,
                   stages == 1 ? " stage" : " stages (the hot set switches)"));
   w.Key("threads");
   w.Int(64);

@@ -1,7 +1,7 @@
 // Procedural application models: an application model (app_model.h) drawn from a seed.
 //
 // ProceduralAppModel(seed) draws arrays, phases, access mixes, hot sets that drift or
-// switch, and a schedule from the documented distribution of traces/SYNTH.md section 10
+// switch, and a schedule from the documented distribution of traces/SYNTH.md section 11
 // ("Procedural applications"), writes the model as JSON text and parses it like any model
 // file, so a procedural model is an ordinary AppModel: `tiergym trace synth --app
 // procedural:SEED` generates its profile, `--print-model procedural:SEED` prints it. The
@@ -23,7 +23,7 @@
 
 namespace tiergym::synth {
 
-// The version of the distribution (SYNTH.md section 10).
+// The version of the distribution (SYNTH.md section 11).
 inline constexpr int kProceduralVersion = 1;
 // What names a procedural model in LoadAppModel: "procedural:SEED".
 inline constexpr std::string_view kProceduralPrefix = "procedural:";

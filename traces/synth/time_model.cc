@@ -203,18 +203,47 @@ absl::StatusOr<TierMap> ResolvePlacement(const AppModel& app, const Machine& mac
   return map;
 }
 
+const TruthModel& TimeModel::Spec() {
+  static const TruthModel spec;
+  return spec;
+}
+
 TimeModel::TimeModel(const AppModel& app, const Machine& machine, int chunks_per_phase)
-    : app_(app), machine_(machine), chunks_(std::max(1, chunks_per_phase)) {}
+    : TimeModel(app, machine, Spec(), chunks_per_phase) {}
+
+TimeModel::TimeModel(const AppModel& app, const Machine& machine, const TruthModel& truth,
+                     int chunks_per_phase)
+    : app_(app), machine_(machine), truth_(truth), chunks_(std::max(1, chunks_per_phase)) {}
 
 double TimeModel::ChunkTimeNs(const PhaseSpec& phase, const Machine& machine, int threads,
                               double instructions, std::span<const double> tier_shares) {
-  return ChunkTimeNs(phase, machine, threads, instructions, tier_shares, {});
+  return ChunkTimeNs(phase, machine, Spec(), threads, instructions, tier_shares, {});
 }
 
 double TimeModel::ChunkTimeNs(const PhaseSpec& phase, const Machine& machine, int threads,
                               double instructions, std::span<const double> tier_shares,
                               std::span<const TierLoad> loads) {
-  const double compute_ns = instructions / phase.compute_gips;
+  return ChunkTimeNs(phase, machine, Spec(), threads, instructions, tier_shares, loads);
+}
+
+double TimeModel::RetiredPerInstruction(const PhaseSpec& phase, const Machine& machine,
+                                        const TruthModel& truth,
+                                        std::span<const double> tier_shares) {
+  if (truth.instruction_drift.empty() || phase.mpki <= 0 || phase.accesses.empty()) return 1;
+  double drift = 0;
+  const size_t n = std::min(machine.tiers.size(), tier_shares.size());
+  for (size_t t = 0; t < n; ++t) drift += tier_shares[t] * truth.DriftOf(machine.tiers[t].name);
+  return 1 + drift;
+}
+
+double TimeModel::ChunkTimeNs(const PhaseSpec& phase, const Machine& machine,
+                              const TruthModel& truth, int threads, double instructions,
+                              std::span<const double> tier_shares,
+                              std::span<const TierLoad> loads) {
+  // Drifted instructions retire at the compute rate and take no misses.
+  const double compute_ns =
+      instructions * RetiredPerInstruction(phase, machine, truth, tier_shares) /
+      phase.compute_gips;
   const double misses = instructions * phase.mpki / 1000.0;
   const double concurrency = phase.mlp * std::min(threads, machine.cores);
   // Per tier: the latency time of its misses at the idle latency (all tiers share the
@@ -227,7 +256,7 @@ double TimeModel::ChunkTimeNs(const PhaseSpec& phase, const Machine& machine, in
   for (size_t t = 0; t < n; ++t) {
     const double misses_t = misses * tier_shares[t];
     if (misses_t <= 0) continue;
-    curves[t] = machine.tiers[t].CurveAt(phase.read_pct);
+    curves[t] = TruthCurveAt(truth, machine.tiers[t], phase.read_pct);
     if (t < loads.size()) {
       curves[t].peak_gbps *= loads[t].bandwidth_factor;
       curves[t].idle_latency_ns *= loads[t].latency_factor;
@@ -236,8 +265,9 @@ double TimeModel::ChunkTimeNs(const PhaseSpec& phase, const Machine& machine, in
     latency_time[t] = misses_t * curves[t].idle_latency_ns / concurrency;
     band_time[t] = misses_t * machine.cache_line_bytes / curves[t].peak_gbps;
   }
-  const double memory_ns = LoadedMemoryTimeNs(latency_time, band_time, curve_of);
-  return std::max(compute_ns, memory_ns) + (1.0 - phase.overlap) * std::min(compute_ns, memory_ns);
+  const double memory_ns = LoadedMemoryTimeNs(latency_time, band_time, curve_of, truth.memory());
+  const double overlap = truth.compute_overlap.value_or(phase.overlap);
+  return std::max(compute_ns, memory_ns) + (1.0 - overlap) * std::min(compute_ns, memory_ns);
 }
 
 std::vector<double> TimeModel::ChunkTierShares(int phase, int chunk, const TierMap& map) const {
@@ -305,7 +335,7 @@ std::vector<double> TimeModel::ChunkTimesNs(int phase, const TierMap& map) const
   std::vector<double> times(chunks_);
   for (int k = 0; k < chunks_; ++k) {
     const std::vector<double> shares = ChunkTierShares(phase, k, map);
-    times[k] = ChunkTimeNs(ph, machine_, app_.threads, instructions, shares);
+    times[k] = ChunkTimeNs(ph, machine_, truth_, app_.threads, instructions, shares, {});
   }
   return times;
 }

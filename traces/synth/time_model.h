@@ -5,14 +5,16 @@
 // a chunk's LLC misses are split over the tiers by intersecting the access mix's page
 // distributions with the assignment; compute, per-tier latency-bound and per-tier
 // bandwidth-bound times are combined (tiers serve concurrently), then the barrier
-// imbalance is applied. The equations are in traces/SYNTH.md ("Time model"). This is the
-// synthetic "hardware": it is deliberately not the estimator's interpolation formula.
+// imbalance is applied. The equations are in traces/SYNTH.md ("Time model"); how the
+// tiers, the limits and compute combine follows a TruthModel (truth_model.h; SYNTH.md
+// section 10), by default the spec model. This is the synthetic "hardware": it is
+// deliberately not the estimator's interpolation formula.
 //
 // ResolvePlacement turns a Placement (traces/placement.h: ranges or first-touch
 // fractions) into the TierMap the model evaluates.
 //
-// A TimeModel holds const references to its AppModel and Machine, which must outlive it;
-// its const methods are thread-safe.
+// A TimeModel holds const references to its AppModel, Machine and TruthModel, which must
+// outlive it; its const methods are thread-safe.
 #ifndef TIERGYM_TRACES_SYNTH_TIME_MODEL_H_
 #define TIERGYM_TRACES_SYNTH_TIME_MODEL_H_
 
@@ -26,6 +28,7 @@
 #include "traces/machine.h"
 #include "traces/placement.h"
 #include "traces/synth/app_model.h"
+#include "traces/synth/truth_model.h"
 
 namespace tiergym::synth {
 
@@ -66,8 +69,10 @@ class TimeModel {
  public:
   static constexpr int kDefaultChunksPerPhase = 200;
 
-  // REQUIRES: chunks_per_phase >= 1; app and machine outlive the model.
+  // REQUIRES: chunks_per_phase >= 1; app, machine and truth outlive the model.
   TimeModel(const AppModel& app, const Machine& machine,
+            int chunks_per_phase = kDefaultChunksPerPhase);
+  TimeModel(const AppModel& app, const Machine& machine, const TruthModel& truth,
             int chunks_per_phase = kDefaultChunksPerPhase);
 
   int chunks_per_phase() const { return chunks_; }
@@ -95,10 +100,23 @@ class TimeModel {
   static double ChunkTimeNs(const PhaseSpec& phase, const Machine& machine, int threads,
                             double instructions, std::span<const double> tier_shares,
                             std::span<const TierLoad> loads);
+  // The same under `truth` (the two above use the spec model, TruthModel{}).
+  static double ChunkTimeNs(const PhaseSpec& phase, const Machine& machine,
+                            const TruthModel& truth, int threads, double instructions,
+                            std::span<const double> tier_shares, std::span<const TierLoad> loads);
+
+  // The instructions a run retires per instruction of the phase when the tier shares of
+  // its misses are `tier_shares`: 1 + sum_t share_t * drift_t (TruthModel::instruction_drift);
+  // 1 for a phase without misses.
+  static double RetiredPerInstruction(const PhaseSpec& phase, const Machine& machine,
+                                      const TruthModel& truth, std::span<const double> tier_shares);
 
  private:
+  static const TruthModel& Spec();
+
   const AppModel& app_;
   const Machine& machine_;
+  const TruthModel& truth_;
   int chunks_;
 };
 

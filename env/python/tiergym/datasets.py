@@ -16,7 +16,7 @@ changes; a change makes a new version, and results name the version they were ma
 
 | split | what | size |
 | --- | --- | ---: |
-| procedural-train-v1 | procedural applications, seeds 0 ... (traces/SYNTH.md section 10) on knl; the training distribution | unbounded (seeds below 1,000,000); a pool of the first 256 by default |
+| procedural-train-v1 | procedural applications, seeds 0 ... (traces/SYNTH.md section 11) on knl; the training distribution | unbounded (seeds below 1,000,000); a pool of the first 256 by default |
 | procedural-test-v1 | procedural applications, seeds 1,000,000 ... 1,000,063 on knl: the same distribution, seeds disjoint from training | 64 |
 | bundled-v1 | the bundled mini-apps minife, lulesh, nekbone, lammps on knl (held-out programs: written by hand after real codes, not drawn from the distribution) | 4 |
 | real-v1 | real programs recorded once and served as profiles (held out); empty until the bundled real profiles exist (`available` is False, `profiles()` says so) | 0 |
@@ -143,7 +143,7 @@ class Dataset:
 
 _SPLITS = [
     Dataset("procedural-train-v1", "procedural",
-            "procedural applications (traces/SYNTH.md section 10), seeds 0 and up, on knl: "
+            "procedural applications (traces/SYNTH.md section 11), seeds 0 and up, on knl: "
             "the training distribution",
             seeds=range(0, TRAIN_SEED_LIMIT), default_pool=DEFAULT_POOL,
             samples=PROCEDURAL_SAMPLES),
