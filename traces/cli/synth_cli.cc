@@ -82,10 +82,10 @@ int RunSynthCommand(const std::vector<std::string>& args) {
         return 0;
       }
     }
-    return Fail(absl::NotFoundError(StrCat("no bundled ground-truth model named \"",
-                                           p.Get("print-truth"), "\" (bundled: ",
-                                           absl::StrJoin(BundledTruthNames(), ", "), ")")),
-                kExitUsage, kCommand);
+    return Fail(
+        absl::NotFoundError(StrCat("no bundled ground-truth model named \"", p.Get("print-truth"),
+                                   "\" (bundled: ", absl::StrJoin(BundledTruthNames(), ", "), ")")),
+        kExitUsage, kCommand);
   }
   if (p.Given("print-model")) {
     absl::StatusOr<std::string> text = BundledModelText(p.Get("print-model"));
@@ -156,8 +156,8 @@ int RunSynthCommand(const std::vector<std::string>& args) {
 
   std::cout << app->name << " on " << machine->name
             << (options.truth.name == "spec" ? "" : StrCat(" (truth ", options.truth.name, ")"))
-            << " (seed " << options.seed << ", pebs_reset "
-            << profile->pebs_reset << "): " << p.Get("out") << "/" << app->name << "\n";
+            << " (seed " << options.seed << ", pebs_reset " << profile->pebs_reset
+            << "): " << p.Get("out") << "/" << app->name << "\n";
   for (const Trace& t : profile->traces) {
     std::cout << "  " << t.metadata().device << ": " << FixedDecimal(t.runtime_ns() / 1e9, 3)
               << " s, " << t.num_phases() << " phases, " << t.num_samples() << " samples\n";

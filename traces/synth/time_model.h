@@ -101,9 +101,9 @@ class TimeModel {
                             double instructions, std::span<const double> tier_shares,
                             std::span<const TierLoad> loads);
   // The same under `truth` (the two above use the spec model, TruthModel{}).
-  static double ChunkTimeNs(const PhaseSpec& phase, const Machine& machine,
-                            const TruthModel& truth, int threads, double instructions,
-                            std::span<const double> tier_shares, std::span<const TierLoad> loads);
+  static double ChunkTimeNs(const PhaseSpec& phase, const Machine& machine, const TruthModel& truth,
+                            int threads, double instructions, std::span<const double> tier_shares,
+                            std::span<const TierLoad> loads);
 
   // The instructions a run retires per instruction of the phase when the tier shares of
   // its misses are `tier_shares`: 1 + sum_t share_t * drift_t (TruthModel::instruction_drift);
