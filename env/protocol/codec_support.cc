@@ -536,9 +536,12 @@ absl::StatusOr<ConfigMap> ReadConfig(const object& o, std::string_view field) {
         size_t bytes = 0;
         for (uint32_t j = 0; j < v.via.array.size; ++j) {
           TG_ASSIGN_OR_RETURN(std::string s, ReadString(v.via.array.ptr[j], Index(f, j)));
+          if (s.size() > kMaxValueBytes) {
+            return Invalid(Index(f, j), StrCat(s.size(), " bytes; at most ", kMaxValueBytes));
+          }
           bytes += s.size() + 1;
-          if (bytes > kMaxValueBytes) {
-            return Invalid(Index(f, j), StrCat("the list passes ", kMaxValueBytes, " bytes"));
+          if (bytes > kMaxListBytes) {
+            return Invalid(Index(f, j), StrCat("the list passes ", kMaxListBytes, " bytes"));
           }
           list.push_back(std::move(s));
         }

@@ -211,6 +211,17 @@ TEST(ProtocolRequestTest, ConfigValuesKeepTheirTypesAndListsStayLists) {
   // And back: the client's encoder writes the same types.
   Request again = MustDecode(EncodeRequest(r));
   EXPECT_EQ(std::get<MakeRequest>(again.body).config, c);
+  // A list may pass one value's 4096 bytes: 256 profile directories of 80 bytes (a
+  // training pool of tiergym.datasets).
+  ConfigValue::List pool;
+  std::vector<std::string> items;
+  for (int i = 0; i < 256; ++i) {
+    pool.push_back("/root/.cache/tiergym/datasets-v1/knl-seed1-s20000/procedural-v1-" +
+                   std::to_string(i) + "/profile");
+    items.push_back(S(pool.back()));
+  }
+  r = MustDecode(Req("make", {{"env", S(kEnvId)}, {"config", Map({{"profiles", Arr(items)}})}}));
+  EXPECT_EQ(std::get<MakeRequest>(r.body).config.at("profiles"), ConfigValue(pool));
 }
 
 TEST(ProtocolRequestTest, OtherVersionsDecodeSoThatHelloCanAnswer) {
@@ -474,6 +485,14 @@ TEST(ProtocolStrictTest, DuplicateKeysBadUtf8ExtAndOverlongNamesAreInvalidArgume
        "config[\"" + std::string(64, 'k') + "...\"]", "at most 64"},
       {Req("make", {{"env", S(kEnvId)}, {"config", Map({{"machine", S(std::string(5000, 'm'))}})}}),
        "config.machine", "at most 4096"},
+      {Req("make", {{"env", S(kEnvId)},
+                    {"config", Map({{"profiles", Arr({S("a"), S(std::string(5000, 'p'))})}})}}),
+       "config.profiles[1]", "at most 4096"},
+      {Req("make",
+           {{"env", S(kEnvId)},
+            {"config",
+             Map({{"profiles", Arr(std::vector<std::string>(70, S(std::string(4000, 'p'))))}})}}),
+       "config.profiles[65]", "the list passes 262144 bytes"},
       {Req("make", {{"env", S(std::string(300, 'e'))}}), "env", "at most 256"},
       {Req("reset",
            {{"session", S("s1")}, {"options", Map({{"profile", S(std::string(300, 'p'))}})}}),

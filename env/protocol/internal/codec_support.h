@@ -40,9 +40,12 @@ inline std::string Member(std::string_view path, std::string_view key) {
 }
 inline std::string Index(std::string_view path, size_t i) { return StrCat(path, "[", i, "]"); }
 
-// Names (environment, profile) and configuration values: their longest.
+// Names (environment, profile) and configuration values: their longest. A list value's
+// items are values each; the list as a whole holds at most kMaxListBytes (a pool of
+// profile directories: a few thousand paths; tiergym.datasets' splits are hundreds).
 inline constexpr size_t kMaxNameBytes = 256;
 inline constexpr size_t kMaxValueBytes = 4096;
+inline constexpr size_t kMaxListBytes = 256 * 1024;
 
 // --- Plain values --------------------------------------------------------------------------
 

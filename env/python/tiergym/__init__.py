@@ -38,13 +38,14 @@ from .factory import make_vec
 from .inprocess import InProcessVectorEnv
 from .tasks import DEFAULT_TASK, DEFAULT_TASK_ID, TASK_NAME, TASKS, V0_TASK, task_config
 from .vector import VectorEnv
+from . import datasets
 
 __all__ = ["ENV_ID", "DEFAULT_TASK_ID", "DEFAULT_TASK", "TASK_NAME", "V0_TASK", "VERSION",
            "__version__", "make", "make_vec", "config_keys", "register_envs",
            "TierEnv", "VectorEnv", "Server", "Connection", "find_binary", "TierGymError",
            "ServerError", "ServerUnavailable", "BinaryNotFound", "NEXT_STEP", "SAME_STEP",
            "DISABLED", "InProcessVectorEnv", "Reconnect", "EpisodeInterrupted", "NotAuthorized",
-           "curve_keys"]
+           "curve_keys", "datasets"]
 
 
 def _package_version():
