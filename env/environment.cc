@@ -732,6 +732,68 @@ std::vector<int> DesiredTiers(ActionMode mode, const Action& action,
 
 namespace {
 
+// x / (1 + x): a ratio in [0, inf) squashed into [0, 1).
+float Squash(double x) { return static_cast<float>(x / (1.0 + x)); }
+
+// The bytes of the regions ahead of each region, its own included, with the regions
+// ordered by decayed density (`decayed`), or by density since the start (`mean`), densest
+// first, ties by region index.
+struct BytesAhead {
+  std::vector<double> decayed, mean;
+};
+
+BytesAhead RankRegions(const ProfileAssets& p, const std::vector<float>& history,
+                       const double* before, double before_sum) {
+  const size_t k = p.regions.size();
+  BytesAhead ahead{std::vector<double>(k, 0.0), std::vector<double>(k, 0.0)};
+  std::vector<double> decayed(k, 0.0), mean(k, 0.0);
+  for (size_t r = 0; r < k; ++r) {
+    const double size = p.region_size_share[r];
+    if (size <= 0) continue;
+    decayed[r] = history[r] / size;
+    mean[r] = before_sum > 0 ? before[r] / before_sum / size : 0.0;
+  }
+  std::vector<size_t> order(k);
+  const auto bytes_ahead = [&](const std::vector<double>& density, std::vector<double>& out) {
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return density[a] > density[b]; });
+    double bytes = 0;
+    for (size_t r : order) {
+      bytes += static_cast<double>(p.region_bytes[r]);
+      out[r] = bytes;
+    }
+  };
+  bytes_ahead(decayed, ahead.decayed);
+  bytes_ahead(mean, ahead.mean);
+  return ahead;
+}
+
+// ObservationMode::kRelative's global features at `globals`: per tier its capacity against
+// the footprint, its bandwidth and latency against the fastest's, the last interval's
+// traffic against its bandwidth.
+void ObserveRelativeGlobals(const Machine& machine, uint64_t footprint, double traffic_sum,
+                            std::vector<float>& obs, size_t globals) {
+  const size_t tiers = machine.tiers.size();
+  double max_bandwidth = 0, max_latency = 0;
+  for (const TierSpec& t : machine.tiers) {
+    max_bandwidth = std::max(max_bandwidth, t.bandwidth_gbps);
+    max_latency = std::max(max_latency, t.latency_ns);
+  }
+  for (size_t t = 0; t < tiers; ++t) {
+    const TierSpec& tier = machine.tiers[t];
+    obs[globals + t] =
+        footprint > 0 ? static_cast<float>(std::min(1.0, static_cast<double>(tier.capacity_bytes) /
+                                                             static_cast<double>(footprint)))
+                      : 1.0f;
+    obs[globals + tiers + t] =
+        max_bandwidth > 0 ? static_cast<float>(tier.bandwidth_gbps / max_bandwidth) : 0.0f;
+    obs[globals + 2 * tiers + t] =
+        max_latency > 0 ? static_cast<float>(tier.latency_ns / max_latency) : 0.0f;
+    obs[globals + 3 * tiers + t] = Squash(traffic_sum / tier.bandwidth_gbps);
+  }
+}
+
 // ObservationMode::kRelative's per-region features from index kNormalizedRegionFeatures on,
 // and its global features at `globals` (env/README.md, "Observations that transfer"). The
 // first seven per-region features (kNormalized's) are in place already.
@@ -739,7 +801,6 @@ void ObserveRelative(const EnvSpec& spec, const Machine& machine, const ProfileA
                      const EpisodeView& view, std::vector<float>& obs, size_t globals) {
   const size_t k = p.regions.size(), tiers = machine.tiers.size();
   const auto features = static_cast<size_t>(spec.obs_region_features);
-  const auto squash = [](double x) { return static_cast<float>(x / (1.0 + x)); };
   const size_t step = view.step;
   const std::vector<int>& tier_of = *view.region_tier;
   // Accesses since the start of the run, per region (the index's weighted samples).
@@ -758,31 +819,10 @@ void ObserveRelative(const EnvSpec& spec, const Machine& machine, const ProfileA
       traffic_sum += traffic[r];
     }
   }
-  // Regions by decayed density, then by density since the start, densest first (ties by
-  // region index): the bytes of the regions ahead of each, its own included.
-  std::vector<double> ahead_decayed(k, 0.0), ahead_mean(k, 0.0);
-  {
-    std::vector<double> decayed(k, 0.0), mean(k, 0.0);
-    for (size_t r = 0; r < k; ++r) {
-      const double size = p.region_size_share[r];
-      if (size <= 0) continue;
-      decayed[r] = (*view.history)[r] / size;
-      mean[r] = before_sum > 0 ? before[r] / before_sum / size : 0.0;
-    }
-    std::vector<size_t> order(k);
-    const auto bytes_ahead = [&](const std::vector<double>& density, std::vector<double>& ahead) {
-      std::iota(order.begin(), order.end(), size_t{0});
-      std::stable_sort(order.begin(), order.end(),
-                       [&](size_t a, size_t b) { return density[a] > density[b]; });
-      double bytes = 0;
-      for (size_t r : order) {
-        bytes += static_cast<double>(p.region_bytes[r]);
-        ahead[r] = bytes;
-      }
-    };
-    bytes_ahead(decayed, ahead_decayed);
-    bytes_ahead(mean, ahead_mean);
-  }
+  // The bytes ahead of each region by the two densities, its own included.
+  const BytesAhead ahead = RankRegions(p, *view.history, before, before_sum);
+  const std::vector<double>& ahead_decayed = ahead.decayed;
+  const std::vector<double>& ahead_mean = ahead.mean;
   uint64_t footprint = 0;
   for (uint64_t b : p.region_bytes) footprint += b;
   for (size_t r = 0; r < k; ++r) {
@@ -790,12 +830,12 @@ void ObserveRelative(const EnvSpec& spec, const Machine& machine, const ProfileA
     const double size = p.region_size_share[r];
     const auto bytes = static_cast<double>(p.region_bytes[r]);
     // 7: accesses per byte since the start of the run against the average byte.
-    f[7] = size > 0 && before_sum > 0 ? squash(before[r] / before_sum / size) : 0.0f;
+    f[7] = size > 0 && before_sum > 0 ? Squash(before[r] / before_sum / size) : 0.0f;
     // 8: trend, the last interval's share against the decayed one (0.5 steady, 1 new).
     const double last = f[1], decayed = f[2];
     f[8] = last + decayed > 0 ? static_cast<float>(last / (last + decayed)) : 0.5f;
     // 9: the region's traffic against the default tier's bandwidth.
-    f[9] = squash(traffic[r] / machine.tiers[0].bandwidth_gbps);
+    f[9] = Squash(traffic[r] / machine.tiers[0].bandwidth_gbps);
     float* on = f + kRelativeCommonFeatures;
     float* rank_decayed = on + tiers;
     float* rank_mean = on + 2 * tiers;
@@ -806,37 +846,21 @@ void ObserveRelative(const EnvSpec& spec, const Machine& machine, const ProfileA
       on[t] = static_cast<size_t>(tier_of[r]) == t ? 1.0f : 0.0f;
       // The bytes ahead of the region, its own included, against the tier's capacity:
       // at most 0.5 when filling the tier densest first would take it.
-      rank_decayed[t] = squash(ahead_decayed[r] / capacity);
-      rank_mean[t] = squash(ahead_mean[r] / capacity);
+      rank_decayed[t] = Squash(ahead_decayed[r] / capacity);
+      rank_mean[t] = Squash(ahead_mean[r] / capacity);
       // Its size against the room the tier has for it (its own bytes when it is there).
       const double used = static_cast<double>((*view.used_bytes)[t]);
       const double free_bytes =
           std::max(0.0, capacity - used) + (static_cast<size_t>(tier_of[r]) == t ? bytes : 0.0);
-      room[t] = free_bytes > 0 ? squash(bytes / free_bytes) : 1.0f;
+      room[t] = free_bytes > 0 ? Squash(bytes / free_bytes) : 1.0f;
       // Moving it there, in last intervals (0 where it is, and before the first interval).
       const double gbps = spec.tier_migration_gbps[t];
       migration[t] = static_cast<size_t>(tier_of[r]) != t && view.last_interval_ns > 0 && gbps > 0
-                         ? squash(bytes / gbps / view.last_interval_ns)
+                         ? Squash(bytes / gbps / view.last_interval_ns)
                          : 0.0f;
     }
   }
-  double max_bandwidth = 0, max_latency = 0;
-  for (const TierSpec& t : machine.tiers) {
-    max_bandwidth = std::max(max_bandwidth, t.bandwidth_gbps);
-    max_latency = std::max(max_latency, t.latency_ns);
-  }
-  for (size_t t = 0; t < tiers; ++t) {
-    const TierSpec& tier = machine.tiers[t];
-    obs[globals + t] =
-        footprint > 0 ? static_cast<float>(std::min(1.0, static_cast<double>(tier.capacity_bytes) /
-                                                             static_cast<double>(footprint)))
-                      : 1.0f;
-    obs[globals + tiers + t] =
-        max_bandwidth > 0 ? static_cast<float>(tier.bandwidth_gbps / max_bandwidth) : 0.0f;
-    obs[globals + 2 * tiers + t] =
-        max_latency > 0 ? static_cast<float>(tier.latency_ns / max_latency) : 0.0f;
-    obs[globals + 3 * tiers + t] = squash(traffic_sum / tier.bandwidth_gbps);
-  }
+  ObserveRelativeGlobals(machine, footprint, traffic_sum, obs, globals);
 }
 
 }  // namespace

@@ -190,6 +190,7 @@ class CoschedEnv {
 
  private:
   struct State;
+  class StepRun;  // one Step's phases (cosched_env.cc)
   explicit CoschedEnv(std::shared_ptr<const CoschedAssets> assets);
   NodeStep Observe() const;
   std::shared_ptr<const CoschedAssets> assets_;
