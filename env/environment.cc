@@ -849,7 +849,7 @@ void ObserveRelative(const EnvSpec& spec, const Machine& machine, const ProfileA
       rank_decayed[t] = Squash(ahead_decayed[r] / capacity);
       rank_mean[t] = Squash(ahead_mean[r] / capacity);
       // Its size against the room the tier has for it (its own bytes when it is there).
-      const double used = static_cast<double>((*view.used_bytes)[t]);
+      const auto used = static_cast<double>((*view.used_bytes)[t]);
       const double free_bytes =
           std::max(0.0, capacity - used) + (static_cast<size_t>(tier_of[r]) == t ? bytes : 0.0);
       room[t] = free_bytes > 0 ? Squash(bytes / free_bytes) : 1.0f;
@@ -897,7 +897,7 @@ void ObserveEpisode(const EnvSpec& spec, ObservationMode mode, const Machine& ma
   obs[g + tiers] =
       static_cast<float>(static_cast<double>(step) / static_cast<double>(p.bounds.size() - 1));
   obs[g + tiers + 1] = static_cast<float>(std::clamp(view.last_ratio / 2, 0.0, 1.0));
-  const size_t extra = static_cast<size_t>(ExtraGlobalFeatures(mode, tiers));
+  const auto extra = static_cast<size_t>(ExtraGlobalFeatures(mode, tiers));
   if (mode == ObservationMode::kRelative)
     ObserveRelative(spec, machine, p, view, obs, g + tiers + 2);
   if (view.interference_level != nullptr) {

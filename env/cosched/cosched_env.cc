@@ -354,7 +354,7 @@ class CoschedEnv::StepRun {
                  std::vector<std::vector<double>>& next);
   // Its migration time: its own transfer, then the shares of the tenants moving to the
   // same tiers.
-  double MigrationNs(size_t i) const;
+  [[nodiscard]] double MigrationNs(size_t i) const;
   void AdvanceTenant(size_t i);
 
   const CoschedAssets::Impl& a_;
