@@ -169,6 +169,8 @@ class Field:
         if self.default is not None:
             return f" = {self.default}"
         k = self.kind
+        if k.optional:  # absent until read: `= 0` would make an absent seed the seed 0
+            return " = {}"
         if k.base in GENERIC and GENERIC[k.base][1]:
             return GENERIC[k.base][1]
         return " = {}"

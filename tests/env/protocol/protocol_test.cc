@@ -100,6 +100,12 @@ TEST(ProtocolRequestTest, EveryOpRoundTrips) {
   EXPECT_EQ(std::get<ResetRequest>(d.body).session, "s12");
   EXPECT_EQ(std::get<ResetRequest>(d.body).seed, 99u);
   EXPECT_EQ(std::get<ResetRequest>(d.body).options.profile, "lulesh");
+  // Without a seed the generator goes on: an absent seed must not read as the seed 0.
+  ResetRequest unseeded;
+  unseeded.session = "s12";
+  d = MustDecode(EncodeRequest(Request{Op::kReset, kVersion, 1, unseeded}));
+  ASSERT_TRUE(std::holds_alternative<ResetRequest>(d.body));
+  EXPECT_FALSE(std::get<ResetRequest>(d.body).seed.has_value());
 
   StepRequest sr{"s12", Action{{0, 1, 1, 0}}};
   d = MustDecode(EncodeRequest(Request{Op::kStep, kVersion, 2, sr}));
