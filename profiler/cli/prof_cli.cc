@@ -13,7 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "profiler/contentiousness.h"
 #include "profiler/event_presets.h"
-#include "profiler/interference.h"
+#include "profiler/interference_generator.h"
 #include "profiler/launcher.h"
 #include "profiler/recorder.h"
 #include "profiler/run_placed.h"

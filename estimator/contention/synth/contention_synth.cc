@@ -8,7 +8,7 @@
 #include "traces/base/strings.h"
 #include "traces/machine.h"
 #include "traces/synth/app_model.h"
-#include "traces/synth/corun.h"
+#include "traces/synth/corun_synth.h"
 #include "traces/synth/rng.h"
 #include "traces/synth/time_model.h"
 
@@ -51,7 +51,7 @@ class Physics {
 
   // The machine as the target sees it while an interferer streams `gbps` with
   // `read_pct` % reads into the contended tier.
-  // The law is the co-runs' (traces/synth/corun.h, TierLoadFor): one definition.
+  // The law is the co-runs' (traces/synth/corun_synth.h, TierLoadFor): one definition.
   Machine Loaded(double gbps, double read_pct) const {
     const TierSpec& t = machine_.tiers[tier_];
     const synth::SharedTierLaw law{o_.write_weight, o_.queueing, o_.max_utilization};

@@ -1,4 +1,4 @@
-#include "profiler/interference.h"
+#include "profiler/interference_generator.h"
 
 #include <emmintrin.h>
 #include <numa.h>
