@@ -64,7 +64,7 @@ class InterferenceGenerator {
  private:
   struct Worker;
 
-  explicit InterferenceGenerator(const InterferenceOptions& options);
+  explicit InterferenceGenerator(InterferenceOptions options);
   void Run(Worker* w);
 
   InterferenceOptions options_;

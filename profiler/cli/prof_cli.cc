@@ -670,8 +670,8 @@ int RunProfileCommand(const std::vector<std::string>& raw_args) {
   std::cout << " on " << machine->name << ")\n"
             << "serve it:   tiergym serve --machine " << p.Get("machine") << " --profiles " << dir
             << "\n"
-            << "in Python:  gymnasium.make(\"tiergym/TierPlacement-v1\", machine=\""
-            << p.Get("machine") << "\", profiles=[\"" << dir << "\"])\n";
+            << R"(in Python:  gymnasium.make("tiergym/TierPlacement-v1", machine=")"
+            << p.Get("machine") << R"(", profiles=[")" << dir << "\"])\n";
   return kExitOk;
 }
 
