@@ -65,9 +65,9 @@ TEST_F(DataRootsTest, AFileInADataDirectoryResolvesToItsRealPath) {
 
 TEST_F(DataRootsTest, WhatLeadsOutsideIsRefusedLikeWhatDoesNotExist) {
   const DataRoots roots = Roots();
-  const std::vector<std::string> names = {
-      "../outside/secret.txt", (root_ / "outside" / "secret.txt").string(), "link.txt",
-      "no-such-file.txt", "sub/../../outside/secret.txt"};
+  const std::vector<std::string> names = {"../outside/secret.txt",
+                                          (root_ / "outside" / "secret.txt").string(), "link.txt",
+                                          "no-such-file.txt", "sub/../../outside/secret.txt"};
   for (const std::string& name : names) {
     absl::StatusOr<std::string> s = roots.Schedule(name, "interference");
     ASSERT_FALSE(s.ok()) << name << " -> " << *s;
@@ -81,8 +81,8 @@ TEST_F(DataRootsTest, WhatLeadsOutsideIsRefusedLikeWhatDoesNotExist) {
 
 TEST_F(DataRootsTest, AFifoIsRefusedWithoutBlockingAndABigFileByItsLimit) {
   EXPECT_FALSE(Roots().Schedule("fifo", "interference").ok());
-  absl::StatusOr<std::string> big = Roots(/*max_schedule_bytes=*/1024).Schedule("sub/big.txt",
-                                                                                "interference");
+  absl::StatusOr<std::string> big =
+      Roots(/*max_schedule_bytes=*/1024).Schedule("sub/big.txt", "interference");
   ASSERT_FALSE(big.ok());
   EXPECT_THAT(std::string(big.status().message()), Not(HasSubstr(root_.string())));
   EXPECT_TRUE(Roots(/*max_schedule_bytes=*/8192).Schedule("sub/big.txt", "interference").ok());
