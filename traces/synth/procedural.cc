@@ -349,6 +349,14 @@ std::string ProceduralAppJson(uint64_t seed) {
         w.String(phases[static_cast<size_t>(v[j % v.size()])].name);
       }
     };
+    // "repeat": count / unroll (at least once), "phases": the unrolled iterations.
+    const auto write_body = [&](int64_t count) {
+      w.Int(std::max<int64_t>(1, count / static_cast<int64_t>(unroll)));
+      w.Key("phases");
+      w.BeginArray();
+      for (size_t j = 0; j < unroll; ++j) write_iteration(j);
+      w.EndArray();
+    };
     w.BeginObject();
     w.Key("repeat");
     if (stage.periodic >= 0) {
@@ -361,19 +369,11 @@ std::string ProceduralAppJson(uint64_t seed) {
       w.String(phases[static_cast<size_t>(pv[0])].name);
       w.BeginObject();
       w.Key("repeat");
-      w.Int(std::max<int64_t>(1, stage.period / static_cast<int64_t>(unroll)));
-      w.Key("phases");
-      w.BeginArray();
-      for (size_t j = 0; j < unroll; ++j) write_iteration(j);
-      w.EndArray();
+      write_body(stage.period);
       w.EndObject();
       w.EndArray();
     } else {
-      w.Int(std::max<int64_t>(1, iterations / static_cast<int64_t>(unroll)));
-      w.Key("phases");
-      w.BeginArray();
-      for (size_t j = 0; j < unroll; ++j) write_iteration(j);
-      w.EndArray();
+      write_body(iterations);
     }
     w.EndObject();
   }
