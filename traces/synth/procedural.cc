@@ -26,7 +26,8 @@ class Draw {
   double LogUniform(double lo, double hi) { return std::exp(Uniform(std::log(lo), std::log(hi))); }
   // An integer in [lo, hi].
   int Int(int lo, int hi) {
-    return lo + static_cast<int>(UniformIndex(g_, static_cast<uint64_t>(hi - lo + 1)));
+    const auto count = static_cast<uint64_t>(static_cast<int64_t>(hi) - lo + 1);
+    return lo + static_cast<int>(UniformIndex(g_, count));
   }
   bool Chance(double p) { return UniformDouble(g_) < p; }
   // An index drawn with the given weights.
@@ -249,10 +250,10 @@ std::string ProceduralAppJson(uint64_t seed) {
   init.mlp = 6;
   init.imbalance = 0.02;
   for (size_t i = 0; i < arrays.size(); ++i) {
-    init.accesses.push_back(
-        Access{.array = static_cast<int>(i),
-               .pattern = "sequential",
-               .weight = std::max(1.0, static_cast<double>(arrays[i].size_bytes / kMiB))});
+    const uint64_t whole_mib = arrays[i].size_bytes / kMiB;  // whole MiB, as drawn
+    init.accesses.push_back(Access{.array = static_cast<int>(i),
+                                   .pattern = "sequential",
+                                   .weight = std::max(1.0, static_cast<double>(whole_mib))});
   }
   phases.push_back(init);
 
