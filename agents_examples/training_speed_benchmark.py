@@ -86,6 +86,22 @@ class Timers:
         return timed
 
 
+def cpu_seconds(server=None):
+    """CPU seconds so far of this process (every thread) and of the server's process (the
+    environment of SB3's and RLlib's runs): the figure a loaded machine inflates less than
+    the wall time. (Ray's own daemons are not counted.)"""
+    total = time.process_time()
+    process = server._box[0] if server is not None else None
+    if process is not None:
+        try:
+            with open(f"/proc/{process.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
 # --- SB3 ------------------------------------------------------------------------------------
 
 def run_sb3(name, seed, oracle, target, args, server, progress):
@@ -113,11 +129,14 @@ def run_sb3(name, seed, oracle, target, args, server, progress):
     def train_s():
         return timers.s["rollout"] + timers.s["update"] - timers.s["in_rollout"]
 
+    cpu = {"evaluation": 0.0}
+
     def evaluate(in_rollout=False):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_seconds(server)
         returns = learning_benchmark.evaluate_predict(
             eval_env, lambda o: model.predict(o, deterministic=True)[0], apps)
         timers.s["evaluation"] += time.perf_counter() - t0
+        cpu["evaluation"] += cpu_seconds(server) - c0
         if in_rollout:  # the callback runs inside collect_rollouts, whose timer counts it
             timers.s["in_rollout"] += time.perf_counter() - t0
         point = point_of(int(model.num_timesteps), train_s(), returns, oracle, args)
@@ -139,11 +158,14 @@ def run_sb3(name, seed, oracle, target, args, server, progress):
 
     try:
         evaluate()
+        cpu["evaluation"] = 0.0
+        c0 = cpu_seconds(server)
         if not state["stop"]:
             model.learn(args.budget[name],
                         callback=EvaluateEachRollout())
-            if not state["stop"]:
-                evaluate()
+        cpu["train"] = cpu_seconds(server) - c0 - cpu["evaluation"]
+        if not state["stop"]:
+            evaluate()
     finally:
         venv.close()
         eval_env.close()
@@ -151,7 +173,8 @@ def run_sb3(name, seed, oracle, target, args, server, progress):
     rollout = s["rollout"] - s["in_rollout"]
     where = {"environment": s["env"], "inference": s["inference"], "update": s["update"],
              "python": rollout - s["env"] - s["inference"]}
-    return finish(name, seed, curve, state["reached"], train_s(), s["evaluation"], where)
+    return finish(name, seed, curve, state["reached"], train_s(), s["evaluation"], where,
+                  cpu_s=cpu["train"])
 
 
 # --- RLlib ------------------------------------------------------------------------------------
@@ -181,7 +204,7 @@ def run_rllib(name, seed, oracle, target, args, server, progress):
     nvec = eval_env.action_space.nvec
     apps = args.train + args.held_out
     algo, curve, reached = None, [], None
-    train_s = evaluation_s = 0.0
+    train_s = evaluation_s = cpu_s = 0.0
     where = dict.fromkeys(("environment", "inference", "update", "python"), 0.0)
     budget = args.budget[name]
     try:
@@ -207,9 +230,10 @@ def run_rllib(name, seed, oracle, target, args, server, progress):
 
         point, sampled = evaluate(0), 0
         while point["train"] < target and sampled < budget and train_s < args.cap_s[name]:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), cpu_seconds(server)
             result = algo.train()
             took = time.perf_counter() - t0
+            cpu_s += cpu_seconds(server) - c0
             train_s += took
             before, sampled = sampled, int(result["env_runners"]["num_env_steps_sampled_lifetime"])
             split_rllib_time(result, sampled - before, took, where)
@@ -220,7 +244,7 @@ def run_rllib(name, seed, oracle, target, args, server, progress):
             algo.stop()
         ray.shutdown()
         eval_env.close()
-    return finish(name, seed, curve, reached, train_s, evaluation_s, where)
+    return finish(name, seed, curve, reached, train_s, evaluation_s, where, cpu_s=cpu_s)
 
 
 def split_rllib_time(result, steps, took, where):
@@ -296,6 +320,10 @@ def summarize(runs):
         table[name] = {
             "seeds": [r["seed"] for r in mine],
             "steps_per_s": float(np.mean([r["steps_per_s"] for r in mine])),
+            # CPU microseconds per environment step while training (every thread of the
+            # process, and the server's): what the rate would be without other load.
+            "cpu_us_per_step": float(1e6 * sum(r.get("cpu_s", np.nan) for r in mine)
+                                     / sum(r["steps"] for r in mine)),
             "where_share": {k: v / whole for k, v in total.items()},
             "reached_s": reached,
             "reached_steps": [r["reached_steps"] for r in mine],
@@ -317,8 +345,9 @@ def print_table(summary, target, load, out=sys.stdout):
     base = summary.get("sb3-ppo-tuned")
     print(f"target: HeMem-like's {target:.3f} of the oracle's time saved on the training "
           f"applications; load average {load}", file=out)
-    print(f"{'agent':<18}{'env steps/s':>12}{'x SB3':>8}{'env':>6}{'infer':>7}{'update':>7}"
-          f"{'python':>7}{'to HeMem s (per seed)':>34}{'x SB3':>8}", file=out)
+    print(f"{'agent':<18}{'env steps/s':>12}{'x SB3':>8}{'CPU us/step':>12}{'x SB3':>7}"
+          f"{'env':>6}{'infer':>7}{'update':>7}"
+          f"{'python':>7}{'to HeMem s (per seed)':>44}{'x SB3':>8}", file=out)
     for name, s in summary.items():
         w = s["where_share"]
         per_seed = ", ".join(f"not in {t:.0f}" if x is None else f"{x:.1f}"
@@ -327,7 +356,9 @@ def print_table(summary, target, load, out=sys.stdout):
                 else f"{s['mean_reached_s']:.1f}")
         speed_x = s["steps_per_s"] / base["steps_per_s"] if base else float("nan")
         time_x, bound = time_ratio(base, s)
+        cpu_x = base["cpu_us_per_step"] / s["cpu_us_per_step"] if base else float("nan")
         print(f"{name:<18}{s['steps_per_s']:>12,.0f}{speed_x:>8.1f}"
+              f"{s['cpu_us_per_step']:>12,.1f}{cpu_x:>7.1f}"
               f"{100 * w['environment']:>5.0f}%{100 * w['inference']:>6.0f}%"
               f"{100 * w['update']:>6.0f}%{100 * w['python']:>6.0f}%"
               f"{mean + ' (' + per_seed + ')':>44}{bound + format(time_x, '.1f'):>8}", file=out)
