@@ -29,8 +29,8 @@ HeMem-like's share).
 
 Agents: `sb3-ppo-tuned` and `rllib-ppo-tuned` as learning_benchmark.py defines them
 (evaluated after every 2048-step rollout / iteration, the finest their loops allow),
-`fast-ppo` (agents_examples/fast_ppo.py, flat MLP; evaluated after every update) and
-`fast-ppo-regions` (its per-region shared-weight policy). `--repeat` reruns fast-ppo's
+`fast-ppo` (agents_examples/fast_ppo.py --overlap-update, flat MLP; evaluated after every
+update) and `fast-ppo-regions` (its per-region shared-weight policy, --overlap-update too). `--repeat` reruns fast-ppo's
 first seed and reports whether the curve is the same, evaluation for evaluation.
 
 The table goes to stdout, progress to stderr, every curve and timer to --json, and the
@@ -63,7 +63,9 @@ QUICK = dict(agents="sb3-ppo-tuned,rllib-ppo-tuned,fast-ppo", seeds="0,1,2",
              budget={"fast-ppo": 524_288}, cap_s={"sb3-ppo-tuned": 75.0, "rllib-ppo-tuned": 30.0})
 # The targets (done-when), checked against the run's own figures.
 TARGET_RATE, TARGET_SPEEDUP, TARGET_TIME_FRACTION = 50_000, 50.0, 0.1
-FAST_ARGS = {"fast-ppo": dict(policy="mlp"), "fast-ppo-regions": dict(policy="regions")}
+# The fast path: fast_ppo's defaults with the update overlapped with the next rollout.
+FAST_ARGS = {"fast-ppo": dict(policy="mlp", overlap_update=True),
+             "fast-ppo-regions": dict(policy="regions", overlap_update=True)}
 
 
 def log(*parts):
