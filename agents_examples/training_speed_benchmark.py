@@ -93,7 +93,7 @@ def cpu_seconds(server=None):
     environment of SB3's and RLlib's runs): the figure a loaded machine inflates less than
     the wall time. (Ray's own daemons are not counted.)"""
     total = time.process_time()
-    process = server._box[0] if server is not None else None
+    process = server.process if server is not None else None
     if process is not None:
         try:
             with open(f"/proc/{process.pid}/stat") as f:
@@ -323,7 +323,8 @@ def summarize(runs):
             "seeds": [r["seed"] for r in mine],
             "steps_per_s": float(np.mean([r["steps_per_s"] for r in mine])),
             # CPU microseconds per environment step while training (every thread of the
-            # process, and the server's): what the rate would be without other load.
+            # process, and the server's): a figure the machine's load inflates less than
+            # the wall rate.
             "cpu_us_per_step": float(1e6 * sum(r.get("cpu_s", np.nan) for r in mine)
                                      / sum(r["steps"] for r in mine)),
             "where_share": {k: v / whole for k, v in total.items()},
