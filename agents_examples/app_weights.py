@@ -23,6 +23,7 @@ import os
 
 import numpy as np
 
+import policies
 import tiergym
 
 
@@ -63,22 +64,13 @@ def _oracle(envs, spec, k, profiles):
     bounds = np.asarray(spec["region_bounds"], dtype=np.float64)       # [P, K, 2]
     size = bounds[..., 1] - bounds[..., 0]                               # [P, K]
     capacity = np.asarray(spec["tier_capacity_bytes"], dtype=np.float64)
-    fast = int(np.argmax(np.asarray(spec["tier_bandwidth_gbps"], dtype=np.float64)))
+    fast = policies.fast_tier(np.asarray(spec["tier_bandwidth_gbps"], dtype=np.float64))
     # Probes: region r of profile p alone on the fast tier (row p * K + r).
     probes = np.zeros((len(profiles) * k, k), dtype=np.int64)
     probes[np.arange(len(probes)), np.tile(np.arange(k), len(profiles))] = fast
     benefit = _run(envs, np.repeat(profiles, k), probes).reshape(len(profiles), k)
-    placements = np.zeros((len(profiles), k), dtype=np.int64)
-    for p in range(len(profiles)):  # the knapsack of OraclePolicy.plan
-        free = capacity[fast]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            per_byte = np.where(size[p] > 0, benefit[p] / size[p], -np.inf)
-        for r in np.argsort(-per_byte, kind="stable"):
-            if benefit[p, r] <= 0:
-                break
-            if size[p, r] <= free:
-                placements[p, r] = fast
-                free -= size[p, r]
+    placements = np.stack([policies.knapsack(benefit[p], size[p], capacity[fast], fast)
+                           for p in range(len(profiles))])
     returns = _run(envs, np.asarray(profiles), placements)
     return {name: float(r) for name, r in zip(profiles, returns)}
 
