@@ -180,5 +180,78 @@ TEST(ProjectTraceTest, ABarrierWaitScalesWithThePhasesWork) {
   EXPECT_LT(speedup(waiting, false), alone * 0.9);
 }
 
+// A timer recording (a sample is a period of a thread's CPU time at a memory access) of
+// one working thread, whose every phase of 1 ms wall time holds 0.5 ms of its CPU time
+// (`counter`: the instructions column says so, as the recorder's does), most of it at
+// memory, and a second tid (an MPI library's progress thread) that takes 3 samples in all.
+Trace TimerRecording(bool counter = false) {
+  TraceMetadata m = TraceMetadata::Make("app", "ddr", "task-clock-ip");
+  m.entries.emplace_back("backend", "timer");
+  m.entries.emplace_back("sample_period", "25000");
+  if (counter) m.entries.emplace_back("instructions_counter", "task-clock-ns");
+  TraceBuilder b("timer.csv", m);
+  for (uint32_t p = 0; p < 5; ++p) {
+    const uint64_t start = p * 1'000'000ull;
+    b.AddMark(PhaseEvent{start, 0, p, p == 0 ? 0 : 500'000ull});
+    for (uint64_t s = 0; s < 16; ++s) {
+      b.AddSample(start + s * 50'000 + 1, 7, p, s * 25'000, 0x10000000 + s * 4096);
+    }
+    if (p < 3) b.AddSample(start + 900'000, 8, p, 1000, 0x20000000);
+  }
+  b.SetEnd(PhaseEvent{5'000'000, 0, 4, 500'000});
+  auto t = b.Finish();
+  EXPECT_TRUE(t.ok()) << t.status();
+  return *t;
+}
+
+// The helper's few samples do not make it a worker: the projection is that of the one
+// thread (as with --threads 1), not of two sharing the memory time.
+TEST(ProjectTraceTest, AHelperThreadsFewSamplesDoNotCountAsAWorker) {
+  auto knl = LoadMachine("knl");
+  ASSERT_TRUE(knl.ok());
+  auto hbm_ns = [&](const Trace& rec, int threads) {
+    ProjectionOptions o;
+    o.threads = threads;
+    auto out = ProjectTrace(rec, *knl, o);
+    EXPECT_TRUE(out.ok()) << out.status();
+    return (*out)[1].runtime_ns();
+  };
+  const Trace with_helper = TimerRecording();
+  EXPECT_EQ(hbm_ns(with_helper, 0), hbm_ns(with_helper, 1));
+  EXPECT_NE(hbm_ns(with_helper, 0), hbm_ns(with_helper, 2));
+}
+
+// Recorded on a busy machine, the thread ran half of each phase's wall time: projected
+// from its CPU time, the recorded tier's run takes that half, the fast tier's follows
+// from it, and the header says how much was removed; --wall-time keeps the recording's.
+TEST(ProjectTraceTest, ATimerRecordingIsProjectedFromItsCpuTime) {
+  auto knl = LoadMachine("knl");
+  ASSERT_TRUE(knl.ok());
+  const Trace rec = TimerRecording(/*counter=*/true);
+  auto cpu = ProjectTrace(rec, *knl);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_NEAR(static_cast<double>((*cpu)[0].runtime_ns()), 2.5e6, 10);
+  ASSERT_EQ((*cpu)[0].num_samples(), rec.num_samples());
+  for (size_t p = 0; p < rec.num_phases(); ++p) {
+    EXPECT_NEAR(static_cast<double>((*cpu)[0].PhaseStartNs(p)), 5e5 * static_cast<double>(p), 2);
+  }
+  // Sample offsets in a phase halve too.
+  EXPECT_NEAR(static_cast<double>((*cpu)[0].time_ns()[1] - (*cpu)[0].time_ns()[0]), 25'000, 2);
+  bool said = false;
+  for (const auto& [k, v] : (*cpu)[1].metadata().entries) {
+    said |= k == "projection_time" && v == "cpu (50 % of the recording's wall time removed)";
+  }
+  EXPECT_TRUE(said);
+  ProjectionOptions wall;
+  wall.cpu_time = false;
+  auto kept = ProjectTrace(rec, *knl, wall);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ((*kept)[0].runtime_ns(), rec.runtime_ns());
+  // Without the counter's word (CPU time) the times stay as recorded.
+  auto plain = ProjectTrace(TimerRecording(), *knl);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ((*plain)[0].runtime_ns(), rec.runtime_ns());
+}
+
 }  // namespace
 }  // namespace tiergym
