@@ -241,7 +241,8 @@ std::vector<float> StreamingShares(const Trace& recorded) {
     std::map<uint32_t, double> per_thread;
     for (uint32_t s : members) per_thread[tid[s]] += 1;
     double chance = 0;
-    for (const auto& [t, count] : per_thread) chance += (count / n) * (count / n);
+    for (const auto& [t, count] : per_thread)
+      chance += (count / static_cast<double>(n)) * (count / static_cast<double>(n));
     if (chance > 0.9) continue;  // (nearly) one thread: nothing to tell
     for (size_t i = 0; i < n; ++i) {
       int same = 0, seen = 0;
@@ -294,7 +295,7 @@ absl::StatusOr<Trace> CpuTimed(const Trace& recorded, int threads, double* short
     return last;
   };
   for (size_t p = 0; p < recorded.num_phases(); ++p) {
-    const double start = static_cast<double>(recorded.PhaseStartNs(p));
+    const auto start = static_cast<double>(recorded.PhaseStartNs(p));
     const double wall = static_cast<double>(recorded.PhaseEndNs(p)) - start;
     const double cpu = static_cast<double>(recorded.PhaseInstructions(p)) / threads;
     const double scale = wall > 0 && cpu > 0 ? std::min(1.0, cpu / wall) : 1.0;
@@ -316,7 +317,7 @@ absl::StatusOr<Trace> CpuTimed(const Trace& recorded, int threads, double* short
   PhaseEvent end = recorded.end();
   end.time_ns = at(now);
   builder.SetEnd(end);
-  const double total = static_cast<double>(recorded.runtime_ns());
+  const auto total = static_cast<double>(recorded.runtime_ns());
   *shortened = total > 0 ? removed / total : 0;
   return builder.Finish();
 }
@@ -328,13 +329,13 @@ std::vector<Window> PhaseWindows(const Trace& recorded, size_t p, const Projecti
   const auto times = recorded.time_ns();
   const auto instructions = recorded.instructions();
   const size_t begin = recorded.PhaseBegin(p), end = recorded.PhaseBegin(p + 1);
-  const double start = static_cast<double>(recorded.PhaseStartNs(p));
-  const double phase_end = static_cast<double>(recorded.PhaseEndNs(p));
+  const auto start = static_cast<double>(recorded.PhaseStartNs(p));
+  const auto phase_end = static_cast<double>(recorded.PhaseEndNs(p));
   const size_t k = end - begin;
   *busy_end = phase_end;
   if (options.separate_tails && k >= kMinSamplesForTail) {
     // Samples spread evenly over the work: the last of k falls k / (k + 1) of the way.
-    const double last = static_cast<double>(times[end - 1]);
+    const auto last = static_cast<double>(times[end - 1]);
     const double work = (last - start) * static_cast<double>(k + 1) / static_cast<double>(k);
     *busy_end = std::min(phase_end, std::max(start + work, last));
   }
