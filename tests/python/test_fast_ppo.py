@@ -29,10 +29,16 @@ def references():
 
 
 @needs_binary
-@pytest.mark.parametrize("policy", ["mlp", "regions"])
-def test_a_short_run_learns_against_random_and_its_untrained_self(references, policy):
+@pytest.mark.parametrize("policy,overlap_update", [("mlp", True), ("regions", True),
+                                                   ("mlp", False)])
+def test_a_short_run_learns_against_random_and_its_untrained_self(references, policy,
+                                                                    overlap_update):
+    # overlap_update (the training-speed benchmark's fast path): each update runs beside
+    # the next rollout, which acts with the weights of the update before; False (the
+    # default): rollout and update in turn.
     oracle, random_returns = references
-    args = fast_ppo.Args(total_steps=24_576, policy=policy, seed=3, **SMALL)
+    args = fast_ppo.Args(total_steps=24_576, policy=policy, seed=3,
+                         overlap_update=overlap_update, **SMALL)
     _, metrics = fast_ppo.train(args, oracle=oracle)
     curve = metrics["curve"]
     untrained, best = curve[0]["train"], max(p["train"] for p in curve[1:])
@@ -52,6 +58,12 @@ def test_a_seed_gives_the_same_run_whatever_the_threads_timing_and_the_overlap()
             fast_ppo.train(dataclasses.replace(args, overlap=False))]
     curves = [[p["returns"] for p in m["curve"]] for _, m in runs]
     assert curves[0] == curves[1] == curves[2]
+    # The update overlapped with the next rollout (on a thread of its own) follows a fixed
+    # schedule, so its timing does not matter either; it is another run (a policy lag).
+    overlapped = [fast_ppo.train(dataclasses.replace(args, overlap_update=True))
+                  for _ in range(2)]
+    overlapped_curves = [[p["returns"] for p in m["curve"]] for _, m in overlapped]
+    assert overlapped_curves[0] == overlapped_curves[1] != curves[0]
     assert curves[0][0] != curves[0][-1]  # it learnt something: the curve is not flat
     for policy, _ in runs[1:]:
         for (name, x), (_, y) in zip(runs[0][0].state_dict().items(),
