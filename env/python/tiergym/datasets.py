@@ -249,38 +249,47 @@ _lock = threading.Lock()
 _resolved = {}
 
 
+def _make_once(dest, label, progress, command):
+    """Makes `dest` (a directory) once, under the lock: runs the tiergym binary with the
+    arguments command(tmp) returns, with their output directory in a temporary directory
+    `tmp` beside `dest`, and renames what it made, tmp / dest.name, into place (atomic; when
+    another process was first, its result stands). `label` says what is made in the
+    progress line and the error."""
+    from .connection import find_binary  # noqa: PLC0415 (only when making)
+
+    with _lock:
+        if dest.is_dir():
+            return
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if progress is not None:
+            progress(f"{label} into {dest.parent}")
+        tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".tmp-{dest.name}-", dir=dest.parent))
+        try:
+            done = subprocess.run([find_binary(), *command(tmp)], capture_output=True,
+                                  text=True)
+            if done.returncode != 0:
+                raise RuntimeError(f"{label} failed (exit {done.returncode}): "
+                                   f"{done.stderr.strip()}")
+            try:
+                os.rename(tmp / dest.name, dest)
+            except OSError:
+                if not dest.is_dir():
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def ensure_profile(model, machine="knl", samples=SAMPLES, progress=None):
     """The profile directory of `model` ("procedural:SEED" or a bundled model's name) on
     `machine`, generated when missing. Returns its path as a string."""
     root = profile_root(machine, samples)
     name = app_name(model)
     profile = root / name / "profile"
-    if profile.is_dir():
-        return str(profile)
-    from .connection import find_binary  # noqa: PLC0415 (only when generating)
-
-    with _lock:
-        if profile.is_dir():
-            return str(profile)
-        root.mkdir(parents=True, exist_ok=True)
-        if progress is not None:
-            progress(f"generating {name} on {machine} into {root}")
-        tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=root))
-        try:
-            cmd = [find_binary(), "trace", "synth", "--app", model, "--machine", machine,
-                   "--seed", str(SYNTH_SEED), "--samples", str(samples), "--format", "bin",
-                   "--no-runs", "--quiet", "--out", str(tmp)]
-            done = subprocess.run(cmd, capture_output=True, text=True)
-            if done.returncode != 0:
-                raise RuntimeError(f"generating {name} on {machine} failed "
-                                   f"(exit {done.returncode}): {done.stderr.strip()}")
-            try:
-                os.rename(tmp / name, root / name)  # atomic; fails if another was first
-            except OSError:
-                if not profile.is_dir():
-                    raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+    if not profile.is_dir():
+        _make_once(root / name, f"generating {name} on {machine}", progress,
+                   lambda tmp: ["trace", "synth", "--app", model, "--machine", machine,
+                                "--seed", str(SYNTH_SEED), "--samples", str(samples),
+                                "--format", "bin", "--no-runs", "--quiet", "--out", str(tmp)])
     return str(profile)
 
 
@@ -339,31 +348,10 @@ def ensure_real_profile(name, machine="knl", progress=None):
     root = (cache_dir() / f"datasets-v{VERSION}" / f"real-{PROJECTION_MODEL}" /
             _machine_key(machine) / digest / name)
     profile = root / "profile"
-    if profile.is_dir():
-        return str(profile)
-    from .connection import find_binary  # noqa: PLC0415 (only when projecting)
-
-    with _lock:
-        if profile.is_dir():
-            return str(profile)
-        root.mkdir(parents=True, exist_ok=True)
-        if progress is not None:
-            progress(f"projecting {name} onto {machine} into {root}")
-        tmp = pathlib.Path(tempfile.mkdtemp(prefix=".tmp-profile-", dir=root))
-        try:
-            cmd = [find_binary(), "trace", "project", "--machine", str(machine), "--format",
-                   "bin", str(recording), str(tmp / "profile")]
-            done = subprocess.run(cmd, capture_output=True, text=True)
-            if done.returncode != 0:
-                raise RuntimeError(f"projecting {name} onto {machine} failed "
-                                   f"(exit {done.returncode}): {done.stderr.strip()}")
-            try:
-                os.rename(tmp / "profile", profile)  # atomic; fails if another was first
-            except OSError:
-                if not profile.is_dir():
-                    raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+    if not profile.is_dir():
+        _make_once(profile, f"projecting {name} onto {machine}", progress,
+                   lambda tmp: ["trace", "project", "--machine", str(machine), "--format",
+                                "bin", str(recording), str(tmp / "profile")])
     return str(profile)
 
 
