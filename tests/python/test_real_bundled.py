@@ -43,6 +43,18 @@ def test_the_recordings_are_bundled_small_and_whole():
     assert total < 6 << 20  # "a few MB in all"
 
 
+def test_a_damaged_recording_is_named_and_nothing_is_left(cache, tmp_path, monkeypatch):
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    for name in PROGRAMS:
+        (shipped / f"{name}.tgt.xz").write_bytes((datasets.real_dir() / f"{name}.tgt.xz")
+                                                 .read_bytes()[:5000])  # cut short
+    monkeypatch.setattr(datasets, "real_dir", lambda: shipped)
+    with pytest.raises(RuntimeError, match="lammps-melt.tgt.xz: not a whole xz file"):
+        datasets.get("real-v1").profiles()
+    assert not list((cache / "tiergym" / "datasets-v1" / "real-recordings").iterdir())
+
+
 def header(trace, tmp_path):
     """The header keys of a binary trace (converted to CSV v1)."""
     csv = tmp_path / "header.csv"

@@ -331,6 +331,9 @@ def _unpacked_recording(name, progress=None):
         with os.fdopen(fd, "wb") as f, lzma.open(packed) as src:
             shutil.copyfileobj(src, f, 1 << 20)
         os.rename(tmp, out)  # atomic: a concurrent unpacker writes the same bytes
+    except (lzma.LZMAError, EOFError) as e:
+        os.unlink(tmp)
+        raise RuntimeError(f"{packed}: not a whole xz file ({e}); reinstall tiergym") from None
     except BaseException:
         os.unlink(tmp)
         raise
