@@ -54,7 +54,8 @@ def oracle_returns(config, chunk=512):
     config = dict(config, action_mode="placement", observation="raw")
     envs = tiergym.InProcessVectorEnv(chunk, threads=1, autoreset_mode=tiergym.DISABLED, **config)
     try:
-        return _oracle(envs, envs.tier_spec, int(envs.num_regions), list(envs.tier_spec["profiles"]))
+        spec = envs.tier_spec
+        return _oracle(envs, spec, int(envs.num_regions), list(spec["profiles"]))
     finally:
         envs.close()
 

@@ -84,8 +84,8 @@ class Args:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     reward_scale: float = 100.0        # rewards x steps: an episode's return ~ its time saved x 100
-    reward_norm: str = "none"          # "oracle": each app's rewards x pool mean / its oracle saving
-    reward_norm_floor: float = 0.1     # the oracle saving divided by: at least this x the pool mean
+    reward_norm: str = "none"          # "oracle": an app's rewards x pool mean / its oracle saving
+    reward_norm_floor: float = 0.1     # that oracle saving taken as at least this x the pool mean
     mask: str = "region"               # "region" (each move fits alone), "joint" (the env's), "none"
     train: str = "minife,lulesh"       # applications trained on
     held_out: str = "nekbone,lammps"   # applications evaluated on only
@@ -217,12 +217,12 @@ REWARD_NORMS = ("none", "oracle")
 
 def reward_weights(args, tier_spec):
     """Each training profile's reward weight, in the order of tier_spec["profiles"] ([P]);
-    None with --reward-norm none (rewards unweighted); with "oracle", the pool's mean oracle time saved over the
-    profile's own (app_weights.py: every application's best episode then weighs the same,
-    as the benchmark's mean over applications counts it)."""
-    profiles = list(tier_spec["profiles"])
+    None with --reward-norm none (rewards unweighted); with "oracle", the pool's mean
+    oracle time saved over the profile's own (app_weights.py: every application's best
+    episode then weighs the same, as the benchmark's mean over applications counts it)."""
     if args.reward_norm == "none":
         return None
+    profiles = list(tier_spec["profiles"])
     import app_weights
     config = dict(task_config(args), profiles=",".join(apps(args.train)))
     weights = app_weights.reward_weights(app_weights.cached_oracle_returns(config, progress=log),
