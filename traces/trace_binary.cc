@@ -185,8 +185,8 @@ class Mapping {
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
   ~Mapping() { ::munmap(base_, size_); }
-  const uint8_t* data() const { return static_cast<const uint8_t*>(base_); }
-  size_t size() const { return size_; }
+  [[nodiscard]] const uint8_t* data() const { return static_cast<const uint8_t*>(base_); }
+  [[nodiscard]] size_t size() const { return size_; }
 
  private:
   void* base_;
@@ -292,7 +292,7 @@ absl::Status WriteTraceBinary(const Trace& trace, const std::string& path) {
     bf::Store64(e + bf::kOffEntrySize, columns[i].size_bytes);
     bf::Store32(e + bf::kOffEntryCrc, Crc32c(columns[i].data, columns[i].size_bytes));
   }
-  std::memcpy(h + metadata_offset, meta.data(), meta.size());
+  meta.copy(h + metadata_offset, meta.size());  // key/value bytes, no terminator
   for (uint64_t i = 0; i <= num_marks; ++i) {
     const PhaseEvent& ev = i < num_marks ? trace.marks()[i] : trace.end();
     char* r = h + marks_offset + i * bf::kMarkRecordSize;
@@ -341,7 +341,7 @@ absl::StatusOr<Trace> ReadTraceBinary(const std::string& path, const BinaryReadO
   if (S_ISDIR(st.st_mode)) {
     return absl::FailedPreconditionError(StrCat(path, " is a directory, expected a file"));
   }
-  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  const auto file_size = static_cast<uint64_t>(st.st_size);
 
   // The fixed header first, so that a file of another kind is refused before it is mapped.
   char header[bf::kHeaderSize] = {};
