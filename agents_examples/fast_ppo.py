@@ -84,6 +84,8 @@ class Args:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     reward_scale: float = 100.0        # rewards x steps: an episode's return ~ its time saved x 100
+    reward_norm: str = "none"          # "oracle": an app's rewards x pool mean / its oracle saving
+    reward_norm_floor: float = 0.1     # that oracle saving taken as at least this x the pool mean
     mask: str = "region"               # "region" (each move fits alone), "joint" (the env's), "none"
     train: str = "minife,lulesh"       # applications trained on
     held_out: str = "nekbone,lammps"   # applications evaluated on only
@@ -125,6 +127,14 @@ def check_args(args):
         raise ValueError(f"--policy: {args.policy!r} is not one of {', '.join(POLICIES)}")
     if args.mask not in MASKS:
         raise ValueError(f"--mask: {args.mask!r} is not one of {', '.join(MASKS)}")
+    if args.reward_norm not in REWARD_NORMS:
+        raise ValueError(f"--reward-norm: {args.reward_norm!r} is not one of "
+                         f"{', '.join(REWARD_NORMS)}")
+    if args.reward_norm != "none" and args.ray_workers:
+        raise ValueError("--reward-norm with --ray-workers: not supported (the workers do not "
+                         "return the ended episodes' profiles)")
+    if not 0 < args.reward_norm_floor <= 1:
+        raise ValueError(f"--reward-norm-floor must be in (0, 1], got {args.reward_norm_floor}")
     if args.num_envs < 2 or args.num_envs % 2:
         raise ValueError(f"--num-envs must be even and at least 2 (two halves), got {args.num_envs}")
     if args.ray_workers < 0 or args.num_envs % max(args.ray_workers, 1):
@@ -202,6 +212,22 @@ class Layout:
 
 
 MASKS = ("region", "joint", "none")
+REWARD_NORMS = ("none", "oracle")
+
+
+def reward_weights(args, tier_spec):
+    """Each training profile's reward weight, in the order of tier_spec["profiles"] ([P]);
+    None with --reward-norm none (rewards unweighted); with "oracle", the pool's mean
+    oracle time saved over the profile's own (app_weights.py: every application's best
+    episode then weighs the same, as the benchmark's mean over applications counts it)."""
+    if args.reward_norm == "none":
+        return None
+    profiles = list(tier_spec["profiles"])
+    import app_weights
+    config = dict(task_config(args), profiles=",".join(apps(args.train)))
+    weights = app_weights.reward_weights(app_weights.cached_oracle_returns(config, progress=log),
+                                         args.reward_norm_floor)
+    return np.array([weights[p] for p in profiles])
 
 
 class Masks:
@@ -240,6 +266,17 @@ class Masks:
         mask = joint.copy()
         mask[:, :, 1:] |= fits  # the joint mask's moves (and staying) fit alone too
         return mask
+
+
+def reward_profiles(info, profile_index):
+    """The profile index of each row's reward ([B]): the episode's that ended at this step
+    where one did (same-step autoreset: info["profile"] is then the next episode's and
+    info["final_info"]["profile"] the ended one's)."""
+    names = np.asarray(info["profile"], dtype=object)
+    if "final_info" in info:
+        ended = np.asarray(info["_final_info"], dtype=bool)
+        names = np.where(ended, np.asarray(info["final_info"]["profile"], dtype=object), names)
+    return np.fromiter((profile_index[p] for p in names), dtype=np.int64, count=len(names))
 
 
 # --- The policies ------------------------------------------------------------------------
@@ -550,6 +587,8 @@ def train(args, oracle=None, on_eval=None, evaluator=None):
     n, t_len, half = args.num_envs, args.num_steps, args.num_envs // 2
     layout = Layout(envs.tier_spec, envs.num_regions, envs.single_action_space)
     make_masks = Masks(args.mask, envs.tier_spec)
+    weight_of = reward_weights(args, envs.tier_spec)
+    profile_index = {name: i for i, name in enumerate(envs.tier_spec["profiles"])}
     obs_size = envs.single_observation_space.shape[0]
     k, c = layout.regions, layout.choices
     policy = POLICIES[args.policy](layout, obs_size, args.hidden)
@@ -601,6 +640,8 @@ def train(args, oracle=None, on_eval=None, evaluator=None):
         buf.obs_np[t + 1, ids] = o
         buf.masks_np[t + 1, ids] = mask_offsets(make_masks(info))
         buf.rewards_np[t, ids] = r * args.reward_scale
+        if weight_of is not None:
+            buf.rewards_np[t, ids] *= weight_of[reward_profiles(info, profile_index)]
         buf.dones_np[t + 1, ids] = terminated | truncated
 
     def env_call(fn, *a):
