@@ -54,11 +54,14 @@ def test_the_splits_are_named_versioned_and_disjoint():
         datasets.get("procedural-train-v0")
 
 
-def test_an_unavailable_split_says_why():
-    real = datasets.get("real-v1")
-    assert not real.available
-    with pytest.raises(LookupError, match="no real profiles"):
+def test_an_unavailable_split_says_why(monkeypatch):
+    # An installation without the real programs' recordings (a split's files missing).
+    real = datasets.dataclasses.replace(datasets.get("real-v1"), available=False)
+    monkeypatch.setitem(datasets.DATASETS, "real-v1", real)
+    with pytest.raises(LookupError, match="reinstall tiergym"):
         real.profiles()
+    found, _ = datasets.parse_entry("real")
+    assert found is real and not found.available
 
 
 def digest(profile):

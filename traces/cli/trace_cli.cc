@@ -257,7 +257,9 @@ int Project(const std::vector<std::string>& args) {
   p.AddOption("mlp", "N",
               "outstanding misses per thread; default: averaged over the prior "
               "(traces/PROJECTION.md)");
-  p.AddOption("threads", "N", "threads of the program (default: distinct tids in the trace)");
+  p.AddOption("threads", "N",
+              "threads of the program (default: the trace's tids holding at least a tenth of an "
+              "even share of its samples)");
   p.AddOption("overlap", "F",
               "overlap of compute and memory time, 0..1; default: averaged over the prior");
   p.AddOption("prior", "KEY=V,...",
@@ -268,6 +270,10 @@ int Project(const std::vector<std::string>& args) {
               "a phase's time after its last sample (a barrier wait): projected with the "
               "phase's work (apart) or as part of its last window",
               "apart");
+  p.AddFlag("wall-time",
+            "project a timer recording from its wall-clock times (default: each phase "
+            "shortened to the CPU time its threads ran, removing the time they waited for "
+            "a CPU on a busy recording machine)");
   p.AddOption("window", "N", "samples per projected window", "64");
   p.AddOption("format", "csv|bin", "output format", "csv");
   if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
@@ -312,6 +318,7 @@ int Project(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   o.separate_tails = tails == "apart";
+  o.cpu_time = !p.Flag("wall-time");
   if (p.Given("misses-per-sample")) {
     auto m = p.GetDouble("misses-per-sample");
     if (!m.ok()) return Fail(m.status());
