@@ -20,13 +20,14 @@ changes; a change makes a new version, and results name the version they were ma
 | procedural-test-v1 | procedural applications, seeds 1,000,000 ... 1,000,063 on knl: the same distribution, seeds disjoint from training | 64 |
 | bundled-v1 | the bundled mini-apps minife, lulesh, nekbone, lammps on knl (held-out programs: written by hand after real codes, not drawn from the distribution) | 4 |
 | real-v1 | real, unmodified programs from Debian's packages (LAMMPS's melt and crack examples, HPC Challenge), recorded once with tiergym-prof's timer backend and projected onto knl (held out; also `profiles="real"`) | 3 |
-| machine-xeonmax-v1 | the bundled mini-apps on xeonmax (Xeon Max 9480: DDR5 and HBM2e from bandwidth-latency curves), a machine no split trains on | 4 |
+| machine-xeonmax-v1 | the bundled mini-apps on xeonmax (Xeon Max 9480 along published Mess bandwidth-latency curves: DDR5 measured on its Sapphire Rapids siblings, HBM as the A64FX's measured HBM2E), a machine no split trains on | 4 |
 
 Every split of an evaluation uses the task's other keys (512 MiB of fast tier, 16 regions,
 ...): `config()` gives only `profiles` and `machine`.
 
 Profiles are generated on first use into the tiergym cache ($XDG_CACHE_HOME/tiergym or
-~/.cache/tiergym, under datasets-v1/MACHINE-seed1-sSAMPLES/APP/profile) by the tiergym
+~/.cache/tiergym, under datasets-v1/MACHINE-DIGEST-seed1-sSAMPLES/APP/profile, DIGEST twelve
+hex digits of a hash of the machine's description: machine_digest) by the tiergym
 binary (`tiergym trace synth --app procedural:SEED --format bin --no-runs`; 20,000 samples
 for procedural applications, 200,000 for programs, as the bundled profiles), each written
 to a temporary directory and renamed into place, so that processes preparing the same
@@ -38,7 +39,8 @@ binary traces (`traces/real/<program>.tgt.xz`, installed as tiergym/data/real/).
 use each is decompressed and projected onto the machine asked for (`tiergym trace project
 --machine M --format bin`, traces/PROJECTION.md) into the cache, under
 datasets-v1/real-<projection model>/MACHINE/DIGEST/PROGRAM/profile (MACHINE a bundled
-machine's name, or `file-` and a digest of a machine file's contents; DIGEST the shipped
+machine's name and a digest of its description, or `file-` and a digest of a machine
+file's contents; DIGEST the shipped
 recording's), so a new recording or projection model is projected anew.
 `real-v1` runs on knl; configuration keys that name `real-v1` (or its alias "real") and
 a `machine` get the programs projected onto that machine.
@@ -52,6 +54,7 @@ a server elsewhere needs the directories prepared on its machine and given by pa
 """
 
 import dataclasses
+import functools
 import hashlib
 import lzma
 import os
@@ -203,8 +206,9 @@ _SPLITS = [
                                "installed as tiergym/data/real) are missing from this "
                                "installation: reinstall tiergym"),
     Dataset("machine-xeonmax-v1", "machine",
-            "the bundled mini-apps on xeonmax (Xeon Max 9480, DDR5 and HBM2e from "
-            "bandwidth-latency curves), a machine no split trains on",
+            "the bundled mini-apps on xeonmax (Xeon Max 9480 along measured "
+            "bandwidth-latency curves: DDR5, and the A64FX's HBM2E for its HBM), a machine "
+            "no split trains on",
             machine="xeonmax", apps=_BUNDLED),
 ]
 DATASETS = {d.name: d for d in _SPLITS}
@@ -240,8 +244,26 @@ def cache_dir():
     return pathlib.Path.home() / ".cache" / "tiergym"
 
 
+@functools.lru_cache(maxsize=None)
+def machine_digest(machine):
+    """Twelve hex digits of a hash of `machine`'s description: a machine file's bytes, a
+    bundled machine's `tiergym trace synth --print-model MACHINE`. Profiles are kept per
+    description, so that a machine whose numbers change under the same name (xeonmax's HBM
+    tier did) gets new profiles rather than those generated on its old description."""
+    if os.path.isfile(machine):
+        return hashlib.sha256(pathlib.Path(machine).read_bytes()).hexdigest()[:12]
+    from .connection import find_binary  # noqa: PLC0415 (the binary knows the presets)
+
+    done = subprocess.run([find_binary(), "trace", "synth", "--print-model", str(machine)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ValueError(f"machine {machine!r}: {done.stderr.strip()}")
+    return hashlib.sha256(done.stdout.encode()).hexdigest()[:12]
+
+
 def profile_root(machine, samples=SAMPLES):
-    return cache_dir() / f"datasets-v{VERSION}" / f"{machine}-seed{SYNTH_SEED}-s{samples}"
+    return (cache_dir() / f"datasets-v{VERSION}" /
+            f"{machine}-{machine_digest(machine)}-seed{SYNTH_SEED}-s{samples}")
 
 
 _lock = threading.Lock()
@@ -302,13 +324,14 @@ def _file_digest(path):
 
 
 def _machine_key(machine):
-    """The cache's name of a machine: a bundled machine's name as it is, a machine file as
-    `file-` and a digest of its contents."""
+    """The cache's name of a machine: a bundled machine's name and a digest of its
+    description (machine_digest: a bundled machine whose numbers change is projected
+    anew), a machine file as `file-` and a digest of its contents."""
     if os.path.isfile(machine):
         return "file-" + _file_digest(machine)
     if not machine or not all(c.isalnum() or c in "-_." for c in machine) or machine[0] == ".":
         raise ValueError(f"machine {machine!r}: neither a bundled machine's name nor a file")
-    return machine
+    return f"{machine}-{machine_digest(machine)}"
 
 
 def _unpacked_recording(name, progress=None):
