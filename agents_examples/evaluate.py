@@ -419,7 +419,7 @@ def parse_args(argv):
                         "(default: the bundled applications minife, lulesh, nekbone, lammps)")
     parser.add_argument("--split", metavar="NAME[:N]",
                         help="evaluate on a split of tiergym.datasets (e.g. procedural-test-v1, "
-                             "bundled-v1, machine-xeonmax-v1; NAME:N its first N applications): "
+                             "bundled-v1, machine-xeonmax-v2; NAME:N its first N applications): "
                              "its applications and its machine, instead of --profiles and "
                              "--machine")
     parser.add_argument("--machine", default="knl",

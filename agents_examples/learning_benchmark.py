@@ -428,7 +428,7 @@ GENERAL_TASK = dict(tiergym.DEFAULT_TASK, observation="relative")
 TRAIN_SPLIT = "procedural-train-v1:256"
 # label=SPLIT[:N] items: the evaluation sets.
 EVAL_SETS = ("train=procedural-train-v1:32,test=procedural-test-v1,programs=bundled-v1,"
-             "machine=machine-xeonmax-v1,real=real-v1")
+             "machine=machine-xeonmax-v2,real=real-v1")
 SET_TITLES = {"train": "procedural, trained on", "test": "procedural, never seen",
               "programs": "bundled programs (held out)", "machine": "unseen machine",
               "real": "real programs (held out)"}

@@ -39,7 +39,7 @@ def cache(tmp_path, monkeypatch):
 def test_the_splits_are_named_versioned_and_disjoint():
     names = datasets.names()
     assert names[0] == "procedural-train-v1"
-    for name in ("procedural-test-v1", "bundled-v1", "real-v1", "machine-xeonmax-v1"):
+    for name in ("procedural-test-v1", "bundled-v1", "real-v1", "machine-xeonmax-v2"):
         assert name in names
     assert all(n.rsplit("-", 1)[1].startswith("v") for n in names)
     train, test = datasets.get("procedural-train-v1"), datasets.get("procedural-test-v1")
@@ -49,7 +49,7 @@ def test_the_splits_are_named_versioned_and_disjoint():
     assert test.app_names(1) == ["procedural-v1-1000000"]
     assert not set(train.app_names(1000)) & set(test.app_names())
     assert datasets.get("bundled-v1").app_names() == ["minife", "lulesh", "nekbone", "lammps"]
-    assert datasets.get("machine-xeonmax-v1").machine == "xeonmax"
+    assert datasets.get("machine-xeonmax-v2").machine == "xeonmax"
     with pytest.raises(KeyError, match="known: procedural-train-v1"):
         datasets.get("procedural-train-v0")
 
@@ -131,7 +131,7 @@ def test_bad_split_entries_say_what_to_fix(cache):
     with pytest.raises(ValueError, match="64 applications asked for|65 applications"):
         datasets.resolve_config({"profiles": "procedural-test-v1:65"})
     with pytest.raises(ValueError, match="different machines"):
-        datasets.resolve_config({"profiles": "bundled-v1,machine-xeonmax-v1"})
+        datasets.resolve_config({"profiles": "bundled-v1,machine-xeonmax-v2"})
 
 
 @needs_binary

@@ -138,7 +138,7 @@ def test_the_generalization_protocol_scores_every_set(tmp_path):
          "--eval-every", "12", "--config", "num_regions=8", "--config", "steps=6",
          "--train-split", "procedural-train-v1:2",
          "--sets", "train=procedural-train-v1:2,test=procedural-test-v1:2,"
-                   "machine=machine-xeonmax-v1:1,real=real-v1:1",
+                   "machine=machine-xeonmax-v2:1,real=real-v1:1",
          "--heuristics", "arms", "--json", str(tmp_path / "g.json"),
          "--plot", str(tmp_path / "g.png")],
         capture_output=True, text=True, timeout=900)
@@ -163,7 +163,7 @@ def test_the_generalization_protocol_scores_every_set(tmp_path):
     summary = result["summary"]["sb3-a2c"]
     assert set(summary) >= {"train", "test", "machine", "real", "seeds"}
     assert (tmp_path / "g.png").stat().st_size > 10_000
-    assert "machine-xeonmax-v1" in out.stdout and "arms" in out.stdout
+    assert "machine-xeonmax-v2" in out.stdout and "arms" in out.stdout
 
 
 def test_the_reference_agent_trains_on_a_split_and_is_scored_on_every_set():
@@ -172,7 +172,7 @@ def test_the_reference_agent_trains_on_a_split_and_is_scored_on_every_set():
     holds a return for every application of every set, from the benchmark's evaluator."""
     pytest.importorskip("torch")
     task = dict(lb.GENERAL_TASK, num_regions="8", steps="6")
-    sets = lb.parse_sets("train=procedural-train-v1:2,machine=machine-xeonmax-v1:1")
+    sets = lb.parse_sets("train=procedural-train-v1:2,machine=machine-xeonmax-v2:1")
     train_dataset, n = tiergym.datasets.parse_entry("procedural-train-v1:2")
     agent = dict(library="reference", kwargs=dict(policy="regions", num_envs=4, num_steps=3,
                                                   num_minibatches=1, env_threads=1))

@@ -20,7 +20,10 @@ changes; a change makes a new version, and results name the version they were ma
 | procedural-test-v1 | procedural applications, seeds 1,000,000 ... 1,000,063 on knl: the same distribution, seeds disjoint from training | 64 |
 | bundled-v1 | the bundled mini-apps minife, lulesh, nekbone, lammps on knl (held-out programs: written by hand after real codes, not drawn from the distribution) | 4 |
 | real-v1 | real, unmodified programs from Debian's packages (LAMMPS's melt and crack examples, HPC Challenge), recorded once with tiergym-prof's timer backend and projected onto knl (held out; also `profiles="real"`) | 3 |
-| machine-xeonmax-v1 | the bundled mini-apps on xeonmax (Xeon Max 9480 along published Mess bandwidth-latency curves: DDR5 measured on its Sapphire Rapids siblings, HBM as the A64FX's measured HBM2E), a machine no split trains on | 4 |
+| machine-xeonmax-v2 | the bundled mini-apps on xeonmax (Xeon Max 9480 along published Mess bandwidth-latency curves: DDR5 measured on its Sapphire Rapids siblings, HBM as the A64FX's measured HBM2E), a machine no split trains on | 4 |
+
+machine-xeonmax-v1 (retired) was the same programs on the xeonmax whose HBM tier was derived
+from DDR5's curves; since the HBM is the measured HBM2E, the split is v2. Results on v1 say so.
 
 Every split of an evaluation uses the task's other keys (512 MiB of fast tier, 16 regions,
 ...): `config()` gives only `profiles` and `machine`.
@@ -205,7 +208,7 @@ _SPLITS = [
             unavailable_reason="the bundled real programs' recordings (traces/real/*.tgt.xz, "
                                "installed as tiergym/data/real) are missing from this "
                                "installation: reinstall tiergym"),
-    Dataset("machine-xeonmax-v1", "machine",
+    Dataset("machine-xeonmax-v2", "machine",
             "the bundled mini-apps on xeonmax (Xeon Max 9480 along measured "
             "bandwidth-latency curves: DDR5, and the A64FX's HBM2E for its HBM), a machine "
             "no split trains on",
