@@ -4,7 +4,8 @@ on a family of ground truths"; the family: traces/SYNTH.md section 10).
 
 For every (truth member, machine, seed, application) it generates the synthetic profile and
 its measured runs once (`tiergym trace synth --truth M`, cached under --cache), runs
-`tiergym validate --json` with the estimator options given after `--`, and prints the mean and max error and
+`tiergym validate --json` with the estimator options given after `--` (or `tiergym
+calibrate` with --calibrate, 5-fold cross-validated), and prints the mean and max error and
 the coverage of the 90 % interval per member and placement kind:
 
   fractions  hbmNN runs (10-90 % of the footprint on the fast tier)
@@ -12,8 +13,8 @@ the coverage of the 90 % interval per member and placement kind:
   mixes      mix-* runs (three tiers: fast, far and the default tier)
 
 usage: scripts/estimator_family.py [--members spec,overlap,...] [--machines knl,disagg]
-       [--seeds 1,2] [--apps minife,...] [--cache DIR] [--json OUT.json]
-       [--configs CONFIGS.json] [-- VALIDATE OPTIONS...]
+       [--seeds 1,2] [--apps minife,...] [--cache DIR] [--json OUT.json] [--calibrate]
+       [--label TEXT] [-- VALIDATE OPTIONS...]
 
 The tiergym command is the one on PATH, or TIERGYM (environment). Progress on stderr.
 """
@@ -64,15 +65,15 @@ def ensure_profile(cache, member, machine, seed, app):
     return d
 
 
-def score(d, machine, options):
+def score(d, machine, options, calibrate):
     """[(run name, kind, error %, inside the interval or None)] of one profile, cached in
     the profile's directory by the options."""
-    key = hashlib.sha1(json.dumps([options, binary_id()]).encode()).hexdigest()[:16]
+    key = hashlib.sha1(json.dumps([options, calibrate, binary_id()]).encode()).hexdigest()[:16]
     cache = os.path.join(d, f"score-{key}.json")
     if os.path.exists(cache):
         with open(cache) as f:
             return [tuple(r) for r in json.load(f)]
-    rows = score_uncached(d, machine, options)
+    rows = score_uncached(d, machine, options, calibrate)
     with open(cache, "w") as f:
         json.dump(rows, f)
     return rows
@@ -85,8 +86,15 @@ def binary_id():
     return f"{st.st_size}-{int(st.st_mtime)}"
 
 
-def score_uncached(d, machine, options):
+def score_uncached(d, machine, options, calibrate):
     profile, runs = os.path.join(d, "profile"), os.path.join(d, "runs", "runs.csv")
+    if calibrate:
+        out = os.path.join(d, "calibration.json")
+        text = run([tiergym(), "calibrate", "--profile", profile, "--runs", runs, "--machine",
+                    machine, "--out", out, "--json", "--quiet"] + options)
+        doc = json.loads(text)
+        return [(r["name"], kind_of(r["name"]), r["cv_error_pct"], r.get("cv_inside"))
+                for r in doc["runs"]]
     text = run([tiergym(), "validate", "--profile", profile, "--runs", runs, "--machine", machine,
                 "--json"] + options)
     doc = json.loads(text)
@@ -147,6 +155,8 @@ def main():
     ap.add_argument("--apps", default=",".join(ALL_APPS))
     ap.add_argument("--cache", default="data/family")
     ap.add_argument("--json", help="also write every run's error here")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="score the cross-validated calibration (tiergym calibrate --json)")
     ap.add_argument("--configs", help="JSON file {name: [validate options]}: score each, then "
                     "choose among them leaving one member out at a time")
     args = ap.parse_args(argv)
@@ -171,13 +181,13 @@ def main():
                 for seed in seeds:
                     for app in apps:
                         d = ensure_profile(args.cache, member, machine, seed, app)
-                        for r in score(d, machine, opts):
+                        for r in score(d, machine, opts, args.calibrate):
                             all_rows.append((member, machine, seed, app) + tuple(r))
                         done += 1
                         print(f"[{done}/{total}, {time.time() - started:.0f} s] {name} {member} "
                               f"{machine} s{seed} {app}", file=sys.stderr)
         title = (f"{name}: mean / max error % (coverage of the 90 % interval); options: "
-                 f"{' '.join(opts) or '(defaults)'}")
+                 f"{' '.join(opts) or '(defaults)'}{' --calibrate' if args.calibrate else ''}")
         per_member, overall = table(all_rows, members, kinds, title)
         results[name] = {"options": opts, "rows": all_rows, "per_member": per_member,
                          "overall": overall}
@@ -197,7 +207,7 @@ def main():
             print(f"| {member} | {chosen} | " + " | ".join(cell(stats[k]) for k in kinds) + " |")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"configs": results}, f)
+            json.dump({"calibrate": args.calibrate, "configs": results}, f)
 
 
 if __name__ == "__main__":
