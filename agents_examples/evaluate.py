@@ -9,6 +9,7 @@ compares the environment's estimates with the runtimes measured in DIR's runs.cs
     python agents_examples/evaluate.py --policies oracle,hemem --steps 50
     python agents_examples/evaluate.py --profiles data/hotset/profile --machine small.json
     python agents_examples/evaluate.py --real-runs data/synth/lulesh --policies oracle,memtis
+    python agents_examples/evaluate.py --split procedural-test-v1:8 --tier-capacity-mib hbm:512
 
 --real-runs DIR: DIR holds runs.csv (or runs/runs.csv, as `tiergym trace synth` writes it)
 with the measured runs of one application, whose profile is DIR/profile or is named by
@@ -227,12 +228,13 @@ def evaluate(env, names, profiles, args):
 
 
 def format_table(results, header):
+    w = max([12] + [len(r["profile"]) for r in results])  # procedural names are longer
     lines = [header, "",
-             f"{'application':<12} {'policy':<10} {'runtime s':>10} {'default s':>10} "
+             f"{'application':<{w}} {'policy':<10} {'runtime s':>10} {'default s':>10} "
              f"{'time saved':>11} {'speedup':>8} {'migrated GiB':>13} {'refused':>8}"]
     for r in results:
         lines.append(
-            f"{r['profile']:<12} {r['policy']:<10} {r['runtime_ns'] / 1e9:>10.3f} "
+            f"{r['profile']:<{w}} {r['policy']:<10} {r['runtime_ns'] / 1e9:>10.3f} "
             f"{r['default_runtime_ns'] / 1e9:>10.3f} {r['speedup']:>+11.4f} "
             f"{r['default_runtime_ns'] / r['runtime_ns']:>7.3f}x "
             f"{r['migrated_bytes'] / GIB:>13.2f} {r['refused']:>8d}")
@@ -415,6 +417,11 @@ def parse_args(argv):
                              "MODULE:FACTORY loads another one")
     parser.add_argument("--profiles", help="comma-separated profile directories to serve "
                         "(default: the bundled applications minife, lulesh, nekbone, lammps)")
+    parser.add_argument("--split", metavar="NAME[:N]",
+                        help="evaluate on a split of tiergym.datasets (e.g. procedural-test-v1, "
+                             "bundled-v1, machine-xeonmax-v1; NAME:N its first N applications): "
+                             "its applications and its machine, instead of --profiles and "
+                             "--machine")
     parser.add_argument("--machine", default="knl",
                         help="machine: knl, disagg or a machine JSON file (default knl)")
     parser.add_argument("--tier-capacity-mib", metavar="TIER:MIB[,...]",
@@ -454,6 +461,19 @@ def parse_args(argv):
         missing = [p for p in args.profiles.split(",") if p and not os.path.isdir(p)]
         if missing:
             raise UsageError(f"--profiles: not a directory: {', '.join(missing)}")
+    if args.split:
+        if args.profiles:
+            raise UsageError("--split and --profiles: give one")
+        try:
+            found = tiergym.datasets.parse_entry(args.split)
+        except ValueError as e:
+            raise UsageError(f"--split: {e}") from None
+        if found is None:
+            raise UsageError(f"--split: no split {args.split!r} (known: "
+                             f"{', '.join(tiergym.datasets.names())})")
+        if not found[0].available:
+            raise UsageError(f"--split: {found[0].name}: {found[0].unavailable_reason}")
+        args.split_found = found
     if args.real_runs is not None and not os.path.isdir(args.real_runs):
         raise UsageError(f"--real-runs: {args.real_runs} is not a directory")
     return args, names
@@ -465,14 +485,25 @@ def main(argv=None):
     except UsageError as e:
         print(f"evaluate.py: error: {e}", file=sys.stderr)
         return 2
+    # The relative observation: its first four features per region are the raw ones every
+    # policy reads; Colloid- and ARMS-like need the rest.
     config = {"num_regions": args.num_regions, "steps": args.steps, "machine": args.machine,
-              "model": args.model}
+              "model": args.model, "observation": "relative"}
     if args.tier_capacity_mib:
         config["tier_capacity_mib"] = args.tier_capacity_mib
     server = None
     try:
         found = find_real_runs(args) if args.real_runs else None
         dirs = [os.path.abspath(p) for p in (args.profiles or "").split(",") if p]
+        if args.split:
+            split, n = args.split_found
+            progress(args, f"preparing {split.name} (first use: generated into the cache)...")
+            served = split.profiles(n, progress=lambda line: progress(args, line))
+            args.machine = config["machine"] = split.machine
+            if split.served_by_name:
+                config["profiles"] = served
+            else:
+                dirs = served
         if args.address:
             address = args.address
         else:

@@ -1,9 +1,11 @@
-"""fast_ppo.py: masked MultiDiscrete PPO at the environment's speed, in one file.
+r"""fast_ppo.py: masked MultiDiscrete PPO at the environment's speed, in one file.
 
     python agents_examples/fast_ppo.py                           # 2M steps of the default task
     python agents_examples/fast_ppo.py --policy regions          # per-region shared weights
     python agents_examples/fast_ppo.py --total-steps 500000 --json run.json --save ppo.pt
     python agents_examples/fast_ppo.py --ray-workers 2           # environments on Ray workers
+    python agents_examples/fast_ppo.py --policy regions --config observation=relative \
+        --train procedural-train-v1:256 --held-out bundled-v1     # splits of tiergym.datasets
 
 The default task (tiergym/TierPlacement-v1: knl with 512 MiB of HBM, 16 regions, 100
 decisions, keep action mode, normalized observations), trained on minife and lulesh and
@@ -138,7 +140,25 @@ def task_config(args):
 
 
 def apps(text):
+    """The comma-separated entries of --train or --held-out: profile names, or splits of
+    tiergym.datasets ("procedural-train-v1:256")."""
     return [a for a in (s.strip() for s in text.split(",")) if a]
+
+
+def app_names(text):
+    """The applications --train or --held-out names: a split's entry stands for its
+    applications' names."""
+    out = []
+    for entry in apps(text):
+        split = tiergym.datasets.parse_entry(entry)
+        out.extend(split[0].app_names(split[1]) if split is not None else [entry])
+    return out
+
+
+def serving_config(args):
+    """The task's keys with `profiles` serving --train and --held-out (a split's entry
+    stands for its profiles), for the evaluation's sessions."""
+    return dict(task_config(args), profiles=",".join(apps(args.train) + apps(args.held_out)))
 
 
 # --- The environments, made in one place ------------------------------------------------
@@ -334,7 +354,7 @@ class Evaluator:
         self.apps = list(apps_)
         self.envs = tiergym.InProcessVectorEnv(len(self.apps), threads=1,
                                                autoreset_mode=tiergym.DISABLED,
-                                               **task_config(args))
+                                               **serving_config(args))
         self.masks = Masks(args.mask, self.envs.tier_spec)
 
     def __call__(self, policy):
@@ -352,6 +372,13 @@ class Evaluator:
 
 
 def fraction_of_oracle(returns, oracle, apps_):
+    """The mean over the applications of return / oracle's return; where procedural
+    applications are among them (some gain nothing from any placement: a ratio there is
+    noise), the time saved summed over the oracle's sum, as learning_benchmark.py scores
+    its procedural sets."""
+    if any(a.startswith("procedural-") for a in apps_):
+        total = sum(oracle[a] for a in apps_)
+        return float(sum(returns[a] for a in apps_) / total) if total > 0 else float("nan")
     return float(np.mean([returns[a] / oracle[a] for a in apps_]))
 
 
@@ -359,12 +386,12 @@ def reference_returns(args, names=("hemem",)):
     """{policy: {app: return}} of the oracle and the heuristics of policies.py on the same
     machine (placement mode), over a private server: the scale of the score."""
     import policies
-    config = dict(task_config(args), action_mode="placement", observation="raw")
+    config = dict(serving_config(args), action_mode="placement", observation="raw")
     env = tiergym.TierEnv(**config)
     try:
         return {name: {a: float(policies.run_episode(env, policies.make_policy(name, seed=0),
                                                      seed=0, profile=a)["speedup"])
-                       for a in apps(args.train) + apps(args.held_out)}
+                       for a in app_names(args.train) + app_names(args.held_out)}
                 for name in ("oracle",) + tuple(names)}
     finally:
         env.close()
@@ -471,18 +498,22 @@ def log(*parts):
     print(*parts, file=sys.stderr, flush=True)
 
 
-def train(args, oracle=None, on_eval=None):
+def train(args, oracle=None, on_eval=None, evaluator=None):
     """Trains a policy; returns (policy, metrics). oracle ({app: return}) turns returns into
-    fractions of the oracle's time saved; on_eval(point) is called after each evaluation."""
+    fractions of the oracle's time saved; on_eval(point) is called after each evaluation.
+    evaluator (policy -> {app: return}, or {set: {app: return}} without an oracle) replaces
+    the default one (--train and --held-out side by side); the caller closes it."""
     check_args(args)
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.torch_threads)
     generator = torch.Generator().manual_seed(args.seed)   # minibatch order
     rng = np.random.default_rng(args.seed)                   # sampling noise
-    train_apps, held_out = apps(args.train), apps(args.held_out)
+    train_apps, held_out = app_names(args.train), app_names(args.held_out)
 
     envs = make_envs(args)
-    evaluator = Evaluator(args, train_apps + held_out)
+    own_evaluator = evaluator is None
+    if own_evaluator:
+        evaluator = Evaluator(args, train_apps + held_out)
     n, t_len, half = args.num_envs, args.num_steps, args.num_envs // 2
     layout = Layout(envs.tier_spec, envs.num_regions, envs.single_action_space)
     make_masks = Masks(args.mask, envs.tier_spec)
@@ -680,7 +711,8 @@ def train(args, oracle=None, on_eval=None):
         return policy, metrics
     finally:
         envs.close()
-        evaluator.close()
+        if own_evaluator:
+            evaluator.close()
 
 
 def write_json(path, metrics):
@@ -718,7 +750,7 @@ def main(argv=None):
         f"policy {args.policy}")
     refs = reference_returns(args)
     oracle = refs.pop("oracle")
-    hemem = fraction_of_oracle(refs["hemem"], oracle, apps(args.train))
+    hemem = fraction_of_oracle(refs["hemem"], oracle, app_names(args.train))
     log(f"oracle returns {oracle}; hemem {hemem:.3f} of the oracle on the training applications")
     try:
         policy, metrics = train(args, oracle=oracle)
@@ -731,9 +763,12 @@ def main(argv=None):
           f"rollouts {t['rollout']:.1f} s (inference {t['inference']:.1f} s, waiting for the "
           f"environment {t['env']:.1f} s), updates {t['update']:.1f} s")
     last = metrics["curve"][-1]
-    print(f"last evaluation: train {last['train']:.3f}, held out {last['held_out']:.3f} of the "
-          f"oracle (hemem: train {hemem:.3f}, held out "
-          f"{fraction_of_oracle(refs['hemem'], oracle, apps(args.held_out)):.3f})")
+    held_out = app_names(args.held_out)
+    print(f"last evaluation: train {last['train']:.3f}"
+          + (f", held out {last['held_out']:.3f}" if held_out else "")
+          + f" of the oracle (hemem: train {hemem:.3f}"
+          + (f", held out {fraction_of_oracle(refs['hemem'], oracle, held_out):.3f}"
+             if held_out else "") + ")")
     return 0
 
 

@@ -1,32 +1,46 @@
-"""The learning benchmark: standard RL libraries, unmodified, on tiergym's default task.
+"""The learning benchmark: agents trained on some applications, scored on others.
 
-    python agents_examples/learning_benchmark.py                     # everything (hours on 2 cores)
-    python agents_examples/learning_benchmark.py --agents sb3-ppo --seeds 0,1,2 --steps 200000
-    python agents_examples/learning_benchmark.py --agents sb3-ppo,sb3-a2c --steps 50000 \\
-        --json bench.json --plot bench.png
+    python agents_examples/learning_benchmark.py                     # generalization: every agent, 3 seeds (hours)
+    python agents_examples/learning_benchmark.py --agents ppo-regions --seeds 0 --json r0.json --no-plot
+    python agents_examples/learning_benchmark.py --merge r0.json r1.json r2.json --plot g.png
+    python agents_examples/learning_benchmark.py --protocol two-apps --agents sb3-ppo --steps 200000
 
-The default task is `tiergym/TierPlacement-v1` (registered by tiergym; the unversioned
-`tiergym/TierPlacement` resolves to it): knl with 512 MiB
-of HBM (a fifth to a half of each bundled application's footprint), 16 regions, 100
-decisions, the `keep` action mode (per region: keep it, or move it to a tier) and
-normalized observations. Each agent trains on the training applications (default minife
-and lulesh: the sessions serve only those) for `--steps` environment steps and is
-evaluated every `--eval-every` steps, deterministically, on every application: the
-training ones and the held-out ones (default nekbone and lammps), which it never saw.
+Two protocols, on tiergym's default task's keys (knl with 512 MiB of HBM, a fifth to a
+half of each bundled application's footprint; 16 regions; 100 decisions; the `keep` action
+mode, per region: keep it, or move it to a tier):
 
-The score is the **fraction of the oracle's time saved**: an episode's return is its time
-saved (1 - runtime / all-on-ddr runtime, migrations included); divided by the oracle's
-(policies.py: the best static placement, which sees the whole run), averaged over the
-applications of a set. The heuristics of policies.py run on the same machine (in the
-placement action mode, raw observation: the same dynamics and returns) and are drawn as
-horizontal lines. The JSON holds every curve, the heuristics, wall times and env steps
-per second; the plot the mean curve over seeds of each agent, train and held out.
+- **generalization** (default): the task with the relative observation (per-region
+  features relative to the application and the tiers; env/README.md, "Observations that
+  transfer"); agents train on procedural applications (--train-split, default the first
+  256 of tiergym.datasets' procedural-train-v1) and are evaluated on the sets of --sets:
+  32 of the applications trained on (train), the 64 of procedural-test-v1 (test: the same
+  distribution, seeds never seen), the bundled programs minife, lulesh, nekbone, lammps
+  (programs: written after real codes, never trained on), the same programs on xeonmax
+  (machine: a machine never trained on) and real programs when they are bundled.
+- **two-apps**: the normalized observation (tiergym/TierPlacement-v1 as registered); agents
+  train on minife and lulesh (--train) and are evaluated on those and on nekbone and
+  lammps (--held-out): the protocol of the first results, kept so that the change shows.
 
-Agents (AGENTS below): each library's defaults, and one tuned configuration each,
-documented where it is defined. SB3 PPO and A2C take the keep-mode action (MultiDiscrete),
-SB3 DQN the move mode (Discrete: one region per step), RLlib PPO the keep mode. Progress on
-stderr; exit status 0, 1 on a failure, 2 on a usage error (an unknown agent, a library
-that is not installed).
+Each agent trains for its budget (--steps; 200,000 for the libraries' agents, 2,000,000
+for the reference agent) and is evaluated every --eval-every steps, deterministically (seed
+0). The score is the **fraction of the oracle's time saved**: an episode's return is its
+time saved (1 - runtime / all-on-ddr runtime, migrations included), against the oracle's
+(policies.py: the best static placement, which sees the whole run); on a set of programs
+the mean over its applications of return / oracle's return, on a procedural set the time
+saved summed over its applications over the oracle's sum (some procedural applications
+gain nothing from any placement; a ratio there is noise). The heuristics of policies.py run
+on the same machines, in the placement action mode (the same dynamics and returns), and
+are horizontal lines. The JSON (rewritten after every evaluation) holds every curve, the
+heuristics, wall times and env steps per second; the plot the mean curve over seeds, one
+panel per set (or train and held out).
+
+Agents (AGENTS below): the reference agent (agents_examples/fast_ppo.py: PPO with weights
+shared across regions, `ppo-regions`, or a flat MLP, `ppo-flat`), each library's defaults
+and one tuned configuration each, documented where they are defined. SB3 PPO and A2C take
+the keep-mode action (MultiDiscrete), SB3 DQN the move mode (Discrete: one region per
+step), RLlib PPO the keep mode (two-apps protocol only). Progress on stderr; exit status 0,
+1 on a failure, 2 on a usage error (an unknown agent or split, a library that is not
+installed).
 """
 
 import argparse
@@ -45,6 +59,9 @@ import tiergym
 # The default task's configuration keys (tiergym/TierPlacement-v1's registration).
 TASK = dict(tiergym.DEFAULT_TASK)
 HEURISTICS = ("random", "greedy", "hemem", "memtis", "damos", "autonuma")
+# The generalization protocol's heuristics: those and the ones that read the relative
+# observation's traffic and latencies.
+GENERAL_HEURISTICS = HEURISTICS + ("tpp", "colloid", "arms")
 
 # Tuned configurations: each a few measured changes to the library's defaults, for
 # wall-clock speed on small CPUs first (bigger batches, fewer optimiser steps per sample)
@@ -77,7 +94,14 @@ AGENTS = {
     "rllib-ppo-tuned": dict(library="rllib", kwargs=dict(
         train_batch_size_per_learner=2048, minibatch_size=64, num_epochs=10, lr=3e-4,
         fcnet_hiddens=[64, 64])),
+    # The reference agent (agents_examples/fast_ppo.py, masked PPO on the in-process vector
+    # environment): weights shared across regions (permutation-equivariant), and the flat
+    # MLP for comparison. Their configuration: agents_examples/README.md, "Generalization".
+    "ppo-regions": dict(library="reference", kwargs=dict(policy="regions")),
+    "ppo-flat": dict(library="reference", kwargs=dict(policy="mlp")),
 }
+# The generalization protocol's agents by default.
+GENERAL_AGENTS = ("ppo-regions", "ppo-flat", "sb3-ppo")
 
 
 def log(*parts):
@@ -194,34 +218,59 @@ def vectorize_multicategorical():
 
 
 def train_sb3(agent, server, config, train, apps, seed, steps, eval_every, progress, curve):
+    """An SB3 agent on the applications of `train`, evaluated on `apps`."""
+    env_config = dict(config, **agent.get("config", {}))
+    evaluator = AppsEvaluator(tiergym.TierEnv(address=server, **env_config), apps)
+    return run_sb3(agent, server, env_config, {"profiles": ",".join(train)}, evaluator, seed,
+                   steps, eval_every, progress, curve)
+
+
+class AppsEvaluator:
+    """Deterministic episodes (seed 0) of a predict(obs) -> action function on each of
+    `apps`, on one session: {app: return}."""
+
+    def __init__(self, env, apps):
+        self.env, self.apps = env, apps
+
+    def __call__(self, predict):
+        return evaluate_predict(self.env, predict, self.apps)
+
+    def close(self):
+        self.env.close()
+
+
+def run_sb3(agent, server, env_config, train_config, evaluator, seed, steps, eval_every,
+            progress, curve):
+    """An SB3 agent (AGENTS' entry) trained on `server` with env_config and train_config
+    (its profiles), evaluator(predict) after every eval_every steps; closes the evaluator.
+    -> (curve, train_s, wall_s)."""
     import stable_baselines3
     from tiergym.sb3 import TierVecEnv
-    algo = getattr(stable_baselines3, agent["algo"])
-    env_config = dict(config, **agent.get("config", {}))
-    n_envs = int(agent.get("n_envs", 1))
-    if n_envs == 1:  # what a user of the defaults writes: the Gymnasium env itself
-        venv = tiergym.TierEnv(address=server, profiles=",".join(train), **env_config)
-    else:
-        venv = TierVecEnv(n_envs, address=server, profiles=",".join(train), **env_config)
-        venv.seed(seed)
-    eval_env = tiergym.TierEnv(address=server, **env_config)
-    model = algo("MlpPolicy", venv, seed=seed, verbose=0, **agent["kwargs"])
-    if n_envs == 1:
-        model.get_env().seed(seed)
-    started = time.monotonic()
-
-    def evaluate():
-        returns = evaluate_predict(eval_env, lambda o: model.predict(o, deterministic=True)[0],
-                                   apps)
-        curve.append({"steps": int(model.num_timesteps), "returns": returns})
-        return returns
-
+    venv = None
     try:
+        algo = getattr(stable_baselines3, agent["algo"])
+        n_envs = int(agent.get("n_envs", 1))
+        if n_envs == 1:  # what a user of the defaults writes: the Gymnasium env itself
+            venv = tiergym.TierEnv(address=server, **dict(env_config, **train_config))
+        else:
+            venv = TierVecEnv(n_envs, address=server, **dict(env_config, **train_config))
+            venv.seed(seed)
+        model = algo("MlpPolicy", venv, seed=seed, verbose=0, **agent["kwargs"])
+        if n_envs == 1:
+            model.get_env().seed(seed)
+        started = time.monotonic()
+
+        def evaluate():
+            returns = evaluator(lambda o: model.predict(o, deterministic=True)[0])
+            curve.append({"steps": int(model.num_timesteps), "returns": returns})
+            return returns
+
         train_s = learn_with_evaluations(model, steps, eval_every, evaluate, progress)
+        return curve, train_s, time.monotonic() - started
     finally:
-        venv.close()
-        eval_env.close()
-    return curve, train_s, time.monotonic() - started
+        if venv is not None:
+            venv.close()
+        evaluator.close()
 
 
 def learn_with_evaluations(model, steps, eval_every, evaluate, progress=None):
@@ -355,6 +404,297 @@ def train_rllib(agent, server, config, train, apps, seed, steps, eval_every, pro
     return curve, train_s, time.monotonic() - started
 
 
+# --- The generalization protocol ---------------------------------------------------------------
+#
+# Train on procedural applications (tiergym.datasets' procedural-train-v1), evaluate on
+# named sets of applications: some of those trained on, procedural ones never seen, the
+# bundled programs (written by hand, not drawn from the distribution), the same programs on
+# a machine never trained on, and real programs when they are bundled.
+
+# The task of the protocol: the default task's keys, with the relative observation
+# (per-region features relative to the application and the tiers: env/README.md,
+# "Observations that transfer").
+GENERAL_TASK = dict(tiergym.DEFAULT_TASK, observation="relative")
+TRAIN_SPLIT = "procedural-train-v1:256"
+# label=SPLIT[:N] items: the evaluation sets.
+EVAL_SETS = ("train=procedural-train-v1:32,test=procedural-test-v1,programs=bundled-v1,"
+             "machine=machine-xeonmax-v1,real=real-v1")
+SET_TITLES = {"train": "procedural, trained on", "test": "procedural, never seen",
+              "programs": "bundled programs (held out)", "machine": "unseen machine",
+              "real": "real programs (held out)"}
+
+
+class EvalSet:
+    """A named set of applications to evaluate on: `label`, the split (tiergym.datasets)
+    and how many of its applications, their names, the configuration keys that serve them
+    (profiles, machine), and how its score is taken (`pooled`: procedural sets, see
+    set_fraction)."""
+
+    def __init__(self, label, dataset, n):
+        self.label, self.dataset, self.n = label, dataset, n
+        self.apps = dataset.app_names(n)
+        self.pooled = dataset.kind == "procedural"
+
+    def config(self):
+        return self.dataset.config(self.n, progress=log)
+
+    def describe(self):
+        return {"split": self.dataset.name, "n": self.n, "apps": self.apps,
+                "machine": self.dataset.machine, "pooled": self.pooled}
+
+
+def parse_sets(text):
+    """[EvalSet] of LABEL=SPLIT[:N] items; unavailable splits are left out with a note.
+    ValueError says what is wrong."""
+    sets = []
+    for item in filter(None, (i.strip() for i in text.split(","))):
+        label, eq, entry = item.partition("=")
+        if not eq or not label or not entry:
+            raise ValueError(f"{item!r} is not LABEL=SPLIT[:N]")
+        found = tiergym.datasets.parse_entry(entry)
+        if found is None:
+            raise ValueError(f"{item!r}: no split {entry.partition(':')[0]!r} (known: "
+                             f"{', '.join(tiergym.datasets.names())})")
+        dataset, n = found
+        if not dataset.available:
+            log(f"note: set {label} ({dataset.name}) left out: {dataset.unavailable_reason}")
+            continue
+        if any(s.label == label for s in sets):
+            raise ValueError(f"set {label!r} given twice")
+        sets.append(EvalSet(label, dataset, n))
+    if not sets:
+        raise ValueError("no evaluation set")
+    return sets
+
+
+def set_fraction(returns, oracle, evalset):
+    """The fraction of the oracle's time saved on a set (returns, oracle: {app: return}).
+    Programs (a few applications, every one worth placing): the mean over the applications
+    of return / oracle's return, as the two-application protocol takes it. Procedural sets
+    (many applications, some of which no placement speeds up: the oracle saves ~0 there and
+    a ratio would be noise): the time saved summed over the set, over the oracle's sum."""
+    r = np.array([returns[a] for a in evalset.apps], dtype=np.float64)
+    o = np.array([oracle[a] for a in evalset.apps], dtype=np.float64)
+    if evalset.pooled:
+        # nan when no placement of the set's applications saves time (a tiny set).
+        return float(r.sum() / o.sum()) if o.sum() > 0 else float("nan")
+    return float(np.mean(r / o))
+
+
+class SetServers:
+    """One private server per machine of the sets (the sets' profiles are named in each
+    session's configuration), with a memory budget for a pool of procedural profiles. A
+    server loads at start what it serves by default: the bundled programs when a set names
+    them on that machine, else only one of the profiles given (`first`: {machine: profile
+    directory}), which is quicker."""
+
+    def __init__(self, sets, first=None):
+        self.servers = {}
+        self.by_name = {s.dataset.machine for s in sets if s.dataset.served_by_name}
+        self.first = dict(first or {})
+
+    def get(self, machine, first=None):
+        if machine not in self.servers:
+            args = ["--threads", "1", "--quiet", "--idle-timeout", "0", "--machine", machine,
+                    "--max-asset-mib", "16384"]
+            start = first or self.first.get(machine)
+            if machine not in self.by_name and start:
+                args += ["--profiles", start]
+            self.servers[machine] = tiergym.Server(args=args)
+        return self.servers[machine]
+
+    def close(self):
+        for s in self.servers.values():
+            s.close()
+        self.servers = {}
+
+
+def set_heuristic_returns(servers, sets, task, names, seed=0):
+    """{label: {policy: {app: return}}} of the oracle and the heuristics on every set, in
+    the placement action mode (what policies.py drives), the task's observation."""
+    table = {}
+    for evalset in sets:
+        config = dict(task, action_mode="placement", **evalset.config())
+        env = tiergym.TierEnv(address=servers.get(evalset.dataset.machine,
+                                                  config["profiles"][0]), **config)
+        try:
+            table[evalset.label] = {}
+            for name in ("oracle",) + tuple(names):
+                policy = policies.make_policy(name, seed=seed)
+                table[evalset.label][name] = {
+                    a: float(policies.run_episode(env, policy, seed=seed, profile=a)["speedup"])
+                    for a in evalset.apps}
+            oracle = table[evalset.label]["oracle"]
+            log(f"  {evalset.label:<9} ({len(evalset.apps)} applications) " + "  ".join(
+                f"{n} {set_fraction(table[evalset.label][n], oracle, evalset):+.3f}"
+                for n in names))
+        finally:
+            env.close()
+    return table
+
+
+class SetEvaluator:
+    """Deterministic episodes (seed 0) of a predict(obs) -> action function on every
+    application of every set: {label: {app: return}}, over TierEnv sessions."""
+
+    def __init__(self, servers, sets, task):
+        self.sets = sets
+        self.envs = {s.label: tiergym.TierEnv(address=servers.get(s.dataset.machine),
+                                              **dict(task, **s.config())) for s in sets}
+
+    def __call__(self, predict):
+        return {s.label: evaluate_predict(self.envs[s.label], predict, s.apps)
+                for s in self.sets}
+
+    def close(self):
+        for env in self.envs.values():
+            env.close()
+
+
+def train_sb3_general(agent, servers, task, train_config, sets, seed, steps, eval_every,
+                      progress, curve):
+    """An SB3 agent on the training split, evaluated on every set."""
+    env_config = dict(task, **agent.get("config", {}))
+    return run_sb3(agent, servers.get(train_config["machine"]), env_config, train_config,
+                   SetEvaluator(servers, sets, env_config), seed, steps, eval_every, progress,
+                   curve)
+
+
+class InProcessSetEvaluator:
+    """The reference agent's evaluation: one deterministic episode (seed 0) per application
+    of every set, all the applications of a set side by side in one in-process vector
+    environment (the same episodes as the server's, bit for bit), the policy's most likely
+    allowed choice per region (fast_ppo.greedy_actions): {label: {app: return}}."""
+
+    def __init__(self, fast_ppo, fast_args, sets, task):
+        self.fast_ppo, self.parts = fast_ppo, []
+        for s in sets:
+            envs = tiergym.InProcessVectorEnv(len(s.apps), threads=1,
+                                              autoreset_mode=tiergym.DISABLED,
+                                              **dict(task, **s.config()))
+            self.parts.append((s, envs, fast_ppo.Masks(fast_args.mask, envs.tier_spec)))
+
+    def __call__(self, policy):
+        out = {}
+        for s, envs, masks in self.parts:
+            obs, info = envs.reset(seed=[0] * len(s.apps), options={"profile": s.apps})
+            total = np.zeros(len(s.apps))
+            while True:  # one configuration: every episode ends at the same step
+                obs, reward, terminated, truncated, info = envs.step(
+                    self.fast_ppo.greedy_actions(policy, obs, masks(info)))
+                total += reward
+                if (terminated | truncated).all():
+                    break
+            out[s.label] = {a: float(r) for a, r in zip(s.apps, total)}
+        return out
+
+    def close(self):
+        for _, envs, _ in self.parts:
+            envs.close()
+
+
+def train_reference_general(agent, task, train_config, sets, seed, steps, eval_every,
+                            progress, curve):
+    """The reference agent (agents_examples/fast_ppo.py: masked PPO on the in-process vector
+    environment) on the training split, evaluated on every set."""
+    import fast_ppo
+    overrides = {k: v for k, v in task.items() if tiergym.DEFAULT_TASK.get(k) != v}
+    fast_args = fast_ppo.Args(
+        seed=seed, total_steps=steps, eval_every=eval_every, quiet=True,
+        train=",".join(train_config["profiles"]), held_out="",
+        config=",".join(f"{k}={v}" for k, v in dict(overrides,
+                                                     machine=train_config["machine"]).items()),
+        **agent["kwargs"])
+    evaluator = InProcessSetEvaluator(fast_ppo, fast_args, sets, task)
+    started = time.monotonic()
+
+    def on_eval(point):
+        curve.append({"steps": int(point["steps"]), "returns": point["returns"]})
+        if point["steps"] > 0:
+            progress(int(point["steps"]), point["returns"], point["train_s"])
+
+    try:
+        _, metrics = fast_ppo.train(fast_args, on_eval=on_eval, evaluator=evaluator)
+    finally:
+        evaluator.close()
+    return curve, metrics["train_s"], time.monotonic() - started
+
+
+def summarize_sets(runs, oracle, sets):
+    """{agent: {label: [mean, std] over seeds at the last evaluation, "seeds", "steps",
+    "wall_s", "steps_per_s"}}."""
+    table = {}
+    for name in dict.fromkeys(r["agent"] for r in runs):
+        mine = [r for r in runs if r["agent"] == name]
+        last = [r["curve"][-1] for r in mine]
+        row = {"seeds": len(mine), "steps": int(np.mean([p["steps"] for p in last])),
+               "wall_s": float(np.mean([r["wall_s"] for r in mine])),
+               "steps_per_s": float(np.mean([r["steps_per_s"] for r in mine]))}
+        for s in sets:
+            f = [set_fraction(p["returns"][s.label], oracle[s.label], s) for p in last]
+            row[s.label] = [float(np.mean(f)), float(np.std(f))]
+        table[name] = row
+    return table
+
+
+def print_sets_table(summary, heuristics, oracle, sets, out=sys.stdout):
+    print("fraction of the oracle's time saved (mean +- std over seeds; last evaluation); "
+          + ", ".join(f"{s.label}: {s.dataset.name} ({len(s.apps)})" for s in sets), file=out)
+    print(f"{'agent':<20}{'steps':>8}{'seeds':>6}"
+          + "".join(f"{s.label:>16}" for s in sets) + f"{'wall s':>9}{'steps/s':>9}", file=out)
+    for name, row in summary.items():
+        print(f"{name:<20}{row['steps']:>8}{row['seeds']:>6}"
+              + "".join(f"{row[s.label][0]:>10.3f} +-{row[s.label][1]:.2f}" for s in sets)
+              + f"{row['wall_s']:>9.0f}{row['steps_per_s']:>9.0f}", file=out)
+    for name in next(iter(heuristics.values())):
+        print(f"{name:<20}{'':>8}{'':>6}" + "".join(
+            f"{set_fraction(heuristics[s.label][name], oracle[s.label], s):>16.3f}"
+            for s in sets), file=out)
+
+
+def plot_sets(path, runs, heuristics, oracle, sets, title):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(sets), figsize=(4.2 * len(sets), 4.4), sharey=True,
+                             squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    agents = list(dict.fromkeys(r["agent"] for r in runs))
+    for ax, s in zip(axes[0], sets):
+        for i, name in enumerate(agents):
+            curves = [r["curve"] for r in runs if r["agent"] == name]
+            n = min(len(c) for c in curves)
+            xs = np.mean([[p["steps"] for p in c[:n]] for c in curves], axis=0)
+            ys = np.array([[set_fraction(p["returns"][s.label], oracle[s.label], s)
+                            for p in c[:n]] for c in curves])
+            color = colors[i % len(colors)]
+            ax.plot(xs, ys.mean(axis=0), color=color,
+                    label=f"{name} ({len(curves)} seed{'s' if len(curves) > 1 else ''})")
+            if len(curves) > 1:
+                ax.fill_between(xs, ys.min(axis=0), ys.max(axis=0), color=color, alpha=0.15)
+        names = list(heuristics[s.label])
+        for j, h in enumerate(names):
+            y = set_fraction(heuristics[s.label][h], oracle[s.label], s)
+            ax.axhline(y, color="0.4", lw=0.8, ls=(0, (1 + j, 2)))
+            ax.annotate(h, (1.0, y), xycoords=("axes fraction", "data"), fontsize=7,
+                        color="0.3", xytext=(2, 0), textcoords="offset points", va="center")
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.set_title(f"{SET_TITLES.get(s.label, s.label)}\n{s.dataset.name} "
+                     f"({len(s.apps)} applications)", fontsize=9)
+        ax.set_xlabel("environment steps")
+        low = min([ax.get_ylim()[0]] + [set_fraction(heuristics[s.label][h], oracle[s.label], s)
+                                        - 0.05 for h in names])
+        ax.set_ylim(bottom=max(-0.3, low), top=1.1)
+    axes[0][0].set_ylabel("fraction of the oracle's time saved")
+    axes[0][-1].legend(loc="lower right", fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    # Margins set, not tight_layout's: the heuristics' labels right of each panel left it
+    # nothing to fit, and the title ran over the panels' titles.
+    fig.subplots_adjust(left=0.05, right=0.95, top=0.82, bottom=0.12, wspace=0.3)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 # --- The benchmark ------------------------------------------------------------------------------
 
 def summarize(runs, oracle, train, held_out):
@@ -433,32 +773,52 @@ def plot(path, runs, heuristics, oracle, train, held_out, title):
 
 
 def write_json(path, args, oracle, heuristics, runs):
+    if args.protocol == "generalization":
+        doc = {"protocol": "generalization", "task": args.task,
+               "train_split": args.train_split,
+               "sets": {s.label: s.describe() for s in args.sets},
+               "oracle": oracle, "heuristics": heuristics,
+               "summary": summarize_sets(runs, oracle, args.sets) if all(
+                   r["curve"] for r in runs) else {},
+               "runs": runs}
+    else:
+        doc = {"protocol": "two-apps", "task": args.task, "train": args.train,
+               "held_out": args.held_out, "oracle": oracle, "heuristics": heuristics,
+               "summary": summarize(runs, oracle, args.train, args.held_out) if all(
+                   r["curve"] for r in runs) else {},
+               "runs": runs}
     with open(path + ".tmp", "w") as f:
-        json.dump({"task": args.task, "train": args.train, "held_out": args.held_out,
-                   "oracle": oracle, "heuristics": heuristics,
-                   "summary": summarize(runs, oracle, args.train, args.held_out) if all(
-                       r["curve"] for r in runs) else {},
-                   "runs": runs}, f, indent=1)
+        json.dump(doc, f, indent=1)
     os.replace(path + ".tmp", path)
 
 
 def report(args, oracle, heuristics, runs):
     """The table on stdout, the JSON and the plot."""
-    summary = summarize(runs, oracle, args.train, args.held_out)
     seeds = sorted({r["seed"] for r in runs})
-    print(f"Learning benchmark: {json.dumps(args.task)}, train {','.join(args.train)}, "
-          f"held out {','.join(args.held_out)}, seeds {','.join(map(str, seeds))}")
-    print_table(summary, heuristics, oracle, args.train, args.held_out)
+    if args.protocol == "generalization":
+        print(f"Learning benchmark (generalization): {json.dumps(args.task)}, trained on "
+              f"{args.train_split}, seeds {','.join(map(str, seeds))}")
+        print_sets_table(summarize_sets(runs, oracle, args.sets), heuristics, oracle, args.sets)
+    else:
+        print(f"Learning benchmark: {json.dumps(args.task)}, train {','.join(args.train)}, "
+              f"held out {','.join(args.held_out)}, seeds {','.join(map(str, seeds))}")
+        print_table(summarize(runs, oracle, args.train, args.held_out), heuristics, oracle,
+                    args.train, args.held_out)
     if args.json:
         write_json(args.json, args, oracle, heuristics, runs)
-    if not args.no_plot:
-        plot(args.plot, runs, heuristics, oracle, args.train, args.held_out,
-             f"tiergym default task ({json.dumps(args.task)}); mean of seeds, band min-max")
+    if not args.no_plot and runs:
+        if args.protocol == "generalization":
+            plot_sets(args.plot, runs, heuristics, oracle, args.sets,
+                      f"trained on {args.train_split} ({json.dumps(args.task)}); mean of "
+                      "seeds, band min-max; heuristics as lines")
+        else:
+            plot(args.plot, runs, heuristics, oracle, args.train, args.held_out,
+                 f"tiergym default task ({json.dumps(args.task)}); mean of seeds, band min-max")
         log(f"plot: {args.plot}")
 
 
 def merge(args):
-    """--merge: the runs of several JSON files of the same task, as one benchmark."""
+    """--merge: the runs of several JSON files of the same protocol, task and sets."""
     runs, first = [], None
     for path in args.merge:
         try:
@@ -467,14 +827,24 @@ def merge(args):
         except (OSError, ValueError) as e:
             log(f"learning_benchmark: --merge {path}: {e}")
             return 1
+        data.setdefault("protocol", "two-apps")  # files written before the protocols
+        key = ((data["protocol"], data["task"], data.get("train_split"), data.get("sets"))
+               if data["protocol"] == "generalization" else
+               (data["protocol"], data["task"], data["train"], data["held_out"]))
         if first is None:
-            first = data
-        elif (data["task"], data["train"], data["held_out"]) != (
-                first["task"], first["train"], first["held_out"]):
-            log(f"learning_benchmark: --merge {path}: another task or split than {args.merge[0]}")
+            first, first_key = data, key
+        elif key != first_key:
+            log(f"learning_benchmark: --merge {path}: another protocol, task or sets than "
+                f"{args.merge[0]}")
             return 1
         runs += [r for r in data["runs"] if r["curve"]]
-    args.task, args.train, args.held_out = first["task"], first["train"], first["held_out"]
+    args.protocol, args.task = first["protocol"], first["task"]
+    if args.protocol == "generalization":
+        args.train_split = first["train_split"]
+        args.sets = [EvalSet(label, tiergym.datasets.get(d["split"]), d["n"])
+                     for label, d in first["sets"].items()]
+    else:
+        args.train, args.held_out = first["train"], first["held_out"]
     report(args, first["oracle"], first["heuristics"], runs)
     return 0
 
@@ -482,24 +852,43 @@ def merge(args):
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--agents", default=",".join(AGENTS),
-                        help=f"comma-separated, among {', '.join(AGENTS)} (default all)")
+    parser.add_argument("--protocol", choices=("generalization", "two-apps"),
+                        default="generalization",
+                        help="generalization (default): train on procedural applications, "
+                             "evaluate on the sets of --sets; two-apps: train on --train, "
+                             "evaluate on those and --held-out (the protocol of "
+                             "tiergym/TierPlacement-v1's first results)")
+    parser.add_argument("--agents", default=None,
+                        help=f"comma-separated, among {', '.join(AGENTS)} (default: all of "
+                             "the protocol's: " + ", ".join(GENERAL_AGENTS) + " for "
+                             "generalization, every agent but the reference ones for two-apps)")
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated (default 0,1,2)")
-    parser.add_argument("--steps", type=int, default=200_000,
-                        help="environment steps per run (default 200000)")
-    parser.add_argument("--eval-every", type=int, default=10_240,
-                        help="environment steps between evaluations (default 10240: five "
-                             "of PPO's 2048-step rollouts)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="environment steps per run (default: each agent's budget, "
+                             "200000 for the libraries' agents, 2000000 for the reference "
+                             "agents)")
+    parser.add_argument("--eval-every", type=int, default=None,
+                        help="environment steps between evaluations (default 10240, five "
+                             "of PPO's 2048-step rollouts; the reference agents 262144)")
+    parser.add_argument("--train-split", default=TRAIN_SPLIT,
+                        help="generalization: the applications trained on, a split of "
+                             "tiergym.datasets and how many of it (default %(default)s)")
+    parser.add_argument("--sets", default=EVAL_SETS,
+                        help="generalization: the evaluation sets, LABEL=SPLIT[:N] items "
+                             "(default %(default)s; an unavailable split is left out with a "
+                             "note)")
     parser.add_argument("--train", default=",".join(learning_common.DEFAULT_TRAIN),
-                        help="applications to train on (default %(default)s)")
+                        help="two-apps: applications to train on (default %(default)s)")
     parser.add_argument("--held-out", default=",".join(learning_common.DEFAULT_HELD_OUT),
-                        help="applications to evaluate on only (default %(default)s)")
+                        help="two-apps: applications to evaluate on only (default %(default)s)")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                         help="override a configuration key of the task (repeatable), "
                              "e.g. num_regions=16")
-    parser.add_argument("--heuristics", default=",".join(HEURISTICS),
-                        help="reference policies drawn as lines (default %(default)s; the "
-                             "oracle always runs: the score is a fraction of its time saved)")
+    parser.add_argument("--heuristics", default=None,
+                        help="reference policies drawn as lines (default: "
+                             f"{','.join(GENERAL_HEURISTICS)} for generalization, "
+                             f"{','.join(HEURISTICS)} for two-apps; the oracle always runs: "
+                             "the score is a fraction of its time saved)")
     parser.add_argument("--json", help="write every curve and the summary here")
     parser.add_argument("--plot", default="learning-benchmark.png",
                         help="the learning curves (default %(default)s)")
@@ -514,34 +903,116 @@ def parse_args(argv):
     parser.add_argument("--torch-threads", type=int, default=1,
                         help="torch threads per process (default 1: the machine is shared)")
     args = parser.parse_args(argv)
+    general = args.protocol == "generalization"
+    if args.agents is None:
+        args.agents = ",".join(GENERAL_AGENTS if general else
+                               [a for a in AGENTS if AGENTS[a]["library"] != "reference"])
     args.agents = [a for a in args.agents.split(",") if a]
     unknown = [a for a in args.agents if a not in AGENTS]
     if unknown:
         parser.error(f"unknown agent(s) {', '.join(unknown)} (known: {', '.join(AGENTS)})")
+    if general:
+        rllib = [a for a in args.agents if AGENTS[a]["library"] == "rllib"]
+        if rllib:
+            parser.error(f"{', '.join(rllib)}: the generalization protocol runs the SB3 and "
+                         "the reference agents (RLlib's run --protocol two-apps)")
     try:
         args.seeds = [int(s) for s in args.seeds.split(",") if s]
     except ValueError:
         parser.error(f"--seeds: {args.seeds!r} is not a comma-separated list of integers")
+    if args.heuristics is None:
+        args.heuristics = ",".join(GENERAL_HEURISTICS if general else HEURISTICS)
     args.heuristics = [h for h in args.heuristics.split(",") if h]
     bad = [h for h in args.heuristics if h not in policies.POLICIES or h == "oracle"]
     if bad:
-        parser.error(f"--heuristics: unknown {', '.join(bad)} (known: {', '.join(HEURISTICS)})")
+        parser.error(f"--heuristics: unknown {', '.join(bad)} (known: "
+                     f"{', '.join(GENERAL_HEURISTICS)})")
+    if not general:
+        needs = [h for h in args.heuristics if h in policies.NEEDS_RELATIVE]
+        if needs:
+            parser.error(f"--heuristics: {', '.join(needs)} read the relative observation; "
+                         "the two-apps protocol's task has the normalized one")
     args.train = learning_common.split_apps(args.train)
     args.held_out = learning_common.split_apps(args.held_out)
-    config = dict(TASK)
+    config = dict(GENERAL_TASK if general else TASK)
     for item in args.config:
         key, eq, value = item.partition("=")
         if not eq or not key:
             parser.error(f"--config: {item!r} is not KEY=VALUE")
         config[key] = value
     args.task = config
-    if args.steps <= 0 or args.eval_every <= 0:
+    if general and not args.merge:
+        try:
+            found = tiergym.datasets.parse_entry(args.train_split)
+            if found is None:
+                raise ValueError(f"no split {args.train_split!r} (known: "
+                                 f"{', '.join(tiergym.datasets.names())})")
+            if not found[0].available:
+                raise ValueError(f"{found[0].name}: {found[0].unavailable_reason}")
+            args.sets = parse_sets(args.sets)
+        except ValueError as e:
+            parser.error(f"--train-split/--sets: {e}")
+    if (args.steps is not None and args.steps <= 0) or (
+            args.eval_every is not None and args.eval_every <= 0):
         parser.error("--steps and --eval-every must be positive")
     for name in args.agents:
-        module = {"sb3": "stable_baselines3", "rllib": "ray"}[AGENTS[name]["library"]]
+        module = {"sb3": "stable_baselines3", "rllib": "ray",
+                  "reference": "torch"}[AGENTS[name]["library"]]
         if importlib.util.find_spec(module) is None:
-            parser.error(f"{name} needs {module}: pip install \"tiergym[test]\" (or [sb3], [rllib])")
+            parser.error(f"{name} needs {module}: pip install \"tiergym[test]\" (or [sb3], "
+                         "[rllib], [torch])")
+        if AGENTS[name]["library"] == "reference" and importlib.util.find_spec("fast_ppo") is None:
+            parser.error(f"{name} needs agents_examples/fast_ppo.py beside this script")
     return args
+
+
+def budget(args, agent):
+    """(steps, eval_every) of a run: the command line's, else the agent's own."""
+    reference = AGENTS[agent]["library"] == "reference"
+    steps = args.steps or (2_000_000 if reference else 200_000)
+    every = args.eval_every or (262_144 if reference else 10_240)
+    return steps, every
+
+
+def run_agents(args, trainer_for, oracle, heuristics):
+    """Every agent and seed: trainer(agent, seed, steps, eval_every, progress, curve) ->
+    (curve, train_s, wall_s); the JSON rewritten after each evaluation."""
+    runs = []
+
+    def save():
+        if args.json:
+            write_json(args.json, args, oracle, heuristics, runs)
+
+    def score(returns):
+        if args.protocol == "generalization":
+            return ", ".join(f"{s.label} {set_fraction(returns[s.label], oracle[s.label], s):+.3f}"
+                             for s in args.sets) + " of the oracle"
+        return (f"train {fraction_of_oracle(returns, oracle, args.train):+.3f}, held out "
+                f"{fraction_of_oracle(returns, oracle, args.held_out):+.3f} of the oracle")
+
+    for name in args.agents:
+        trainer = trainer_for(name)
+        steps, every = budget(args, name)
+        for seed in args.seeds:
+            bar = Progress(f"{name} seed {seed}", steps)
+            run = {"agent": name, "seed": seed, "curve": [], "wall_s": 0.0, "train_s": 0.0,
+                   "steps_per_s": 0.0}
+            runs.append(run)
+            t0 = time.monotonic()
+
+            def progress(done, returns, train_s, bar=bar, t0=t0, run=run):
+                run.update(wall_s=time.monotonic() - t0, train_s=train_s,
+                           steps_per_s=done / max(train_s, 1e-9))
+                save()  # partial results survive an interrupted run
+                bar.update(done, f"{run['steps_per_s']:.0f} steps/s, {score(returns)}")
+
+            _, train_s, wall_s = trainer(AGENTS[name], seed, steps, every, progress,
+                                         run["curve"])
+            bar.close()
+            run.update(wall_s=wall_s, train_s=train_s,
+                       steps_per_s=run["curve"][-1]["steps"] / max(train_s, 1e-9))
+            save()
+    return runs
 
 
 def main(argv=None):
@@ -559,6 +1030,8 @@ def main(argv=None):
     if not args.plain_sb3 and any(AGENTS[a]["library"] == "sb3" for a in args.agents):
         vectorize_multicategorical()
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    if args.protocol == "generalization":
+        return main_generalization(args)
     apps = list(dict.fromkeys(args.train + args.held_out))
     # The evaluation session waits through a whole training chunk (many minutes on a
     # shared CPU): no idle reclamation on this private server.
@@ -568,40 +1041,47 @@ def main(argv=None):
         log("reference policies (placement mode, same machine):")
         heuristics = heuristic_returns(server, apps, args.task, args.heuristics)
         oracle = heuristics.pop("oracle")
-        runs = []
 
-        def save():
-            if args.json:
-                write_json(args.json, args, oracle, heuristics, runs)
+        def trainer_for(name):
+            train_fn = train_sb3 if AGENTS[name]["library"] == "sb3" else train_rllib
 
-        for name in args.agents:
-            agent = AGENTS[name]
-            trainer = train_sb3 if agent["library"] == "sb3" else train_rllib
-            for seed in args.seeds:
-                bar = Progress(f"{name} seed {seed}", args.steps)
-                run = {"agent": name, "seed": seed, "curve": [], "wall_s": 0.0, "train_s": 0.0,
-                       "steps_per_s": 0.0}
-                runs.append(run)
-                t0 = time.monotonic()
+            def trainer(agent, seed, steps, every, progress, curve):
+                return train_fn(agent, server, args.task, args.train, apps, seed, steps,
+                                every, progress, curve)
+            return trainer
 
-                def progress(done, returns, train_s, bar=bar, t0=t0, run=run):
-                    run.update(wall_s=time.monotonic() - t0, train_s=train_s,
-                               steps_per_s=done / max(train_s, 1e-9))
-                    save()  # partial results survive an interrupted run
-                    bar.update(done, f"{run['steps_per_s']:.0f} steps/s, "
-                                     f"train {fraction_of_oracle(returns, oracle, args.train):+.3f}"
-                                     f", held out "
-                                     f"{fraction_of_oracle(returns, oracle, args.held_out):+.3f}"
-                                     " of the oracle")
-                _, train_s, wall_s = trainer(agent, server, args.task, args.train, apps, seed,
-                                             args.steps, args.eval_every, progress, run["curve"])
-                bar.close()
-                run.update(wall_s=wall_s, train_s=train_s,
-                           steps_per_s=run["curve"][-1]["steps"] / max(train_s, 1e-9))
-                save()
+        runs = run_agents(args, trainer_for, oracle, heuristics)
         report(args, oracle, heuristics, runs)
     finally:
         server.close()
+    return 0
+
+
+def main_generalization(args):
+    log(f"task: {json.dumps(args.task)}; trained on {args.train_split}; evaluated on "
+        + ", ".join(f"{s.label} ({s.dataset.name}, {len(s.apps)})" for s in args.sets))
+    train_dataset, train_n = tiergym.datasets.parse_entry(args.train_split)
+    log(f"preparing {args.train_split} (generated into the cache on first use)...")
+    train_config = train_dataset.config(train_n, progress=log)
+    servers = SetServers(args.sets, {train_config["machine"]: train_config["profiles"][0]})
+    try:
+        log("reference policies (placement mode), per set:")
+        table = set_heuristic_returns(servers, args.sets, args.task, args.heuristics)
+        oracle = {label: t.pop("oracle") for label, t in table.items()}
+
+        def trainer_for(name):
+            def trainer(agent, seed, steps, every, progress, curve):
+                if agent["library"] == "reference":
+                    return train_reference_general(agent, args.task, train_config, args.sets,
+                                                   seed, steps, every, progress, curve)
+                return train_sb3_general(agent, servers, args.task, train_config, args.sets,
+                                         seed, steps, every, progress, curve)
+            return trainer
+
+        runs = run_agents(args, trainer_for, oracle, table)
+        report(args, oracle, table, runs)
+    finally:
+        servers.close()
     return 0
 
 

@@ -12,8 +12,11 @@ description in env.tier_spec (tiers, capacities, bandwidths, regions), never the
 except `oracle`, which by design sees the whole profile.
 
 What the observation holds (env/environment.h): per region [tier / (tiers - 1), share of the
-last interval's sampled accesses, decayed history of those shares, size share]; then the
-fill of each tier, progress, last interval's speed against the default. The heuristics
+last interval's sampled accesses, decayed history of those shares, size share] (then, in the
+normalized and relative modes, more features: env/README.md); then the fill of each tier,
+progress, last interval's speed against the default. Colloid- and ARMS-like read the
+relative mode's per-region traffic and per-tier latencies (RelativeView); the others read
+the first four features, which every mode has. The heuristics
 translate a system's per-page access counts into per-region *access density*: the region's
 share of the sampled accesses divided by its share of the footprint (1 = the average page,
 4 = four times as many samples per byte as the average). Their rate limits are in MB per
@@ -58,8 +61,12 @@ class Layout:
         self.capacity_bytes = np.asarray(spec["tier_capacity_bytes"], dtype=np.float64)
         self.bandwidth_gbps = np.asarray(spec["tier_bandwidth_gbps"], dtype=np.float64)
         self.fast = fast_tier(self.bandwidth_gbps)
+        self.migration_gbps = np.asarray(spec["tier_migration_gbps"], dtype=np.float64)
         self.region_bytes = np.asarray(
             [e - s for s, e in region_address_ranges(env, info["profile"])], dtype=np.float64)
+        # observation=relative (env/README.md, "Observations that transfer"): 10 + 5 x tiers
+        # features per region, 4 x tiers more globals.
+        self.relative = self.features == 10 + 5 * self.num_tiers
 
 
 def fast_tier(bandwidth_gbps):
@@ -99,6 +106,32 @@ class View:
         with np.errstate(divide="ignore", invalid="ignore"):
             d = np.where(self.size > 0, share / np.maximum(self.size, 1e-12), 0.0)
         return d
+
+
+def unsquash(y):
+    """x of the observation's x / (1 + x)."""
+    y = np.minimum(np.asarray(y, dtype=np.float64), 1 - 1e-7)
+    return y / (1 - y)
+
+
+class RelativeView(View):
+    """An observation of observation=relative, with what the policies below read of it:
+    each region's memory traffic in the last interval (GB/s), and per tier its idle
+    latency against the machine's highest and the application's traffic against its
+    bandwidth. ValueError, saying what to fix, for another observation mode."""
+
+    def __init__(self, obs, layout, policy_name):
+        if not layout.relative:
+            raise ValueError(f"policy {policy_name!r} reads the relative observation "
+                             "(per-region traffic, the tiers' latencies): make the environment "
+                             "with observation='relative'")
+        super().__init__(obs, layout)
+        k, f, t = layout.num_regions, layout.features, layout.num_tiers
+        regions = np.asarray(obs[:layout.global_offset], dtype=np.float64).reshape(k, f)
+        self.traffic_gbps = unsquash(regions[:, 9]) * layout.bandwidth_gbps[0]
+        extra = layout.global_offset + t + 2
+        globals_ = np.asarray(obs[extra:extra + 4 * t], dtype=np.float64).reshape(4, t)
+        self.latency_ratio = globals_[2]
 
 
 class Planner:
@@ -234,6 +267,19 @@ class RandomPolicy(Policy):
         return action
 
 
+def probe_config(config, profiles, profile):
+    """The configuration of the oracle's probes of `profile`: the session's (`config`, as
+    the server reports it: `profiles` joined with commas) serving that profile only, so that
+    a session made with a pool of profile directories (tiergym.datasets' splits: hundreds,
+    past a configuration value's 4096 bytes once joined) probes with one. Unchanged when the
+    joined list does not split back into one item per profile (a comma in a path)."""
+    config = dict(config)
+    items = str(config.get("profiles") or "").split(",")
+    if profile in profiles and len(items) == len(profiles) and all(items):
+        config["profiles"] = [items[list(profiles).index(profile)]]
+    return config
+
+
 class OraclePolicy(Policy):
     """Static offline placement that sees the whole run: the fast tier filled greedily by
     benefit per byte (a knapsack), as ecoHMEM's advisor fills it by the objects' access
@@ -275,7 +321,8 @@ class OraclePolicy(Policy):
         chunk = 64
         for first in range(0, k, chunk):
             n = min(chunk, k - first)
-            with tiergym.VectorEnv(n, address=env.endpoint, **env.config) as probes:
+            with tiergym.VectorEnv(n, address=env.endpoint,
+                                   **probe_config(env.config, env.profiles, profile)) as probes:
                 probes.reset(seed=0, options={"profile": profile})
                 actions = np.zeros((n, k), dtype=np.int64)
                 for i in range(n):
@@ -584,6 +631,231 @@ class AutoNumaPolicy(Policy):
         return plan.action
 
 
+class TppPolicy(Policy):
+    """TPP-like (Maruf, Wang, Dhanotia, Weiner, Agarwal, Bhattacharya, Petersen, Chowdhury,
+    Kanaujia, Chauhan, "TPP: Transparent Page Placement for CXL-Enabled Tiered-Memory",
+    ASPLOS 2023; in Linux since 6.x as NUMA balancing's tiering mode with its demotion
+    watermarks).
+
+    TPP decouples allocation from reclamation: it demotes the fast node's inactive pages
+    ahead of need, whenever its free memory falls below a demotion watermark, so that
+    promotions and new allocations find room; it promotes a slow-tier page on a NUMA hint
+    fault, but only when the page is on the active LRU list (referenced again since it was
+    last aged), so that a page touched once does not ping-pong; a promotion that does not
+    fit fails and waits for demotion. It looks at references (hint faults, LRU), not at
+    access counts.
+
+    Here: a region is referenced in an interval when it holds any of its sampled accesses
+    (its hint fault), and active when referenced in the last two intervals. Each decision
+    first demotes the fast tier's regions not referenced in the last interval, least
+    recently referenced first, while its free room is below `headroom` of its capacity
+    (the watermark); then promotes active regions of the default tier, densest first (a
+    dense region faults soonest after a scan), while they fit the free room; nothing is
+    displaced to make room. Moves stop when `rate_mbps` MB/s of application time is used."""
+
+    name = "tpp"
+
+    def __init__(self, seed=0, headroom=0.1, rate_mbps=1000.0):
+        super().__init__(seed)
+        self.headroom = headroom
+        self.rate_mbps = rate_mbps
+
+    def start(self, env, obs, info):
+        k = self.layout.num_regions
+        self.last_touch = np.full(k, -1, dtype=np.int64)
+        self.referenced = np.zeros(k, dtype=bool)
+        self.decisions = 0
+
+    def act(self, obs, info):
+        layout = self.layout
+        view = View(obs, layout)
+        self.decisions += 1
+        touched = view.last > 0
+        active = touched & self.referenced
+        self.referenced = touched
+        self.last_touch[touched] = self.decisions
+        fast = layout.fast
+        plan = Planner(layout, view, info, fast, budget_from_rate(self.rate_mbps, info))
+        watermark = self.headroom * layout.capacity_bytes[fast]
+        for r in np.lexsort((view.history, self.last_touch)):  # least recently referenced
+            if plan.free >= watermark:
+                break
+            if plan.action[r] == fast and not touched[r]:
+                plan.demote(r)
+        for r in np.argsort(-view.density(view.last), kind="stable"):
+            if plan.action[r] != fast and active[r]:
+                plan.promote(r)
+        return plan.action
+
+
+class ColloidPolicy(CooledCountPolicy):
+    """Colloid-like (Vuppalapati, Agarwal, "Tiered Memory Management: Access Latency is
+    the Root Cause", SOSP 2024).
+
+    Colloid places pages so that the tiers' *loaded* access latencies are equal, instead
+    of filling the fast tier with the hottest pages: under load the default tier's latency
+    rises above an alternate tier's, and then moving hot pages out of it helps. It measures
+    each tier's loaded latency with CHA counters (queue occupancy over request rate,
+    Little's law), computes the share of accesses to shift between the tiers from the
+    latency gap, and moves the hottest pages (most accesses per byte migrated) until that
+    share has moved; page hotness comes from the system it is built into (HeMem, MEMTIS,
+    TPP).
+
+    Here: hotness as HeMem's (density counts halved every `cooling_steps` decisions). No
+    latency counter exists, so each tier's loaded latency is estimated from what the
+    relative observation gives: the tier's idle latency (against the highest), and its
+    utilisation u = the last interval's traffic of the regions on it over its bandwidth,
+    through the queueing law of the synthetic contention model, L = L_idle (1 + kappa u^2 /
+    (1 - u)), u at most 0.95 (traces/SYNTH.md section 9). With g = (L_default - L_fast) /
+    (L_default + L_fast): when g > `epsilon` the hottest regions of the default tier are
+    promoted (displacing the coldest of the fast tier when it is full, if they are colder)
+    until their share of the last interval's accesses reaches g; when g < -`epsilon`, the fast tier's
+    hottest regions are demoted until their share reaches -g. `rate_mbps` MB/s of
+    application time bounds the moves. Reads observation='relative'."""
+
+    name = "colloid"
+
+    def __init__(self, seed=0, cooling_steps=4, rate_mbps=1000.0, epsilon=0.05, kappa=0.8):
+        super().__init__(seed)
+        self.cooling_steps = cooling_steps
+        self.rate_mbps = rate_mbps
+        self.epsilon = epsilon
+        self.kappa = kappa
+
+    def loaded_latency(self, view):
+        """Per tier: the loaded latency estimate, in units of the highest idle latency."""
+        layout = self.layout
+        traffic = np.array([view.traffic_gbps[view.tier == t].sum()
+                            for t in range(layout.num_tiers)])
+        u = np.minimum(traffic / layout.bandwidth_gbps, 0.95)
+        return view.latency_ratio * (1 + self.kappa * u * u / (1 - u))
+
+    def act(self, obs, info):
+        layout = self.layout
+        self.cool_and_count(obs)
+        view = RelativeView(obs, layout, self.name)
+        fast = layout.fast
+        plan = Planner(layout, view, info, fast, budget_from_rate(self.rate_mbps, info))
+        if view.last.sum() <= 0:
+            return plan.action  # nothing measured yet
+        latency = self.loaded_latency(view)
+        gap = (latency[0] - latency[fast]) / max(latency[0] + latency[fast], 1e-12)
+        share = view.last / max(view.last.sum(), 1e-12)  # the accesses' distribution now
+        moved = 0.0
+        if gap > self.epsilon:
+            coldest_on_fast = [r for r in np.argsort(self.count, kind="stable")
+                               if plan.action[r] == fast]
+            for r in np.argsort(-self.count, kind="stable"):
+                if moved >= gap or self.count[r] <= 0:
+                    break
+                if plan.action[r] == fast:
+                    continue
+                victims = [v for v in coldest_on_fast if self.count[v] < self.count[r]]
+                if plan.promote_making_room(r, victims):
+                    moved += share[r]
+                    coldest_on_fast = [v for v in coldest_on_fast if plan.action[v] == fast]
+        elif gap < -self.epsilon:
+            for r in np.argsort(-self.count, kind="stable"):
+                if moved >= -gap:
+                    break
+                if plan.action[r] == fast and plan.demote(r):
+                    moved += share[r]
+        return plan.action
+
+
+class ArmsPolicy(Policy):
+    """ARMS-like (Yadalam, Kanellis, Swift, Venkataraman, "ARMS: Adaptive and Robust
+    Memory Tiering System", arXiv 2508.04417, 2025).
+
+    ARMS has no hotness threshold: it ranks pages by short-term and long-term moving
+    averages of their sampled accesses (the short one follows phase changes, the long one
+    ignores transient dips), takes as hot the top of the ranking that fits the fast tier,
+    migrates a page only when the expected benefit of moving it exceeds the cost of the
+    migration, and schedules migrations in batches within the bandwidth the application
+    leaves free.
+
+    Here: per region, short and long exponential moving averages of the access density
+    (weights `short` and `long`, bias-corrected at the start); score = the larger of the
+    two. The hot set is the regions by score, densest first, while they fit the fast tier.
+    A hot region of the default tier is promoted (displacing, coldest first, fast-tier
+    regions outside the hot set) when the time it saves over the long average's horizon
+    (1 / `long` intervals) exceeds the migration time: saved = its traffic minus the
+    victims' (moving averages of the relative observation's per-region traffic) x (1 /
+    B_default - 1 / B_fast) x horizon; cost = the bytes moved / the migration bandwidth.
+    Per decision the moves fit the migration bandwidth times the interval's time times
+    the share of the default tier's bandwidth the application leaves free. Reads
+    observation='relative'."""
+
+    name = "arms"
+
+    def __init__(self, seed=0, short=0.5, long=0.1):
+        super().__init__(seed)
+        self.short_weight = short
+        self.long_weight = long
+
+    def start(self, env, obs, info):
+        k = self.layout.num_regions
+        self.short = np.zeros(k)
+        self.long = np.zeros(k)
+        self.short_traffic = np.zeros(k)
+        self.long_traffic = np.zeros(k)
+        self.decisions = 0
+
+    def act(self, obs, info):
+        layout = self.layout
+        view = RelativeView(obs, layout, self.name)
+        fast = layout.fast
+        interval_ns = float(info.get("interval_ns", 0.0))
+        plan = Planner(layout, view, info, fast)
+        if interval_ns <= 0:
+            return plan.action  # nothing measured yet
+        self.decisions += 1
+        a, b = self.short_weight, self.long_weight
+        d = view.density(view.last)
+        self.short += a * (d - self.short)
+        self.long += b * (d - self.long)
+        self.short_traffic += a * (view.traffic_gbps - self.short_traffic)
+        self.long_traffic += b * (view.traffic_gbps - self.long_traffic)
+        n = self.decisions
+        short = self.short / (1 - (1 - a) ** n)
+        long = self.long / (1 - (1 - b) ** n)
+        score = np.maximum(short, long)
+        traffic = np.maximum(self.short_traffic / (1 - (1 - a) ** n),
+                             self.long_traffic / (1 - (1 - b) ** n))
+        # The hot set: by score, while it fits the fast tier.
+        hot = np.zeros(layout.num_regions, dtype=bool)
+        room = layout.capacity_bytes[fast]
+        for r in np.argsort(-score, kind="stable"):
+            if score[r] <= 0:
+                break
+            if layout.region_bytes[r] <= room:
+                hot[r] = True
+                room -= layout.region_bytes[r]
+        # Bandwidth-aware batch: the migration bandwidth the application leaves free.
+        used = min(1.0, view.traffic_gbps.sum() / layout.bandwidth_gbps[0])
+        plan.budget = layout.migration_gbps[fast] * interval_ns * (1 - used)
+        per_byte = 1 / layout.bandwidth_gbps[0] - 1 / layout.bandwidth_gbps[fast]  # ns per B
+        horizon_ns = interval_ns / b
+        victims = [r for r in np.argsort(score, kind="stable")
+                   if plan.action[r] == fast and not hot[r]]
+        for r in np.argsort(-score, kind="stable"):
+            if not hot[r] or plan.action[r] == fast:
+                continue
+            need = layout.region_bytes[r] - plan.free
+            chosen, freed = [], 0.0
+            for v in victims:
+                if freed >= need:
+                    break
+                chosen.append(v)
+                freed += layout.region_bytes[v]
+            gain = (traffic[r] - traffic[chosen].sum()) * per_byte * horizon_ns
+            cost = (layout.region_bytes[r] + layout.region_bytes[chosen].sum()) / (
+                layout.migration_gbps[fast])
+            if gain > cost and plan.promote_making_room(r, victims):
+                continue
+        return plan.action
+
+
 # --- The registry --------------------------------------------------------------------------
 
 POLICIES = {
@@ -595,9 +867,14 @@ POLICIES = {
     "memtis": MemtisPolicy,
     "damos": DamosPolicy,
     "autonuma": AutoNumaPolicy,
+    "tpp": TppPolicy,
+    "colloid": ColloidPolicy,
+    "arms": ArmsPolicy,
 }
 # Online policies: those that use only the past of the run.
-ONLINE = ("greedy", "hemem", "memtis", "damos", "autonuma")
+ONLINE = ("greedy", "hemem", "memtis", "damos", "autonuma", "tpp", "colloid", "arms")
+# Policies that read the relative observation (observation='relative').
+NEEDS_RELATIVE = ("colloid", "arms")
 
 
 def make_policy(name, seed=0):

@@ -29,6 +29,22 @@ constexpr int kNormalizedRegionFeatures = 7;
 
 }  // namespace
 
+int RegionFeatures(ObservationMode mode, size_t tiers) {
+  switch (mode) {
+    case ObservationMode::kRaw:
+      return kRegionFeatures;
+    case ObservationMode::kNormalized:
+      return kNormalizedRegionFeatures;
+    case ObservationMode::kRelative:
+      return kRelativeCommonFeatures + kRelativePerTierFeatures * static_cast<int>(tiers);
+  }
+  return kRegionFeatures;
+}
+
+int ExtraGlobalFeatures(ObservationMode mode, size_t tiers) {
+  return mode == ObservationMode::kRelative ? kRelativeGlobalPerTier * static_cast<int>(tiers) : 0;
+}
+
 const std::vector<ConfigKey>& EnvConfigKeys() {
   static const auto* keys = new std::vector<ConfigKey>{
       {"profiles", "", "comma-separated profile directories (one trace per tier each)"},
@@ -38,8 +54,10 @@ const std::vector<ConfigKey>& EnvConfigKeys() {
       {"action_mode", "placement",
        "placement (a tier per region), keep (per region: keep, or a tier) or move (one region)"},
       {"observation", "raw",
-       "raw (per region: tier, last and decayed access shares, size share) or normalized "
-       "(also those shares against the average region, squashed into [0, 1))"},
+       "raw (per region: tier, last and decayed access shares, size share), normalized "
+       "(also those shares against the average region, squashed into [0, 1)) or relative "
+       "(also features relative to the application and the tiers: trend, rank against each "
+       "tier's capacity, room, traffic, migration cost; env/README.md)"},
       {"model", "paper", "estimator model: paper or concurrent"},
       {"history_decay", "0.5", "decay of the per-region access history, in [0, 1)"},
       {"migration_gbps", "0", "migration bandwidth of every tier in GB/s; 0 keeps the machine's"},
@@ -81,8 +99,10 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const ConfigMap& keys) {
         c.observation = ObservationMode::kRaw;
       } else if (mode == "normalized") {
         c.observation = ObservationMode::kNormalized;
+      } else if (mode == "relative") {
+        c.observation = ObservationMode::kRelative;
       } else {
-        return ConfigKeyError(key, StrCat("'", mode, "' is not raw or normalized"));
+        return ConfigKeyError(key, StrCat("'", mode, "' is not raw, normalized or relative"));
       }
     } else if (key == "model") {
       TG_ASSIGN_OR_RETURN(std::string name, ConfigString(key, value));
@@ -212,7 +232,8 @@ size_t EnvAssets::MemoryBytes() const {
   for (const ProfileAssets& p : impl_->profiles) {
     bytes += p.index->MemoryBytes() + p.regions.size() * sizeof(Region) +
              p.region_of_page.size() * 4 + p.bounds.size() * 8 + p.default_interval_ns.size() * 8 +
-             p.region_share.size() * 4 + p.pricer->MemoryBytes();
+             p.region_share.size() * 4 + p.region_accesses.size() * 8 +
+             p.region_accesses_before.size() * 8 + p.pricer->MemoryBytes();
   }
   return bytes;
 }
@@ -249,17 +270,17 @@ absl::StatusOr<EnvSpec> MakeEnvSpec(const EnvConfig& config, const Machine& mach
                                                                  : t.migration_gbps);
     spec.tier_bandwidth_gbps.push_back(t.bandwidth_gbps);
   }
-  const int features = config.observation == ObservationMode::kNormalized
-                           ? kNormalizedRegionFeatures
-                           : kRegionFeatures;
+  const int features = RegionFeatures(config.observation, tiers);
   spec.obs_region_features = features;
   spec.obs_global_offset = config.num_regions * features;
   spec.observation.kind = Space::kBox;
-  // Global: fill per tier, progress, last interval's time against the default (halved).
-  // With a contention scenario: the interference level of each tier.
+  // Global: fill per tier, progress, last interval's time against the default (halved),
+  // the relative mode's per-tier features. With a contention scenario: the interference
+  // level of each tier.
   const size_t interference_features = config.interference.empty() ? 0 : tiers;
-  spec.observation.shape = {
-      static_cast<int64_t>(spec.obs_global_offset + tiers + 2 + interference_features)};
+  spec.observation.shape = {static_cast<int64_t>(
+      spec.obs_global_offset + tiers + 2 +
+      static_cast<size_t>(ExtraGlobalFeatures(config.observation, tiers)) + interference_features)};
   spec.observation.low = 0;
   spec.observation.high = 1;
   if (config.action_mode == ActionMode::kPlacement) {
@@ -437,6 +458,13 @@ absl::Status ObserveDefaultRun(const Machine& m, ProfileAssets& pa) {
       pa.region_share[i * k + r] = sum > 0 ? static_cast<float>(counts[r] / sum) : 0.0f;
     }
   }
+  pa.region_accesses_before.assign((steps + 1) * k, 0.0);
+  for (size_t i = 0; i < steps; ++i) {
+    for (size_t r = 0; r < k; ++r) {
+      pa.region_accesses_before[(i + 1) * k + r] =
+          pa.region_accesses_before[i * k + r] + pa.region_accesses[i * k + r];
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -554,7 +582,8 @@ struct EpisodeValues {
   size_t step = 0;
   double elapsed_ns = 0;
   double default_elapsed_ns = 0;
-  double last_ratio = 1;  // last interval's time / default
+  double last_ratio = 1;        // last interval's time / default
+  double last_interval_ns = 0;  // last interval's time as charged (migration excluded)
 };
 
 }  // namespace
@@ -701,6 +730,141 @@ std::vector<int> DesiredTiers(ActionMode mode, const Action& action,
   return want;
 }
 
+namespace {
+
+// x / (1 + x): a ratio in [0, inf) squashed into [0, 1).
+float Squash(double x) { return static_cast<float>(x / (1.0 + x)); }
+
+// The bytes of the regions ahead of each region, its own included, with the regions
+// ordered by decayed density (`decayed`), or by density since the start (`mean`), densest
+// first, ties by region index.
+struct BytesAhead {
+  std::vector<double> decayed, mean;
+};
+
+BytesAhead RankRegions(const ProfileAssets& p, const std::vector<float>& history,
+                       const double* before, double before_sum) {
+  const size_t k = p.regions.size();
+  BytesAhead ahead{std::vector<double>(k, 0.0), std::vector<double>(k, 0.0)};
+  std::vector<double> decayed(k, 0.0), mean(k, 0.0);
+  for (size_t r = 0; r < k; ++r) {
+    const double size = p.region_size_share[r];
+    if (size <= 0) continue;
+    decayed[r] = history[r] / size;
+    mean[r] = before_sum > 0 ? before[r] / before_sum / size : 0.0;
+  }
+  std::vector<size_t> order(k);
+  const auto bytes_ahead = [&](const std::vector<double>& density, std::vector<double>& out) {
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return density[a] > density[b]; });
+    double bytes = 0;
+    for (size_t r : order) {
+      bytes += static_cast<double>(p.region_bytes[r]);
+      out[r] = bytes;
+    }
+  };
+  bytes_ahead(decayed, ahead.decayed);
+  bytes_ahead(mean, ahead.mean);
+  return ahead;
+}
+
+// ObservationMode::kRelative's global features at `globals`: per tier its capacity against
+// the footprint, its bandwidth and latency against the fastest's, the last interval's
+// traffic against its bandwidth.
+void ObserveRelativeGlobals(const Machine& machine, uint64_t footprint, double traffic_sum,
+                            std::vector<float>& obs, size_t globals) {
+  const size_t tiers = machine.tiers.size();
+  double max_bandwidth = 0, max_latency = 0;
+  for (const TierSpec& t : machine.tiers) {
+    max_bandwidth = std::max(max_bandwidth, t.bandwidth_gbps);
+    max_latency = std::max(max_latency, t.latency_ns);
+  }
+  for (size_t t = 0; t < tiers; ++t) {
+    const TierSpec& tier = machine.tiers[t];
+    obs[globals + t] =
+        footprint > 0 ? static_cast<float>(std::min(1.0, static_cast<double>(tier.capacity_bytes) /
+                                                             static_cast<double>(footprint)))
+                      : 1.0f;
+    obs[globals + tiers + t] =
+        max_bandwidth > 0 ? static_cast<float>(tier.bandwidth_gbps / max_bandwidth) : 0.0f;
+    obs[globals + 2 * tiers + t] =
+        max_latency > 0 ? static_cast<float>(tier.latency_ns / max_latency) : 0.0f;
+    obs[globals + 3 * tiers + t] = Squash(traffic_sum / tier.bandwidth_gbps);
+  }
+}
+
+// ObservationMode::kRelative's per-region features from index kNormalizedRegionFeatures on,
+// and its global features at `globals` (env/README.md, "Observations that transfer"). The
+// first seven per-region features (kNormalized's) are in place already.
+void ObserveRelative(const EnvSpec& spec, const Machine& machine, const ProfileAssets& p,
+                     const EpisodeView& view, std::vector<float>& obs, size_t globals) {
+  const size_t k = p.regions.size(), tiers = machine.tiers.size();
+  const auto features = static_cast<size_t>(spec.obs_region_features);
+  const size_t step = view.step;
+  const std::vector<int>& tier_of = *view.region_tier;
+  // Accesses since the start of the run, per region (the index's weighted samples).
+  const double* before = &p.region_accesses_before[std::min(step, p.bounds.size() - 1) * k];
+  double before_sum = 0;
+  for (size_t r = 0; r < k; ++r) before_sum += before[r];
+  // The last interval's memory traffic (bytes per ns) per region: its misses, as one run
+  // makes them, times the line, over the interval's time as charged.
+  std::vector<double> traffic(k, 0.0);
+  double traffic_sum = 0;
+  if (step > 0 && view.last_interval_ns > 0) {
+    const double per_access =
+        p.misses_per_access * machine.cache_line_bytes / view.last_interval_ns;
+    for (size_t r = 0; r < k; ++r) {
+      traffic[r] = p.region_accesses[(step - 1) * k + r] * per_access;
+      traffic_sum += traffic[r];
+    }
+  }
+  // The bytes ahead of each region by the two densities, its own included.
+  const BytesAhead ahead = RankRegions(p, *view.history, before, before_sum);
+  const std::vector<double>& ahead_decayed = ahead.decayed;
+  const std::vector<double>& ahead_mean = ahead.mean;
+  uint64_t footprint = 0;
+  for (uint64_t b : p.region_bytes) footprint += b;
+  for (size_t r = 0; r < k; ++r) {
+    float* f = &obs[r * features];
+    const double size = p.region_size_share[r];
+    const auto bytes = static_cast<double>(p.region_bytes[r]);
+    // 7: accesses per byte since the start of the run against the average byte.
+    f[7] = size > 0 && before_sum > 0 ? Squash(before[r] / before_sum / size) : 0.0f;
+    // 8: trend, the last interval's share against the decayed one (0.5 steady, 1 new).
+    const double last = f[1], decayed = f[2];
+    f[8] = last + decayed > 0 ? static_cast<float>(last / (last + decayed)) : 0.5f;
+    // 9: the region's traffic against the default tier's bandwidth.
+    f[9] = Squash(traffic[r] / machine.tiers[0].bandwidth_gbps);
+    float* on = f + kRelativeCommonFeatures;
+    float* rank_decayed = on + tiers;
+    float* rank_mean = on + 2 * tiers;
+    float* room = on + 3 * tiers;
+    float* migration = on + 4 * tiers;
+    for (size_t t = 0; t < tiers; ++t) {
+      const auto capacity = static_cast<double>(machine.tiers[t].capacity_bytes);
+      on[t] = static_cast<size_t>(tier_of[r]) == t ? 1.0f : 0.0f;
+      // The bytes ahead of the region, its own included, against the tier's capacity:
+      // at most 0.5 when filling the tier densest first would take it.
+      rank_decayed[t] = Squash(ahead_decayed[r] / capacity);
+      rank_mean[t] = Squash(ahead_mean[r] / capacity);
+      // Its size against the room the tier has for it (its own bytes when it is there).
+      const auto used = static_cast<double>((*view.used_bytes)[t]);
+      const double free_bytes =
+          std::max(0.0, capacity - used) + (static_cast<size_t>(tier_of[r]) == t ? bytes : 0.0);
+      room[t] = free_bytes > 0 ? Squash(bytes / free_bytes) : 1.0f;
+      // Moving it there, in last intervals (0 where it is, and before the first interval).
+      const double gbps = spec.tier_migration_gbps[t];
+      migration[t] = static_cast<size_t>(tier_of[r]) != t && view.last_interval_ns > 0 && gbps > 0
+                         ? Squash(bytes / gbps / view.last_interval_ns)
+                         : 0.0f;
+    }
+  }
+  ObserveRelativeGlobals(machine, footprint, traffic_sum, obs, globals);
+}
+
+}  // namespace
+
 void ObserveEpisode(const EnvSpec& spec, ObservationMode mode, const Machine& machine,
                     const ProfileAssets& p, const EpisodeView& view, std::vector<float>& obs) {
   const size_t k = p.regions.size(), tiers = machine.tiers.size();
@@ -718,7 +882,7 @@ void ObserveEpisode(const EnvSpec& spec, ObservationMode mode, const Machine& ma
     f[1] = step > 0 ? p.region_share[(step - 1) * k + r] : 0.0f;  // the last interval
     f[2] = (*view.history)[r];
     f[3] = p.region_size_share[r];
-    if (mode == ObservationMode::kNormalized) {
+    if (mode != ObservationMode::kRaw) {
       f[4] = f[3] > 0 ? squash(f[1] / f[3]) : 0.0f;
       f[5] = f[3] > 0 ? squash(f[2] / f[3]) : 0.0f;
       f[6] = squash(f[3] * static_cast<float>(k));
@@ -733,9 +897,13 @@ void ObserveEpisode(const EnvSpec& spec, ObservationMode mode, const Machine& ma
   obs[g + tiers] =
       static_cast<float>(static_cast<double>(step) / static_cast<double>(p.bounds.size() - 1));
   obs[g + tiers + 1] = static_cast<float>(std::clamp(view.last_ratio / 2, 0.0, 1.0));
+  const auto extra = static_cast<size_t>(ExtraGlobalFeatures(mode, tiers));
+  if (mode == ObservationMode::kRelative)
+    ObserveRelative(spec, machine, p, view, obs, g + tiers + 2);
   if (view.interference_level != nullptr) {
-    for (size_t t = 0; t < tiers && g + tiers + 2 + t < obs.size(); ++t) {
-      obs[g + tiers + 2 + t] = view.interference_level[t];
+    const size_t at = g + tiers + 2 + extra;
+    for (size_t t = 0; t < tiers && at + t < obs.size(); ++t) {
+      obs[at + t] = view.interference_level[t];
     }
   }
   for (float& v : obs) v = std::clamp(v, 0.0f, 1.0f);
@@ -777,6 +945,7 @@ absl::StatusOr<StepResult> Environment::Reset(std::optional<uint64_t> seed,
   s.step = 0;
   s.elapsed_ns = s.default_elapsed_ns = 0;
   s.last_ratio = 1;
+  s.last_interval_ns = 0;
   s.started = true;
   s.done = false;
 
@@ -821,6 +990,7 @@ absl::StatusOr<StepResult> Environment::StepPrechecked(const Action& action) {
   s.elapsed_ns += interval + migration_ns;
   s.default_elapsed_ns += base;
   s.last_ratio = base > 0 ? interval / base : 1.0;
+  s.last_interval_ns = interval;
   out.reward = p.default_total_ns > 0 ? (base - interval - migration_ns) / p.default_total_ns : 0;
   const auto decay = static_cast<float>(a.config.history_decay);
   for (size_t r = 0; r < k; ++r) {
@@ -857,7 +1027,8 @@ std::vector<float> Environment::Observe() const {
                    .history = &s.history,
                    .used_bytes = &s.used_bytes,
                    .step = s.step,
-                   .last_ratio = s.last_ratio};
+                   .last_ratio = s.last_ratio,
+                   .last_interval_ns = s.last_interval_ns};
   // The interference level now in force (known to a deployed agent).
   if (p.interference && !s.done) view.interference_level = &p.interference_level[s.step * tiers];
   std::vector<float> obs;

@@ -62,7 +62,23 @@ enum class ObservationMode {
   kNormalized,  // those four, then x / (1 + x) of the last and decayed access densities
                 // (share / size share: 1 = the average byte) and of the size against the
                 // average region's (0.5 = average)
+  kRelative,    // the seven of kNormalized, then features relative to the application and
+                // to the tiers, which carry from one program and machine to another
+                // (env/README.md, "Observations that transfer")
 };
+
+// The layout of ObservationMode::kRelative on a machine of `tiers` tiers: per region
+// kRelativeCommonFeatures, then kRelativePerTierFeatures blocks of one value per tier;
+// globally, after the fill of each tier, the progress and the last ratio,
+// kRelativeGlobalPerTier blocks of one value per tier (then the interference levels of a
+// contention scenario, as in every mode).
+inline constexpr int kRelativeCommonFeatures = 10;
+inline constexpr int kRelativePerTierFeatures = 5;
+inline constexpr int kRelativeGlobalPerTier = 4;
+// Per-region features of a mode on a machine of `tiers` tiers (EnvSpec::obs_region_features).
+int RegionFeatures(ObservationMode mode, size_t tiers);
+// Global features a mode adds after the fill, the progress and the last ratio.
+int ExtraGlobalFeatures(ObservationMode mode, size_t tiers);
 
 struct EnvConfig {
   // Profile directories; `tiergym serve` defaults to the bundled synthetic ones. Required.
@@ -208,10 +224,13 @@ struct EpisodeView {
   size_t step = 0;                                    // decision intervals done
   double last_ratio = 1;                              // last interval's time / default
   const float* interference_level = nullptr;          // per tier, or null (zeros)
+  // ObservationMode::kRelative only: the last interval's time as charged (migration
+  // excluded), 0 before the first step (the features that need it are then 0).
+  double last_interval_ns = 0;
 };
 // The observation (spec's layout, EnvSpec): per region its features, then the fill of each
-// tier, the progress, the last ratio and, when the layout has room, the interference level
-// of each tier. Every value clamped to [0, 1].
+// tier, the progress, the last ratio, the relative mode's global features and, when the
+// layout has room, the interference level of each tier. Every value clamped to [0, 1].
 void ObserveEpisode(const EnvSpec& spec, ObservationMode mode, const Machine& machine,
                     const ProfileAssets& p, const EpisodeView& view, std::vector<float>& obs);
 

@@ -40,16 +40,16 @@ struct EstimatorOptions {
   WindowAlignment align = WindowAlignment::kSamples;
   FirstTouchFootprint first_touch = FirstTouchFootprint::kExtents;
   EmptyWindows empty_windows = EmptyWindows::kSegmentShares;
-  uint64_t extent_gap_pages = 64;  // FirstTouchFootprint::kExtents
-  bool join_sweeps = true;         // FirstTouchFootprint::kExtents
-  double compute_overlap = 0.5;    // Model::kRoofline
-  bool fit_overlap = true;         // Model::kRoofline, three runs or more
-  double tier_overlap = 1;         // Model::kRoofline (IndexOptions)
-  double limit_smoothness = 0;     // Model::kRoofline (IndexOptions)
+  uint64_t extent_gap_pages = 64;      // FirstTouchFootprint::kExtents
+  bool join_sweeps = true;             // FirstTouchFootprint::kExtents
+  double compute_overlap = 0.5;        // Model::kRoofline
+  bool fit_overlap = true;             // Model::kRoofline, three runs or more
+  double tier_overlap = 1;             // Model::kRoofline (IndexOptions)
+  double limit_smoothness = 0;         // Model::kRoofline (IndexOptions)
   std::optional<TierSpec> queue_like;  // Model::kRoofline (IndexOptions)
   bool subset_fits = false;            // Model::kRoofline (IndexOptions)
-  bool tail_window_apart = true;   // Model::kRoofline
-  double read_pct = 100;           // machines with measured curves: the traffic's read share
+  bool tail_window_apart = true;       // Model::kRoofline
+  double read_pct = 100;               // machines with measured curves: the traffic's read share
 };
 
 // The recommended options (estimator/README.md, "Ablation"), which are the struct's

@@ -3,7 +3,7 @@
 // Systems", section 3.3), written as curves.csv (estimator/contention/SENSITIVITY_CSV.md).
 //
 // The target runs solo `solo_repeats` times (its mean runtime is the reference), then
-// once per point (or `repeats` times) while the interference generator (interference.h)
+// once per point (or `repeats` times) while the interference generator (interference_generator.h)
 // streams at one of `levels` bandwidths from 10 % to 100 % of its maximum and one of the
 // read shares. The generator runs for the whole target run (it is started before the
 // target and stopped after it ends). The x value written is the bandwidth the generator
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "profiler/interference.h"
+#include "profiler/interference_generator.h"
 
 namespace tiergym::prof {
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Sets up (Debian packages, .venv with tiergym and the test extras from PyPI: Gymnasium,
 # Stable-Baselines3, RLlib on Ray, PettingZoo, torch 2.13 CPU), builds the C++ tree, and
-# runs every test: formatting and clang-tidy checks, the C++ suites through CTest (the layer
-# probes of tests/layers among them), the Python suites with the .venv's pytest, a soak of
-# the server, a hostile client's checks and the fuzzers.
+# runs every test: formatting, function-length and clang-tidy checks, the C++ suites
+# through CTest (the layer probes of tests/layers among them), the Python suites with the
+# .venv's pytest, a soak of the server, a hostile client's checks and the fuzzers.
 # Idempotent; from any clone location.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +11,9 @@ t0=$(date +%s)
 ./scripts/setup.sh test
 echo "== Hygiene: clang-format (scripts/check_format.sh)"
 ./scripts/check_format.sh
+echo "== Hygiene: function length (scripts/check_function_length.py: at most 80 lines in the codec, the service and the environment step)"
+python3 scripts/check_function_length.py --max-lines 80 \
+  env/protocol env/server env/environment.cc env/cosched env/provider env/vector
 t1=$(date +%s)
 # Warnings fail the build here (and so in CI).
 TIERGYM_WERROR=ON ./scripts/build.sh

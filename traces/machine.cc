@@ -284,7 +284,8 @@ double LoadedMemoryTimeNs(std::span<const double> latency_time, std::span<const 
     for (size_t t = 0; t < latency_time.size(); ++t) {
       if (latency_time[t] <= 0) continue;
       const LoadCurve* c = curves[t];
-      lat += latency_time[t] * (c == nullptr || c->flat() || m <= 0 ? 1.0 : c->Ratio(band_time[t] / m));
+      lat += latency_time[t] *
+             (c == nullptr || c->flat() || m <= 0 ? 1.0 : c->Ratio(band_time[t] / m));
     }
     return combine(lat);
   };

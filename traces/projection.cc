@@ -48,8 +48,8 @@ struct Window {
 class Posterior {
  public:
   Posterior(const Machine& machine, size_t recorded, const ProjectionOptions& options,
-            double threads, double reference_rate, bool have_instructions,
-            double misses_per_sample, double memory_ns_per_sample)
+            double threads, double reference_rate, bool have_instructions, double misses_per_sample,
+            double memory_ns_per_sample)
       : machine_(machine),
         recorded_(recorded),
         prior_(options.prior),
@@ -62,8 +62,8 @@ class Posterior {
       overlaps_ = {options.overlap};
     } else {
       for (int i = 0; i < kOverlapPoints; ++i) {
-        overlaps_.push_back(prior_.overlap_min + (prior_.overlap_max - prior_.overlap_min) *
-                                                     (i + 0.5) / kOverlapPoints);
+        overlaps_.push_back(prior_.overlap_min +
+                            (prior_.overlap_max - prior_.overlap_min) * (i + 0.5) / kOverlapPoints);
       }
     }
     if (have_instructions_ && reference_rate > 0) {
@@ -130,7 +130,8 @@ class Posterior {
       total += w;
       for (size_t k = 0; k < tiers; ++k) {
         const double m = c.misses * cost[k][c.mlp];
-        sum_[k] += w * (k == recorded_ ? 0.0 : std::log(Roof(c.compute, m, c.overlap) / c.recorded));
+        sum_[k] +=
+            w * (k == recorded_ ? 0.0 : std::log(Roof(c.compute, m, c.overlap) / c.recorded));
       }
     }
     if (total > 0) {
@@ -221,7 +222,8 @@ std::vector<float> StreamingShares(const Trace& recorded) {
   std::vector<float> share(recorded.num_samples(), -1.0f);
   std::map<long, std::vector<uint32_t>> classes;  // class -> its samples
   for (size_t p = 0; p < recorded.num_phases(); ++p) {
-    const double instructions = static_cast<double>(std::max<uint64_t>(1, recorded.PhaseInstructions(p)));
+    const double instructions =
+        static_cast<double>(std::max<uint64_t>(1, recorded.PhaseInstructions(p)));
     const long key = std::lround(std::log(instructions) / std::log(1.05));
     std::vector<uint32_t>& members = classes[key];
     for (size_t s = recorded.PhaseBegin(p); s < recorded.PhaseBegin(p + 1); ++s) {
@@ -253,7 +255,8 @@ std::vector<float> StreamingShares(const Trace& recorded) {
         }
       }
       const double affinity = static_cast<double>(same) / seen;
-      share[members[i]] = static_cast<float>(std::clamp((affinity - chance) / (1 - chance), 0.0, 1.0));
+      share[members[i]] =
+          static_cast<float>(std::clamp((affinity - chance) / (1 - chance), 0.0, 1.0));
     }
   }
   return share;
@@ -334,10 +337,10 @@ absl::Status ParseProjectionPrior(std::string_view text, ProjectionPrior* prior)
       if (name == key) field = f;
     }
     if (field == nullptr || eq == std::string_view::npos) {
-      return absl::InvalidArgumentError(
-          StrCat("'", item, "': expected KEY=NUMBER with KEY one of stream_mlp, other_mlp, mlp_min, ",
-                 "mlp_max, mlp_spread, mlp_unknown, overlap_min, overlap_max, compute_low, ",
-                 "compute_high, time_tolerance"));
+      return absl::InvalidArgumentError(StrCat(
+          "'", item, "': expected KEY=NUMBER with KEY one of stream_mlp, other_mlp, mlp_min, ",
+          "mlp_max, mlp_spread, mlp_unknown, overlap_min, overlap_max, compute_low, ",
+          "compute_high, time_tolerance"));
     }
     const std::string value(item.substr(eq + 1));
     char* end = nullptr;
@@ -367,10 +370,10 @@ absl::StatusOr<std::vector<Trace>> ProjectTrace(const Trace& recorded, const Mac
   if (options.mlp < 0 || options.overlap > 1 || options.samples_per_window == 0 ||
       options.misses_per_sample < 0 || options.threads < 0 || options.memory_ns_per_sample < 0 ||
       !(prior.mlp_min > 0 && prior.mlp_min <= prior.mlp_max && prior.mlp_unknown > 0 &&
-        prior.stream_mlp > 0 && prior.other_mlp > 0 && prior.mlp_spread >= 0 && prior.overlap_min >= 0 &&
-        prior.overlap_min <= prior.overlap_max && prior.overlap_max <= 1 &&
-        prior.compute_low > 0 && prior.compute_low <= prior.compute_high &&
-        prior.time_tolerance > 0)) {
+        prior.stream_mlp > 0 && prior.other_mlp > 0 && prior.mlp_spread >= 0 &&
+        prior.overlap_min >= 0 && prior.overlap_min <= prior.overlap_max &&
+        prior.overlap_max <= 1 && prior.compute_low > 0 &&
+        prior.compute_low <= prior.compute_high && prior.time_tolerance > 0)) {
     return absl::InvalidArgumentError(
         "projection options: mlp >= 0, overlap <= 1, samples_per_window > 0, "
         "misses_per_sample >= 0 and threads >= 0 are required, and a prior with positive "
@@ -429,7 +432,8 @@ absl::StatusOr<std::vector<Trace>> ProjectTrace(const Trace& recorded, const Mac
 
   // ratios[p][w][tier]
   const size_t tiers = machine.tiers.size();
-  const std::vector<float> streaming = options.mlp > 0 ? std::vector<float>() : StreamingShares(recorded);
+  const std::vector<float> streaming =
+      options.mlp > 0 ? std::vector<float>() : StreamingShares(recorded);
   std::vector<std::vector<std::vector<double>>> ratios(recorded.num_phases());
   const auto ops = recorded.op();
   for (size_t p = 0; p < recorded.num_phases(); ++p) {
@@ -441,7 +445,8 @@ absl::StatusOr<std::vector<Trace>> ProjectTrace(const Trace& recorded, const Mac
           loads += ops[s] == 'L' ? 1 : 0;
           stores += ops[s] == 'S' ? 1 : 0;
         }
-        if (loads + stores > 0) read_pct = static_cast<int>(std::lround(100 * loads / (loads + stores)));
+        if (loads + stores > 0)
+          read_pct = static_cast<int>(std::lround(100 * loads / (loads + stores)));
       }
       double share = -1, known = 0, sum = 0;
       for (size_t s = w.begin; s < w.stop && !streaming.empty(); ++s) {

@@ -146,8 +146,9 @@ int RunServeCommand(const std::vector<std::string>& args) {
       "default knl): the one the served profiles were recorded on (the bundled profiles are "
       "recorded on the preset named here)");
   p.AddOption("sensitivity", "FILE",
-              "the sensitivity curves (curves.csv) of co-scheduling nodes (cosched_make) that "
-              "name none; default none: they must name curves in a data directory");
+              "the sensitivity curves (curves.csv) of co-scheduling nodes "
+              "(tiergym/CoschedNode-v0) that name none; default none: they must name curves "
+              "in a data directory");
   p.AddOption("curve-key", "FILE",
               "require CURVE (ZeroMQ's authentication and encryption) with this secret "
               "certificate of the server (NAME.key_secret from `tiergym keygen`; it must be "

@@ -296,9 +296,7 @@ absl::Status Client::Reconnect() {
     bool again = false;
     for (auto& [id, made] : made_) {
       absl::StatusOr<protocol::ReplyBody> reply =
-          made.op == protocol::Op::kCoschedMake
-              ? Call(made.op, protocol::CoschedMakeRequest{made.config})
-              : Call(made.op, protocol::MakeRequest{made.env_id, made.config});
+          Call(protocol::Op::kMake, protocol::MakeRequest{made.env_id, made.config});
       if (!reply.ok() && !lost_.empty()) {
         again = true;  // the new server went too
         break;
@@ -308,16 +306,11 @@ absl::Status Client::Reconnect() {
           made.current = m->session;
           continue;
         }
-        if (auto* m = std::get_if<protocol::CoschedMakeReply>(&*reply)) {
-          made.current = m->session;
-          continue;
-        }
       }
       const absl::Status s =
           reply.ok() ? protocol::ToStatus(std::get<protocol::Error>(*reply)) : reply.status();
-      return absl::Status(s.code(),
-                          StrCat("reconnected to ", options_.endpoint, ", but making session ", id,
-                                 " again failed: ", s.message()));
+      return {s.code(), StrCat("reconnected to ", options_.endpoint, ", but making session ", id,
+                               " again failed: ", s.message())};
     }
     if (again) continue;
     ++reconnections_;
@@ -366,7 +359,7 @@ absl::StatusOr<protocol::MakeReply> Client::Make(const protocol::ConfigMap& conf
       },
       true, &interrupted));
   if (made.ok() && options_.reconnect) {
-    made_[made->session] = Made{protocol::Op::kMake, env_id, config, made->session, {}, {}};
+    made_[made->session] = Made{env_id, config, made->session, {}, {}};
   }
   return made;
 }
@@ -393,7 +386,7 @@ absl::StatusOr<StepResult> Client::Step(const protocol::SessionId& session, cons
   absl::StatusOr<protocol::ReplyBody> body = CallOrReconnect(
       protocol::Op::kStep,
       [&] {
-        return protocol::StepRequest{Current(session), action};
+        return protocol::StepRequest{Current(session), action, {}};
       },
       false, &interrupted);
   auto it = made_.find(session);
@@ -490,18 +483,23 @@ absl::StatusOr<protocol::StatsReply> Client::Stats() {
       protocol::Op::kStats, [] { return std::monostate{}; }, true, &interrupted));
 }
 
+// Nodes are made, reset and stepped with make, reset and step (their older spelling,
+// cosched_make, cosched_reset and cosched_step, goes in the next protocol version).
 absl::StatusOr<protocol::CoschedMakeReply> Client::CoschedMake(const protocol::ConfigMap& config) {
   interrupted_.clear();
   bool interrupted = false;
-  absl::StatusOr<protocol::CoschedMakeReply> made =
-      BodyAs<protocol::CoschedMakeReply>(CallOrReconnect(
-          protocol::Op::kCoschedMake, [&] { return protocol::CoschedMakeRequest{config}; }, true,
-          &interrupted));
-  if (made.ok() && options_.reconnect) {
-    made_[made->session] =
-        Made{protocol::Op::kCoschedMake, protocol::kCoschedEnvId, config, made->session, {}, {}};
+  absl::StatusOr<protocol::MakeReply> made = BodyAs<protocol::MakeReply>(CallOrReconnect(
+      protocol::Op::kMake,
+      [&] {
+        return protocol::MakeRequest{protocol::kCoschedEnvId, config};
+      },
+      true, &interrupted));
+  if (!made.ok()) return made.status();
+  if (options_.reconnect) {
+    made_[made->session] = Made{protocol::kCoschedEnvId, config, made->session, {}, {}};
   }
-  return made;
+  return protocol::CoschedMakeReply{std::move(made->session), std::move(made->spec),
+                                    std::move(made->tenants), std::move(made->config)};
 }
 
 absl::StatusOr<protocol::CoschedStepReply> Client::CoschedReset(const protocol::SessionId& session,
@@ -509,9 +507,9 @@ absl::StatusOr<protocol::CoschedStepReply> Client::CoschedReset(const protocol::
   interrupted_.clear();
   bool interrupted = false;
   absl::StatusOr<protocol::CoschedStepReply> r = BodyAs<protocol::CoschedStepReply>(CallOrReconnect(
-      protocol::Op::kCoschedReset,
+      protocol::Op::kReset,
       [&] {
-        return protocol::CoschedResetRequest{Current(session), seed};
+        return protocol::ResetRequest{Current(session), seed, {}};
       },
       true, &interrupted));
   if (r.ok()) {
@@ -525,9 +523,9 @@ absl::StatusOr<protocol::CoschedStepReply> Client::CoschedStep(const protocol::S
   interrupted_.clear();
   bool interrupted = false;
   absl::StatusOr<protocol::ReplyBody> body = CallOrReconnect(
-      protocol::Op::kCoschedStep,
+      protocol::Op::kStep,
       [&] {
-        return protocol::CoschedStepRequest{Current(session), actions};
+        return protocol::StepRequest{Current(session), {}, actions};
       },
       false, &interrupted);
   auto it = made_.find(session);

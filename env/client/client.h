@@ -97,9 +97,10 @@ class Client {
   absl::StatusOr<protocol::SessionId> Fork(const protocol::SessionId& session);
   absl::StatusOr<protocol::StatsReply> Stats();
 
-  // Co-scheduling nodes (PROTOCOL.md "Co-scheduling"): a node of K tenants; reset and step
-  // give the node step (one CoschedTenant per tenant). actions: one per tenant, an empty
-  // one keeps the tenant's placement. Close() closes a node too.
+  // Co-scheduling nodes (PROTOCOL.md "Co-scheduling"): a node of K tenants, made with make
+  // of tiergym/CoschedNode-v0; reset and step (with actions) give the node step (one
+  // CoschedTenant per tenant). actions: one per tenant, an empty one keeps the tenant's
+  // placement. Close() closes a node too.
   absl::StatusOr<protocol::CoschedMakeReply> CoschedMake(const protocol::ConfigMap& config);
   absl::StatusOr<protocol::CoschedStepReply> CoschedReset(
       const protocol::SessionId& session, std::optional<uint64_t> seed = std::nullopt);
@@ -122,8 +123,7 @@ class Client {
   // What a session was made with, to make it again after a reconnection, and its last
   // result, to report its interrupted episode with (kept only with `reconnect`).
   struct Made {
-    protocol::Op op = protocol::Op::kMake;
-    std::string env_id;
+    std::string env_id;  // made by make of this id (a node too)
     protocol::ConfigMap config;
     protocol::SessionId current;  // the id on the server of the moment
     StepResult last;

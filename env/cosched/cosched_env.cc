@@ -140,8 +140,10 @@ const ProfileAssets& CoschedAssets::tenant_profile(size_t i) const {
   return impl_->env->profiles()[impl_->profile_of_tenant[i]];
 }
 
-absl::StatusOr<std::shared_ptr<const CoschedAssets>> CoschedAssets::Load(
-    const CoschedConfig& config, ProfileCache* cache) {
+namespace {
+
+// The checks of a configuration made without ParseCoschedConfig (its keys' rules again).
+absl::Status CheckCoschedConfig(const CoschedConfig& config) {
   if (config.tenants.empty()) return ConfigKeyError("tenants", "at least one tenant is required");
   if (!config.env.interference.empty()) {
     return ConfigKeyError("interference",
@@ -166,6 +168,14 @@ absl::StatusOr<std::shared_ptr<const CoschedAssets>> CoschedAssets::Load(
         "contention_max_passes",
         StrCat(config.contention_max_passes, " is not in [1, ", kMaxContentionPasses, "]"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const CoschedAssets>> CoschedAssets::Load(
+    const CoschedConfig& config, ProfileCache* cache) {
+  TG_RETURN_IF_ERROR(CheckCoschedConfig(config));
   absl::StatusOr<contention::Method> method = contention::ParseMethod(config.sensitivity_method);
   if (!method.ok()) return ConfigKeyError("sensitivity_method", StrCat(method.status().message()));
   absl::StatusOr<std::vector<contention::SensitivityFamily>> families =
@@ -312,8 +322,281 @@ absl::StatusOr<NodeStep> CoschedEnv::Reset(std::optional<uint64_t> seed) {
   return Observe();
 }
 
+// One node step's phases, in the order Step runs them, with what one phase hands the next.
+class CoschedEnv::StepRun {
+ public:
+  StepRun(const CoschedAssets::Impl& a, State& s)
+      : a_(a),
+        s_(s),
+        machine_(a.env->machine()),
+        n_(s.tenants.size()),
+        tiers_(machine_.tiers.size()),
+        migration_bytes_per_ns_(a.env->migration_bytes_per_ns()) {}
+
+  // 1. Desired tiers. Every action is checked before anything moves, a waiting or departed
+  // tenant's too (it is then ignored): a bad action is refused whatever the tenant's state.
+  absl::Status Desire(const std::vector<Action>& actions);
+  // 2. Moves, tenants taking turns from tenant (step mod n); a second pass retries the
+  // refused moves once the first pass's departures have freed space.
+  void Move();
+  // 3. Solo intervals and the bytes each running tenant moves on each tier in its interval.
+  absl::Status PriceSolo();
+  // 4. Slowdowns: the fixed point of the running tenants' intervals.
+  void Contend();
+  // 5. Migrations, contended intervals, rewards; then the tenants whose start has come join.
+  void Advance();
+
+ private:
+  static bool Running(const State::Tenant& t) { return t.joined && !t.finished; }
+  // One pass of the fixed point: every running tenant's interval under the slowdowns its
+  // co-runners cause at the intervals `current`.
+  void PricePass(const std::vector<std::vector<double>>& current,
+                 std::vector<std::vector<double>>& next);
+  // Its migration time: its own transfer, then the shares of the tenants moving to the
+  // same tiers.
+  [[nodiscard]] double MigrationNs(size_t i) const;
+  void AdvanceTenant(size_t i);
+
+  const CoschedAssets::Impl& a_;
+  State& s_;
+  const Machine& machine_;
+  const size_t n_, tiers_;
+  const std::vector<double>& migration_bytes_per_ns_;
+  // From Desire: the tiers each running tenant asks for (empty: keep).
+  std::vector<std::vector<int>> want_;
+  // From Move: the regions still refused, own migration time, bytes moved (per tier).
+  std::vector<std::vector<int>> pending_;
+  std::vector<double> own_migration_ns_;
+  std::vector<uint64_t> migrated_;
+  std::vector<std::vector<uint64_t>> bytes_in_;
+  // From PriceSolo.
+  std::vector<double> solo_ns_;
+  std::vector<std::vector<double>> bytes_;
+  // From Contend: the running tenants (group g is tenant tenant_of_[g]), their settled
+  // intervals, the priced pass at them, and per tenant and tier the slowdowns,
+  // the co-runners' bandwidth and its own bandwidth.
+  std::vector<bool> ran_;
+  std::vector<size_t> group_of_, tenant_of_;
+  std::vector<std::vector<double>> times_, priced_;
+  std::vector<std::vector<double>> slowdown_, interference_, bw_;
+};
+
+absl::Status CoschedEnv::StepRun::Desire(const std::vector<Action>& actions) {
+  want_.assign(n_, {});
+  for (size_t i = 0; i < n_; ++i) {
+    if (actions[i].values.empty()) continue;
+    TG_RETURN_IF_ERROR(CheckAction(a_.tenant_spec, actions[i], StrCat("actions[", i, "]")));
+  }
+  for (size_t i = 0; i < n_; ++i) {
+    const State::Tenant& t = s_.tenants[i];
+    if (!Running(t) || actions[i].values.empty()) continue;
+    want_[i] = DesiredTiers(a_.config.env.action_mode, actions[i], t.region_tier, tiers_);
+  }
+  return absl::OkStatus();
+}
+
+void CoschedEnv::StepRun::Move() {
+  pending_.assign(n_, {});
+  own_migration_ns_.assign(n_, 0.0);
+  migrated_.assign(n_, 0);
+  bytes_in_.assign(n_, std::vector<uint64_t>(tiers_, 0));
+  for (size_t i = 0; i < n_; ++i) {
+    State::Tenant& t = s_.tenants[i];
+    t.moved.clear();
+    if (want_[i].empty()) continue;
+    for (size_t r = 0; r < t.region_tier.size(); ++r) {
+      if (want_[i][r] != t.region_tier[r]) pending_[i].push_back(static_cast<int>(r));
+    }
+  }
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t j = 0; j < n_; ++j) {
+      const size_t i = (s_.node_step + j) % n_;
+      State::Tenant& t = s_.tenants[i];
+      std::vector<int> refused;
+      for (int r : pending_[i]) {
+        const int to = want_[i][r];
+        const uint64_t bytes = t.profile->region_bytes[r];
+        if (s_.used_bytes[to] + bytes > machine_.tiers[to].capacity_bytes) {
+          refused.push_back(r);
+          continue;
+        }
+        t.moved.push_back(r);
+        s_.used_bytes[t.region_tier[r]] -= bytes;
+        s_.used_bytes[to] += bytes;
+        t.region_tier[r] = to;
+        own_migration_ns_[i] += static_cast<double>(bytes) / migration_bytes_per_ns_[to];
+        migrated_[i] += bytes;
+        bytes_in_[i][static_cast<size_t>(to)] += bytes;
+      }
+      pending_[i] = std::move(refused);
+    }
+  }
+}
+
+absl::Status CoschedEnv::StepRun::PriceSolo() {
+  solo_ns_.assign(n_, 0.0);
+  bytes_.assign(n_, std::vector<double>(tiers_, 0.0));
+  for (size_t i = 0; i < n_; ++i) {
+    State::Tenant& t = s_.tenants[i];
+    if (!Running(t)) continue;
+    if (!t.moved.empty()) TG_RETURN_IF_ERROR(t.pricing->Move(t.moved, t.region_tier));
+    const ProfileAssets& p = *t.profile;
+    const size_t k = p.regions.size();
+    solo_ns_[i] = t.pricing->IntervalNs(t.step, t.region_tier);
+    if (solo_ns_[i] <= 0) continue;
+    for (size_t r = 0; r < k; ++r) {
+      bytes_[i][static_cast<size_t>(t.region_tier[r])] +=
+          p.region_accesses[t.step * k + r] * p.misses_per_access * kCacheLineBytes;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void CoschedEnv::StepRun::PricePass(const std::vector<std::vector<double>>& current,
+                                    std::vector<std::vector<double>>& next) {
+  for (size_t g = 0; g < tenant_of_.size(); ++g) {
+    const size_t i = tenant_of_[g];
+    for (size_t d = 0; d < tiers_; ++d) {
+      slowdown_[i][d] = 1.0;
+      interference_[i][d] = 0.0;
+      contention::Interference in;
+      for (size_t h = 0; h < tenant_of_.size(); ++h) {
+        const size_t j = tenant_of_[h];
+        if (j == i || bytes_[j][d] <= 0 || !(current[h][0] > 0)) continue;
+        // Its bytes over the part of tenant i's interval it overlaps: a co-runner whose
+        // interval ends first waits at the step's barrier for the rest of i's.
+        const double gbps = bytes_[j][d] / std::max(current[h][0], current[g][0]);
+        in.co_runners.push_back({gbps, a_.read_pct[j]});
+        interference_[i][d] += gbps;
+      }
+      if (!in.co_runners.empty()) slowdown_[i][d] = a_.contention[i].Slowdown(in);
+    }
+    next[g][0] = s_.tenants[i].pricing->IntervalNs(s_.tenants[i].step, s_.tenants[i].region_tier,
+                                                   slowdown_[i]);
+  }
+}
+
+// contention/fixed_point.h. A pass prices every tenant's interval under the slowdowns its
+// co-runners cause at their mean bandwidth over its interval under the previous pass's
+// intervals (their bytes over the longer of the two intervals); the first pass starts from
+// the solo intervals. The co-runners are the tenants that run in this step (a tenant
+// leaving after it still ran in it).
+void CoschedEnv::StepRun::Contend() {
+  ran_.assign(n_, false);
+  group_of_.assign(n_, n_);
+  for (size_t i = 0; i < n_; ++i) {
+    ran_[i] = Running(s_.tenants[i]);
+    if (!ran_[i]) continue;
+    group_of_[i] = tenant_of_.size();
+    tenant_of_.push_back(i);
+    times_.push_back({solo_ns_[i]});
+  }
+  slowdown_.assign(n_, std::vector<double>(tiers_, 1.0));
+  interference_.assign(n_, std::vector<double>(tiers_, 0.0));
+  const auto pass = [this](const std::vector<std::vector<double>>& current,
+                           std::vector<std::vector<double>>& next) { PricePass(current, next); };
+  // With contention_max_passes = P, P - 1 passes of the fixed point, then the pricing
+  // pass: P = 1 prices at the co-runners' solo bandwidth. A tenant alone has nothing to
+  // iterate: its pricing pass is its solo interval.
+  contention::FixedPointResult settled{.iterations = 0, .converged = tenant_of_.size() < 2};
+  if (a_.config.contention_max_passes > 1 && tenant_of_.size() > 1) {
+    settled =
+        contention::IterateDampedFixedPoint(times_, pass,
+                                            {.max_iterations = a_.config.contention_max_passes - 1,
+                                             .tolerance = kContentionTolerance,
+                                             .damping = contention::Damping::kHalf});
+  }
+  // The reported step is one more pass at the settled intervals, so that every tenant's
+  // interval is the estimate under the slowdowns it reports, and those slowdowns are the
+  // curves' answer to the bandwidths its co-runners report.
+  priced_.assign(times_.size(), std::vector<double>(1, 0.0));
+  PricePass(times_, priced_);
+  s_.step_passes = settled.iterations + 1;
+  s_.step_converged = settled.converged;
+  s_.tier_bandwidth_gbps.assign(tiers_, 0.0);
+  bw_.assign(n_, std::vector<double>(tiers_, 0.0));
+  for (size_t i = 0; i < n_; ++i) {
+    if (!ran_[i] || !(times_[group_of_[i]][0] > 0)) continue;
+    for (size_t d = 0; d < tiers_; ++d) {
+      bw_[i][d] = bytes_[i][d] / times_[group_of_[i]][0];
+      s_.tier_bandwidth_gbps[d] += bw_[i][d];
+    }
+  }
+}
+
+double CoschedEnv::StepRun::MigrationNs(size_t i) const {
+  double migration_ns = own_migration_ns_[i];
+  for (size_t d = 0; d < tiers_; ++d) {
+    if (bytes_in_[i][d] == 0) continue;
+    uint64_t shared = 0;
+    for (size_t j = 0; j < n_; ++j) {
+      if (j != i) shared += std::min(bytes_in_[j][d], bytes_in_[i][d]);
+    }
+    if (shared > 0) migration_ns += static_cast<double>(shared) / migration_bytes_per_ns_[d];
+  }
+  return migration_ns;
+}
+
+void CoschedEnv::StepRun::AdvanceTenant(size_t i) {
+  State::Tenant& t = s_.tenants[i];
+  TenantStep& out = t.last;
+  out = TenantStep{};
+  out.slowdown = slowdown_[i];
+  out.bandwidth_gbps = bw_[i];
+  out.interference_gbps = interference_[i];
+  if (!Running(t)) return;
+  const ProfileAssets& p = *t.profile;
+  const size_t k = p.regions.size();
+  for (size_t d = 0; d < tiers_; ++d) {
+    t.interference_level[d] = static_cast<float>(
+        std::min(1.0, out.interference_gbps[d] / machine_.tiers[d].bandwidth_gbps));
+  }
+  const double migration_ns = MigrationNs(i);
+  const double interval = priced_[group_of_[i]][0];
+  const double base = p.default_interval_ns[t.step];
+  t.elapsed_ns += interval + migration_ns;
+  t.default_elapsed_ns += base;
+  t.last_ratio = base > 0 ? interval / base : 1.0;
+  out.reward = p.default_total_ns > 0 ? (base - interval - migration_ns) / p.default_total_ns : 0;
+  out.solo_interval_ns = solo_ns_[i];
+  const auto decay = static_cast<float>(a_.config.env.history_decay);
+  for (size_t r = 0; r < k; ++r) {
+    t.history[r] = decay * t.history[r] + (1 - decay) * p.region_share[t.step * k + r];
+  }
+  StepInfo& info = out.info;
+  info.interval_ns = interval;
+  info.default_interval_ns = base;
+  info.migration_ns = migration_ns;
+  info.migrated_bytes = migrated_[i];
+  info.refused_regions = pending_[i];
+  out.active = true;
+  s_.step_ns = std::max(s_.step_ns, interval + migration_ns);
+  ++t.step;
+  if (t.step + 1 >= p.bounds.size()) {  // its last interval: it leaves the node
+    t.finished = true;
+    for (size_t r = 0; r < k; ++r) {
+      s_.used_bytes[static_cast<size_t>(t.region_tier[r])] -= p.region_bytes[r];
+    }
+  }
+}
+
+void CoschedEnv::StepRun::Advance() {
+  s_.step_ns = 0;
+  for (size_t i = 0; i < n_; ++i) AdvanceTenant(i);
+  s_.elapsed_ns += s_.step_ns;
+  ++s_.node_step;
+  bool all_done = true;
+  for (State::Tenant& t : s_.tenants) {
+    if (!t.joined && static_cast<uint64_t>(t.start_step) <= s_.node_step) {
+      Join(s_.used_bytes, *t.profile);
+      t.joined = true;
+    }
+    all_done = all_done && t.finished;
+  }
+  s_.done = all_done;
+}
+
 absl::StatusOr<NodeStep> CoschedEnv::Step(const std::vector<Action>& actions) {
-  const CoschedAssets::Impl& a = assets_->impl();
   State& s = *state_;
   if (!s.started) return absl::FailedPreconditionError("step before reset");
   if (s.done) return absl::FailedPreconditionError("step after the episode ended; call reset");
@@ -322,214 +605,12 @@ absl::StatusOr<NodeStep> CoschedEnv::Step(const std::vector<Action>& actions) {
     return InvalidFieldError(
         "actions", StrCat("expected ", n, " actions (one per tenant), got ", actions.size()));
   }
-  const EnvAssets& env = *a.env;
-  const Machine& machine = env.machine();
-  const size_t tiers = machine.tiers.size();
-  const ActionMode mode = a.config.env.action_mode;
-  const auto running = [&](const State::Tenant& t) { return t.joined && !t.finished; };
-
-  // 1. Desired tiers. Every action is checked before anything moves, a waiting or departed
-  // tenant's too (it is then ignored): a bad action is refused whatever the tenant's state.
-  std::vector<std::vector<int>> want(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (actions[i].values.empty()) continue;
-    TG_RETURN_IF_ERROR(CheckAction(a.tenant_spec, actions[i], StrCat("actions[", i, "]")));
-  }
-  for (size_t i = 0; i < n; ++i) {
-    const State::Tenant& t = s.tenants[i];
-    if (!running(t) || actions[i].values.empty()) continue;
-    want[i] = DesiredTiers(mode, actions[i], t.region_tier, tiers);
-  }
-
-  // 2. Moves, tenants taking turns from tenant (step mod n); a second pass retries the
-  // refused moves once the first pass's departures have freed space.
-  std::vector<std::vector<int>> pending(n);
-  std::vector<double> own_migration_ns(n, 0.0);
-  std::vector<uint64_t> migrated(n, 0);
-  std::vector<std::vector<uint64_t>> bytes_in(n, std::vector<uint64_t>(tiers, 0));
-  for (size_t i = 0; i < n; ++i) {
-    State::Tenant& t = s.tenants[i];
-    t.moved.clear();
-    if (want[i].empty()) continue;
-    for (size_t r = 0; r < t.region_tier.size(); ++r) {
-      if (want[i][r] != t.region_tier[r]) pending[i].push_back(static_cast<int>(r));
-    }
-  }
-  const std::vector<double>& migration_bytes_per_ns = env.migration_bytes_per_ns();
-  for (int pass = 0; pass < 2; ++pass) {
-    for (size_t j = 0; j < n; ++j) {
-      const size_t i = (s.node_step + j) % n;
-      State::Tenant& t = s.tenants[i];
-      std::vector<int> refused;
-      for (int r : pending[i]) {
-        const int to = want[i][r];
-        const uint64_t bytes = t.profile->region_bytes[r];
-        if (s.used_bytes[to] + bytes > machine.tiers[to].capacity_bytes) {
-          refused.push_back(r);
-          continue;
-        }
-        t.moved.push_back(r);
-        s.used_bytes[t.region_tier[r]] -= bytes;
-        s.used_bytes[to] += bytes;
-        t.region_tier[r] = to;
-        own_migration_ns[i] += static_cast<double>(bytes) / migration_bytes_per_ns[to];
-        migrated[i] += bytes;
-        bytes_in[i][static_cast<size_t>(to)] += bytes;
-      }
-      pending[i] = std::move(refused);
-    }
-  }
-
-  // 3. Solo intervals and the bytes each running tenant moves on each tier in its interval.
-  std::vector<double> solo_ns(n, 0.0);
-  std::vector<std::vector<double>> bytes(n, std::vector<double>(tiers, 0.0));
-  for (size_t i = 0; i < n; ++i) {
-    State::Tenant& t = s.tenants[i];
-    if (!running(t)) continue;
-    if (!t.moved.empty()) TG_RETURN_IF_ERROR(t.pricing->Move(t.moved, t.region_tier));
-    const ProfileAssets& p = *t.profile;
-    const size_t k = p.regions.size();
-    solo_ns[i] = t.pricing->IntervalNs(t.step, t.region_tier);
-    if (solo_ns[i] <= 0) continue;
-    for (size_t r = 0; r < k; ++r) {
-      bytes[i][static_cast<size_t>(t.region_tier[r])] +=
-          p.region_accesses[t.step * k + r] * p.misses_per_access * kCacheLineBytes;
-    }
-  }
-
-  // 4. Slowdowns: the fixed point of the running tenants' intervals (contention/
-  // fixed_point.h). A pass prices every tenant's interval under the slowdowns its
-  // co-runners cause at their mean bandwidth over its interval under the previous pass's
-  // intervals (their bytes over the longer of the two intervals); the first pass starts
-  // from the solo intervals. The co-runners are the tenants that run in this step (a
-  // tenant leaving after it still ran in it).
-  std::vector<bool> ran(n);
-  std::vector<size_t> group_of(n, n), tenant_of;
-  std::vector<std::vector<double>> times;
-  for (size_t i = 0; i < n; ++i) {
-    ran[i] = running(s.tenants[i]);
-    if (!ran[i]) continue;
-    group_of[i] = tenant_of.size();
-    tenant_of.push_back(i);
-    times.push_back({solo_ns[i]});
-  }
-  std::vector<std::vector<double>> slowdown(n, std::vector<double>(tiers, 1.0));
-  std::vector<std::vector<double>> interference(n, std::vector<double>(tiers, 0.0));
-  const auto pass = [&](const std::vector<std::vector<double>>& current,
-                        std::vector<std::vector<double>>& next) {
-    for (size_t g = 0; g < tenant_of.size(); ++g) {
-      const size_t i = tenant_of[g];
-      for (size_t d = 0; d < tiers; ++d) {
-        slowdown[i][d] = 1.0;
-        interference[i][d] = 0.0;
-        contention::Interference in;
-        for (size_t h = 0; h < tenant_of.size(); ++h) {
-          const size_t j = tenant_of[h];
-          if (j == i || bytes[j][d] <= 0 || !(current[h][0] > 0)) continue;
-          // Its bytes over the part of tenant i's interval it overlaps: a co-runner whose
-          // interval ends first waits at the step's barrier for the rest of i's.
-          const double gbps = bytes[j][d] / std::max(current[h][0], current[g][0]);
-          in.co_runners.push_back({gbps, a.read_pct[j]});
-          interference[i][d] += gbps;
-        }
-        if (!in.co_runners.empty()) slowdown[i][d] = a.contention[i].Slowdown(in);
-      }
-      next[g][0] = s.tenants[i].pricing->IntervalNs(s.tenants[i].step, s.tenants[i].region_tier,
-                                                    slowdown[i]);
-    }
-  };
-  // With contention_max_passes = P, P - 1 passes of the fixed point, then the pricing
-  // pass: P = 1 prices at the co-runners' solo bandwidth. A tenant alone has nothing to
-  // iterate: its pricing pass is its solo interval.
-  contention::FixedPointResult settled{.iterations = 0, .converged = tenant_of.size() < 2};
-  if (a.config.contention_max_passes > 1 && tenant_of.size() > 1) {
-    settled =
-        contention::IterateDampedFixedPoint(times, pass,
-                                            {.max_iterations = a.config.contention_max_passes - 1,
-                                             .tolerance = kContentionTolerance,
-                                             .damping = contention::Damping::kHalf});
-  }
-  // The reported step is one more pass at the settled intervals, so that every tenant's
-  // interval is the estimate under the slowdowns it reports, and those slowdowns are the
-  // curves' answer to the bandwidths its co-runners report.
-  std::vector<std::vector<double>> priced(times.size(), std::vector<double>(1, 0.0));
-  pass(times, priced);
-  s.step_passes = settled.iterations + 1;
-  s.step_converged = settled.converged;
-  s.tier_bandwidth_gbps.assign(tiers, 0.0);
-  std::vector<std::vector<double>> bw(n, std::vector<double>(tiers, 0.0));
-  for (size_t i = 0; i < n; ++i) {
-    if (!ran[i] || !(times[group_of[i]][0] > 0)) continue;
-    for (size_t d = 0; d < tiers; ++d) {
-      bw[i][d] = bytes[i][d] / times[group_of[i]][0];
-      s.tier_bandwidth_gbps[d] += bw[i][d];
-    }
-  }
-
-  // 5. Migrations, contended intervals, rewards.
-  s.step_ns = 0;
-  for (size_t i = 0; i < n; ++i) {
-    State::Tenant& t = s.tenants[i];
-    TenantStep& out = t.last;
-    out = TenantStep{};
-    out.slowdown = slowdown[i];
-    out.bandwidth_gbps = bw[i];
-    out.interference_gbps = interference[i];
-    if (!running(t)) continue;
-    const ProfileAssets& p = *t.profile;
-    const size_t k = p.regions.size();
-    for (size_t d = 0; d < tiers; ++d) {
-      t.interference_level[d] = static_cast<float>(
-          std::min(1.0, out.interference_gbps[d] / machine.tiers[d].bandwidth_gbps));
-    }
-    // Migration: its own transfer, then the shares of the tenants moving to the same tiers.
-    double migration_ns = own_migration_ns[i];
-    for (size_t d = 0; d < tiers; ++d) {
-      if (bytes_in[i][d] == 0) continue;
-      uint64_t shared = 0;
-      for (size_t j = 0; j < n; ++j) {
-        if (j != i) shared += std::min(bytes_in[j][d], bytes_in[i][d]);
-      }
-      if (shared > 0) migration_ns += static_cast<double>(shared) / migration_bytes_per_ns[d];
-    }
-    const double interval = priced[group_of[i]][0];
-    const double base = p.default_interval_ns[t.step];
-    t.elapsed_ns += interval + migration_ns;
-    t.default_elapsed_ns += base;
-    t.last_ratio = base > 0 ? interval / base : 1.0;
-    out.reward = p.default_total_ns > 0 ? (base - interval - migration_ns) / p.default_total_ns : 0;
-    out.solo_interval_ns = solo_ns[i];
-    const auto decay = static_cast<float>(a.config.env.history_decay);
-    for (size_t r = 0; r < k; ++r) {
-      t.history[r] = decay * t.history[r] + (1 - decay) * p.region_share[t.step * k + r];
-    }
-    StepInfo& info = out.info;
-    info.interval_ns = interval;
-    info.default_interval_ns = base;
-    info.migration_ns = migration_ns;
-    info.migrated_bytes = migrated[i];
-    info.refused_regions = pending[i];
-    out.active = true;
-    s.step_ns = std::max(s.step_ns, interval + migration_ns);
-    ++t.step;
-    if (t.step + 1 >= p.bounds.size()) {  // its last interval: it leaves the node
-      t.finished = true;
-      for (size_t r = 0; r < k; ++r) {
-        s.used_bytes[static_cast<size_t>(t.region_tier[r])] -= p.region_bytes[r];
-      }
-    }
-  }
-  s.elapsed_ns += s.step_ns;
-  ++s.node_step;
-  bool all_done = true;
-  for (State::Tenant& t : s.tenants) {
-    if (!t.joined && static_cast<uint64_t>(t.start_step) <= s.node_step) {
-      Join(s.used_bytes, *t.profile);
-      t.joined = true;
-    }
-    all_done = all_done && t.finished;
-  }
-  s.done = all_done;
+  StepRun run(assets_->impl(), s);
+  TG_RETURN_IF_ERROR(run.Desire(actions));
+  run.Move();
+  TG_RETURN_IF_ERROR(run.PriceSolo());
+  run.Contend();
+  run.Advance();
   return Observe();
 }
 

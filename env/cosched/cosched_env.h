@@ -44,8 +44,9 @@
 // The node's clock advances by the longest charged time of the step; a tenant's own
 // elapsed time (its speedup) counts its intervals and migrations, not its waits at the
 // barrier. With one tenant every step is exactly
-// Environment's (same moves, times, rewards and observations; tests/env/cosched_env_test.cc),
-// but for the fill and action mask after the last step: the tenant has left the node.
+// Environment's (same moves, times, rewards and observations;
+// tests/env/cosched/cosched_env_test.cc), but for the fill and action mask after the last step: the
+// tenant has left the node.
 //
 // Arrivals and departures. Tenant i joins the node at node step start_step[i] (plus a
 // jitter drawn from the seed when start_jitter_steps > 0), its footprint on the default
@@ -190,6 +191,7 @@ class CoschedEnv {
 
  private:
   struct State;
+  class StepRun;  // one Step's phases (cosched_env.cc)
   explicit CoschedEnv(std::shared_ptr<const CoschedAssets> assets);
   NodeStep Observe() const;
   std::shared_ptr<const CoschedAssets> assets_;

@@ -353,6 +353,14 @@ const object* MapReader::Find(std::string_view key) {
   return nullptr;
 }
 
+bool MapReader::Has(std::string_view key) const {
+  for (uint32_t i = 0; i < o_.via.map.size; ++i) {
+    const msgpack::object_kv& kv = o_.via.map.ptr[i];
+    if (AsView(kv.key) == key) return kv.val.type != mtype::NIL;
+  }
+  return false;
+}
+
 absl::StatusOr<const object*> MapReader::Required(std::string_view key) {
   const object* o = Find(key);
   if (o == nullptr) return Invalid(Field(key), "required field is missing");
@@ -528,9 +536,12 @@ absl::StatusOr<ConfigMap> ReadConfig(const object& o, std::string_view field) {
         size_t bytes = 0;
         for (uint32_t j = 0; j < v.via.array.size; ++j) {
           TG_ASSIGN_OR_RETURN(std::string s, ReadString(v.via.array.ptr[j], Index(f, j)));
+          if (s.size() > kMaxValueBytes) {
+            return Invalid(Index(f, j), StrCat(s.size(), " bytes; at most ", kMaxValueBytes));
+          }
           bytes += s.size() + 1;
-          if (bytes > kMaxValueBytes) {
-            return Invalid(Index(f, j), StrCat("the list passes ", kMaxValueBytes, " bytes"));
+          if (bytes > kMaxListBytes) {
+            return Invalid(Index(f, j), StrCat("the list passes ", kMaxListBytes, " bytes"));
           }
           list.push_back(std::move(s));
         }
@@ -859,20 +870,35 @@ void WritePlacementArg(Packer& p, const EstimateRequest& r) {
   }
 }
 
-absl::Status ReadTenantActions(const object& o, std::string_view field, CoschedStepRequest& into,
-                               const DecodeLimits& limits) {
+namespace {
+// One action per tenant; nil keeps the tenant's placement (an empty action).
+absl::Status ReadActionsPerTenant(const object& o, std::string_view field,
+                                  std::vector<Action>& into, const DecodeLimits& limits) {
   if (o.type != mtype::ARRAY) return Expected(field, "an array (one action per tenant)", o);
   if (o.via.array.size > limits.max_batch) {
     return Invalid(field, StrCat(o.via.array.size, " actions; at most ", limits.max_batch));
   }
-  into.actions.resize(o.via.array.size);
+  into.resize(o.via.array.size);
   for (uint32_t i = 0; i < o.via.array.size; ++i) {
     const object& one = o.via.array.ptr[i];
     if (one.type == mtype::NIL) continue;  // keep the tenant's placement
-    TG_ASSIGN_OR_RETURN(into.actions[i], ReadAction(one, Index(field, i)));
+    TG_ASSIGN_OR_RETURN(into[i], ReadAction(one, Index(field, i)));
   }
   return absl::OkStatus();
 }
+}  // namespace
+
+absl::Status ReadTenantActions(const object& o, std::string_view field, CoschedStepRequest& into,
+                               const DecodeLimits& limits) {
+  return ReadActionsPerTenant(o, field, into.actions, limits);
+}
+
+absl::Status ReadTenantActions(const object& o, std::string_view field, StepRequest& into,
+                               const DecodeLimits& limits) {
+  return ReadActionsPerTenant(o, field, into.actions, limits);
+}
+
+bool HasSingleAction(const StepRequest& r) { return !r.action.values.empty() || r.actions.empty(); }
 
 // An empty action (keep the tenant's placement) as nil.
 void WriteTenantActions(Packer& p, const std::vector<Action>& actions) {

@@ -137,6 +137,8 @@ class Field:
         self.column = c.get("column")
         self.required = raw.get("required", False)
         self.optional = raw.get("optional", False)
+        # Fields of which a request gives exactly one (the required one unless another is).
+        self.one_of = raw.get("one_of", [])
         ctype = c.get("type")
         if ctype is None and not self.members:
             try:
@@ -162,14 +164,16 @@ class Field:
         return t
 
     def init(self):
+        # Every member has an initializer: a struct made by aggregate initialization that
+        # leaves out members added later compiles without -Wmissing-field-initializers.
         if self.default is not None:
             return f" = {self.default}"
         k = self.kind
-        if k.optional or k.struct or k.dtype:
-            return ""
-        if k.base in GENERIC:
+        if k.optional:  # absent until read: `= 0` would make an absent seed the seed 0
+            return " = {}"
+        if k.base in GENERIC and GENERIC[k.base][1]:
             return GENERIC[k.base][1]
-        return ""
+        return " = {}"
 
     def doc(self, schema):
         return expand(self.cpp.get("doc") or self.raw.get("doc", ""), schema)
@@ -200,8 +204,8 @@ class Struct:
         out = []
         if self.explicit_members is not None:
             for m in self.explicit_members:
-                out.append((m["type"], m["member"], f" = {m['default']}" if "default" in m else "",
-                            m.get("doc", "")))
+                out.append((m["type"], m["member"],
+                            f" = {m['default']}" if "default" in m else " = {}", m.get("doc", "")))
             seen = {m["member"] for m in self.explicit_members}
         else:
             seen = set()
@@ -212,7 +216,8 @@ class Struct:
                         continue
                     seen.add(m["member"])
                     out.append((m["type"], m["member"],
-                                f" = {m['default']}" if "default" in m else "", m.get("doc", "")))
+                                f" = {m['default']}" if "default" in m else " = {}",
+                                m.get("doc", "")))
                 continue
             # (A field written from the whole struct fills members declared apart.)
             if "." in f.member or f.member in seen or f.kind is None:
@@ -237,6 +242,9 @@ class Model:
         self.requests = {}
         self.replies = {}
         self.reply_of = {}
+        # op -> {"when": a key, "as": an op}: a reply holding the key is that op's reply.
+        self.alternatives = {op: c["reply"]["alternative"] for op, c in cops.items()
+                             if "alternative" in c.get("reply", {})}
         for op in self.ops:
             o = schema["operations"][op]
             c = cops.get(op, {})
@@ -248,8 +256,9 @@ class Model:
                 self.reply_of[op] = c["reply_as"]
                 continue
             self.reply_of[op] = op
+            decl = {k: v for k, v in c.get("reply", {}).items() if k != "alternative"}
             self.replies[op] = Struct(f"{op}_reply", o["reply"],
-                                      {"type": camel(op) + "Reply", **c.get("reply", {})}, schema)
+                                      {"type": camel(op) + "Reply", **decl}, schema)
         # Every struct by its name, for `struct X` kinds.
         self.by_name = dict(self.structs)
 
@@ -389,7 +398,7 @@ def gen_messages(model):
     lines += comment("The protocol's version: the one written on every message.")
     lines += [f"inline constexpr uint64_t kVersion = {s['version']};"]
     lines += comment("What `hello` and `list` call the placement environments (made by make) and "
-                     "the co-scheduling nodes (made by cosched_make).")
+                     "the co-scheduling nodes (made by make too; cosched_make is its older spelling).")
     lines += [f'inline constexpr char kEnvId[] = "{s["env_id"]}";',
               f'inline constexpr char kCoschedEnvId[] = "{s["cosched_env_id"]}";', ""]
     lines += ["enum class Op {"]
@@ -582,9 +591,20 @@ class CodecWriter:
         self.w(f"absl::Status Decode{st.cxx}(MapReader& r, {st.cxx}& v, const DecodeLimits& limits) {{")
         if not any(f.read_into for f in st.fields):
             self.w("  (void)limits;")
+        seen = []
         for f in st.fields:
             read = self.reader(f, "request")
+            others = [x for x in f.one_of if x != f.name]
             required = "true" if f.required else "false"
+            if f.required and others:  # unless another of its group is given
+                required = " && ".join(f'!r.Has("{x}")' for x in others)
+            for x in others:
+                if x in seen:
+                    group = " or ".join(f"`{y}`" for y in f.one_of)
+                    self.w(f'  if (r.Has("{f.name}") && r.Has("{x}")) {{',
+                           f'    return Invalid(r.Field("{f.name}"), "give {group}, not both");',
+                           "  }")
+            seen.append(f.name)
             if f.read_into:
                 self.w(f'  TG_RETURN_IF_ERROR(RequestMemberInto(r, "{f.name}", {required}, {read}));')
             else:
@@ -663,8 +683,12 @@ class CodecWriter:
         self.w("    default:  // no fields", "      return absl::OkStatus();", "  }", "}", "")
         self.w("absl::StatusOr<ReplyBody> DecodeOkBody(const object& o, Op op) {", "  switch (op) {")
         for op in m.ops:
-            self.w(f"    case Op::k{camel(op)}:",
-                   f"      return DecodeReplyAs<{m.reply_struct(op).cxx}>(o);")
+            self.w(f"    case Op::k{camel(op)}:")
+            alt = m.alternatives.get(op)
+            if alt:  # another kind of session answers with another reply
+                self.w(f'      if (Get(o, "{alt["when"]}") != nullptr) '
+                       f"return DecodeReplyAs<{m.reply_struct(alt['as']).cxx}>(o);")
+            self.w(f"      return DecodeReplyAs<{m.reply_struct(op).cxx}>(o);")
         self.w("  }", '  return absl::InternalError("unhandled op");', "}", "")
         self.w("}  // namespace tiergym::env::protocol::internal", "")
         return "\n".join(self.out)
@@ -834,7 +858,11 @@ def table(schema, path):
     rows = ["| key | type | meaning |", "| --- | --- | --- |"]
     for f in node:
         meaning = expand(f["doc"], schema)
-        if f.get("required"):
+        others = [x for x in f.get("one_of", []) if x != f["name"]]
+        if f.get("required") and others:
+            meaning = (meaning + " Required, unless "
+                       + " or ".join(f"`{x}`" for x in others) + " is given.").strip()
+        elif f.get("required"):
             meaning = (meaning + " Required.").strip()
         rows.append(f"| `{f['name']}` | {f['type']} | {meaning} |")
     return "\n".join(rows) + "\n"

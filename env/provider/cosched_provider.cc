@@ -58,6 +58,45 @@ uint64_t CoschedCharges::ProfileBytes() const {
   return bytes;
 }
 
+CoschedNode::CoschedNode(std::unique_ptr<CoschedEnv> env, std::shared_ptr<CoschedCharges> charges,
+                         uint64_t node_bytes, std::vector<std::string> profile_keys)
+    : env_(std::move(env)),
+      spec_(env_->assets().tenant_spec()),
+      charges_(std::move(charges)),
+      node_bytes_(node_bytes),
+      profile_keys_(std::move(profile_keys)) {
+  // The distinct profiles with their region bounds (a profile may run as several tenants).
+  spec_.profiles = env_->assets().env_assets().spec().profiles;
+  spec_.region_bounds = env_->assets().env_assets().spec().region_bounds;
+}
+
+CoschedNode::~CoschedNode() {
+  env_.reset();
+  charges_->Release(node_bytes_, profile_keys_);
+}
+
+namespace {
+absl::Status NodeRefuses() {
+  return absl::FailedPreconditionError(
+      "a co-scheduling node's session: its episodes are node steps, reset and step with one "
+      "action per tenant (actions)");
+}
+}  // namespace
+
+absl::StatusOr<StepResult> CoschedNode::Reset(std::optional<uint64_t>, const ResetOptions&) {
+  return NodeRefuses();
+}
+absl::StatusOr<StepResult> CoschedNode::Step(const Action&) { return NodeRefuses(); }
+absl::StatusOr<double> CoschedNode::EstimatePlacementNs(const std::string&,
+                                                        const Placement&) const {
+  return NodeRefuses();
+}
+
+std::string CoschedProvider::Description() const {
+  return "co-scheduling nodes: K tenants sharing one node's tiers (make with this id, then "
+         "reset and step with one action per tenant, actions)";
+}
+
 CoschedProvider::CoschedProvider(CoschedProviderOptions options, EnvProvider* budget)
     : options_(std::move(options)),
       charges_(std::make_shared<CoschedCharges>(budget)),
@@ -126,7 +165,7 @@ std::vector<std::pair<std::string, uint64_t>> CoschedProvider::EstimateProfileBy
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<CoschedNode>> CoschedProvider::Make(const ConfigMap& config) {
+absl::StatusOr<std::unique_ptr<SessionEnv>> CoschedProvider::Make(const ConfigMap& config) {
   absl::StatusOr<ConfigMap> resolved = Resolve(config);
   if (!resolved.ok()) return resolved.status();
   if (resolved->count("sensitivity") == 0) {

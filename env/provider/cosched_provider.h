@@ -1,5 +1,7 @@
-// The co-scheduling nodes of `tiergym serve` (the cosched_* ops, env/PROTOCOL.md
-// "Co-scheduling"): env/cosched's CoschedEnv made from a client's configuration.
+// The co-scheduling nodes of `tiergym serve` (env/PROTOCOL.md "Co-scheduling": make with
+// the node's environment id, then reset and step with one action per tenant): env/cosched's
+// CoschedEnv made from a client's configuration, a kind of environment behind the
+// EnvProvider interface (env_provider.h) whose sessions are nodes (SessionEnv::tenants()).
 //
 // What a configuration names is checked against the operator's word (data_roots.h), as
 // for `make`: each of `tenants` is a served profile's name or a profile directory in a
@@ -75,41 +77,55 @@ class CoschedCharges {
   std::map<std::string, Held> held_;  // guarded by mu_
 };
 
-// A node and what it is charged; gives the charge back when destroyed.
-class CoschedNode {
+// A node's session: the node and what it is charged; gives the charge back when destroyed.
+// Its spec is one tenant's spaces (every tenant has the same), with each distinct
+// application's profile name and region bounds once.
+class CoschedNode : public SessionEnv {
  public:
   CoschedNode(std::unique_ptr<CoschedEnv> env, std::shared_ptr<CoschedCharges> charges,
-              uint64_t node_bytes, std::vector<std::string> profile_keys)
-      : env_(std::move(env)),
-        charges_(std::move(charges)),
-        node_bytes_(node_bytes),
-        profile_keys_(std::move(profile_keys)) {}
-  ~CoschedNode() {
-    env_.reset();
-    charges_->Release(node_bytes_, profile_keys_);
-  }
+              uint64_t node_bytes, std::vector<std::string> profile_keys);
+  ~CoschedNode() override;
   CoschedNode(const CoschedNode&) = delete;
   CoschedNode& operator=(const CoschedNode&) = delete;
   CoschedEnv& env() { return *env_; }
   const CoschedAssets& assets() const { return env_->assets(); }
 
+  const EnvSpec& spec() const override { return spec_; }
+  const std::vector<std::string>& tenants() const override { return env_->assets().tenant_names(); }
+  absl::StatusOr<NodeStep> ResetNode(std::optional<uint64_t> seed) override {
+    return env_->Reset(seed);
+  }
+  absl::StatusOr<NodeStep> StepNode(const std::vector<Action>& actions) override {
+    return env_->Step(actions);
+  }
+  // A single environment's functions: refused (a node's episodes are node steps).
+  absl::StatusOr<StepResult> Reset(std::optional<uint64_t> seed,
+                                   const ResetOptions& options) override;
+  absl::StatusOr<StepResult> Step(const Action& action) override;
+  absl::StatusOr<double> EstimatePlacementNs(const std::string& profile,
+                                             const Placement& placement) const override;
+
  private:
   std::unique_ptr<CoschedEnv> env_;
+  EnvSpec spec_;
   std::shared_ptr<CoschedCharges> charges_;
   uint64_t node_bytes_;
   std::vector<std::string> profile_keys_;
 };
 
-class CoschedProvider {
+class CoschedProvider : public EnvProvider {
  public:
   // `budget` (may be null: no budget) must outlive the provider and its nodes.
   CoschedProvider(CoschedProviderOptions options, EnvProvider* budget);
 
+  std::string Description() const override;
   // The keys Make accepts (CoschedConfigKeys with the operator's defaults).
-  const std::vector<ConfigKey>& ConfigKeys() const { return keys_; }
-  // A new node. `config` holds only keys of ConfigKeys() (the caller checks). Errors
-  // about one key carry it as their field ("tenants", "sensitivity").
-  absl::StatusOr<std::unique_ptr<CoschedNode>> Make(const ConfigMap& config);
+  const std::vector<ConfigKey>& ConfigKeys() const override { return keys_; }
+  // A new node (a CoschedNode). `config` holds only keys of ConfigKeys() (the caller
+  // checks). Errors about one key carry it as their field ("tenants", "sensitivity").
+  absl::StatusOr<std::unique_ptr<SessionEnv>> Make(const ConfigMap& config) override;
+  // Nodes hold no asset sets of their own: their profiles are charged to `budget`.
+  Stats GetStats() const override { return {}; }
 
   // The configuration as ParseCoschedConfig sees it: names resolved to the operator's
   // files (NotFound on the key's field otherwise), defaults filled in. Exposed for tests.

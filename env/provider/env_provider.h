@@ -4,7 +4,8 @@
 // The session manager (env/server/service.h) and the vector environment (env/vector/)
 // talk to environments through these two small interfaces, so that the protocol can be
 // tested with a fake environment and served with the real one (placement_provider.h, which
-// wraps env/environment.h). This layer (env/provider/) knows no protocol and no transport.
+// wraps env/environment.h; cosched_provider.h, whose sessions are co-scheduling nodes). This
+// layer (env/provider/) knows no protocol and no transport.
 // Contract:
 //   - EnvProvider::Make is thread-safe; what it loads (profiles, indexes) it may share
 //     between the environments it makes, read-only.
@@ -25,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_join.h"
+#include "env/cosched/cosched_env.h"
 #include "env/environment.h"
 #include "env/spec/field_path.h"
 #include "traces/base/field_status.h"
@@ -35,6 +37,11 @@ namespace tiergym::env {
 
 class EnvProvider;
 
+// One session's environment. Two kinds: a single environment (an agent's placement
+// episode: Reset, Step) and a co-scheduling node (cosched_provider.h: K tenants, each with
+// its own action and reward; its episodes are node steps, ResetNode and StepNode, and its
+// spec is one tenant's). tenants() tells which: empty for a single environment, the
+// tenants' names for a node. Each kind refuses the other's functions (FailedPrecondition).
 class SessionEnv {
  public:
   virtual ~SessionEnv() = default;
@@ -54,6 +61,21 @@ class SessionEnv {
   // null (no budget: the in-process vector environment). Default: Unimplemented.
   virtual absl::StatusOr<std::unique_ptr<SessionEnv>> Fork(EnvProvider* /*maker*/) const {
     return absl::UnimplementedError("this environment cannot be forked");
+  }
+
+  // A node's tenants, in tenant order (empty: a single environment).
+  virtual const std::vector<std::string>& tenants() const {
+    static const std::vector<std::string> kNone;
+    return kNone;
+  }
+  // A node's episode: the seed (when given) reseeds its start jitter's generator.
+  virtual absl::StatusOr<NodeStep> ResetNode(std::optional<uint64_t> /*seed*/) {
+    return absl::FailedPreconditionError("not a co-scheduling node");
+  }
+  // One node step: actions[i] is tenant i's action (an empty one keeps its placement).
+  // InvalidArgument on "actions[i]" for a bad one; nothing moves then.
+  virtual absl::StatusOr<NodeStep> StepNode(const std::vector<Action>& /*actions*/) {
+    return absl::FailedPreconditionError("not a co-scheduling node");
   }
 };
 

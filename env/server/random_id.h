@@ -1,5 +1,6 @@
 // Unguessable names: 128 bits from the kernel's CSPRNG as 32 hex digits, for session ids,
-// shared-memory segment handles and segment names (service.cc, shm_batch.cc).
+// shared-memory segment handles and segment names (session_table.cc, shm_transport.cc,
+// shm_batch.cc).
 #ifndef TIERGYM_ENV_SERVER_RANDOM_ID_H_
 #define TIERGYM_ENV_SERVER_RANDOM_ID_H_
 

@@ -1,33 +1,21 @@
 // The session manager: answers protocol requests (env/PROTOCOL.md), one payload in, one
-// reply payload out, without sockets.
+// reply payload out, without sockets. It dispatches; three parts do the work:
+//   - the session table (session_table.h): sessions, their owners and leases, the limits on
+//     them, idle reclamation;
+//   - the batch stepper (batch_stepper.h): a step_batch's leased sessions stepped in
+//     parallel on the ThreadPool, each row into a result sink;
+//   - the shared-memory transport (shm_transport.h): one such sink, owning its segments
+//     and the threads serving requests written into them.
+// Environments come from providers (env/provider/env_provider.h), by environment id: the
+// placement environments (`provider`, tiergym/TierPlacement-v0) and, when served, the
+// co-scheduling nodes (ServiceOptions::cosched, tiergym/CoschedNode-v0), a kind of
+// environment whose sessions step all their tenants at once: `make`, `reset` and `step`
+// (with `actions`, one per tenant) drive them; `cosched_make`, `cosched_reset` and
+// `cosched_step`, their older spelling, still work in this protocol version.
 //
-// A Service owns the sessions: each holds one environment from the EnvProvider (which
-// loads profiles once per distinct configuration and shares them read-only), an episode
-// flag, its last-use time and its owner: the connection that made it. A session's handle
-// is 128 random bits; a request naming a session of another owner fails exactly as one
-// naming no session at all. Sessions are reclaimed after `idle_timeout_s` without a
-// request (ReclaimIdle, called periodically by the server loop) and when their owner's
-// connection goes away (CloseSessionsOf). Limits on sessions,
-// message size and batch size give RESOURCE_EXHAUSTED replies; every malformed or wrong
-// request gets an error reply naming the field, and nothing a client sends can disturb
-// another session. step_batch runs its entries on the ThreadPool.
-//
-// Shared memory: a step_batch may ask for its results in a POSIX shared-memory segment
-// (shm_batch.h) instead of the reply. A segment belongs to the connection that made it and
-// to the sessions of the batch that made it; it is freed when any of them is closed or
-// reclaimed (so when its connection goes), and its handle, like a session's, means nothing
-// on another connection. Its name is unlinked the first time the client names it (it has
-// mapped it by then). Segments are bounded per connection and in bytes over all, and
-// charged to the provider's memory budget.
-//
-// A segment made with shm_requests also takes requests: the client writes a batch's actions
-// and resets into it and bumps its request word, and a server thread of that segment (woken
-// by a futex, polling every 100 ms for its own closing) steps the batch's sessions on the
-// ThreadPool exactly as a step_batch naming the segment with shm_signal, writing an error
-// into the segment instead of a reply. Such threads are bounded over all connections
-// (max_shm_request_threads; a segment beyond gets none and its making reply says so) and
-// per connection by its segments; a thread ends when its segment is freed (its sessions
-// closed, its connection gone, its file shrunk) or the Service is destroyed.
+// Every malformed or wrong request gets an error reply naming the field, and nothing a
+// client sends can disturb another session; a session's handle means nothing on another
+// connection. Limits on sessions, message size and batch size give RESOURCE_EXHAUSTED.
 //
 // Thread-safety: Handle() and ReclaimIdle() may be called from any number of threads.
 // Requests on one session are serialised by a per-session lock; requests on different
@@ -48,12 +36,13 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "env/protocol/protocol.h"
-#include "env/provider/cosched_provider.h"
 #include "env/provider/env_provider.h"
+#include "env/server/batch_stepper.h"
+#include "env/server/session_table.h"
+#include "env/server/shm_transport.h"
 #include "env/server/thread_pool.h"
 
 namespace tiergym::env {
@@ -84,9 +73,10 @@ struct ServiceOptions {
   // Segments taking requests (one thread each) at most over all connections; 0: not
   // offered. Default 64.
   uint64_t max_shm_request_threads = 64;
-  // Co-scheduling nodes (the cosched_* ops); null: those ops are refused (UNIMPLEMENTED).
-  // Their sessions count against the same limits as make's. Default null.
-  std::shared_ptr<CoschedProvider> cosched;
+  // Co-scheduling nodes (env/provider/cosched_provider.h), made with the id kCoschedEnvId;
+  // null: not served (make names it unknown, the cosched_* ops are UNIMPLEMENTED). Their
+  // sessions count against the same limits as make's. Default null.
+  std::shared_ptr<EnvProvider> cosched;
   // Time source (tests fake it). Default std::chrono::steady_clock::now.
   std::function<std::chrono::steady_clock::time_point()> clock;
 };
@@ -116,20 +106,21 @@ class Service {
   void CountDroppedReply() { replies_dropped_.fetch_add(1, std::memory_order_relaxed); }
   const ServiceOptions& options() const { return options_; }
   // Threads serving segments' requests now (tests).
-  uint64_t ShmRequestThreads() const { return request_threads_.load(); }
+  uint64_t ShmRequestThreads() const { return shm_.request_threads(); }
 
  private:
-  struct Session;
-  struct Segment;
-  struct Waiter;
-  class Lease;
+  using Lease = SessionTable::Lease;
+  // Which sessions a request may drive.
+  enum class Kind { kSingle, kNode, kAny };
 
   protocol::ReplyBody Dispatch(const protocol::Request& request, const std::string& owner);
   protocol::ReplyBody Hello() const;
   protocol::ReplyBody List() const;
   protocol::ReplyBody Make(const protocol::MakeRequest& r, const std::string& owner);
-  protocol::ReplyBody Reset(const protocol::ResetRequest& r, const std::string& owner);
-  protocol::ReplyBody Step(const protocol::StepRequest& r, const std::string& owner);
+  protocol::ReplyBody Reset(const protocol::ResetRequest& r, const std::string& owner,
+                            Kind kind = Kind::kAny);
+  protocol::ReplyBody Step(const protocol::StepRequest& r, const std::string& owner,
+                           Kind kind = Kind::kAny);
   // max_helpers: pool threads that help step the entries (a segment's request thread, not
   // of the pool, stands for one of them). lock_order: the sessions are known distinct and
   // locked in this order (a segment's, computed once); null: checked and sorted here.
@@ -142,82 +133,33 @@ class Service {
   // under the session limits and charged to the provider's budget like a made session.
   protocol::ReplyBody Fork(const protocol::ForkRequest& r, const std::string& owner);
   protocol::ReplyBody CoschedMake(const protocol::CoschedMakeRequest& r, const std::string& owner);
-  protocol::ReplyBody CoschedReset(const protocol::CoschedResetRequest& r,
-                                   const std::string& owner);
-  protocol::ReplyBody CoschedStep(const protocol::CoschedStepRequest& r, const std::string& owner);
 
-  // The session `id` of `owner`, marked in use until the lease ends; NotFound naming
-  // `field` when there is none (unknown and not the owner's alike); FailedPrecondition
-  // when it is a co-scheduling node and `node` is false, or the other way round.
+  // The provider of environment `env`, or null.
+  EnvProvider* ProviderOf(std::string_view env) const;
+  // A new session of `provider` from `config` (its keys checked, the limits reserved).
+  absl::StatusOr<std::shared_ptr<SessionTable::Session>> MakeSession(
+      EnvProvider& provider, const protocol::ConfigMap& config, const std::string& owner);
+  // The session `id` of `owner`, leased; NotFound naming `field` when there is none,
+  // FailedPrecondition when it is not of `kind`.
   absl::StatusOr<Lease> Acquire(const protocol::SessionId& id, const std::string& owner,
-                                std::string_view field, bool node = false);
-  // Counts a make (or a fork: `op`) of `owner` as pending, or the error when the session
-  // limits refuse it.
-  std::optional<protocol::Error> ReserveMake(const std::string& owner,
-                                             std::string_view op = "make");
-  // Adds a made session (its id set here), ending its pending make (REQUIRES: mu_ held).
-  void AddSessionLocked(std::shared_ptr<Session> session);
-  // Removes a session from the table, and the segments made with it (REQUIRES: mu_ held).
-  void EraseLocked(std::unordered_map<protocol::SessionId, std::shared_ptr<Session>>::iterator it);
-  void EraseSegmentLocked(const std::string& handle);
-  // The segment a batch of `sessions` (leased) with spec `spec` writes to: a new one, or
-  // the owner's `handle` if its shape fits; errors on the field `shm`.
-  // With `requests` (the request's shm_requests), the segment takes later requests when a
-  // thread is left for it (max_shm_request_threads).
-  absl::StatusOr<std::shared_ptr<Segment>> NewSegment(
-      const std::vector<protocol::SessionId>& sessions, const std::string& owner,
-      const EnvSpec& spec, bool requests);
-  // The thread of a segment that takes requests: waits for them and serves them until the
-  // segment is freed.
-  void ServeSegment(const std::shared_ptr<Segment>& segment);
-  // One request written into `segment`: its batch stepped, or its error written there.
-  void ServeRequest(Segment& segment);
-  // Joins the request threads that ended (all of them with `all`, after closing them).
-  void ReapWaiters(bool all);
-  // Completes a batch's results in its segment (the rows are written, `errors` per row;
-  // the final rows are written here from reply.finals) and turns `reply` into the reply
-  // that says so. With `ended` (same_step, an episode ended, the results already freed),
-  // the rows of the entries whose episode ended have their final rows written and the
-  // others' final rows are copied from their rows. `any_refused`: a row has refused
-  // regions (the segment's summary). With `signal` (the request's
-  // shm_signal), the client is woken through the segment and no reply is sent (reply.quiet).
-  protocol::ReplyBody WriteToSegment(Segment& segment, bool made, bool signal,
-                                     const std::vector<Lease>& leases,
-                                     std::vector<absl::Status>& errors,
-                                     protocol::StepBatchReply& reply,
-                                     const std::vector<uint8_t>* ended, bool any_refused);
-  absl::StatusOr<std::shared_ptr<Segment>> FindSegment(const std::string& handle,
-                                                       const std::string& owner,
-                                                       const EnvSpec& spec, size_t rows);
-  // Checks a configuration's keys against the provider's; fills defaults for the reply.
-  absl::Status CheckConfigKeys(const protocol::ConfigMap& config) const;
+                                std::string_view field, Kind kind) const;
+  // A step_batch's parts (StepBatch): its sessions leased (each once, single
+  // environments), of one shape, locked in id order and checked before anything moves.
+  absl::StatusOr<std::vector<Lease>> LeaseBatch(const protocol::StepBatchRequest& r,
+                                                const std::string& owner, bool distinct) const;
+  absl::Status CheckBatch(const std::vector<Lease>& leases) const;
+  protocol::ReplyBody RunBatch(const protocol::StepBatchRequest& r, const std::string& owner,
+                               std::vector<Lease>& leases, size_t max_helpers);
   std::chrono::steady_clock::time_point Now() const;
 
   ServiceOptions options_;
   std::shared_ptr<EnvProvider> provider_;
   ThreadPool* pool_;
   const std::chrono::steady_clock::time_point start_;
+  SessionTable sessions_;
+  BatchStepper stepper_;
+  ShmTransport shm_;  // after sessions_: its segments go before the sessions they belong to
 
-  // guards sessions_, sessions_of_, pending_makes_, segments_, segments_of_ and each
-  // session's `segments`
-  mutable std::mutex mu_;
-  std::unordered_map<protocol::SessionId, std::shared_ptr<Session>> sessions_;
-  // Open sessions per owner: a connection that goes costs its own sessions, not a scan of
-  // every session (4000 connections leaving 32,000 sessions took seconds of the I/O thread).
-  std::unordered_map<std::string, std::unordered_set<protocol::SessionId>> sessions_of_;
-  uint64_t pending_makes_ = 0;
-  // Shared-memory segments by handle, and how many each owner holds (or is making).
-  std::atomic<uint64_t> shm_bytes_{0};  // held and being made (before the segments: they
-                                        // give their bytes back when destroyed)
-  std::unordered_map<std::string, std::shared_ptr<Segment>> segments_;
-  std::unordered_map<std::string, uint64_t> segments_of_;
-  // Threads serving segments' requests (guarded by waiters_mu_) and how many run or are
-  // reserved (counted under mu_).
-  std::mutex waiters_mu_;
-  std::vector<std::unique_ptr<Waiter>> waiters_;
-  std::atomic<uint64_t> request_threads_{0};
-
-  std::atomic<uint64_t> sessions_made_{0}, sessions_closed_{0}, sessions_reclaimed_{0};
   std::atomic<uint64_t> requests_{0}, errors_{0}, replies_dropped_{0};
   std::array<std::atomic<uint64_t>, protocol::kNumOps> ops_{};
 };

@@ -306,8 +306,8 @@ namespace {
 
 // Row `from_row` of the info columns `from` into row `to_row` of `to` (CopyInfoRow copies
 // a row to the same row).
-void CopyInfoRowTo(const InfoColumns& from, size_t from_row, const InfoColumns& to,
-                   size_t to_row, const InfoShape& shape) {
+void CopyInfoRowTo(const InfoColumns& from, size_t from_row, const InfoColumns& to, size_t to_row,
+                   const InfoShape& shape) {
   ForEachInfoColumn([&](const char*, auto member, const char*, InfoWidth w, int) {
     const size_t width = ColumnWidth(w, shape);
     std::copy_n(from.*member + from_row * width, width, to.*member + to_row * width);

@@ -1,6 +1,6 @@
 // N environments in one process, stepped together on a small thread pool, their results
 // written straight into caller-provided arrays: the in-process counterpart of the server's
-// step_batch (env/server/service.cc), for a learner that links the environment (the Python
+// step_batch (env/server/batch_stepper.cc), for a learner that links the environment (the Python
 // extension tiergym._core, env/python/_core/) instead of talking to `tiergym serve`.
 //
 // Same semantics as step_batch, so that the same seeds and actions give bit-identical

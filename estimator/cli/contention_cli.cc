@@ -118,11 +118,12 @@ int ValidateCommand(const std::vector<std::string>& args) {
   p.AddOption("apps", "FILE", "solo bandwidths (apps.csv)");
   p.AddOption("pairs", "FILE", "measured pairs (pairs.csv)");
   p.AddFlag("json", "print a JSON list of rows instead of the table");
-  p.AddOption("fit", "least-squares|robust|auto",
-              "how the linear and poly2 rows fit their points (default least-squares, the "
-              "paper's; robust: Tukey's biweight, which outlying measurements do not pull; "
-              "auto: per curve, robust where the robust fit's residuals show an outlier (beyond 3.5 "
-              "robust standard deviations), least squares elsewhere)");
+  p.AddOption(
+      "fit", "least-squares|robust|auto",
+      "how the linear and poly2 rows fit their points (default least-squares, the "
+      "paper's; robust: Tukey's biweight, which outlying measurements do not pull; "
+      "auto: per curve, robust where the robust fit's residuals show an outlier (beyond 3.5 "
+      "robust standard deviations), least squares elsewhere)");
   p.AddOption("plot", "FILE.png",
               "also draw one family with its smoothed fits (like the seed's Figure 4)");
   p.AddOption("plot-app", "NAME", "the family to draw (default: the first by name)");

@@ -79,8 +79,7 @@ void AddEstimateOptions(ArgParser& p) {
               "the longer",
               "0.5");
   p.AddOption("block-samples", "N",
-              "concurrent and roofline models: samples (all runs) a block holds at least",
-              "256");
+              "concurrent and roofline models: samples (all runs) a block holds at least", "256");
   p.AddOption("tier-overlap", "FRACTION",
               "roofline model: share of the shorter tiers' bandwidth-bound time that overlaps "
               "the longest (1: the tiers transfer concurrently)",
@@ -97,8 +96,7 @@ void AddEstimateOptions(ArgParser& p) {
               "subset of the devices, and price a mix by the fit of the devices it uses",
               "off");
   p.AddOption("fit-overlap", "on|off",
-              "roofline model with three devices or more: fit the compute overlap per block",
-              "on");
+              "roofline model with three devices or more: fit the compute overlap per block", "on");
   p.AddOption("read-pct", "PERCENT",
               "machines with measured curves: the share of reads in the application's memory "
               "traffic, which picks the curves (PEBS samples loads only)",
@@ -200,9 +198,11 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
         StrCat("--tier-overlap must be a number in [0, 1], not '", p.Get("tier-overlap"), "'"));
   }
   auto smoothness = p.GetDouble("limit-smoothness");
-  if (s.ok() && !(smoothness.ok() && (*smoothness == 0 || (*smoothness >= 1 && *smoothness <= 64)))) {
-    s = absl::InvalidArgumentError(StrCat("--limit-smoothness must be 0 or a number in [1, 64], not '",
-                                          p.Get("limit-smoothness"), "'"));
+  if (s.ok() &&
+      !(smoothness.ok() && (*smoothness == 0 || (*smoothness >= 1 && *smoothness <= 64)))) {
+    s = absl::InvalidArgumentError(
+        StrCat("--limit-smoothness must be 0 or a number in [1, 64], not '",
+               p.Get("limit-smoothness"), "'"));
   }
   const std::string subset_fits = p.Get("subset-fits");
   if (s.ok() && subset_fits != "on" && subset_fits != "off") {

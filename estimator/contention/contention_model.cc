@@ -38,7 +38,9 @@ std::string MethodName(const Method& method) {
   if (method.IsMemgen()) return "memgen";
   return StrCat(SmoothingName(method.smoothing), "/", PointSetName(method.points), "/",
                 CurveName(method),
-                method.fit == Fit::kRobust ? "/robust" : method.fit == Fit::kAuto ? "/auto" : "");
+                method.fit == Fit::kRobust ? "/robust"
+                : method.fit == Fit::kAuto ? "/auto"
+                                           : "");
 }
 
 absl::StatusOr<Method> ParseMethod(std::string_view name) {
@@ -51,11 +53,11 @@ absl::StatusOr<Method> ParseMethod(std::string_view name) {
     start = slash + 1;
   }
   const auto bad = [&](std::string_view why) {
-    return absl::InvalidArgumentError(StrCat(
-        "method \"", name, "\": ", why,
-        "; expected SMOOTHING/POINTS/CURVE (linear|poly2|interpolation / all|sampled / "
-        "right|estimated|READ_PCT, then optionally /robust or /auto) or memgen, e.g. "
-        "linear/all/right"));
+    return absl::InvalidArgumentError(
+        StrCat("method \"", name, "\": ", why,
+               "; expected SMOOTHING/POINTS/CURVE (linear|poly2|interpolation / all|sampled / "
+               "right|estimated|READ_PCT, then optionally /robust or /auto) or memgen, e.g. "
+               "linear/all/right"));
   };
   Method m;
   if (parts.size() >= 3 && (parts.back() == "robust" || parts.back() == "auto")) {

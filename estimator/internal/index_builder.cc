@@ -453,9 +453,8 @@ void EstimatorIndex::Builder::FitBlock(size_t s, const WindowGrid& grid,
   misses /= std::max(1.0, block.counted);
   for (size_t d = 0; d < n; ++d) band[d] = misses * line_bytes_ / bytes_per_ns_[d];
   double residual = 0;
-  auto [xs, compute] =
-      internal::FitRoofline(block_time, band, latency_ns_, overlap_, x.blocks_.curves, &residual,
-                            x.blocks_.memory);
+  auto [xs, compute] = internal::FitRoofline(block_time, band, latency_ns_, overlap_,
+                                             x.blocks_.curves, &residual, x.blocks_.memory);
   double overlap = overlap_;
   if (fit_overlap_) {
     // Three runs or more determine the overlap too: the best of a grid, the prior
@@ -463,8 +462,7 @@ void EstimatorIndex::Builder::FitBlock(size_t s, const WindowGrid& grid,
     for (int i = 0; i <= 10; ++i) {
       const double o = i / 10.0;
       double r = 0;
-      const auto fit =
-          internal::FitRoofline(block_time, band, latency_ns_, o, x.blocks_.curves, &r,
+      const auto fit = internal::FitRoofline(block_time, band, latency_ns_, o, x.blocks_.curves, &r,
                                              x.blocks_.memory);
       if (r < 0.5 * residual) {
         residual = r;
@@ -503,8 +501,7 @@ void EstimatorIndex::Builder::FitSubsets(const std::vector<double>& block_time,
       if (!b.curves.empty()) curves.push_back(b.curves[d]);
     }
     double residual = 0;
-    auto [xs, compute] =
-        internal::FitRoofline(t, bd, lat, overlap_, curves, &residual, b.memory);
+    auto [xs, compute] = internal::FitRoofline(t, bd, lat, overlap_, curves, &residual, b.memory);
     double overlap = overlap_;
     if (fit_overlap_ && t.size() >= 3) {
       for (int i = 0; i <= 10; ++i) {

@@ -13,7 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "profiler/contentiousness.h"
 #include "profiler/event_presets.h"
-#include "profiler/interference.h"
+#include "profiler/interference_generator.h"
 #include "profiler/launcher.h"
 #include "profiler/recorder.h"
 #include "profiler/run_placed.h"
@@ -670,8 +670,8 @@ int RunProfileCommand(const std::vector<std::string>& raw_args) {
   std::cout << " on " << machine->name << ")\n"
             << "serve it:   tiergym serve --machine " << p.Get("machine") << " --profiles " << dir
             << "\n"
-            << "in Python:  gymnasium.make(\"tiergym/TierPlacement-v1\", machine=\""
-            << p.Get("machine") << "\", profiles=[\"" << dir << "\"])\n";
+            << R"(in Python:  gymnasium.make("tiergym/TierPlacement-v1", machine=")"
+            << p.Get("machine") << R"(", profiles=[")" << dir << "\"])\n";
   return kExitOk;
 }
 

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <random>
 
+#include "env/profile_assets.h"
 #include "env/regions.h"
 #include "estimator/calibration.h"
 #include "estimator/estimator_index.h"
@@ -460,10 +461,114 @@ TEST(EnvironmentTest, NormalizedObservationAddsDensitiesAgainstTheAverage) {
     EXPECT_TRUE(std::equal(a->observation.begin() + 8 * 4, a->observation.end(),
                            b->observation.begin() + 8 * 7));
   }
+}
+
+// Relative observations: the normalized seven, then features relative to the application
+// and the tiers (env/README.md, "Observations that transfer"); the same episode otherwise.
+TEST(EnvironmentTest, RelativeObservationExtendsTheNormalizedOne) {
+  constexpr int kRegions = 8;
+  EnvFixture rel =
+      Make({{"num_regions", "8"}, {"observation", "relative"}, {"tier_capacity_mib", "hbm:512"}});
+  EnvFixture norm512 =
+      Make({{"num_regions", "8"}, {"observation", "normalized"}, {"tier_capacity_mib", "hbm:512"}});
+  const size_t tiers = 2;
+  const int features = kRelativeCommonFeatures + kRelativePerTierFeatures * 2;
+  EXPECT_EQ(RegionFeatures(ObservationMode::kRelative, tiers), features);
+  EXPECT_EQ(rel.env->spec().obs_region_features, features);
+  EXPECT_EQ(rel.env->spec().obs_global_offset, kRegions * features);
+  EXPECT_EQ(rel.env->spec().observation.shape,
+            (std::vector<int64_t>{kRegions * features + 2 + 2 + kRelativeGlobalPerTier * 2}));
+  const Machine& m = rel.assets->machine();
+  const auto unsquash = [](float y) { return static_cast<double>(y) / (1.0 - y); };
+  auto a0 = norm512.env->Reset(1, {});
+  auto b0 = rel.env->Reset(1, {});
+  ASSERT_TRUE(a0.ok() && b0.ok());
+  const std::vector<uint64_t>& bytes = rel.assets->profiles()[0].region_bytes;
+  uint64_t footprint = 0;
+  for (uint64_t b : bytes) footprint += b;
+  for (int step = 0; step < 6; ++step) {
+    // Everything on hbm that fits, then back: moves, refusals and a full fast tier.
+    const Action act = AllOn(*rel.env, step < 3 ? 1 : 0);
+    auto a = norm512.env->Step(act);
+    auto b = rel.env->Step(act);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->reward, b->reward);
+    const std::vector<float>& x = a->observation;
+    const std::vector<float>& y = b->observation;
+    double traffic = 0;
+    for (int r = 0; r < kRegions; ++r) {
+      const float* n = &x[r * 7];
+      const float* f = &y[r * features];
+      for (int i = 0; i < 7; ++i) EXPECT_EQ(n[i], f[i]) << "region " << r << " feature " << i;
+      for (int i = 0; i < features; ++i) {
+        EXPECT_GE(f[i], 0.0f);
+        EXPECT_LE(f[i], 1.0f);
+      }
+      const float* on = f + kRelativeCommonFeatures;
+      const int tier = static_cast<int>(std::lround(f[0]));
+      EXPECT_EQ(on[tier], 1.0f);
+      EXPECT_EQ(on[1 - tier], 0.0f);
+      // The trend: the last share against the decayed one.
+      if (f[1] + f[2] > 0) {
+        EXPECT_FLOAT_EQ(f[8], f[1] / (f[1] + f[2]));
+      }
+      // The bytes ahead (own included) against each tier's capacity, by decayed density.
+      double ahead = 0;
+      for (int q = 0; q < kRegions; ++q) {
+        const float* g = &y[q * features];
+        const double dq = g[3] > 0 ? g[2] / g[3] : 0, dr = f[3] > 0 ? f[2] / f[3] : 0;
+        if (dq > dr || (dq == dr && q <= r)) ahead += static_cast<double>(bytes[q]);
+      }
+      for (size_t t = 0; t < tiers; ++t) {
+        EXPECT_NEAR(unsquash(on[tiers + t]), ahead / static_cast<double>(m.tiers[t].capacity_bytes),
+                    1e-5)
+            << "region " << r << " tier " << t;
+        // Room: its size against the tier's free bytes (its own when it is there).
+        const double free_bytes =
+            static_cast<double>(m.tiers[t].capacity_bytes - b->info.tier_used_bytes[t]) +
+            (static_cast<size_t>(tier) == t ? static_cast<double>(bytes[r]) : 0.0);
+        if (free_bytes > 0) {
+          EXPECT_NEAR(unsquash(on[3 * tiers + t]), static_cast<double>(bytes[r]) / free_bytes,
+                      1e-4 * (1 + static_cast<double>(bytes[r]) / free_bytes));
+        }
+        // Migration: none to its own tier; to the other, its bytes over the migration
+        // bandwidth, in intervals.
+        if (static_cast<size_t>(tier) == t) {
+          EXPECT_EQ(on[4 * tiers + t], 0.0f);
+        } else {
+          EXPECT_NEAR(
+              unsquash(on[4 * tiers + t]),
+              static_cast<double>(bytes[r]) / m.tiers[t].migration_gbps / b->info.interval_ns,
+              1e-4);
+        }
+      }
+      traffic += unsquash(f[9]) * m.tiers[0].bandwidth_gbps;
+    }
+    EXPECT_GT(traffic, 0);
+    // Globals: the normalized ones, then per tier the share of the footprint it holds, its
+    // bandwidth and latency against the highest, the application's traffic against it.
+    const size_t g = kRegions * features;
+    EXPECT_TRUE(std::equal(x.begin() + kRegions * 7, x.end(), y.begin() + static_cast<long>(g)));
+    const size_t extra = g + tiers + 2;
+    EXPECT_NEAR(y[extra + 0], 1.0, 1e-6);  // ddr holds it all
+    EXPECT_NEAR(y[extra + 1], 512.0 * (1 << 20) / static_cast<double>(footprint), 1e-6);
+    EXPECT_NEAR(y[extra + 2], 90.0 / 400, 1e-6);
+    EXPECT_NEAR(y[extra + 3], 1.0, 1e-6);
+    EXPECT_NEAR(y[extra + 4], 130.0 / 155, 1e-6);
+    EXPECT_NEAR(y[extra + 5], 1.0, 1e-6);
+    EXPECT_NEAR(unsquash(y[extra + 6]), traffic / 90.0, 1e-3 * traffic / 90.0);
+    EXPECT_NEAR(unsquash(y[extra + 7]), traffic / 400.0, 1e-3 * traffic / 400.0);
+  }
+  // Before the first step nothing was observed: no traffic, no migration cost.
+  for (int r = 0; r < kRegions; ++r) {
+    EXPECT_EQ(b0->observation[r * features + 9], 0.0f);
+    EXPECT_EQ(b0->observation[r * features + 7], 0.0f);
+    EXPECT_EQ(b0->observation[r * features + 8], 0.5f);
+  }
   EXPECT_THAT(
       std::string(
           ParseEnvConfig({{"profiles", "x"}, {"observation", "pixels"}}).status().message()),
-      HasSubstr("config key 'observation': 'pixels' is not raw or normalized"));
+      HasSubstr("config key 'observation': 'pixels' is not raw, normalized or relative"));
 }
 
 TEST(EnvironmentTest, OneStepPerPhase) {

@@ -1,6 +1,8 @@
 // How well the interference generator holds a requested bandwidth and read share on this
 // machine. It is a measurement, so the bounds are loose; the figures are printed and
 // recorded as test properties (ctest --output-on-failure, or the XML report).
+#include "profiler/interference_generator.h"
+
 #include <numa.h>
 
 #include <chrono>
@@ -9,7 +11,6 @@
 #include <thread>
 
 #include "gtest/gtest.h"
-#include "profiler/interference.h"
 
 namespace tiergym::prof {
 namespace {

@@ -6,10 +6,11 @@
 // array (the loop's own instructions and the timer's other stops make up the rest; 99 %
 // was measured), the hot:cold ratio 3 within 20 % (measured 2.85 to 3.01 with about 3,600
 // samples; the sampling error alone is about 4 %; the two arrays are small enough to come
-// from the same cache level on any machine, since a timer samples time, not accesses), the read or write share of the decoded accesses
-// 90 %, and 95 % of the chase's addresses exactly at a node (they are computed from the
-// sampled registers: an address off by anything would miss the 64-byte grid). The trace's
-// op column says, sample by sample, what the summary counts: L for reads, S for writes.
+// from the same cache level on any machine, since a timer samples time, not accesses), the read or
+// write share of the decoded accesses 90 %, and 95 % of the chase's addresses exactly at a node
+// (they are computed from the sampled registers: an address off by anything would miss the 64-byte
+// grid). The trace's op column says, sample by sample, what the summary counts: L for reads, S for
+// writes.
 //
 // And it never changes what a program computes: the robustness programs' output and exit
 // status under the timer backend are those of the program alone.

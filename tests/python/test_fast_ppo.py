@@ -277,3 +277,17 @@ def test_ray_workers_step_as_the_in_process_environment(monkeypatch):
         remote.close()
         local.close()
     assert fake.killed == 2
+
+
+@needs_binary
+def test_a_split_of_tiergym_datasets_trains_and_is_scored(capsys):
+    """--train and --held-out take splits of tiergym.datasets (their applications by name,
+    served from the split's profile directories), as the command line runs them."""
+    assert fast_ppo.app_names("procedural-test-v1:2,minife") == [
+        "procedural-v1-1000000", "procedural-v1-1000001", "minife"]
+    assert fast_ppo.main(["--train", "procedural-train-v1:2", "--held-out",
+                          "procedural-test-v1:1", "--config", "observation=relative",
+                          "--policy", "regions", "--num-envs", "8", "--num-steps", "4",
+                          "--total-steps", "32", "--eval-every", "32", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "last evaluation: train" in out and "held out" in out

@@ -25,7 +25,7 @@ def fake_env(region_bytes, fast_capacity):
         num_regions=k, tiers=["ddr", "hbm"],
         tier_spec={"obs_region_features": 4, "obs_global_offset": k * 4, "profiles": ["fake"],
                    "region_bounds": bounds, "tier_capacity_bytes": [1 << 40, fast_capacity],
-                   "tier_bandwidth_gbps": [90.0, 400.0]})
+                   "tier_bandwidth_gbps": [90.0, 400.0], "tier_migration_gbps": [10.0, 10.0]})
 
 
 def observation(history, size_share, fill):

@@ -153,6 +153,90 @@ def test_autonuma_promotes_recently_touched_regions_and_demotes_least_recently_u
     assert list(ep.step([0, 0.3, 0.3, 0.4])) == [0, 1, 1, 0]
 
 
+def test_tpp_promotes_regions_referenced_twice_and_keeps_headroom_by_demoting_inactive_ones():
+    # Four equal regions, room for two; the watermark wants a tenth of the fast tier free.
+    ep = Episode(policies.TppPolicy(headroom=0.1, rate_mbps=None), [100 * MIB] * 4, 200 * MIB)
+    assert list(ep.step([0.5, 0.5, 0, 0])) == [0, 0, 0, 0]      # first reference: inactive
+    assert list(ep.step([0.6, 0.4, 0, 0])) == [1, 1, 0, 0]      # active: promoted, densest first
+    # Full (below the watermark): region 0, not referenced, is demoted; region 2's first
+    # reference makes it no candidate yet, and nothing is displaced for it.
+    assert list(ep.step([0, 0.5, 0.5, 0])) == [0, 1, 0, 0]
+    assert list(ep.step([0, 0.5, 0.5, 0])) == [0, 1, 1, 0]      # referenced again: promoted
+    # Every region referenced: nothing is inactive, nothing demoted, no room for region 3.
+    assert list(ep.step([0.25, 0.25, 0.25, 0.25])) == [0, 1, 1, 0]
+
+
+class RelativeEpisode(Episode):
+    """Episode with the relative observation (20 features per region on two tiers): the
+    policies below read each region's traffic and the tiers' idle latencies. traffic[r] is
+    the region's traffic (GB/s) in the last interval; latency the tiers' idle latencies
+    against the highest."""
+
+    def __init__(self, policy, sizes_bytes, capacity_fast, latency=(130 / 155, 1.0)):
+        self.latency = latency
+        self.traffic = np.zeros(len(sizes_bytes))
+        super().__init__(policy, sizes_bytes, capacity_fast)
+
+    def observe(self, last, interval_ns=None):
+        raw, info = super().observe(last, interval_ns)
+        k = len(self.sizes)
+        regions = np.zeros((k, 20), dtype=np.float32)
+        regions[:, :4] = raw[:4 * k].reshape(k, 4)
+        regions[:, 9] = self.traffic / 90.0 / (1 + self.traffic / 90.0)
+        extra = np.zeros(8, dtype=np.float32)
+        extra[4:6] = self.latency
+        obs = np.concatenate([regions.ravel(), raw[4 * k:], extra])
+        return obs.astype(np.float32), info
+
+    def step_traffic(self, last, traffic):
+        self.traffic = np.asarray(traffic, dtype=np.float64)
+        return self.step(last)
+
+
+def relative_env(episode):
+    episode.env.tier_spec.update(obs_region_features=20,
+                                 obs_global_offset=20 * len(episode.sizes))
+
+
+def test_colloid_moves_the_hottest_regions_until_the_loaded_latencies_balance():
+    policy = policies.ColloidPolicy(cooling_steps=1, rate_mbps=None)
+    ep = RelativeEpisode(policy, [100 * MIB] * 4, 400 * MIB)
+    relative_env(ep)
+    policy.reset(ep.env, *ep.observe(np.zeros(4), interval_ns=0.0))
+    # The default tier loaded (80 of 90 GB/s): its loaded latency is far above the fast
+    # tier's idle one, the gap 0.70 of the accesses: the hottest regions move until they
+    # carry that share (regions 0 and 1: 0.5 + 0.3).
+    assert list(ep.step_traffic([0.5, 0.3, 0.15, 0.05], [40, 24, 12, 4])) == [1, 1, 0, 0]
+    # Little traffic: the fast tier's higher idle latency (knl's MCDRAM) is the larger, and
+    # its hottest region leaves it (a share of 0.5 covers the gap).
+    assert list(ep.step_traffic([0.5, 0.3, 0.15, 0.05], [0.5, 0.3, 0.15, 0.05])) == [0, 1, 0, 0]
+    # Latencies within epsilon of each other: nothing moves.
+    policy.epsilon = 1.0
+    assert list(ep.step_traffic([0.5, 0.3, 0.15, 0.05], [40, 24, 12, 4])) == [0, 1, 0, 0]
+    with pytest.raises(ValueError, match="observation='relative'"):
+        Episode(policies.ColloidPolicy(), [MIB] * 2, MIB).step([0.5, 0.5])
+
+
+def test_arms_promotes_the_top_of_its_ranking_when_the_gain_pays_for_the_move():
+    policy = policies.ArmsPolicy()
+    ep = RelativeEpisode(policy, [100 * MIB] * 4, 200 * MIB)
+    relative_env(ep)
+    policy.reset(ep.env, *ep.observe(np.zeros(4), interval_ns=0.0))
+    # Heavy traffic: the two densest regions are the hot set and their gain over ten
+    # intervals (1 s each) is far above the 35 ms their move takes.
+    assert list(ep.step_traffic([0.5, 0.3, 0.15, 0.05], [40, 24, 12, 4])) == [1, 1, 0, 0]
+    # The hot set changes (regions 2 and 3 now): the short average catches it, and the
+    # long one keeps regions 0 and 1 ranked (max of the two): 2 replaces 1, which scored less.
+    action = ep.step_traffic([0, 0, 0.6, 0.4], [0, 0, 48, 32])
+    assert action[2] == 1 and action.sum() == 2
+    # A region whose traffic is negligible is not worth its migration.
+    quiet = policies.ArmsPolicy()
+    ep2 = RelativeEpisode(quiet, [100 * MIB] * 4, 200 * MIB)
+    relative_env(ep2)
+    quiet.reset(ep2.env, *ep2.observe(np.zeros(4), interval_ns=0.0))
+    assert list(ep2.step_traffic([0.5, 0.3, 0.15, 0.05], [1e-4, 1e-4, 1e-4, 1e-4])) == [0] * 4
+
+
 def test_random_is_seeded_and_respects_the_mask():
     a = Episode(policies.RandomPolicy(seed=3), [100 * MIB] * 8, 200 * MIB)
     b = Episode(policies.RandomPolicy(seed=3), [100 * MIB] * 8, 200 * MIB)
@@ -217,7 +301,9 @@ def disagg(tmp_path_factory, hotset):
 
 
 def returns(server, names, **config):
-    with tiergym.make(address=server, **config) as env:
+    # The relative observation (its first four features are the raw ones): every policy
+    # reads it, Colloid and ARMS need it.
+    with tiergym.make(address=server, observation="relative", **config) as env:
         return {n: policies.run_episode(env, policies.make_policy(n, seed=0), seed=0,
                                         profile="hotset") for n in names}
 
@@ -240,7 +326,7 @@ def test_every_policy_runs_an_episode_within_capacity(hotset):
 def test_on_three_tiers_the_policies_use_the_fastest_and_leave_the_slowest_alone(hotset, disagg):
     names = [n for n in policies.POLICIES if n != "random"]
     with tiergym.make(address=hotset.server, num_regions=16, steps=6, machine="disagg",
-                      profiles=[str(disagg)]) as env:
+                      profiles=[str(disagg)], observation="relative") as env:
         assert env.tiers == ["ddr", "hbm", "remote"]
         for name in names:
             r = policies.run_episode(env, policies.make_policy(name), seed=0, profile="hotset")
@@ -304,3 +390,18 @@ def test_region_ranges_and_sizes_come_from_the_spec():
     layout = policies.Layout(env, obs, info)
     assert list(layout.region_bytes) == [8192, 4096]
     assert list(layout.capacity_bytes) == [1 << 40, 1 << 20] and layout.fast == 1
+
+
+def test_the_oracle_probes_one_profile_of_a_pool():
+    """A session made with a pool of profile directories (a split of tiergym.datasets: past
+    a configuration value's 4096 bytes once joined) is probed with the one profile."""
+    pool = ",".join(f"/cache/procedural-v1-{i}/profile" for i in range(3))
+    config = {"profiles": pool, "num_regions": "16"}
+    names = ["procedural-v1-0", "procedural-v1-1", "procedural-v1-2"]
+    assert policies.probe_config(config, names, "procedural-v1-1") == {
+        "profiles": ["/cache/procedural-v1-1/profile"], "num_regions": "16"}
+    # A comma inside a path: the list does not split back; the session's config as it is.
+    assert policies.probe_config({"profiles": "/a,b/p,/c"}, ["p", "c"], "p") == {
+        "profiles": "/a,b/p,/c"}
+    assert policies.probe_config({"num_regions": "8"}, ["minife"], "minife") == {
+        "num_regions": "8"}

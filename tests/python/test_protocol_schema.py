@@ -2,7 +2,7 @@
 parts of env/PROTOCOL.md are up to date, the Python codec's tables (tiergym._wire, generated
 at build time) are the declared ones and env/python/tiergym/_protocol.py decodes with them,
 and a field added to the schema's step info reaches every generated file.
-tests/env/protocol_schema_test.cc holds the C++ codec to the same file."""
+tests/env/protocol/protocol_schema_test.cc holds the C++ codec to the same file."""
 
 import importlib.util
 import json

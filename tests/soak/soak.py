@@ -402,9 +402,15 @@ def main(argv=None):
         time.sleep(0.1)
     if sessions != 1:
         tally.fail(f"{sessions - 1} sessions of gone clients still open after 10 s")
-    # Their shared-memory segments too, names included.
-    shm = reference.call("stats")
-    left = [n for n in os.listdir("/dev/shm") if n.startswith(f"tiergym-{server.pid}-")]
+    # Their shared-memory segments too, names included: a segment's bytes and name go when
+    # the thread serving its requests lets go of it, up to a poll (100 ms) after its session
+    # left the table (under load, later still), so this waits for them as for the sessions.
+    for _ in range(100):
+        shm = reference.call("stats")
+        left = [n for n in os.listdir("/dev/shm") if n.startswith(f"tiergym-{server.pid}-")]
+        if shm["shm_segments"] == 0 and shm["shm_bytes"] == 0 and not left:
+            break
+        time.sleep(0.1)
     if shm["shm_segments"] != 0 or shm["shm_bytes"] != 0 or left:
         tally.fail(f"shared memory of gone clients still held: {shm['shm_segments']} "
                    f"segments, {shm['shm_bytes']} bytes, names {left}")

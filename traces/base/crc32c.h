@@ -5,6 +5,12 @@
 // Crc32c("123456789") == 0xE3069283. On x86-64 CPUs with SSE4.2 the crc32 instruction is
 // used (chosen at run time); elsewhere a portable slicing-by-8 table version. Both give
 // the same values. Thread-safe: pure functions over constant tables.
+//
+// Written here, not taken from a library: Debian 12 packages no C or C++ CRC-32C library
+// (Google's crc32c is not in it; Abseil's absl/crc came with 20230125, after the 20220623
+// that Debian 12 ships; libcrcutil-dev, a generic-polynomial CRC library, would be a
+// dependency for one function). Once Abseil 20230125 or later is the baseline, Crc32c()
+// becomes absl::ExtendCrc32c and this file goes.
 #ifndef TIERGYM_TRACES_BASE_CRC32C_H_
 #define TIERGYM_TRACES_BASE_CRC32C_H_
 

@@ -29,6 +29,7 @@ constexpr char kEpilog[] =
     "  tiergym trace synth --list\n"
     "  tiergym trace synth --print-model lulesh > my_app.json\n"
     "  tiergym trace synth --app minife --machine knl --seed 1 --out data/synth\n"
+    "  tiergym trace synth --app procedural:42 --format bin --no-runs --out data/procedural\n"
     "  tiergym trace synth --app my_app.json --machine disagg --out data --samples 5000000\n"
     "  tiergym trace synth --app lulesh --machine disagg --truth mixed-a --out data\n"
     "\n"
@@ -41,7 +42,9 @@ int RunSynthCommand(const std::vector<std::string>& args) {
               "Generate a synthetic profile and measured runs from an application model and "
               "a machine model.");
   p.SetEpilog(kEpilog);
-  p.AddOption("app", "NAME|JSON", "bundled application model name or model JSON file");
+  p.AddOption("app", "NAME|JSON",
+              "bundled application model name, procedural:SEED (a procedural model, "
+              "traces/SYNTH.md section 11) or model JSON file");
   p.AddOption("machine", "NAME|JSON", "bundled machine name or machine JSON file", "knl");
   p.AddOption("seed", "N", "random seed", "1");
   p.AddOption("out", "DIR", "output directory (OUT/<app>/... is written)");
@@ -57,7 +60,7 @@ int RunSynthCommand(const std::vector<std::string>& args) {
   p.AddOption("print-truth", "NAME", "print a bundled ground-truth model's JSON and exit");
   p.AddFlag("no-runs", "do not compute or write the measured runs");
   p.AddFlag("list", "list the bundled application and machine models and exit");
-  p.AddOption("print-model", "NAME", "print a bundled model's JSON and exit");
+  p.AddOption("print-model", "NAME", "print a bundled (or procedural:SEED) model's JSON and exit");
   p.AddFlag("quiet", "no progress on stderr");
 
   if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
@@ -79,10 +82,10 @@ int RunSynthCommand(const std::vector<std::string>& args) {
         return 0;
       }
     }
-    return Fail(absl::NotFoundError(StrCat("no bundled ground-truth model named \"",
-                                           p.Get("print-truth"), "\" (bundled: ",
-                                           absl::StrJoin(BundledTruthNames(), ", "), ")")),
-                kExitUsage, kCommand);
+    return Fail(
+        absl::NotFoundError(StrCat("no bundled ground-truth model named \"", p.Get("print-truth"),
+                                   "\" (bundled: ", absl::StrJoin(BundledTruthNames(), ", "), ")")),
+        kExitUsage, kCommand);
   }
   if (p.Given("print-model")) {
     absl::StatusOr<std::string> text = BundledModelText(p.Get("print-model"));
@@ -153,8 +156,8 @@ int RunSynthCommand(const std::vector<std::string>& args) {
 
   std::cout << app->name << " on " << machine->name
             << (options.truth.name == "spec" ? "" : StrCat(" (truth ", options.truth.name, ")"))
-            << " (seed " << options.seed << ", pebs_reset "
-            << profile->pebs_reset << "): " << p.Get("out") << "/" << app->name << "\n";
+            << " (seed " << options.seed << ", pebs_reset " << profile->pebs_reset
+            << "): " << p.Get("out") << "/" << app->name << "\n";
   for (const Trace& t : profile->traces) {
     std::cout << "  " << t.metadata().device << ": " << FixedDecimal(t.runtime_ns() / 1e9, 3)
               << " s, " << t.num_phases() << " phases, " << t.num_samples() << " samples\n";

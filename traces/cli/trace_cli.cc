@@ -9,7 +9,7 @@
 #include "traces/base/json.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
-#include "traces/cli/corun_cli.h"
+#include "traces/cli/corun_synth_cli.h"
 #include "traces/cli/synth_cli.h"
 #include "traces/machine.h"
 #include "traces/profile.h"

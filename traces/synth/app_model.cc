@@ -11,6 +11,7 @@
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
 #include "traces/bundled_models.h"
+#include "traces/synth/procedural.h"
 
 namespace tiergym::synth {
 namespace {
@@ -320,6 +321,8 @@ std::vector<std::string> BundledAppNames() {
 }
 
 absl::StatusOr<std::string> BundledModelText(std::string_view name) {
+  TG_ASSIGN_OR_RETURN(std::optional<uint64_t> procedural, ParseProceduralName(name));
+  if (procedural) return ProceduralAppJson(*procedural);
   for (const BundledModel& b : BundledModels()) {
     if (b.name == name ||
         (b.name.starts_with(kMachinePrefix) && b.name.substr(kMachinePrefix.size()) == name)) {
@@ -332,6 +335,8 @@ absl::StatusOr<std::string> BundledModelText(std::string_view name) {
 }
 
 absl::StatusOr<AppModel> LoadAppModel(std::string_view name_or_path) {
+  TG_ASSIGN_OR_RETURN(std::optional<uint64_t> procedural, ParseProceduralName(name_or_path));
+  if (procedural) return ProceduralAppModel(*procedural);
   const BundledModel* bundled = nullptr;
   for (const BundledModel& b : BundledModels()) {
     if (!b.name.starts_with(kMachinePrefix) && b.name == name_or_path) bundled = &b;

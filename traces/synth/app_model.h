@@ -88,15 +88,16 @@ struct AppModel {
 // are errors. Fails with InvalidArgument.
 absl::StatusOr<AppModel> ParseAppModel(std::string_view json_text, std::string_view source);
 
-// A bundled model by name ("minife") or else a JSON file. NotFound lists the bundled
-// models when `name_or_path` is neither.
+// A bundled model by name ("minife"), a procedural one ("procedural:SEED", procedural.h)
+// or else a JSON file. NotFound lists the bundled models when `name_or_path` is none of
+// them.
 absl::StatusOr<AppModel> LoadAppModel(std::string_view name_or_path);
 
 // Names of the bundled application models.
 std::vector<std::string> BundledAppNames();
 
 // The JSON text of a bundled model (application or machine, e.g. "minife", "knl",
-// "machine_knl"), or NotFound.
+// "machine_knl") or of a procedural one ("procedural:SEED"), or NotFound.
 absl::StatusOr<std::string> BundledModelText(std::string_view name);
 
 // Writes `value` through `writer` (used to copy models into model.json).

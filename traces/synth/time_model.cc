@@ -242,8 +242,7 @@ double TimeModel::ChunkTimeNs(const PhaseSpec& phase, const Machine& machine,
                               std::span<const TierLoad> loads) {
   // Drifted instructions retire at the compute rate and take no misses.
   const double compute_ns =
-      instructions * RetiredPerInstruction(phase, machine, truth, tier_shares) /
-      phase.compute_gips;
+      instructions * RetiredPerInstruction(phase, machine, truth, tier_shares) / phase.compute_gips;
   const double misses = instructions * phase.mpki / 1000.0;
   const double concurrency = phase.mlp * std::min(threads, machine.cores);
   // Per tier: the latency time of its misses at the idle latency (all tiers share the

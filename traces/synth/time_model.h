@@ -32,7 +32,7 @@
 
 namespace tiergym::synth {
 
-// How co-runners' traffic changes a tier for one application (corun.h, TierLoadFor): the
+// How co-runners' traffic changes a tier for one application (corun_synth.h, TierLoadFor): the
 // share of the tier's peak bandwidth left to it and the factor on its idle latency.
 struct TierLoad {
   double bandwidth_factor = 1;  // in (0, 1]
@@ -94,16 +94,16 @@ class TimeModel {
   // misses are split over the machine's tiers by `tier_shares` (size = tiers).
   static double ChunkTimeNs(const PhaseSpec& phase, const Machine& machine, int threads,
                             double instructions, std::span<const double> tier_shares);
-  // The same on tiers that co-runners load (corun.h): tier t's peak bandwidth is
+  // The same on tiers that co-runners load (corun_synth.h): tier t's peak bandwidth is
   // multiplied by loads[t].bandwidth_factor and its idle latency by
   // loads[t].latency_factor (size = tiers; empty: unloaded, the equation above exactly).
   static double ChunkTimeNs(const PhaseSpec& phase, const Machine& machine, int threads,
                             double instructions, std::span<const double> tier_shares,
                             std::span<const TierLoad> loads);
   // The same under `truth` (the two above use the spec model, TruthModel{}).
-  static double ChunkTimeNs(const PhaseSpec& phase, const Machine& machine,
-                            const TruthModel& truth, int threads, double instructions,
-                            std::span<const double> tier_shares, std::span<const TierLoad> loads);
+  static double ChunkTimeNs(const PhaseSpec& phase, const Machine& machine, const TruthModel& truth,
+                            int threads, double instructions, std::span<const double> tier_shares,
+                            std::span<const TierLoad> loads);
 
   // The instructions a run retires per instruction of the phase when the tier shares of
   // its misses are `tier_shares`: 1 + sum_t share_t * drift_t (TruthModel::instruction_drift);

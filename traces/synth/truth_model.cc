@@ -11,7 +11,6 @@
 namespace tiergym::synth {
 namespace {
 
-
 absl::Status InRange(json::ObjectReader& r, std::string_view key, double v, double lo, double hi) {
   if (v >= lo && v <= hi) return absl::OkStatus();
   return r.Error(key, nullptr, StrCat("must be in [", lo, ", ", hi, "]"));
@@ -101,19 +100,18 @@ const std::vector<TruthModel>& BundledTruths() {
         "the spec model: tiers transfer concurrently, hard latency/bandwidth limit, the "
         "phases' compute overlaps, queueing only along measured curves, no drift");
     add("overlap", "the tiers' bandwidth-bound times overlap by 70 %").tier_overlap = 0.7;
-    add("smooth", "latency- and bandwidth-bound times combine smoothly (p = 4)")
-        .limit_smoothness = 4;
-    add("hiding", "compute hides 85 % of the shorter of compute and memory time")
-        .compute_overlap = 0.85;
-    add("exposed", "compute hides 25 % of the shorter of compute and memory time")
-        .compute_overlap = 0.25;
+    add("smooth", "latency- and bandwidth-bound times combine smoothly (p = 4)").limit_smoothness =
+        4;
+    add("hiding", "compute hides 85 % of the shorter of compute and memory time").compute_overlap =
+        0.85;
+    add("exposed", "compute hides 25 % of the shorter of compute and memory time").compute_overlap =
+        0.25;
     // The bundled xeonmax's ddr tier always loads and has curves.
     auto queue_like_ddr5 = [](TruthModel& t) { (void)SetQueueingLike(t, "xeonmax", "ddr"); };
     queue_like_ddr5(add("queueing",
                         "tiers without measured curves queue along the measured DDR5 curves "
                         "of xeonmax's ddr tier (Mess; up to 2.1x their idle latency)"));
-    add("drift",
-        "instruction counts differ per device: 2 % more on hbm, 3 % on cxl, 6 % on remote")
+    add("drift", "instruction counts differ per device: 2 % more on hbm, 3 % on cxl, 6 % on remote")
         .instruction_drift = {{"hbm", 0.02}, {"cxl", 0.03}, {"remote", 0.06}};
     TruthModel& a = add("mixed-a",
                         "tiers overlap by 80 %, smooth limit (p = 4), queueing along DDR5, "

@@ -44,8 +44,8 @@ namespace tiergym::synth {
 struct TruthModel {
   std::string name = "spec";
   std::string description;
-  double tier_overlap = 1;       // [0, 1]
-  double limit_smoothness = 0;   // 0 (hard) or in [1, 64]
+  double tier_overlap = 1;                // [0, 1]
+  double limit_smoothness = 0;            // 0 (hard) or in [1, 64]
   std::optional<double> compute_overlap;  // [0, 1]
   // The tier whose measured curves flat tiers queue along, and where it came from
   // ("xeonmax", "ddr"); unset: flat tiers do not queue.

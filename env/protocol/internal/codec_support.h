@@ -40,9 +40,12 @@ inline std::string Member(std::string_view path, std::string_view key) {
 }
 inline std::string Index(std::string_view path, size_t i) { return StrCat(path, "[", i, "]"); }
 
-// Names (environment, profile) and configuration values: their longest.
+// Names (environment, profile) and configuration values: their longest. A list value's
+// items are values each; the list as a whole holds at most kMaxListBytes (a pool of
+// profile directories: a few thousand paths; tiergym.datasets' splits are hundreds).
 inline constexpr size_t kMaxNameBytes = 256;
 inline constexpr size_t kMaxValueBytes = 4096;
+inline constexpr size_t kMaxListBytes = 256 * 1024;
 
 // --- Plain values --------------------------------------------------------------------------
 
@@ -73,6 +76,8 @@ class MapReader {
   absl::Status Check() const;
   // The member or nullptr (nil counts as absent). Marks the key as known.
   const object* Find(std::string_view key);
+  // Whether the member is there and not nil (the key not marked).
+  [[nodiscard]] bool Has(std::string_view key) const;
   // The member; InvalidArgument "PATH.KEY: required field is missing" when absent or nil.
   absl::StatusOr<const object*> Required(std::string_view key);
   [[nodiscard]] std::string Field(std::string_view key) const { return Member(path_, key); }
@@ -354,6 +359,10 @@ absl::Status ReadPlacementArg(const object& o, std::string_view field, EstimateR
 void WritePlacementArg(Packer& p, const EstimateRequest& r);
 absl::Status ReadTenantActions(const object& o, std::string_view field, CoschedStepRequest& into,
                                const DecodeLimits& limits);
+absl::Status ReadTenantActions(const object& o, std::string_view field, StepRequest& into,
+                               const DecodeLimits& limits);
+// A step request's `action` is written unless it gives the tenants' `actions`.
+bool HasSingleAction(const StepRequest& r);
 void WriteTenantActions(Packer& p, const std::vector<Action>& actions);
 
 // Replies.

@@ -38,13 +38,14 @@ from .factory import make_vec
 from .inprocess import InProcessVectorEnv
 from .tasks import DEFAULT_TASK, DEFAULT_TASK_ID, TASK_NAME, TASKS, V0_TASK, task_config
 from .vector import VectorEnv
+from . import datasets
 
 __all__ = ["ENV_ID", "DEFAULT_TASK_ID", "DEFAULT_TASK", "TASK_NAME", "V0_TASK", "VERSION",
            "__version__", "make", "make_vec", "config_keys", "register_envs",
            "TierEnv", "VectorEnv", "Server", "Connection", "find_binary", "TierGymError",
            "ServerError", "ServerUnavailable", "BinaryNotFound", "NEXT_STEP", "SAME_STEP",
            "DISABLED", "InProcessVectorEnv", "Reconnect", "EpisodeInterrupted", "NotAuthorized",
-           "curve_keys"]
+           "curve_keys", "datasets"]
 
 
 def _package_version():
@@ -72,8 +73,8 @@ def make(env_id=ENV_ID, **kwargs):
 
 def config_keys(address, env=ENV_ID, curve=None):
     """[(name, default, help)] of the configuration keys a server accepts for `env`: the
-    placement task's (`make`), or "tiergym/CoschedNode-v0" for its co-scheduling nodes'
-    (`cosched_make`). KeyError when the server does not serve `env`. `curve`: CURVE keys,
+    placement task's, or "tiergym/CoschedNode-v0" for its co-scheduling nodes' (both made
+    with `make`). KeyError when the server does not serve `env`. `curve`: CURVE keys,
     as TierEnv takes them."""
     connection = Connection(address.endpoint if isinstance(address, Server) else address,
                             curve=curve)

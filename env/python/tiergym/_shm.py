@@ -49,7 +49,7 @@ class _TwoWays:
     """One of two ways (0, 1) of doing something, chosen by the time each took lately
     (moving averages): the faster, and the other after TRY_OTHER_AFTER uses, then after
     twice as many each time it stays slower (at most TRY_OTHER_MAX). As the server's
-    choices (env/server/service.cc TwoWays)."""
+    choices (env/server/two_ways.h TwoWays)."""
 
     TRY_OTHER_AFTER, TRY_OTHER_MAX = 32, 1024
 

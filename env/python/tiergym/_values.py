@@ -10,6 +10,7 @@ import numbers
 import numpy as np
 from gymnasium import spaces
 
+from . import datasets
 from ._protocol import encode_array
 
 # Seeds drawn for unseeded first resets stay below 2^63 (the server takes any uint64).
@@ -30,7 +31,10 @@ def space_from_spec(space):
 
 
 def config_to_wire(config):
-    """Configuration values as the protocol takes them (str, int, float, bool, [str])."""
+    """Configuration values as the protocol takes them (str, int, float, bool, [str]).
+    Splits of tiergym.datasets named in `profiles` are resolved first, in this process
+    (datasets.resolve_config: their profile directories, generated on first use)."""
+    config = datasets.resolve_config(config)
     out = {}
     for key, value in config.items():
         if isinstance(value, (list, tuple)):

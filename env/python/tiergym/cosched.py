@@ -36,8 +36,9 @@ interval plus migration) falls below `qos_min` (a fraction of its solo speed; de
 0.5), `qos_penalty` (default 1.0) times the shortfall, divided by the number of tenants.
 
 Over ZeroMQ: `address=` (an endpoint, a connection.Server, or "private" for a private
-`tiergym serve` stopped on close()) drives the same node on a server (the cosched_* ops,
-env/PROTOCOL.md "Co-scheduling"), with `timeout=` and `server_args=` as TierEnv's; the
+`tiergym serve` stopped on close()) drives the same node on a server (make, reset and step
+with the tenants' actions, env/PROTOCOL.md "Co-scheduling"), with `timeout=` and
+`server_args=` as TierEnv's; the
 same configuration, seed and actions give bit-identical observations and rewards. There,
 tenants are the server's served profiles (a private server serves the bundled profiles
 recorded on the configuration's machine preset, as in process) or profile directories in
@@ -66,7 +67,7 @@ import gymnasium
 import numpy as np
 
 from ._native import load_core
-from ._protocol import decode_array, decode_info, decode_spec, encode_array
+from ._protocol import COSCHED_ENV_ID, decode_array, decode_info, decode_spec, encode_array
 from .connection import DEFAULT_TIMEOUT_S, close_connection, open_connection
 from .errors import EpisodeInterrupted
 
@@ -215,8 +216,9 @@ class Node:
 
 
 class ZmqNode:
-    """A co-scheduling node on a tiergym server (the cosched_* ops, env/PROTOCOL.md
-    "Co-scheduling"), with CoschedCore's interface: the same dicts from reset and step.
+    """A co-scheduling node on a tiergym server (make of tiergym/CoschedNode-v0, then reset
+    and step with the tenants' actions: env/PROTOCOL.md "Co-scheduling"), with CoschedCore's
+    interface: the same dicts from reset and step.
 
     address: an endpoint ("tcp://host:port", "ipc:///path"), a connection.Server, or
     "private" (a private `tiergym serve` started for this node and stopped by close(); it
@@ -241,7 +243,7 @@ class ZmqNode:
         self._session = None
         self._last = None
         try:
-            made = self._connection.call("cosched_make", config=config)
+            made = self._connection.call("make", env=COSCHED_ENV_ID, config=config)
         except BaseException:
             self.close()
             raise
@@ -262,13 +264,13 @@ class ZmqNode:
         fields = {"session": self._session}
         if seed is not None:
             fields["seed"] = int(seed)
-        self._last = _node_dict(self._connection.call("cosched_reset", **fields))
+        self._last = _node_dict(self._connection.call("reset", **fields))
         return self._last
 
     def step(self, actions):
         wire = [None if a is None else encode_array(a, "int64") for a in actions]
         try:
-            self._last = _node_dict(self._connection.call("cosched_step", session=self._session,
+            self._last = _node_dict(self._connection.call("step", session=self._session,
                                                           actions=wire))
         except EpisodeInterrupted as e:
             if self._last is None:
@@ -287,7 +289,7 @@ class ZmqNode:
 
 
 def _node_dict(reply):
-    """A cosched_reset / cosched_step reply as CoschedCore returns a node step."""
+    """A node's reset or step reply as CoschedCore returns a node step."""
     tenants = []
     for t in reply["tenants"]:
         # The step info as the in-process node gives it (refused regions a list, the mask

@@ -8,7 +8,7 @@
 #include "traces/base/strings.h"
 #include "traces/machine.h"
 #include "traces/synth/app_model.h"
-#include "traces/synth/corun.h"
+#include "traces/synth/corun_synth.h"
 #include "traces/synth/rng.h"
 #include "traces/synth/time_model.h"
 
@@ -40,19 +40,19 @@ class Physics {
   Physics(const ContentionSynthOptions& o, Machine machine, int tier)
       : o_(o), machine_(std::move(machine)), tier_(tier) {}
 
-  const Machine& machine() const { return machine_; }
-  int tier() const { return tier_; }
+  [[nodiscard]] const Machine& machine() const { return machine_; }
+  [[nodiscard]] int tier() const { return tier_; }
 
   // Most a remote stream with `read_pct` % reads reaches (the link, not the memory).
-  double LinkGbps(double read_pct) const {
+  [[nodiscard]] double LinkGbps(double read_pct) const {
     const double r = read_pct / 100.0;
     return o_.link_read_gbps * (o_.link_write_factor + (1 - o_.link_write_factor) * r);
   }
 
   // The machine as the target sees it while an interferer streams `gbps` with
   // `read_pct` % reads into the contended tier.
-  // The law is the co-runs' (traces/synth/corun.h, TierLoadFor): one definition.
-  Machine Loaded(double gbps, double read_pct) const {
+  // The law is the co-runs' (traces/synth/corun_synth.h, TierLoadFor): one definition.
+  [[nodiscard]] Machine Loaded(double gbps, double read_pct) const {
     const TierSpec& t = machine_.tiers[tier_];
     const synth::SharedTierLaw law{o_.write_weight, o_.queueing, o_.max_utilization};
     Machine m = machine_;
@@ -63,7 +63,7 @@ class Physics {
 
   // The machine an application sees when its data is on the contended tier but it runs
   // on the other socket (how it interferes).
-  Machine Remote(double read_pct) const {
+  [[nodiscard]] Machine Remote(double read_pct) const {
     Machine m = machine_;
     TierSpec& t = m.tiers[tier_];
     t.bandwidth_gbps = std::min(t.bandwidth_gbps, LinkGbps(read_pct));
@@ -72,7 +72,7 @@ class Physics {
   }
 
   // Noise-free normalized performance of `app` under a steady interferer.
-  double TruePerf(const Target& app, double gbps, double read_pct) const {
+  [[nodiscard]] double TruePerf(const Target& app, double gbps, double read_pct) const {
     const Machine loaded = Loaded(gbps, read_pct);
     return app.solo_ns / TimeModel(app.model, loaded).RuntimeNs(synth::WholeTier(tier_));
   }

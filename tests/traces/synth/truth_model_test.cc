@@ -64,7 +64,8 @@ TEST(TruthModelTest, TheSpecMemberIsTheDefaultModelExactly) {
   auto b = GenerateProfile(app, knl, with);
   ASSERT_TRUE(a.ok() && b.ok());
   ASSERT_EQ(a->runs.size(), b->runs.size());
-  for (size_t i = 0; i < a->runs.size(); ++i) EXPECT_EQ(a->runs[i].runtime_ns, b->runs[i].runtime_ns);
+  for (size_t i = 0; i < a->runs.size(); ++i)
+    EXPECT_EQ(a->runs[i].runtime_ns, b->runs[i].runtime_ns);
   for (size_t t = 0; t < a->traces.size(); ++t) {
     EXPECT_EQ(a->traces[t].runtime_ns(), b->traces[t].runtime_ns());
     EXPECT_EQ(a->traces[t].num_samples(), b->traces[t].num_samples());
@@ -89,7 +90,8 @@ TEST(TruthModelTest, ASmoothLimitIsSlowerThanTheHardOneAndTendsToIt) {
   sharp.limit_smoothness = 64;
   for (std::vector<double> shares : {std::vector<double>{1, 0}, {0.5, 0.5}, {0, 1}}) {
     EXPECT_GT(Chunk(smooth, knl, shares), Chunk(hard, knl, shares));
-    EXPECT_NEAR(Chunk(sharp, knl, shares), Chunk(hard, knl, shares), 0.03 * Chunk(hard, knl, shares));
+    EXPECT_NEAR(Chunk(sharp, knl, shares), Chunk(hard, knl, shares),
+                0.03 * Chunk(hard, knl, shares));
   }
 }
 
@@ -137,8 +139,8 @@ TEST(TruthModelTest, DriftedInstructionsRetireWithoutMissesOnTheirTierOnly) {
   ASSERT_EQ(p.size(), d.size());
   ASSERT_GE(p.size(), 2u);
   // The first phasemark after the start closes the first (stream) phase instance.
-  EXPECT_NEAR(static_cast<double>(d[1].instructions) / static_cast<double>(p[1].instructions),
-              1.1, 1e-6);
+  EXPECT_NEAR(static_cast<double>(d[1].instructions) / static_cast<double>(p[1].instructions), 1.1,
+              1e-6);
 }
 
 TEST(TruthModelTest, ParsesWhatItWritesAndRefusesBadInputByField) {

@@ -1,4 +1,4 @@
-#include "traces/cli/corun_cli.h"
+#include "traces/cli/corun_synth_cli.h"
 
 #include <chrono>
 #include <filesystem>
@@ -13,7 +13,7 @@
 #include "traces/corun_runs.h"
 #include "traces/machine.h"
 #include "traces/placement.h"
-#include "traces/synth/corun.h"
+#include "traces/synth/corun_synth.h"
 
 namespace tiergym::synth {
 namespace {

@@ -22,8 +22,8 @@
 namespace tiergym::env {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::FreeBytes;
+using ::testing::HasSubstr;
 using ::tiergym::testing::SmallProfileDir;
 
 std::shared_ptr<const EnvAssets> Assets(const std::string& model) {

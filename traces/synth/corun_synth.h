@@ -23,8 +23,8 @@
 // rounding of the sums). Deterministic: the same arguments give the same result.
 //
 // Thread-safe: pure functions.
-#ifndef TIERGYM_TRACES_SYNTH_CORUN_H_
-#define TIERGYM_TRACES_SYNTH_CORUN_H_
+#ifndef TIERGYM_TRACES_SYNTH_CORUN_SYNTH_H_
+#define TIERGYM_TRACES_SYNTH_CORUN_SYNTH_H_
 
 #include <cstdint>
 #include <string>
@@ -108,4 +108,4 @@ absl::StatusOr<std::vector<CorunScenario>> BundledCorunScenarios(const Machine& 
 
 }  // namespace tiergym::synth
 
-#endif  // TIERGYM_TRACES_SYNTH_CORUN_H_
+#endif  // TIERGYM_TRACES_SYNTH_CORUN_SYNTH_H_

@@ -15,8 +15,8 @@
 //
 // Thread-safety: Stats() may be called from any thread while the generator runs; Start
 // and Stop from the owner only.
-#ifndef TIERGYM_PROFILER_INTERFERENCE_H_
-#define TIERGYM_PROFILER_INTERFERENCE_H_
+#ifndef TIERGYM_PROFILER_INTERFERENCE_GENERATOR_H_
+#define TIERGYM_PROFILER_INTERFERENCE_GENERATOR_H_
 
 #include <atomic>
 #include <cstdint>
@@ -64,7 +64,7 @@ class InterferenceGenerator {
  private:
   struct Worker;
 
-  explicit InterferenceGenerator(const InterferenceOptions& options);
+  explicit InterferenceGenerator(InterferenceOptions options);
   void Run(Worker* w);
 
   InterferenceOptions options_;
@@ -79,4 +79,4 @@ std::string FormatInterferenceLine(const InterferenceStats& interval, double at_
 
 }  // namespace tiergym::prof
 
-#endif  // TIERGYM_PROFILER_INTERFERENCE_H_
+#endif  // TIERGYM_PROFILER_INTERFERENCE_GENERATOR_H_

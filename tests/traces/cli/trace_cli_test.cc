@@ -163,9 +163,9 @@ TEST(TraceCliTest, ProjectWritesOneTracePerTierAndNothingOnBadInput) {
   EXPECT_FALSE(fs::exists(bad));
   EXPECT_FALSE(fs::exists(bad + ".partial"));
   // Options out of their range: refused, naming the option, nothing written.
-  for (const std::string& option : {std::string("--prior stream_mpl=3"),
-                                    std::string("--tails sideways"), std::string("--mlp 0"),
-                                    std::string("--overlap 1.5")}) {
+  for (const std::string& option :
+       {std::string("--prior stream_mpl=3"), std::string("--tails sideways"),
+        std::string("--mlp 0"), std::string("--overlap 1.5")}) {
     Result o = Tiergym("trace project --machine knl " + option + " " +
                            Data("valid_format_example.csv") + " " + bad,
                        /*merge_stderr=*/true);

@@ -100,6 +100,12 @@ TEST(ProtocolRequestTest, EveryOpRoundTrips) {
   EXPECT_EQ(std::get<ResetRequest>(d.body).session, "s12");
   EXPECT_EQ(std::get<ResetRequest>(d.body).seed, 99u);
   EXPECT_EQ(std::get<ResetRequest>(d.body).options.profile, "lulesh");
+  // Without a seed the generator goes on: an absent seed must not read as the seed 0.
+  ResetRequest unseeded;
+  unseeded.session = "s12";
+  d = MustDecode(EncodeRequest(Request{Op::kReset, kVersion, 1, unseeded}));
+  ASSERT_TRUE(std::holds_alternative<ResetRequest>(d.body));
+  EXPECT_FALSE(std::get<ResetRequest>(d.body).seed.has_value());
 
   StepRequest sr{"s12", Action{{0, 1, 1, 0}}};
   d = MustDecode(EncodeRequest(Request{Op::kStep, kVersion, 2, sr}));
@@ -211,6 +217,17 @@ TEST(ProtocolRequestTest, ConfigValuesKeepTheirTypesAndListsStayLists) {
   // And back: the client's encoder writes the same types.
   Request again = MustDecode(EncodeRequest(r));
   EXPECT_EQ(std::get<MakeRequest>(again.body).config, c);
+  // A list may pass one value's 4096 bytes: 256 profile directories of 80 bytes (a
+  // training pool of tiergym.datasets).
+  ConfigValue::List pool;
+  std::vector<std::string> items;
+  for (int i = 0; i < 256; ++i) {
+    pool.push_back("/root/.cache/tiergym/datasets-v1/knl-seed1-s20000/procedural-v1-" +
+                   std::to_string(i) + "/profile");
+    items.push_back(S(pool.back()));
+  }
+  r = MustDecode(Req("make", {{"env", S(kEnvId)}, {"config", Map({{"profiles", Arr(items)}})}}));
+  EXPECT_EQ(std::get<MakeRequest>(r.body).config.at("profiles"), ConfigValue(pool));
 }
 
 TEST(ProtocolRequestTest, OtherVersionsDecodeSoThatHelloCanAnswer) {
@@ -474,6 +491,14 @@ TEST(ProtocolStrictTest, DuplicateKeysBadUtf8ExtAndOverlongNamesAreInvalidArgume
        "config[\"" + std::string(64, 'k') + "...\"]", "at most 64"},
       {Req("make", {{"env", S(kEnvId)}, {"config", Map({{"machine", S(std::string(5000, 'm'))}})}}),
        "config.machine", "at most 4096"},
+      {Req("make", {{"env", S(kEnvId)},
+                    {"config", Map({{"profiles", Arr({S("a"), S(std::string(5000, 'p'))})}})}}),
+       "config.profiles[1]", "at most 4096"},
+      {Req("make",
+           {{"env", S(kEnvId)},
+            {"config",
+             Map({{"profiles", Arr(std::vector<std::string>(70, S(std::string(4000, 'p'))))}})}}),
+       "config.profiles[65]", "the list passes 262144 bytes"},
       {Req("make", {{"env", S(std::string(300, 'e'))}}), "env", "at most 256"},
       {Req("reset",
            {{"session", S("s1")}, {"options", Map({{"profile", S(std::string(300, 'p'))}})}}),

@@ -1,13 +1,12 @@
-// Synthetic co-runs (traces/synth/corun.h): the ground truth of tenants sharing the
+// Synthetic co-runs (traces/synth/corun_synth.h): the ground truth of tenants sharing the
 // synthetic machine.
-#include "traces/synth/corun.h"
-
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "traces/machine.h"
+#include "traces/synth/corun_synth.h"
 #include "traces/synth/generator.h"
 
 namespace tiergym::synth {

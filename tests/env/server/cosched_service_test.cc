@@ -187,6 +187,45 @@ TEST_F(CoschedServiceTest, ANodeOverTheProtocolIsTheNodeInProcessBitForBit) {
   }
 }
 
+// make, reset and step (with actions) drive a node as cosched_make, cosched_reset and
+// cosched_step, their older spelling (answered in this protocol version, gone in the next),
+// do: the same node steps, bit for bit.
+TEST_F(CoschedServiceTest, MakeResetAndStepDriveANodeAsTheCoschedOpsDo) {
+  const protocol::CoschedMakeReply old = MakeNode();
+  const auto made =
+      Ok<protocol::MakeReply>(Op::kMake, protocol::MakeRequest{protocol::kCoschedEnvId, Config()});
+  EXPECT_EQ(made.tenants, old.tenants);
+  EXPECT_EQ(made.config, old.config);
+  EXPECT_EQ(made.spec.observation.shape, old.spec.observation.shape);
+  EXPECT_EQ(made.spec.profiles, old.spec.profiles);
+  EXPECT_EQ(made.spec.region_bounds, old.spec.region_bounds);
+  auto same = [](const protocol::CoschedStepReply& a, const protocol::CoschedStepReply& b) {
+    ASSERT_EQ(a.tenants.size(), b.tenants.size());
+    for (size_t i = 0; i < a.tenants.size(); ++i) {
+      EXPECT_EQ(a.tenants[i].result.observation, b.tenants[i].result.observation);
+      EXPECT_EQ(a.tenants[i].result.reward, b.tenants[i].result.reward);
+      EXPECT_EQ(a.tenants[i].slowdown, b.tenants[i].slowdown);
+    }
+    EXPECT_EQ(a.step, b.step);
+    EXPECT_EQ(a.elapsed_ns, b.elapsed_ns);
+    EXPECT_EQ(a.done, b.done);
+  };
+  same(Ok<protocol::CoschedStepReply>(Op::kReset, protocol::ResetRequest{made.session, 3, {}}),
+       Ok<protocol::CoschedStepReply>(Op::kCoschedReset,
+                                      protocol::CoschedResetRequest{old.session, 3}));
+  const std::vector<Action> actions = {Action{std::vector<int64_t>(8, 1)}, Action{}};
+  for (int t = 0; t < 3; ++t) {
+    same(
+        Ok<protocol::CoschedStepReply>(Op::kStep, protocol::StepRequest{made.session, {}, actions}),
+        Ok<protocol::CoschedStepReply>(Op::kCoschedStep,
+                                       protocol::CoschedStepRequest{old.session, actions}));
+  }
+  // A bad tenant's action is refused on its path, as cosched_step refuses it.
+  const std::vector<Action> bad = {Action{}, Action{{9}}};
+  Err(Op::kStep, protocol::StepRequest{made.session, {}, bad}, absl::StatusCode::kInvalidArgument,
+      "actions[1]");
+}
+
 TEST_F(CoschedServiceTest, NamesResolveOnlyWithinTheOperatorsRoots) {
   ConfigMap c = Config();
   c["tenants"] = ConfigValue(ConfigValue::List{"minife", TestRoot()});  // not served
@@ -290,7 +329,7 @@ TEST_F(CoschedServiceTest, HelloAndListDescribeTheNodesAndTheirKeys) {
   EXPECT_EQ(list.envs[0].op, "make");
   const protocol::EnvDescription& node = list.envs[1];
   EXPECT_EQ(node.id, protocol::kCoschedEnvId);
-  EXPECT_EQ(node.op, "cosched_make");
+  EXPECT_EQ(node.op, "make");
   std::vector<std::string> names;
   for (const ConfigKey& k : node.config_keys) {
     names.push_back(k.name);
@@ -302,32 +341,42 @@ TEST_F(CoschedServiceTest, HelloAndListDescribeTheNodesAndTheirKeys) {
     EXPECT_THAT(names, ::testing::Contains(key));
   }
   EXPECT_THAT(names, ::testing::Not(::testing::Contains("profiles")));
-  // The keys are the ones cosched_make takes, and make refuses the id naming cosched_make.
-  EXPECT_THAT(Err(Op::kMake, protocol::MakeRequest{protocol::kCoschedEnvId, {}},
-                  absl::StatusCode::kInvalidArgument, "env")
-                  .message,
-              ::testing::HasSubstr("cosched_make"));
-  // Without co-scheduling, neither lists it.
+  // The keys are the ones make takes for the node (and cosched_make, its older spelling).
+  Err(Op::kMake, protocol::MakeRequest{protocol::kCoschedEnvId, {{"profiles", "minife"}}},
+      absl::StatusCode::kInvalidArgument, "config.profiles");
+  // Without co-scheduling, neither lists it, make names it unknown and cosched_make is
+  // unimplemented.
   MakeService(ServiceOptions{}, "", /*cosched=*/false);
   EXPECT_THAT(Ok<protocol::HelloReply>(Op::kHello, std::monostate{}).envs,
               ::testing::ElementsAre(protocol::kEnvId));
   EXPECT_EQ(Ok<protocol::ListReply>(Op::kList, std::monostate{}).envs.size(), 1u);
+  Err(Op::kMake, protocol::MakeRequest{protocol::kCoschedEnvId, Config()},
+      absl::StatusCode::kNotFound, "env");
+  Err(Op::kCoschedMake, protocol::CoschedMakeRequest{Config()}, absl::StatusCode::kUnimplemented,
+      "op");
 }
 
 TEST_F(CoschedServiceTest, NodesAreOwnedSessionsOfTheirOwnKind) {
   const protocol::CoschedMakeReply made = MakeNode();
   const protocol::SessionId plain =
       Ok<protocol::MakeReply>(Op::kMake, protocol::MakeRequest{protocol::kEnvId, {}}).session;
-  // A node is not driven by reset/step/step_batch/estimate, nor a plain session by
-  // cosched_*.
-  Err(Op::kReset, protocol::ResetRequest{made.session, 1, {}},
-      absl::StatusCode::kFailedPrecondition, "session");
+  // A node is stepped with its tenants' actions, not one action; it takes no step_batch
+  // and no estimate; a plain session takes no tenants' actions and no cosched_*.
+  Ok<protocol::CoschedStepReply>(Op::kReset, protocol::ResetRequest{made.session, 1, {}});
   Err(Op::kStep, protocol::StepRequest{made.session, Action{{0}}},
-      absl::StatusCode::kFailedPrecondition, "session");
+      absl::StatusCode::kFailedPrecondition, "action");
   protocol::StepBatchRequest batch;
   batch.sessions = {made.session};
   batch.actions = {Action{{0}}};
   Err(Op::kStepBatch, batch, absl::StatusCode::kFailedPrecondition, "sessions[0]");
+  protocol::EstimateRequest estimate;
+  estimate.session = made.session;
+  estimate.profile = "minife";
+  estimate.placement_json = R"({"default": "ddr"})";
+  Err(Op::kEstimate, estimate, absl::StatusCode::kFailedPrecondition, "session");
+  Ok<protocol::ResetReply>(Op::kReset, protocol::ResetRequest{plain, 1, {}});
+  Err(Op::kStep, protocol::StepRequest{plain, {}, {Action{{0}}, Action{{0}}}},
+      absl::StatusCode::kFailedPrecondition, "actions");
   Err(Op::kCoschedReset, protocol::CoschedResetRequest{plain, 1},
       absl::StatusCode::kFailedPrecondition, "session");
   // Another connection's node is no node at all.

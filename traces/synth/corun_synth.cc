@@ -1,4 +1,4 @@
-#include "traces/synth/corun.h"
+#include "traces/synth/corun_synth.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,8 +1,8 @@
 // `tiergym trace corun`: synthetic co-runs, the applications of a co-run scenario sharing
-// the synthetic machine, with ground truth from its time model (traces/synth/corun.h).
+// the synthetic machine, with ground truth from its time model (traces/synth/corun_synth.h).
 // Writes coruns.csv (traces/CORUN_CSV.md), the tenants' placements and bandwidth.csv.
-#ifndef TIERGYM_TRACES_CLI_CORUN_CLI_H_
-#define TIERGYM_TRACES_CLI_CORUN_CLI_H_
+#ifndef TIERGYM_TRACES_CLI_CORUN_SYNTH_CLI_H_
+#define TIERGYM_TRACES_CLI_CORUN_SYNTH_CLI_H_
 
 #include <string>
 #include <vector>
@@ -15,4 +15,4 @@ int RunCorunCommand(const std::vector<std::string>& args);
 
 }  // namespace tiergym::synth
 
-#endif  // TIERGYM_TRACES_CLI_CORUN_CLI_H_
+#endif  // TIERGYM_TRACES_CLI_CORUN_SYNTH_CLI_H_

@@ -1,4 +1,4 @@
-#include "profiler/interference.h"
+#include "profiler/interference_generator.h"
 
 #include <emmintrin.h>
 #include <numa.h>
@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <utility>
 
 #include "traces/base/file.h"
 #include "traces/base/strings.h"
@@ -85,8 +86,8 @@ std::string FormatInterferenceLine(const InterferenceStats& s, double at_seconds
                 " GB/s  read ", FixedDecimal(100 * s.read_share(), 1), " %");
 }
 
-InterferenceGenerator::InterferenceGenerator(const InterferenceOptions& options)
-    : options_(options) {}
+InterferenceGenerator::InterferenceGenerator(InterferenceOptions options)
+    : options_(std::move(options)) {}
 
 InterferenceGenerator::~InterferenceGenerator() { Stop(); }
 

@@ -30,6 +30,7 @@ struct Field {
   bool required = false;
   bool optional = false;  // replies: may be absent
   const json::Value* example = nullptr;
+  std::vector<std::string> one_of = {};  // requests: of these fields, exactly one is given
 };
 
 const json::Value& Schema() {
@@ -55,6 +56,9 @@ std::vector<Field> FieldsOf(const json::Value* list) {
     if (const json::Value* r = f.Find("required")) field.required = r->bool_value();
     if (const json::Value* o = f.Find("optional")) field.optional = o->bool_value();
     field.example = f.Find("example");
+    if (const json::Value* g = f.Find("one_of")) {
+      for (const json::Value& name : g->array()) field.one_of.push_back(name.string());
+    }
     out.push_back(std::move(field));
   }
   return out;
@@ -106,11 +110,21 @@ std::string WrongValue(const Field& f) {
   return mp::S("wrong");
 }
 
+// A request of `op` with its required fields (`add` given instead of the others of its
+// one_of group), less `drop`, with `replace`'s value `value`.
 std::string Request(std::string_view op, const std::vector<Field>& fields,
                     const std::string& drop = "", const std::string& add = "",
                     const std::string& replace = "", const std::string& value = "") {
+  std::vector<std::string> instead;  // the fields `add` stands for
+  for (const Field& f : fields) {
+    if (f.name != add) continue;
+    for (const std::string& other : f.one_of) {
+      if (other != add) instead.push_back(other);
+    }
+  }
   std::vector<std::pair<std::string, std::string>> members;
   for (const Field& f : fields) {
+    if (std::find(instead.begin(), instead.end(), f.name) != instead.end()) continue;
     if (f.name == replace) {
       members.emplace_back(f.name, value);
     } else if (f.required && f.name != drop) {
@@ -171,6 +185,13 @@ TEST(ProtocolSchemaTest, RequestsDecodeAsDeclared) {
       } else {
         d = DecodeRequest(Request(op, fields, "", /*add=*/f.name));
         EXPECT_FALSE(d.error) << d.error->field << ": " << d.error->message;
+        if (!f.one_of.empty()) {  // with the field it stands for too: refused, on itself
+          std::vector<Field> both = fields;
+          for (Field& b : both) b.required = b.required || b.name == f.name;
+          d = DecodeRequest(Request(op, both));
+          ASSERT_TRUE(d.error) << "decoded with every field of its one_of group";
+          EXPECT_EQ(d.error->field, f.name);
+        }
         if (f.wire.count("nil")) {
           d = DecodeRequest(Request(op, fields, "", "", f.name, mp::Nil()));
           EXPECT_FALSE(d.error) << "nil refused: " << d.error->message;

@@ -26,17 +26,17 @@
 namespace tiergym::env {
 namespace {
 
+using protocol::Op;
+using testing::FreeBytes;
 using ::testing::HasSubstr;
 using ::tiergym::testing::SmallProfileDir;
 using ::tiergym::testing::TestRoot;
-using protocol::Op;
-using testing::FreeBytes;
 
 constexpr int kRegions = 8;
 
 ConfigMap Config(const std::string& model = "paper") {
-  return {{"profiles", ConfigValue(ConfigValue::List{SmallProfileDir("lulesh"),
-                                                     SmallProfileDir("minife")})},
+  return {{"profiles",
+           ConfigValue(ConfigValue::List{SmallProfileDir("lulesh"), SmallProfileDir("minife")})},
           {"num_regions", std::to_string(kRegions)},
           {"steps", "12"},
           {"model", model},
@@ -84,8 +84,8 @@ class ForkServiceTest : public ::testing::TestWithParam<std::string> {
   }
 
   std::string Make(const std::string& model = "paper", const std::string& owner = "a") {
-    return Ok<protocol::MakeReply>(Op::kMake, protocol::MakeRequest{protocol::kEnvId, Config(model)},
-                                   owner)
+    return Ok<protocol::MakeReply>(Op::kMake,
+                                   protocol::MakeRequest{protocol::kEnvId, Config(model)}, owner)
         .session;
   }
   std::string Fork(const std::string& session, const std::string& owner = "a") {
@@ -224,9 +224,8 @@ TEST_F(ForkRefusalTest, OnlyTheOwnersPlacementSessionsAreForked) {
   const std::string s = Make();
   const protocol::Error theirs =
       Err(Op::kFork, protocol::ForkRequest{s}, absl::StatusCode::kNotFound, "session", "b");
-  const protocol::Error unknown =
-      Err(Op::kFork, protocol::ForkRequest{std::string(32, '0')}, absl::StatusCode::kNotFound,
-          "session");
+  const protocol::Error unknown = Err(Op::kFork, protocol::ForkRequest{std::string(32, '0')},
+                                      absl::StatusCode::kNotFound, "session");
   EXPECT_EQ(theirs.message, unknown.message);  // another connection's: as if none
   ConfigMap node{{"tenants", ConfigValue(ConfigValue::List{"minife", "lulesh"})},
                  {"sensitivity", "curves.csv"},
