@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <limits>
+#include <map>
 #include <numeric>
 
 #include "estimator/page_placement.h"
@@ -83,15 +83,15 @@ absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_
   json::ObjectReader r(doc, std::string(source), "");
   TG_RETURN_IF_ERROR(r.CheckIsObject());
   TG_RETURN_IF_ERROR(r.OnlyKeys({"format", "version", "model", "compute_overlap", "tier_overlap",
-                                 "relative_noise", "interval", "fitted_runs",
-                                 "cross_validation"}));
+                                 "relative_noise", "interval", "fitted_runs", "cross_validation"}));
   TG_ASSIGN_OR_RETURN(std::string format, r.RequiredString("format"));
   if (format != "tiergym-calibration") {
     return r.Error("format", nullptr,
                    StrCat("expected \"tiergym-calibration\", got \"", format, "\""));
   }
   TG_ASSIGN_OR_RETURN(double version, r.RequiredNumber("version"));
-  if (version != 1 && version != 2) return r.Error("version", nullptr, "only versions 1 and 2 are known");
+  if (version != 1 && version != 2)
+    return r.Error("version", nullptr, "only versions 1 and 2 are known");
   Calibration c;
   TG_ASSIGN_OR_RETURN(std::string model, r.RequiredString("model"));
   auto parsed = ParseModel(model);
@@ -140,9 +140,9 @@ absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_
   if (cv != nullptr) {
     json::ObjectReader v(*cv, std::string(source), "cross_validation");
     TG_RETURN_IF_ERROR(v.CheckIsObject());
-    TG_RETURN_IF_ERROR(v.OnlyKeys({"folds", "mean_error_pct", "max_error_pct",
-                                   "uncalibrated_mean_error_pct", "uncalibrated_max_error_pct",
-                                   "coverage"}));
+    TG_RETURN_IF_ERROR(
+        v.OnlyKeys({"folds", "mean_error_pct", "max_error_pct", "uncalibrated_mean_error_pct",
+                    "uncalibrated_max_error_pct", "coverage"}));
     TG_ASSIGN_OR_RETURN(uint64_t folds, v.RequiredUint64("folds"));
     c.folds = static_cast<int>(std::min<uint64_t>(folds, 1u << 30));
     TG_ASSIGN_OR_RETURN(c.cv_mean_error_pct, v.RequiredNumber("mean_error_pct"));

@@ -27,7 +27,7 @@
 //    "compute_overlap": 0.7,         // in [0, 1]
 //    "tier_overlap": 0.9,            // in [0, 1]; version 1 files: 1
 //    "relative_noise": 0.006,        // >= 0, relative standard deviation
-//    "interval": {"noise": 0.006, "model_error": 0.12,   // the prior the scores divide by
+//    "interval": {"noise": 0.01, "model_error": 0.13,    // the prior the scores divide by
 //                 "scores": [0.2, 1.1, ...]},            // optional
 //    "fitted_runs": 18,              // informational
 //    "cross_validation": {"folds": 5, "mean_error_pct": .., "max_error_pct": ..,

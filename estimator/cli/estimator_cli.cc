@@ -364,8 +364,8 @@ std::string EstimatorCommandsHelp() {
   return "  estimate               estimate a profile's runtime under a placement\n"
          "  validate               compare estimates with measured runs (runs.csv) or co-runs\n"
          "                         (--corun coruns.csv)\n"
-         "  calibrate              fit the estimator's compute overlap and noise to measured "
-         "runs\n";
+         "  calibrate              fit the estimator's compute and tier overlaps and its "
+         "interval to measured runs\n";
 }
 
 int RunCalibrateCommand(const std::vector<std::string>& args) {
@@ -443,8 +443,7 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
       w.EndObject();
     }
     w.EndArray();
-    for (const auto& [key, value] :
-         std::vector<std::pair<const char*, double>>{
+    for (const auto& [key, value] : std::vector<std::pair<const char*, double>>{
              {"compute_overlap", c.compute_overlap},
              {"tier_overlap", c.tier_overlap},
              {"relative_noise", c.relative_noise},
@@ -661,7 +660,7 @@ int RunValidateCommand(const std::vector<std::string>& args) {
   struct Row {
     std::string name;
     uint64_t measured_ns;
-    std::vector<double> estimated_ns;        // per model
+    std::vector<double> estimated_ns;          // per model
     std::optional<PredictionInterval> spread;  // the chosen model's interval
     [[nodiscard]] bool inside() const {
       return spread && Inside(*spread, static_cast<double>(measured_ns));
