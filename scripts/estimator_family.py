@@ -13,8 +13,8 @@ the coverage of the 90 % interval per member and placement kind:
   mixes      mix-* runs (three tiers: fast, far and the default tier)
 
 usage: scripts/estimator_family.py [--members spec,overlap,...] [--machines knl,disagg]
-       [--seeds 1,2] [--apps minife,...] [--cache DIR] [--json OUT.json] [--calibrate]
-       [--label TEXT] [-- VALIDATE OPTIONS...]
+       [--seeds 1,2] [--apps minife,...] [--pairs 1:minife,2:lammps] [--cache DIR]
+       [--json OUT.json] [--calibrate] [--configs FILE] [--fit-prior] [-- VALIDATE OPTIONS...]
 
 The tiergym command is the one on PATH, or TIERGYM (environment). Progress on stderr.
 """
