@@ -2,6 +2,7 @@ r"""fast_ppo.py: masked MultiDiscrete PPO at the environment's speed, in one fil
 
     python agents_examples/fast_ppo.py                           # 2M steps of the default task
     python agents_examples/fast_ppo.py --policy regions          # per-region shared weights
+    python agents_examples/fast_ppo.py --overlap-update          # the update beside the next rollout
     python agents_examples/fast_ppo.py --total-steps 500000 --json run.json --save ppo.pt
     python agents_examples/fast_ppo.py --ray-workers 2           # environments on Ray workers
     python agents_examples/fast_ppo.py --policy regions --config observation=relative \
@@ -32,9 +33,16 @@ What makes it fast (CleanRL's single-file PPO, with the batching of EnvPool and 
   network shared by every region, permutation-equivariant: a region's logits from its own
   features and the mean of all regions' embeddings, as the Deep Sets / placement papers'
   architectures; the same weights for any number of regions).
+- The update overlapped with the next rollout (`--overlap-update`; the training-speed
+  benchmark's fast path): update k runs on a thread of its own, on rollout k's buffers,
+  while rollout k + 1 is collected into a second set with the weights of update k - 1 (a
+  policy lag of one update, as in asynchronous PPO: the ratio and its clipping are taken
+  against the logged log-probabilities of the policy that acted). The schedule is fixed,
+  so a seed still gives the same run. Off by default: the learning benchmark's figures of
+  this agent were made with the update in line.
 - torch's threads set deliberately: one for inference while the environment's thread
-  steps (the two cores are both busy), `update_threads` for the update, when nothing else
-  runs.
+  steps (the two cores are both busy), `update_threads` for the update (with
+  `overlap_update` the update shares the cores with the rollout: keep 1).
 
 The arguments are the dataclass Args below (every field a --flag). Metrics go to stderr as
 they come (one line per evaluation) and, with --json, to a file rewritten after each one.
@@ -42,6 +50,8 @@ Exit status 0, 1 on a failure, 2 on a usage error.
 """
 
 import argparse
+import concurrent.futures
+import copy
 import dataclasses
 import json
 import os
@@ -74,6 +84,8 @@ class Args:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     reward_scale: float = 100.0        # rewards x steps: an episode's return ~ its time saved x 100
+    reward_norm: str = "none"          # "oracle": an app's rewards x pool mean / its oracle saving
+    reward_norm_floor: float = 0.1     # that oracle saving taken as at least this x the pool mean
     mask: str = "region"               # "region" (each move fits alone), "joint" (the env's), "none"
     train: str = "minife,lulesh"       # applications trained on
     held_out: str = "nekbone,lammps"   # applications evaluated on only
@@ -84,6 +96,7 @@ class Args:
     torch_threads: int = 1             # torch threads for inference (rollouts)
     update_threads: int = 1            # torch threads for the update (2 on an idle machine)
     overlap: bool = True               # step one half while inferring the other (send/recv)
+    overlap_update: bool = False       # update on the last rollout while the next is collected
     ray_workers: int = 0               # >0: environments on this many Ray workers instead
     ray_address: str = ""              # a running Ray cluster ("auto"); default a local one
     json: str = ""                     # write the metrics here (rewritten after each evaluation)
@@ -114,6 +127,14 @@ def check_args(args):
         raise ValueError(f"--policy: {args.policy!r} is not one of {', '.join(POLICIES)}")
     if args.mask not in MASKS:
         raise ValueError(f"--mask: {args.mask!r} is not one of {', '.join(MASKS)}")
+    if args.reward_norm not in REWARD_NORMS:
+        raise ValueError(f"--reward-norm: {args.reward_norm!r} is not one of "
+                         f"{', '.join(REWARD_NORMS)}")
+    if args.reward_norm != "none" and args.ray_workers:
+        raise ValueError("--reward-norm with --ray-workers: not supported (the workers do not "
+                         "return the ended episodes' profiles)")
+    if not 0 < args.reward_norm_floor <= 1:
+        raise ValueError(f"--reward-norm-floor must be in (0, 1], got {args.reward_norm_floor}")
     if args.num_envs < 2 or args.num_envs % 2:
         raise ValueError(f"--num-envs must be even and at least 2 (two halves), got {args.num_envs}")
     if args.ray_workers < 0 or args.num_envs % max(args.ray_workers, 1):
@@ -191,6 +212,22 @@ class Layout:
 
 
 MASKS = ("region", "joint", "none")
+REWARD_NORMS = ("none", "oracle")
+
+
+def reward_weights(args, tier_spec):
+    """Each training profile's reward weight, in the order of tier_spec["profiles"] ([P]);
+    None with --reward-norm none (rewards unweighted); with "oracle", the pool's mean
+    oracle time saved over the profile's own (app_weights.py: every application's best
+    episode then weighs the same, as the benchmark's mean over applications counts it)."""
+    if args.reward_norm == "none":
+        return None
+    profiles = list(tier_spec["profiles"])
+    import app_weights
+    config = dict(task_config(args), profiles=",".join(apps(args.train)))
+    weights = app_weights.reward_weights(app_weights.cached_oracle_returns(config, progress=log),
+                                         args.reward_norm_floor)
+    return np.array([weights[p] for p in profiles])
 
 
 class Masks:
@@ -216,19 +253,54 @@ class Masks:
         self.capacity = np.asarray(tier_spec["tier_capacity_bytes"], dtype=np.float64)
         self.profile_index = {name: i for i, name in enumerate(tier_spec["profiles"])}
 
-    def __call__(self, info):
+    def profiles(self, info, rows=None):
+        """The rows' profiles (info["profile"], all rows or those of the bool array rows)
+        as indices into the spec's profiles."""
+        names = info["profile"] if rows is None else info["profile"][rows]
+        return np.fromiter((self.profile_index[p] for p in names), dtype=np.int64,
+                           count=len(names))
+
+    def follow(self, env_profiles, info, ended):
+        """Each environment's profile index, env_profiles [num_envs], brought up to date
+        with a recv's rows (info["env_id"]; ended: the rows whose episode ended, where the
+        same-step autoreset may have drawn another profile); returns the rows' indices."""
+        ids = info["env_id"]
+        if ended.any():
+            env_profiles[ids[ended]] = self.profiles(info, ended)
+        return env_profiles[ids]
+
+    def __call__(self, info, profiles=None):
+        """The mask [B, K, 1 + T] (a view of a choices-first [B, 1 + T, K] array, which
+        mask_offsets reads contiguously). profiles: the rows' profile indices
+        (self.profiles(info)) if the caller keeps them (an environment's profile changes
+        only when it resets). Computed tier by tier over rows of K regions: numpy's
+        broadcasts over a last dimension of 2 tiers, and the names looked up every step,
+        took 2.5x longer (the mask and its offsets for 512 rows: 205 us of CPU against 81,
+        measured)."""
         joint = np.asarray(info["action_mask"], dtype=bool)                # [B, K, 1 + T]
         if self.mode == "joint":
             return joint
         if self.mode == "none":
             return np.ones_like(joint)
-        profiles = np.fromiter((self.profile_index[p] for p in info["profile"]), dtype=np.int64,
-                               count=len(joint))
+        if profiles is None:
+            profiles = self.profiles(info)
         free = self.capacity - np.asarray(info["tier_used_bytes"], dtype=np.float64)  # [B, T]
-        fits = self.region_bytes[profiles][:, :, None] <= free[:, None, :]  # [B, K, T]
-        mask = joint.copy()
-        mask[:, :, 1:] |= fits  # the joint mask's moves (and staying) fit alone too
-        return mask
+        sizes = self.region_bytes[profiles]                                 # [B, K]
+        mask = np.ascontiguousarray(joint.transpose(0, 2, 1))              # [B, 1 + T, K]
+        for t in range(free.shape[1]):  # the joint mask's moves (and staying) fit alone too
+            mask[:, 1 + t] |= sizes <= free[:, t, None]
+        return mask.transpose(0, 2, 1)
+
+
+def reward_profiles(info, profile_index):
+    """The profile index of each row's reward ([B]): the episode's that ended at this step
+    where one did (same-step autoreset: info["profile"] is then the next episode's and
+    info["final_info"]["profile"] the ended one's)."""
+    names = np.asarray(info["profile"], dtype=object)
+    if "final_info" in info:
+        ended = np.asarray(info["_final_info"], dtype=bool)
+        names = np.where(ended, np.asarray(info["final_info"]["profile"], dtype=object), names)
+    return np.fromiter((profile_index[p] for p in names), dtype=np.int64, count=len(names))
 
 
 # --- The policies ------------------------------------------------------------------------
@@ -332,6 +404,23 @@ def gumbel_noise(rng, shape):
     noise) over the choices samples each region's choice from its distribution."""
     u = torch.from_numpy(rng.random(shape, dtype=np.float32))
     return u.clamp_(min=1e-12).log_().neg_().log_().neg_()
+
+
+def argmax_choices(x):
+    """The index of the largest choice, x [B, C, K] -> [B, K] (int64), by a few
+    elementwise ops over the C rows of K values: torch 2.13's argmax over a dimension that
+    is not the last takes 10x longer than max(dim=1).indices, which takes twice as long as
+    this for 3 choices (measured on [512, 3, 16]: 93, 54 us). Ties (only between masked
+    choices, never chosen) go to the first."""
+    rows = x.unbind(1)
+    if len(rows) == 1:
+        return torch.zeros(rows[0].shape, dtype=torch.int64)
+    a = (rows[1] > rows[0]).to(torch.int64)
+    best = rows[0]
+    for j in range(2, len(rows)):
+        best = torch.maximum(best, rows[j - 1])
+        a = torch.where(rows[j] > best, j, a)
+    return a
 
 
 def greedy_actions(policy, obs, mask):
@@ -498,6 +587,28 @@ def log(*parts):
     print(*parts, file=sys.stderr, flush=True)
 
 
+class Rollout:
+    """One rollout's buffers, allocated once: step t of environment i is row [t, i]. Masks
+    are stored as additive offsets, choices first ([C, K] per sample: mask_offsets). With
+    overlap_update there are two, used in turn: the update reads one while the next rollout
+    writes the other."""
+
+    def __init__(self, t_len, n, obs_size, c, k):
+        self.obs = torch.zeros((t_len + 1, n, obs_size))
+        self.masks = torch.zeros((t_len + 1, n, c, k))
+        self.dones = torch.zeros((t_len + 1, n))        # obs[t] starts a new episode
+        self.actions = torch.zeros((t_len, n, k), dtype=torch.int64)
+        self.logprobs = torch.zeros((t_len, n))
+        self.rewards = torch.zeros((t_len, n))
+        self.values = torch.zeros((t_len + 1, n))
+        self.obs_np, self.masks_np = self.obs.numpy(), self.masks.numpy()
+        self.dones_np, self.rewards_np = self.dones.numpy(), self.rewards.numpy()
+
+    def start_from(self, other):
+        """The last observations of other start this rollout."""
+        self.obs[0], self.masks[0], self.dones[0] = other.obs[-1], other.masks[-1], other.dones[-1]
+
+
 def train(args, oracle=None, on_eval=None, evaluator=None):
     """Trains a policy; returns (policy, metrics). oracle ({app: return}) turns returns into
     fractions of the oracle's time saved; on_eval(point) is called after each evaluation.
@@ -517,23 +628,19 @@ def train(args, oracle=None, on_eval=None, evaluator=None):
     n, t_len, half = args.num_envs, args.num_steps, args.num_envs // 2
     layout = Layout(envs.tier_spec, envs.num_regions, envs.single_action_space)
     make_masks = Masks(args.mask, envs.tier_spec)
+    weight_of = reward_weights(args, envs.tier_spec)
+    profile_index = {name: i for i, name in enumerate(envs.tier_spec["profiles"])}
     obs_size = envs.single_observation_space.shape[0]
     k, c = layout.regions, layout.choices
     policy = POLICIES[args.policy](layout, obs_size, args.hidden)
+    # The policy that acts: the learner itself, or (overlap_update) a copy holding the
+    # weights of the update before the one running.
+    actor = copy.deepcopy(policy) if args.overlap_update else policy
     # fused: Adam's step in one kernel over every parameter rather than a few ops per
     # parameter (the same arithmetic; 0.35 ms instead of 0.65 per minibatch, measured).
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
-    # Rollout buffers, allocated once: step t of environment i is row [t, i]. Masks are
-    # stored as additive offsets, choices first ([C, K] per sample: mask_offsets).
-    obs = torch.zeros((t_len + 1, n, obs_size))
-    masks = torch.zeros((t_len + 1, n, c, k))
-    dones = torch.zeros((t_len + 1, n))        # obs[t] starts a new episode
-    actions = torch.zeros((t_len, n, k), dtype=torch.int64)
-    logprobs = torch.zeros((t_len, n))
-    rewards = torch.zeros((t_len, n))
-    values = torch.zeros((t_len + 1, n))
-    obs_np, masks_np, dones_np, rewards_np = obs.numpy(), masks.numpy(), dones.numpy(), rewards.numpy()
+    buffers = [Rollout(t_len, n, obs_size, c, k) for _ in range(2 if args.overlap_update else 1)]
     noise = torch.zeros((t_len, n, c, k))      # the rollout's sampling noise
     # The update's minibatches: each epoch, the batch's rows in a random order, copied
     # once into these (one index_select per field per epoch; minibatches are then views).
@@ -542,37 +649,42 @@ def train(args, oracle=None, on_eval=None, evaluator=None):
                     actions=torch.zeros((batch, k), dtype=torch.int64), logprobs=torch.zeros(batch),
                     advantages=torch.zeros(batch), returns=torch.zeros(batch))
 
+    env_profiles = np.zeros(n, dtype=np.int64)  # each environment's profile (Masks.profiles)
     halves = [np.arange(h * half, (h + 1) * half, dtype=np.int32) for h in (0, 1)]
     # Wall seconds by part; *_cpu: the process's CPU seconds (every thread's, the environment's
-    # included), which a loaded machine inflates less than the wall time.
+    # included), which a loaded machine inflates less than the wall time. With
+    # overlap_update, "update" is the wait for the update after the rollout (what the
+    # rollout did not hide) and "update_busy" the update's own wall time, on its thread.
     timers = dict(inference=0.0, env=0.0, update=0.0, rollout=0.0, evaluation=0.0,
-                  rollout_cpu=0.0, update_cpu=0.0)
+                  rollout_cpu=0.0, update_cpu=0.0, update_busy=0.0)
     metrics = dict(args=dataclasses.asdict(args), curve=[], timers=timers, steps=0,
                    train_s=0.0, cpu_s=0.0, reached_s=None, reached_steps=None)
 
-    def act(t, rows):
+    def act(buf, t, rows):
         """Actions for rows (a slice) at step t, recorded in the buffers."""
         t0 = time.perf_counter()
         with torch.inference_mode():
-            logits, value = policy(obs[t, rows])
-            logp = masked_logits(logits, masks[t, rows]).log_softmax(dim=1)  # [B, C, K]
-            # Gumbel-max: [B, K]. (max's indices: argmax over a dimension of 3 that is
-            # not the last takes 10x longer in torch 2.13, measured.)
-            a = (logp + noise[t, rows]).max(dim=1).indices
-            actions[t, rows] = a
-            logprobs[t, rows] = logp.gather(1, a.unsqueeze(1)).sum((1, 2))
-            values[t, rows] = value
+            logits, value = actor(buf.obs[t, rows])
+            logp = masked_logits(logits, buf.masks[t, rows]).log_softmax(dim=1)  # [B, C, K]
+            a = argmax_choices(logp + noise[t, rows])  # Gumbel-max: [B, K]
+            buf.actions[t, rows] = a
+            buf.logprobs[t, rows] = logp.gather(1, a.unsqueeze(1)).sum((1, 2))
+            buf.values[t, rows] = value
         timers["inference"] += time.perf_counter() - t0
         return a.numpy()
 
-    def record(t, out):
+    def record(buf, t, out):
         """A recv's rows (environments in any order, infos["env_id"]) into step t + 1."""
         o, r, terminated, truncated, info = out
         ids = info["env_id"]
-        obs_np[t + 1, ids] = o
-        masks_np[t + 1, ids] = mask_offsets(make_masks(info))
-        rewards_np[t, ids] = r * args.reward_scale
-        dones_np[t + 1, ids] = terminated | truncated
+        ended = terminated | truncated
+        profiles = make_masks.follow(env_profiles, info, ended)
+        buf.obs_np[t + 1, ids] = o
+        buf.masks_np[t + 1, ids] = mask_offsets(make_masks(info, profiles))
+        buf.rewards_np[t, ids] = r * args.reward_scale
+        if weight_of is not None:
+            buf.rewards_np[t, ids] *= weight_of[reward_profiles(info, profile_index)]
+        buf.dones_np[t + 1, ids] = ended
 
     def env_call(fn, *a):
         t0 = time.perf_counter()
@@ -580,41 +692,44 @@ def train(args, oracle=None, on_eval=None, evaluator=None):
         timers["env"] += time.perf_counter() - t0
         return out
 
-    def rollout():
+    def rollout(buf):
         t0 = time.perf_counter()
         noise.copy_(gumbel_noise(rng, noise.shape))
         timers["inference"] += time.perf_counter() - t0
         if not args.overlap:  # plain stepping: all environments, one call per step
             for t in range(t_len):
-                a = act(t, slice(0, n))
+                a = act(buf, t, slice(0, n))
                 env_call(envs.send, a, None)
-                record(t, env_call(envs.recv))
+                record(buf, t, env_call(envs.recv))
             return
         rows = [slice(0, half), slice(half, n)]
-        env_call(envs.send, act(0, rows[0]), halves[0])
+        env_call(envs.send, act(buf, 0, rows[0]), halves[0])
         for t in range(t_len):
-            a1 = act(t, rows[1])                     # while half 0 steps
-            record(t, env_call(envs.recv))           # half 0, step t
+            a1 = act(buf, t, rows[1])                # while half 0 steps
+            record(buf, t, env_call(envs.recv))      # half 0, step t
             env_call(envs.send, a1, halves[1])
             if t + 1 < t_len:
-                a0 = act(t + 1, rows[0])             # while half 1 steps
-            record(t, env_call(envs.recv))           # half 1, step t
+                a0 = act(buf, t + 1, rows[0])        # while half 1 steps
+            record(buf, t, env_call(envs.recv))      # half 1, step t
             if t + 1 < t_len:
                 env_call(envs.send, a0, halves[0])
 
-    def update():
+    def update(buf):
+        t0, cpu0 = time.perf_counter(), time.thread_time()
         with torch.no_grad():
-            values[t_len] = policy(obs[t_len])[1]
+            values = buf.values
+            values[t_len] = policy(buf.obs[t_len])[1]
             advantages = torch.zeros((t_len, n))
             last = torch.zeros(n)
             for t in reversed(range(t_len)):
-                nonterminal = 1.0 - dones[t + 1]
-                delta = rewards[t] + args.gamma * values[t + 1] * nonterminal - values[t]
+                nonterminal = 1.0 - buf.dones[t + 1]
+                delta = buf.rewards[t] + args.gamma * values[t + 1] * nonterminal - values[t]
                 last = delta + args.gamma * args.gae_lambda * nonterminal * last
                 advantages[t] = last
             returns = advantages + values[:t_len]
-        fields = dict(obs=obs[:t_len].reshape(batch, obs_size), masks=masks[:t_len].reshape(batch, c, k),
-                      actions=actions.reshape(batch, k), logprobs=logprobs.reshape(batch),
+        fields = dict(obs=buf.obs[:t_len].reshape(batch, obs_size),
+                      masks=buf.masks[:t_len].reshape(batch, c, k),
+                      actions=buf.actions.reshape(batch, k), logprobs=buf.logprobs.reshape(batch),
                       advantages=advantages.reshape(batch), returns=returns.reshape(batch))
         size = batch // args.num_minibatches
         for _ in range(args.update_epochs):
@@ -643,6 +758,8 @@ def train(args, oracle=None, on_eval=None, evaluator=None):
             stats = dict(pg_loss=pg_loss.item(), v_loss=v_loss.item(),
                          entropy=entropy.mean().item(),
                          clipfrac=((ratio - 1).abs() > args.clip_coef).float().mean().item())
+        timers["update_busy"] += time.perf_counter() - t0
+        timers["update_cpu"] += time.thread_time() - cpu0
         return stats
 
     def evaluate(steps, train_s, stats):
@@ -667,33 +784,50 @@ def train(args, oracle=None, on_eval=None, evaluator=None):
             write_json(args.json, metrics)
         return point
 
+    # The update on its own thread (overlap_update), or in line.
+    updater = concurrent.futures.ThreadPoolExecutor(1) if args.overlap_update else None
     try:
         o, info = envs.reset(seed=args.seed)
-        obs_np[0], masks_np[0] = o, mask_offsets(make_masks(info))
+        first = buffers[0]
+        env_profiles[:] = make_masks.profiles(info)
+        first.obs_np[0], first.masks_np[0] = o, mask_offsets(make_masks(info, env_profiles))
         steps, next_eval, train_s = 0, args.eval_every, 0.0
         evaluate(0, 0.0, {})
         updates = -(-args.total_steps // (n * t_len))
-        for update_index in range(updates):
+        pending = None  # the update running on its thread
+        for update_index in range(updates + (1 if updater else 0)):
             started, cpu_started = time.perf_counter(), time.process_time()
-            if args.anneal_lr:
-                optimizer.param_groups[0]["lr"] = args.learning_rate * (1 - update_index / updates)
-            torch.set_num_threads(args.torch_threads)
-            rollout()
+            buf = buffers[update_index % len(buffers)]
+            if update_index > 0 and len(buffers) > 1:
+                buf.start_from(buffers[(update_index - 1) % 2])
+            if update_index < updates:
+                torch.set_num_threads(args.torch_threads)
+                rollout(buf)
+                steps += n * t_len
             t_rollout = time.perf_counter()
             timers["rollout"] += t_rollout - started
             cpu_rollout = time.process_time()
             timers["rollout_cpu"] += cpu_rollout - cpu_started
-            torch.set_num_threads(args.update_threads)
-            stats = update()
-            # The last observations start the next rollout.
-            obs[0], masks[0], dones[0] = obs[t_len], masks[t_len], dones[t_len]
+            if updater is None:
+                if args.anneal_lr:
+                    optimizer.param_groups[0]["lr"] = args.learning_rate * (1 - update_index / updates)
+                torch.set_num_threads(args.update_threads)
+                stats = update(buf)
+                buf.start_from(buf)
+                done = update_index  # the update just made
+            else:  # wait for the update that ran beside this rollout
+                done = update_index - 1
+                stats = pending.result() if pending is not None else None
+                pending = None
+                # The next rollout acts with the weights this update made.
+                actor.load_state_dict(policy.state_dict())
             timers["update"] += time.perf_counter() - t_rollout
-            timers["update_cpu"] += time.process_time() - cpu_rollout
             train_s += time.perf_counter() - started
             metrics["cpu_s"] += time.process_time() - cpu_started
-            steps += n * t_len
             metrics.update(steps=steps, train_s=train_s)
-            if steps >= next_eval or update_index == updates - 1:
+            # No update runs during an evaluation: it reads the learner's weights, and its
+            # time is excluded.
+            if stats is not None and (steps >= next_eval or done == updates - 1):
                 next_eval = (steps // args.eval_every + 1) * args.eval_every
                 point = evaluate(steps, train_s, stats)
                 reached = oracle is not None and args.target > 0 and point["train"] >= args.target
@@ -701,6 +835,10 @@ def train(args, oracle=None, on_eval=None, evaluator=None):
                     metrics.update(reached_s=train_s, reached_steps=steps)
                 if reached:
                     break
+            if updater is not None and update_index < updates:
+                if args.anneal_lr:
+                    optimizer.param_groups[0]["lr"] = args.learning_rate * (1 - update_index / updates)
+                pending = updater.submit(update, buf)
         metrics["steps_per_s"] = steps / max(train_s, 1e-9)
         if args.json:
             write_json(args.json, metrics)
@@ -710,6 +848,8 @@ def train(args, oracle=None, on_eval=None, evaluator=None):
                        args.save)
         return policy, metrics
     finally:
+        if updater is not None:
+            updater.shutdown(wait=True)
         envs.close()
         if own_evaluator:
             evaluator.close()
@@ -761,7 +901,9 @@ def main(argv=None):
     print(f"fast_ppo: {metrics['steps']} steps in {metrics['train_s']:.1f} s of training "
           f"({metrics['steps_per_s']:,.0f} env steps/s; evaluations {t['evaluation']:.1f} s apart); "
           f"rollouts {t['rollout']:.1f} s (inference {t['inference']:.1f} s, waiting for the "
-          f"environment {t['env']:.1f} s), updates {t['update']:.1f} s")
+          f"environment {t['env']:.1f} s), updates {t['update_busy']:.1f} s"
+          + (f" ({t['update']:.1f} s of them waited for; the rest ran beside the rollouts)"
+             if args.overlap_update else ""))
     last = metrics["curve"][-1]
     held_out = app_names(args.held_out)
     print(f"last evaluation: train {last['train']:.3f}"

@@ -280,6 +280,21 @@ def probe_config(config, profiles, profile):
     return config
 
 
+def knapsack(benefit, size, free, fast):
+    """The oracle's static placement ([K] tiers): regions by benefit per byte, best first,
+    on tier `fast` while they fit in its `free` bytes and their benefit is positive."""
+    placement = np.zeros(len(benefit), dtype=np.int64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_byte = np.where(size > 0, benefit / size, -np.inf)
+    for r in np.argsort(-per_byte, kind="stable"):
+        if benefit[r] <= 0:
+            break
+        if size[r] <= free:
+            placement[r] = fast
+            free -= size[r]
+    return placement
+
+
 class OraclePolicy(Policy):
     """Static offline placement that sees the whole run: the fast tier filled greedily by
     benefit per byte (a knapsack), as ecoHMEM's advisor fills it by the objects' access
@@ -338,19 +353,8 @@ class OraclePolicy(Policy):
         return out
 
     def plan(self, env, profile):
-        benefit = self.benefits(env, profile)
-        size = self.layout.region_bytes
-        placement = np.zeros(self.layout.num_regions, dtype=np.int64)
-        free = self.layout.capacity_bytes[self.layout.fast]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            per_byte = np.where(size > 0, benefit / size, -np.inf)
-        for r in np.argsort(-per_byte, kind="stable"):
-            if benefit[r] <= 0:
-                break
-            if size[r] <= free:
-                placement[r] = self.layout.fast
-                free -= size[r]
-        return placement
+        return knapsack(self.benefits(env, profile), self.layout.region_bytes,
+                        self.layout.capacity_bytes[self.layout.fast], self.layout.fast)
 
     def act(self, obs, info):
         return self.placement.copy()

@@ -251,7 +251,8 @@ absl::StatusOr<Machine> ConfiguredMachine(const EnvConfig& config) {
           StrCat("machine ", machine->name, " has no tier '", tier_name, "' (tiers: ",
                  absl::StrJoin(machine->tiers, ", ",
                                [](std::string* out, const TierSpec& t) { out->append(t.name); }),
-                 ")"));
+                 R"(); name one of them, e.g. ")", machine->tiers.back().name,
+                 R"(:512", or give "" for the machine's own capacities)"));
     }
     it->capacity_bytes = capacity.second << 20;
   }

@@ -6,7 +6,8 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
-#include <unordered_set>
+#include <optional>
+#include <unordered_map>
 
 #include "traces/base/strings.h"
 
@@ -240,7 +241,8 @@ std::vector<float> StreamingShares(const Trace& recorded) {
     std::map<uint32_t, double> per_thread;
     for (uint32_t s : members) per_thread[tid[s]] += 1;
     double chance = 0;
-    for (const auto& [t, count] : per_thread) chance += (count / n) * (count / n);
+    for (const auto& [t, count] : per_thread)
+      chance += (count / static_cast<double>(n)) * (count / static_cast<double>(n));
     if (chance > 0.9) continue;  // (nearly) one thread: nothing to tell
     for (size_t i = 0; i < n; ++i) {
       int same = 0, seen = 0;
@@ -262,6 +264,64 @@ std::vector<float> StreamingShares(const Trace& recorded) {
   return share;
 }
 
+// The threads that did the program's work: the distinct tids holding at least a tenth of
+// an even share of the samples. A real program's helper threads (an MPI library's progress
+// thread, a runtime's timer) take a handful of samples; counted as workers they would
+// divide its memory time among threads that never ran beside the one that did.
+int WorkingThreads(const Trace& recorded) {
+  std::unordered_map<uint32_t, size_t> samples;
+  for (uint32_t t : recorded.tid()) ++samples[t];
+  const double least = static_cast<double>(recorded.num_samples()) /
+                       (10.0 * static_cast<double>(std::max<size_t>(1, samples.size())));
+  int working = 0;
+  for (const auto& [tid, count] : samples) working += static_cast<double>(count) >= least;
+  return std::max(1, working);
+}
+
+// `recorded` with every phase lasting no longer than the CPU time its threads ran in it
+// (its instruction count, which a timer recording's counter gives in ns of CPU time, over
+// the working threads), the samples' offsets from the phase's start scaled alike. A timer
+// recording's times are wall-clock: on a busy recording machine a phase also holds the
+// time its threads waited for a CPU, which is no part of the program (traces/PROJECTION.md,
+// "Timer recordings"). *shortened is the share of the recording's time removed.
+absl::StatusOr<Trace> CpuTimed(const Trace& recorded, int threads, double* shortened) {
+  TraceBuilder builder(recorded.source(), recorded.metadata(), recorded.optional_columns());
+  builder.Reserve(recorded.num_samples());
+  const auto times = recorded.time_ns();
+  double now = 0, removed = 0;
+  uint64_t last = 0;
+  auto at = [&](double t) {
+    last = std::max(last, static_cast<uint64_t>(std::llround(t)));
+    return last;
+  };
+  for (size_t p = 0; p < recorded.num_phases(); ++p) {
+    const auto start = static_cast<double>(recorded.PhaseStartNs(p));
+    const double wall = static_cast<double>(recorded.PhaseEndNs(p)) - start;
+    const double cpu = static_cast<double>(recorded.PhaseInstructions(p)) / threads;
+    const double scale = wall > 0 && cpu > 0 ? std::min(1.0, cpu / wall) : 1.0;
+    PhaseEvent mark = recorded.marks()[p];
+    mark.time_ns = p == 0 ? mark.time_ns : at(now);
+    if (p == 0) now = static_cast<double>(mark.time_ns);
+    builder.AddMark(mark);
+    for (size_t s = recorded.PhaseBegin(p); s < recorded.PhaseBegin(p + 1); ++s) {
+      builder.AddSample(at(now + (static_cast<double>(times[s]) - start) * scale),
+                        recorded.tid()[s], recorded.phase()[s], recorded.instructions()[s],
+                        recorded.address()[s]);
+      if (!recorded.op().empty()) builder.SetLastOp(recorded.op()[s]);
+      if (!recorded.weight().empty()) builder.SetLastWeight(recorded.weight()[s]);
+      if (!recorded.cpu().empty()) builder.SetLastCpu(recorded.cpu()[s]);
+    }
+    now += std::max(0.0, wall) * scale;
+    removed += std::max(0.0, wall) * (1 - scale);
+  }
+  PhaseEvent end = recorded.end();
+  end.time_ns = at(now);
+  builder.SetEnd(end);
+  const auto total = static_cast<double>(recorded.runtime_ns());
+  *shortened = total > 0 ? removed / total : 0;
+  return builder.Finish();
+}
+
 // The windows of phase p of `recorded` and the end of its sampled work (the phase's end
 // when its tail is not told apart).
 std::vector<Window> PhaseWindows(const Trace& recorded, size_t p, const ProjectionOptions& options,
@@ -269,13 +329,13 @@ std::vector<Window> PhaseWindows(const Trace& recorded, size_t p, const Projecti
   const auto times = recorded.time_ns();
   const auto instructions = recorded.instructions();
   const size_t begin = recorded.PhaseBegin(p), end = recorded.PhaseBegin(p + 1);
-  const double start = static_cast<double>(recorded.PhaseStartNs(p));
-  const double phase_end = static_cast<double>(recorded.PhaseEndNs(p));
+  const auto start = static_cast<double>(recorded.PhaseStartNs(p));
+  const auto phase_end = static_cast<double>(recorded.PhaseEndNs(p));
   const size_t k = end - begin;
   *busy_end = phase_end;
   if (options.separate_tails && k >= kMinSamplesForTail) {
     // Samples spread evenly over the work: the last of k falls k / (k + 1) of the way.
-    const double last = static_cast<double>(times[end - 1]);
+    const auto last = static_cast<double>(times[end - 1]);
     const double work = (last - start) * static_cast<double>(k + 1) / static_cast<double>(k);
     *busy_end = std::min(phase_end, std::max(start + work, last));
   }
@@ -353,16 +413,16 @@ absl::Status ParseProjectionPrior(std::string_view text, ProjectionPrior* prior)
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<Trace>> ProjectTrace(const Trace& recorded, const Machine& machine,
+absl::StatusOr<std::vector<Trace>> ProjectTrace(const Trace& recording, const Machine& machine,
                                                 const ProjectionOptions& options) {
   if (machine.tiers.size() < 2) {
     return absl::InvalidArgumentError(
         StrCat("machine '", machine.name, "' has ", machine.tiers.size(),
                " tier: a projection needs at least two (a placement has nowhere to go)"));
   }
-  if (recorded.num_samples() == 0) {
+  if (recording.num_samples() == 0) {
     return absl::InvalidArgumentError(
-        StrCat(recorded.source(),
+        StrCat(recording.source(),
                ": the recording has no samples: nothing to project (record "
                "longer, or with a smaller --period)"));
   }
@@ -387,19 +447,27 @@ absl::StatusOr<std::vector<Trace>> ProjectTrace(const Trace& recorded, const Mac
                                                "' is not a tier of machine '", machine.name, "'"));
     }
   } else {
-    recorded_index = std::max(0, machine.IndexOf(recorded.metadata().device));
+    recorded_index = std::max(0, machine.IndexOf(recording.metadata().device));
   }
   const double misses_per_sample = options.misses_per_sample > 0 ? options.misses_per_sample
-                                   : recorded.metadata().pebs_reset.has_value()
-                                       ? static_cast<double>(*recorded.metadata().pebs_reset)
+                                   : recording.metadata().pebs_reset.has_value()
+                                       ? static_cast<double>(*recording.metadata().pebs_reset)
                                        : 1.0;
   int threads = options.threads;
-  if (threads == 0) {
-    std::unordered_set<uint32_t> tids(recorded.tid().begin(), recorded.tid().end());
-    threads = static_cast<int>(tids.size());
-  }
+  if (threads == 0) threads = WorkingThreads(recording);
   threads = std::clamp(threads, 1, std::max(1, machine.cores));
-  const std::string backend = MetadataValue(recorded.metadata(), "backend");
+  const std::string backend = MetadataValue(recording.metadata(), "backend");
+  // A timer recording's phases, shortened to its threads' CPU time (unless told not to).
+  std::optional<Trace> cpu_timed;
+  double shortened = 0;
+  if (backend == "timer" && options.cpu_time &&
+      MetadataValue(recording.metadata(), "instructions_counter") == "task-clock-ns") {
+    auto retimed = CpuTimed(recording, threads, &shortened);
+    if (!retimed.ok()) return retimed.status();
+    cpu_timed = *std::move(retimed);
+  }
+  // From here on, the recording as projected.
+  const Trace& recorded = cpu_timed ? *cpu_timed : recording;
   // A timer recording (profiler/README.md): each sample is one period of a thread's CPU
   // time spent at a memory access.
   double memory_ns_per_sample = options.memory_ns_per_sample;
@@ -480,6 +548,11 @@ absl::StatusOr<std::vector<Trace>> ProjectTrace(const Trace& recorded, const Mac
     metadata.entries.emplace_back("projected_from", recorded.metadata().device);
     metadata.entries.emplace_back("projection_machine", machine.name);
     metadata.entries.emplace_back("projection_model", "v2");
+    if (cpu_timed) {
+      metadata.entries.emplace_back("projection_time",
+                                    StrCat("cpu (", std::lround(100 * shortened),
+                                           " % of the recording's wall time removed)"));
+    }
     TraceBuilder builder(recorded.source() + " -> " + tier.name, metadata,
                          recorded.optional_columns());
     builder.Reserve(recorded.num_samples());

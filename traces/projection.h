@@ -73,14 +73,22 @@ struct ProjectionOptions {
   double mlp = 0;
   // Overlap of compute and memory time in [0, 1]. Default -1: the prior's; else fixed.
   double overlap = -1;
-  // Threads of the program. Default 0: the number of distinct tids in the trace, at most
-  // the machine's cores.
+  // Threads of the program. Default 0: the trace's working threads (its tids holding at
+  // least a tenth of an even share of the samples; a real program's helper threads take a
+  // handful), at most the machine's cores.
   int threads = 0;
   // Samples per window; a phase's time is projected window by window. Default 64.
   uint32_t samples_per_window = 64;
   // A phase's time after its sampled work (a barrier wait: no samples) is projected with
   // the phase's work instead of counting as its last window's. Default true.
   bool separate_tails = true;
+  // A timer recording (header backend=timer, CPU time in the instructions column) is
+  // projected from its threads' CPU time: each phase is first shortened to the CPU time its
+  // working threads ran in it (the rest is time they waited for a CPU on a busy recording
+  // machine), its samples' offsets scaled alike; the header then says
+  // `projection_time=cpu (N % of the recording's wall time removed)`. false keeps the
+  // recording's wall-clock times.
+  bool cpu_time = true;
   ProjectionPrior prior;
 };
 

@@ -151,12 +151,14 @@ absl::Status WriteAll(int fd, const void* data, size_t n, const std::string& pat
 // Closes and removes a temporary file unless released.
 class TempFile {
  public:
-  TempFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  // `remove`: unlink the file on failure (false for a device written in place).
+  TempFile(int fd, std::string path, bool remove)
+      : fd_(fd), path_(std::move(path)), remove_(remove) {}
   TempFile(const TempFile&) = delete;
   TempFile& operator=(const TempFile&) = delete;
   ~TempFile() {
     if (fd_ >= 0) ::close(fd_);
-    if (!path_.empty()) ::unlink(path_.c_str());
+    if (remove_) ::unlink(path_.c_str());
   }
   // Closes the file, keeping it on disk until Release() or destruction.
   absl::Status Close() {
@@ -166,11 +168,12 @@ class TempFile {
     return absl::OkStatus();
   }
   // The file was renamed: nothing to remove any more.
-  void Release() { path_.clear(); }
+  void Release() { remove_ = false; }
 
  private:
   int fd_;
   std::string path_;
+  bool remove_;
 };
 
 // --- Reading --------------------------------------------------------------------------
@@ -182,8 +185,8 @@ class Mapping {
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
   ~Mapping() { ::munmap(base_, size_); }
-  const uint8_t* data() const { return static_cast<const uint8_t*>(base_); }
-  size_t size() const { return size_; }
+  [[nodiscard]] const uint8_t* data() const { return static_cast<const uint8_t*>(base_); }
+  [[nodiscard]] size_t size() const { return size_; }
 
  private:
   void* base_;
@@ -289,7 +292,7 @@ absl::Status WriteTraceBinary(const Trace& trace, const std::string& path) {
     bf::Store64(e + bf::kOffEntrySize, columns[i].size_bytes);
     bf::Store32(e + bf::kOffEntryCrc, Crc32c(columns[i].data, columns[i].size_bytes));
   }
-  std::memcpy(h + metadata_offset, meta.data(), meta.size());
+  meta.copy(h + metadata_offset, meta.size());  // key/value bytes, no terminator
   for (uint64_t i = 0; i <= num_marks; ++i) {
     const PhaseEvent& ev = i < num_marks ? trace.marks()[i] : trace.end();
     char* r = h + marks_offset + i * bf::kMarkRecordSize;
@@ -301,10 +304,13 @@ absl::Status WriteTraceBinary(const Trace& trace, const std::string& path) {
   // The header checksum field is still zero here, as its definition requires.
   bf::Store32(h + bf::kOffHeaderCrc, Crc32c(prefix.data(), prefix.size()));
 
-  std::string tmp = StrCat(path, ".tmp.", static_cast<int64_t>(::getpid()));
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A device or a link (/dev/stdout, a pipe) is written in place, never replaced by a file.
+  const bool in_place = WritesInPlace(path);
+  std::string tmp = in_place ? path : StrCat(path, ".tmp.", static_cast<int64_t>(::getpid()));
+  int fd = in_place ? ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
+                    : ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus(errno, StrCat("cannot create ", tmp));
-  TempFile file(fd, tmp);
+  TempFile file(fd, tmp, /*remove=*/!in_place);
   TG_RETURN_IF_ERROR(WriteAll(fd, prefix.data(), prefix.size(), tmp));
   static constexpr char kZeros[bf::kColumnAlignment] = {};
   uint64_t written = prefix.size();
@@ -314,7 +320,7 @@ absl::Status WriteTraceBinary(const Trace& trace, const std::string& path) {
     written = column_offsets[i] + columns[i].size_bytes;
   }
   TG_RETURN_IF_ERROR(file.Close());
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (!in_place && ::rename(tmp.c_str(), path.c_str()) != 0) {
     return ErrnoStatus(errno, StrCat("cannot rename ", tmp, " to ", path));
   }
   file.Release();
@@ -335,7 +341,7 @@ absl::StatusOr<Trace> ReadTraceBinary(const std::string& path, const BinaryReadO
   if (S_ISDIR(st.st_mode)) {
     return absl::FailedPreconditionError(StrCat(path, " is a directory, expected a file"));
   }
-  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  const auto file_size = static_cast<uint64_t>(st.st_size);
 
   // The fixed header first, so that a file of another kind is refused before it is mapped.
   char header[bf::kHeaderSize] = {};

@@ -8,6 +8,7 @@
 #include <set>
 #include <system_error>
 
+#include "absl/strings/str_cat.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
 #include "traces/machine.h"
@@ -21,6 +22,15 @@ namespace {
 constexpr uint64_t kSeed = 1;
 constexpr uint64_t kSamples = synth::kDefaultTargetSamples;  // 200000
 }  // namespace
+
+std::string MachineDigest(const Machine& machine) {
+  uint64_t h = 14695981039346656037ULL;  // FNV-1a, 64 bits
+  for (const char c : MachineToJson(machine)) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ULL;
+  }
+  return absl::StrCat(absl::Hex(h >> 16, absl::kZeroPad12));
+}
 
 const std::vector<std::string>& BundledProfileApps() {
   static const std::vector<std::string> kApps = {"minife", "lulesh", "nekbone", "lammps"};
@@ -43,10 +53,13 @@ absl::StatusOr<std::vector<ServedProfile>> EnsureBundledProfiles(
     const std::string& machine_name) {
   if (machine_name.empty() || machine_name.find_first_of("/.") != std::string::npos) {
     return absl::InvalidArgumentError(
-        StrCat("bundled profiles: '", machine_name, "' is not a machine preset (knl, disagg)"));
+        StrCat("bundled profiles: '", machine_name,
+               "' is not a machine preset (knl, disagg, xeonmax, ddr5cxl)"));
   }
+  TG_ASSIGN_OR_RETURN(const Machine machine, LoadMachine(machine_name));
   const fs::path root =
-      fs::path(cache_dir) / "profiles-v1" / StrCat(machine_name, "-seed", kSeed, "-s", kSamples);
+      fs::path(cache_dir) / "profiles-v1" /
+      StrCat(machine_name, "-", MachineDigest(machine), "-seed", kSeed, "-s", kSamples);
   std::error_code ec;
   fs::create_directories(root, ec);
   if (ec) {
@@ -60,7 +73,6 @@ absl::StatusOr<std::vector<ServedProfile>> EnsureBundledProfiles(
       if (progress)
         progress(StrCat("generating the bundled profile ", app, " into ", dir.string()));
       TG_ASSIGN_OR_RETURN(synth::AppModel model, synth::LoadAppModel(app));
-      TG_ASSIGN_OR_RETURN(Machine machine, LoadMachine(machine_name));
       synth::SynthOptions options;
       options.seed = kSeed;
       options.target_samples = kSamples;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,8 +33,20 @@ absl::StatusOr<MadeVectorEnv> MakeVectorEnv(const std::vector<ConfigMap>& config
   }
   absl::StatusOr<std::string> cache = DefaultCacheDir();
   if (!cache.ok()) return cache.status();
+  // The bundled profiles (what `profiles` may name) recorded on the configurations' machine
+  // when they all name the same preset, as a private server started for it serves them;
+  // else on knl.
+  std::set<std::string> machines;
+  for (const ConfigMap& c : configs) {
+    const auto m = c.find("machine");
+    machines.insert(m != c.end() && m->second.string() != nullptr ? *m->second.string() : "knl");
+  }
+  std::string machine = "knl";
+  if (machines.size() == 1 && machines.begin()->find_first_of("/.") == std::string::npos) {
+    machine = *machines.begin();
+  }
   absl::StatusOr<std::vector<ServedProfile>> profiles =
-      EnsureBundledProfiles(*cache, /*progress=*/{});
+      EnsureBundledProfiles(*cache, /*progress=*/{}, machine);
   if (!profiles.ok()) return profiles.status();
   PlacementProviderOptions po;
   for (const ServedProfile& sp : *profiles) {

@@ -54,11 +54,14 @@ def test_the_splits_are_named_versioned_and_disjoint():
         datasets.get("procedural-train-v0")
 
 
-def test_an_unavailable_split_says_why():
-    real = datasets.get("real-v1")
-    assert not real.available
-    with pytest.raises(LookupError, match="no real profiles"):
+def test_an_unavailable_split_says_why(monkeypatch):
+    # An installation without the real programs' recordings (a split's files missing).
+    real = datasets.dataclasses.replace(datasets.get("real-v1"), available=False)
+    monkeypatch.setitem(datasets.DATASETS, "real-v1", real)
+    with pytest.raises(LookupError, match="reinstall tiergym"):
         real.profiles()
+    found, _ = datasets.parse_entry("real")
+    assert found is real and not found.available
 
 
 def digest(profile):
@@ -129,3 +132,29 @@ def test_bad_split_entries_say_what_to_fix(cache):
         datasets.resolve_config({"profiles": "procedural-test-v1:65"})
     with pytest.raises(ValueError, match="different machines"):
         datasets.resolve_config({"profiles": "bundled-v1,machine-xeonmax-v1"})
+
+
+@needs_binary
+def test_profiles_are_kept_per_machine_description(cache, tmp_path):
+    # A machine whose numbers change under its name (xeonmax's HBM tier did) gets a new
+    # cache directory, not the profiles generated on its old description.
+    knl, xeonmax, cxl = (datasets.machine_digest(m) for m in ("knl", "xeonmax", "ddr5cxl"))
+    assert len({knl, xeonmax, cxl}) == 3 and all(len(d) == 12 for d in (knl, xeonmax, cxl))
+    assert datasets.profile_root("xeonmax").name == f"xeonmax-{xeonmax}-seed1-s200000"
+    machine = tmp_path / "m.json"
+    text = tiergym_print_model("ddr5cxl")
+    machine.write_text(text)
+    first = datasets.machine_digest(str(machine))
+    assert first == cxl  # the file holds what the preset prints
+    other = tmp_path / "m2.json"
+    other.write_text(text.replace('"migration_gbps": 8', '"migration_gbps": 9'))
+    assert datasets.machine_digest(str(other)) != first
+    with pytest.raises(ValueError, match="nosuch"):
+        datasets.machine_digest("nosuch")
+
+
+def tiergym_print_model(name):
+    import subprocess  # noqa: PLC0415
+    from tiergym.connection import find_binary  # noqa: PLC0415
+    return subprocess.run([find_binary(), "trace", "synth", "--print-model", name],
+                          capture_output=True, text=True, check=True).stdout

@@ -29,10 +29,16 @@ def references():
 
 
 @needs_binary
-@pytest.mark.parametrize("policy", ["mlp", "regions"])
-def test_a_short_run_learns_against_random_and_its_untrained_self(references, policy):
+@pytest.mark.parametrize("policy,overlap_update", [("mlp", True), ("regions", True),
+                                                   ("mlp", False)])
+def test_a_short_run_learns_against_random_and_its_untrained_self(references, policy,
+                                                                    overlap_update):
+    # overlap_update (the training-speed benchmark's fast path): each update runs beside
+    # the next rollout, which acts with the weights of the update before; False (the
+    # default): rollout and update in turn.
     oracle, random_returns = references
-    args = fast_ppo.Args(total_steps=24_576, policy=policy, seed=3, **SMALL)
+    args = fast_ppo.Args(total_steps=24_576, policy=policy, seed=3,
+                         overlap_update=overlap_update, **SMALL)
     _, metrics = fast_ppo.train(args, oracle=oracle)
     curve = metrics["curve"]
     untrained, best = curve[0]["train"], max(p["train"] for p in curve[1:])
@@ -52,6 +58,12 @@ def test_a_seed_gives_the_same_run_whatever_the_threads_timing_and_the_overlap()
             fast_ppo.train(dataclasses.replace(args, overlap=False))]
     curves = [[p["returns"] for p in m["curve"]] for _, m in runs]
     assert curves[0] == curves[1] == curves[2]
+    # The update overlapped with the next rollout (on a thread of its own) follows a fixed
+    # schedule, so its timing does not matter either; it is another run (a policy lag).
+    overlapped = [fast_ppo.train(dataclasses.replace(args, overlap_update=True))
+                  for _ in range(2)]
+    overlapped_curves = [[p["returns"] for p in m["curve"]] for _, m in overlapped]
+    assert overlapped_curves[0] == overlapped_curves[1] != curves[0]
     assert curves[0][0] != curves[0][-1]  # it learnt something: the curve is not flat
     for policy, _ in runs[1:]:
         for (name, x), (_, y) in zip(runs[0][0].state_dict().items(),
@@ -85,6 +97,34 @@ def test_the_region_policy_is_permutation_equivariant():
     flat = fast_ppo.FlatPolicy(layout, obs_size, 16)
     with torch.no_grad():
         assert not torch.allclose(flat(permuted)[1], flat(obs)[1])
+
+
+def test_masks_from_followed_profiles_equal_masks_from_the_names():
+    # The rollout keeps each environment's profile and updates it where an episode ended
+    # (Masks.follow); across resets that draw other profiles, its masks are the ones
+    # looked up from the infos' names.
+    envs = tiergym.InProcessVectorEnv(6, **tiergym.DEFAULT_TASK, profiles="minife,lulesh",
+                                      batch_size=3, autoreset_mode=tiergym.SAME_STEP)
+    try:
+        masks = fast_ppo.Masks("region", envs.tier_spec)
+        obs, info = envs.reset(seed=3)
+        env_profiles = masks.profiles(info)
+        rng = np.random.default_rng(0)
+        halves = [np.arange(3, dtype=np.int32), np.arange(3, 6, dtype=np.int32)]
+        ended_rows, changed = 0, 0
+        for step in range(230):
+            envs.send(rng.integers(0, 3, (3, 16)), halves[step % 2])
+            obs, _, terminated, truncated, info = envs.recv()
+            ended = terminated | truncated
+            before = env_profiles.copy()
+            followed = masks.follow(env_profiles, info, ended)
+            np.testing.assert_array_equal(followed, masks.profiles(info))
+            np.testing.assert_array_equal(masks(info, followed), masks(info))
+            ended_rows += int(ended.sum())
+            changed += int((before != env_profiles).sum())
+        assert ended_rows >= 6 and changed > 0  # episodes ended, some in another profile
+    finally:
+        envs.close()
 
 
 def test_region_masks_allow_each_move_that_fits_alone():
@@ -291,3 +331,13 @@ def test_a_split_of_tiergym_datasets_trains_and_is_scored(capsys):
                           "--total-steps", "32", "--eval-every", "32", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "last evaluation: train" in out and "held out" in out
+
+
+def test_argmax_choices_equals_max_indices():
+    gen = torch.Generator().manual_seed(0)
+    for c in (1, 2, 3, 5):
+        x = torch.randn((64, c, 16), generator=gen)
+        torch.testing.assert_close(fast_ppo.argmax_choices(x), x.max(dim=1).indices)
+    x = torch.zeros((4, 3, 16))
+    x[:, 1] = -1e9  # a masked choice never wins; ties go to the first
+    assert (fast_ppo.argmax_choices(x) == 0).all()

@@ -130,15 +130,15 @@ def test_a_tiny_run_writes_curves_scores_and_a_plot(tmp_path):
 
 def test_the_generalization_protocol_scores_every_set(tmp_path):
     """Trained on procedural applications, evaluated on procedural ones (some trained on,
-    some never seen) and on a program on another machine; the unavailable real-program set
-    is left out with a note. (The bundled programs on knl are served by name as in the
-    two-apps protocol; left out here to keep the test quick.)"""
+    some never seen), on a program on another machine and on a real program (the bundled
+    recording of LAMMPS, projected on first use). (The bundled programs on knl are served
+    by name as in the two-apps protocol; left out here to keep the test quick.)"""
     out = subprocess.run(
         [sys.executable, SCRIPT, "--agents", "sb3-a2c", "--seeds", "0", "--steps", "12",
          "--eval-every", "12", "--config", "num_regions=8", "--config", "steps=6",
          "--train-split", "procedural-train-v1:2",
          "--sets", "train=procedural-train-v1:2,test=procedural-test-v1:2,"
-                   "machine=machine-xeonmax-v1:1,real=real-v1",
+                   "machine=machine-xeonmax-v1:1,real=real-v1:1",
          "--heuristics", "arms", "--json", str(tmp_path / "g.json"),
          "--plot", str(tmp_path / "g.png")],
         capture_output=True, text=True, timeout=900)
@@ -146,8 +146,9 @@ def test_the_generalization_protocol_scores_every_set(tmp_path):
     result = json.loads((tmp_path / "g.json").read_text())
     assert result["protocol"] == "generalization"
     assert result["task"]["observation"] == "relative"
-    assert list(result["sets"]) == ["train", "test", "machine"]
-    assert "real-v1" in out.stderr and "left out" in out.stderr
+    assert list(result["sets"]) == ["train", "test", "machine", "real"]
+    assert result["sets"]["real"]["apps"] == ["lammps-melt"]
+    assert result["sets"]["real"]["machine"] == "knl"
     assert result["sets"]["machine"]["machine"] == "xeonmax"
     assert result["sets"]["machine"]["apps"] == ["minife"]
     assert result["sets"]["test"]["apps"] == ["procedural-v1-1000000", "procedural-v1-1000001"]
@@ -160,7 +161,7 @@ def test_the_generalization_protocol_scores_every_set(tmp_path):
     assert [p["steps"] for p in run["curve"]][0] == 0
     assert set(run["curve"][-1]["returns"]) == set(result["sets"])
     summary = result["summary"]["sb3-a2c"]
-    assert set(summary) >= {"train", "test", "machine", "seeds"}
+    assert set(summary) >= {"train", "test", "machine", "real", "seeds"}
     assert (tmp_path / "g.png").stat().st_size > 10_000
     assert "machine-xeonmax-v1" in out.stdout and "arms" in out.stdout
 

@@ -150,7 +150,19 @@ TEST(MachineTest, LoadsXeonMaxWithMeasuredCurvesAndDerivesPeakAndIdleLatency) {
   EXPECT_DOUBLE_EQ(ddr.latency_ns, 109.982);
   const TierSpec* hbm = m->Find("hbm");
   ASSERT_NE(hbm, nullptr);
-  EXPECT_NEAR(hbm->bandwidth_gbps / ddr.bandwidth_gbps, 1638.4 / 307.2, 0.01);
+  // The A64FX's measured HBM2E (Mess simulator data): its own peak and idle latency.
+  ASSERT_EQ(hbm->curves.size(), 2u);
+  EXPECT_DOUBLE_EQ(hbm->bandwidth_gbps, 942.607);
+  EXPECT_DOUBLE_EQ(hbm->latency_ns, 128.938);
+  // Its 68/70 % files are in cycles at 2.2 GHz, the 100 % file in ns (derive_machines.py):
+  // converted, one memory idles and saturates alike at both read shares (read as all ns,
+  // the 69 % curve idled at 284 ns against 129).
+  const LoadCurve hbm69 = hbm->CurveAt(69);
+  const LoadCurve hbm100 = hbm->CurveAt(100);
+  EXPECT_NEAR(hbm69.idle_latency_ns, 284.1 / 2.2, 0.2);
+  EXPECT_NEAR(hbm69.idle_latency_ns, hbm100.idle_latency_ns, 0.5);
+  EXPECT_NEAR(hbm69.Ratio(1.0) * hbm69.idle_latency_ns, hbm100.Ratio(1.0) * hbm100.idle_latency_ns,
+              2.0);
   // At its peak the all-reads curve has 234.932 ns; with 69 % reads the peak is lower.
   const LoadCurve all_reads = ddr.CurveAt(100);
   EXPECT_NEAR(all_reads.Ratio(1.0) * all_reads.idle_latency_ns, 234.932, 1e-9);
@@ -166,6 +178,30 @@ TEST(MachineTest, LoadsXeonMaxWithMeasuredCurvesAndDerivesPeakAndIdleLatency) {
     previous = r;
   }
   EXPECT_DOUBLE_EQ(all_reads.Ratio(0), 1.0);
+}
+
+TEST(MachineTest, LoadsDdr5CxlWithACpulessCxlTier) {
+  absl::StatusOr<Machine> m = LoadMachine("ddr5cxl");
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->tiers.size(), 2u);
+  const TierSpec* ddr = m->Find("ddr");
+  const TierSpec* cxl = m->Find("cxl");
+  ASSERT_NE(ddr, nullptr);
+  ASSERT_NE(cxl, nullptr);
+  EXPECT_EQ(*ddr, *LoadMachine("xeonmax")->Find("ddr"));
+  // The Mess simulator's CXL expander (cycles at 2.1 GHz, host port to memory) plus 51 ns
+  // from core to host port: 26.76 GB/s at 1282.36 / 2.1 + 51 ns with all reads, 225.58 /
+  // 2.1 + 51 ns idle; slower than local DDR5 when idle, as a core sees it.
+  ASSERT_EQ(cxl->curves.size(), 2u);
+  EXPECT_NEAR(cxl->bandwidth_gbps, 26.759, 0.001);
+  EXPECT_NEAR(cxl->latency_ns, 225.5841 / 2.1 + 51, 0.01);
+  const LoadCurve cxl100 = cxl->CurveAt(100);
+  EXPECT_NEAR(cxl100.Ratio(1.0) * cxl100.idle_latency_ns, 1282.3587 / 2.1 + 51, 0.01);
+  EXPECT_GT(cxl->latency_ns, ddr->latency_ns + 40);
+  // The 69 % curve lies half way between the 68 % (cycles) and 70 % (ns) files: the same
+  // idle latency, a higher peak than with all reads.
+  EXPECT_NEAR(cxl->CurveAt(69).idle_latency_ns, cxl->latency_ns, 0.1);
+  EXPECT_GT(cxl->CurveAt(69).peak_gbps, cxl->CurveAt(100).peak_gbps);
 }
 
 TEST(MachineTest, JsonRoundTripsWithCurves) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "traces/machine.h"
@@ -34,6 +35,19 @@ Trace Recording(const std::string& device, int phases, int per_phase, uint64_t r
   auto t = b.Finish();
   EXPECT_TRUE(t.ok()) << t.status();
   return *t;
+}
+
+// The runtime of each tier's projected run of `rec` on `machine` with options `o`.
+std::vector<double> ProjectedRuntimes(const Trace& rec, const Machine& machine,
+                                      const ProjectionOptions& o) {
+  auto out = ProjectTrace(rec, machine, o);
+  EXPECT_TRUE(out.ok()) << out.status();
+  std::vector<double> ns;
+  for (const Trace& t : out.ok() ? *out : std::vector<Trace>()) {
+    ns.push_back(static_cast<double>(t.runtime_ns()));
+  }
+  ns.resize(machine.tiers.size());
+  return ns;
 }
 
 TEST(ProjectTraceTest, KeepsAddressesPhasesAndInstructionsAndTheRecordedTiersTime) {
@@ -167,10 +181,8 @@ TEST(ProjectTraceTest, ABarrierWaitScalesWithThePhasesWork) {
   auto speedup = [&](const Trace& rec, bool separate_tails) {
     ProjectionOptions o;
     o.separate_tails = separate_tails;
-    auto out = ProjectTrace(rec, *knl, o);
-    EXPECT_TRUE(out.ok()) << out.status();
-    return static_cast<double>((*out)[0].runtime_ns()) /
-           static_cast<double>((*out)[1].runtime_ns());
+    const std::vector<double> ns = ProjectedRuntimes(rec, *knl, o);
+    return ns[0] / ns[1];
   };
   const Trace busy = Recording("ddr", 5, 200, 10000, 500'000, 500'000);
   const Trace waiting = Recording("ddr", 5, 200, 10000, 1'000'000, 500'000);
@@ -178,6 +190,76 @@ TEST(ProjectTraceTest, ABarrierWaitScalesWithThePhasesWork) {
   ASSERT_GT(alone, 1.2);  // bandwidth-bound work: MCDRAM shortens it
   EXPECT_NEAR(speedup(waiting, true), alone, alone * 0.02);
   EXPECT_LT(speedup(waiting, false), alone * 0.9);
+}
+
+// A timer recording (a sample is a period of a thread's CPU time at a memory access) of
+// one working thread, whose every phase of 1 ms wall time holds 0.5 ms of its CPU time
+// (`counter`: the instructions column says so, as the recorder's does), most of it at
+// memory, and a second tid (an MPI library's progress thread) that takes 3 samples in all.
+Trace TimerRecording(bool counter = false) {
+  TraceMetadata m = TraceMetadata::Make("app", "ddr", "task-clock-ip");
+  m.entries.emplace_back("backend", "timer");
+  m.entries.emplace_back("sample_period", "25000");
+  if (counter) m.entries.emplace_back("instructions_counter", "task-clock-ns");
+  TraceBuilder b("timer.csv", m);
+  for (uint32_t p = 0; p < 5; ++p) {
+    const uint64_t start = p * 1'000'000ull;
+    b.AddMark(PhaseEvent{start, 0, p, p == 0 ? 0 : 500'000ull});
+    for (uint64_t s = 0; s < 16; ++s) {
+      b.AddSample(start + s * 50'000 + 1, 7, p, s * 25'000, 0x10000000 + s * 4096);
+    }
+    if (p < 3) b.AddSample(start + 900'000, 8, p, 1000, 0x20000000);
+  }
+  b.SetEnd(PhaseEvent{5'000'000, 0, 4, 500'000});
+  auto t = b.Finish();
+  EXPECT_TRUE(t.ok()) << t.status();
+  return *t;
+}
+
+// The helper's few samples do not make it a worker: the projection is that of the one
+// thread (as with --threads 1), not of two sharing the memory time.
+TEST(ProjectTraceTest, AHelperThreadsFewSamplesDoNotCountAsAWorker) {
+  auto knl = LoadMachine("knl");
+  ASSERT_TRUE(knl.ok());
+  ProjectionOptions one, two;
+  one.threads = 1;
+  two.threads = 2;
+  const Trace rec = TimerRecording();
+  const double counted = ProjectedRuntimes(rec, *knl, {})[1];
+  EXPECT_EQ(counted, ProjectedRuntimes(rec, *knl, one)[1]);
+  EXPECT_NE(counted, ProjectedRuntimes(rec, *knl, two)[1]);
+}
+
+// Recorded on a busy machine, the thread ran half of each phase's wall time: projected
+// from its CPU time, the recorded tier's run takes that half, the fast tier's follows
+// from it, and the header says how much was removed; --wall-time keeps the recording's.
+TEST(ProjectTraceTest, ATimerRecordingIsProjectedFromItsCpuTime) {
+  auto knl = LoadMachine("knl");
+  ASSERT_TRUE(knl.ok());
+  const Trace rec = TimerRecording(/*counter=*/true);
+  auto cpu = ProjectTrace(rec, *knl);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_NEAR(static_cast<double>((*cpu)[0].runtime_ns()), 2.5e6, 10);
+  ASSERT_EQ((*cpu)[0].num_samples(), rec.num_samples());
+  for (size_t p = 0; p < rec.num_phases(); ++p) {
+    EXPECT_NEAR(static_cast<double>((*cpu)[0].PhaseStartNs(p)), 5e5 * static_cast<double>(p), 2);
+  }
+  // Sample offsets in a phase halve too.
+  EXPECT_NEAR(static_cast<double>((*cpu)[0].time_ns()[1] - (*cpu)[0].time_ns()[0]), 25'000, 2);
+  bool said = false;
+  for (const auto& [k, v] : (*cpu)[1].metadata().entries) {
+    said |= k == "projection_time" && v == "cpu (50 % of the recording's wall time removed)";
+  }
+  EXPECT_TRUE(said);
+  ProjectionOptions wall;
+  wall.cpu_time = false;
+  auto kept = ProjectTrace(rec, *knl, wall);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ((*kept)[0].runtime_ns(), rec.runtime_ns());
+  // Without the counter's word (CPU time) the times stay as recorded.
+  auto plain = ProjectTrace(TimerRecording(), *knl);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ((*plain)[0].runtime_ns(), rec.runtime_ns());
 }
 
 }  // namespace

@@ -64,15 +64,25 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return out;
 }
 
+bool WritesInPlace(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return false;
+  if (S_ISLNK(st.st_mode)) return true;
+  return !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
 absl::Status WriteFileAtomically(const std::string& path, std::string_view contents) {
-  const std::string tmp = StrCat(path, ".tmp.", static_cast<int64_t>(::getpid()));
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const bool in_place = WritesInPlace(path);
+  const std::string tmp = in_place ? path : StrCat(path, ".tmp.", static_cast<int64_t>(::getpid()));
+  int fd = in_place ? ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
+                    : ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus(errno, StrCat("cannot create ", tmp));
-  // Until the rename, a failure leaves neither the descriptor nor the temporary file.
-  absl::Cleanup discard = [&fd, &tmp] {
+  // Until the rename, a failure leaves neither the descriptor nor the temporary file (a
+  // device written in place is never removed).
+  absl::Cleanup discard = [&fd, &tmp, in_place] {
     const int err = errno;
     if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
+    if (!in_place) ::unlink(tmp.c_str());
     errno = err;
   };
   size_t done = 0;
@@ -87,7 +97,7 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view conte
   const int closed = ::close(fd);
   fd = -1;
   if (closed != 0) return ErrnoStatus(errno, StrCat("cannot write ", tmp));
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (!in_place && ::rename(tmp.c_str(), path.c_str()) != 0) {
     return ErrnoStatus(errno, StrCat("cannot rename ", tmp, " to ", path));
   }
   std::move(discard).Cancel();

@@ -15,8 +15,16 @@ namespace tiergym {
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 
 // Writes `contents` to `path` via `path.tmp.<pid>` and rename(), so that readers see the
-// old file or the new one, never a partial one.
+// old file or the new one, never a partial one. Where WritesInPlace(path), the file is
+// truncated and written in place instead: renaming onto /dev/stdout would replace the
+// device (for root, the whole machine's) by a file.
 absl::Status WriteFileAtomically(const std::string& path, std::string_view contents);
+
+// Whether a write to `path` must go through the name rather than replace it: `path` is a
+// symbolic link (/dev/stdout, a user's link: the link stays, its target is written) or
+// names an existing file that is neither regular nor a directory (a terminal, a pipe,
+// /dev/null).
+bool WritesInPlace(const std::string& path);
 
 // `path` as written in the file `beside` names it: an absolute path as it is, a relative
 // one against the directory of `beside` (a CSV naming the placement files next to it).

@@ -1,11 +1,14 @@
 #include "traces/cli/trace_cli.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <vector>
 
 #include "traces/base/args.h"
 #include "traces/base/exit_status.h"
+#include "traces/base/file.h"
 #include "traces/base/json.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
@@ -188,9 +191,17 @@ int Validate(const std::vector<std::string>& args) {
 
 absl::Status ConvertOne(const std::string& in, const std::string& out, TraceFormat format) {
   TG_ASSIGN_OR_RETURN(Trace t, LoadTrace(in));
+  // Written into a device or through a link (`/dev/stdout`: the trace is the output), the
+  // summary goes to standard error and names no size.
+  const bool in_place = WritesInPlace(out);
   TG_RETURN_IF_ERROR(SaveTrace(t, out, format));
-  std::cout << "wrote " << out << " (" << (format == TraceFormat::kBinary ? "binary" : "CSV v1")
-            << ", " << t.num_samples() << " samples, " << FormatBytes(fs::file_size(out)) << ")\n";
+  std::ostream& note = in_place ? std::cerr : std::cout;
+  note << "wrote " << out << " (" << (format == TraceFormat::kBinary ? "binary" : "CSV v1") << ", "
+       << t.num_samples() << " samples";
+  std::error_code ec;
+  const uintmax_t bytes = fs::is_regular_file(out, ec) ? fs::file_size(out, ec) : 0;
+  if (!ec && bytes > 0) note << ", " << FormatBytes(bytes);
+  note << ")\n";
   return absl::OkStatus();
 }
 
@@ -240,6 +251,33 @@ int Convert(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+// OUT is replaced only when it is absent or a profile an earlier projection onto the same
+// tiers wrote (a directory holding <tier>.csv or <tier>.tgt files only): a file, a device or
+// a directory with anything else in it is refused, never removed.
+absl::Status CheckReplaceableProfile(const fs::path& out, const std::vector<Trace>& tiers) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(out, ec);
+  if (!fs::exists(st)) return absl::OkStatus();
+  if (!fs::is_directory(st)) {
+    return absl::AlreadyExistsError(StrCat(
+        out.string(), " exists and is not a profile directory: remove it or name another OUT"));
+  }
+  for (const fs::directory_entry& e : fs::directory_iterator(out, ec)) {
+    const std::string name = e.path().filename().string();
+    const bool tier_file = std::any_of(tiers.begin(), tiers.end(), [&name](const Trace& t) {
+      return name == t.metadata().device + ".csv" || name == t.metadata().device + ".tgt";
+    });
+    if (!e.is_regular_file() || !tier_file) {
+      return absl::AlreadyExistsError(
+          StrCat(out.string(), " exists and holds ", name,
+                 ", which no projection writes: remove it or name another OUT"));
+    }
+  }
+  if (ec)
+    return absl::PermissionDeniedError(StrCat("cannot list ", out.string(), ": ", ec.message()));
+  return absl::OkStatus();
+}
+
 int Project(const std::vector<std::string>& args) {
   ArgParser p("tiergym trace project",
               "Turn one recorded trace (any machine, one memory) into a profile for the target "
@@ -257,7 +295,9 @@ int Project(const std::vector<std::string>& args) {
   p.AddOption("mlp", "N",
               "outstanding misses per thread; default: averaged over the prior "
               "(traces/PROJECTION.md)");
-  p.AddOption("threads", "N", "threads of the program (default: distinct tids in the trace)");
+  p.AddOption("threads", "N",
+              "threads of the program (default: the trace's tids holding at least a tenth of an "
+              "even share of its samples)");
   p.AddOption("overlap", "F",
               "overlap of compute and memory time, 0..1; default: averaged over the prior");
   p.AddOption("prior", "KEY=V,...",
@@ -268,6 +308,10 @@ int Project(const std::vector<std::string>& args) {
               "a phase's time after its last sample (a barrier wait): projected with the "
               "phase's work (apart) or as part of its last window",
               "apart");
+  p.AddFlag("wall-time",
+            "project a timer recording from its wall-clock times (default: each phase "
+            "shortened to the CPU time its threads ran, removing the time they waited for "
+            "a CPU on a busy recording machine)");
   p.AddOption("window", "N", "samples per projected window", "64");
   p.AddOption("format", "csv|bin", "output format", "csv");
   if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
@@ -312,6 +356,7 @@ int Project(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   o.separate_tails = tails == "apart";
+  o.cpu_time = !p.Flag("wall-time");
   if (p.Given("misses-per-sample")) {
     auto m = p.GetDouble("misses-per-sample");
     if (!m.ok()) return Fail(m.status());
@@ -332,6 +377,7 @@ int Project(const std::vector<std::string>& args) {
   // Written into a temporary directory first and renamed: a failure never leaves a
   // half-written profile at OUT.
   const fs::path out = p.Positional("OUT");
+  if (absl::Status s = CheckReplaceableProfile(out, *traces); !s.ok()) return Fail(s);
   const fs::path tmp = out.string() + ".partial";
   std::error_code ec;
   fs::remove_all(tmp, ec);

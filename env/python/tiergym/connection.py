@@ -726,14 +726,21 @@ class _Timeout(ServerUnavailable):
     """No reply in time (a ServerUnavailable)."""
 
 
-def open_connection(address, timeout, server_args, curve=None, reconnect=None):
+def open_connection(address, timeout, server_args, curve=None, reconnect=None, machine=None):
     """(connection, private server or None) for an address, a Server, or None; `curve` and
     `reconnect` as Connection takes them (CURVE only for a server given by address: a
-    private server is reached through a socket only its owner can open)."""
+    private server is reached through a socket only its owner can open). A private server
+    for a configuration naming a machine preset (`machine`, e.g. "ddr5cxl") serves the
+    bundled profiles recorded on that machine (`tiergym serve --machine`), unless
+    server_args say otherwise."""
     if address is None:
         if curve is not None:
             raise ValueError("curve= is for a server given by address; a private server "
                              "needs none (its socket is in a directory only you can open)")
+        server_args = list(server_args)
+        if (isinstance(machine, str) and machine not in ("", "knl")
+                and not any(c in machine for c in "/.") and "--machine" not in server_args):
+            server_args += ["--machine", machine]
         server = Server(args=server_args)
         try:
             return Connection(server.endpoint, timeout, server=server,

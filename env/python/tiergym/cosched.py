@@ -234,12 +234,11 @@ class ZmqNode:
         if address == "private":
             if "--sensitivity" not in args:
                 args += ["--sensitivity", bundled_curves()]
-            machine = config.get("machine")
-            if "--machine" not in args and isinstance(machine, str) and machine != "knl":
-                args += ["--machine", machine]  # its bundled profiles recorded there
             address = None  # open_connection starts a private server
+        # A private server serves the bundled profiles recorded on the machine.
         self._connection, self._server = open_connection(address, timeout, args, curve,
-                                                         reconnect)
+                                                         reconnect,
+                                                         machine=config.get("machine"))
         self._session = None
         self._last = None
         try:

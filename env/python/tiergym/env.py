@@ -60,7 +60,8 @@ class TierEnv(gymnasium.Env):
         self._last = None
         self.interrupted_episodes = 0  # episodes cut by the loss of the server (reconnect)
         self._connection, self._server = open_connection(address, timeout, server_args,
-                                                         curve, reconnect)
+                                                         curve, reconnect,
+                                                         machine=config.get("machine"))
         try:
             reply = self._connection.call("make", env=ENV_ID, config=config_to_wire(config))
         except ServerError as e:

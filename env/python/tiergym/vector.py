@@ -99,8 +99,10 @@ class VectorEnv(VectorEnvBase):
         self.sessions = []
         self.interrupted_episodes = 0  # episodes cut by the loss of the server (reconnect)
         self._pending_reset = False    # next_step: the step after an interruption resets all
-        self._connection, self._server = open_connection(address, timeout, server_args,
-                                                         curve, reconnect)
+        machines = {c.get("machine") for c in merged}
+        self._connection, self._server = open_connection(
+            address, timeout, server_args, curve, reconnect,
+            machine=machines.pop() if len(machines) == 1 else None)
         try:
             self.copy = bool(copy)
             self._init_shm(shm)

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "tests/run_tiergym.h"
 #include "traces/base/json.h"
+#include "traces/trace_binary.h"
 #include "traces/trace_csv.h"
 
 namespace tiergym {
@@ -83,6 +84,29 @@ TEST(TraceCliTest, ConvertToBinaryAndBackIsLossless) {
   auto back = ReadTraceCsv(dir + "/t.csv");
   ASSERT_TRUE(original.ok() && back.ok());
   EXPECT_TRUE(SameContents(*original, *back));
+}
+
+// A device named as the output (here a link to the process's own standard output, as
+// /dev/stdout is) is written in place: the trace comes out on the pipe, and the link is not
+// replaced by a file (as root, that once replaced the machine's /dev/stdout).
+TEST(TraceCliTest, ConvertWritesIntoADeviceInPlace) {
+  const std::string dir = ::testing::TempDir() + "/cli_convert_device";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const std::string name : {"out.csv", "out.tgt"}) {
+    const fs::path link = fs::path(dir) / name;
+    fs::create_symlink("/proc/self/fd/1", link);
+    Result r = Tiergym("trace convert " + Data("valid_format_example.csv") + " " + link.string());
+    EXPECT_EQ(r.exit_code, 0) << name << ": " << r.out;
+    EXPECT_TRUE(fs::is_symlink(link)) << name << " was replaced by a file";
+    EXPECT_EQ(fs::read_symlink(link), "/proc/self/fd/1");
+    if (name == "out.csv") {
+      EXPECT_THAT(r.out, HasSubstr("# device=")) << r.out.substr(0, 200);
+    } else {
+      EXPECT_TRUE(LooksLikeTraceBinary(r.out)) << "standard output is not a binary trace";
+    }
+  }
+  fs::remove_all(dir);
 }
 
 TEST(TraceCliTest, UsageErrorsExitWithTwoAndHelpWithZero) {
@@ -173,6 +197,28 @@ TEST(TraceCliTest, ProjectWritesOneTracePerTierAndNothingOnBadInput) {
     EXPECT_THAT(o.out, HasSubstr(option.substr(0, option.find(' ')))) << o.out;
     EXPECT_FALSE(fs::exists(bad)) << option;
   }
+  // An OUT that is not an earlier projection's profile is refused and left as it was: a
+  // file, and a directory holding anything but the machine's tier files.
+  const fs::path notes = dir / "notes.txt";
+  FILE* n = std::fopen(notes.string().c_str(), "w");
+  std::fputs("mine\n", n);
+  std::fclose(n);
+  const fs::path mixed = dir / "mixed";
+  fs::create_directories(mixed);
+  fs::copy_file(notes, mixed / "data.csv");
+  for (const fs::path& target : {notes, mixed}) {
+    Result o = Tiergym(
+        "trace project --machine knl " + Data("valid_format_example.csv") + " " + target.string(),
+        /*merge_stderr=*/true);
+    EXPECT_EQ(o.exit_code, 1) << o.out;
+    EXPECT_THAT(o.out, HasSubstr("remove it or name another OUT")) << o.out;
+  }
+  EXPECT_TRUE(fs::is_regular_file(notes));
+  EXPECT_TRUE(fs::is_regular_file(mixed / "data.csv"));
+  // The earlier projection's own profile is replaced.
+  EXPECT_EQ(Tiergym("trace project --machine knl " + Data("valid_format_example.csv") + " " + out)
+                .exit_code,
+            0);
   fs::remove_all(dir);
 }
 

@@ -1,5 +1,6 @@
 #include "estimator/contention/synth/contention_synth.h"
 
+#include <algorithm>
 #include <string>
 
 #include "estimator/contention/smoothing.h"
@@ -146,6 +147,32 @@ TEST(ContentionSynthTest, AnotherTierGivesAnotherFamily) {
   const ContentionData d = Synth(o);
   ASSERT_EQ(d.families.size(), 1u);
   EXPECT_EQ(d.pairs.size(), 3u);  // nekbone against its three sizes
+}
+
+TEST(ContentionSynthTest, TheCxlExpanderOfDdr5CxlIsHarmedSoonerThanItsDdr5) {
+  // A machine from measured curves (traces/SYNTH.md): the same application and interferers
+  // on the CXL expander (26.8 GB/s) lose more at the same interferer bandwidth than on the
+  // socket's DDR5 (263.6 GB/s).
+  ContentionSynthOptions o = NoiseFree();
+  o.machine = "ddr5cxl";
+  o.apps = {{"nekbone", 72}};
+  o.tier = "ddr";
+  const ContentionData ddr = Synth(o);
+  o.tier = "cxl";
+  const ContentionData cxl = Synth(o);
+  ASSERT_EQ(ddr.families.size(), 1u);
+  ASSERT_EQ(cxl.families.size(), 1u);
+  const auto on_ddr =
+      SmoothCurve(*ddr.families[0].FindCurve(100), Smoothing::kInterpolation, PointSet::kAll);
+  const auto on_cxl =
+      SmoothCurve(*cxl.families[0].FindCurve(100), Smoothing::kInterpolation, PointSet::kAll);
+  ASSERT_TRUE(on_ddr.ok() && on_cxl.ok());
+  for (double x = 2; x <= std::min(on_cxl->max_gbps(), on_ddr->max_gbps()); x += 2) {
+    EXPECT_LT(on_cxl->Evaluate(x), on_ddr->Evaluate(x)) << "at " << x << " GB/s";
+  }
+  EXPECT_LT(on_cxl->Evaluate(on_cxl->max_gbps()), 0.9);
+  o.tier = "hbm";
+  EXPECT_FALSE(SynthesizeContentionData(o).ok());  // ddr5cxl has none
 }
 
 }  // namespace
