@@ -40,7 +40,7 @@ size_t Fit(const std::vector<std::vector<double>>& residual, const std::vector<s
     const double e = std::fabs(residual[best][i]) - mean[best];
     var += e * e;
   }
-  const double n = static_cast<double>(which.size());
+  const auto n = static_cast<double>(which.size());
   const double se = n > 1 ? std::sqrt(var / (n - 1) / n) : 0.0;
   auto steps = [&](size_t c) {
     const auto o = static_cast<int>(c / kTierSteps), j = static_cast<int>(c % kTierSteps);
@@ -87,7 +87,7 @@ absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_
   TG_ASSIGN_OR_RETURN(std::string format, r.RequiredString("format"));
   if (format != "tiergym-calibration") {
     return r.Error("format", nullptr,
-                   StrCat("expected \"tiergym-calibration\", got \"", format, "\""));
+                   StrCat(R"(expected "tiergym-calibration", got ")", format, "\""));
   }
   TG_ASSIGN_OR_RETURN(double version, r.RequiredNumber("version"));
   if (version != 1 && version != 2)
@@ -330,7 +330,8 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   out.cv_coverage = static_cast<double>(inside) / static_cast<double>(n);
   // The final fit uses every run; its interval the cross-validated scores of all runs.
   const size_t c = Fit(residual, all, prior);
-  out.compute_overlap = static_cast<double>(c / kTierSteps) / kOverlapSteps;
+  const size_t overlap_step = c / kTierSteps;  // the compute overlap's grid step
+  out.compute_overlap = static_cast<double>(overlap_step) / kOverlapSteps;
   out.tier_overlap = TierOverlapCandidate(static_cast<int>(c % kTierSteps));
   out.interval_scores = cv_scores(all);
   std::sort(out.interval_scores.begin(), out.interval_scores.end());
