@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
 
+#include "estimator/page_placement.h"
 #include "traces/base/file.h"
 #include "traces/base/json.h"
 #include "traces/base/status_macros.h"
@@ -11,61 +15,83 @@
 namespace tiergym {
 namespace {
 
-constexpr int kOverlapSteps = 10;  // candidates 0, 0.1, .., 1
+constexpr int kOverlapSteps = 10;  // compute overlap candidates 0, 0.1, .., 1
+// Tier overlap candidates 1, 0.9, .., 0.4 (1 first: ties keep the tiers concurrent).
+constexpr int kTierSteps = 7;
+double TierOverlapCandidate(int j) { return 1.0 - 0.1 * j; }
 
-struct Scores {
-  double mean = 0, max = 0;
-};
+// The candidate the runs `which` choose (the one-standard-error rule of Breiman, Friedman,
+// Olshen and Stone, "Classification and Regression Trees"): among the candidates whose
+// mean absolute residual is within one standard error of the lowest, the one nearest the
+// prior (in grid steps; ties to the lower mean). With a few dozen noisy runs many
+// candidates fit about as well; only a clear improvement moves a parameter from its prior.
+size_t Fit(const std::vector<std::vector<double>>& residual, const std::vector<size_t>& which,
+           size_t prior) {
+  const size_t candidates = residual.size();
+  std::vector<double> mean(candidates, 0.0);
+  size_t best = 0;
+  for (size_t c = 0; c < candidates; ++c) {
+    for (size_t i : which) mean[c] += std::fabs(residual[c][i]);
+    mean[c] /= static_cast<double>(std::max<size_t>(1, which.size()));
+    if (mean[c] < mean[best] - 1e-12) best = c;
+  }
+  double var = 0;
+  for (size_t i : which) {
+    const double e = std::fabs(residual[best][i]) - mean[best];
+    var += e * e;
+  }
+  const auto n = static_cast<double>(which.size());
+  const double se = n > 1 ? std::sqrt(var / (n - 1) / n) : 0.0;
+  auto steps = [&](size_t c) {
+    const auto o = static_cast<int>(c / kTierSteps), j = static_cast<int>(c % kTierSteps);
+    const auto po = static_cast<int>(prior / kTierSteps), pj = static_cast<int>(prior % kTierSteps);
+    return std::abs(o - po) + std::abs(j - pj);
+  };
+  size_t chosen = best;
+  for (size_t c = 0; c < candidates; ++c) {
+    if (mean[c] > mean[best] + se) continue;
+    if (steps(c) < steps(chosen) || (steps(c) == steps(chosen) && mean[c] < mean[chosen])) {
+      chosen = c;
+    }
+  }
+  return chosen;
+}
+
+// Splits `runs` (indices) into k folds by position: the i-th in fold i % k.
+std::vector<std::vector<size_t>> Folds(const std::vector<size_t>& runs, int k) {
+  std::vector<std::vector<size_t>> folds(k);
+  for (size_t i = 0; i < runs.size(); ++i) folds[i % k].push_back(runs[i]);
+  return folds;
+}
 
 }  // namespace
 
-double NormalQuantile(double p) {
-  // Acklam's rational approximation (relative error below 1.2e-9).
-  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,  -2.759285104469687e+02,
-                             1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
-  static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
-                             6.680131188771972e+01, -1.328068155288572e+01};
-  static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
-                             -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
-  static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
-                             3.754408661907416e+00};
-  p = std::clamp(p, 1e-12, 1 - 1e-12);
-  if (p < 0.02425) {
-    const double q = std::sqrt(-2 * std::log(p));
-    return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
-           ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
-  }
-  if (p > 1 - 0.02425) return -NormalQuantile(1 - p);
-  const double q = p - 0.5, r = q * q;
-  return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
-         (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
-}
-
 void ApplyCalibration(const Calibration& calibration, EstimatorOptions* options) {
   options->compute_overlap = calibration.compute_overlap;
+  options->tier_overlap = calibration.tier_overlap;
 }
 
-std::pair<double, double> WidenInterval(const Calibration& calibration, double estimate_ns,
-                                        double lo_ns, double hi_ns, double level) {
-  const double noise = NormalQuantile(0.5 + level / 2) * calibration.relative_noise * estimate_ns;
-  const double below = std::max(0.0, estimate_ns - lo_ns),
-               above = std::max(0.0, hi_ns - estimate_ns);
-  return {estimate_ns - std::hypot(below, noise), estimate_ns + std::hypot(above, noise)};
+PredictionInterval CalibratedInterval(const Calibration& calibration, double estimate_ns,
+                                      double paper_ns, const SamplingInterval& sampling,
+                                      double level) {
+  return ConformalInterval(calibration.interval_scores, calibration.prior, estimate_ns, paper_ns,
+                           sampling, level);
 }
 
 absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_view source) {
   TG_ASSIGN_OR_RETURN(json::Value doc, json::Parse(text, source));
   json::ObjectReader r(doc, std::string(source), "");
   TG_RETURN_IF_ERROR(r.CheckIsObject());
-  TG_RETURN_IF_ERROR(r.OnlyKeys({"format", "version", "model", "compute_overlap", "relative_noise",
-                                 "fitted_runs", "cross_validation"}));
+  TG_RETURN_IF_ERROR(r.OnlyKeys({"format", "version", "model", "compute_overlap", "tier_overlap",
+                                 "relative_noise", "interval", "fitted_runs", "cross_validation"}));
   TG_ASSIGN_OR_RETURN(std::string format, r.RequiredString("format"));
   if (format != "tiergym-calibration") {
     return r.Error("format", nullptr,
-                   StrCat("expected \"tiergym-calibration\", got \"", format, "\""));
+                   StrCat(R"(expected "tiergym-calibration", got ")", format, "\""));
   }
   TG_ASSIGN_OR_RETURN(double version, r.RequiredNumber("version"));
-  if (version != 1) return r.Error("version", nullptr, "only version 1 is known");
+  if (version != 1 && version != 2)
+    return r.Error("version", nullptr, "only versions 1 and 2 are known");
   Calibration c;
   TG_ASSIGN_OR_RETURN(std::string model, r.RequiredString("model"));
   auto parsed = ParseModel(model);
@@ -75,9 +101,38 @@ absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_
   if (!(c.compute_overlap >= 0 && c.compute_overlap <= 1)) {
     return r.Error("compute_overlap", nullptr, "must be in [0, 1]");
   }
+  TG_ASSIGN_OR_RETURN(c.tier_overlap, r.OptionalNumber("tier_overlap", 1));
+  if (!(c.tier_overlap >= 0 && c.tier_overlap <= 1)) {
+    return r.Error("tier_overlap", nullptr, "must be in [0, 1]");
+  }
   TG_ASSIGN_OR_RETURN(c.relative_noise, r.RequiredNumber("relative_noise"));
   if (!(c.relative_noise >= 0 && c.relative_noise <= 1)) {
     return r.Error("relative_noise", nullptr, "must be in [0, 1]");
+  }
+  TG_ASSIGN_OR_RETURN(const json::Value* interval, r.OptionalMember("interval"));
+  if (interval != nullptr) {
+    json::ObjectReader v(*interval, std::string(source), "interval");
+    TG_RETURN_IF_ERROR(v.CheckIsObject());
+    TG_RETURN_IF_ERROR(v.OnlyKeys({"noise", "model_error", "scores"}));
+    TG_ASSIGN_OR_RETURN(c.prior.noise, v.RequiredNumber("noise"));
+    TG_ASSIGN_OR_RETURN(c.prior.model_error, v.RequiredNumber("model_error"));
+    if (!(c.prior.noise > 0 && c.prior.noise <= 1)) {
+      return v.Error("noise", nullptr, "must be in (0, 1]");
+    }
+    if (!(c.prior.model_error >= 0 && c.prior.model_error <= 10)) {
+      return v.Error("model_error", nullptr, "must be in [0, 10]");
+    }
+    TG_ASSIGN_OR_RETURN(const json::Value* scores, v.OptionalMember("scores"));
+    if (scores != nullptr) {
+      if (!scores->is_array()) return v.Error("scores", scores, "must be an array of numbers");
+      for (const json::Value& x : scores->array()) {
+        if (!x.is_number() || !(x.number() >= 0) || !std::isfinite(x.number())) {
+          return v.Error("scores", &x, "every score must be a number >= 0");
+        }
+        c.interval_scores.push_back(x.number());
+      }
+      std::sort(c.interval_scores.begin(), c.interval_scores.end());
+    }
   }
   TG_ASSIGN_OR_RETURN(uint64_t fitted, r.OptionalUint64("fitted_runs", 0));
   c.fitted_runs = static_cast<int>(std::min<uint64_t>(fitted, 1u << 30));
@@ -85,8 +140,9 @@ absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_
   if (cv != nullptr) {
     json::ObjectReader v(*cv, std::string(source), "cross_validation");
     TG_RETURN_IF_ERROR(v.CheckIsObject());
-    TG_RETURN_IF_ERROR(v.OnlyKeys({"folds", "mean_error_pct", "max_error_pct",
-                                   "uncalibrated_mean_error_pct", "uncalibrated_max_error_pct"}));
+    TG_RETURN_IF_ERROR(
+        v.OnlyKeys({"folds", "mean_error_pct", "max_error_pct", "uncalibrated_mean_error_pct",
+                    "uncalibrated_max_error_pct", "coverage"}));
     TG_ASSIGN_OR_RETURN(uint64_t folds, v.RequiredUint64("folds"));
     c.folds = static_cast<int>(std::min<uint64_t>(folds, 1u << 30));
     TG_ASSIGN_OR_RETURN(c.cv_mean_error_pct, v.RequiredNumber("mean_error_pct"));
@@ -95,6 +151,7 @@ absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_
                         v.RequiredNumber("uncalibrated_mean_error_pct"));
     TG_ASSIGN_OR_RETURN(c.uncalibrated_max_error_pct,
                         v.RequiredNumber("uncalibrated_max_error_pct"));
+    TG_ASSIGN_OR_RETURN(c.cv_coverage, v.OptionalNumber("coverage", -1));
   }
   return c;
 }
@@ -110,13 +167,26 @@ std::string FormatCalibration(const Calibration& c) {
   w.Key("format");
   w.String("tiergym-calibration");
   w.Key("version");
-  w.Int(1);
+  w.Int(2);
   w.Key("model");
   w.String(ModelName(c.model));
   w.Key("compute_overlap");
   w.Double(c.compute_overlap);
+  w.Key("tier_overlap");
+  w.Double(c.tier_overlap);
   w.Key("relative_noise");
   w.Double(c.relative_noise);
+  w.Key("interval");
+  w.BeginObject();
+  w.Key("noise");
+  w.Double(c.prior.noise);
+  w.Key("model_error");
+  w.Double(c.prior.model_error);
+  w.Key("scores");
+  w.BeginArray();
+  for (double s : c.interval_scores) w.Double(s);
+  w.EndArray();
+  w.EndObject();
   w.Key("fitted_runs");
   w.Int(c.fitted_runs);
   if (c.folds > 0) {
@@ -132,6 +202,10 @@ std::string FormatCalibration(const Calibration& c) {
     w.Double(c.uncalibrated_mean_error_pct);
     w.Key("uncalibrated_max_error_pct");
     w.Double(c.uncalibrated_max_error_pct);
+    if (c.cv_coverage >= 0) {
+      w.Key("coverage");
+      w.Double(c.cv_coverage);
+    }
     w.EndObject();
   }
   w.EndObject();
@@ -150,63 +224,101 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
                                              " folds needs at least ", options.folds,
                                              " measured runs, got ", n));
   }
-  // Relative residual (estimate / measured - 1) of every run under every candidate
-  // overlap: [candidate][run].
-  std::vector<std::vector<double>> residual(kOverlapSteps + 1, std::vector<double>(n));
-  for (int c = 0; c <= kOverlapSteps; ++c) {
-    EstimatorOptions o = base;
-    o.compute_overlap = static_cast<double>(c) / kOverlapSteps;
+  // Relative residual (estimate / measured - 1) of every run under every candidate:
+  // [o * kTierSteps + j][run]; the paper model's estimates for the interval scale.
+  const size_t candidates = static_cast<size_t>(kOverlapSteps + 1) * kTierSteps;
+  std::vector<std::vector<double>> residual(candidates, std::vector<double>(n));
+  std::vector<double> paper_ns(n), estimate_ns(n * candidates);
+  auto measured = [&](size_t i) { return static_cast<double>(runs[i].first.runtime_ns); };
+  for (int o = 0; o <= kOverlapSteps; ++o) {
+    EstimatorOptions opts = base;
+    opts.compute_overlap = static_cast<double>(o) / kOverlapSteps;
     if (options.progress) {
       options.progress(StrCat("estimating ", n, " runs with compute overlap ",
-                              FixedDecimal(o.compute_overlap, 1)));
+                              FixedDecimal(opts.compute_overlap, 1), " and ", kTierSteps,
+                              " tier overlaps"));
     }
-    TG_ASSIGN_OR_RETURN(auto estimator, Estimator::Create(profile, o));
+    TG_ASSIGN_OR_RETURN(auto estimator, Estimator::Create(profile, opts));
+    // Per base device and tier overlap, the index copy.
+    std::map<std::pair<std::string, int>, std::shared_ptr<const EstimatorIndex>> copies;
     for (size_t i = 0; i < n; ++i) {
-      auto est = estimator->EstimatePlacement(runs[i].second, options.model);
-      if (!est.ok()) {
-        return absl::Status(est.status().code(),
-                            StrCat("run ", runs[i].first.name, ": ", est.status().message()));
+      const Placement& placement = runs[i].second;
+      auto fail = [&](const absl::Status& s) {
+        return absl::Status(s.code(), StrCat("run ", runs[i].first.name, ": ", s.message()));
+      };
+      if (absl::Status s = CheckPlacementTiers(profile, placement); !s.ok()) return fail(s);
+      auto index = estimator->IndexFor(placement.default_tier);
+      if (!index.ok()) return fail(index.status());
+      auto resolved = (*index)->Resolve(placement);
+      if (!resolved.ok()) return fail(resolved.status());
+      if (o == 0) {
+        auto paper = (*index)->RuntimeNs(*resolved, Model::kPaper);
+        if (!paper.ok()) return fail(paper.status());
+        paper_ns[i] = *paper;
       }
-      residual[c][i] = est->runtime_ns / static_cast<double>(runs[i].first.runtime_ns) - 1;
+      for (int j = 0; j < kTierSteps; ++j) {
+        auto& copy = copies[{placement.default_tier, j}];
+        if (copy == nullptr) copy = (*index)->WithTierOverlap(TierOverlapCandidate(j));
+        auto est = copy->RuntimeNs(*resolved, options.model);
+        if (!est.ok()) return fail(est.status());
+        const size_t c = static_cast<size_t>(o) * kTierSteps + j;
+        residual[c][i] = *est / measured(i) - 1;
+        estimate_ns[c * n + i] = *est;
+      }
     }
   }
-  auto score = [&](int c, const std::vector<size_t>& which) {
-    Scores s;
-    for (size_t i : which) {
-      const double e = 100 * std::fabs(residual[c][i]);
-      s.mean += e / static_cast<double>(which.size());
-      s.max = std::max(s.max, e);
-    }
-    return s;
+  // The uncalibrated candidate: the base options' overlaps, rounded to the grid.
+  const int prior_o = static_cast<int>(std::lround(base.compute_overlap * kOverlapSteps));
+  int prior_j = static_cast<int>(std::lround((1.0 - base.tier_overlap) * 10));
+  prior_j = std::clamp(prior_j, 0, kTierSteps - 1);
+  const size_t prior = static_cast<size_t>(prior_o) * kTierSteps + prior_j;
+  auto score = [&](size_t c, size_t i) {
+    return std::fabs(residual[c][i]) /
+           RelativeSd(options.prior, estimate_ns[c * n + i], paper_ns[i]);
   };
-  auto fit = [&](const std::vector<size_t>& which) {
-    int best = 0;
-    double best_mean = score(0, which).mean;
-    for (int c = 1; c <= kOverlapSteps; ++c) {
-      const double m = score(c, which).mean;
-      if (m < best_mean) {
-        best_mean = m;
-        best = c;
-      }
-    }
-    return best;
-  };
-  const int prior = static_cast<int>(std::lround(base.compute_overlap * kOverlapSteps));
   Calibration out;
   out.model = options.model;
   out.folds = options.folds;
+  out.prior = options.prior;
   std::vector<size_t> all(n);
-  for (size_t i = 0; i < n; ++i) all[i] = i;
-  // k-fold: run i is in fold i % k; scored with the overlap fitted on the other folds.
+  std::iota(all.begin(), all.end(), 0);
+  // The scores of `runs`, each from a fit on the other folds of `runs` only.
+  auto cv_scores = [&](const std::vector<size_t>& which) {
+    std::vector<double> scores;
+    const auto folds = Folds(which, options.folds);
+    for (size_t f = 0; f < folds.size(); ++f) {
+      std::vector<size_t> train;
+      for (size_t g = 0; g < folds.size(); ++g) {
+        if (g != f) train.insert(train.end(), folds[g].begin(), folds[g].end());
+      }
+      if (train.empty()) continue;
+      const size_t c = Fit(residual, train, prior);
+      for (size_t i : folds[f]) scores.push_back(score(c, i));
+    }
+    return scores;
+  };
+  // k-fold: run i is in fold i % k, scored with the candidate fitted on the other folds,
+  // and its interval from the other folds' own cross-validated scores.
+  out.cv_residual.assign(n, 0);
+  out.cv_inside.assign(n, false);
   std::vector<double> cv_error(n), prior_error(n);
-  for (int f = 0; f < options.folds; ++f) {
-    std::vector<size_t> train, test;
-    for (size_t i = 0; i < n; ++i)
-      (static_cast<int>(i % options.folds) == f ? test : train).push_back(i);
-    const int c = fit(train);
-    for (size_t i : test) {
+  size_t inside = 0;
+  const auto folds = Folds(all, options.folds);
+  for (size_t f = 0; f < folds.size(); ++f) {
+    std::vector<size_t> train;
+    for (size_t g = 0; g < folds.size(); ++g) {
+      if (g != f) train.insert(train.end(), folds[g].begin(), folds[g].end());
+    }
+    const size_t c = Fit(residual, train, prior);
+    const std::vector<double> scores = cv_scores(train);
+    for (size_t i : folds[f]) {
+      out.cv_residual[i] = residual[c][i];
       cv_error[i] = 100 * std::fabs(residual[c][i]);
       prior_error[i] = 100 * std::fabs(residual[prior][i]);
+      const PredictionInterval interval = ConformalInterval(
+          scores, options.prior, estimate_ns[c * n + i], paper_ns[i], SamplingInterval{}, 0.9);
+      out.cv_inside[i] = Inside(interval, measured(i));
+      inside += out.cv_inside[i];
     }
   }
   for (size_t i = 0; i < n; ++i) {
@@ -215,11 +327,15 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
     out.uncalibrated_mean_error_pct += prior_error[i] / static_cast<double>(n);
     out.uncalibrated_max_error_pct = std::max(out.uncalibrated_max_error_pct, prior_error[i]);
   }
-  // The final fit uses every run.
-  const int c = fit(all);
-  out.compute_overlap = static_cast<double>(c) / kOverlapSteps;
-  // Root mean square of the relative residuals: what a prediction interval must cover
-  // beyond the sampling (bias included).
+  out.cv_coverage = static_cast<double>(inside) / static_cast<double>(n);
+  // The final fit uses every run; its interval the cross-validated scores of all runs.
+  const size_t c = Fit(residual, all, prior);
+  const size_t overlap_step = c / kTierSteps;  // the compute overlap's grid step
+  out.compute_overlap = static_cast<double>(overlap_step) / kOverlapSteps;
+  out.tier_overlap = TierOverlapCandidate(static_cast<int>(c % kTierSteps));
+  out.interval_scores = cv_scores(all);
+  std::sort(out.interval_scores.begin(), out.interval_scores.end());
+  // Root mean square of the relative residuals: what the estimate misses beyond sampling.
   double squares = 0;
   for (size_t i = 0; i < n; ++i) squares += residual[c][i] * residual[c][i];
   out.relative_noise = std::sqrt(squares / static_cast<double>(n));

@@ -1,24 +1,40 @@
 // Calibration of the runtime estimator from measured runs.
 //
-// Two physically meaningful quantities the profile alone cannot determine:
+// Quantities the profile alone cannot determine, fitted on measured runs of mixed
+// placements (estimator/README.md, "Calibration from measured runs"):
 //   - compute_overlap: the share of the shorter of compute and memory time that hides under
 //     the longer (the roofline model's `o`; with two devices the runs cannot separate it
-//     from the compute time, estimator/README.md, "The roofline model");
-//   - relative_noise: the run-to-run variation of measured runtimes that the estimate does
-//     not model (relative standard deviation of the residuals), which widens the sampling
-//     interval into a prediction interval.
-// Calibrate() fits them on measured runs and reports k-fold cross-validated errors: every
-// run is scored by parameters fitted on the other folds only.
+//     from the compute time). In [0, 1]: 0 and 1 are physical bounds (nothing, or all of
+//     the shorter time, hidden);
+//   - tier_overlap: the share of the shorter tiers' bandwidth-bound time that overlaps the
+//     longest in a mix (IndexOptions::tier_overlap; a single-tier run cannot show it). In
+//     [0.4, 1]: 1 is the physical bound (the tiers transfer concurrently), 0.4 the
+//     smallest the grid tries;
+//   - the prediction interval: the cross-validated residuals of the runs, each divided by
+//     its prior scale (prediction_interval.h), as the scores of a split-conformal interval;
+//     and relative_noise, their root mean square under the final fit.
+// Calibrate() fits them on a grid (compute_overlap 0, 0.1, .., 1 by rebuilding the index;
+// tier_overlap 1, 0.9, .., 0.4 on copies of it, EstimatorIndex::WithTierOverlap; by the
+// one-standard-error rule: of the candidates whose mean absolute error is within one
+// standard error of the lowest, the one nearest the prior) and reports k-fold
+// cross-validated errors: every run is scored by parameters fitted on the other folds
+// only, and its interval from scores of those folds only (nested: the scores of the other
+// folds come from fits without the run's fold either).
 //
 // File format (JSON, written by WriteCalibration, read by ReadCalibration):
-//   {"format": "tiergym-calibration", "version": 1,
+//   {"format": "tiergym-calibration", "version": 2,
 //    "model": "roofline",            // the model the parameters were fitted for
 //    "compute_overlap": 0.7,         // in [0, 1]
+//    "tier_overlap": 0.9,            // in [0, 1]; version 1 files: 1
 //    "relative_noise": 0.006,        // >= 0, relative standard deviation
+//    "interval": {"noise": 0.01, "model_error": 0.13,    // the prior the scores divide by
+//                 "scores": [0.2, 1.1, ...]},            // optional
 //    "fitted_runs": 18,              // informational
 //    "cross_validation": {"folds": 5, "mean_error_pct": .., "max_error_pct": ..,
-//                         "uncalibrated_mean_error_pct": .., "uncalibrated_max_error_pct": ..}}
-// Unknown keys are errors; "cross_validation" and "fitted_runs" are optional on reading.
+//                         "uncalibrated_mean_error_pct": .., "uncalibrated_max_error_pct": ..,
+//                         "coverage": ..}}   // coverage optional
+// Unknown keys are errors; "cross_validation", "fitted_runs", "tier_overlap" and
+// "interval" are optional on reading (version 1 files read as before).
 #ifndef TIERGYM_ESTIMATOR_CALIBRATION_H_
 #define TIERGYM_ESTIMATOR_CALIBRATION_H_
 
@@ -29,6 +45,7 @@
 
 #include "absl/status/statusor.h"
 #include "estimator/estimator.h"
+#include "estimator/prediction_interval.h"
 #include "traces/measured_runs.h"
 #include "traces/placement.h"
 
@@ -37,21 +54,32 @@ namespace tiergym {
 struct Calibration {
   Model model = Model::kRoofline;
   double compute_overlap = 0.5;
+  double tier_overlap = 1;
   double relative_noise = 0;
+  // The split-conformal scores (ascending) and the prior they are relative to.
+  IntervalPrior prior;
+  std::vector<double> interval_scores;
   int fitted_runs = 0;
   // Cross-validation (k-fold) of the fit; folds == 0 when absent.
   int folds = 0;
   double cv_mean_error_pct = 0, cv_max_error_pct = 0;
   double uncalibrated_mean_error_pct = 0, uncalibrated_max_error_pct = 0;
+  double cv_coverage = -1;  // share of runs inside their cross-validated 90 % interval
+  // Per run, in the order given: the cross-validated relative residual (estimate /
+  // measured - 1) and whether it lay in its cross-validated 90 % interval. Not written to
+  // the file.
+  std::vector<double> cv_residual;
+  std::vector<bool> cv_inside;
 };
 
-// Sets the options the calibration determines (compute_overlap).
+// Sets the options the calibration determines (compute_overlap, tier_overlap).
 void ApplyCalibration(const Calibration& calibration, EstimatorOptions* options);
 
-// The sampling interval [lo, hi] of `estimate_ns` widened by the calibration's noise: the
-// half-widths add in quadrature with z(level) * relative_noise * estimate_ns.
-std::pair<double, double> WidenInterval(const Calibration& calibration, double estimate_ns,
-                                        double lo_ns, double hi_ns, double level);
+// The interval of an estimate under the calibration: ConformalInterval with its scores
+// and prior (the prior interval when it has no scores).
+PredictionInterval CalibratedInterval(const Calibration& calibration, double estimate_ns,
+                                      double paper_ns, const SamplingInterval& sampling,
+                                      double level);
 
 absl::StatusOr<Calibration> ReadCalibration(const std::string& path);
 absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_view source);
@@ -59,21 +87,19 @@ std::string FormatCalibration(const Calibration& calibration);
 
 struct CalibrationOptions {
   int folds = 5;  // >= 2, <= the number of runs
-  // Candidate overlaps: 0, 0.1, .., 1.
   Model model = Model::kRoofline;
+  // The prior the interval scores are relative to.
+  IntervalPrior prior;
   // Progress lines (may be empty).
   std::function<void(const std::string&)> progress;
 };
 
 // Fits the calibration on `runs` with estimators built from `base` options (its
-// compute_overlap is the uncalibrated prior). InvalidArgument for fewer runs than folds
-// or fewer than 2 folds; estimation errors name the run.
+// compute_overlap and tier_overlap are the uncalibrated prior). InvalidArgument for fewer
+// runs than folds or fewer than 2 folds; estimation errors name the run.
 absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOptions& base,
                                       const std::vector<std::pair<MeasuredRun, Placement>>& runs,
                                       const CalibrationOptions& options = {});
-
-// The standard normal quantile (for intervals), p in (0, 1).
-double NormalQuantile(double p);
 
 }  // namespace tiergym
 

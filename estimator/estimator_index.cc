@@ -27,6 +27,12 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
   return std::shared_ptr<const EstimatorIndex>(std::move(index));
 }
 
+std::shared_ptr<const EstimatorIndex> EstimatorIndex::WithTierOverlap(double tier_overlap) const {
+  auto copy = std::shared_ptr<EstimatorIndex>(new EstimatorIndex(*this));
+  copy->blocks_.memory.tier_overlap = tier_overlap;
+  return copy;
+}
+
 std::pair<uint32_t, uint32_t> EstimatorIndex::IdsOfPages(uint64_t first_page,
                                                          uint64_t last_page) const {
   const auto lo = std::lower_bound(pages_.begin(), pages_.end(), first_page);

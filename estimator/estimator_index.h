@@ -78,6 +78,11 @@ class EstimatorIndex {
   // The estimate with its breakdown per phase and device (O(non-zeros + pages)).
   absl::StatusOr<Estimate> EstimateDetailed(const ResolvedPlacement& placement, Model model) const;
 
+  // A copy of this index whose roofline mixes combine the tiers' bandwidth-bound times with
+  // `tier_overlap` instead (IndexOptions::tier_overlap; the blocks' fits do not depend on
+  // it): what a calibration tries without rebuilding. REQUIRES: tier_overlap in [0, 1].
+  std::shared_ptr<const EstimatorIndex> WithTierOverlap(double tier_overlap) const;
+
   const std::vector<std::string>& devices() const { return devices_; }
   int base() const { return base_; }
   int page_shift() const { return page_shift_; }

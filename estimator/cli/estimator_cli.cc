@@ -65,9 +65,13 @@ void AddEstimateOptions(ArgParser& p) {
               "rule)",
               "apart");
   p.AddOption("calibration", "FILE",
-              "calibration from `tiergym calibrate`: its compute overlap, and its residual "
-              "noise widening the sampling interval");
-  p.AddOption("level", "FRACTION", "confidence level of the sampling interval", "0.9");
+              "calibration from `tiergym calibrate`: its compute and tier overlaps, and its "
+              "cross-validated residuals setting the interval (without one: the family's "
+              "prior, estimator/README.md)");
+  p.AddOption("level", "FRACTION",
+              "probability that the interval holds the measured runtime (sampling, noise and "
+              "the model's error)",
+              "0.9");
   p.AddOption("replicates", "N", "bootstrap replicates of the sampling interval", "100");
   p.AddOption("seed", "N", "seed of the bootstrap", "1");
   p.AddOption("overlap", "FRACTION",
@@ -109,7 +113,7 @@ struct CommonArgs {
   Model model = Model::kPaper;
   bool replay = false;
   std::optional<Calibration> calibration;
-  double level = 0.9;  // sampling interval
+  double level = 0.9;  // of the interval
   int replicates = 100;
   uint64_t seed = 1;
 };
@@ -295,6 +299,16 @@ absl::StatusOr<std::unique_ptr<Estimator>> MakeEstimator(const ArgParser& p, Com
   return Estimator::Create(*std::move(profile), common.options);
 }
 
+// The interval of an estimate: the calibration's (conformal) with one, the family's prior
+// without (prediction_interval.h).
+PredictionInterval IntervalOf(const CommonArgs& common, double estimate_ns, double paper_ns,
+                              const SamplingInterval& sampling) {
+  if (common.calibration) {
+    return CalibratedInterval(*common.calibration, estimate_ns, paper_ns, sampling, common.level);
+  }
+  return PriorInterval(IntervalPrior{}, estimate_ns, paper_ns, sampling, common.level);
+}
+
 absl::StatusOr<Estimate> EstimateWith(Estimator& estimator, const CommonArgs& common,
                                       const Placement& placement, Model model) {
   if (common.replay) {
@@ -350,31 +364,41 @@ std::string EstimatorCommandsHelp() {
   return "  estimate               estimate a profile's runtime under a placement\n"
          "  validate               compare estimates with measured runs (runs.csv) or co-runs\n"
          "                         (--corun coruns.csv)\n"
-         "  calibrate              fit the estimator's compute overlap and noise to measured "
-         "runs\n";
+         "  calibrate              fit the estimator's compute and tier overlaps and its "
+         "interval to measured runs\n";
 }
 
 int RunCalibrateCommand(const std::vector<std::string>& args) {
   ArgParser p("tiergym calibrate",
-              "Fit the roofline model's compute overlap and the residual noise of the estimate "
-              "to measured runs, report the k-fold cross-validated error (every run scored by "
-              "a fit on the other folds) and write the calibration file that estimate and "
-              "validate read with --calibration (format: estimator/calibration.h).");
-  p.AddOption("profile", "DIR", "profile directory: one trace per device");
+              "Fit the roofline model's compute overlap and tier overlap, and the prediction "
+              "interval's scores, to measured runs; report the k-fold cross-validated error "
+              "and interval coverage (every run scored by a fit on the other folds) and write "
+              "the calibration file that estimate and validate read with --calibration "
+              "(format: estimator/calibration.h). The estimator options are those of "
+              "validate; they set the uncalibrated prior.");
+  AddEstimateOptions(p);
   p.AddOption("runs", "FILE", "measured runs CSV (name,placement,runtime_ns)");
-  p.AddOption("machine", "NAME|FILE", "machine description (knl, disagg or a JSON file)");
   p.AddOption("out", "FILE", "where to write the calibration JSON");
   p.AddOption("folds", "K", "cross-validation folds", "5");
   p.AddFlag("quiet", "no progress on stderr");
-  if (std::optional<int> rc = p.ParseOrExit(args)) return *rc;
-  absl::Status s = p.Require("profile");
-  for (const char* required : {"runs", "machine", "out"}) {
-    if (s.ok()) s = p.Require(required);
-  }
+  p.SetEpilog(
+      "JSON output: {runs: [{name, measured_ns, cv_error_pct, cv_inside}], compute_overlap,\n"
+      "tier_overlap, relative_noise, folds, cv_mean_error_pct, cv_max_error_pct,\n"
+      "uncalibrated_mean_error_pct, uncalibrated_max_error_pct, cv_coverage}.");
+  CommonArgs common;
+  if (std::optional<int> rc = ParseArgs(p, args, "runs", &common)) return *rc;
+  absl::Status s = p.Require("machine");
+  if (s.ok()) s = p.Require("out");
   auto folds = p.GetUint64("folds");
   if (s.ok() && !(folds.ok() && *folds >= 2 && *folds <= 1000)) {
     s = absl::InvalidArgumentError(
         StrCat("--folds must be an integer in [2, 1000], not '", p.Get("folds"), "'"));
+  }
+  if (s.ok() && p.Given("calibration")) {
+    s = absl::InvalidArgumentError("--calibration: calibrate fits one; it does not read one");
+  }
+  if (s.ok() && common.model != Model::kRoofline) {
+    s = absl::InvalidArgumentError("calibrate fits the roofline model (--model roofline)");
   }
   if (!s.ok()) {
     std::cerr << s.message() << "\n";
@@ -384,13 +408,14 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
   if (!profile.ok()) return Fail(profile.status());
   auto machine = LoadMachine(p.Get("machine"));
   if (!machine.ok()) return Fail(machine.status());
+  common.options.machine = *machine;
   auto runs = ReadMeasuredRunsWithPlacements(p.Get("runs"));
   if (!runs.ok()) return Fail(runs.status());
   CalibrationOptions options;
   options.folds = static_cast<int>(*folds);
   if (!p.Flag("quiet"))
     options.progress = [](const std::string& line) { std::cerr << line << "\n"; };
-  auto calibration = Calibrate(*profile, RecommendedEstimatorOptions(*machine), *runs, options);
+  auto calibration = Calibrate(*profile, common.options, *runs, options);
   if (!calibration.ok()) {
     return Fail(absl::Status(calibration.status().code(),
                              StrCat(p.Get("runs"), ": ", calibration.status().message())));
@@ -400,14 +425,53 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
     return Fail(w);
   }
   const Calibration& c = *calibration;
+  if (p.Flag("json")) {
+    json::Writer w;
+    w.BeginObject();
+    w.Key("runs");
+    w.BeginArray();
+    for (size_t i = 0; i < runs->size(); ++i) {
+      w.BeginObject();
+      w.Key("name");
+      w.String((*runs)[i].first.name);
+      w.Key("measured_ns");
+      w.Uint((*runs)[i].first.runtime_ns);
+      w.Key("cv_error_pct");
+      w.Double(100 * std::fabs(c.cv_residual[i]));
+      w.Key("cv_inside");
+      w.Bool(c.cv_inside[i]);
+      w.EndObject();
+    }
+    w.EndArray();
+    for (const auto& [key, value] : std::vector<std::pair<const char*, double>>{
+             {"compute_overlap", c.compute_overlap},
+             {"tier_overlap", c.tier_overlap},
+             {"relative_noise", c.relative_noise},
+             {"folds", c.folds},
+             {"cv_mean_error_pct", c.cv_mean_error_pct},
+             {"cv_max_error_pct", c.cv_max_error_pct},
+             {"uncalibrated_mean_error_pct", c.uncalibrated_mean_error_pct},
+             {"uncalibrated_max_error_pct", c.uncalibrated_max_error_pct},
+             {"cv_coverage", c.cv_coverage}}) {
+      w.Key(key);
+      w.Double(value);
+    }
+    w.EndObject();
+    std::cout << w.Take() << "\n";
+    return 0;
+  }
   std::printf(
       "%d runs, %d-fold cross-validation (each run scored by a fit on the others):\n"
-      "  uncalibrated (overlap 0.5): mean error %.2f %%, max error %.2f %%\n"
-      "  calibrated:                 mean error %.2f %%, max error %.2f %%\n"
-      "fitted on all runs: compute overlap %.1f, relative noise %.2f %%; wrote %s\n",
-      c.fitted_runs, c.folds, c.uncalibrated_mean_error_pct, c.uncalibrated_max_error_pct,
-      c.cv_mean_error_pct, c.cv_max_error_pct, c.compute_overlap, 100 * c.relative_noise,
-      p.Get("out").c_str());
+      "  uncalibrated (compute overlap %.1f, tier overlap %.1f): mean error %.2f %%, max error "
+      "%.2f %%\n"
+      "  calibrated: mean error %.2f %%, max error %.2f %%; measured runtime inside the 90 %% "
+      "interval in %.0f %% of the runs\n"
+      "fitted on all runs: compute overlap %.1f, tier overlap %.1f, relative noise %.2f %%; "
+      "wrote %s\n",
+      c.fitted_runs, c.folds, common.options.compute_overlap, common.options.tier_overlap,
+      c.uncalibrated_mean_error_pct, c.uncalibrated_max_error_pct, c.cv_mean_error_pct,
+      c.cv_max_error_pct, 100 * c.cv_coverage, c.compute_overlap, c.tier_overlap,
+      100 * c.relative_noise, p.Get("out").c_str());
   return 0;
 }
 
@@ -434,19 +498,19 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
   auto est = EstimateWith(**estimator, common, *placement, common.model);
   if (!est.ok()) return Fail(est.status());
   const double without_interference = est->runtime_ns;
-  // The sampling interval (not with the replay, nor with interference, whose slowdowns
-  // it does not cover).
+  // The interval (not with the replay, nor with interference, whose slowdowns it does not
+  // cover): sampling, noise and the model's own error.
   std::optional<SamplingInterval> spread;
+  std::optional<PredictionInterval> interval;
   if (!common.replay && !p.Given("interference")) {
     auto sp = (*estimator)
                   ->SamplingSpread(*placement, common.model, common.replicates, common.seed,
                                    common.level);
     if (!sp.ok()) return Fail(sp.status());
     spread = *sp;
-    if (common.calibration) {
-      std::tie(spread->lo_ns, spread->hi_ns) = WidenInterval(
-          *common.calibration, est->runtime_ns, spread->lo_ns, spread->hi_ns, spread->level);
-    }
+    auto paper = (*estimator)->EstimatePlacement(*placement, Model::kPaper);
+    if (!paper.ok()) return Fail(paper.status());
+    interval = IntervalOf(common, est->runtime_ns, paper->runtime_ns, *spread);
   }
   if (p.Given("interference")) {
     if (common.replay)
@@ -468,15 +532,21 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
     }
     w.Key("model");
     w.String(ModelName(common.model));
-    if (spread) {
+    if (spread && interval) {
       w.Key("interval");
       w.BeginObject();
       w.Key("lo_ns");
-      w.Double(std::round(spread->lo_ns));
+      w.Double(std::round(interval->lo_ns));
       w.Key("hi_ns");
-      w.Double(std::round(spread->hi_ns));
+      w.Double(std::round(interval->hi_ns));
       w.Key("level");
-      w.Double(spread->level);
+      w.Double(interval->level);
+      w.Key("calibrated");
+      w.Bool(common.calibration.has_value());
+      w.Key("sampling_lo_ns");
+      w.Double(std::round(spread->lo_ns));
+      w.Key("sampling_hi_ns");
+      w.Double(std::round(spread->hi_ns));
       w.Key("stddev_ns");
       w.Double(std::round(spread->stddev_ns));
       w.Key("replicates");
@@ -516,11 +586,14 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
   }
   std::cout << "estimated runtime " << FormatDuration(static_cast<uint64_t>(est->runtime_ns))
             << " for " << p.Get("placement") << " (" << ModelName(common.model) << " model)\n";
-  if (spread) {
-    std::cout << "  " << FixedDecimal(100 * spread->level, 0) << " % sampling interval "
-              << FormatDuration(static_cast<uint64_t>(spread->lo_ns)) << " .. "
-              << FormatDuration(static_cast<uint64_t>(spread->hi_ns)) << " (" << spread->replicates
-              << " bootstrap replicates)\n";
+  if (spread && interval) {
+    std::cout << "  " << FixedDecimal(100 * interval->level, 0) << " % interval "
+              << FormatDuration(static_cast<uint64_t>(interval->lo_ns)) << " .. "
+              << FormatDuration(static_cast<uint64_t>(interval->hi_ns))
+              << (common.calibration ? " (calibrated" : " (the family's prior")
+              << "; sampling alone " << FormatDuration(static_cast<uint64_t>(spread->lo_ns))
+              << " .. " << FormatDuration(static_cast<uint64_t>(spread->hi_ns)) << ", "
+              << spread->replicates << " bootstrap replicates)\n";
   }
   if (p.Given("interference")) {
     std::cout << "  with the co-runners of " << p.Get("interference") << "; without them "
@@ -587,11 +660,10 @@ int RunValidateCommand(const std::vector<std::string>& args) {
   struct Row {
     std::string name;
     uint64_t measured_ns;
-    std::vector<double> estimated_ns;        // per model
-    std::optional<SamplingInterval> spread;  // the chosen model's sampling interval
+    std::vector<double> estimated_ns;          // per model
+    std::optional<PredictionInterval> spread;  // the chosen model's interval
     [[nodiscard]] bool inside() const {
-      return spread && spread->lo_ns <= static_cast<double>(measured_ns) &&
-             static_cast<double>(measured_ns) <= spread->hi_ns;
+      return spread && Inside(*spread, static_cast<double>(measured_ns));
     }
   };
   std::vector<Row> rows;
@@ -609,11 +681,8 @@ int RunValidateCommand(const std::vector<std::string>& args) {
         auto sp = (*estimator)
                       ->SamplingSpread(placement, m, common.replicates, common.seed, common.level);
         if (!sp.ok()) return Fail(sp.status());
-        row.spread = *sp;
-        if (common.calibration) {
-          std::tie(row.spread->lo_ns, row.spread->hi_ns) =
-              WidenInterval(*common.calibration, est->runtime_ns, sp->lo_ns, sp->hi_ns, sp->level);
-        }
+        // models[0] is the paper model, estimated first.
+        row.spread = IntervalOf(common, est->runtime_ns, row.estimated_ns.front(), *sp);
       }
     }
     rows.push_back(std::move(row));
@@ -727,9 +796,10 @@ int RunValidateCommand(const std::vector<std::string>& args) {
     }
     if (with_interval) {
       std::printf(
-          "%s model: measured runtime inside the %.0f %% sampling interval in %zu of %zu "
+          "%s model: measured runtime inside the %.0f %% interval (%s) in %zu of %zu "
           "runs (coverage %.0f %%)\n",
-          std::string(ModelName(common.model)).c_str(), 100 * common.level, inside, with_interval,
+          std::string(ModelName(common.model)).c_str(), 100 * common.level,
+          common.calibration ? "calibrated" : "the family's prior", inside, with_interval,
           100 * coverage);
     }
   }

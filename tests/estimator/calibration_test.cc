@@ -19,7 +19,9 @@ using ::testing::HasSubstr;
 TEST(CalibrationTest, FileRoundTripsAndErrorsNameTheField) {
   Calibration c;
   c.compute_overlap = 0.7;
+  c.tier_overlap = 0.8;
   c.relative_noise = 0.0125;
+  c.interval_scores = {0.5, 1.5};
   c.fitted_runs = 18;
   c.folds = 5;
   c.cv_mean_error_pct = 0.4;
@@ -30,12 +32,14 @@ TEST(CalibrationTest, FileRoundTripsAndErrorsNameTheField) {
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->model, Model::kRoofline);
   EXPECT_DOUBLE_EQ(back->compute_overlap, 0.7);
+  EXPECT_DOUBLE_EQ(back->tier_overlap, 0.8);
+  EXPECT_EQ(back->interval_scores, (std::vector<double>{0.5, 1.5}));
   EXPECT_DOUBLE_EQ(back->relative_noise, 0.0125);
   EXPECT_EQ(back->folds, 5);
   EXPECT_DOUBLE_EQ(back->uncalibrated_max_error_pct, 2.3);
 
   auto bad = ParseCalibration(
-      R"({"format": "tiergym-calibration", "version": 1, "model": "roofline",
+      R"({"format": "tiergym-calibration", "version": 2, "model": "roofline",
           "compute_overlap": 1.5, "relative_noise": 0})",
       "c.json");
   ASSERT_FALSE(bad.ok());
@@ -51,19 +55,49 @@ TEST(CalibrationTest, FileRoundTripsAndErrorsNameTheField) {
   EXPECT_FALSE(ReadCalibration("/nonexistent/c.json").ok());
 }
 
-TEST(CalibrationTest, NoiseWidensTheIntervalInQuadrature) {
-  EXPECT_NEAR(NormalQuantile(0.95), 1.644854, 1e-5);
-  EXPECT_NEAR(NormalQuantile(0.5), 0, 1e-9);
-  EXPECT_NEAR(NormalQuantile(0.005), -2.575829, 1e-5);
+TEST(CalibrationTest, ReadsVersionOneFilesAsBefore) {
+  auto v1 = ParseCalibration(
+      R"({"format": "tiergym-calibration", "version": 1, "model": "roofline",
+          "compute_overlap": 0.7, "relative_noise": 0.01})",
+      "c.json");
+  ASSERT_TRUE(v1.ok()) << v1.status();
+  EXPECT_DOUBLE_EQ(v1->compute_overlap, 0.7);
+  EXPECT_DOUBLE_EQ(v1->tier_overlap, 1);
+  EXPECT_TRUE(v1->interval_scores.empty());
+  auto bad = ParseCalibration(
+      R"({"format": "tiergym-calibration", "version": 2, "model": "roofline",
+          "compute_overlap": 0.7, "relative_noise": 0.01,
+          "interval": {"noise": 0.01, "model_error": 0.1, "scores": [1, -2]}})",
+      "c.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("interval.scores"));
+}
+
+TEST(CalibrationTest, TheIntervalIsConformalOnTheScoresAndThePriorWithoutThem) {
   Calibration c;
-  auto same = WidenInterval(c, 100, 99, 102, 0.9);
-  EXPECT_DOUBLE_EQ(same.first, 99);
-  EXPECT_DOUBLE_EQ(same.second, 102);
-  c.relative_noise = 0.01;
+  c.prior = {0.01, 0.1};
+  const SamplingInterval none;
+  // No scores: the prior, z * sd either side; sd = hypot(noise, model_error * delta).
   const double z = NormalQuantile(0.95);
-  auto wide = WidenInterval(c, 100, 99, 102, 0.9);
-  EXPECT_NEAR(wide.first, 100 - std::hypot(1.0, z), 1e-9);
-  EXPECT_NEAR(wide.second, 100 + std::hypot(2.0, z), 1e-9);
+  auto prior = CalibratedInterval(c, 100, 80, none, 0.9);  // delta = 0.2: sd = hypot(0.01, 0.02)
+  EXPECT_NEAR(prior.hi_ns - 100, z * std::hypot(0.01, 0.02) * 100, 1e-9);
+  EXPECT_NEAR(100 - prior.lo_ns, z * std::hypot(0.01, 0.02) * 100, 1e-9);
+  // Nine scores: the ceil(10 * 0.9) = 9th smallest is the largest.
+  c.interval_scores = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 3.0};
+  auto conformal = CalibratedInterval(c, 100, 100, none, 0.9);  // delta 0: sd = noise
+  EXPECT_NEAR(conformal.hi_ns - 100, 3.0 * 0.01 * 100, 1e-9);
+  auto lower = CalibratedInterval(c, 100, 100, none, 0.5);  // the 5th: 0.5
+  EXPECT_NEAR(lower.hi_ns - 100, 0.5 * 0.01 * 100, 1e-9);
+  // The sampling interval adds in quadrature.
+  SamplingInterval sampling;
+  sampling.lo_ns = 99;
+  sampling.hi_ns = 102;
+  sampling.replicates = 10;
+  auto both = CalibratedInterval(c, 100, 100, sampling, 0.5);
+  EXPECT_NEAR(both.lo_ns, 100 - std::hypot(1.0, 0.5), 1e-9);
+  EXPECT_NEAR(both.hi_ns, 100 + std::hypot(2.0, 0.5), 1e-9);
+  EXPECT_TRUE(Inside(both, 101.5));
+  EXPECT_FALSE(Inside(both, 103));
 }
 
 struct Data {
@@ -103,6 +137,11 @@ TEST(CalibrationTest, FitsTheOverlapAndScoresEveryRunOnAFitWithoutIt) {
   EXPECT_LT(c->cv_mean_error_pct, c->uncalibrated_mean_error_pct);
   EXPECT_GT(c->relative_noise, 0);
   EXPECT_LT(c->relative_noise, 0.05);
+  // knl's two tiers transfer concurrently in the spec model: no tier overlap below 1 helps.
+  EXPECT_DOUBLE_EQ(c->tier_overlap, 1);
+  ASSERT_EQ(c->cv_inside.size(), d.runs.size());
+  EXPECT_EQ(c->interval_scores.size(), d.runs.size());
+  EXPECT_GE(c->cv_coverage, 0.5);
 
   options.folds = static_cast<int>(d.runs.size()) + 1;
   EXPECT_FALSE(

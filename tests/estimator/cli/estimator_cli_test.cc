@@ -157,7 +157,7 @@ TEST_F(EstimatorCliTest, ValidateReportsTheCoverageOfTheIntervals) {
   EXPECT_NEAR(v.Find("coverage")->number(), static_cast<double>(inside) / runs.size(), 1e-12);
   EXPECT_EQ(v.Find("interval_level")->number(), 0.9);
   Result text = Tiergym(args);
-  EXPECT_THAT(text.out, HasSubstr("sampling interval in"));
+  EXPECT_THAT(text.out, HasSubstr("interval (the family's prior) in"));
   EXPECT_THAT(text.out, HasSubstr("coverage"));
 }
 

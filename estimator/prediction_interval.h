@@ -1,0 +1,73 @@
+// The interval in which an application's measured runtime falls, with a given probability,
+// around the estimate of its placement (estimator/README.md, "Intervals that hold their
+// level").
+//
+// An estimate misses a measured runtime for three reasons:
+//   - sampling: the profile's samples are a draw (SamplingSpread, sampling_spread.h);
+//   - run-to-run noise, of the measured run and of the profile's runs;
+//   - the model's own error: how the machine combines tiers, latency and bandwidth limits
+//     and compute in a mix is not in the profile (the family of ground truths of
+//     traces/SYNTH.md section 10). It vanishes when one tier holds everything and grows
+//     with how far the runtime model moves the estimate from the paper's linear
+//     weighting: the relative correction delta = |estimate - paper estimate| / estimate.
+// The relative scale of the last two is sd = sqrt(noise^2 + (model_error * delta)^2).
+//
+// Without measured runs (PriorInterval) the half-width is z(level) * sd * estimate, with a
+// prior (noise, model_error) fitted on the family of ground truths and documented in the
+// README. With a calibration on measured runs (ConformalInterval) it is split-conformal:
+// the runs' cross-validated residuals divided by their own sd are the scores, and the
+// half-width is their ceil((n + 1) level)-th smallest times sd * estimate. Either adds the
+// sampling interval's half-widths in quadrature. Plain functions of values; thread-safe.
+#ifndef TIERGYM_ESTIMATOR_PREDICTION_INTERVAL_H_
+#define TIERGYM_ESTIMATOR_PREDICTION_INTERVAL_H_
+
+#include <vector>
+
+#include "estimator/sampling_spread.h"
+
+namespace tiergym {
+
+// The defaults are fitted on the family of ground truths (estimator/README.md, "Intervals
+// that hold their level": scripts/estimator_family.py --fit-prior): of a grid, the pair
+// whose 90 % interval holds 90 % of the family's runs with the least mean width.
+struct IntervalPrior {
+  // Relative error (one standard deviation) of an estimate the runtime model does not move
+  // from the paper's: run-to-run noise and what every placement shares.
+  double noise = 0.010;
+  // Standard deviation of the model's own relative error per unit of relative correction.
+  double model_error = 0.13;
+};
+
+struct PredictionInterval {
+  double lo_ns = 0, hi_ns = 0;
+  double level = 0;
+};
+
+// sd of the estimate (relative): sqrt(noise^2 + (model_error * delta)^2) with delta =
+// |estimate_ns - paper_ns| / estimate_ns. REQUIRES: estimate_ns > 0.
+double RelativeSd(const IntervalPrior& prior, double estimate_ns, double paper_ns);
+
+// The prior interval: z(level) * sd * estimate_ns either side, and the sampling interval's
+// half-widths in quadrature. REQUIRES: level in (0, 1), estimate_ns > 0.
+PredictionInterval PriorInterval(const IntervalPrior& prior, double estimate_ns, double paper_ns,
+                                 const SamplingInterval& sampling, double level);
+
+// The conformal interval from calibration scores (|relative residual| / RelativeSd of
+// runs scored by a fit on the other folds): the ceil((n + 1) level)-th smallest score, or
+// the largest when there are too few, times sd * estimate_ns either side, and the sampling
+// interval in quadrature. Falls back to PriorInterval without scores.
+PredictionInterval ConformalInterval(const std::vector<double>& scores, const IntervalPrior& prior,
+                                     double estimate_ns, double paper_ns,
+                                     const SamplingInterval& sampling, double level);
+
+// The standard normal quantile, p in (0, 1).
+double NormalQuantile(double p);
+
+// Whether `measured_ns` lies in [lo_ns, hi_ns].
+inline bool Inside(const PredictionInterval& interval, double measured_ns) {
+  return interval.lo_ns <= measured_ns && measured_ns <= interval.hi_ns;
+}
+
+}  // namespace tiergym
+
+#endif  // TIERGYM_ESTIMATOR_PREDICTION_INTERVAL_H_
