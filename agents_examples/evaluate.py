@@ -421,9 +421,10 @@ def parse_args(argv):
                         help="evaluate on a split of tiergym.datasets (e.g. procedural-test-v1, "
                              "bundled-v1, machine-xeonmax-v2; NAME:N its first N applications): "
                              "its applications and its machine, instead of --profiles and "
-                             "--machine")
-    parser.add_argument("--machine", default="knl",
-                        help="machine: knl, disagg or a machine JSON file (default knl)")
+                             "--machine (real-v1 is projected onto --machine when it is given)")
+    parser.add_argument("--machine",
+                        help="machine: knl, disagg, xeonmax, ddr5cxl or a machine JSON file "
+                             "(default knl)")
     parser.add_argument("--tier-capacity-mib", metavar="TIER:MIB[,...]",
                         help="shrink tiers of the machine, e.g. hbm:512: every bundled "
                              "application fits knl's 16 GiB of HBM, so only a smaller fast "
@@ -445,6 +446,8 @@ def parse_args(argv):
                         help="profile of the real runs (default DIR/profile)")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
+    args.machine_given = args.machine is not None
+    args.machine = args.machine or "knl"
     names = [n.strip() for n in args.policies.split(",") if n.strip()]
     if not names:
         raise UsageError("--policies: no policy named")
@@ -498,8 +501,11 @@ def main(argv=None):
         if args.split:
             split, n = args.split_found
             progress(args, f"preparing {split.name} (first use: generated into the cache)...")
-            served = split.profiles(n, progress=lambda line: progress(args, line))
-            args.machine = config["machine"] = split.machine
+            # A real program's recording projects onto any machine; other splits are
+            # generated for their own.
+            onto = args.machine if split.kind == "real" and args.machine_given else split.machine
+            served = split.profiles(n, progress=lambda line: progress(args, line), machine=onto)
+            args.machine = config["machine"] = onto
             if split.served_by_name:
                 config["profiles"] = served
             else:

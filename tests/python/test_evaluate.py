@@ -320,3 +320,16 @@ def test_most_used_weighs_placements_by_time():
     a, b = np.array([0, 1]), np.array([1, 1])
     action, share = evaluate.most_used([(a, 1.0), (b, 2.0), (a, 0.5), (b, 2.5)])
     assert list(action) == [1, 1] and share == pytest.approx(4.5 / 6.0)
+
+
+@needs_binary
+def test_a_real_programs_split_is_projected_onto_the_machine_given(tmp_path):
+    """real-v1's recordings project onto any machine: --machine is used with them (other
+    splits keep their own machine)."""
+    result = tmp_path / "real.json"
+    out = run("--split", "real-v1:1", "--machine", "disagg", "--policies", "default,oracle",
+              "--num-regions", "16", "--steps", "4", "--no-plot", "--json", result, "--quiet")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(result.read_text())["config"]["machine"] == "disagg"
+    assert "Evaluation: machine disagg (ddr" in out.stdout and "remote" in out.stdout
+    no_traceback(out)
