@@ -149,6 +149,8 @@ def test_profiles_are_kept_per_machine_description(cache, tmp_path):
     other = tmp_path / "m2.json"
     other.write_text(text.replace('"migration_gbps": 8', '"migration_gbps": 9'))
     assert datasets.machine_digest(str(other)) != first
+    machine.write_text(other.read_text())  # the same file edited: its new description counts
+    assert datasets.machine_digest(str(machine)) == datasets.machine_digest(str(other))
     with pytest.raises(ValueError, match="nosuch"):
         datasets.machine_digest("nosuch")
 

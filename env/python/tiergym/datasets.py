@@ -247,17 +247,23 @@ def cache_dir():
     return pathlib.Path.home() / ".cache" / "tiergym"
 
 
-@functools.lru_cache(maxsize=None)
 def machine_digest(machine):
     """Twelve hex digits of a hash of `machine`'s description: a machine file's bytes, a
     bundled machine's `tiergym trace synth --print-model MACHINE`. Profiles are kept per
     description, so that a machine whose numbers change under the same name (xeonmax's HBM
-    tier did) gets new profiles rather than those generated on its old description."""
+    tier did) gets new profiles rather than those generated on its old description. A
+    file is read each time (it may be edited while a process runs); a bundled machine's
+    description is asked of the binary once per process."""
     if os.path.isfile(machine):
-        return hashlib.sha256(pathlib.Path(machine).read_bytes()).hexdigest()[:12]
+        return _file_digest(machine)[:12]
+    return _bundled_machine_digest(str(machine))
+
+
+@functools.lru_cache(maxsize=None)
+def _bundled_machine_digest(machine):
     from .connection import find_binary  # noqa: PLC0415 (the binary knows the presets)
 
-    done = subprocess.run([find_binary(), "trace", "synth", "--print-model", str(machine)],
+    done = subprocess.run([find_binary(), "trace", "synth", "--print-model", machine],
                           capture_output=True, text=True)
     if done.returncode != 0:
         raise ValueError(f"machine {machine!r}: {done.stderr.strip()}")
@@ -331,7 +337,7 @@ def _machine_key(machine):
     description (machine_digest: a bundled machine whose numbers change is projected
     anew), a machine file as `file-` and a digest of its contents."""
     if os.path.isfile(machine):
-        return "file-" + _file_digest(machine)
+        return "file-" + machine_digest(machine)
     if not machine or not all(c.isalnum() or c in "-_." for c in machine) or machine[0] == ".":
         raise ValueError(f"machine {machine!r}: neither a bundled machine's name nor a file")
     return f"{machine}-{machine_digest(machine)}"
