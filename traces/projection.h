@@ -7,7 +7,7 @@
 // window, with the time model of traces/SYNTH.md section 4 read backwards. What one
 // recording cannot tell (how many misses a window keeps in flight, how much of its time
 // is compute, how much of that hides memory time) is averaged over a prior, weighted by
-// how well each candidate reproduces the recorded window (model v2: the posterior mean).
+// how well each candidate reproduces the recorded window (model v3: the posterior mean).
 // The model, its prior and its measured error are documented in traces/PROJECTION.md.
 //
 // Thread-safety: pure functions.
@@ -43,9 +43,16 @@ struct ProjectionPrior {
   double mlp_max = 16;
   double mlp_spread = 0.5;
   double mlp_unknown = 8;
+  // When > 0 (and the trace counts instructions), a window's misses per kilo-instruction
+  // raise its streaming share: to at least ln(4 mpki / stream_mpki) / ln 4 (0 at a quarter
+  // of stream_mpki, 1 at stream_mpki and above).
+  double stream_mpki = 100;
   // Overlap of compute and memory time (SYNTH.md section 4): uniform on [min, max].
   double overlap_min = 0.3;
   double overlap_max = 0.8;
+  // When > 0, the overlap is tied to the MLP: normal with this standard deviation around a
+  // centre rising with ln MLP from overlap_min (at mlp_min) to overlap_max (at mlp_max).
+  double overlap_spread = 0.1;
   // Compute rate (instructions per ns per thread when not stalled): log-uniform on
   // [compute_low, compute_high] times the recording's reference rate (the fastest
   // instruction rate per thread among its windows of at least 8 samples).
@@ -99,7 +106,7 @@ absl::Status ParseProjectionPrior(std::string_view text, ProjectionPrior* prior)
 // One trace per tier of `machine`, in tier order (the recorded tier's times unchanged up
 // to rounding). Each keeps the recording's samples, marks and instructions; its header
 // says `device=<tier>`, `projected_from=<the recording's device>`,
-// `projection_machine=<machine>`, `projection_model=v2`. InvalidArgument when the
+// `projection_machine=<machine>`, `projection_model=v3`. InvalidArgument when the
 // machine has one tier, the recording has no samples, `recorded_tier` is not a tier or an
 // option is out of range.
 absl::StatusOr<std::vector<Trace>> ProjectTrace(const Trace& recorded, const Machine& machine,
