@@ -156,7 +156,7 @@ class Posterior {
   // tied to the parallelism (independent misses let the core work on; dependent ones stall
   // it), its centre rising with ln MLP from overlap_min at mlp_min to overlap_max at
   // mlp_max, with a normal spread overlap_spread (0: uniform on the range, as model v2 had it).
-  double OverlapLogPrior(double o, double mlp) const {
+  [[nodiscard]] double OverlapLogPrior(double o, double mlp) const {
     if (prior_.overlap_spread <= 0 || overlaps_.size() < 2) return 0;
     const double span = std::log(prior_.mlp_max / prior_.mlp_min);
     const double x = span > 0 ? std::clamp(std::log(mlp / prior_.mlp_min) / span, 0.0, 1.0) : 0.5;
