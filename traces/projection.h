@@ -26,8 +26,8 @@
 namespace tiergym {
 
 // What a window of a program is assumed to look like before its recording is read
-// (traces/PROJECTION.md, "The prior"). Chosen on three synthetic applications at one
-// seed; the error is reported on other seeds and applications.
+// (traces/PROJECTION.md, "The prior"). Chosen on the bundled synthetic applications at
+// seeds 1 to 3; the error is reported on other seeds and on procedural applications.
 struct ProjectionPrior {
   // Memory-level parallelism (outstanding misses per thread): log-normal around a centre,
   // with `mlp_spread` the standard deviation of its logarithm, clamped to [mlp_min,
@@ -47,7 +47,8 @@ struct ProjectionPrior {
   // raise its streaming share: to at least ln(4 mpki / stream_mpki) / ln 4 (0 at a quarter
   // of stream_mpki, 1 at stream_mpki and above).
   double stream_mpki = 100;
-  // Overlap of compute and memory time (SYNTH.md section 4): uniform on [min, max].
+  // Overlap of compute and memory time (SYNTH.md section 4): candidates evenly spread on
+  // [min, max], weighted by overlap_spread below (uniform when it is 0).
   double overlap_min = 0.3;
   double overlap_max = 0.8;
   // When > 0, the overlap is tied to the MLP: normal with this standard deviation around a
