@@ -65,10 +65,15 @@ def ensure_profile(cache, member, machine, seed, app):
     return d
 
 
+# What a validate row holds (score_uncached): 2 added the access shares.
+VALIDATE_ROWS = 2
+
+
 def score(d, machine, options, calibrate):
     """[(run name, kind, error %, inside the interval or None)] of one profile, cached in
     the profile's directory by the options."""
-    key = hashlib.sha1(json.dumps([options, calibrate, binary_id()]).encode()).hexdigest()[:16]
+    key = hashlib.sha1(json.dumps([options, calibrate, binary_id()] + (
+        [] if calibrate else [VALIDATE_ROWS])).encode()).hexdigest()[:16]
     cache = os.path.join(d, f"score-{key}.json")
     if os.path.exists(cache):
         with open(cache) as f:
@@ -287,9 +292,10 @@ def prior_coverage(terms, noise, model_error, mix_error=0.0, z=Z90):
 
 # The ways the prior can be fitted: (name, fit(terms) -> (noise, model_error, mix_error)).
 PRIOR_FITS = [
-    ("shape, with mixing (the default)", lambda t: fit_prior_shape(t, True)),
-    ("shape, without mixing", lambda t: fit_prior_shape(t, False)),
-    ("narrowest, without mixing (version 2)", lambda t: fit_prior(t, False)),
+    ("narrowest, without mixing: how IntervalPrior's defaults were fitted",
+     lambda t: fit_prior(t, False)),
+    ("likeliest shape, with mixing", lambda t: fit_prior_shape(t, True)),
+    ("likeliest shape, without mixing", lambda t: fit_prior_shape(t, False)),
 ]
 
 
