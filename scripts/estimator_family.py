@@ -69,11 +69,17 @@ def ensure_profile(cache, member, machine, seed, app):
 VALIDATE_ROWS = 2
 
 
+def score_key(options, calibrate):
+    """What a profile's scores are cached by: the options, the command, the binary's digest
+    and (validate) the rows' format."""
+    return hashlib.sha1(json.dumps([options, calibrate, binary_id()] + (
+        [] if calibrate else [VALIDATE_ROWS])).encode()).hexdigest()[:16]
+
+
 def score(d, machine, options, calibrate):
     """[(run name, kind, error %, inside the interval or None)] of one profile, cached in
     the profile's directory by the options."""
-    key = hashlib.sha1(json.dumps([options, calibrate, binary_id()] + (
-        [] if calibrate else [VALIDATE_ROWS])).encode()).hexdigest()[:16]
+    key = score_key(options, calibrate)
     cache = os.path.join(d, f"score-{key}.json")
     if os.path.exists(cache):
         with open(cache) as f:
@@ -141,9 +147,8 @@ def calibration_path(d, key):
 def fitted_parameters(d, options):
     """(compute_overlap, tier_overlap) of the calibration score() wrote for d and `options`,
     or None."""
-    key = hashlib.sha1(json.dumps([options, True, binary_id()]).encode()).hexdigest()[:16]
     try:
-        with open(calibration_path(d, key)) as f:
+        with open(calibration_path(d, score_key(options, True))) as f:
             doc = json.load(f)
     except OSError:
         return None
