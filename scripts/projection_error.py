@@ -13,7 +13,8 @@ estimates every measured run from both profiles. Two figures per application and
 
 The overall means close the table (traces/PROJECTION.md states them).
 
-  scripts/projection_error.py [--apps minife,lulesh,...] [--machines knl,disagg,xeonmax]
+  scripts/projection_error.py [--apps minife,lulesh,procedural:7,...]
+                              [--machines knl,disagg,xeonmax]
                               [--seeds 2,3,4] [--samples 50000] [--tiergym build/bin/tiergym]
                               [--work DIR] [--jobs 2] [--json OUT.json]
                               [-- PROJECT OPTIONS...]
@@ -49,20 +50,23 @@ def estimates(t, profile, runs, machine):
 
 def one_case(t, work, app, machine, first_tier, seed, samples, extra, tag):
     """The per-run figures of one application, machine and seed."""
-    d = os.path.join(work, f"{app}-{machine}-{seed}-s{samples}")
-    gen = os.path.join(d, app, "profile")
-    runs = os.path.join(d, app, "runs", "runs.csv")
+    d = os.path.join(work, f"{app.replace(':', '-')}-{machine}-{seed}-s{samples}")
     cached = os.path.join(d, "generated_estimates.json")
     if not os.path.exists(cached):
         shutil.rmtree(d, ignore_errors=True)
         run([t, "trace", "synth", "--app", app, "--machine", machine, "--seed", seed,
              "--samples", samples, "--out", d, "--quiet"])
+    # The profile's folder is the model's name (procedural:SEED writes procedural-v1-SEED).
+    name = next(e for e in sorted(os.listdir(d)) if os.path.isdir(os.path.join(d, e)))
+    gen = os.path.join(d, name, "profile")
+    runs = os.path.join(d, name, "runs", "runs.csv")
+    if not os.path.exists(cached):
         with open(cached + ".tmp", "w") as f:
             json.dump(estimates(t, gen, runs, machine), f)
         os.rename(cached + ".tmp", cached)
     with open(cached) as f:
         gen_est = json.load(f)
-    proj = os.path.join(d, app, f"projected-{tag}")
+    proj = os.path.join(d, name, f"projected-{tag}")
     shutil.rmtree(proj, ignore_errors=True)
     run([t, "trace", "project", "--machine", machine, *extra,
          os.path.join(gen, first_tier + ".csv"), proj])

@@ -43,7 +43,7 @@ struct Window {
   double instructions = 0;
 };
 
-// The posterior of model v2 (traces/PROJECTION.md): for a window, the mean over the prior's
+// The posterior of model v3 (traces/PROJECTION.md): for a window, the mean over the prior's
 // candidates (MLP, overlap, compute rate), weighted by how well each reproduces the recorded
 // window, of the ratio of the window's duration on each tier to its recorded duration.
 class Posterior {
@@ -86,7 +86,11 @@ class Posterior {
     const size_t tiers = machine_.tiers.size();
     ratio->assign(tiers, 1.0);
     if (t <= 0 || samples <= 0) return;
-    const std::vector<double>& mlps = MlpPoints(streaming);
+    double mpki = -1;
+    if (have_instructions_ && memory_ns_per_sample_ <= 0 && instructions > 0) {
+      mpki = 1000 * samples * misses_per_sample_ / instructions;
+    }
+    const std::vector<double>& mlps = MlpPoints(streaming, mpki);
     const std::vector<std::vector<double>>& cost = CostPerMiss(read_pct, mlps);
     sum_.assign(tiers, 0.0);
     double best = -std::numeric_limits<double>::infinity();
@@ -102,12 +106,13 @@ class Posterior {
         memory_rec = misses * cost[recorded_][z];
       }
       for (double o : overlaps_) {
+        const double o_prior = OverlapLogPrior(o, mlps[z]);
         if (have_instructions_ && memory_ns_per_sample_ <= 0) {
           for (double rate : rates_) {
             const double compute = instructions / (rate * threads_);
             const double rec = Roof(compute, memory_rec, o);
             const double miss = std::log(rec / t) / prior_.time_tolerance;
-            AddCandidate(-0.5 * miss * miss, compute, misses, z, o, rec, &best);
+            AddCandidate(o_prior - 0.5 * miss * miss, compute, misses, z, o, rec, &best);
           }
           continue;
         }
@@ -122,7 +127,7 @@ class Posterior {
           const double miss = std::log(memory / t) / prior_.time_tolerance;
           log_like = -0.5 * miss * miss;
         }
-        AddCandidate(log_like, compute, misses, z, o, Roof(compute, memory, o), &best);
+        AddCandidate(o_prior + log_like, compute, misses, z, o, Roof(compute, memory, o), &best);
       }
     }
     double total = 0;
@@ -147,6 +152,19 @@ class Posterior {
     double overlap, recorded;
   };
 
+  // The log prior density (up to a constant) of overlap `o` at MLP `mlp`: the overlap is
+  // tied to the parallelism (independent misses let the core work on; dependent ones stall
+  // it), its centre rising with ln MLP from overlap_min at mlp_min to overlap_max at
+  // mlp_max, with a normal spread overlap_spread (0: uniform on the range, as model v2 had it).
+  [[nodiscard]] double OverlapLogPrior(double o, double mlp) const {
+    if (prior_.overlap_spread <= 0 || overlaps_.size() < 2) return 0;
+    const double span = std::log(prior_.mlp_max / prior_.mlp_min);
+    const double x = span > 0 ? std::clamp(std::log(mlp / prior_.mlp_min) / span, 0.0, 1.0) : 0.5;
+    const double centre = prior_.overlap_min + (prior_.overlap_max - prior_.overlap_min) * x;
+    const double d = (o - centre) / prior_.overlap_spread;
+    return -0.5 * d * d;
+  }
+
   void AddCandidate(double log_like, double compute, double misses, size_t z, double o,
                     double recorded, double* best) {
     if (!(recorded > 0)) return;
@@ -155,13 +173,19 @@ class Posterior {
   }
 
   // The MLP points of a window: the prior's nine around its centre, or the fixed value.
-  const std::vector<double>& MlpPoints(double streaming) {
+  const std::vector<double>& MlpPoints(double streaming, double mpki) {
     mlps_.clear();
     if (fixed_mlp_ > 0) {
       mlps_.push_back(fixed_mlp_);
       return mlps_;
     }
     double centre = prior_.mlp_unknown;
+    if (prior_.stream_mpki > 0 && mpki > 0) {
+      // Misses this dense are a stream's: at least as streaming as the intensity says.
+      const double q =
+          std::clamp(std::log(mpki * 4 / prior_.stream_mpki) / std::log(4.0), 0.0, 1.0);
+      streaming = std::max(streaming, q);
+    }
     if (streaming >= 0) {
       centre = std::exp(streaming * std::log(prior_.stream_mlp) +
                         (1 - streaming) * std::log(prior_.other_mlp));
@@ -211,7 +235,7 @@ class Posterior {
   std::map<std::pair<size_t, int>, LoadCurve> curves_;
 };
 
-// Per sample, the streaming share of model v2 (traces/PROJECTION.md), or -1 where it
+// Per sample, the streaming share of models v2 and v3 (traces/PROJECTION.md), or -1 where it
 // cannot be read: among the samples of phases of its class (phases whose instruction counts
 // agree within 5 %, the recurring steps of a program), the share of its kAffinityNeighbours
 // nearest by address on either side that the same thread took, above what threads drawn at
@@ -383,6 +407,8 @@ absl::Status ParseProjectionPrior(std::string_view text, ProjectionPrior* prior)
       {"mlp_unknown", &prior->mlp_unknown},
       {"overlap_min", &prior->overlap_min},
       {"overlap_max", &prior->overlap_max},
+      {"overlap_spread", &prior->overlap_spread},
+      {"stream_mpki", &prior->stream_mpki},
       {"compute_low", &prior->compute_low},
       {"compute_high", &prior->compute_high},
       {"time_tolerance", &prior->time_tolerance}};
@@ -399,8 +425,8 @@ absl::Status ParseProjectionPrior(std::string_view text, ProjectionPrior* prior)
     if (field == nullptr || eq == std::string_view::npos) {
       return absl::InvalidArgumentError(StrCat(
           "'", item, "': expected KEY=NUMBER with KEY one of stream_mlp, other_mlp, mlp_min, ",
-          "mlp_max, mlp_spread, mlp_unknown, overlap_min, overlap_max, compute_low, ",
-          "compute_high, time_tolerance"));
+          "mlp_max, mlp_spread, mlp_unknown, stream_mpki, overlap_min, overlap_max, ",
+          "overlap_spread, compute_low, compute_high, time_tolerance"));
     }
     const std::string value(item.substr(eq + 1));
     char* end = nullptr;
@@ -432,8 +458,9 @@ absl::StatusOr<std::vector<Trace>> ProjectTrace(const Trace& recording, const Ma
       !(prior.mlp_min > 0 && prior.mlp_min <= prior.mlp_max && prior.mlp_unknown > 0 &&
         prior.stream_mlp > 0 && prior.other_mlp > 0 && prior.mlp_spread >= 0 &&
         prior.overlap_min >= 0 && prior.overlap_min <= prior.overlap_max &&
-        prior.overlap_max <= 1 && prior.compute_low > 0 &&
-        prior.compute_low <= prior.compute_high && prior.time_tolerance > 0)) {
+        prior.overlap_max <= 1 && prior.overlap_spread >= 0 && prior.stream_mpki >= 0 &&
+        prior.compute_low > 0 && prior.compute_low <= prior.compute_high &&
+        prior.time_tolerance > 0)) {
     return absl::InvalidArgumentError(
         "projection options: mlp >= 0, overlap <= 1, samples_per_window > 0, "
         "misses_per_sample >= 0 and threads >= 0 are required, and a prior with positive "
@@ -547,7 +574,7 @@ absl::StatusOr<std::vector<Trace>> ProjectTrace(const Trace& recording, const Ma
     if (!have_device) metadata.entries.emplace_back("device", tier.name);
     metadata.entries.emplace_back("projected_from", recorded.metadata().device);
     metadata.entries.emplace_back("projection_machine", machine.name);
-    metadata.entries.emplace_back("projection_model", "v2");
+    metadata.entries.emplace_back("projection_model", "v3");
     if (cpu_timed) {
       metadata.entries.emplace_back("projection_time",
                                     StrCat("cpu (", std::lround(100 * shortened),

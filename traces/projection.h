@@ -7,7 +7,7 @@
 // window, with the time model of traces/SYNTH.md section 4 read backwards. What one
 // recording cannot tell (how many misses a window keeps in flight, how much of its time
 // is compute, how much of that hides memory time) is averaged over a prior, weighted by
-// how well each candidate reproduces the recorded window (model v2: the posterior mean).
+// how well each candidate reproduces the recorded window (model v3: the posterior mean).
 // The model, its prior and its measured error are documented in traces/PROJECTION.md.
 //
 // Thread-safety: pure functions.
@@ -26,8 +26,8 @@
 namespace tiergym {
 
 // What a window of a program is assumed to look like before its recording is read
-// (traces/PROJECTION.md, "The prior"). Chosen on three synthetic applications at one
-// seed; the error is reported on other seeds and applications.
+// (traces/PROJECTION.md, "The prior"). Chosen on the bundled synthetic applications at
+// seeds 1 to 3; the error is reported on other seeds and on procedural applications.
 struct ProjectionPrior {
   // Memory-level parallelism (outstanding misses per thread): log-normal around a centre,
   // with `mlp_spread` the standard deviation of its logarithm, clamped to [mlp_min,
@@ -43,9 +43,17 @@ struct ProjectionPrior {
   double mlp_max = 16;
   double mlp_spread = 0.5;
   double mlp_unknown = 8;
-  // Overlap of compute and memory time (SYNTH.md section 4): uniform on [min, max].
+  // When > 0 (and the trace counts instructions), a window's misses per kilo-instruction
+  // raise its streaming share: to at least ln(4 mpki / stream_mpki) / ln 4 (0 at a quarter
+  // of stream_mpki, 1 at stream_mpki and above).
+  double stream_mpki = 100;
+  // Overlap of compute and memory time (SYNTH.md section 4): candidates evenly spread on
+  // [min, max], weighted by overlap_spread below (uniform when it is 0).
   double overlap_min = 0.3;
   double overlap_max = 0.8;
+  // When > 0, the overlap is tied to the MLP: normal with this standard deviation around a
+  // centre rising with ln MLP from overlap_min (at mlp_min) to overlap_max (at mlp_max).
+  double overlap_spread = 0.1;
   // Compute rate (instructions per ns per thread when not stalled): log-uniform on
   // [compute_low, compute_high] times the recording's reference rate (the fastest
   // instruction rate per thread among its windows of at least 8 samples).
@@ -99,7 +107,7 @@ absl::Status ParseProjectionPrior(std::string_view text, ProjectionPrior* prior)
 // One trace per tier of `machine`, in tier order (the recorded tier's times unchanged up
 // to rounding). Each keeps the recording's samples, marks and instructions; its header
 // says `device=<tier>`, `projected_from=<the recording's device>`,
-// `projection_machine=<machine>`, `projection_model=v2`. InvalidArgument when the
+// `projection_machine=<machine>`, `projection_model=v3`. InvalidArgument when the
 // machine has one tier, the recording has no samples, `recorded_tier` is not a tier or an
 // option is out of range.
 absl::StatusOr<std::vector<Trace>> ProjectTrace(const Trace& recorded, const Machine& machine,

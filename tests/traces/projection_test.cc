@@ -8,6 +8,9 @@
 
 #include "gtest/gtest.h"
 #include "traces/machine.h"
+#include "traces/synth/app_model.h"
+#include "traces/synth/generator.h"
+#include "traces/synth/time_model.h"
 #include "traces/trace.h"
 
 namespace tiergym {
@@ -123,7 +126,7 @@ TEST(ProjectTraceTest, SaysInItsHeaderWhatMadeIt) {
   ASSERT_TRUE(out.ok()) << out.status();
   std::map<std::string, std::string> header;
   for (const auto& [k, v] : (*out)[1].metadata().entries) header[k] = v;
-  EXPECT_EQ(header["projection_model"], "v2");
+  EXPECT_EQ(header["projection_model"], "v3");
   EXPECT_EQ(header["projection_machine"], "knl");
   EXPECT_EQ(header["projected_from"], "ddr");
 }
@@ -151,9 +154,13 @@ TEST(ProjectTraceTest, AFixedParallelismDecidesWhatTheFastTierGains) {
 
 TEST(ProjectTraceTest, ReadsAPriorAndRefusesUnknownKeysAndNonNumbers) {
   ProjectionPrior prior;
-  ASSERT_TRUE(ParseProjectionPrior("stream_mlp=10,overlap_max=0.9", &prior).ok());
+  ASSERT_TRUE(
+      ParseProjectionPrior("stream_mlp=10,overlap_max=0.9,overlap_spread=0,stream_mpki=50", &prior)
+          .ok());
   EXPECT_EQ(prior.stream_mlp, 10);
   EXPECT_EQ(prior.overlap_max, 0.9);
+  EXPECT_EQ(prior.overlap_spread, 0);
+  EXPECT_EQ(prior.stream_mpki, 50);
   EXPECT_EQ(prior.other_mlp, ProjectionPrior{}.other_mlp);
   absl::Status s = ParseProjectionPrior("stream_mpl=10", &prior);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
@@ -169,6 +176,10 @@ TEST(ProjectTraceTest, ReadsAPriorAndRefusesUnknownKeysAndNonNumbers) {
   auto r = ProjectTrace(Recording("ddr", 2, 10, 1), *knl, o);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("prior"), std::string::npos) << r.status();
+  o.prior = ProjectionPrior{};
+  o.prior.overlap_spread = -0.1;
+  r = ProjectTrace(Recording("ddr", 2, 10, 1), *knl, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // A phase's barrier wait (its time after the last sample) scales with the phase's work:
@@ -260,6 +271,36 @@ TEST(ProjectTraceTest, ATimerRecordingIsProjectedFromItsCpuTime) {
   auto plain = ProjectTrace(TimerRecording(), *knl);
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_EQ((*plain)[0].runtime_ns(), rec.runtime_ns());
+}
+
+// The fast tier's projected runtime over the recorded tier's, against the generator's own
+// (noise-free) ratio: `app`'s run on `machine`'s first tier, generated with 20,000 samples
+// (seed 1), projected onto the machine with the default prior; the projected ratio
+// divided by the true one, minus 1.
+double FastTierError(const std::string& app_name, const std::string& machine_name) {
+  auto app = synth::LoadAppModel(app_name);
+  auto machine = LoadMachine(machine_name);
+  EXPECT_TRUE(app.ok() && machine.ok());
+  if (!app.ok() || !machine.ok()) return 1;
+  auto rec = synth::GenerateTierTrace(*app, *machine, 0, 1, synth::DerivePebsReset(*app, 20000),
+                                      synth::TimeModel::kDefaultChunksPerPhase);
+  EXPECT_TRUE(rec.ok()) << rec.status();
+  if (!rec.ok()) return 1;
+  const std::vector<double> ns = ProjectedRuntimes(*rec, *machine, {});
+  const synth::TimeModel model(*app, *machine);
+  const double truth = model.RuntimeNs(synth::WholeTier(1)) / model.RuntimeNs(synth::WholeTier(0));
+  return ns[1] / ns[0] / truth - 1;
+}
+
+// Model v3's overlap tied to the parallelism and its dense-miss streams: nekbone's
+// compute-heavy `ax` (MLP 8, overlap 0.7) and lammps's mix of gathers and streams come out
+// within a few per cent on knl's MCDRAM (model v2: -11.6 % and +5.1 %). These two
+// applications and seed 1 were among those the prior was chosen on (traces/PROJECTION.md):
+// this guards the model against regressions; the held-out error is measured by
+// scripts/projection_error.py.
+TEST(ProjectTraceTest, TheFastTierOfSyntheticApplicationsComesOutClose) {
+  EXPECT_NEAR(FastTierError("nekbone", "knl"), 0, 0.05);
+  EXPECT_NEAR(FastTierError("lammps", "knl"), 0, 0.04);
 }
 
 }  // namespace

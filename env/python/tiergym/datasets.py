@@ -90,7 +90,7 @@ _REAL = ("lammps-melt", "lammps-crack", "hpcc")
 # The projection model `tiergym trace project` writes into its traces' headers
 # (projection_model=): part of the cache's path, so that profiles projected by another
 # model are never taken for this one's.
-PROJECTION_MODEL = "v2"
+PROJECTION_MODEL = "v3"
 # Another name of the real programs' split in `profiles`.
 ALIASES = {"real": "real-v1"}
 
