@@ -83,6 +83,7 @@ class Args:
     ent_coef: float = 0.01
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
+    ema_decay: float = 0.0             # >0: evaluate and save a Polyak average of the weights
     reward_scale: float = 100.0        # rewards x steps: an episode's return ~ its time saved x 100
     reward_norm: str = "none"          # "oracle": an app's rewards x pool mean / its oracle saving
     reward_norm_floor: float = 0.1     # that oracle saving taken as at least this x the pool mean
@@ -133,6 +134,8 @@ def check_args(args):
     if args.reward_norm != "none" and args.ray_workers:
         raise ValueError("--reward-norm with --ray-workers: not supported (the workers do not "
                          "return the ended episodes' profiles)")
+    if not 0 <= args.ema_decay < 1:
+        raise ValueError(f"--ema-decay must be in [0, 1) (0: off), got {args.ema_decay}")
     if not 0 < args.reward_norm_floor <= 1:
         raise ValueError(f"--reward-norm-floor must be in (0, 1], got {args.reward_norm_floor}")
     if args.num_envs < 2 or args.num_envs % 2:
@@ -609,8 +612,36 @@ class Rollout:
         self.obs[0], self.masks[0], self.dones[0] = other.obs[-1], other.masks[-1], other.dones[-1]
 
 
+class WeightAverage:
+    """An exponential moving average (Polyak) of a policy's weights over updates, the policy
+    evaluated and saved with --ema-decay: after update k it holds
+
+        sum_{j=1..k} decay^(k-j) theta_j / sum_{j=1..k} decay^(k-j)
+
+    (theta_j: the learner's weights after update j; the initial weights are not in it, so
+    the first evaluations are not pulled back towards them: Adam's bias correction). The
+    learner still acts in the rollouts; the average is only read. Where a decision sits on
+    the policy's learned threshold and the last update's draw moves it across, the average
+    of the last ~1 / (1 - decay) updates moves less."""
+
+    def __init__(self, policy, decay):
+        self.decay, self.updates = float(decay), 0
+        self.policy = copy.deepcopy(policy).requires_grad_(False)
+
+    def update(self, learner):
+        """Folds the learner's current weights in."""
+        self.updates += 1
+        # the weight of the newest term: (1 - d) / (1 - d^k); 1 at the first update
+        w = (1 - self.decay) / (1 - self.decay ** self.updates)
+        with torch.no_grad():
+            for mine, theirs in zip(self.policy.parameters(), learner.parameters()):
+                mine.lerp_(theirs, w)
+
+
 def train(args, oracle=None, on_eval=None, evaluator=None):
-    """Trains a policy; returns (policy, metrics). oracle ({app: return}) turns returns into
+    """Trains a policy; returns (policy, metrics): the policy evaluated (with ema_decay the
+    average of the learner's weights, whose own returns each evaluation point also holds,
+    learner_returns). oracle ({app: return}) turns returns into
     fractions of the oracle's time saved; on_eval(point) is called after each evaluation.
     evaluator (policy -> {app: return}, or {set: {app: return}} without an oracle) replaces
     the default one (--train and --held-out side by side); the caller closes it."""
@@ -636,6 +667,8 @@ def train(args, oracle=None, on_eval=None, evaluator=None):
     # The policy that acts: the learner itself, or (overlap_update) a copy holding the
     # weights of the update before the one running.
     actor = copy.deepcopy(policy) if args.overlap_update else policy
+    # The policy evaluated and saved: the learner, or (ema_decay) the average of its weights.
+    average = WeightAverage(policy, args.ema_decay) if args.ema_decay > 0 else None
     # fused: Adam's step in one kernel over every parameter rather than a few ops per
     # parameter (the same arithmetic; 0.35 ms instead of 0.65 per minibatch, measured).
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
@@ -764,9 +797,11 @@ def train(args, oracle=None, on_eval=None, evaluator=None):
 
     def evaluate(steps, train_s, stats):
         t0 = time.perf_counter()
-        returns = evaluator(policy)
-        timers["evaluation"] += time.perf_counter() - t0
+        returns = evaluator(policy if average is None else average.policy)
         point = dict(steps=steps, train_s=train_s, returns=returns, **stats)
+        if average is not None and steps > 0:  # the learner too, for comparison
+            point["learner_returns"] = evaluator(policy)
+        timers["evaluation"] += time.perf_counter() - t0
         if oracle is not None:
             point["train"] = fraction_of_oracle(returns, oracle, train_apps)
             if held_out:
@@ -813,12 +848,16 @@ def train(args, oracle=None, on_eval=None, evaluator=None):
                     optimizer.param_groups[0]["lr"] = args.learning_rate * (1 - update_index / updates)
                 torch.set_num_threads(args.update_threads)
                 stats = update(buf)
+                if average is not None:
+                    average.update(policy)
                 buf.start_from(buf)
                 done = update_index  # the update just made
             else:  # wait for the update that ran beside this rollout
                 done = update_index - 1
                 stats = pending.result() if pending is not None else None
                 pending = None
+                if average is not None and stats is not None:
+                    average.update(policy)
                 # The next rollout acts with the weights this update made.
                 actor.load_state_dict(policy.state_dict())
             timers["update"] += time.perf_counter() - t_rollout
@@ -843,10 +882,14 @@ def train(args, oracle=None, on_eval=None, evaluator=None):
         if args.json:
             write_json(args.json, metrics)
         if args.save:
-            torch.save({"args": dataclasses.asdict(args), "state_dict": policy.state_dict(),
-                        "actor_layout": "choices_first"},
-                       args.save)
-        return policy, metrics
+            # state_dict: the policy evaluated (the average with ema_decay; the learner's
+            # own weights then under learner_state_dict).
+            saved = {"args": dataclasses.asdict(args), "actor_layout": "choices_first",
+                     "state_dict": (policy if average is None else average.policy).state_dict()}
+            if average is not None:
+                saved["learner_state_dict"] = policy.state_dict()
+            torch.save(saved, args.save)
+        return (policy if average is None else average.policy), metrics
     finally:
         if updater is not None:
             updater.shutdown(wait=True)

@@ -109,6 +109,14 @@ AGENTS = {
     # learns to move nothing (README, "Generalization": kept to reproduce that).
     "ppo-regions-norm": dict(library="reference", kwargs=dict(policy="regions",
                                                               reward_norm="oracle")),
+    # ppo-regions-lr1e-3 evaluated (and saved) as the exponential moving average of its
+    # weights over updates (fast_ppo.py --ema-decay 0.9: the last ~10 updates, 160k steps,
+    # weigh most), the learner acting as before: its deterministic decisions on flat heat
+    # flipped from one evaluation to the next (README, "Generalization"). Chosen by a seed's
+    # train and test sets; the learner's own returns are in each point (learner_returns).
+    "ppo-regions-ema": dict(library="reference", kwargs=dict(policy="regions",
+                                                             learning_rate=1e-3,
+                                                             ema_decay=0.9)),
 }
 # The generalization protocol's agents by default.
 GENERAL_AGENTS = ("ppo-regions", "ppo-flat", "sb3-ppo")
@@ -620,6 +628,8 @@ def train_reference_general(agent, task, train_config, sets, seed, steps, eval_e
 
     def on_eval(point):
         curve.append({"steps": int(point["steps"]), "returns": point["returns"]})
+        if "learner_returns" in point:  # ema_decay: the learner's own, beside the average's
+            curve[-1]["learner_returns"] = point["learner_returns"]
         if point["steps"] > 0:
             progress(int(point["steps"]), point["returns"], point["train_s"])
 
