@@ -84,6 +84,7 @@ class Args:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     ema_decay: float = 0.0             # >0: evaluate and save a Polyak average of the weights
+    select_best: bool = False          # end with the evaluated checkpoint best on the train apps
     reward_scale: float = 100.0        # rewards x steps: an episode's return ~ its time saved x 100
     reward_norm: str = "none"          # "oracle": an app's rewards x pool mean / its oracle saving
     reward_norm_floor: float = 0.1     # that oracle saving taken as at least this x the pool mean
@@ -638,14 +639,23 @@ class WeightAverage:
                 mine.lerp_(theirs, w)
 
 
-def train(args, oracle=None, on_eval=None, evaluator=None):
+def train(args, oracle=None, on_eval=None, evaluator=None, score=None):
     """Trains a policy; returns (policy, metrics): the policy evaluated (with ema_decay the
     average of the learner's weights, whose own returns each evaluation point also holds,
     learner_returns). oracle ({app: return}) turns returns into
     fractions of the oracle's time saved; on_eval(point) is called after each evaluation.
     evaluator (policy -> {app: return}, or {set: {app: return}} without an oracle) replaces
-    the default one (--train and --held-out side by side); the caller closes it."""
+    the default one (--train and --held-out side by side); the caller closes it.
+    With select_best the policy returned (and saved) is the checkpoint of the evaluation
+    with the highest score(point) (default: its fraction of the oracle on the training
+    applications, point["train"]), and a last point repeats its returns at the budget's
+    steps, with selected_steps saying which evaluation it was."""
     check_args(args)
+    score_of = score
+    if score_of is None and oracle is not None:
+        score_of = lambda point: point["train"]  # noqa: E731
+    if args.select_best and score_of is None:
+        raise ValueError("--select-best needs the training applications' oracle (or a score)")
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.torch_threads)
     generator = torch.Generator().manual_seed(args.seed)   # minibatch order
@@ -669,6 +679,8 @@ def train(args, oracle=None, on_eval=None, evaluator=None):
     actor = copy.deepcopy(policy) if args.overlap_update else policy
     # The policy evaluated and saved: the learner, or (ema_decay) the average of its weights.
     average = WeightAverage(policy, args.ema_decay) if args.ema_decay > 0 else None
+    evaluated = policy if average is None else average.policy
+    best = []  # select_best: [score, point, weights] of the best evaluation so far
     # fused: Adam's step in one kernel over every parameter rather than a few ops per
     # parameter (the same arithmetic; 0.35 ms instead of 0.65 per minibatch, measured).
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
@@ -797,7 +809,7 @@ def train(args, oracle=None, on_eval=None, evaluator=None):
 
     def evaluate(steps, train_s, stats):
         t0 = time.perf_counter()
-        returns = evaluator(policy if average is None else average.policy)
+        returns = evaluator(evaluated)
         point = dict(steps=steps, train_s=train_s, returns=returns, **stats)
         if average is not None and steps > 0:  # the learner too, for comparison
             point["learner_returns"] = evaluator(policy)
@@ -815,9 +827,28 @@ def train(args, oracle=None, on_eval=None, evaluator=None):
                      "returns " + " ".join(f"{a} {r:+.4f}" for a, r in returns.items()))
             log(f"fast_ppo seed {args.seed}: {steps} steps, {train_s:.1f} s, "
                 f"{steps / max(train_s, 1e-9):,.0f} steps/s; {score}")
+        if args.select_best and steps > 0 and (not best or score_of(point) > best[0]):
+            best[:] = [score_of(point), point, copy.deepcopy(evaluated.state_dict())]
         if args.json:
             write_json(args.json, metrics)
         return point
+
+    def select():
+        """The best checkpoint (select_best) as the policy delivered, and the last point."""
+        if not best:
+            return evaluated
+        _, point, state = best
+        delivered = copy.deepcopy(evaluated)
+        delivered.load_state_dict(state)
+        last = dict(point, steps=steps, train_s=train_s, selected_steps=point["steps"])
+        metrics["curve"].append(last)
+        metrics["selected_steps"] = point["steps"]
+        if on_eval is not None:
+            on_eval(last)
+        if not args.quiet:
+            log(f"fast_ppo seed {args.seed}: selected the checkpoint of {point['steps']} steps"
+                f" (score {best[0]:+.3f} on the training applications)")
+        return delivered
 
     # The update on its own thread (overlap_update), or in line.
     updater = concurrent.futures.ThreadPoolExecutor(1) if args.overlap_update else None
@@ -879,17 +910,19 @@ def train(args, oracle=None, on_eval=None, evaluator=None):
                     optimizer.param_groups[0]["lr"] = args.learning_rate * (1 - update_index / updates)
                 pending = updater.submit(update, buf)
         metrics["steps_per_s"] = steps / max(train_s, 1e-9)
+        delivered = select()
         if args.json:
             write_json(args.json, metrics)
         if args.save:
-            # state_dict: the policy evaluated (the average with ema_decay; the learner's
-            # own weights then under learner_state_dict).
+            # state_dict: the policy delivered (the average with ema_decay, the best
+            # checkpoint with select_best; the learner's last weights then under
+            # learner_state_dict).
             saved = {"args": dataclasses.asdict(args), "actor_layout": "choices_first",
-                     "state_dict": (policy if average is None else average.policy).state_dict()}
-            if average is not None:
+                     "state_dict": delivered.state_dict()}
+            if delivered is not policy:
                 saved["learner_state_dict"] = policy.state_dict()
             torch.save(saved, args.save)
-        return (policy if average is None else average.policy), metrics
+        return delivered, metrics
     finally:
         if updater is not None:
             updater.shutdown(wait=True)

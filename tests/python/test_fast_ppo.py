@@ -385,3 +385,28 @@ def test_with_a_weight_average_a_seed_repeats_and_the_learner_is_unchanged():
         assert torch.equal(x, y), name
     assert not all(torch.equal(x, y) for x, y in zip(averaged[0][0].state_dict().values(),
                                                      plain_policy.state_dict().values()))
+
+
+def test_select_best_ends_with_the_best_scoring_checkpoint():
+    # The curve's evaluations as without it, then a last point at the budget repeating the
+    # returns of the evaluation that scored best (selected_steps); the policy returned
+    # gives those returns again; the run's learner is the plain run's.
+    args = fast_ppo.Args(total_steps=4096, seed=5, **dict(SMALL, eval_every=1024))
+
+    def score(point):  # any score of a point; here the negated total, so not the last
+        return -sum(point["returns"].values())
+
+    _, plain = fast_ppo.train(args)
+    policy, picked = fast_ppo.train(dataclasses.replace(args, select_best=True), score=score)
+    curve = picked["curve"]
+    assert [p["returns"] for p in curve[:-1]] == [p["returns"] for p in plain["curve"]]
+    best = max(curve[1:-1], key=score)
+    assert curve[-1]["selected_steps"] == best["steps"] == picked["selected_steps"]
+    assert curve[-1]["returns"] == best["returns"] and curve[-1]["steps"] == curve[-2]["steps"]
+    evaluator = fast_ppo.Evaluator(args, fast_ppo.app_names(args.train))
+    try:
+        assert evaluator(policy) == best["returns"]
+    finally:
+        evaluator.close()
+    with pytest.raises(ValueError, match="select-best"):
+        fast_ppo.train(dataclasses.replace(args, select_best=True))  # no oracle, no score
