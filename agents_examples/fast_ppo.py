@@ -5,6 +5,7 @@ r"""fast_ppo.py: masked MultiDiscrete PPO at the environment's speed, in one fil
     python agents_examples/fast_ppo.py --overlap-update          # the update beside the next rollout
     python agents_examples/fast_ppo.py --total-steps 500000 --json run.json --save ppo.pt
     python agents_examples/fast_ppo.py --ray-workers 2           # environments on Ray workers
+    python agents_examples/fast_ppo.py --select-best             # end with the best checkpoint
     python agents_examples/fast_ppo.py --policy regions --config observation=relative \
         --train procedural-train-v1:256 --held-out bundled-v1     # splits of tiergym.datasets
 
