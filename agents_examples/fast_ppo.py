@@ -624,7 +624,8 @@ class WeightAverage:
     the first evaluations are not pulled back towards them: Adam's bias correction). The
     learner still acts in the rollouts; the average is only read. Where a decision sits on
     the policy's learned threshold and the last update's draw moves it across, the average
-    of the last ~1 / (1 - decay) updates moves less."""
+    of the last ~1 / (1 - decay) updates was meant to move less; on the procedural pool it
+    scored below the learner instead (agents_examples/README.md, "Generalization")."""
 
     def __init__(self, policy, decay):
         self.decay, self.updates = float(decay), 0

@@ -113,8 +113,9 @@ AGENTS = {
     # weights over updates (fast_ppo.py --ema-decay 0.9: the last ~10 updates, 160k steps,
     # weigh most), the learner acting as before: its deterministic decisions on flat heat
     # flipped from one evaluation to the next (README, "Generalization"). Tried on a seed's
-    # train and test sets and not kept: the average scored below the learner at every
-    # evaluation (the learner's own returns are in each point, learner_returns).
+    # train and test sets and not kept: the average scored below the learner at 3 of 4
+    # evaluations, the last included (the learner's own returns are in each point,
+    # learner_returns).
     "ppo-regions-ema": dict(library="reference", kwargs=dict(policy="regions",
                                                              learning_rate=1e-3,
                                                              ema_decay=0.9)),
