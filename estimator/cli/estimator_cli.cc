@@ -97,6 +97,10 @@ void AddEstimateOptions(ArgParser& p) {
               "off");
   p.AddOption("fit-overlap", "on|off",
               "roofline model with three devices or more: fit the compute overlap per block", "on");
+  p.AddOption("share-bias", "keep|correct",
+              "roofline model: correct: take off the bias the sampling spread of a block's "
+              "shares puts on the roofline of a mix (convex in the shares)",
+              "keep");
   p.AddOption("read-pct", "PERCENT",
               "machines with measured curves: the share of reads in the application's memory "
               "traffic, which picks the curves (PEBS samples loads only)",
@@ -214,6 +218,11 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
     s = absl::InvalidArgumentError(
         StrCat("--fit-overlap must be on or off, not '", fit_overlap, "'"));
   }
+  const std::string share_bias = p.Get("share-bias");
+  if (s.ok() && share_bias != "keep" && share_bias != "correct") {
+    s = absl::InvalidArgumentError(
+        StrCat("--share-bias must be keep or correct, not '", share_bias, "'"));
+  }
   auto read_pct = p.GetDouble("read-pct");
   if (s.ok() && !(read_pct.ok() && *read_pct >= 0 && *read_pct <= 100)) {
     s = absl::InvalidArgumentError(
@@ -255,6 +264,7 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
   out->options.limit_smoothness = *smoothness;
   out->options.fit_overlap = fit_overlap == "on";
   out->options.subset_fits = subset_fits == "on";
+  out->options.share_bias = share_bias == "correct" ? ShareBias::kCorrect : ShareBias::kKeep;
   if (p.Given("queue-like")) {
     const std::string spec = p.Get("queue-like");
     const size_t colon = spec.rfind(':');
