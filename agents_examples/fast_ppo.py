@@ -5,6 +5,7 @@ r"""fast_ppo.py: masked MultiDiscrete PPO at the environment's speed, in one fil
     python agents_examples/fast_ppo.py --overlap-update          # the update beside the next rollout
     python agents_examples/fast_ppo.py --total-steps 500000 --json run.json --save ppo.pt
     python agents_examples/fast_ppo.py --ray-workers 2           # environments on Ray workers
+    python agents_examples/fast_ppo.py --select-best             # end with the best checkpoint
     python agents_examples/fast_ppo.py --policy regions --config observation=relative \
         --train procedural-train-v1:256 --held-out bundled-v1     # splits of tiergym.datasets
 
@@ -83,6 +84,8 @@ class Args:
     ent_coef: float = 0.01
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
+    ema_decay: float = 0.0             # >0: evaluate and save a Polyak average of the weights
+    select_best: bool = False          # end with the evaluated checkpoint best on the train apps
     reward_scale: float = 100.0        # rewards x steps: an episode's return ~ its time saved x 100
     reward_norm: str = "none"          # "oracle": an app's rewards x pool mean / its oracle saving
     reward_norm_floor: float = 0.1     # that oracle saving taken as at least this x the pool mean
@@ -133,6 +136,8 @@ def check_args(args):
     if args.reward_norm != "none" and args.ray_workers:
         raise ValueError("--reward-norm with --ray-workers: not supported (the workers do not "
                          "return the ended episodes' profiles)")
+    if not 0 <= args.ema_decay < 1:
+        raise ValueError(f"--ema-decay must be in [0, 1) (0: off), got {args.ema_decay}")
     if not 0 < args.reward_norm_floor <= 1:
         raise ValueError(f"--reward-norm-floor must be in (0, 1], got {args.reward_norm_floor}")
     if args.num_envs < 2 or args.num_envs % 2:
@@ -609,12 +614,50 @@ class Rollout:
         self.obs[0], self.masks[0], self.dones[0] = other.obs[-1], other.masks[-1], other.dones[-1]
 
 
-def train(args, oracle=None, on_eval=None, evaluator=None):
-    """Trains a policy; returns (policy, metrics). oracle ({app: return}) turns returns into
+class WeightAverage:
+    """An exponential moving average (Polyak) of a policy's weights over updates, the policy
+    evaluated and saved with --ema-decay: after update k it holds
+
+        sum_{j=1..k} decay^(k-j) theta_j / sum_{j=1..k} decay^(k-j)
+
+    (theta_j: the learner's weights after update j; the initial weights are not in it, so
+    the first evaluations are not pulled back towards them: Adam's bias correction). The
+    learner still acts in the rollouts; the average is only read. Where a decision sits on
+    the policy's learned threshold and the last update's draw moves it across, the average
+    of the last ~1 / (1 - decay) updates was meant to move less; on the procedural pool it
+    scored below the learner instead (agents_examples/README.md, "Generalization")."""
+
+    def __init__(self, policy, decay):
+        self.decay, self.updates = float(decay), 0
+        self.policy = copy.deepcopy(policy).requires_grad_(False)
+
+    def update(self, learner):
+        """Folds the learner's current weights in."""
+        self.updates += 1
+        # the weight of the newest term: (1 - d) / (1 - d^k); 1 at the first update
+        w = (1 - self.decay) / (1 - self.decay ** self.updates)
+        with torch.no_grad():
+            for mine, theirs in zip(self.policy.parameters(), learner.parameters()):
+                mine.lerp_(theirs, w)
+
+
+def train(args, oracle=None, on_eval=None, evaluator=None, score=None):
+    """Trains a policy; returns (policy, metrics): the policy evaluated (with ema_decay the
+    average of the learner's weights, whose own returns each evaluation point also holds,
+    learner_returns). oracle ({app: return}) turns returns into
     fractions of the oracle's time saved; on_eval(point) is called after each evaluation.
     evaluator (policy -> {app: return}, or {set: {app: return}} without an oracle) replaces
-    the default one (--train and --held-out side by side); the caller closes it."""
+    the default one (--train and --held-out side by side); the caller closes it.
+    With select_best the policy returned (and saved) is the checkpoint of the evaluation
+    with the highest score(point) (default: its fraction of the oracle on the training
+    applications, point["train"]), and a last point repeats its returns at the budget's
+    steps, with selected_steps saying which evaluation it was."""
     check_args(args)
+    score_of = score
+    if score_of is None and oracle is not None:
+        score_of = lambda point: point["train"]  # noqa: E731
+    if args.select_best and score_of is None:
+        raise ValueError("--select-best needs the training applications' oracle (or a score)")
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.torch_threads)
     generator = torch.Generator().manual_seed(args.seed)   # minibatch order
@@ -636,6 +679,10 @@ def train(args, oracle=None, on_eval=None, evaluator=None):
     # The policy that acts: the learner itself, or (overlap_update) a copy holding the
     # weights of the update before the one running.
     actor = copy.deepcopy(policy) if args.overlap_update else policy
+    # The policy evaluated and saved: the learner, or (ema_decay) the average of its weights.
+    average = WeightAverage(policy, args.ema_decay) if args.ema_decay > 0 else None
+    evaluated = policy if average is None else average.policy
+    best = []  # select_best: [score, point, weights] of the best evaluation so far
     # fused: Adam's step in one kernel over every parameter rather than a few ops per
     # parameter (the same arithmetic; 0.35 ms instead of 0.65 per minibatch, measured).
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
@@ -764,9 +811,11 @@ def train(args, oracle=None, on_eval=None, evaluator=None):
 
     def evaluate(steps, train_s, stats):
         t0 = time.perf_counter()
-        returns = evaluator(policy)
-        timers["evaluation"] += time.perf_counter() - t0
+        returns = evaluator(evaluated)
         point = dict(steps=steps, train_s=train_s, returns=returns, **stats)
+        if average is not None and steps > 0:  # the learner too, for comparison
+            point["learner_returns"] = evaluator(policy)
+        timers["evaluation"] += time.perf_counter() - t0
         if oracle is not None:
             point["train"] = fraction_of_oracle(returns, oracle, train_apps)
             if held_out:
@@ -780,9 +829,28 @@ def train(args, oracle=None, on_eval=None, evaluator=None):
                      "returns " + " ".join(f"{a} {r:+.4f}" for a, r in returns.items()))
             log(f"fast_ppo seed {args.seed}: {steps} steps, {train_s:.1f} s, "
                 f"{steps / max(train_s, 1e-9):,.0f} steps/s; {score}")
+        if args.select_best and steps > 0 and (not best or score_of(point) > best[0]):
+            best[:] = [score_of(point), point, copy.deepcopy(evaluated.state_dict())]
         if args.json:
             write_json(args.json, metrics)
         return point
+
+    def select():
+        """The best checkpoint (select_best) as the policy delivered, and the last point."""
+        if not best:
+            return evaluated
+        _, point, state = best
+        delivered = copy.deepcopy(evaluated)
+        delivered.load_state_dict(state)
+        last = dict(point, steps=steps, train_s=train_s, selected_steps=point["steps"])
+        metrics["curve"].append(last)
+        metrics["selected_steps"] = point["steps"]
+        if on_eval is not None:
+            on_eval(last)
+        if not args.quiet:
+            log(f"fast_ppo seed {args.seed}: selected the checkpoint of {point['steps']} steps"
+                f" (score {best[0]:+.3f} on the training applications)")
+        return delivered
 
     # The update on its own thread (overlap_update), or in line.
     updater = concurrent.futures.ThreadPoolExecutor(1) if args.overlap_update else None
@@ -813,12 +881,16 @@ def train(args, oracle=None, on_eval=None, evaluator=None):
                     optimizer.param_groups[0]["lr"] = args.learning_rate * (1 - update_index / updates)
                 torch.set_num_threads(args.update_threads)
                 stats = update(buf)
+                if average is not None:
+                    average.update(policy)
                 buf.start_from(buf)
                 done = update_index  # the update just made
             else:  # wait for the update that ran beside this rollout
                 done = update_index - 1
                 stats = pending.result() if pending is not None else None
                 pending = None
+                if average is not None and stats is not None:
+                    average.update(policy)
                 # The next rollout acts with the weights this update made.
                 actor.load_state_dict(policy.state_dict())
             timers["update"] += time.perf_counter() - t_rollout
@@ -840,13 +912,19 @@ def train(args, oracle=None, on_eval=None, evaluator=None):
                     optimizer.param_groups[0]["lr"] = args.learning_rate * (1 - update_index / updates)
                 pending = updater.submit(update, buf)
         metrics["steps_per_s"] = steps / max(train_s, 1e-9)
+        delivered = select()
         if args.json:
             write_json(args.json, metrics)
         if args.save:
-            torch.save({"args": dataclasses.asdict(args), "state_dict": policy.state_dict(),
-                        "actor_layout": "choices_first"},
-                       args.save)
-        return policy, metrics
+            # state_dict: the policy delivered (the average with ema_decay, the best
+            # checkpoint with select_best; the learner's last weights then under
+            # learner_state_dict).
+            saved = {"args": dataclasses.asdict(args), "actor_layout": "choices_first",
+                     "state_dict": delivered.state_dict()}
+            if delivered is not policy:
+                saved["learner_state_dict"] = policy.state_dict()
+            torch.save(saved, args.save)
+        return delivered, metrics
     finally:
         if updater is not None:
             updater.shutdown(wait=True)

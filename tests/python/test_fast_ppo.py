@@ -243,7 +243,8 @@ def test_the_evaluation_is_learning_benchmarks():
 def test_arguments_are_checked_with_the_flag_named():
     for flags, words in ((["--policy", "cnn"], "--policy"), (["--num-envs", "3"], "even"),
                          (["--num-minibatches", "3"], "divide"), (["--mask", "x"], "--mask"),
-                         (["--config", "nokey"], "KEY=VALUE")):
+                         (["--config", "nokey"], "KEY=VALUE"),
+                         (["--ema-decay", "1"], "--ema-decay")):
         with pytest.raises(SystemExit) as e:
             fast_ppo.parse_args(flags)
         assert e.value.code == 2
@@ -341,3 +342,71 @@ def test_argmax_choices_equals_max_indices():
     x = torch.zeros((4, 3, 16))
     x[:, 1] = -1e9  # a masked choice never wins; ties go to the first
     assert (fast_ppo.argmax_choices(x) == 0).all()
+
+
+def test_the_weight_average_is_the_decayed_mean_of_the_updates_weights():
+    # After update k: sum_j d^(k-j) theta_j / sum_j d^(k-j) over the updates' weights
+    # theta_1..theta_k (the initial weights left out), for every parameter.
+    torch.manual_seed(0)
+    learner = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+    average = fast_ppo.WeightAverage(learner, 0.7)
+    seen = []
+    for _ in range(6):
+        with torch.no_grad():
+            for p in learner.parameters():
+                p.add_(torch.randn_like(p))
+        seen.append([p.detach().clone() for p in learner.parameters()])
+        average.update(learner)
+        k = len(seen)
+        weights = [0.7 ** (k - j) for j in range(1, k + 1)]
+        for i, got in enumerate(average.policy.parameters()):
+            want = sum(w * s[i] for w, s in zip(weights, seen)) / sum(weights)
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+            assert not got.requires_grad
+    assert seen[0][0].shape == (4, 3)
+    assert not torch.equal(next(average.policy.parameters()), seen[-1][0])  # not the last
+
+
+def test_with_a_weight_average_a_seed_repeats_and_the_learner_is_unchanged():
+    # --ema-decay evaluates the average; the learner (which acts) is trained exactly as
+    # without it, so its returns (learner_returns) are the plain run's curve; a seed gives
+    # the same run twice; the policy returned is the average, not the learner.
+    args = fast_ppo.Args(total_steps=4096, seed=5, **SMALL)
+    plain_policy, plain = fast_ppo.train(args)
+    averaged = [fast_ppo.train(dataclasses.replace(args, ema_decay=0.5)) for _ in range(2)]
+    curves = [[(p["returns"], p.get("learner_returns")) for p in m["curve"]]
+              for _, m in averaged]
+    assert curves[0] == curves[1]
+    learner = [p["learner_returns"] for p in averaged[0][1]["curve"][1:]]
+    assert learner == [p["returns"] for p in plain["curve"][1:]]
+    assert [p["returns"] for p in averaged[0][1]["curve"][1:]] != learner
+    for (name, x), (_, y) in zip(averaged[0][0].state_dict().items(),
+                                 averaged[1][0].state_dict().items()):
+        assert torch.equal(x, y), name
+    assert not all(torch.equal(x, y) for x, y in zip(averaged[0][0].state_dict().values(),
+                                                     plain_policy.state_dict().values()))
+
+
+def test_select_best_ends_with_the_best_scoring_checkpoint():
+    # The curve's evaluations as without it, then a last point at the budget repeating the
+    # returns of the evaluation that scored best (selected_steps); the policy returned
+    # gives those returns again; the run's learner is the plain run's.
+    args = fast_ppo.Args(total_steps=4096, seed=5, **dict(SMALL, eval_every=1024))
+
+    def score(point):  # any score of a point; here the negated total, so not the last
+        return -sum(point["returns"].values())
+
+    _, plain = fast_ppo.train(args)
+    policy, picked = fast_ppo.train(dataclasses.replace(args, select_best=True), score=score)
+    curve = picked["curve"]
+    assert [p["returns"] for p in curve[:-1]] == [p["returns"] for p in plain["curve"]]
+    best = max(curve[1:-1], key=score)
+    assert curve[-1]["selected_steps"] == best["steps"] == picked["selected_steps"]
+    assert curve[-1]["returns"] == best["returns"] and curve[-1]["steps"] == curve[-2]["steps"]
+    evaluator = fast_ppo.Evaluator(args, fast_ppo.app_names(args.train))
+    try:
+        assert evaluator(policy) == best["returns"]
+    finally:
+        evaluator.close()
+    with pytest.raises(ValueError, match="select-best"):
+        fast_ppo.train(dataclasses.replace(args, select_best=True))  # no oracle, no score
