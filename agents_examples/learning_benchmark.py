@@ -48,6 +48,7 @@ import importlib.util
 import json
 import os
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -109,6 +110,13 @@ AGENTS = {
     # learns to move nothing (README, "Generalization": kept to reproduce that).
     "ppo-regions-norm": dict(library="reference", kwargs=dict(policy="regions",
                                                               reward_norm="oracle")),
+    # ppo-regions-lr1e-3 started from a clone of HeMem-like's placement (bc_regions.py:
+    # each region's label the tier HeMem-like keeps it on at that step, states visited
+    # with 10 % of random choices; the value fitted to those episodes' returns), then PPO.
+    "ppo-regions-bc": dict(library="reference", pretrain=dict(teacher="hemem"),
+                           kwargs=dict(policy="regions", learning_rate=1e-3)),
+    "ppo-regions-bc-lr3e-4": dict(library="reference", pretrain=dict(teacher="hemem"),
+                                  kwargs=dict(policy="regions", learning_rate=3e-4)),
 }
 # The generalization protocol's agents by default.
 GENERAL_AGENTS = ("ppo-regions", "ppo-flat", "sb3-ppo")
@@ -631,8 +639,14 @@ def train_reference_general(agent, task, train_config, sets, seed, steps, eval_e
         config=",".join(f"{k}={v}" for k, v in dict(overrides,
                                                      machine=train_config["machine"]).items()),
         **agent["kwargs"])
-    evaluator = InProcessSetEvaluator(fast_ppo, fast_args, sets, task)
     started = time.monotonic()
+    scratch = tempfile.TemporaryDirectory(prefix="tiergym-bc-")
+    if agent.get("pretrain"):  # a warm start: its env steps are logged, not in the curve
+        import bc_regions
+        fast_args.init_from = os.path.join(scratch.name, "bc.pt")
+        bc_regions.pretrain(fast_args, bc_regions.BCArgs(**agent["pretrain"]),
+                            fast_args.init_from, log=log)
+    evaluator = InProcessSetEvaluator(fast_ppo, fast_args, sets, task)
 
     def on_eval(point):
         curve.append({"steps": int(point["steps"]), "returns": point["returns"]})
@@ -643,6 +657,7 @@ def train_reference_general(agent, task, train_config, sets, seed, steps, eval_e
         _, metrics = fast_ppo.train(fast_args, on_eval=on_eval, evaluator=evaluator)
     finally:
         evaluator.close()
+        scratch.cleanup()
     return curve, metrics["train_s"], time.monotonic() - started
 
 
