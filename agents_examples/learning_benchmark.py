@@ -28,7 +28,9 @@ time saved (1 - runtime / all-on-ddr runtime, migrations included), against the 
 (policies.py: the best static placement, which sees the whole run); on a set of programs
 the mean over its applications of return / oracle's return, on a procedural set the time
 saved summed over its applications over the oracle's sum (some procedural applications
-gain nothing from any placement; a ratio there is noise). The heuristics of policies.py run
+gain nothing from any placement; a ratio there is noise); on real programs, where the
+oracle may save nothing (knl: real-v1 stays on DDR), the time saved in % of the all-slow
+runtime, the oracle's printed beside it (set_score). The heuristics of policies.py run
 on the same machines, in the placement action mode (the same dynamics and returns), and
 are horizontal lines. The JSON (rewritten after every evaluation) holds every curve, the
 heuristics, wall times and env steps per second; the plot the mean curve over seeds, one
@@ -1050,7 +1052,8 @@ def run_agents(args, trainer_for, oracle, heuristics):
     def score(returns):
         if args.protocol == "generalization":
             return ", ".join(f"{s.label} {set_score(returns[s.label], oracle[s.label], s):+.3f}"
-                             + ("% saved" if s.saved else "") for s in args.sets) + " of the oracle"
+                             + ("% saved" if s.saved else "") for s in args.sets) + (
+                                 " (fractions: of the oracle's time saved)")
         return (f"train {fraction_of_oracle(returns, oracle, args.train):+.3f}, held out "
                 f"{fraction_of_oracle(returns, oracle, args.held_out):+.3f} of the oracle")
 

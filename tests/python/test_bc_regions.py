@@ -43,7 +43,8 @@ def test_labels_are_the_teacher_s_tiers_and_the_clone_learns_them():
     config = dict(TASK, profiles="minife,nekbone,lammps")
     profiles, placements = bc_regions.teacher_placements(config, "hemem")
     bc = bc_regions.BCArgs(episodes=2, noise=0.3, epochs=30, learning_rate=3e-3)
-    obs, masks, labels, returns, steps = bc_regions.collect(config, profiles, placements, bc)
+    obs, masks, labels, returns, changes, steps = bc_regions.collect(config, profiles,
+                                                                     placements, bc)
     assert steps == 2 * 3 * 12 and obs.shape[0] == 2 * 3 * 12 == len(returns)
     # placement labels: 1 + the teacher's tier at that step, unless that move is masked
     expected = 1 + np.tile(placements.transpose(1, 0, 2), (2, 1, 1))      # [2T, n, K]
@@ -53,15 +54,21 @@ def test_labels_are_the_teacher_s_tiers_and_the_clone_learns_them():
     # the returns-to-go of the first step are the episodes' returns x 100
     assert returns.shape == (len(obs),)
     keep = dataclasses.replace(bc, label="keep")
-    _, _, keep_labels, _, _ = bc_regions.collect(config, profiles, placements, keep)
+    _, _, keep_labels, _, keep_changes, _ = bc_regions.collect(config, profiles, placements,
+                                                               keep)
     assert 0 < (keep_labels != 0).mean() < 0.5  # keep where the region already is
+    assert ((keep_labels != 0) == keep_changes).all()
+    # changes: the label's tier is not the one the region is on (the first episode is the
+    # teacher's own: its labels change a region only where the teacher moves it)
+    assert 0 < changes.mean() < 0.5 and (labels[changes] != 0).all()
     envs = tiergym.InProcessVectorEnv(1, **dict(config, profiles="minife"))
     layout = fast_ppo.Layout(envs.tier_spec, envs.num_regions, envs.single_action_space)
+    torch.manual_seed(0)
     policy = fast_ppo.POLICIES["regions"](layout, envs.single_observation_space.shape[0], 64)
     envs.close()
-    before = (fast_ppo.greedy_actions(policy, obs, masks) == labels).mean()
-    accuracy, _ = bc_regions.fit(policy, obs, masks, labels, returns, bc)
-    assert accuracy > max(0.9, before)
+    before = (fast_ppo.greedy_actions(policy, obs, masks) == labels)[changes].mean()
+    accuracy, on_changes = bc_regions.fit(policy, obs, masks, labels, returns, changes, bc)
+    assert accuracy > 0.6 and on_changes > max(0.5, before + 0.2)
 
 
 @needs_binary
