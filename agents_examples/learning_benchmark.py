@@ -112,13 +112,13 @@ AGENTS = {
     # learns to move nothing (README, "Generalization": kept to reproduce that).
     "ppo-regions-norm": dict(library="reference", kwargs=dict(policy="regions",
                                                               reward_norm="oracle")),
-    # ppo-regions-lr1e-3 started from a clone of HeMem-like's placement (bc_regions.py:
-    # each region's label the tier HeMem-like keeps it on at that step, states visited
-    # with 10 % of random choices; the value fitted to those episodes' returns), then PPO.
+    # ppo-regions-lr1e-3 started from a clone of HeMem-like's placement (bc_regions.py's
+    # defaults: each region's label the tier HeMem-like keeps it on at that step, states
+    # visited with 10 % of random choices, the labels that change a region's tier half of
+    # the loss; the value fitted to those episodes' returns), then PPO. README,
+    # "Generalization"; its pretraining's env steps are logged, not in the curve.
     "ppo-regions-bc": dict(library="reference", pretrain=dict(teacher="hemem"),
                            kwargs=dict(policy="regions", learning_rate=1e-3)),
-    "ppo-regions-bc-lr3e-4": dict(library="reference", pretrain=dict(teacher="hemem"),
-                                  kwargs=dict(policy="regions", learning_rate=3e-4)),
 }
 # The generalization protocol's agents by default.
 GENERAL_AGENTS = ("ppo-regions", "ppo-flat", "sb3-ppo")
