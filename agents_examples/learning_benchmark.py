@@ -894,7 +894,10 @@ def merge(args):
             log(f"learning_benchmark: --merge {path}: {e}")
             return 1
         data.setdefault("protocol", "two-apps")  # files written before the protocols
-        key = ((data["protocol"], data["task"], data.get("train_split"), data.get("sets"))
+        # The sets compared without "score" (files written before it are the same sets).
+        sets = {label: {k: v for k, v in d.items() if k != "score"}
+                for label, d in (data.get("sets") or {}).items()}
+        key = ((data["protocol"], data["task"], data.get("train_split"), sets)
                if data["protocol"] == "generalization" else
                (data["protocol"], data["task"], data["train"], data["held_out"]))
         if first is None:
