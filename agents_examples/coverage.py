@@ -29,13 +29,14 @@ distribution's read_pct U(55, 100) per kernel.
 """
 
 import argparse
-import json
 import sys
+import types
 
 import numpy as np
 
 import app_weights
 import bc_regions
+import fast_ppo
 import policies
 import tiergym
 import tiergym.wrappers
@@ -162,18 +163,15 @@ def main(argv=None):
                         help="task keys KEY=VALUE,... over the default task's")
     parser.add_argument("--json", help="write every application's statistics here")
     args = parser.parse_args(argv)
-    task = dict(tiergym.DEFAULT_TASK)
-    for item in filter(None, args.config.split(",")):
-        key, eq, value = item.partition("=")
-        if not eq:
-            parser.error(f"--config: {item!r} is not KEY=VALUE")
-        task[key] = value
+    try:
+        task = fast_ppo.task_config(types.SimpleNamespace(config=args.config))
+    except ValueError as e:
+        parser.error(str(e))
     result = measure(task, args.pool, [s for s in args.held_out.split(",") if s],
                      progress=lambda line: print(line, file=sys.stderr))
     print_table(result)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+        fast_ppo.write_json(args.json, result)  # written whole or not at all
     return 0
 
 
