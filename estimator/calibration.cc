@@ -73,9 +73,9 @@ void ApplyCalibration(const Calibration& calibration, EstimatorOptions* options)
 
 PredictionInterval CalibratedInterval(const Calibration& calibration, double estimate_ns,
                                       double paper_ns, const SamplingInterval& sampling,
-                                      double level) {
+                                      double level, double mixing) {
   return ConformalInterval(calibration.interval_scores, calibration.prior, estimate_ns, paper_ns,
-                           sampling, level);
+                           sampling, level, mixing);
 }
 
 absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_view source) {
@@ -90,8 +90,8 @@ absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_
                    StrCat(R"(expected "tiergym-calibration", got ")", format, "\""));
   }
   TG_ASSIGN_OR_RETURN(double version, r.RequiredNumber("version"));
-  if (version != 1 && version != 2)
-    return r.Error("version", nullptr, "only versions 1 and 2 are known");
+  if (version != 1 && version != 2 && version != 3)
+    return r.Error("version", nullptr, "only versions 1, 2 and 3 are known");
   Calibration c;
   TG_ASSIGN_OR_RETURN(std::string model, r.RequiredString("model"));
   auto parsed = ParseModel(model);
@@ -113,7 +113,8 @@ absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_
   if (interval != nullptr) {
     json::ObjectReader v(*interval, std::string(source), "interval");
     TG_RETURN_IF_ERROR(v.CheckIsObject());
-    TG_RETURN_IF_ERROR(v.OnlyKeys({"noise", "model_error", "scores"}));
+    TG_RETURN_IF_ERROR(version >= 3 ? v.OnlyKeys({"noise", "model_error", "mix_error", "scores"})
+                                    : v.OnlyKeys({"noise", "model_error", "scores"}));
     TG_ASSIGN_OR_RETURN(c.prior.noise, v.RequiredNumber("noise"));
     TG_ASSIGN_OR_RETURN(c.prior.model_error, v.RequiredNumber("model_error"));
     if (!(c.prior.noise > 0 && c.prior.noise <= 1)) {
@@ -121,6 +122,10 @@ absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_
     }
     if (!(c.prior.model_error >= 0 && c.prior.model_error <= 10)) {
       return v.Error("model_error", nullptr, "must be in [0, 10]");
+    }
+    TG_ASSIGN_OR_RETURN(c.prior.mix_error, v.OptionalNumber("mix_error", 0));
+    if (!(c.prior.mix_error >= 0 && c.prior.mix_error <= 10)) {
+      return v.Error("mix_error", nullptr, "must be in [0, 10]");
     }
     TG_ASSIGN_OR_RETURN(const json::Value* scores, v.OptionalMember("scores"));
     if (scores != nullptr) {
@@ -167,7 +172,7 @@ std::string FormatCalibration(const Calibration& c) {
   w.Key("format");
   w.String("tiergym-calibration");
   w.Key("version");
-  w.Int(2);
+  w.Int(3);
   w.Key("model");
   w.String(ModelName(c.model));
   w.Key("compute_overlap");
@@ -182,6 +187,8 @@ std::string FormatCalibration(const Calibration& c) {
   w.Double(c.prior.noise);
   w.Key("model_error");
   w.Double(c.prior.model_error);
+  w.Key("mix_error");
+  w.Double(c.prior.mix_error);
   w.Key("scores");
   w.BeginArray();
   for (double s : c.interval_scores) w.Double(s);
@@ -228,7 +235,7 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   // [o * kTierSteps + j][run]; the paper model's estimates for the interval scale.
   const size_t candidates = static_cast<size_t>(kOverlapSteps + 1) * kTierSteps;
   std::vector<std::vector<double>> residual(candidates, std::vector<double>(n));
-  std::vector<double> paper_ns(n), estimate_ns(n * candidates);
+  std::vector<double> paper_ns(n), mixing(n), estimate_ns(n * candidates);
   auto measured = [&](size_t i) { return static_cast<double>(runs[i].first.runtime_ns); };
   for (int o = 0; o <= kOverlapSteps; ++o) {
     EstimatorOptions opts = base;
@@ -252,9 +259,10 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
       auto resolved = (*index)->Resolve(placement);
       if (!resolved.ok()) return fail(resolved.status());
       if (o == 0) {
-        auto paper = (*index)->RuntimeNs(*resolved, Model::kPaper);
+        auto paper = (*index)->EstimateDetailed(*resolved, Model::kPaper);
         if (!paper.ok()) return fail(paper.status());
-        paper_ns[i] = *paper;
+        paper_ns[i] = paper->runtime_ns;
+        mixing[i] = Mixing(paper->access_share);
       }
       for (int j = 0; j < kTierSteps; ++j) {
         auto& copy = copies[{placement.default_tier, j}];
@@ -274,7 +282,7 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   const size_t prior = static_cast<size_t>(prior_o) * kTierSteps + prior_j;
   auto score = [&](size_t c, size_t i) {
     return std::fabs(residual[c][i]) /
-           RelativeSd(options.prior, estimate_ns[c * n + i], paper_ns[i]);
+           RelativeSd(options.prior, estimate_ns[c * n + i], paper_ns[i], mixing[i]);
   };
   Calibration out;
   out.model = options.model;
@@ -315,8 +323,9 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
       out.cv_residual[i] = residual[c][i];
       cv_error[i] = 100 * std::fabs(residual[c][i]);
       prior_error[i] = 100 * std::fabs(residual[prior][i]);
-      const PredictionInterval interval = ConformalInterval(
-          scores, options.prior, estimate_ns[c * n + i], paper_ns[i], SamplingInterval{}, 0.9);
+      const PredictionInterval interval =
+          ConformalInterval(scores, options.prior, estimate_ns[c * n + i], paper_ns[i],
+                            SamplingInterval{}, 0.9, mixing[i]);
       out.cv_inside[i] = Inside(interval, measured(i));
       inside += out.cv_inside[i];
     }

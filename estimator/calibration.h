@@ -22,19 +22,21 @@
 // folds come from fits without the run's fold either).
 //
 // File format (JSON, written by WriteCalibration, read by ReadCalibration):
-//   {"format": "tiergym-calibration", "version": 2,
+//   {"format": "tiergym-calibration", "version": 3,
 //    "model": "roofline",            // the model the parameters were fitted for
 //    "compute_overlap": 0.7,         // in [0, 1]
 //    "tier_overlap": 0.9,            // in [0, 1]; version 1 files: 1
 //    "relative_noise": 0.006,        // >= 0, relative standard deviation
 //    "interval": {"noise": 0.01, "model_error": 0.13,    // the prior the scores divide by
+//                 "mix_error": 0.02,                     // version 3; before: 0
 //                 "scores": [0.2, 1.1, ...]},            // optional
 //    "fitted_runs": 18,              // informational
 //    "cross_validation": {"folds": 5, "mean_error_pct": .., "max_error_pct": ..,
 //                         "uncalibrated_mean_error_pct": .., "uncalibrated_max_error_pct": ..,
 //                         "coverage": ..}}   // coverage optional
 // Unknown keys are errors; "cross_validation", "fitted_runs", "tier_overlap" and
-// "interval" are optional on reading (version 1 files read as before).
+// "interval" are optional on reading (version 1 and 2 files read as before: version 2 has no
+// "mix_error", version 1 no "tier_overlap" and no "interval").
 #ifndef TIERGYM_ESTIMATOR_CALIBRATION_H_
 #define TIERGYM_ESTIMATOR_CALIBRATION_H_
 
@@ -79,7 +81,7 @@ void ApplyCalibration(const Calibration& calibration, EstimatorOptions* options)
 // and prior (the prior interval when it has no scores).
 PredictionInterval CalibratedInterval(const Calibration& calibration, double estimate_ns,
                                       double paper_ns, const SamplingInterval& sampling,
-                                      double level);
+                                      double level, double mixing = 0);
 
 absl::StatusOr<Calibration> ReadCalibration(const std::string& path);
 absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_view source);

@@ -50,6 +50,9 @@ struct EstimatorOptions {
   bool subset_fits = false;            // Model::kRoofline (IndexOptions)
   bool tail_window_apart = true;       // Model::kRoofline
   double read_pct = 100;               // machines with measured curves: the traffic's read share
+
+  // Model::kRoofline (IndexOptions).
+  ShareBias share_bias = ShareBias::kKeep;
 };
 
 // The recommended options (estimator/README.md, "Ablation"), which are the struct's

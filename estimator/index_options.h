@@ -38,6 +38,15 @@ enum class WindowAlignment {
   kSamples,       // by the ratio of the mean sample positions (run_segments.h)
 };
 
+// What the roofline model does about the sampling bias of a block's shares
+// (estimator/README.md, "Held out on a family of ground truths"): the roofline of a mix is
+// convex in the block's shares, so shares drawn from a few hundred samples overestimate it
+// on average (Jensen's inequality).
+enum class ShareBias {
+  kKeep,     // price the mix at the block's sampled shares
+  kCorrect,  // subtract the bias the shares' multinomial spread puts on the mix (bootstrap)
+};
+
 struct IndexOptions {
   // Window length in base-run instructions (see EstimateOptions). Default 1,000,000.
   uint64_t window_instructions = 1'000'000;
@@ -92,6 +101,8 @@ struct IndexOptions {
   // Model::kRoofline with three runs or more: fit the overlap per block (grid 0, 0.1, ..,
   // 1; compute_overlap stays unless another value halves the residual). Default true.
   bool fit_overlap = true;
+  // Model::kRoofline: the sampling bias of the blocks' shares. Default kKeep.
+  ShareBias share_bias = ShareBias::kKeep;
 };
 
 }  // namespace tiergym

@@ -45,27 +45,33 @@ double NormalQuantile(double p) {
          (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
 }
 
-double RelativeSd(const IntervalPrior& prior, double estimate_ns, double paper_ns) {
+double Mixing(const std::vector<double>& access_share) {
+  if (access_share.empty()) return 0;
+  return std::clamp(1 - *std::max_element(access_share.begin(), access_share.end()), 0.0, 1.0);
+}
+
+double RelativeSd(const IntervalPrior& prior, double estimate_ns, double paper_ns, double mixing) {
   const double delta = std::fabs(estimate_ns - paper_ns) / estimate_ns;
-  return std::hypot(prior.noise, prior.model_error * delta);
+  return std::hypot(prior.noise, prior.model_error * delta, prior.mix_error * mixing);
 }
 
 PredictionInterval PriorInterval(const IntervalPrior& prior, double estimate_ns, double paper_ns,
-                                 const SamplingInterval& sampling, double level) {
+                                 const SamplingInterval& sampling, double level, double mixing) {
   const double z = NormalQuantile(0.5 + level / 2);
-  return Around(estimate_ns, z * RelativeSd(prior, estimate_ns, paper_ns), sampling, level);
+  return Around(estimate_ns, z * RelativeSd(prior, estimate_ns, paper_ns, mixing), sampling, level);
 }
 
 PredictionInterval ConformalInterval(const std::vector<double>& scores, const IntervalPrior& prior,
                                      double estimate_ns, double paper_ns,
-                                     const SamplingInterval& sampling, double level) {
-  if (scores.empty()) return PriorInterval(prior, estimate_ns, paper_ns, sampling, level);
+                                     const SamplingInterval& sampling, double level,
+                                     double mixing) {
+  if (scores.empty()) return PriorInterval(prior, estimate_ns, paper_ns, sampling, level, mixing);
   std::vector<double> sorted = scores;
   std::sort(sorted.begin(), sorted.end());
   const auto n = static_cast<double>(sorted.size());
   const auto k = static_cast<size_t>(std::ceil((n + 1) * level));
   const double q = sorted[std::min(sorted.size(), std::max<size_t>(k, 1)) - 1];
-  return Around(estimate_ns, q * RelativeSd(prior, estimate_ns, paper_ns), sampling, level);
+  return Around(estimate_ns, q * RelativeSd(prior, estimate_ns, paper_ns, mixing), sampling, level);
 }
 
 }  // namespace tiergym

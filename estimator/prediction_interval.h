@@ -9,8 +9,14 @@
 //     and compute in a mix is not in the profile (the family of ground truths of
 //     traces/SYNTH.md section 10). It vanishes when one tier holds everything and grows
 //     with how far the runtime model moves the estimate from the paper's linear
-//     weighting: the relative correction delta = |estimate - paper estimate| / estimate.
-// The relative scale of the last two is sd = sqrt(noise^2 + (model_error * delta)^2).
+//     weighting: the relative correction delta = |estimate - paper estimate| / estimate;
+//     and with how far the placement lies from the runs the profile measured (one tier
+//     holding everything): its mixing mu = 1 - the largest device's share of the accesses
+//     (0 for a single-tier placement, 1/2 for two tiers halved, 2/3 for three in thirds).
+//     How much the tiers overlap or queue shows in a mix whether or not the runtime model
+//     corrects it.
+// The relative scale of the last two is
+//   sd = sqrt(noise^2 + (model_error * delta)^2 + (mix_error * mu)^2).
 //
 // Without measured runs (PriorInterval) the half-width is z(level) * sd * estimate, with a
 // prior (noise, model_error) fitted on the family of ground truths and documented in the
@@ -36,21 +42,27 @@ struct IntervalPrior {
   double noise = 0.010;
   // Standard deviation of the model's own relative error per unit of relative correction.
   double model_error = 0.13;
+  // Standard deviation of the model's own relative error per unit of mixing (Mixing()).
+  double mix_error = 0;
 };
+
+// The mixing of a placement: 1 - max_d access_share[d] (0 for an empty list).
+double Mixing(const std::vector<double>& access_share);
 
 struct PredictionInterval {
   double lo_ns = 0, hi_ns = 0;
   double level = 0;
 };
 
-// sd of the estimate (relative): sqrt(noise^2 + (model_error * delta)^2) with delta =
-// |estimate_ns - paper_ns| / estimate_ns. REQUIRES: estimate_ns > 0.
-double RelativeSd(const IntervalPrior& prior, double estimate_ns, double paper_ns);
+// sd of the estimate (relative): sqrt(noise^2 + (model_error * delta)^2 + (mix_error *
+// mixing)^2) with delta = |estimate_ns - paper_ns| / estimate_ns. REQUIRES: estimate_ns > 0.
+double RelativeSd(const IntervalPrior& prior, double estimate_ns, double paper_ns,
+                  double mixing = 0);
 
 // The prior interval: z(level) * sd * estimate_ns either side, and the sampling interval's
 // half-widths in quadrature. REQUIRES: level in (0, 1), estimate_ns > 0.
 PredictionInterval PriorInterval(const IntervalPrior& prior, double estimate_ns, double paper_ns,
-                                 const SamplingInterval& sampling, double level);
+                                 const SamplingInterval& sampling, double level, double mixing = 0);
 
 // The conformal interval from calibration scores (|relative residual| / RelativeSd of
 // runs scored by a fit on the other folds): the ceil((n + 1) level)-th smallest score, or
@@ -58,7 +70,8 @@ PredictionInterval PriorInterval(const IntervalPrior& prior, double estimate_ns,
 // interval in quadrature. Falls back to PriorInterval without scores.
 PredictionInterval ConformalInterval(const std::vector<double>& scores, const IntervalPrior& prior,
                                      double estimate_ns, double paper_ns,
-                                     const SamplingInterval& sampling, double level);
+                                     const SamplingInterval& sampling, double level,
+                                     double mixing = 0);
 
 // The standard normal quantile, p in (0, 1).
 double NormalQuantile(double p);

@@ -65,31 +65,67 @@ def ensure_profile(cache, member, machine, seed, app):
     return d
 
 
+# What a validate row holds (score_uncached): 2 added the access shares.
+VALIDATE_ROWS = 2
+
+
+def score_key(options, calibrate):
+    """What a profile's scores are cached by: the options, the command, the binary's digest
+    and (validate) the rows' format."""
+    return hashlib.sha1(json.dumps([options, calibrate, binary_id()] + (
+        [] if calibrate else [VALIDATE_ROWS])).encode()).hexdigest()[:16]
+
+
 def score(d, machine, options, calibrate):
     """[(run name, kind, error %, inside the interval or None)] of one profile, cached in
     the profile's directory by the options."""
-    key = hashlib.sha1(json.dumps([options, calibrate, binary_id()]).encode()).hexdigest()[:16]
+    key = score_key(options, calibrate)
     cache = os.path.join(d, f"score-{key}.json")
     if os.path.exists(cache):
         with open(cache) as f:
             return [tuple(r) for r in json.load(f)]
-    rows = score_uncached(d, machine, options, calibrate)
+    rows = score_uncached(d, machine, options, calibrate, key)
     with open(cache, "w") as f:
         json.dump(rows, f)
     return rows
 
 
-def binary_id():
-    """Identifies the tiergym binary (its size and time), so that a rebuilt one rescores."""
+_BINARY_DIGEST = {}
+
+
+def binary_path():
+    """The tiergym binary that runs: tiergym() itself, or, when that is the Python package's
+    launcher (a script that execs the binary installed in the package), that binary."""
     path = shutil.which(tiergym()) or tiergym()
-    st = os.stat(path)
-    return f"{st.st_size}-{int(st.st_mtime)}"
+    with open(path, "rb") as f:
+        head = f.readline()
+    if not head.startswith(b"#!"):
+        return path
+    interpreter = head[2:].decode().strip().split()
+    proc = subprocess.run(interpreter + ["-c", "from tiergym.connection import find_binary; "
+                                         "print(find_binary(use_path=False))"],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    found = proc.stdout.strip()
+    return found if proc.returncode == 0 and os.path.isfile(found) else path
 
 
-def score_uncached(d, machine, options, calibrate):
+def binary_id():
+    """Identifies the tiergym binary by its content (SHA-256), so that a rebuild that changes
+    nothing it computes keeps the cached scores and one that does rescores."""
+    path = binary_path()
+    if path not in _BINARY_DIGEST:
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        _BINARY_DIGEST[path] = digest.hexdigest()
+    return _BINARY_DIGEST[path]
+
+
+def score_uncached(d, machine, options, calibrate, key):
     profile, runs = os.path.join(d, "profile"), os.path.join(d, "runs", "runs.csv")
     if calibrate:
-        out = os.path.join(d, "calibration.json")
+        out = calibration_path(d, key)
         text = run([tiergym(), "calibrate", "--profile", profile, "--runs", runs, "--machine",
                     machine, "--out", out, "--json", "--quiet"] + options)
         doc = json.loads(text)
@@ -99,7 +135,50 @@ def score_uncached(d, machine, options, calibrate):
                 "--json"] + options)
     doc = json.loads(text)
     return [(r["name"], kind_of(r["name"]), r["error_pct"], r.get("inside"), r["measured_ns"],
-             r["estimated_ns"], r["models"]["paper"]["estimated_ns"]) for r in doc["runs"]]
+             r["estimated_ns"], r["models"]["paper"]["estimated_ns"], r.get("access_share"))
+            for r in doc["runs"]]
+
+
+def calibration_path(d, key):
+    """Where the calibration of profile directory d scored under `key` is written."""
+    return os.path.join(d, f"calibration-{key}.json")
+
+
+def fitted_parameters(d, options):
+    """(compute_overlap, tier_overlap) of the calibration score() wrote for d and `options`,
+    or None."""
+    try:
+        with open(calibration_path(d, score_key(options, True))) as f:
+            doc = json.load(f)
+    except OSError:
+        return None
+    return doc["compute_overlap"], doc["tier_overlap"]
+
+
+# The calibrated parameters' bounds (estimator/calibration.h): the compute overlap's 0 and 1
+# are physical; the tier overlap's 1 is physical (concurrent tiers), 0.4 the grid's least.
+BOUNDS = {"compute_overlap": (0.0, 1.0), "tier_overlap": (0.4, 1.0)}
+
+
+def report_bounds(fits, members):
+    """Per member: every profile's fitted (compute overlap, tier overlap), and which sit at a
+    bound of their grid (fits: {(member, seed, app): (o, f)})."""
+    print("calibrated parameters per member (compute overlap / tier overlap per seed:app; "
+          "* at a bound: compute overlap 0 or 1, tier overlap 0.4; tier overlap 1 is the "
+          "concurrent tiers' physical bound)")
+    print("| member | fitted | compute overlap at 0 or 1 | tier overlap at 0.4 | at 1 |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    for member in members:
+        mine = sorted((k, v) for k, v in fits.items() if k[0] == member and v is not None)
+        text = ", ".join(
+            f"{seed}:{app} {o:.1f}{'*' if o in BOUNDS['compute_overlap'] else ''}/{f:.1f}"
+            f"{'*' if f == BOUNDS['tier_overlap'][0] else ''}" for (_, seed, app), (o, f) in mine)
+        at_o = sum(o in BOUNDS["compute_overlap"] for _, (o, _f) in mine)
+        at_low = sum(abs(f - BOUNDS["tier_overlap"][0]) < 1e-9 for _, (_o, f) in mine)
+        at_one = sum(abs(f - 1) < 1e-9 for _, (_o, f) in mine)
+        print(f"| {member} | {text} | {at_o} of {len(mine)} | {at_low} of {len(mine)} | "
+              f"{at_one} of {len(mine)} |")
+    print()
 
 
 def summarize(rows):
@@ -148,62 +227,113 @@ Z90 = 1.6448536269514722  # the standard normal's 95th percentile: a two-sided 9
 
 def prior_terms(rows):
     """(relative residual measured / estimate - 1, relative correction |estimate - paper| /
-    estimate) of scored runs (rows as score() returns them, validate only)."""
-    return [(r[4] / r[5] - 1, abs(r[5] - r[6]) / r[5]) for r in rows]
+    estimate, mixing 1 - the largest device's access share) of scored runs (rows as score()
+    returns them, validate only; rows without access shares have mixing 0)."""
+    terms = []
+    for r in rows:
+        shares = r[7] if len(r) > 7 and r[7] else [1.0]
+        terms.append((r[4] / r[5] - 1, abs(r[5] - r[6]) / r[5], 1 - max(shares)))
+    return terms
 
 
-def fit_prior(terms):
-    """(noise, model_error) of prediction_interval.h: of the grid (noise 0.1-3 % by 0.05 %,
-    model_error 0-1 by 0.01), the pair whose 90 % interval holds at least 90 % of the runs
-    with the least mean width (sd = sqrt(noise^2 + (model_error * delta)^2)). A normal
+def fit_prior(terms, with_mixing=True):
+    """(noise, model_error, mix_error) of prediction_interval.h: of the grid (noise 0.1-3 % by
+    0.05 %, model_error 0-1 by 0.01, mix_error 0-0.3 by 0.005, or 0 without mixing), the
+    triple whose 90 % interval holds at least 90 % of the runs with the least mean width
+    (sd = sqrt(noise^2 + (model_error * delta)^2 + (mix_error * mixing)^2)); if none does,
+    the one that holds the most. A normal
     likelihood would let the few large errors of some members widen every interval."""
+    import numpy as np
+    residual = np.abs(np.array([t[0] for t in terms]))
+    delta = np.array([t[1] for t in terms])
+    mixing = np.array([t[2] for t in terms])
+    noises = 0.0005 * np.arange(2, 61)
     best = None
-    for i in range(2, 61):
-        noise = 0.0005 * i
-        for j in range(0, 101):
-            me = 0.01 * j
-            if prior_coverage(terms, noise, me) < 0.9:
-                continue
-            width = sum((noise * noise + (me * delta) ** 2) ** 0.5 for _, delta in terms)
-            if best is None or width < best[0]:
-                best = (width, noise, me)
-    return best[1], best[2]
+    for mix in (0.005 * np.arange(0, 61) if with_mixing else [0.0]):
+        for me in 0.01 * np.arange(0, 101):
+            rest = (me * delta) ** 2 + (mix * mixing) ** 2
+            sd = np.sqrt(noises[:, None] ** 2 + rest[None, :])
+            coverage = (residual[None, :] <= Z90 * sd).mean(axis=1)
+            width = sd.mean(axis=1)
+            # (meets 90 %, then least width; without any that does, the most coverage)
+            held = np.minimum(coverage, 0.9)
+            i = int(np.lexsort((width, -held))[0])
+            candidate = (-held[i], width[i], float(noises[i]), float(me), float(mix))
+            if best is None or candidate[:2] < best[:2]:
+                best = candidate
+    return best[2], best[3], best[4]
 
 
-def prior_coverage(terms, noise, model_error, z=Z90):
-    inside = [abs(r) <= z * (noise * noise + (model_error * delta) ** 2) ** 0.5
-              for r, delta in terms]
+def fit_prior_shape(terms, with_mixing=True):
+    """(noise, model_error, mix_error) whose widths follow the errors: the shape (model_error
+    / noise, mix_error / noise; grids 0-100 and 0-30) of the most likely Laplace scale
+    sd_i = s sqrt(1 + (a delta_i)^2 + (b mixing_i)^2) of the residuals (the scale s in
+    closed form, the mean of |r_i| / g_i; a Laplace, not a normal, so that a few large errors
+    do not decide the shape), then one factor so that the 90 % interval holds 90 % of the
+    runs (noise = the 90th percentile of |r_i| / g_i over z)."""
+    import numpy as np
+    residual = np.abs(np.array([t[0] for t in terms]))
+    delta = np.array([t[1] for t in terms])
+    mixing = np.array([t[2] for t in terms])
+    best = None
+    for b in (0.25 * np.arange(0, 121) if with_mixing else [0.0]):
+        for a in 0.5 * np.arange(0, 201):
+            g = np.sqrt(1 + (a * delta) ** 2 + (b * mixing) ** 2)
+            scale = max(float(np.mean(residual / g)), 1e-12)
+            nll = len(g) * np.log(scale) + float(np.sum(np.log(g)))
+            if best is None or nll < best[0] - 1e-12:
+                best = (nll, float(a), float(b), g)
+    _, a, b, g = best
+    noise = float(np.quantile(residual / g, 0.9, method="higher")) / Z90
+    return noise, a * noise, b * noise
+
+
+def prior_coverage(terms, noise, model_error, mix_error=0.0, z=Z90):
+    inside = [abs(r) <= z * (noise * noise + (model_error * delta) ** 2
+                             + (mix_error * mixing) ** 2) ** 0.5
+              for r, delta, mixing in terms]
     return sum(inside) / len(inside) if inside else 0.0
+
+
+# The ways the prior can be fitted: (name, fit(terms) -> (noise, model_error, mix_error)).
+PRIOR_FITS = [
+    ("narrowest, without mixing: how IntervalPrior's defaults were fitted",
+     lambda t: fit_prior(t, False)),
+    ("likeliest shape, with mixing", lambda t: fit_prior_shape(t, True)),
+    ("likeliest shape, without mixing", lambda t: fit_prior_shape(t, False)),
+]
 
 
 def report_prior(all_rows, members):
     """Fits the interval prior on all members, and on all but one, scoring the 90 % interval's
     coverage (without the sampling interval, a few hundredths of a percent) on the member left
-    out, per placement kind."""
+    out, per placement kind, for every fit of PRIOR_FITS."""
     terms = prior_terms([r[4:] for r in all_rows])
-    noise, me = fit_prior(terms)
-    print(f"interval prior fitted on {', '.join(members)} ({len(terms)} runs): noise "
-          f"{noise:.4f}, model_error {me:.2f}; coverage of its 90 % interval there "
-          f"{100 * prior_coverage(terms, noise, me):.0f} %")
-    print("leave one member out: the prior fitted on the other members, its 90 % interval's "
-          "coverage on the member left out")
-    print("| held out | noise | model_error | fractions | ranges | mixes | all |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    held_inside = held_runs = 0
-    for member in members:
-        n, m = fit_prior(prior_terms([r[4:] for r in all_rows if r[0] != member]))
-        cells = []
-        for kind in ["fractions", "ranges", "mixes", "all"]:
-            held = [r[4:] for r in all_rows if r[0] == member and kind in ("all", r[5])]
-            cells.append(f"{100 * prior_coverage(prior_terms(held), n, m):.0f} %"
-                         if held else "-")
-        print(f"| {member} | {n:.4f} | {m:.2f} | " + " | ".join(cells) + " |")
-        held = prior_terms([r[4:] for r in all_rows if r[0] == member])
-        held_inside += prior_coverage(held, n, m) * len(held)
-        held_runs += len(held)
-    print(f"\nheld-out runs inside the 90 % interval of a prior fitted without their member: "
-          f"{100 * held_inside / max(1, held_runs):.1f} % of {held_runs}")
-    print()
+    for form, fit_of in PRIOR_FITS:
+        fit = fit_of(terms)
+        print(f"interval prior ({form}), fitted on {', '.join(members)} ({len(terms)} runs): "
+              f"noise {fit[0]:.4f}, model_error {fit[1]:.3f}, mix_error {fit[2]:.4f}; "
+              f"coverage of its 90 % interval there {100 * prior_coverage(terms, *fit):.1f} %")
+        print(f"leave one member out ({form}): the prior fitted on the other members, its 90 % "
+              "interval's coverage on the member left out")
+        print("| held out | noise | model_error | mix_error | fractions | ranges | mixes | all |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        held_inside = held_runs = 0
+        for member in members:
+            held_fit = fit_of(prior_terms([r[4:] for r in all_rows if r[0] != member]))
+            cells = []
+            for kind in ["fractions", "ranges", "mixes", "all"]:
+                held = [r[4:] for r in all_rows if r[0] == member and kind in ("all", r[5])]
+                cells.append(f"{100 * prior_coverage(prior_terms(held), *held_fit):.0f} %"
+                             if held else "-")
+            print(f"| {member} | {held_fit[0]:.4f} | {held_fit[1]:.3f} | {held_fit[2]:.4f} | "
+                  + " | ".join(cells) + " |")
+            held = prior_terms([r[4:] for r in all_rows if r[0] == member])
+            held_inside += prior_coverage(held, *held_fit) * len(held)
+            held_runs += len(held)
+        print(f"\nheld-out runs inside the 90 % interval of a prior fitted without their member "
+              f"({form}): {100 * held_inside / max(1, held_runs):.1f} % of {held_runs}")
+        print()
 
 
 def main():
@@ -247,13 +377,16 @@ def main():
     total = len(members) * len(machines) * len(pairs) * len(configs)
     done = 0
     for name, opts in configs.items():
-        all_rows = []  # (member, machine, seed, app, run, kind, error, inside)
+        all_rows = []  # (member, machine, seed, app, run, kind, error, inside, ...)
+        fits = {}
         for member in members:
             for machine in machines:
                 for seed, app in pairs:
                     d = ensure_profile(args.cache, member, machine, seed, app)
                     for r in score(d, machine, opts, args.calibrate):
                         all_rows.append((member, machine, seed, app) + tuple(r))
+                    if args.calibrate:
+                        fits[(member, seed, app)] = fitted_parameters(d, opts)
                     done += 1
                     print(f"[{done}/{total}, {time.time() - started:.0f} s] {name} {member} "
                           f"{machine} s{seed} {app}", file=sys.stderr)
@@ -264,6 +397,8 @@ def main():
                          "overall": overall}
         if args.fit_prior and not args.calibrate:
             report_prior(all_rows, members)
+        if args.calibrate:
+            report_bounds(fits, members)
 
     if len(configs) > 1:
         # Leave one member out: the configuration whose worst badness over the other members

@@ -97,6 +97,10 @@ void AddEstimateOptions(ArgParser& p) {
               "off");
   p.AddOption("fit-overlap", "on|off",
               "roofline model with three devices or more: fit the compute overlap per block", "on");
+  p.AddOption("share-bias", "keep|correct",
+              "roofline model: correct: take off the bias the sampling spread of a block's "
+              "shares puts on the roofline of a mix (convex in the shares)",
+              "keep");
   p.AddOption("read-pct", "PERCENT",
               "machines with measured curves: the share of reads in the application's memory "
               "traffic, which picks the curves (PEBS samples loads only)",
@@ -214,6 +218,11 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
     s = absl::InvalidArgumentError(
         StrCat("--fit-overlap must be on or off, not '", fit_overlap, "'"));
   }
+  const std::string share_bias = p.Get("share-bias");
+  if (s.ok() && share_bias != "keep" && share_bias != "correct") {
+    s = absl::InvalidArgumentError(
+        StrCat("--share-bias must be keep or correct, not '", share_bias, "'"));
+  }
   auto read_pct = p.GetDouble("read-pct");
   if (s.ok() && !(read_pct.ok() && *read_pct >= 0 && *read_pct <= 100)) {
     s = absl::InvalidArgumentError(
@@ -255,6 +264,7 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
   out->options.limit_smoothness = *smoothness;
   out->options.fit_overlap = fit_overlap == "on";
   out->options.subset_fits = subset_fits == "on";
+  out->options.share_bias = share_bias == "correct" ? ShareBias::kCorrect : ShareBias::kKeep;
   if (p.Given("queue-like")) {
     const std::string spec = p.Get("queue-like");
     const size_t colon = spec.rfind(':');
@@ -302,11 +312,12 @@ absl::StatusOr<std::unique_ptr<Estimator>> MakeEstimator(const ArgParser& p, Com
 // The interval of an estimate: the calibration's (conformal) with one, the family's prior
 // without (prediction_interval.h).
 PredictionInterval IntervalOf(const CommonArgs& common, double estimate_ns, double paper_ns,
-                              const SamplingInterval& sampling) {
+                              const SamplingInterval& sampling, double mixing) {
   if (common.calibration) {
-    return CalibratedInterval(*common.calibration, estimate_ns, paper_ns, sampling, common.level);
+    return CalibratedInterval(*common.calibration, estimate_ns, paper_ns, sampling, common.level,
+                              mixing);
   }
-  return PriorInterval(IntervalPrior{}, estimate_ns, paper_ns, sampling, common.level);
+  return PriorInterval(IntervalPrior{}, estimate_ns, paper_ns, sampling, common.level, mixing);
 }
 
 absl::StatusOr<Estimate> EstimateWith(Estimator& estimator, const CommonArgs& common,
@@ -510,7 +521,8 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
     spread = *sp;
     auto paper = (*estimator)->EstimatePlacement(*placement, Model::kPaper);
     if (!paper.ok()) return Fail(paper.status());
-    interval = IntervalOf(common, est->runtime_ns, paper->runtime_ns, *spread);
+    interval =
+        IntervalOf(common, est->runtime_ns, paper->runtime_ns, *spread, Mixing(est->access_share));
   }
   if (p.Given("interference")) {
     if (common.replay)
@@ -639,7 +651,8 @@ int RunValidateCommand(const std::vector<std::string>& args) {
   p.AddOption("plot", "FILE.png",
               "also draw measured vs estimated runtime per run (needs python3-matplotlib)");
   p.SetEpilog(
-      "JSON output: {\"runs\": [{name, measured_ns, estimated_ns, error_pct, models:\n"
+      "JSON output: {\"runs\": [{name, measured_ns, estimated_ns, error_pct, interval_lo_ns,\n"
+      "interval_hi_ns, inside, access_share: [..] (per device), models:\n"
       "{paper: {estimated_ns, error_pct}, concurrent: {..}}}], \"mean_error_pct\",\n"
       "\"max_error_pct\", \"model\", \"models\": {paper: {mean_error_pct, max_error_pct},\n"
       "concurrent: {..}}}; error_pct = 100 * |estimated - measured| / measured; the\n"
@@ -662,13 +675,14 @@ int RunValidateCommand(const std::vector<std::string>& args) {
     uint64_t measured_ns;
     std::vector<double> estimated_ns;          // per model
     std::optional<PredictionInterval> spread;  // the chosen model's interval
+    std::vector<double> access_share;          // per device (the estimate's)
     [[nodiscard]] bool inside() const {
       return spread && Inside(*spread, static_cast<double>(measured_ns));
     }
   };
   std::vector<Row> rows;
   for (const auto& [run, placement] : *runs) {
-    Row row{run.name, run.runtime_ns, {}, std::nullopt};
+    Row row{run.name, run.runtime_ns, {}, std::nullopt, {}};
     for (Model m : models) {
       auto est = EstimateWith(**estimator, common, placement, m);
       if (!est.ok()) {
@@ -682,7 +696,9 @@ int RunValidateCommand(const std::vector<std::string>& args) {
                       ->SamplingSpread(placement, m, common.replicates, common.seed, common.level);
         if (!sp.ok()) return Fail(sp.status());
         // models[0] is the paper model, estimated first.
-        row.spread = IntervalOf(common, est->runtime_ns, row.estimated_ns.front(), *sp);
+        row.access_share = est->access_share;
+        row.spread = IntervalOf(common, est->runtime_ns, row.estimated_ns.front(), *sp,
+                                Mixing(est->access_share));
       }
     }
     rows.push_back(std::move(row));
@@ -731,6 +747,7 @@ int RunValidateCommand(const std::vector<std::string>& args) {
       w.Key("inside");
       w.Bool(r.inside());
     }
+    if (!r.access_share.empty()) WriteDoubles(w, "access_share", r.access_share);
     w.Key("models");
     w.BeginObject();
     for (size_t m = 0; m < models.size(); ++m) {

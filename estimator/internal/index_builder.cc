@@ -85,6 +85,7 @@ absl::Status EstimatorIndex::Builder::ReadMachine() {
     return absl::InvalidArgumentError("limit_smoothness must be 0 (hard) or in [1, 64]");
   }
   x_.blocks_.memory = {options_.tier_overlap, options_.limit_smoothness};
+  x_.blocks_.share_bias = options_.share_bias;
   // Subset fits: every subset of two devices or more but the full set gets a slot.
   if (options_.subset_fits && x_.has_machine_ && n >= 3 && n <= kMaxSubsetDevices) {
     BlockTable& b = x_.blocks_;
@@ -344,6 +345,20 @@ void EstimatorIndex::Builder::IndexBlocks(size_t s, const WindowGrid& grid,
     block.end_win = b + 1 < starts.size() ? starts[b + 1] : end_win;
     block.last = b + 1 == starts.size();
     AddBlockPages(s, block, seg_total);
+    if (options_.share_bias == ShareBias::kCorrect) {
+      // The block's shares are a sample of its misses: their effective size, (sum of
+      // weights)^2 / sum of squared weights, sets their spread (the model's bias
+      // correction).
+      double sum = 0, squares = 0;
+      for (size_t i = block.first_win; i < block.end_win; ++i) {
+        for (size_t d = 0; d < n; ++d) {
+          const auto c = static_cast<double>(win_samples_[(i - first_win) * n + d]);
+          sum += c * weight_[d];
+          squares += c * weight_[d] * weight_[d];
+        }
+      }
+      x_.blocks_.effective_samples.push_back(squares > 0 ? sum * sum / squares : 0.0);
+    }
     AddBandwidthFloors(first_win, block);
     if (x_.has_machine_) FitBlock(s, grid, time_at, b, first_win, block, busy);
   }

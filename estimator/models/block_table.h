@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "estimator/index_options.h"
 #include "traces/machine.h"
 
 namespace tiergym {
@@ -47,13 +48,17 @@ struct BlockTable {
   // How the roofline combines the tiers' latency- and bandwidth-bound times
   // (IndexOptions::tier_overlap, limit_smoothness).
   MemoryCombination memory;
+  // IndexOptions::share_bias, and with ShareBias::kCorrect per block [k] the effective
+  // number of samples its shares were drawn from.
+  ShareBias share_bias = ShareBias::kKeep;
+  std::vector<double> effective_samples;
 
   // Bytes the arrays occupy.
   size_t MemoryBytes() const {
     auto bytes = [](const auto& v) { return v.capacity() * sizeof(v[0]); };
     return bytes(total) + bytes(bandwidth_floor) + bytes(compute) + bytes(overlap) + bytes(lo) +
            bytes(hi) + bytes(scale) + bytes(latency) + bytes(band) + bytes(subset_compute) +
-           bytes(subset_overlap) + bytes(subset_concurrency);
+           bytes(subset_overlap) + bytes(subset_concurrency) + bytes(effective_samples);
   }
 };
 

@@ -100,6 +100,51 @@ TEST(CalibrationTest, TheIntervalIsConformalOnTheScoresAndThePriorWithoutThem) {
   EXPECT_FALSE(Inside(both, 103));
 }
 
+TEST(CalibrationTest, TheMixingTermWidensMixesOnlyAndRoundTripsInVersionThree) {
+  EXPECT_DOUBLE_EQ(Mixing({1.0, 0.0, 0.0}), 0);
+  EXPECT_DOUBLE_EQ(Mixing({0.5, 0.5}), 0.5);
+  EXPECT_NEAR(Mixing({0.2, 0.3, 0.5}), 0.5, 1e-12);
+  EXPECT_DOUBLE_EQ(Mixing({}), 0);
+  Calibration c;
+  c.prior = {0.01, 0.1, 0.04};
+  const SamplingInterval none;
+  const double z = NormalQuantile(0.95);
+  // A single-tier placement (mixing 0): the interval without the term.
+  auto single = CalibratedInterval(c, 100, 80, none, 0.9, 0);
+  EXPECT_NEAR(single.hi_ns - 100, z * std::hypot(0.01, 0.02) * 100, 1e-9);
+  // A three-tier mix, mixing 0.6: sd = sqrt(0.01^2 + 0.02^2 + (0.04 * 0.6)^2).
+  auto mix = CalibratedInterval(c, 100, 80, none, 0.9, 0.6);
+  EXPECT_NEAR(mix.hi_ns - 100, z * std::hypot(0.01, 0.02, 0.024) * 100, 1e-9);
+  // The conformal interval scales by the same sd.
+  c.interval_scores = {0.5, 1.0, 2.0};
+  auto conformal = CalibratedInterval(c, 100, 100, none, 0.5, 0.5);
+  EXPECT_NEAR(conformal.hi_ns - 100, 1.0 * std::hypot(0.01, 0.02) * 100, 1e-9);
+
+  auto back = ParseCalibration(FormatCalibration(c), "c.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_DOUBLE_EQ(back->prior.mix_error, 0.04);
+  EXPECT_THAT(FormatCalibration(c), HasSubstr(R"("version": 3)"));
+  // Version 2 files have no mix_error: read as 0, and the key is refused there.
+  const std::string v2 =
+      R"({"format": "tiergym-calibration", "version": 2, "model": "roofline",
+          "compute_overlap": 0.7, "relative_noise": 0.01,
+          "interval": {"noise": 0.01, "model_error": 0.1, "scores": [1, 2]}})";
+  auto old = ParseCalibration(v2, "c.json");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_DOUBLE_EQ(old->prior.mix_error, 0);
+  std::string v2_with = v2;
+  v2_with.replace(v2_with.find(R"("scores")"), 8, R"("mix_error": 0.1, "scores")");
+  auto refused = ParseCalibration(v2_with, "c.json");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("mix_error"));
+  std::string v3_negative = v2_with;
+  v3_negative.replace(v3_negative.find(R"("version": 2)"), 12, R"("version": 3)");
+  v3_negative.replace(v3_negative.find("0.1, \"scores"), 3, "-1");
+  auto negative = ParseCalibration(v3_negative, "c.json");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_THAT(std::string(negative.status().message()), HasSubstr("interval.mix_error"));
+}
+
 struct Data {
   Profile profile;
   synth::SynthProfile generated;

@@ -3,6 +3,7 @@ hold their level"): the narrowest prior whose 90 % interval holds 90 % of the ru
 drawn with a known noise and model error."""
 
 import importlib.util
+import os
 import pathlib
 import random
 
@@ -17,29 +18,32 @@ def load():
     return module
 
 
-def rows(noise, model_error, n, seed):
-    """Rows as score() returns them: (name, kind, error %, inside, measured, estimate, paper)."""
+def rows(noise, model_error, n, seed, mix_error=0.0):
+    """Rows as score() returns them: (name, kind, error %, inside, measured, estimate, paper,
+    access shares)."""
     rng = random.Random(seed)
     out = []
     for i in range(n):
         delta = rng.choice([0.0, 0.05, 0.2])
+        shares = rng.choice([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.4, 0.3, 0.3]])
         estimate = 1e9
         paper = estimate * (1 + delta)
-        sd = (noise ** 2 + (model_error * delta) ** 2) ** 0.5
+        sd = (noise ** 2 + (model_error * delta) ** 2 + (mix_error * (1 - max(shares))) ** 2) ** 0.5
         measured = estimate * (1 + rng.gauss(0, sd))
         error = 100 * abs(estimate - measured) / measured
-        out.append((f"run{i}", "fractions", error, None, measured, estimate, paper))
+        out.append((f"run{i}", "fractions", error, None, measured, estimate, paper, shares))
     return out
 
 
 def test_the_fitted_prior_holds_its_level_on_fresh_runs_and_finds_both_scales():
     family = load()
-    noise, model_error = family.fit_prior(family.prior_terms(rows(0.01, 0.1, 1500, 1)))
+    noise, model_error, mix_error = family.fit_prior(family.prior_terms(rows(0.01, 0.1, 1500, 1)))
     # The least width trades one scale for the other a little; neither is lost.
     assert 0.007 <= noise <= 0.014
     assert 0.05 <= model_error <= 0.15
+    assert mix_error <= 0.01  # these runs' errors do not grow with mixing
     fresh = family.prior_terms(rows(0.01, 0.1, 3000, 2))
-    assert 0.87 <= family.prior_coverage(fresh, noise, model_error) <= 0.93
+    assert 0.87 <= family.prior_coverage(fresh, noise, model_error, mix_error) <= 0.93
 
 
 def test_a_prior_without_the_model_term_misses_the_corrected_runs():
@@ -48,3 +52,51 @@ def test_a_prior_without_the_model_term_misses_the_corrected_runs():
     corrected = [t for t in terms if t[1] > 0.1]
     assert family.prior_coverage(corrected, 0.01, 0.0) < 0.6
     assert family.prior_coverage(corrected, 0.01, 0.1) > 0.85
+
+
+def test_errors_that_grow_with_mixing_get_a_mixing_term_that_holds_the_mixes():
+    family = load()
+    terms = family.prior_terms(rows(0.005, 0.0, 2000, 4, mix_error=0.05))
+    noise, model_error, mix_error = family.fit_prior_shape(terms)
+    assert 0.04 <= mix_error <= 0.06
+    assert 0.004 <= noise <= 0.006
+    fresh = family.prior_terms(rows(0.005, 0.0, 3000, 5, mix_error=0.05))
+    mixes = [t for t in fresh if t[2] > 0.5]
+    singles = [t for t in fresh if t[2] == 0]
+    # With the term both kinds hold their level; the best prior without it (one width for
+    # every run) is too narrow on the mixes and too wide on single-tier runs.
+    for kind in (mixes, singles):
+        assert 0.86 <= family.prior_coverage(kind, noise, model_error, mix_error) <= 0.94
+    plain = family.fit_prior(terms, with_mixing=False)
+    assert plain[2] == 0
+    assert family.prior_coverage(mixes, *plain) < 0.85
+    assert family.prior_coverage(singles, *plain) > 0.95
+
+
+def test_the_score_cache_is_keyed_by_the_binarys_content_not_its_time(tmp_path, monkeypatch):
+    family = load()
+    binary = tmp_path / "tiergym"
+    binary.write_bytes(b"\x7fELF one build")
+    binary.chmod(0o755)
+    monkeypatch.setenv("TIERGYM", str(binary))
+    first = family.binary_id()
+    family._BINARY_DIGEST.clear()
+    os.utime(binary, (1, 1))  # rebuilt, same bytes: the same scores
+    assert family.binary_id() == first
+    family._BINARY_DIGEST.clear()
+    binary.write_bytes(b"\x7fELF another build")
+    assert family.binary_id() != first
+    # The package's launcher (a script that execs the binary it finds) is looked through.
+    real = tmp_path / "real"
+    real.write_bytes(b"\x7fELF the real one")
+    package = tmp_path / "pkg" / "tiergym"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "connection.py").write_text(
+        f"def find_binary(use_path=True):\n    return {str(real)!r}\n")
+    launcher = tmp_path / "launcher"
+    launcher.write_text(f"#!/usr/bin/env -S PYTHONPATH={tmp_path / 'pkg'} python3\n")
+    launcher.chmod(0o755)
+    monkeypatch.setenv("TIERGYM", str(launcher))
+    family._BINARY_DIGEST.clear()
+    assert family.binary_path() == str(real)

@@ -153,6 +153,12 @@ TEST_F(EstimatorCliTest, ValidateReportsTheCoverageOfTheIntervals) {
     EXPECT_EQ(run.Find("inside")->bool_value(), in);
     inside += in;
     ASSERT_NE(run.Find("models")->Find("roofline"), nullptr);
+    // The access shares the interval's mixing term reads (scripts/estimator_family.py fits it).
+    ASSERT_NE(run.Find("access_share"), nullptr);
+    double shares = 0;
+    for (const json::Value& x : run.Find("access_share")->array()) shares += x.number();
+    EXPECT_EQ(run.Find("access_share")->array().size(), 2u);  // knl: ddr, hbm
+    EXPECT_NEAR(shares, 1, 1e-9);
   }
   EXPECT_NEAR(v.Find("coverage")->number(), static_cast<double>(inside) / runs.size(), 1e-12);
   EXPECT_EQ(v.Find("interval_level")->number(), 0.9);
