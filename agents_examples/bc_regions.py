@@ -9,12 +9,16 @@ its moves are 0.7 % of its per-region decisions; a clone of its actions by cross
 keeps everything (it never moves), and with the moves weighted up it moves too much
 (agents_examples/README.md, "Generalization"). The label here is a placement instead: at
 step t each region's label is the tier the teacher keeps it on at that step (its placement
-in force after its decision at step t, on the same application and episode seed), and the
-keep-mode action that gets the region there from where it is: keep when it is already
-there, else a move to that tier. The states are visited by the clone's own behaviour with
-noise: every region follows its label, except with probability `noise` a random allowed
-choice (DAgger-like), so regions are often off the teacher's placement and the label says
-"move it back", which the teacher's own episodes never show. The teacher's placements do
+in force after its decision at step t, on the same application and episode seed), as the
+keep-mode action "move it to that tier" (a move to the tier it is on moves nothing;
+`--label keep` says keep there instead). The states are visited by the clone's own
+behaviour with noise (the first of `episodes` passes is the teacher's own): every region
+follows its label, except with probability `noise` a random allowed choice (DAgger-like),
+so regions are off the teacher's placement and the label says "move it back", which the
+teacher's own episodes rarely show. Even so only 2 % of the labels change a region's tier:
+"stay on the tier you are on" (the on[t] features) is right 98 % of the time and an
+unweighted clone never moves, so the labels that change a tier weigh `balance` (0.5) of
+the loss (README, "Generalization", third session). The teacher's placements do
 not depend on the student's: a heuristic decides on the sampled accesses, which no
 placement changes, so the teacher's episode gives the label of every state at that step.
 
@@ -22,8 +26,8 @@ The teacher runs in placement mode (policies.py drives it) and the student in th
 mode (keep), both in tiergym.InProcessVectorEnv, every application of the pool side by side
 (the same episodes as a server's). The value head is fitted too, to the returns-to-go of
 the behaviour episodes (x fast_ppo's reward scale), so that PPO starts with a critic of the
-policy it starts from. Environment steps used: the teacher's episodes and the student's
-(`steps` in the result): counted in the benchmark's budget.
+policy it starts from. Environment steps used (`env_steps` in the result): the teacher's
+episodes and the student's; learning_benchmark.py logs them beside the curve.
 
 The result is a state dict of fast_ppo.POLICIES[policy], saved as fast_ppo's --save saves
 (fast_ppo.py --init-from loads it).
