@@ -104,6 +104,7 @@ class Args:
     ray_address: str = ""              # a running Ray cluster ("auto"); default a local one
     json: str = ""                     # write the metrics here (rewritten after each evaluation)
     save: str = ""                     # save the trained policy here (torch state dict)
+    init_from: str = ""                # start from this saved policy (--save's, bc_regions.py's)
     quiet: bool = False
 
 
@@ -676,6 +677,8 @@ def train(args, oracle=None, on_eval=None, evaluator=None, score=None):
     obs_size = envs.single_observation_space.shape[0]
     k, c = layout.regions, layout.choices
     policy = POLICIES[args.policy](layout, obs_size, args.hidden)
+    if args.init_from:  # a warm start (bc_regions.py): the same policy class and widths
+        policy.load_state_dict(torch.load(args.init_from, weights_only=False)["state_dict"])
     # The policy that acts: the learner itself, or (overlap_update) a copy holding the
     # weights of the update before the one running.
     actor = copy.deepcopy(policy) if args.overlap_update else policy

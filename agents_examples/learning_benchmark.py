@@ -28,7 +28,9 @@ time saved (1 - runtime / all-on-ddr runtime, migrations included), against the 
 (policies.py: the best static placement, which sees the whole run); on a set of programs
 the mean over its applications of return / oracle's return, on a procedural set the time
 saved summed over its applications over the oracle's sum (some procedural applications
-gain nothing from any placement; a ratio there is noise). The heuristics of policies.py run
+gain nothing from any placement; a ratio there is noise); on real programs, where the
+oracle may save nothing (knl: real-v1 stays on DDR), the time saved in % of the all-slow
+runtime, the oracle's printed beside it (set_score). The heuristics of policies.py run
 on the same machines, in the placement action mode (the same dynamics and returns), and
 are horizontal lines. The JSON (rewritten after every evaluation) holds every curve, the
 heuristics, wall times and env steps per second; the plot the mean curve over seeds, one
@@ -48,6 +50,7 @@ import importlib.util
 import json
 import os
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -134,6 +137,13 @@ AGENTS = {
     "ppo-regions-best": dict(library="reference", kwargs=dict(policy="regions",
                                                               learning_rate=1e-3,
                                                               select_best=True)),
+    # ppo-regions-lr1e-3 started from a clone of HeMem-like's placement (bc_regions.py's
+    # defaults: each region's label the tier HeMem-like keeps it on at that step, states
+    # visited with 10 % of random choices, the labels that change a region's tier half of
+    # the loss; the value fitted to those episodes' returns), then PPO. README,
+    # "Generalization"; its pretraining's env steps are logged, not in the curve.
+    "ppo-regions-bc": dict(library="reference", pretrain=dict(teacher="hemem"),
+                           kwargs=dict(policy="regions", learning_rate=1e-3)),
 }
 # The generalization protocol's agents by default.
 GENERAL_AGENTS = ("ppo-regions", "ppo-flat", "sb3-ppo")
@@ -463,19 +473,21 @@ class EvalSet:
     """A named set of applications to evaluate on: `label`, the split (tiergym.datasets)
     and how many of its applications, their names, the configuration keys that serve them
     (profiles, machine), and how its score is taken (`pooled`: procedural sets, see
-    set_fraction)."""
+    set_score)."""
 
     def __init__(self, label, dataset, n):
         self.label, self.dataset, self.n = label, dataset, n
         self.apps = dataset.app_names(n)
         self.pooled = dataset.kind == "procedural"
+        # Real programs: scored by the time saved in % of the all-slow runtime (set_score).
+        self.saved = dataset.kind == "real"
 
     def config(self):
         return self.dataset.config(self.n, progress=log)
 
     def describe(self):
         return {"split": self.dataset.name, "n": self.n, "apps": self.apps,
-                "machine": self.dataset.machine, "pooled": self.pooled}
+                "machine": self.dataset.machine, "pooled": self.pooled, "score": score_name(self)}
 
 
 def parse_sets(text):
@@ -502,18 +514,32 @@ def parse_sets(text):
     return sets
 
 
-def set_fraction(returns, oracle, evalset):
-    """The fraction of the oracle's time saved on a set (returns, oracle: {app: return}).
-    Programs (a few applications, every one worth placing): the mean over the applications
-    of return / oracle's return, as the two-application protocol takes it. Procedural sets
-    (many applications, some of which no placement speeds up: the oracle saves ~0 there and
-    a ratio would be noise): the time saved summed over the set, over the oracle's sum."""
+def set_score(returns, oracle, evalset):
+    """A set's score (returns, oracle: {app: return}; a return is the time saved, 1 -
+    runtime / all-slow runtime). Programs (a few applications, every one worth placing): the
+    fraction of the oracle's time saved, the mean over the applications of return / oracle's
+    return, as the two-application protocol takes it. Procedural sets (many applications,
+    some of which no placement speeds up: the oracle saves ~0 there and a ratio would be
+    noise): the time saved summed over the set, over the oracle's sum. Real programs
+    (`saved`): the oracle may save nothing at all (on knl it leaves LAMMPS and HPC
+    Challenge on DDR: no region gains enough to pay its move), so a fraction of it is
+    undefined; the score is the time saved in % of the all-slow runtime, the mean over the
+    applications of 100 x return: the oracle's is >= 0, a policy that loses time scores
+    below 0."""
     r = np.array([returns[a] for a in evalset.apps], dtype=np.float64)
+    if getattr(evalset, "saved", False):
+        return float(100.0 * np.mean(r))
     o = np.array([oracle[a] for a in evalset.apps], dtype=np.float64)
     if evalset.pooled:
         # nan when no placement of the set's applications saves time (a tiny set).
         return float(r.sum() / o.sum()) if o.sum() > 0 else float("nan")
     return float(np.mean(r / o))
+
+
+def score_name(evalset):
+    """What set_score gives for a set, as the tables and plots say it."""
+    return ("% of the all-slow runtime saved" if getattr(evalset, "saved", False)
+            else "fraction of the oracle's time saved")
 
 
 class SetServers:
@@ -561,7 +587,7 @@ def set_heuristic_returns(servers, sets, task, names, seed=0):
                     for a in evalset.apps}
             oracle = table[evalset.label]["oracle"]
             log(f"  {evalset.label:<9} ({len(evalset.apps)} applications) " + "  ".join(
-                f"{n} {set_fraction(table[evalset.label][n], oracle, evalset):+.3f}"
+                f"{n} {set_score(table[evalset.label][n], oracle, evalset):+.3f}"
                 for n in names))
         finally:
             env.close()
@@ -649,10 +675,16 @@ def train_reference_general(agent, task, train_config, sets, seed, steps, eval_e
         if train_set is None or oracle is None:
             raise ValueError(f"{agent['kwargs']}: select_best chooses by the set 'train', "
                              "which --sets does not name")
-        score = lambda point: set_fraction(point["returns"]["train"],  # noqa: E731
-                                           oracle["train"], train_set)
-    evaluator = InProcessSetEvaluator(fast_ppo, fast_args, sets, task)
+        score = lambda point: set_score(point["returns"]["train"],  # noqa: E731
+                                        oracle["train"], train_set)
     started = time.monotonic()
+    scratch = tempfile.TemporaryDirectory(prefix="tiergym-bc-")
+    if agent.get("pretrain"):  # a warm start: its env steps are logged, not in the curve
+        import bc_regions
+        fast_args.init_from = os.path.join(scratch.name, "bc.pt")
+        bc_regions.pretrain(fast_args, bc_regions.BCArgs(**agent["pretrain"]),
+                            fast_args.init_from, log=log)
+    evaluator = InProcessSetEvaluator(fast_ppo, fast_args, sets, task)
 
     def on_eval(point):
         curve.append({"steps": int(point["steps"]), "returns": point["returns"]})
@@ -668,6 +700,7 @@ def train_reference_general(agent, task, train_config, sets, seed, steps, eval_e
                                     score=score)
     finally:
         evaluator.close()
+        scratch.cleanup()
     return curve, metrics["train_s"], time.monotonic() - started
 
 
@@ -682,14 +715,18 @@ def summarize_sets(runs, oracle, sets):
                "wall_s": float(np.mean([r["wall_s"] for r in mine])),
                "steps_per_s": float(np.mean([r["steps_per_s"] for r in mine]))}
         for s in sets:
-            f = [set_fraction(p["returns"][s.label], oracle[s.label], s) for p in last]
+            f = [set_score(p["returns"][s.label], oracle[s.label], s) for p in last]
             row[s.label] = [float(np.mean(f)), float(np.std(f))]
         table[name] = row
     return table
 
 
 def print_sets_table(summary, heuristics, oracle, sets, out=sys.stdout):
-    print("fraction of the oracle's time saved (mean +- std over seeds; last evaluation); "
+    saved = [s.label for s in sets if getattr(s, "saved", False)]
+    print("fraction of the oracle's time saved"
+          + (f" ({', '.join(saved)}: % of the all-slow runtime saved, the oracle's row "
+             "beside it)" if saved else "")
+          + " (mean +- std over seeds; last evaluation); "
           + ", ".join(f"{s.label}: {s.dataset.name} ({len(s.apps)})" for s in sets), file=out)
     print(f"{'agent':<20}{'steps':>8}{'seeds':>6}"
           + "".join(f"{s.label:>16}" for s in sets) + f"{'wall s':>9}{'steps/s':>9}", file=out)
@@ -697,18 +734,23 @@ def print_sets_table(summary, heuristics, oracle, sets, out=sys.stdout):
         print(f"{name:<20}{row['steps']:>8}{row['seeds']:>6}"
               + "".join(f"{row[s.label][0]:>10.3f} +-{row[s.label][1]:.2f}" for s in sets)
               + f"{row['wall_s']:>9.0f}{row['steps_per_s']:>9.0f}", file=out)
-    for name in next(iter(heuristics.values())):
-        print(f"{name:<20}{'':>8}{'':>6}" + "".join(
-            f"{set_fraction(heuristics[s.label][name], oracle[s.label], s):>16.3f}"
-            for s in sets), file=out)
+    # The oracle's row (1 on the fractions) when a set is scored in % saved.
+    for name in list(next(iter(heuristics.values()))) + (["oracle"] if saved else []):
+        scores = [set_score(policy_returns(heuristics, oracle, s.label, name), oracle[s.label],
+                            s) for s in sets]
+        print(f"{name:<20}{'':>8}{'':>6}" + "".join(f"{x:>16.3f}" for x in scores), file=out)
+
+
+def policy_returns(heuristics, oracle, label, name):
+    """{app: return} of heuristic `name` (or "oracle") on set `label`."""
+    return oracle[label] if name == "oracle" else heuristics[label][name]
 
 
 def plot_sets(path, runs, heuristics, oracle, sets, title):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(sets), figsize=(4.2 * len(sets), 4.4), sharey=True,
-                             squeeze=False)
+    fig, axes = plt.subplots(1, len(sets), figsize=(4.2 * len(sets), 4.4), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     agents = list(dict.fromkeys(r["agent"] for r in runs))
     for ax, s in zip(axes[0], sets):
@@ -716,7 +758,7 @@ def plot_sets(path, runs, heuristics, oracle, sets, title):
             curves = [r["curve"] for r in runs if r["agent"] == name]
             n = min(len(c) for c in curves)
             xs = np.mean([[p["steps"] for p in c[:n]] for c in curves], axis=0)
-            ys = np.array([[set_fraction(p["returns"][s.label], oracle[s.label], s)
+            ys = np.array([[set_score(p["returns"][s.label], oracle[s.label], s)
                             for p in c[:n]] for c in curves])
             color = colors[i % len(colors)]
             ax.plot(xs, ys.mean(axis=0), color=color,
@@ -725,18 +767,15 @@ def plot_sets(path, runs, heuristics, oracle, sets, title):
                 ax.fill_between(xs, ys.min(axis=0), ys.max(axis=0), color=color, alpha=0.15)
         names = list(heuristics[s.label])
         for j, h in enumerate(names):
-            y = set_fraction(heuristics[s.label][h], oracle[s.label], s)
+            y = set_score(heuristics[s.label][h], oracle[s.label], s)
             ax.axhline(y, color="0.4", lw=0.8, ls=(0, (1 + j, 2)))
             ax.annotate(h, (1.0, y), xycoords=("axes fraction", "data"), fontsize=7,
                         color="0.3", xytext=(2, 0), textcoords="offset points", va="center")
-        ax.axhline(1.0, color="k", lw=0.8)
         ax.set_title(f"{SET_TITLES.get(s.label, s.label)}\n{s.dataset.name} "
                      f"({len(s.apps)} applications)", fontsize=9)
         ax.set_xlabel("environment steps")
-        low = min([ax.get_ylim()[0]] + [set_fraction(heuristics[s.label][h], oracle[s.label], s)
-                                        - 0.05 for h in names])
-        ax.set_ylim(bottom=max(-0.3, low), top=1.1)
-    axes[0][0].set_ylabel("fraction of the oracle's time saved")
+        panel_scale(ax, s, [set_score(heuristics[s.label][h], oracle[s.label], s)
+                            for h in names], set_score(oracle[s.label], oracle[s.label], s))
     axes[0][-1].legend(loc="lower right", fontsize=7)
     fig.suptitle(title, fontsize=9)
     # Margins set, not tight_layout's: the heuristics' labels right of each panel left it
@@ -744,6 +783,23 @@ def plot_sets(path, runs, heuristics, oracle, sets, title):
     fig.subplots_adjust(left=0.05, right=0.95, top=0.82, bottom=0.12, wspace=0.3)
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def panel_scale(ax, evalset, lines, best):
+    """A panel's reference line (the oracle: 1 on a fraction, its % saved on a set scored in
+    % saved), its y range (fractions from -0.3 at most to 1.1, as every such panel) and its
+    label."""
+    ax.axhline(best, color="k", lw=0.8)
+    ax.set_ylabel(score_name(evalset), fontsize=8)
+    if getattr(evalset, "saved", False):
+        low, high = min([ax.get_ylim()[0]] + lines), max([ax.get_ylim()[1], best] + lines)
+        pad = 0.05 * max(high - low, 1.0)
+        ax.set_ylim(bottom=low - pad, top=high + pad)
+        ax.annotate("oracle", (1.0, best), xycoords=("axes fraction", "data"), fontsize=7,
+                    xytext=(2, 0), textcoords="offset points", va="center")
+        return
+    low = min([ax.get_ylim()[0]] + [y - 0.05 for y in lines])
+    ax.set_ylim(bottom=max(-0.3, low), top=1.1)
 
 
 # --- The benchmark ------------------------------------------------------------------------------
@@ -879,7 +935,10 @@ def merge(args):
             log(f"learning_benchmark: --merge {path}: {e}")
             return 1
         data.setdefault("protocol", "two-apps")  # files written before the protocols
-        key = ((data["protocol"], data["task"], data.get("train_split"), data.get("sets"))
+        # The sets compared without "score" (files written before it are the same sets).
+        sets = {label: {k: v for k, v in d.items() if k != "score"}
+                for label, d in (data.get("sets") or {}).items()}
+        key = ((data["protocol"], data["task"], data.get("train_split"), sets)
                if data["protocol"] == "generalization" else
                (data["protocol"], data["task"], data["train"], data["held_out"]))
         if first is None:
@@ -1036,8 +1095,9 @@ def run_agents(args, trainer_for, oracle, heuristics):
 
     def score(returns):
         if args.protocol == "generalization":
-            return ", ".join(f"{s.label} {set_fraction(returns[s.label], oracle[s.label], s):+.3f}"
-                             for s in args.sets) + " of the oracle"
+            return ", ".join(f"{s.label} {set_score(returns[s.label], oracle[s.label], s):+.3f}"
+                             + ("% saved" if s.saved else "") for s in args.sets) + (
+                                 " (fractions: of the oracle's time saved)")
         return (f"train {fraction_of_oracle(returns, oracle, args.train):+.3f}, held out "
                 f"{fraction_of_oracle(returns, oracle, args.held_out):+.3f} of the oracle")
 

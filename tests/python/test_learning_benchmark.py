@@ -3,11 +3,13 @@
 scores per set and the heuristics land in the JSON and the plot, usage errors exit 2.
 Seconds; what the agents reach at full budget is the README's table, not a test."""
 
+import io
 import json
 import subprocess
 import sys
 import types
 
+import numpy as np
 import pytest
 import tiergym
 
@@ -214,8 +216,38 @@ def test_set_scores_pool_procedural_sets_and_average_programs():
     programs = types.SimpleNamespace(apps=["a", "b"], pooled=False)
     oracle = {"p1": 0.2, "p2": 0.0, "a": 0.2, "b": 0.1}
     returns = {"p1": 0.1, "p2": -0.1, "a": 0.1, "b": 0.1}
-    assert lb.set_fraction(returns, oracle, procedural) == pytest.approx(0.0)
-    assert lb.set_fraction(returns, oracle, programs) == pytest.approx(0.75)
+    assert lb.set_score(returns, oracle, procedural) == pytest.approx(0.0)
+    assert lb.set_score(returns, oracle, programs) == pytest.approx(0.75)
+
+
+def test_a_real_set_is_scored_in_time_saved_where_the_oracle_saves_nothing():
+    """On knl the oracle leaves the real programs on DDR (it saves 0): a fraction of its
+    time saved is undefined there, so a real set's score is the time saved in % of the
+    all-slow runtime: 0 for the oracle, below 0 for a policy that loses time, and the table
+    prints the oracle's row beside the heuristics'."""
+    real = lb.EvalSet("real", tiergym.datasets.get("real-v1"), 2)
+    assert real.saved and not real.pooled
+    apps = real.apps
+    oracle = {apps[0]: 0.0, apps[1]: 0.0}
+    losing = {apps[0]: -0.01, apps[1]: -0.16}
+    assert lb.set_score(oracle, oracle, real) == 0.0
+    assert lb.set_score(losing, oracle, real) == pytest.approx(-8.5)
+    assert lb.set_score({apps[0]: 0.02, apps[1]: 0.0}, oracle, real) == pytest.approx(1.0)
+    assert np.isfinite(lb.set_score(losing, oracle, real))
+    assert lb.score_name(real) == "% of the all-slow runtime saved"
+    programs = lb.EvalSet("programs", tiergym.datasets.get("bundled-v1"), 1)
+    assert not programs.saved
+    assert real.describe()["score"] != programs.describe()["score"]
+    out = io.StringIO()
+    summary = {"agent": {"steps": 10, "seeds": 1, "wall_s": 1.0, "steps_per_s": 10.0,
+                         "programs": [0.5, 0.0], "real": [-2.0, 0.0]}}
+    heuristics = {"programs": {"hemem": {"minife": 0.1}}, "real": {"hemem": losing}}
+    lb.print_sets_table(summary, heuristics, {"programs": {"minife": 0.2}, "real": oracle},
+                        [programs, real], out=out)
+    lines = out.getvalue().splitlines()
+    assert "real: % of the all-slow runtime saved" in lines[0]
+    assert lines[-2].split() == ["hemem", "0.500", "-8.500"]
+    assert lines[-1].split() == ["oracle", "1.000", "0.000"]
 
 
 def test_the_plot_draws_an_agent_and_its_tuned_configuration(tmp_path):
