@@ -144,6 +144,14 @@ AGENTS = {
     # "Generalization"; its pretraining's env steps are logged, not in the curve.
     "ppo-regions-bc": dict(library="reference", pretrain=dict(teacher="hemem"),
                            kwargs=dict(policy="regions", learning_rate=1e-3)),
+    # ppo-regions-best with each update's epochs ended once the approximate KL between the
+    # policy that acted and the updated one passes 0.02 (fast_ppo.py --target-kl, as SB3's
+    # and CleanRL's target_kl): the runs rise and fall between evaluations. Chosen on a
+    # seed's train and test sets only (README, "Generalization").
+    "ppo-regions-kl": dict(library="reference", kwargs=dict(policy="regions",
+                                                            learning_rate=1e-3,
+                                                            select_best=True,
+                                                            target_kl=0.02)),
 }
 # The generalization protocol's agents by default.
 GENERAL_AGENTS = ("ppo-regions", "ppo-flat", "sb3-ppo")
