@@ -689,6 +689,7 @@ def train(args, oracle=None, on_eval=None, evaluator=None, score=None):
     average = WeightAverage(policy, args.ema_decay) if args.ema_decay > 0 else None
     evaluated = policy if average is None else average.policy
     best = []  # select_best: [score, point, weights] of the best evaluation so far
+    kl_stops = [0]  # target_kl: the updates stopped early so far
     # fused: Adam's step in one kernel over every parameter rather than a few ops per
     # parameter (the same arithmetic; 0.35 ms instead of 0.65 per minibatch, measured).
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
@@ -811,6 +812,7 @@ def train(args, oracle=None, on_eval=None, evaluator=None, score=None):
                     # this update's minibatches and epochs are skipped (SB3's target_kl:
                     # checked before the step, so this minibatch is not taken either).
                     stopped = True
+                    kl_stops[0] += 1
                     break
                 adv = mb["advantages"]
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
@@ -826,7 +828,7 @@ def train(args, oracle=None, on_eval=None, evaluator=None, score=None):
         with torch.no_grad():  # of the last minibatch seen (the losses: of the last taken)
             stats = dict(entropy=entropy.mean().item(), approx_kl=approx_kl,
                          clipfrac=((ratio - 1).abs() > args.clip_coef).float().mean().item(),
-                         minibatches=steps_taken)
+                         minibatches=steps_taken, kl_stops=kl_stops[0])
             if steps_taken:
                 stats.update(pg_loss=pg_loss.item(), v_loss=v_loss.item())
         timers["update_busy"] += time.perf_counter() - t0

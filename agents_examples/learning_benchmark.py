@@ -151,7 +151,7 @@ AGENTS = {
     "ppo-regions-kl": dict(library="reference", kwargs=dict(policy="regions",
                                                             learning_rate=1e-3,
                                                             select_best=True,
-                                                            target_kl=0.02)),
+                                                            target_kl=0.005)),
 }
 # The generalization protocol's agents by default.
 GENERAL_AGENTS = ("ppo-regions", "ppo-flat", "sb3-ppo")
@@ -696,6 +696,8 @@ def train_reference_general(agent, task, train_config, sets, seed, steps, eval_e
 
     def on_eval(point):
         curve.append({"steps": int(point["steps"]), "returns": point["returns"]})
+        if fast_args.target_kl and "approx_kl" in point:  # how far the update went
+            curve[-1].update({k: point[k] for k in ("approx_kl", "minibatches", "kl_stops")})
         if "learner_returns" in point:  # ema_decay: the learner's own, beside the average's
             curve[-1]["learner_returns"] = point["learner_returns"]
         if "selected_steps" in point:  # select_best: the checkpoint the last point repeats

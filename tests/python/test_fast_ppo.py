@@ -430,6 +430,8 @@ def test_target_kl_off_is_the_plain_run_and_a_tiny_one_stops_after_a_minibatch()
     assert all(p["approx_kl"] > 1e-9 for p in plain["curve"][1:])
     assert [p["minibatches"] for p in tiny["curve"][1:]] == [1] * (len(tiny["curve"]) - 1)
     assert all(p["approx_kl"] > 1e-9 for p in tiny["curve"][1:])  # what stopped it
+    assert [p["kl_stops"] for p in tiny["curve"][1:]] == list(range(1, len(tiny["curve"])))
+    assert all(p["kl_stops"] == 0 for p in plain["curve"][1:])
     assert not all(torch.equal(x, y) for x, y in zip(plain_policy.state_dict().values(),
                                                      tiny_policy.state_dict().values()))
     with pytest.raises(SystemExit):
