@@ -151,7 +151,7 @@ AGENTS = {
     "ppo-regions-kl": dict(library="reference", kwargs=dict(policy="regions",
                                                             learning_rate=1e-3,
                                                             select_best=True,
-                                                            target_kl=0.005)),
+                                                            target_kl=0.0075)),
 }
 # The generalization protocol's agents by default.
 GENERAL_AGENTS = ("ppo-regions", "ppo-flat", "sb3-ppo")
