@@ -211,6 +211,29 @@ def test_select_best_chooses_by_the_train_set_only():
         lb.train_reference_general(sets=sets[1:], curve=[], oracle=oracle, **run)
 
 
+def test_ensemble_top_averages_the_checkpoints_best_on_the_train_set():
+    """ensemble_top (ppo-regions-ens3): the last point is the ensemble of the checkpoints
+    best on the set train, named by ensemble_steps, and evaluated on every set."""
+    pytest.importorskip("torch")
+    task = dict(lb.GENERAL_TASK, num_regions="8", steps="6")
+    sets = lb.parse_sets("train=procedural-train-v1:2,machine=machine-xeonmax-v2:1")
+    train_dataset, n = tiergym.datasets.parse_entry("procedural-train-v1:2")
+    agent = dict(library="reference", kwargs=dict(policy="regions", num_envs=4, num_steps=3,
+                                                  num_minibatches=1, env_threads=1,
+                                                  ensemble_top=2))
+    oracle = {s.label: {a: 1.0 for a in s.apps} for s in sets}
+    run = dict(agent=agent, task=task, train_config=train_dataset.config(n), seed=0,
+               steps=36, eval_every=12, progress=lambda *a: None)
+    curve, _, _ = lb.train_reference_general(sets=sets, curve=[], oracle=oracle, **run)
+    assert [p["steps"] for p in curve] == [0, 12, 24, 36, 36]
+    ranked = sorted(curve[1:-1], key=lambda p: -sum(p["returns"]["train"].values()))
+    assert curve[-1]["ensemble_steps"] == [p["steps"] for p in ranked[:2]]
+    assert set(curve[-1]["returns"]) == {"train", "machine"}
+    assert "ppo-regions-ens3" in lb.AGENTS
+    with pytest.raises(ValueError, match="'train'"):
+        lb.train_reference_general(sets=sets[1:], curve=[], oracle=oracle, **run)
+
+
 def test_set_scores_pool_procedural_sets_and_average_programs():
     procedural = types.SimpleNamespace(apps=["p1", "p2"], pooled=True)
     programs = types.SimpleNamespace(apps=["a", "b"], pooled=False)
