@@ -992,10 +992,9 @@ def train(args, oracle=None, on_eval=None, evaluator=None, score=None):
             write_json(args.json, metrics)
         if args.save:
             # state_dict: the policy delivered (the average with ema_decay, the best
-            # checkpoint with select_best; the learner's last weights then under
-            # learner_state_dict).
-            # With an Ensemble, state_dict is its best member's and ensemble_state_dicts
-            # all of them, best first (load_policy rebuilds the Ensemble).
+            # checkpoint with select_best, the best member with ensemble_top, all of whose
+            # members are under ensemble_state_dicts, best first: load_policy rebuilds the
+            # Ensemble); the learner's last weights then under learner_state_dict.
             members = list(delivered.members) if isinstance(delivered, Ensemble) else []
             saved = {"args": dataclasses.asdict(args), "actor_layout": "choices_first",
                      "state_dict": (members[0] if members else delivered).state_dict()}
