@@ -902,29 +902,25 @@ def train(args, oracle=None, on_eval=None, evaluator=None, score=None):
             t0 = time.perf_counter()
             returns = evaluator(delivered)
             timers["evaluation"] += time.perf_counter() - t0
-            last = dict(steps=steps, train_s=train_s, returns=returns,
-                        ensemble_steps=[p["steps"] for _, p, _ in best])
+            key, chosen = "ensemble_steps", [p["steps"] for _, p, _ in best]
+            last = dict(steps=steps, train_s=train_s, returns=returns, **{key: chosen})
             score_point(last, returns)
-            metrics["curve"].append(last)
-            metrics["ensemble_steps"] = last["ensemble_steps"]
-            if on_eval is not None:
-                on_eval(last)
-            if not args.quiet:
-                log(f"fast_ppo seed {args.seed}: the ensemble of the checkpoints of "
-                    f"{', '.join(str(s) for s in last['ensemble_steps'])} steps (scores "
-                    f"{', '.join(f'{b[0]:+.3f}' for b in best)} on the training "
+            note = (f"the ensemble of the checkpoints of {', '.join(map(str, chosen))} steps "
+                    f"(scores {', '.join(f'{b[0]:+.3f}' for b in best)} on the training "
                     f"applications) scores {score_of(last):+.3f}")
-            return delivered
-        _, point, state = best[0]
-        delivered = checkpoint(state)
-        last = dict(point, steps=steps, train_s=train_s, selected_steps=point["steps"])
+        else:
+            _, point, state = best[0]
+            delivered = checkpoint(state)
+            key, chosen = "selected_steps", point["steps"]
+            last = dict(point, steps=steps, train_s=train_s, **{key: chosen})
+            note = (f"selected the checkpoint of {chosen} steps (score {best[0][0]:+.3f} on "
+                    "the training applications)")
         metrics["curve"].append(last)
-        metrics["selected_steps"] = point["steps"]
+        metrics[key] = chosen
         if on_eval is not None:
             on_eval(last)
         if not args.quiet:
-            log(f"fast_ppo seed {args.seed}: selected the checkpoint of {point['steps']} steps"
-                f" (score {best[0][0]:+.3f} on the training applications)")
+            log(f"fast_ppo seed {args.seed}: {note}")
         return delivered
 
     # The update on its own thread (overlap_update), or in line.
