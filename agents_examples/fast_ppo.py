@@ -6,6 +6,7 @@ r"""fast_ppo.py: masked MultiDiscrete PPO at the environment's speed, in one fil
     python agents_examples/fast_ppo.py --total-steps 500000 --json run.json --save ppo.pt
     python agents_examples/fast_ppo.py --ray-workers 2           # environments on Ray workers
     python agents_examples/fast_ppo.py --select-best             # end with the best checkpoint
+    python agents_examples/fast_ppo.py --ensemble-top 3          # ... or the mean of the 3 best
     python agents_examples/fast_ppo.py --policy regions --config observation=relative \
         --train procedural-train-v1:256 --held-out bundled-v1     # splits of tiergym.datasets
 
@@ -87,6 +88,7 @@ class Args:
     target_kl: float = 0.0             # >0: end an update's epochs once its approx. KL passes this
     ema_decay: float = 0.0             # >0: evaluate and save a Polyak average of the weights
     select_best: bool = False          # end with the evaluated checkpoint best on the train apps
+    ensemble_top: int = 0              # >0: end with the mean probabilities of the K best such
     reward_scale: float = 100.0        # rewards x steps: an episode's return ~ its time saved x 100
     reward_norm: str = "none"          # "oracle": an app's rewards x pool mean / its oracle saving
     reward_norm_floor: float = 0.1     # that oracle saving taken as at least this x the pool mean
@@ -142,6 +144,11 @@ def check_args(args):
         raise ValueError(f"--ema-decay must be in [0, 1) (0: off), got {args.ema_decay}")
     if args.target_kl < 0:
         raise ValueError(f"--target-kl must be >= 0 (0: off), got {args.target_kl}")
+    if args.ensemble_top < 0:
+        raise ValueError(f"--ensemble-top must be >= 0 (0: off), got {args.ensemble_top}")
+    if args.ensemble_top and args.select_best:
+        raise ValueError("--ensemble-top with --select-best: choose one (--ensemble-top 1 is "
+                         "--select-best)")
     if not 0 < args.reward_norm_floor <= 1:
         raise ValueError(f"--reward-norm-floor must be in (0, 1], got {args.reward_norm_floor}")
     if args.num_envs < 2 or args.num_envs % 2:
@@ -433,11 +440,40 @@ def argmax_choices(x):
 
 
 def greedy_actions(policy, obs, mask):
-    """The deterministic policy: the most likely allowed choice per region."""
+    """The deterministic policy: the most likely allowed choice per region (for an
+    Ensemble, by the mean of its members' masked probabilities)."""
     with torch.inference_mode():
-        logits, _ = policy(torch.as_tensor(obs))
-        return torch.argmax(logits.masked_fill(~torch.as_tensor(mask, dtype=torch.bool), -1e9),
-                            dim=-1).numpy()
+        obs, allowed = torch.as_tensor(obs), torch.as_tensor(mask, dtype=torch.bool)
+        if isinstance(policy, Ensemble):
+            return torch.argmax(policy.probabilities(obs, allowed), dim=-1).numpy()
+        logits, _ = policy(obs)
+        return torch.argmax(logits.masked_fill(~allowed, -1e9), dim=-1).numpy()
+
+
+class Ensemble(nn.Module):
+    """Checkpoints averaged in their outputs rather than their weights (--ensemble-top):
+    each region's probabilities are the mean over the members of their softmax over the
+    allowed choices, and greedy_actions acts by the argmax of that mean. The average of
+    weights (--ema-decay) scored below the learner; a mean of probabilities is a policy
+    between its members' whatever their weights. forward gives the log of the mean of the
+    unmasked probabilities (and the members' mean value), for callers without a mask."""
+
+    def __init__(self, members):
+        super().__init__()
+        if not members:
+            raise ValueError("an Ensemble needs at least one member")
+        self.members = nn.ModuleList(members)
+
+    def probabilities(self, obs, allowed):
+        """The mean of the members' masked softmax probabilities, [B, K, C] (allowed: a
+        bool mask [B, K, C]; at least one choice allowed per region)."""
+        return torch.stack([logits.masked_fill(~allowed, MASKED).softmax(dim=-1)
+                            for logits, _ in (m(obs) for m in self.members)]).mean(dim=0)
+
+    def forward(self, obs):
+        outs = [m(obs) for m in self.members]
+        probs = torch.stack([logits.softmax(dim=-1) for logits, _ in outs]).mean(dim=0)
+        return probs.log(), torch.stack([v for _, v in outs]).mean(dim=0)
 
 
 # --- Evaluation --------------------------------------------------------------------------
@@ -655,13 +691,18 @@ def train(args, oracle=None, on_eval=None, evaluator=None, score=None):
     With select_best the policy returned (and saved) is the checkpoint of the evaluation
     with the highest score(point) (default: its fraction of the oracle on the training
     applications, point["train"]), and a last point repeats its returns at the budget's
-    steps, with selected_steps saying which evaluation it was."""
+    steps, with selected_steps saying which evaluation it was. With ensemble_top K > 1 it
+    is the Ensemble of the K checkpoints of highest score (ties: the earlier), evaluated
+    once more for a last point at the budget's steps, whose ensemble_steps say which
+    evaluations they were; ensemble_top 1 is select_best."""
     check_args(args)
     score_of = score
     if score_of is None and oracle is not None:
         score_of = lambda point: point["train"]  # noqa: E731
-    if args.select_best and score_of is None:
-        raise ValueError("--select-best needs the training applications' oracle (or a score)")
+    keep = args.ensemble_top or (1 if args.select_best else 0)  # checkpoints kept by score
+    if keep and score_of is None:
+        raise ValueError(f"--{'ensemble-top' if args.ensemble_top else 'select-best'} needs "
+                         "the training applications' oracle (or a score)")
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.torch_threads)
     generator = torch.Generator().manual_seed(args.seed)   # minibatch order
@@ -688,7 +729,9 @@ def train(args, oracle=None, on_eval=None, evaluator=None, score=None):
     # The policy evaluated and saved: the learner, or (ema_decay) the average of its weights.
     average = WeightAverage(policy, args.ema_decay) if args.ema_decay > 0 else None
     evaluated = policy if average is None else average.policy
-    best = []  # select_best: [score, point, weights] of the best evaluation so far
+    # select_best / ensemble_top: [score, point, weights] of the `keep` best evaluations so
+    # far, best first (of equal scores, the earlier first).
+    best = []
     kl_stops = [0]  # target_kl: the updates stopped early so far
     # fused: Adam's step in one kernel over every parameter rather than a few ops per
     # parameter (the same arithmetic; 0.35 ms instead of 0.65 per minibatch, measured).
@@ -835,6 +878,13 @@ def train(args, oracle=None, on_eval=None, evaluator=None, score=None):
         timers["update_cpu"] += time.thread_time() - cpu0
         return stats
 
+    def score_point(point, returns):
+        """point's fractions of the oracle (train, held_out), where there is an oracle."""
+        if oracle is not None:
+            point["train"] = fraction_of_oracle(returns, oracle, train_apps)
+            if held_out:
+                point["held_out"] = fraction_of_oracle(returns, oracle, held_out)
+
     def evaluate(steps, train_s, stats):
         t0 = time.perf_counter()
         returns = evaluator(evaluated)
@@ -842,10 +892,7 @@ def train(args, oracle=None, on_eval=None, evaluator=None, score=None):
         if average is not None and steps > 0:  # the learner too, for comparison
             point["learner_returns"] = evaluator(policy)
         timers["evaluation"] += time.perf_counter() - t0
-        if oracle is not None:
-            point["train"] = fraction_of_oracle(returns, oracle, train_apps)
-            if held_out:
-                point["held_out"] = fraction_of_oracle(returns, oracle, held_out)
+        score_point(point, returns)
         metrics["curve"].append(point)
         if on_eval is not None:
             on_eval(point)
@@ -855,27 +902,48 @@ def train(args, oracle=None, on_eval=None, evaluator=None, score=None):
                      "returns " + " ".join(f"{a} {r:+.4f}" for a, r in returns.items()))
             log(f"fast_ppo seed {args.seed}: {steps} steps, {train_s:.1f} s, "
                 f"{steps / max(train_s, 1e-9):,.0f} steps/s; {score}")
-        if args.select_best and steps > 0 and (not best or score_of(point) > best[0]):
-            best[:] = [score_of(point), point, copy.deepcopy(evaluated.state_dict())]
+        if keep and steps > 0 and (len(best) < keep or score_of(point) > best[-1][0]):
+            best.append([score_of(point), point, copy.deepcopy(evaluated.state_dict())])
+            best.sort(key=lambda entry: -entry[0])  # stable: the earlier first among equals
+            del best[keep:]
         if args.json:
             write_json(args.json, metrics)
         return point
 
+    def checkpoint(state):
+        policy_ = copy.deepcopy(evaluated)
+        policy_.load_state_dict(state)
+        return policy_
+
     def select():
-        """The best checkpoint (select_best) as the policy delivered, and the last point."""
+        """The best checkpoint (select_best, ensemble_top 1) or the Ensemble of the best
+        (ensemble_top > 1) as the policy delivered, and the last point."""
         if not best:
             return evaluated
-        _, point, state = best
-        delivered = copy.deepcopy(evaluated)
-        delivered.load_state_dict(state)
-        last = dict(point, steps=steps, train_s=train_s, selected_steps=point["steps"])
+        if len(best) > 1:
+            delivered = Ensemble([checkpoint(state) for _, _, state in best])
+            t0 = time.perf_counter()
+            returns = evaluator(delivered)
+            timers["evaluation"] += time.perf_counter() - t0
+            key, chosen = "ensemble_steps", [p["steps"] for _, p, _ in best]
+            last = dict(steps=steps, train_s=train_s, returns=returns, **{key: chosen})
+            score_point(last, returns)
+            note = (f"the ensemble of the checkpoints of {', '.join(map(str, chosen))} steps "
+                    f"(scores {', '.join(f'{b[0]:+.3f}' for b in best)} on the training "
+                    f"applications) scores {score_of(last):+.3f}")
+        else:
+            _, point, state = best[0]
+            delivered = checkpoint(state)
+            key, chosen = "selected_steps", point["steps"]
+            last = dict(point, steps=steps, train_s=train_s, **{key: chosen})
+            note = (f"selected the checkpoint of {chosen} steps (score {best[0][0]:+.3f} on "
+                    "the training applications)")
         metrics["curve"].append(last)
-        metrics["selected_steps"] = point["steps"]
+        metrics[key] = chosen
         if on_eval is not None:
             on_eval(last)
         if not args.quiet:
-            log(f"fast_ppo seed {args.seed}: selected the checkpoint of {point['steps']} steps"
-                f" (score {best[0]:+.3f} on the training applications)")
+            log(f"fast_ppo seed {args.seed}: {note}")
         return delivered
 
     # The update on its own thread (overlap_update), or in line.
@@ -943,10 +1011,14 @@ def train(args, oracle=None, on_eval=None, evaluator=None, score=None):
             write_json(args.json, metrics)
         if args.save:
             # state_dict: the policy delivered (the average with ema_decay, the best
-            # checkpoint with select_best; the learner's last weights then under
-            # learner_state_dict).
+            # checkpoint with select_best, the best member with ensemble_top, all of whose
+            # members are under ensemble_state_dicts, best first: load_policy rebuilds the
+            # Ensemble); the learner's last weights then under learner_state_dict.
+            members = list(delivered.members) if isinstance(delivered, Ensemble) else []
             saved = {"args": dataclasses.asdict(args), "actor_layout": "choices_first",
-                     "state_dict": delivered.state_dict()}
+                     "state_dict": (members[0] if members else delivered).state_dict()}
+            if members:
+                saved["ensemble_state_dicts"] = [m.state_dict() for m in members]
             if delivered is not policy:
                 saved["learner_state_dict"] = policy.state_dict()
             torch.save(saved, args.save)
@@ -984,6 +1056,12 @@ def load_policy(path):
             x = state[name]
             state[name] = x.reshape(k, c, -1).transpose(0, 1).reshape(x.shape)
     policy.load_state_dict(state)
+    if "ensemble_state_dicts" in saved:  # --ensemble-top: every member, best first
+        members = []
+        for member_state in saved["ensemble_state_dicts"]:
+            members.append(copy.deepcopy(policy))
+            members[-1].load_state_dict(member_state)
+        return Ensemble(members), args
     return policy, args
 
 

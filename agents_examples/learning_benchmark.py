@@ -137,6 +137,13 @@ AGENTS = {
     "ppo-regions-best": dict(library="reference", kwargs=dict(policy="regions",
                                                               learning_rate=1e-3,
                                                               select_best=True)),
+    # ppo-regions-best delivering, instead of its best checkpoint, the mean of the masked
+    # softmax probabilities of the 3 evaluated checkpoints that scored best on the set
+    # train, acting by its argmax (fast_ppo.py --ensemble-top 3): averaging the outputs
+    # rather than the weights (ppo-regions-ema). README, "Generalization".
+    "ppo-regions-ens3": dict(library="reference", kwargs=dict(policy="regions",
+                                                              learning_rate=1e-3,
+                                                              ensemble_top=3)),
     # ppo-regions-lr1e-3 started from a clone of HeMem-like's placement (bc_regions.py's
     # defaults: each region's label the tier HeMem-like keeps it on at that step, states
     # visited with 10 % of random choices, the labels that change a region's tier half of
@@ -679,11 +686,11 @@ def train_reference_general(agent, task, train_config, sets, seed, steps, eval_e
                                                      machine=train_config["machine"]).items()),
         **agent["kwargs"])
     score = None
-    if fast_args.select_best:
+    if fast_args.select_best or fast_args.ensemble_top:
         train_set = next((s for s in sets if s.label == "train"), None)
         if train_set is None or oracle is None:
-            raise ValueError(f"{agent['kwargs']}: select_best chooses by the set 'train', "
-                             "which --sets does not name")
+            raise ValueError(f"{agent['kwargs']}: select_best / ensemble_top choose by the set "
+                             "'train', which --sets does not name")
         score = lambda point: set_score(point["returns"]["train"],  # noqa: E731
                                         oracle["train"], train_set)
     started = time.monotonic()
@@ -703,6 +710,8 @@ def train_reference_general(agent, task, train_config, sets, seed, steps, eval_e
             curve[-1]["learner_returns"] = point["learner_returns"]
         if "selected_steps" in point:  # select_best: the checkpoint the last point repeats
             curve[-1]["selected_steps"] = point["selected_steps"]
+        if "ensemble_steps" in point:  # ensemble_top: the checkpoints the last point averages
+            curve[-1]["ensemble_steps"] = point["ensemble_steps"]
         if point["steps"] > 0:
             progress(int(point["steps"]), point["returns"], point["train_s"])
 

@@ -436,3 +436,90 @@ def test_target_kl_off_is_the_plain_run_and_a_tiny_one_stops_after_a_minibatch()
                                                      tiny_policy.state_dict().values()))
     with pytest.raises(SystemExit):
         fast_ppo.parse_args(["--target-kl", "-1"])
+
+
+def test_an_ensemble_acts_by_the_mean_of_its_members_masked_probabilities():
+    # Three policies of different weights on observations of the default task: the
+    # ensemble's probabilities are the mean of each member's softmax over its allowed
+    # choices (not the softmax of the mean logits, nor a masked mean of unmasked ones),
+    # greedy_actions takes their argmax, and one member's ensemble acts as the member.
+    envs = tiergym.InProcessVectorEnv(8, threads=1, **tiergym.DEFAULT_TASK,
+                                      profiles="minife,lulesh")
+    try:
+        layout = fast_ppo.Layout(envs.tier_spec, envs.num_regions, envs.single_action_space)
+        obs_size = envs.single_observation_space.shape[0]
+        masks = fast_ppo.Masks("region", envs.tier_spec)
+        obs, info = envs.reset(seed=1)
+        for _ in range(2):  # every region moved up where it fits: some moves no longer do
+            mask = masks(info, masks.profiles(info))
+            obs, _, _, _, info = envs.step(mask.shape[-1] - 1 - np.argmax(
+                mask[..., ::-1], axis=-1))
+        mask = masks(info, masks.profiles(info))
+    finally:
+        envs.close()
+    torch.manual_seed(0)
+    members = [fast_ppo.RegionPolicy(layout, obs_size, 16) for _ in range(3)]
+    with torch.no_grad():
+        for m in members:  # logits far from uniform, so the members disagree
+            m.head.weight.mul_(300)
+    obs_t, allowed = torch.as_tensor(obs), torch.as_tensor(mask, dtype=torch.bool)
+    assert not allowed.all() and allowed.any(dim=-1).all()
+    ensemble = fast_ppo.Ensemble(members)
+    with torch.no_grad():
+        each = []
+        for m in members:
+            logits = m(obs_t)[0].double()
+            p = torch.where(allowed, logits.exp(), 0.0)
+            each.append(p / p.sum(dim=-1, keepdim=True))
+        want = sum(each) / 3
+        got = ensemble.probabilities(obs_t, allowed)
+    torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-6)
+    assert (got[~allowed] == 0).all()
+    np.testing.assert_array_equal(fast_ppo.greedy_actions(ensemble, obs, mask),
+                                  want.argmax(dim=-1).numpy())
+    greedy_each = [fast_ppo.greedy_actions(m, obs, mask) for m in members]
+    assert not all((g == greedy_each[0]).all() for g in greedy_each[1:])  # they disagree
+    for m, g in zip(members, greedy_each):
+        np.testing.assert_array_equal(fast_ppo.greedy_actions(fast_ppo.Ensemble([m]), obs, mask), g)
+    with pytest.raises(ValueError, match="member"):
+        fast_ppo.Ensemble([])
+
+
+def test_ensemble_top_delivers_the_mean_of_the_best_checkpoints_and_1_is_select_best(tmp_path):
+    # The curve's evaluations as without it; a last point at the budget with the returns
+    # of the ensemble of the K best-scoring checkpoints (ensemble_steps, best first),
+    # which the policy returned (and the one saved and loaded) gives again. K=1 is
+    # select_best: the same last point and the same weights.
+    args = fast_ppo.Args(total_steps=4096, seed=5, **dict(SMALL, eval_every=1024))
+
+    def score(point):  # the negated total, so not the last ones
+        return -sum(point["returns"].values())
+
+    _, plain = fast_ppo.train(args)
+    saved = tmp_path / "ens.pt"
+    policy, ens = fast_ppo.train(dataclasses.replace(args, ensemble_top=3, save=str(saved)),
+                                 score=score)
+    curve = ens["curve"]
+    assert [p["returns"] for p in curve[:-1]] == [p["returns"] for p in plain["curve"]]
+    ranked = sorted(curve[1:-1], key=lambda p: -score(p))[:3]
+    assert curve[-1]["ensemble_steps"] == [p["steps"] for p in ranked] == ens["ensemble_steps"]
+    assert curve[-1]["steps"] == curve[-2]["steps"] and "selected_steps" not in curve[-1]
+    assert isinstance(policy, fast_ppo.Ensemble) and len(policy.members) == 3
+    loaded, _ = fast_ppo.load_policy(str(saved))
+    evaluator = fast_ppo.Evaluator(args, fast_ppo.app_names(args.train))
+    try:
+        assert evaluator(policy) == curve[-1]["returns"] == evaluator(loaded)
+    finally:
+        evaluator.close()
+    one, top1 = fast_ppo.train(dataclasses.replace(args, ensemble_top=1), score=score)
+    best, picked = fast_ppo.train(dataclasses.replace(args, select_best=True), score=score)
+    def points(metrics):
+        return [(p["steps"], p["returns"], p.get("selected_steps")) for p in metrics["curve"]]
+
+    assert points(top1) == points(picked) and top1["selected_steps"] == picked["selected_steps"]
+    for (name, x), (_, y) in zip(one.state_dict().items(), best.state_dict().items()):
+        assert torch.equal(x, y), name
+    with pytest.raises(ValueError, match="ensemble-top"):
+        fast_ppo.train(dataclasses.replace(args, ensemble_top=3))  # no oracle, no score
+    with pytest.raises(ValueError, match="ensemble-top"):
+        fast_ppo.train(dataclasses.replace(args, ensemble_top=2, select_best=True), score=score)

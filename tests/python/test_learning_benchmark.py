@@ -189,26 +189,46 @@ def test_the_reference_agent_trains_on_a_split_and_is_scored_on_every_set():
     assert 0 < train_s <= wall_s
 
 
-def test_select_best_chooses_by_the_train_set_only():
-    """select_best (ppo-regions-best): the last point repeats the evaluation best on the set
-    train; without a set train the run is refused before it starts."""
+def tiny_reference_run(**kwargs):
+    """A reference agent's run of 36 steps, evaluated every 12 on a set train and a set
+    machine (every oracle return 1), with kwargs among its fast_ppo arguments:
+    (curve, a callable running it on the sets after the first)."""
     pytest.importorskip("torch")
     task = dict(lb.GENERAL_TASK, num_regions="8", steps="6")
     sets = lb.parse_sets("train=procedural-train-v1:2,machine=machine-xeonmax-v2:1")
     train_dataset, n = tiergym.datasets.parse_entry("procedural-train-v1:2")
     agent = dict(library="reference", kwargs=dict(policy="regions", num_envs=4, num_steps=3,
-                                                  num_minibatches=1, env_threads=1,
-                                                  select_best=True))
+                                                  num_minibatches=1, env_threads=1, **kwargs))
     oracle = {s.label: {a: 1.0 for a in s.apps} for s in sets}
     run = dict(agent=agent, task=task, train_config=train_dataset.config(n), seed=0,
                steps=36, eval_every=12, progress=lambda *a: None)
     curve, _, _ = lb.train_reference_general(sets=sets, curve=[], oracle=oracle, **run)
     assert [p["steps"] for p in curve] == [0, 12, 24, 36, 36]
+    return curve, lambda: lb.train_reference_general(sets=sets[1:], curve=[], oracle=oracle,
+                                                     **run)
+
+
+def test_select_best_chooses_by_the_train_set_only():
+    """select_best (ppo-regions-best): the last point repeats the evaluation best on the set
+    train; without a set train the run is refused before it starts."""
+    curve, without_train = tiny_reference_run(select_best=True)
     best = max(curve[1:-1], key=lambda p: sum(p["returns"]["train"].values()))
     assert curve[-1]["selected_steps"] == best["steps"]
     assert curve[-1]["returns"] == best["returns"]
     with pytest.raises(ValueError, match="'train'"):
-        lb.train_reference_general(sets=sets[1:], curve=[], oracle=oracle, **run)
+        without_train()
+
+
+def test_ensemble_top_averages_the_checkpoints_best_on_the_train_set():
+    """ensemble_top (ppo-regions-ens3): the last point is the ensemble of the checkpoints
+    best on the set train, named by ensemble_steps, and evaluated on every set."""
+    curve, without_train = tiny_reference_run(ensemble_top=2)
+    ranked = sorted(curve[1:-1], key=lambda p: -sum(p["returns"]["train"].values()))
+    assert curve[-1]["ensemble_steps"] == [p["steps"] for p in ranked[:2]]
+    assert set(curve[-1]["returns"]) == {"train", "machine"}
+    assert "ppo-regions-ens3" in lb.AGENTS
+    with pytest.raises(ValueError, match="'train'"):
+        without_train()
 
 
 def test_set_scores_pool_procedural_sets_and_average_programs():
