@@ -412,6 +412,32 @@ def test_select_best_ends_with_the_best_scoring_checkpoint():
         fast_ppo.train(dataclasses.replace(args, select_best=True))  # no oracle, no score
 
 
+def test_target_kl_off_is_the_plain_run_and_a_tiny_one_stops_after_a_minibatch():
+    # --target-kl 0 (the default) and a target no update reaches give the plain run bit
+    # for bit (the KL is measured without touching the weights or the generators); a tiny
+    # target stops every update at its second minibatch (the first's KL is the acting
+    # policy's against itself, ~0, so its step is taken), so one step an update of the 8
+    # (2 epochs x 4 minibatches), and another run; each update's approx_kl is reported.
+    args = fast_ppo.Args(total_steps=4096, seed=5, **dict(SMALL, eval_every=1024))
+    plain_policy, plain = fast_ppo.train(args)
+    far_policy, far = fast_ppo.train(dataclasses.replace(args, target_kl=1e9))
+    tiny_policy, tiny = fast_ppo.train(dataclasses.replace(args, target_kl=1e-9))
+    assert [p["returns"] for p in far["curve"]] == [p["returns"] for p in plain["curve"]]
+    for (name, x), (_, y) in zip(plain_policy.state_dict().items(),
+                                 far_policy.state_dict().items()):
+        assert torch.equal(x, y), name
+    assert all(p["minibatches"] == 8 for p in plain["curve"][1:])
+    assert all(p["approx_kl"] > 1e-9 for p in plain["curve"][1:])
+    assert [p["minibatches"] for p in tiny["curve"][1:]] == [1] * (len(tiny["curve"]) - 1)
+    assert all(p["approx_kl"] > 1e-9 for p in tiny["curve"][1:])  # what stopped it
+    assert [p["kl_stops"] for p in tiny["curve"][1:]] == list(range(1, len(tiny["curve"])))
+    assert all(p["kl_stops"] == 0 for p in plain["curve"][1:])
+    assert not all(torch.equal(x, y) for x, y in zip(plain_policy.state_dict().values(),
+                                                     tiny_policy.state_dict().values()))
+    with pytest.raises(SystemExit):
+        fast_ppo.parse_args(["--target-kl", "-1"])
+
+
 def test_an_ensemble_acts_by_the_mean_of_its_members_masked_probabilities():
     # Three policies of different weights on observations of the default task: the
     # ensemble's probabilities are the mean of each member's softmax over its allowed
