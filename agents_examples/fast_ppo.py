@@ -902,8 +902,12 @@ def train(args, oracle=None, on_eval=None, evaluator=None, score=None):
                      "returns " + " ".join(f"{a} {r:+.4f}" for a, r in returns.items()))
             log(f"fast_ppo seed {args.seed}: {steps} steps, {train_s:.1f} s, "
                 f"{steps / max(train_s, 1e-9):,.0f} steps/s; {score}")
-        if keep and steps > 0 and (len(best) < keep or score_of(point) > best[-1][0]):
-            best.append([score_of(point), point, copy.deepcopy(evaluated.state_dict())])
+        # A score that is not a number (a train set whose oracle saves nothing) ranks last:
+        # NaN compares false both ways, and a sort on it leaves the order undefined.
+        rank = score_of(point) if keep and steps > 0 else -np.inf
+        rank = -np.inf if np.isnan(rank) else rank
+        if keep and steps > 0 and (len(best) < keep or rank > best[-1][0]):
+            best.append([rank, point, copy.deepcopy(evaluated.state_dict())])
             best.sort(key=lambda entry: -entry[0])  # stable: the earlier first among equals
             del best[keep:]
         if args.json:

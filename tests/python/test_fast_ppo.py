@@ -412,6 +412,22 @@ def test_select_best_ends_with_the_best_scoring_checkpoint():
         fast_ppo.train(dataclasses.replace(args, select_best=True))  # no oracle, no score
 
 
+def test_a_checkpoint_scored_nan_ranks_last():
+    # A train set whose oracle saves nothing scores NaN; NaN compares false both ways, so
+    # it must not take (or scramble) the place of a scored checkpoint.
+    args = fast_ppo.Args(total_steps=4096, seed=5, **dict(SMALL, eval_every=1024))
+
+    def score(point):  # the first evaluation unscored, the others by their negated total
+        return float("nan") if point["steps"] == 1024 else -sum(point["returns"].values())
+
+    _, picked = fast_ppo.train(dataclasses.replace(args, select_best=True), score=score)
+    scored = [p for p in picked["curve"][1:-1] if p["steps"] != 1024]
+    assert picked["selected_steps"] == max(scored, key=score)["steps"]
+    _, unscored = fast_ppo.train(dataclasses.replace(args, select_best=True),
+                                 score=lambda point: float("nan"))
+    assert unscored["selected_steps"] == 1024  # all alike: the earliest
+
+
 def test_target_kl_off_is_the_plain_run_and_a_tiny_one_stops_after_a_minibatch():
     # --target-kl 0 (the default) and a target no update reaches give the plain run bit
     # for bit (the KL is measured without touching the weights or the generators); a tiny
