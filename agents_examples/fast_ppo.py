@@ -450,6 +450,15 @@ def greedy_actions(policy, obs, mask):
         return torch.argmax(logits.masked_fill(~allowed, -1e9), dim=-1).numpy()
 
 
+def approx_kl_of(ratio, logratio):
+    """KL(acting policy || updated one) on a minibatch: the estimator E[(r - 1) - log r]
+    (Schulman's "Approximating KL divergence", as CleanRL's and SB3's approx_kl), over the
+    joint action (all regions). Computed per minibatch only with --target-kl (a sync on
+    the update's path), else once for the update's stats."""
+    with torch.no_grad():
+        return ((ratio - 1) - logratio).mean().item()
+
+
 class Ensemble(nn.Module):
     """Checkpoints averaged in their outputs rather than their weights (--ensemble-top):
     each region's probabilities are the mean over the members of their softmax over the
@@ -845,12 +854,7 @@ def train(args, oracle=None, on_eval=None, evaluator=None, score=None):
                 entropy = entropy_of(z, logp)
                 logratio = new_logprob - mb["logprobs"]
                 ratio = logratio.exp()
-                with torch.no_grad():
-                    # KL(acting policy || this one) on the minibatch, the estimator
-                    # E[(r - 1) - log r] (Schulman's "Approximating KL divergence", as
-                    # CleanRL's and SB3's approx_kl), over the joint action (all regions).
-                    approx_kl = ((ratio - 1) - logratio).mean().item()
-                if args.target_kl > 0 and approx_kl > args.target_kl:
+                if args.target_kl > 0 and approx_kl_of(ratio, logratio) > args.target_kl:
                     # The policy has moved far enough from the one that acted: the rest of
                     # this update's minibatches and epochs are skipped (SB3's target_kl:
                     # checked before the step, so this minibatch is not taken either).
@@ -869,7 +873,7 @@ def train(args, oracle=None, on_eval=None, evaluator=None, score=None):
                 optimizer.step()
                 steps_taken += 1
         with torch.no_grad():  # of the last minibatch seen (the losses: of the last taken)
-            stats = dict(entropy=entropy.mean().item(), approx_kl=approx_kl,
+            stats = dict(entropy=entropy.mean().item(), approx_kl=approx_kl_of(ratio, logratio),
                          clipfrac=((ratio - 1).abs() > args.clip_coef).float().mean().item(),
                          minibatches=steps_taken, kl_stops=kl_stops[0])
             if steps_taken:
