@@ -45,13 +45,10 @@ STATS = ("hot_density", "top_density", "footprint", "hot_change", "traffic", "or
 
 
 def _fill_densest(density, size, capacity):
-    """A bool mask of the densest regions (by density, those accessed at all) whose bytes
-    fit `capacity`, filling densest first and skipping those that do not fit."""
-    chosen, used = np.zeros(len(density), dtype=bool), 0.0
-    for r in np.argsort(-density, kind="stable"):
-        if density[r] > 0 and used + size[r] <= capacity:
-            chosen[r], used = True, used + size[r]
-    return chosen
+    """A bool mask of the densest regions (those accessed at all) whose bytes fit
+    `capacity`, densest first, skipping those that do not fit: the oracle's knapsack with
+    the accesses as the benefit."""
+    return policies.knapsack(density * size, size, capacity, 1) == 1
 
 
 def episode_stats(config):
