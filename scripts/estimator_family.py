@@ -90,7 +90,7 @@ def score(d, machine, options, calibrate):
     return rows
 
 
-_BINARY_DIGEST = {}
+_BINARY_DIGEST = {}  # tiergym() -> the SHA-256 of the binary it runs
 
 
 def binary_path():
@@ -111,15 +111,17 @@ def binary_path():
 
 def binary_id():
     """Identifies the tiergym binary by its content (SHA-256), so that a rebuild that changes
-    nothing it computes keeps the cached scores and one that does rescores."""
-    path = binary_path()
-    if path not in _BINARY_DIGEST:
+    nothing it computes keeps the cached scores and one that does rescores. Once per
+    command and process: finding the binary behind the launcher starts a Python process,
+    and every score's key asks for it."""
+    command = tiergym()
+    if command not in _BINARY_DIGEST:
         digest = hashlib.sha256()
-        with open(path, "rb") as f:
+        with open(binary_path(), "rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 digest.update(block)
-        _BINARY_DIGEST[path] = digest.hexdigest()
-    return _BINARY_DIGEST[path]
+        _BINARY_DIGEST[command] = digest.hexdigest()
+    return _BINARY_DIGEST[command]
 
 
 def score_uncached(d, machine, options, calibrate, key):
