@@ -467,7 +467,7 @@ EstimatorIndex::Builder::FitInput EstimatorIndex::Builder::BlockFitInput(
       in.misses += samples * reset_of_[d];
     }
   }
-  const double lo = static_cast<double>(wlo * options_.window_instructions);
+  const auto lo = static_cast<double>(wlo * options_.window_instructions);
   const double hi = to_end ? static_cast<double>(x.seg_instr_[s])
                            : static_cast<double>(whi * options_.window_instructions);
   x.blocks_.lo.push_back(lo);
