@@ -676,11 +676,11 @@ TEST(EstimatorRooflineTest, AFitSpanShorterThanABlockIsRefusedByName) {
 TEST(EstimatorRooflineTest, FittingOverALongerSpanTakesOffTheMixesExcess) {
   // The spec model's lammps on `disagg`: its blocks of ~270 samples fit compute time and
   // concurrency to a few noisy per-run times, and the three-tier mixes come out too slow on
-  // average. Fitted over spans of 4,096 samples (the blocks and their shares unchanged),
+  // average. Fitted over spans of 2,048 samples (the blocks and their shares unchanged),
   // the mixes' bias falls, and so does the largest error; one tier's time stays the run's.
   const Synth& s = SynthFor("lammps", "disagg", 200000);
   IndexOptions spanned = Recommended(s);
-  spanned.fit_span_samples = 4096;
+  spanned.fit_span_samples = 2048;
   auto own = Index(s.profile, Recommended(s)), span = Index(s.profile, spanned);
   const auto [own_bias, own_max] = MixBiasAndMax(s, *own);
   const auto [span_bias, span_max] = MixBiasAndMax(s, *span);
