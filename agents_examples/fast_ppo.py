@@ -392,12 +392,14 @@ class TargetRegionPolicy(RegionPolicy):
     with it: one logit per tier, mapped onto the keep-mode action (keep = the logit of the
     region's current tier, move to tier t = t's logit, a move to the current tier masked).
     With keep/move logits a policy that wants a region in the fast tier may move it at a
-    low rate per step (any step will do), and its most likely choice is then to keep the
-    region where it is: the deterministic policy it is evaluated as moves nothing. Here a
+    low rate per step (any step will do), and whether its most likely choice moves the
+    region is then a toss-up: the deterministic policy it is evaluated as flips. Here a
     region wanted on a tier with probability p is moved away from it with probability
     1 - p at every step, so the learned distribution has to sharpen, and its argmax is the
-    placement it samples. The current tier is read from the region's first feature (tier
-    / (tiers - 1) in the normalized and relative observations)."""
+    placement it samples. (Measured: steady, but at a poor placement; agents_examples/
+    README.md, "Why the deterministic policy flips".) The current tier is read from the
+    region's first feature (tier / (tiers - 1) in the normalized and relative
+    observations)."""
 
     def __init__(self, layout, obs_size, hidden):
         super().__init__(layout, obs_size, hidden)
