@@ -267,10 +267,12 @@ Data Hotset(const std::string& truth) {
   return d;
 }
 
-TEST(CalibrationTest, FitsTheQueueStrengthOfAQueueingMachineAndNoneOnTheSpecModel) {
+TEST(CalibrationTest, FitsTheQueueStrengthOfAQueueingMachine) {
   // Under `queueing` the flat tiers queue along xeonmax's measured DDR5 curve: strength 1.
+  // (Under the spec model they do not: FitsTheOverlapAndScoresEveryRunOnAFitWithoutIt.)
   const Data queueing = Hotset("queueing");
   CalibrationOptions options;
+  options.folds = 3;
   auto c = Calibrate(queueing.profile, RecommendedEstimatorOptions(queueing.generated.machine),
                      queueing.runs, options);
   ASSERT_TRUE(c.ok()) << c.status();
@@ -279,21 +281,15 @@ TEST(CalibrationTest, FitsTheQueueStrengthOfAQueueingMachineAndNoneOnTheSpecMode
   EXPECT_EQ(c->queue_like, "xeonmax:ddr");
   EXPECT_LT(c->cv_mean_error_pct, 0.5 * c->uncalibrated_mean_error_pct);
   EXPECT_LT(c->cv_max_error_pct, c->uncalibrated_max_error_pct);
-  // Under the spec model the tiers do not queue: the prior, no queueing.
-  const Data spec = Hotset("spec");
-  auto s = Calibrate(spec.profile, RecommendedEstimatorOptions(spec.generated.machine), spec.runs,
-                     options);
-  ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_DOUBLE_EQ(s->queue_strength, 0);
-  EXPECT_TRUE(s->queue_shape.has_value());
   // Options that queue along a curve must name it (the file records it).
   options.queue_like = "";
-  EstimatorOptions with_curve = RecommendedEstimatorOptions(spec.generated.machine);
+  EstimatorOptions with_curve = RecommendedEstimatorOptions(queueing.generated.machine);
   with_curve.queue_like = *LoadQueueShape("xeonmax:ddr");
-  EXPECT_FALSE(Calibrate(spec.profile, with_curve, spec.runs, options).ok());
+  EXPECT_FALSE(Calibrate(queueing.profile, with_curve, queueing.runs, options).ok());
   options.queue_like = "xeonmax";
-  auto unnamed = Calibrate(spec.profile, RecommendedEstimatorOptions(spec.generated.machine),
-                           spec.runs, options);
+  auto unnamed =
+      Calibrate(queueing.profile, RecommendedEstimatorOptions(queueing.generated.machine),
+                queueing.runs, options);
   ASSERT_FALSE(unnamed.ok());
   EXPECT_THAT(std::string(unnamed.status().message()), HasSubstr("queue_like"));
 }
@@ -355,6 +351,14 @@ TEST(CalibrationTest, CommandWritesAFileThatValidateReads) {
                                 "--machine", "knl", "--calibration", out, "--replicates", "5"}),
             0);
   EXPECT_EQ(RunCalibrateCommand({"--profile", app + "/profile", "--out", out}), 2);
+  // --queue-strength scales --queue-like's curve: alone, or outside [0, 4], it is refused.
+  EXPECT_EQ(RunValidateCommand({"--profile", app + "/profile", "--runs", app + "/runs/runs.csv",
+                                "--machine", "knl", "--queue-strength", "0.5"}),
+            2);
+  EXPECT_EQ(RunValidateCommand({"--profile", app + "/profile", "--runs", app + "/runs/runs.csv",
+                                "--machine", "knl", "--queue-like", "xeonmax:ddr",
+                                "--queue-strength", "5"}),
+            2);
   fs::remove_all(dir);
 }
 
