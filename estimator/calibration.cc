@@ -30,7 +30,6 @@ double QueueStrengthCandidate(int k) { return 0.5 * k; }
 // step j.
 struct Candidate {
   int o = 0, q = 0, j = 0;
-  friend bool operator==(const Candidate&, const Candidate&) = default;
 };
 
 // The relative residuals (estimate / measured - 1) and estimates of every run under the
@@ -313,15 +312,15 @@ class Grid {
     }
     return absl::OkStatus();
   }
-  const std::map<std::pair<int, int>, Table>& tables() const { return tables_; }
-  double residual(const Candidate& c, size_t i) const {
+  [[nodiscard]] const std::map<std::pair<int, int>, Table>& tables() const { return tables_; }
+  [[nodiscard]] double residual(const Candidate& c, size_t i) const {
     return tables_.at({c.o, c.q}).residual[c.j][i];
   }
-  double estimate(const Candidate& c, size_t i) const {
+  [[nodiscard]] double estimate(const Candidate& c, size_t i) const {
     return tables_.at({c.o, c.q}).estimate[c.j][i];
   }
-  double paper_ns(size_t i) const { return paper_ns_[i]; }
-  double mixing(size_t i) const { return mixing_[i]; }
+  [[nodiscard]] double paper_ns(size_t i) const { return paper_ns_[i]; }
+  [[nodiscard]] double mixing(size_t i) const { return mixing_[i]; }
 
  private:
   absl::Status Compute(int o, int q) {
