@@ -34,7 +34,8 @@ What makes it fast (CleanRL's single-file PPO, with the batching of EnvPool and 
 - Two policies: `mlp` (a flat MLP over the whole observation) and `regions` (one small
   network shared by every region, permutation-equivariant: a region's logits from its own
   features and the mean of all regions' embeddings, as the Deep Sets / placement papers'
-  architectures; the same weights for any number of regions).
+  architectures; the same weights for any number of regions); `regions-target`, the same
+  network whose head names the tier each region should be on (mapped onto keep/move).
 - The update overlapped with the next rollout (`--overlap-update`; the training-speed
   benchmark's fast path): update k runs on a thread of its own, on rollout k's buffers,
   while rollout k + 1 is collected into a second set with the weights of update k - 1 (a
@@ -73,7 +74,8 @@ class Args:
     total_steps: int = 2_000_000       # environment steps to train for
     num_envs: int = 1024               # environments stepped together (two halves)
     num_steps: int = 16                # steps per environment per rollout: batch 16 x 1024
-    policy: str = "mlp"                # "mlp" (flat) or "regions" (shared per-region weights)
+    policy: str = "mlp"                # "mlp" (flat), "regions" (shared per-region weights) or
+                                       # "regions-target" (its head names each region's tier)
     hidden: int = 64                   # width of the hidden layers
     learning_rate: float = 3e-3
     anneal_lr: bool = True             # linear decay of the learning rate to 0 over total_steps
@@ -86,6 +88,10 @@ class Args:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     target_kl: float = 0.0             # >0: end an update's epochs once its approx. KL passes this
+    clip_per_region: bool = False      # clip each region's probability ratio, not the joint one
+    explore_regions: float = 0.0       # >0: a region samples its choice with this probability
+                                       # per step, else takes its most likely one (implies
+                                       # clip_per_region; only sampled choices are learnt from)
     ema_decay: float = 0.0             # >0: evaluate and save a Polyak average of the weights
     select_best: bool = False          # end with the evaluated checkpoint best on the train apps
     ensemble_top: int = 0              # >0: end with the mean probabilities of the K best such
@@ -142,6 +148,9 @@ def check_args(args):
                          "return the ended episodes' profiles)")
     if not 0 <= args.ema_decay < 1:
         raise ValueError(f"--ema-decay must be in [0, 1) (0: off), got {args.ema_decay}")
+    if not 0 <= args.explore_regions <= 1:
+        raise ValueError("--explore-regions must be in [0, 1] (0: off), got "
+                         f"{args.explore_regions}")
     if args.target_kl < 0:
         raise ValueError(f"--target-kl must be >= 0 (0: off), got {args.target_kl}")
     if args.ensemble_top < 0:
@@ -378,7 +387,33 @@ class RegionPolicy(nn.Module):
         return logits, self.critic(torch.cat([h.mean(dim=1), globals_], dim=-1)).squeeze(-1)
 
 
-POLICIES = {"mlp": FlatPolicy, "regions": RegionPolicy}
+class TargetRegionPolicy(RegionPolicy):
+    """RegionPolicy whose head says which tier each region should be on, not what to do
+    with it: one logit per tier, mapped onto the keep-mode action (keep = the logit of the
+    region's current tier, move to tier t = t's logit, a move to the current tier masked).
+    With keep/move logits a policy that wants a region in the fast tier may move it at a
+    low rate per step (any step will do), and its most likely choice is then to keep the
+    region where it is: the deterministic policy it is evaluated as moves nothing. Here a
+    region wanted on a tier with probability p is moved away from it with probability
+    1 - p at every step, so the learned distribution has to sharpen, and its argmax is the
+    placement it samples. The current tier is read from the region's first feature (tier
+    / (tiers - 1) in the normalized and relative observations)."""
+
+    def __init__(self, layout, obs_size, hidden):
+        super().__init__(layout, obs_size, hidden)
+        self.tiers = layout.choices - 1
+        self.head = layer(hidden, self.tiers, std=0.01)
+
+    def forward(self, obs):
+        wanted, value = super().forward(obs)                        # [B, K, T]
+        current = (self.layout.split(obs)[0][..., 0] * (self.tiers - 1)).round().long()
+        current = current.clamp_(0, self.tiers - 1).unsqueeze(-1)   # [B, K, 1]
+        keep = wanted.gather(-1, current)
+        moves = wanted.scatter(-1, current, MASKED)
+        return torch.cat([keep, moves], dim=-1), value
+
+
+POLICIES = {"mlp": FlatPolicy, "regions": RegionPolicy, "regions-target": TargetRegionPolicy}
 
 
 def choices_first(x):
@@ -439,6 +474,16 @@ def argmax_choices(x):
     return a
 
 
+def choose(logp, noise, explored=None):
+    """Each region's choice [B, K] from log-probabilities logp [B, C, K]: sampled by
+    Gumbel-max with noise of the same shape, or, where explored [B, K] is given and 0, the
+    most likely choice (explore_regions)."""
+    a = argmax_choices(logp + noise)
+    if explored is not None:
+        a = torch.where(explored > 0, a, argmax_choices(logp))
+    return a
+
+
 def greedy_actions(policy, obs, mask):
     """The deterministic policy: the most likely allowed choice per region (for an
     Ensemble, by the mean of its members' masked probabilities)."""
@@ -448,6 +493,18 @@ def greedy_actions(policy, obs, mask):
             return torch.argmax(policy.probabilities(obs, allowed), dim=-1).numpy()
         logits, _ = policy(obs)
         return torch.argmax(logits.masked_fill(~allowed, -1e9), dim=-1).numpy()
+
+
+def clipped_surrogate(adv, ratio, clip):
+    """PPO's clipped policy loss: the mean over the batch of max(-A r, -A clip(r)), for a
+    joint ratio r [B], or summed over the regions for per-region ratios [B, K]
+    (clip_per_region: each region's choice clipped on its own, as multi-agent PPO clips
+    each agent's; the joint ratio of K regions is a product of K of them, so clipping it
+    holds every region's step to about clip / K)."""
+    if ratio.dim() == 2:
+        adv = adv.unsqueeze(1)
+    loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - clip, 1 + clip))
+    return (loss.sum(1) if loss.dim() == 2 else loss).mean()
 
 
 def approx_kl_of(ratio, logratio):
@@ -647,12 +704,17 @@ class Rollout:
     overlap_update there are two, used in turn: the update reads one while the next rollout
     writes the other."""
 
-    def __init__(self, t_len, n, obs_size, c, k):
+    def __init__(self, t_len, n, obs_size, c, k, per_region=False, explore=False):
         self.obs = torch.zeros((t_len + 1, n, obs_size))
         self.masks = torch.zeros((t_len + 1, n, c, k))
         self.dones = torch.zeros((t_len + 1, n))        # obs[t] starts a new episode
         self.actions = torch.zeros((t_len, n, k), dtype=torch.int64)
-        self.logprobs = torch.zeros((t_len, n))
+        # The chosen actions' log-probabilities: joint [T, N], or per region [T, N, K]
+        # (clip_per_region).
+        self.logprobs = torch.zeros((t_len, n, k) if per_region else (t_len, n))
+        # explore_regions: 1 where the region's choice was sampled, 0 where it was the
+        # most likely one.
+        self.explored = torch.zeros((t_len, n, k)) if explore else None
         self.rewards = torch.zeros((t_len, n))
         self.values = torch.zeros((t_len + 1, n))
         self.obs_np, self.masks_np = self.obs.numpy(), self.masks.numpy()
@@ -746,14 +808,19 @@ def train(args, oracle=None, on_eval=None, evaluator=None, score=None):
     # parameter (the same arithmetic; 0.35 ms instead of 0.65 per minibatch, measured).
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
-    buffers = [Rollout(t_len, n, obs_size, c, k) for _ in range(2 if args.overlap_update else 1)]
+    per_region = args.clip_per_region or args.explore_regions > 0
+    buffers = [Rollout(t_len, n, obs_size, c, k, per_region, args.explore_regions > 0)
+               for _ in range(2 if args.overlap_update else 1)]
     noise = torch.zeros((t_len, n, c, k))      # the rollout's sampling noise
     # The update's minibatches: each epoch, the batch's rows in a random order, copied
     # once into these (one index_select per field per epoch; minibatches are then views).
     batch = t_len * n
     shuffled = dict(obs=torch.zeros((batch, obs_size)), masks=torch.zeros((batch, c, k)),
-                    actions=torch.zeros((batch, k), dtype=torch.int64), logprobs=torch.zeros(batch),
+                    actions=torch.zeros((batch, k), dtype=torch.int64),
+                    logprobs=torch.zeros((batch, k) if per_region else batch),
                     advantages=torch.zeros(batch), returns=torch.zeros(batch))
+    if args.explore_regions > 0:
+        shuffled["explored"] = torch.zeros((batch, k))
 
     env_profiles = np.zeros(n, dtype=np.int64)  # each environment's profile (Masks.profiles)
     halves = [np.arange(h * half, (h + 1) * half, dtype=np.int32) for h in (0, 1)]
@@ -772,9 +839,11 @@ def train(args, oracle=None, on_eval=None, evaluator=None, score=None):
         with torch.inference_mode():
             logits, value = actor(buf.obs[t, rows])
             logp = masked_logits(logits, buf.masks[t, rows]).log_softmax(dim=1)  # [B, C, K]
-            a = argmax_choices(logp + noise[t, rows])  # Gumbel-max: [B, K]
+            a = choose(logp, noise[t, rows],
+                       None if buf.explored is None else buf.explored[t, rows])
             buf.actions[t, rows] = a
-            buf.logprobs[t, rows] = logp.gather(1, a.unsqueeze(1)).sum((1, 2))
+            chosen = logp.gather(1, a.unsqueeze(1))                   # [B, 1, K]
+            buf.logprobs[t, rows] = chosen[:, 0] if per_region else chosen.sum((1, 2))
             buf.values[t, rows] = value
         timers["inference"] += time.perf_counter() - t0
         return a.numpy()
@@ -801,6 +870,9 @@ def train(args, oracle=None, on_eval=None, evaluator=None, score=None):
     def rollout(buf):
         t0 = time.perf_counter()
         noise.copy_(gumbel_noise(rng, noise.shape))
+        if buf.explored is not None:
+            buf.explored.copy_(torch.from_numpy(
+                (rng.random(buf.explored.shape) < args.explore_regions).astype(np.float32)))
         timers["inference"] += time.perf_counter() - t0
         if not args.overlap:  # plain stepping: all environments, one call per step
             for t in range(t_len):
@@ -835,8 +907,11 @@ def train(args, oracle=None, on_eval=None, evaluator=None, score=None):
             returns = advantages + values[:t_len]
         fields = dict(obs=buf.obs[:t_len].reshape(batch, obs_size),
                       masks=buf.masks[:t_len].reshape(batch, c, k),
-                      actions=buf.actions.reshape(batch, k), logprobs=buf.logprobs.reshape(batch),
+                      actions=buf.actions.reshape(batch, k),
+                      logprobs=buf.logprobs.reshape(batch, *buf.logprobs.shape[2:]),
                       advantages=advantages.reshape(batch), returns=returns.reshape(batch))
+        if buf.explored is not None:
+            fields["explored"] = buf.explored.reshape(batch, k)
         size = batch // args.num_minibatches
         steps_taken, stopped = 0, False
         for _ in range(args.update_epochs):
@@ -850,9 +925,16 @@ def train(args, oracle=None, on_eval=None, evaluator=None, score=None):
                 logits, new_value = policy(mb["obs"])
                 z = masked_logits(logits, mb["masks"])                       # [B, C, K]
                 logp = z.log_softmax(dim=1)
-                new_logprob = logp.gather(1, mb["actions"].unsqueeze(1)).sum((1, 2))
+                chosen = logp.gather(1, mb["actions"].unsqueeze(1))          # [B, 1, K]
                 entropy = entropy_of(z, logp)
-                logratio = new_logprob - mb["logprobs"]
+                if per_region:  # each region's ratio [B, K]; the joint one for the KL
+                    region_logratio = chosen[:, 0] - mb["logprobs"]
+                    if "explored" in mb:  # a choice not sampled is not learnt from
+                        region_logratio = region_logratio * mb["explored"]
+                    region_ratio = region_logratio.exp()
+                    logratio = region_logratio.sum(1)
+                else:
+                    logratio = chosen.sum((1, 2)) - mb["logprobs"]
                 ratio = logratio.exp()
                 if args.target_kl > 0 and approx_kl_of(ratio, logratio) > args.target_kl:
                     # The policy has moved far enough from the one that acted: the rest of
@@ -863,8 +945,8 @@ def train(args, oracle=None, on_eval=None, evaluator=None, score=None):
                     break
                 adv = mb["advantages"]
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-                pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - args.clip_coef,
-                                                                     1 + args.clip_coef)).mean()
+                pg_loss = clipped_surrogate(adv, region_ratio if per_region else ratio,
+                                            args.clip_coef)
                 v_loss = 0.5 * (new_value - mb["returns"]).square().mean()
                 loss = pg_loss - args.ent_coef * entropy.mean() + args.vf_coef * v_loss
                 optimizer.zero_grad(set_to_none=True)

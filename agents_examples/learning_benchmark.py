@@ -160,6 +160,23 @@ AGENTS = {
                                                             learning_rate=1e-3,
                                                             select_best=True,
                                                             target_kl=0.0075)),
+    # Four ways tried against the deterministic policy's rise and fall (README,
+    # "Generalization", "Why the deterministic policy flips"), each ppo-regions-lr1e-3 with
+    # one change, judged on train and test only and not kept: no entropy bonus; each
+    # region's probability ratio clipped on its own (fast_ppo.py --clip-per-region); a head
+    # that names the tier a region should be on (--policy regions-target); and each region
+    # sampling its choice at 1 step in 8, taking its most likely one otherwise
+    # (--explore-regions 0.125).
+    "ppo-regions-ent0": dict(library="reference", kwargs=dict(policy="regions",
+                                                              learning_rate=1e-3, ent_coef=0.0)),
+    "ppo-regions-pr": dict(library="reference", kwargs=dict(policy="regions",
+                                                            learning_rate=1e-3,
+                                                            clip_per_region=True)),
+    "ppo-regions-target": dict(library="reference", kwargs=dict(policy="regions-target",
+                                                                learning_rate=1e-3)),
+    "ppo-regions-explore": dict(library="reference", kwargs=dict(policy="regions",
+                                                                 learning_rate=1e-3,
+                                                                 explore_regions=0.125)),
 }
 # The generalization protocol's agents by default.
 GENERAL_AGENTS = ("ppo-regions", "ppo-flat", "sb3-ppo")

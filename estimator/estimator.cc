@@ -14,6 +14,11 @@ absl::StatusOr<std::unique_ptr<Estimator>> Estimator::Create(Profile profile,
   if (options.block_samples == 0) {
     return absl::InvalidArgumentError("block_samples must be positive");
   }
+  if (options.fit_span_samples != 0 && options.fit_span_samples < options.block_samples) {
+    return absl::InvalidArgumentError(
+        StrCat("fit_span_samples must be 0 (each block's fit its own) or at least block_samples (",
+               options.block_samples, "), not ", options.fit_span_samples));
+  }
   if (options.machine) {
     for (const std::string& device : profile.devices()) {
       if (options.machine->Find(device) == nullptr) {
@@ -37,6 +42,7 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> Estimator::IndexFor(
   index_options.base_device = base_device;
   index_options.machine = options_.machine;
   index_options.block_samples = options_.block_samples;
+  index_options.fit_span_samples = options_.fit_span_samples;
   index_options.share_runs = options_.share_runs;
   index_options.align = options_.align;
   index_options.first_touch = options_.first_touch;

@@ -34,7 +34,8 @@ struct EstimatorOptions {
   bool use_phasemarks = true;                // see EstimateOptions
   // Enables Model::kConcurrent. Default none.
   std::optional<Machine> machine;
-  uint64_t block_samples = 256;  // see IndexOptions
+  uint64_t block_samples = 256;   // see IndexOptions
+  uint64_t fit_span_samples = 0;  // Model::kRoofline (IndexOptions)
   // Design decisions (IndexOptions; estimator/README.md, "Ablation").
   ShareRuns share_runs = ShareRuns::kPooled;
   WindowAlignment align = WindowAlignment::kSamples;

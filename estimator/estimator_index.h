@@ -106,6 +106,8 @@ class EstimatorIndex {
   size_t num_nonempty_windows() const { return win_index_.size(); }
   uint64_t num_windows() const { return num_windows_; }
   size_t num_blocks() const { return blk_first_win_.size() - 1; }
+  // What the runtime models read of the blocks (their fits; tests and diagnostics).
+  const BlockTable& blocks() const { return blocks_; }
   uint64_t num_samples() const { return num_samples_; }
   // Bytes the index occupies.
   size_t MemoryBytes() const;

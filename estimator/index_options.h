@@ -62,6 +62,13 @@ struct IndexOptions {
   std::optional<Machine> machine;
   // Minimum number of samples (all runs) per block of the concurrency model. Default 256.
   uint64_t block_samples = 256;
+  // Model::kRoofline: samples (all runs) the span a block's roofline is fitted over holds
+  // at least: the block and its neighbours of the segment on both sides in turn; the
+  // block takes the span's compute per instruction, misses per outstanding miss and
+  // compute overlap, its shares stay its own (estimator/README.md, "Fitted over a longer
+  // span"). 0: each block's own (the block alone); otherwise at least block_samples.
+  // Default 0.
+  uint64_t fit_span_samples = 0;
   // Design decisions of the estimate (estimator/README.md, "Ablation").
   ShareRuns share_runs = ShareRuns::kPooled;
   WindowAlignment align = WindowAlignment::kSamples;

@@ -81,6 +81,11 @@ void AddEstimateOptions(ArgParser& p) {
               "0.5");
   p.AddOption("block-samples", "N",
               "concurrent and roofline models: samples (all runs) a block holds at least", "256");
+  p.AddOption("fit-span", "N",
+              "roofline model: samples (all runs) the span each block's compute time, "
+              "concurrency and compute overlap are fitted over holds at least (the block and "
+              "its neighbours in its phase); 0: the block alone, else at least --block-samples",
+              "0");
   p.AddOption("tier-overlap", "FRACTION",
               "roofline model: share of the shorter tiers' bandwidth-bound time that overlaps "
               "the longest (1: the tiers transfer concurrently)",
@@ -201,6 +206,12 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
     s = absl::InvalidArgumentError(
         StrCat("--block-samples must be a positive integer, not '", p.Get("block-samples"), "'"));
   }
+  auto fit_span = p.GetUint64("fit-span");
+  if (s.ok() && !(fit_span.ok() && (*fit_span == 0 || *fit_span >= *block_samples))) {
+    s = absl::InvalidArgumentError(
+        StrCat("--fit-span must be 0 or an integer of at least --block-samples (",
+               p.Get("block-samples"), "), not '", p.Get("fit-span"), "'"));
+  }
   auto tier_overlap = p.GetDouble("tier-overlap");
   if (s.ok() && !(tier_overlap.ok() && *tier_overlap >= 0 && *tier_overlap <= 1)) {
     s = absl::InvalidArgumentError(
@@ -277,6 +288,7 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
   out->options.read_pct = *read_pct;
   out->options.tier_overlap = *tier_overlap;
   out->options.block_samples = *block_samples;
+  out->options.fit_span_samples = *fit_span;
   out->options.limit_smoothness = *smoothness;
   out->options.fit_overlap = fit_overlap == "on";
   out->options.subset_fits = subset_fits == "on";

@@ -24,6 +24,11 @@ absl::Status EstimatorIndex::Builder::ReadRuns() {
   if (options_.block_samples == 0) {
     return absl::InvalidArgumentError("block_samples must be positive");
   }
+  if (options_.fit_span_samples != 0 && options_.fit_span_samples < options_.block_samples) {
+    return absl::InvalidArgumentError(
+        StrCat("fit_span_samples must be 0 (each block's fit its own) or at least block_samples (",
+               options_.block_samples, "), not ", options_.fit_span_samples));
+  }
   x_.n_ = runs_.size();
   x_.devices_ = profile_.devices();
   x_.base_ = DeviceIndex(profile_, options_.base_device);
@@ -343,29 +348,36 @@ void EstimatorIndex::Builder::IndexBlocks(size_t s, const WindowGrid& grid,
     if (acc >= options_.block_samples) acc = 0;
   }
   if (acc != 0 && starts.size() > 1) starts.pop_back();
+  std::vector<FitInput> inputs;
   for (size_t b = 0; b < starts.size(); ++b) {
     Block block;
     block.first_win = starts[b];
     block.end_win = b + 1 < starts.size() ? starts[b + 1] : end_win;
     block.last = b + 1 == starts.size();
     AddBlockPages(s, block, seg_total);
+    uint64_t samples = 0;
+    double sum = 0, squares = 0;
+    for (size_t i = block.first_win; i < block.end_win; ++i) {
+      for (size_t d = 0; d < n; ++d) {
+        const uint64_t c = win_samples_[(i - first_win) * n + d];
+        samples += c;
+        sum += static_cast<double>(c) * weight_[d];
+        squares += static_cast<double>(c) * weight_[d] * weight_[d];
+      }
+    }
     if (options_.share_bias == ShareBias::kCorrect) {
       // The block's shares are a sample of its misses: their effective size, (sum of
       // weights)^2 / sum of squared weights, sets their spread (the model's bias
       // correction).
-      double sum = 0, squares = 0;
-      for (size_t i = block.first_win; i < block.end_win; ++i) {
-        for (size_t d = 0; d < n; ++d) {
-          const auto c = static_cast<double>(win_samples_[(i - first_win) * n + d]);
-          sum += c * weight_[d];
-          squares += c * weight_[d] * weight_[d];
-        }
-      }
       x_.blocks_.effective_samples.push_back(squares > 0 ? sum * sum / squares : 0.0);
     }
     AddBandwidthFloors(first_win, block);
-    if (x_.has_machine_) FitBlock(s, grid, time_at, b, first_win, block, busy);
+    if (x_.has_machine_) {
+      inputs.push_back(BlockFitInput(s, grid, time_at, b, first_win, block, busy));
+      inputs.back().samples = samples;
+    }
   }
+  if (x_.has_machine_) FitBlocks(inputs);
 }
 
 void EstimatorIndex::Builder::AddBlockPages(size_t s, const Block& block, uint64_t seg_total) {
@@ -419,17 +431,17 @@ void EstimatorIndex::Builder::AddBandwidthFloors(size_t first_win, Block& block)
   }
 }
 
-void EstimatorIndex::Builder::FitBlock(size_t s, const WindowGrid& grid,
-                                       const std::vector<TimeAt>& time_at, size_t b,
-                                       size_t first_win, Block& block, std::vector<double>& busy) {
+EstimatorIndex::Builder::FitInput EstimatorIndex::Builder::BlockFitInput(
+    size_t s, const WindowGrid& grid, const std::vector<TimeAt>& time_at, size_t b,
+    size_t first_win, const Block& block, std::vector<double>& busy) {
   const size_t n = n_;
   const int base = base_;
   EstimatorIndex& x = x_;
   const size_t w0 = block.first_win, w1 = block.end_win;
   const bool last = block.last;
-  std::vector<double>& block_time = block.time;
-  double misses = block.misses;
-  std::vector<double> band(n);
+  FitInput in;
+  in.misses = block.misses;
+  in.time.assign(n, 0.0);
   // The roofline block spans from its first window to the next block's (from the
   // segment start for the first, to the end of its last window for the last one):
   // windows without samples between them are work of the same kind. The segment's
@@ -449,60 +461,107 @@ void EstimatorIndex::Builder::FitBlock(size_t s, const WindowGrid& grid,
   const bool to_end = whi >= grid.windows;
   if (w_end != w1) {
     // Misses of the windows the block spans only.
-    misses = 0;
+    in.misses = 0;
     for (size_t d = 0; d < n; ++d) {
       if (base_shares_ && static_cast<int>(d) != base) continue;
       double samples = 0;
       for (size_t i = w0; i < w_end; ++i) {
         samples += static_cast<double>(win_samples_[(i - first_win) * n + d]);
       }
-      misses += samples * reset_of_[d];
+      in.misses += samples * reset_of_[d];
     }
   }
-  x.blocks_.lo.push_back(static_cast<double>(wlo * options_.window_instructions));
-  x.blocks_.hi.push_back(to_end ? static_cast<double>(x.seg_instr_[s])
-                                : static_cast<double>(whi * options_.window_instructions));
+  const auto lo = static_cast<double>(wlo * options_.window_instructions);
+  const double hi = to_end ? static_cast<double>(x.seg_instr_[s])
+                           : static_cast<double>(whi * options_.window_instructions);
+  x.blocks_.lo.push_back(lo);
+  x.blocks_.hi.push_back(hi);
+  in.length = hi - lo;
   for (size_t d = 0; d < n; ++d) {
     const double t0 = time_at[d](grid.Boundary(d, wlo));
     const double t1 = to_end ? x.seg_duration_[s * n + d] : time_at[d](grid.Boundary(d, whi));
-    block_time[d] = std::max(0.0, t1 - t0);
+    in.time[d] = std::max(0.0, t1 - t0);
     if (last) busy[d] = t1;
   }
+  for (size_t d = 0; d < n; ++d) busy_.push_back(last ? busy[d] : 0.0);
   // The same instructions miss alike on every device: the runs' mean miss count.
-  misses /= std::max(1.0, block.counted);
-  for (size_t d = 0; d < n; ++d) band[d] = misses * line_bytes_ / bytes_per_ns_[d];
-  double residual = 0;
-  auto [xs, compute] = internal::FitRoofline(block_time, band, latency_ns_, overlap_,
-                                             x.blocks_.curves, &residual, x.blocks_.memory);
-  double overlap = overlap_;
-  if (fit_overlap_) {
-    // Three runs or more determine the overlap too: the best of a grid, the prior
-    // kept unless another fits clearly better.
-    for (int i = 0; i <= 10; ++i) {
-      const double o = i / 10.0;
-      double r = 0;
-      const auto fit = internal::FitRoofline(block_time, band, latency_ns_, o, x.blocks_.curves, &r,
-                                             x.blocks_.memory);
-      if (r < 0.5 * residual) {
-        residual = r;
-        xs = fit.first;
-        compute = fit.second;
-        overlap = o;
-      }
+  in.misses /= std::max(1.0, block.counted);
+  return in;
+}
+
+std::pair<size_t, size_t> EstimatorIndex::Builder::FitSpan(const std::vector<FitInput>& inputs,
+                                                           size_t k) const {
+  size_t a = k, b = k + 1;
+  uint64_t samples = inputs[k].samples;
+  // Neighbours on both sides in turn (the later first), within the segment, until the
+  // span holds fit_span_samples samples.
+  for (bool right = true; samples < options_.fit_span_samples && (a > 0 || b < inputs.size());
+       right = !right) {
+    if (right && b < inputs.size()) {
+      samples += inputs[b++].samples;
+    } else if (!right && a > 0) {
+      samples += inputs[--a].samples;
     }
   }
-  x.blocks_.overlap.push_back(overlap);
-  FitSubsets(block_time, band);
-  for (size_t d = 0; d < n; ++d) busy_.push_back(last ? busy[d] : 0.0);
-  x.blocks_.compute.push_back(compute);
-  for (size_t d = 0; d < n; ++d) {
-    x.blocks_.latency.push_back(latency_ns_[d] * xs);
-    x.blocks_.band.push_back(band[d]);
+  return {a, b};
+}
+
+void EstimatorIndex::Builder::FitBlocks(const std::vector<FitInput>& inputs) {
+  const size_t n = n_;
+  EstimatorIndex& x = x_;
+  std::vector<double> time(n), band(n), span_band(n);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const FitInput& block = inputs[k];
+    for (size_t d = 0; d < n; ++d) band[d] = block.misses * line_bytes_ / bytes_per_ns_[d];
+    // The span the fit reads (IndexOptions::fit_span_samples): the block, or it and its
+    // neighbours, whose times and misses add up to the span's.
+    const auto [a, b] = FitSpan(inputs, k);
+    double misses = 0, length = 0;
+    time.assign(n, 0.0);
+    for (size_t j = a; j < b; ++j) {
+      for (size_t d = 0; d < n; ++d) time[d] += inputs[j].time[d];
+      misses += inputs[j].misses;
+      length += inputs[j].length;
+    }
+    for (size_t d = 0; d < n; ++d) span_band[d] = misses * line_bytes_ / bytes_per_ns_[d];
+    // The span's compute time per instruction and its misses per outstanding miss hold
+    // for the block: its share of the span's instructions and of its misses.
+    const bool alone = b - a == 1;
+    const double compute_share = alone || !(length > 0) ? 1.0 : block.length / length;
+    const double miss_share = alone || !(misses > 0) ? compute_share : block.misses / misses;
+    double residual = 0;
+    auto [xs, compute] = internal::FitRoofline(time, span_band, latency_ns_, overlap_,
+                                               x.blocks_.curves, &residual, x.blocks_.memory);
+    double overlap = overlap_;
+    if (fit_overlap_) {
+      // Three runs or more determine the overlap too: the best of a grid, the prior
+      // kept unless another fits clearly better.
+      for (int i = 0; i <= 10; ++i) {
+        const double o = i / 10.0;
+        double r = 0;
+        const auto fit = internal::FitRoofline(time, span_band, latency_ns_, o, x.blocks_.curves,
+                                               &r, x.blocks_.memory);
+        if (r < 0.5 * residual) {
+          residual = r;
+          xs = fit.first;
+          compute = fit.second;
+          overlap = o;
+        }
+      }
+    }
+    x.blocks_.overlap.push_back(overlap);
+    FitSubsets(time, span_band, compute_share, miss_share);
+    x.blocks_.compute.push_back(alone ? compute : compute * compute_share);
+    for (size_t d = 0; d < n; ++d) {
+      x.blocks_.latency.push_back(latency_ns_[d] * (alone ? xs : xs * miss_share));
+      x.blocks_.band.push_back(band[d]);
+    }
   }
 }
 
 void EstimatorIndex::Builder::FitSubsets(const std::vector<double>& block_time,
-                                         const std::vector<double>& band) {
+                                         const std::vector<double>& band, double compute_share,
+                                         double miss_share) {
   BlockTable& b = x_.blocks_;
   std::vector<double> t, bd, lat;
   std::vector<LoadCurve> curves;
@@ -534,9 +593,9 @@ void EstimatorIndex::Builder::FitSubsets(const std::vector<double>& block_time,
         }
       }
     }
-    b.subset_compute.push_back(compute);
+    b.subset_compute.push_back(compute_share == 1 ? compute : compute * compute_share);
     b.subset_overlap.push_back(overlap);
-    b.subset_concurrency.push_back(xs);
+    b.subset_concurrency.push_back(miss_share == 1 ? xs : xs * miss_share);
   }
 }
 

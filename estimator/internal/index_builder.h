@@ -78,13 +78,26 @@ class EstimatorIndex::Builder {
   // Per run, the block's time and the part of it its misses need at peak bandwidth
   // (blk_bw_, the concurrent model); counts the block's misses.
   void AddBandwidthFloors(size_t first_win, Block& block);
-  // Model::kRoofline: fits the block's roofline. busy: per run, the time until the end
-  // of the segment's last block.
-  void FitBlock(size_t s, const internal::WindowGrid& grid,
-                const std::vector<internal::TimeAt>& time_at, size_t b, size_t first_win,
-                Block& block, std::vector<double>& busy);
-  // Model::kRoofline with subset fits: the block's fits over each subset of the devices.
-  void FitSubsets(const std::vector<double>& block_time, const std::vector<double>& band);
+  // Model::kRoofline: what the fit reads of a block (its runs' times over the positions
+  // it spans, its misses) and its span [lo, hi) in blocks_. busy: per run, the time until
+  // the end of the segment's last block.
+  struct FitInput {
+    std::vector<double> time;  // per run
+    double misses = 0;         // the runs' mean
+    double length = 0;         // base-run instructions spanned
+    uint64_t samples = 0;      // samples of all runs
+  };
+  FitInput BlockFitInput(size_t s, const internal::WindowGrid& grid,
+                         const std::vector<internal::TimeAt>& time_at, size_t b, size_t first_win,
+                         const Block& block, std::vector<double>& busy);
+  // The blocks [a, b) of a segment whose fit block k takes (IndexOptions::fit_span_samples).
+  std::pair<size_t, size_t> FitSpan(const std::vector<FitInput>& inputs, size_t k) const;
+  // Model::kRoofline: fits the roofline of each of a segment's blocks over its span.
+  void FitBlocks(const std::vector<FitInput>& inputs);
+  // Model::kRoofline with subset fits: the fits over each subset of the devices of a span,
+  // scaled to its block (its shares of the span's instructions and misses).
+  void FitSubsets(const std::vector<double>& block_time, const std::vector<double>& band,
+                  double compute_share, double miss_share);
   // Model::kRoofline: each block's corrections scale with its segment's tail.
   void ScaleBlocksByTail();
   // Sentinel offsets, the linear costs' prefix sums, the pages' blocks, and no slack.

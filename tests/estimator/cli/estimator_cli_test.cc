@@ -232,6 +232,11 @@ TEST_F(EstimatorCliTest, UsageErrorsExitWithTwo) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.out, HasSubstr("--model concurrent needs --machine"));
   EXPECT_EQ(Tiergym("validate " + ProfileArgs() + " --runs r.csv --model fancy").exit_code, 2);
+  for (const char* span : {"100", "-5", "x"}) {  // below --block-samples, not a count
+    Result bad = Tiergym("validate " + ProfileArgs() + " --runs r.csv --fit-span " + span, true);
+    EXPECT_EQ(bad.exit_code, 2) << span;
+    EXPECT_THAT(bad.out, HasSubstr("--fit-span must be 0 or an integer of at least")) << span;
+  }
   Result help = Tiergym("validate --help");
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_THAT(help.out, HasSubstr("--plot"));
