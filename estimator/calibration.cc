@@ -5,12 +5,15 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
+#include <string>
 
 #include "estimator/page_placement.h"
 #include "traces/base/file.h"
 #include "traces/base/json.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
+#include "traces/machine.h"
 
 namespace tiergym {
 namespace {
@@ -19,42 +22,60 @@ constexpr int kOverlapSteps = 10;  // compute overlap candidates 0, 0.1, .., 1
 // Tier overlap candidates 1, 0.9, .., 0.4 (1 first: ties keep the tiers concurrent).
 constexpr int kTierSteps = 7;
 double TierOverlapCandidate(int j) { return 1.0 - 0.1 * j; }
+// Queue strength candidates 0, 0.5, .., kMaxQueueStrength / 2.
+constexpr int kQueueSteps = 4;
+double QueueStrengthCandidate(int k) { return 0.5 * k; }
 
-// The candidate the runs `which` choose (the one-standard-error rule of Breiman, Friedman,
-// Olshen and Stone, "Classification and Regression Trees"): among the candidates whose
-// mean absolute residual is within one standard error of the lowest, the one nearest the
-// prior (in grid steps; ties to the lower mean). With a few dozen noisy runs many
-// candidates fit about as well; only a clear improvement moves a parameter from its prior.
-size_t Fit(const std::vector<std::vector<double>>& residual, const std::vector<size_t>& which,
-           size_t prior) {
-  const size_t candidates = residual.size();
-  std::vector<double> mean(candidates, 0.0);
+// One candidate of the grid: compute overlap step o, queue strength step q, tier overlap
+// step j.
+struct Candidate {
+  int o = 0, q = 0, j = 0;
+};
+
+// The relative residuals (estimate / measured - 1) and estimates of every run under the
+// candidates of one (o, q): [j][run].
+struct Table {
+  std::vector<std::vector<double>> residual, estimate;
+};
+
+// The candidate the runs `which` choose among `candidates` (the one-standard-error rule of
+// Breiman, Friedman, Olshen and Stone, "Classification and Regression Trees"): among the
+// candidates whose mean absolute residual is within one standard error of the lowest, the
+// one nearest the prior (in grid steps; ties to the lower mean). With a few dozen noisy
+// runs many candidates fit about as well; only a clear improvement moves a parameter from
+// its prior.
+Candidate Fit(const std::map<std::pair<int, int>, Table>& tables,
+              const std::vector<Candidate>& candidates, const std::vector<size_t>& which,
+              Candidate prior) {
+  auto res = [&](const Candidate& c) -> const std::vector<double>& {
+    return tables.at({c.o, c.q}).residual[c.j];
+  };
+  std::vector<double> mean(candidates.size(), 0.0);
   size_t best = 0;
-  for (size_t c = 0; c < candidates; ++c) {
-    for (size_t i : which) mean[c] += std::fabs(residual[c][i]);
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    for (size_t i : which) mean[c] += std::fabs(res(candidates[c])[i]);
     mean[c] /= static_cast<double>(std::max<size_t>(1, which.size()));
     if (mean[c] < mean[best] - 1e-12) best = c;
   }
   double var = 0;
   for (size_t i : which) {
-    const double e = std::fabs(residual[best][i]) - mean[best];
+    const double e = std::fabs(res(candidates[best])[i]) - mean[best];
     var += e * e;
   }
   const auto n = static_cast<double>(which.size());
   const double se = n > 1 ? std::sqrt(var / (n - 1) / n) : 0.0;
   auto steps = [&](size_t c) {
-    const auto o = static_cast<int>(c / kTierSteps), j = static_cast<int>(c % kTierSteps);
-    const auto po = static_cast<int>(prior / kTierSteps), pj = static_cast<int>(prior % kTierSteps);
-    return std::abs(o - po) + std::abs(j - pj);
+    const Candidate& x = candidates[c];
+    return std::abs(x.o - prior.o) + std::abs(x.q - prior.q) + std::abs(x.j - prior.j);
   };
   size_t chosen = best;
-  for (size_t c = 0; c < candidates; ++c) {
+  for (size_t c = 0; c < candidates.size(); ++c) {
     if (mean[c] > mean[best] + se) continue;
     if (steps(c) < steps(chosen) || (steps(c) == steps(chosen) && mean[c] < mean[chosen])) {
       chosen = c;
     }
   }
-  return chosen;
+  return candidates[chosen];
 }
 
 // Splits `runs` (indices) into k folds by position: the i-th in fold i % k.
@@ -69,6 +90,11 @@ std::vector<std::vector<size_t>> Folds(const std::vector<size_t>& runs, int k) {
 void ApplyCalibration(const Calibration& calibration, EstimatorOptions* options) {
   options->compute_overlap = calibration.compute_overlap;
   options->tier_overlap = calibration.tier_overlap;
+  if (calibration.queue_shape) {
+    const bool queues = calibration.queue_strength > 0;
+    options->queue_like = queues ? calibration.queue_shape : std::nullopt;
+    options->queue_strength = queues ? calibration.queue_strength : 1.0;
+  }
 }
 
 PredictionInterval CalibratedInterval(const Calibration& calibration, double estimate_ns,
@@ -78,20 +104,51 @@ PredictionInterval CalibratedInterval(const Calibration& calibration, double est
                            sampling, level, mixing);
 }
 
+namespace {
+
+// Version 4's queueing: "queue_strength" in [0, kMaxQueueStrength] and the curve
+// "queue_like" (MACHINE:TIER) it scales, both or neither; older versions have neither.
+absl::Status ParseQueueing(json::ObjectReader& r, double version, Calibration* c) {
+  TG_ASSIGN_OR_RETURN(const json::Value* strength, r.OptionalMember("queue_strength"));
+  TG_ASSIGN_OR_RETURN(const json::Value* like, r.OptionalMember("queue_like"));
+  if (strength == nullptr && like == nullptr) return absl::OkStatus();
+  if (version < 4) {
+    return r.Error(strength != nullptr ? "queue_strength" : "queue_like", nullptr,
+                   "is a version 4 key (this file says version " +
+                       std::to_string(static_cast<int>(version)) + ")");
+  }
+  if (strength == nullptr || like == nullptr) {
+    return r.Error(strength == nullptr ? "queue_strength" : "queue_like", nullptr,
+                   "is required with the other (queue_strength scales queue_like's curve)");
+  }
+  TG_ASSIGN_OR_RETURN(c->queue_strength, r.RequiredNumber("queue_strength"));
+  if (!(c->queue_strength >= 0 && c->queue_strength <= kMaxQueueStrength)) {
+    return r.Error("queue_strength", strength, StrCat("must be in [0, ", kMaxQueueStrength, "]"));
+  }
+  TG_ASSIGN_OR_RETURN(c->queue_like, r.RequiredString("queue_like"));
+  auto shape = LoadQueueShape(c->queue_like);
+  if (!shape.ok()) return r.Error("queue_like", like, std::string(shape.status().message()));
+  c->queue_shape = *shape;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_view source) {
   TG_ASSIGN_OR_RETURN(json::Value doc, json::Parse(text, source));
   json::ObjectReader r(doc, std::string(source), "");
   TG_RETURN_IF_ERROR(r.CheckIsObject());
-  TG_RETURN_IF_ERROR(r.OnlyKeys({"format", "version", "model", "compute_overlap", "tier_overlap",
-                                 "relative_noise", "interval", "fitted_runs", "cross_validation"}));
+  TG_RETURN_IF_ERROR(
+      r.OnlyKeys({"format", "version", "model", "compute_overlap", "tier_overlap", "queue_strength",
+                  "queue_like", "relative_noise", "interval", "fitted_runs", "cross_validation"}));
   TG_ASSIGN_OR_RETURN(std::string format, r.RequiredString("format"));
   if (format != "tiergym-calibration") {
     return r.Error("format", nullptr,
                    StrCat(R"(expected "tiergym-calibration", got ")", format, "\""));
   }
   TG_ASSIGN_OR_RETURN(double version, r.RequiredNumber("version"));
-  if (version != 1 && version != 2 && version != 3)
-    return r.Error("version", nullptr, "only versions 1, 2 and 3 are known");
+  if (version != 1 && version != 2 && version != 3 && version != 4)
+    return r.Error("version", nullptr, "only versions 1, 2, 3 and 4 are known");
   Calibration c;
   TG_ASSIGN_OR_RETURN(std::string model, r.RequiredString("model"));
   auto parsed = ParseModel(model);
@@ -105,6 +162,7 @@ absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_
   if (!(c.tier_overlap >= 0 && c.tier_overlap <= 1)) {
     return r.Error("tier_overlap", nullptr, "must be in [0, 1]");
   }
+  TG_RETURN_IF_ERROR(ParseQueueing(r, version, &c));
   TG_ASSIGN_OR_RETURN(c.relative_noise, r.RequiredNumber("relative_noise"));
   if (!(c.relative_noise >= 0 && c.relative_noise <= 1)) {
     return r.Error("relative_noise", nullptr, "must be in [0, 1]");
@@ -172,13 +230,19 @@ std::string FormatCalibration(const Calibration& c) {
   w.Key("format");
   w.String("tiergym-calibration");
   w.Key("version");
-  w.Int(3);
+  w.Int(4);
   w.Key("model");
   w.String(ModelName(c.model));
   w.Key("compute_overlap");
   w.Double(c.compute_overlap);
   w.Key("tier_overlap");
   w.Double(c.tier_overlap);
+  if (c.queue_shape) {
+    w.Key("queue_strength");
+    w.Double(c.queue_strength);
+    w.Key("queue_like");
+    w.String(c.queue_like);
+  }
   w.Key("relative_noise");
   w.Double(c.relative_noise);
   w.Key("interval");
@@ -221,6 +285,156 @@ std::string FormatCalibration(const Calibration& c) {
   return text;
 }
 
+namespace {
+
+// The residual tables of a calibration, computed on first use: one estimator build per
+// (compute overlap, queue strength), the tier overlaps on copies of its indexes.
+class Grid {
+ public:
+  Grid(const Profile& profile, const EstimatorOptions& base,
+       const std::vector<std::pair<MeasuredRun, Placement>>& runs,
+       const CalibrationOptions& options, std::optional<TierSpec> shape)
+      : profile_(profile),
+        base_(base),
+        runs_(runs),
+        options_(options),
+        shape_(std::move(shape)),
+        n_(runs.size()),
+        paper_ns_(n_),
+        mixing_(n_) {}
+
+  // Computes the tables of (o, q) for every o of `os` and q of `qs` not computed yet.
+  absl::Status Ensure(const std::vector<int>& os, const std::vector<int>& qs) {
+    for (int o : os) {
+      for (int q : qs) {
+        if (!tables_.contains({o, q})) TG_RETURN_IF_ERROR(Compute(o, q));
+      }
+    }
+    return absl::OkStatus();
+  }
+  [[nodiscard]] const std::map<std::pair<int, int>, Table>& tables() const { return tables_; }
+  [[nodiscard]] double residual(const Candidate& c, size_t i) const {
+    return tables_.at({c.o, c.q}).residual[c.j][i];
+  }
+  [[nodiscard]] double estimate(const Candidate& c, size_t i) const {
+    return tables_.at({c.o, c.q}).estimate[c.j][i];
+  }
+  [[nodiscard]] double paper_ns(size_t i) const { return paper_ns_[i]; }
+  [[nodiscard]] double mixing(size_t i) const { return mixing_[i]; }
+
+ private:
+  absl::Status Compute(int o, int q) {
+    EstimatorOptions opts = base_;
+    opts.compute_overlap = static_cast<double>(o) / kOverlapSteps;
+    opts.queue_like = q > 0 ? shape_ : std::nullopt;
+    opts.queue_strength = QueueStrengthCandidate(q);
+    if (options_.progress) {
+      options_.progress(StrCat("estimating ", n_, " runs with compute overlap ",
+                               FixedDecimal(opts.compute_overlap, 1), ", queue strength ",
+                               FixedDecimal(opts.queue_strength, 1), " and ", kTierSteps,
+                               " tier overlaps"));
+    }
+    TG_ASSIGN_OR_RETURN(auto estimator, Estimator::Create(profile_, opts));
+    Table& t = tables_[{o, q}];
+    t.residual.assign(kTierSteps, std::vector<double>(n_));
+    t.estimate.assign(kTierSteps, std::vector<double>(n_));
+    // Per base device and tier overlap, the index copy.
+    std::map<std::pair<std::string, int>, std::shared_ptr<const EstimatorIndex>> copies;
+    for (size_t i = 0; i < n_; ++i) {
+      const Placement& placement = runs_[i].second;
+      auto fail = [&](const absl::Status& s) {
+        tables_.erase({o, q});
+        return absl::Status(s.code(), StrCat("run ", runs_[i].first.name, ": ", s.message()));
+      };
+      if (absl::Status s = CheckPlacementTiers(profile_, placement); !s.ok()) return fail(s);
+      auto index = estimator->IndexFor(placement.default_tier);
+      if (!index.ok()) return fail(index.status());
+      auto resolved = (*index)->Resolve(placement);
+      if (!resolved.ok()) return fail(resolved.status());
+      if (!have_paper_) {
+        auto paper = (*index)->EstimateDetailed(*resolved, Model::kPaper);
+        if (!paper.ok()) return fail(paper.status());
+        paper_ns_[i] = paper->runtime_ns;
+        mixing_[i] = Mixing(paper->access_share);
+      }
+      const auto measured = static_cast<double>(runs_[i].first.runtime_ns);
+      for (int j = 0; j < kTierSteps; ++j) {
+        auto& copy = copies[{placement.default_tier, j}];
+        if (copy == nullptr) copy = (*index)->WithTierOverlap(TierOverlapCandidate(j));
+        auto est = copy->RuntimeNs(*resolved, options_.model);
+        if (!est.ok()) return fail(est.status());
+        t.residual[j][i] = *est / measured - 1;
+        t.estimate[j][i] = *est;
+      }
+    }
+    have_paper_ = true;
+    return absl::OkStatus();
+  }
+
+  const Profile& profile_;
+  const EstimatorOptions& base_;
+  const std::vector<std::pair<MeasuredRun, Placement>>& runs_;
+  const CalibrationOptions& options_;
+  const std::optional<TierSpec> shape_;
+  const size_t n_;
+  std::vector<double> paper_ns_, mixing_;
+  bool have_paper_ = false;
+  std::map<std::pair<int, int>, Table> tables_;
+};
+
+std::vector<int> Steps(int count) {
+  std::vector<int> out(count);
+  std::iota(out.begin(), out.end(), 0);
+  return out;
+}
+
+// The candidate the runs `which` choose, in stages (a full grid over compute overlap, queue
+// strength and tier overlap would build the estimator 11 * 5 times; these build it 15
+// times when the queue strength stays, 26 when every fold moves it alike): (A) compute and
+// tier overlap at the prior queue strength, the fit without queueing; (B) queue strength
+// and tier overlap at the prior compute overlap; if B moves the queue strength, (C)
+// compute and tier overlap again at B's. Each stage by the one-standard-error rule towards
+// the prior.
+absl::StatusOr<Candidate> StagedFit(Grid& grid, const std::vector<size_t>& which, Candidate prior,
+                                    bool fit_queueing) {
+  auto over = [](const std::vector<int>& os, const std::vector<int>& qs) {
+    std::vector<Candidate> out;
+    for (int o : os) {
+      for (int q : qs) {
+        for (int j = 0; j < kTierSteps; ++j) out.push_back({o, q, j});
+      }
+    }
+    return out;
+  };
+  const std::vector<int> all_o = Steps(kOverlapSteps + 1);
+  TG_RETURN_IF_ERROR(grid.Ensure(all_o, {prior.q}));
+  const Candidate a = Fit(grid.tables(), over(all_o, {prior.q}), which, prior);
+  if (!fit_queueing) return a;
+  const std::vector<int> all_q = Steps(kQueueSteps + 1);
+  TG_RETURN_IF_ERROR(grid.Ensure({prior.o}, all_q));
+  const Candidate b = Fit(grid.tables(), over({prior.o}, all_q), which, prior);
+  if (b.q == prior.q) return a;
+  TG_RETURN_IF_ERROR(grid.Ensure(all_o, {b.q}));
+  return Fit(grid.tables(), over(all_o, {b.q}), which, {prior.o, b.q, prior.j});
+}
+
+}  // namespace
+
+absl::StatusOr<TierSpec> LoadQueueShape(std::string_view spec) {
+  const size_t colon = spec.rfind(':');
+  const std::string why =
+      StrCat("must be MACHINE:TIER naming a tier with measured curves (e.g. xeonmax:ddr), not '",
+             spec, "'");
+  if (colon == std::string_view::npos) return absl::InvalidArgumentError(why);
+  auto machine = LoadMachine(spec.substr(0, colon));
+  if (!machine.ok()) {
+    return absl::InvalidArgumentError(StrCat(why, " (", machine.status().message(), ")"));
+  }
+  const TierSpec* tier = machine->Find(spec.substr(colon + 1));
+  if (tier == nullptr || tier->curves.empty()) return absl::InvalidArgumentError(why);
+  return *tier;
+}
+
 absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOptions& base,
                                       const std::vector<std::pair<MeasuredRun, Placement>>& runs,
                                       const CalibrationOptions& options) {
@@ -231,58 +445,37 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
                                              " folds needs at least ", options.folds,
                                              " measured runs, got ", n));
   }
-  // Relative residual (estimate / measured - 1) of every run under every candidate:
-  // [o * kTierSteps + j][run]; the paper model's estimates for the interval scale.
-  const size_t candidates = static_cast<size_t>(kOverlapSteps + 1) * kTierSteps;
-  std::vector<std::vector<double>> residual(candidates, std::vector<double>(n));
-  std::vector<double> paper_ns(n), mixing(n), estimate_ns(n * candidates);
-  auto measured = [&](size_t i) { return static_cast<double>(runs[i].first.runtime_ns); };
-  for (int o = 0; o <= kOverlapSteps; ++o) {
-    EstimatorOptions opts = base;
-    opts.compute_overlap = static_cast<double>(o) / kOverlapSteps;
-    if (options.progress) {
-      options.progress(StrCat("estimating ", n, " runs with compute overlap ",
-                              FixedDecimal(opts.compute_overlap, 1), " and ", kTierSteps,
-                              " tier overlaps"));
-    }
-    TG_ASSIGN_OR_RETURN(auto estimator, Estimator::Create(profile, opts));
-    // Per base device and tier overlap, the index copy.
-    std::map<std::pair<std::string, int>, std::shared_ptr<const EstimatorIndex>> copies;
-    for (size_t i = 0; i < n; ++i) {
-      const Placement& placement = runs[i].second;
-      auto fail = [&](const absl::Status& s) {
-        return absl::Status(s.code(), StrCat("run ", runs[i].first.name, ": ", s.message()));
-      };
-      if (absl::Status s = CheckPlacementTiers(profile, placement); !s.ok()) return fail(s);
-      auto index = estimator->IndexFor(placement.default_tier);
-      if (!index.ok()) return fail(index.status());
-      auto resolved = (*index)->Resolve(placement);
-      if (!resolved.ok()) return fail(resolved.status());
-      if (o == 0) {
-        auto paper = (*index)->EstimateDetailed(*resolved, Model::kPaper);
-        if (!paper.ok()) return fail(paper.status());
-        paper_ns[i] = paper->runtime_ns;
-        mixing[i] = Mixing(paper->access_share);
-      }
-      for (int j = 0; j < kTierSteps; ++j) {
-        auto& copy = copies[{placement.default_tier, j}];
-        if (copy == nullptr) copy = (*index)->WithTierOverlap(TierOverlapCandidate(j));
-        auto est = copy->RuntimeNs(*resolved, options.model);
-        if (!est.ok()) return fail(est.status());
-        const size_t c = static_cast<size_t>(o) * kTierSteps + j;
-        residual[c][i] = *est / measured(i) - 1;
-        estimate_ns[c * n + i] = *est;
-      }
-    }
+  // The curve whose rise the queue strength scales: the base options' (then `queue_like`
+  // must name it, for the file), else the one `queue_like` names; none: no queueing fit.
+  std::optional<TierSpec> shape = base.queue_like;
+  if (shape && options.queue_like.empty()) {
+    return absl::InvalidArgumentError(
+        "the base options load flat tiers along a curve (queue_like): name it as "
+        "MACHINE:TIER in CalibrationOptions::queue_like, which the file records");
   }
-  // The uncalibrated candidate: the base options' overlaps, rounded to the grid.
-  const int prior_o = static_cast<int>(std::lround(base.compute_overlap * kOverlapSteps));
-  int prior_j = static_cast<int>(std::lround((1.0 - base.tier_overlap) * 10));
-  prior_j = std::clamp(prior_j, 0, kTierSteps - 1);
-  const size_t prior = static_cast<size_t>(prior_o) * kTierSteps + prior_j;
-  auto score = [&](size_t c, size_t i) {
-    return std::fabs(residual[c][i]) /
-           RelativeSd(options.prior, estimate_ns[c * n + i], paper_ns[i], mixing[i]);
+  if (!shape && !options.queue_like.empty()) {
+    auto loaded = LoadQueueShape(options.queue_like);
+    if (!loaded.ok()) {
+      return absl::InvalidArgumentError(StrCat("queue_like ", loaded.status().message()));
+    }
+    shape = *loaded;
+  }
+  // The uncalibrated candidate: the base options' parameters, rounded to the grid (the
+  // queue strength: the base's with its queue_like, else 0).
+  const double base_q = base.queue_like ? base.queue_strength : 0.0;
+  Candidate prior;
+  prior.o = static_cast<int>(std::lround(base.compute_overlap * kOverlapSteps));
+  prior.j =
+      std::clamp(static_cast<int>(std::lround((1.0 - base.tier_overlap) * 10)), 0, kTierSteps - 1);
+  prior.q =
+      std::clamp(static_cast<int>(std::lround(base_q / QueueStrengthCandidate(1))), 0, kQueueSteps);
+  const bool fit_queueing = shape.has_value();
+  Grid grid(profile, base, runs, options, shape);
+  auto measured = [&](size_t i) { return static_cast<double>(runs[i].first.runtime_ns); };
+  TG_RETURN_IF_ERROR(grid.Ensure({prior.o}, {prior.q}));  // the paper estimates first
+  auto score = [&](const Candidate& c, size_t i) {
+    return std::fabs(grid.residual(c, i)) /
+           RelativeSd(options.prior, grid.estimate(c, i), grid.paper_ns(i), grid.mixing(i));
   };
   Calibration out;
   out.model = options.model;
@@ -290,17 +483,21 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   out.prior = options.prior;
   std::vector<size_t> all(n);
   std::iota(all.begin(), all.end(), 0);
-  // The scores of `runs`, each from a fit on the other folds of `runs` only.
-  auto cv_scores = [&](const std::vector<size_t>& which) {
+  auto others = [](const std::vector<std::vector<size_t>>& folds, size_t f) {
+    std::vector<size_t> train;
+    for (size_t g = 0; g < folds.size(); ++g) {
+      if (g != f) train.insert(train.end(), folds[g].begin(), folds[g].end());
+    }
+    return train;
+  };
+  // The scores of `which`, each from a fit on the other folds of `which` only.
+  auto cv_scores = [&](const std::vector<size_t>& which) -> absl::StatusOr<std::vector<double>> {
     std::vector<double> scores;
     const auto folds = Folds(which, options.folds);
     for (size_t f = 0; f < folds.size(); ++f) {
-      std::vector<size_t> train;
-      for (size_t g = 0; g < folds.size(); ++g) {
-        if (g != f) train.insert(train.end(), folds[g].begin(), folds[g].end());
-      }
+      const std::vector<size_t> train = others(folds, f);
       if (train.empty()) continue;
-      const size_t c = Fit(residual, train, prior);
+      TG_ASSIGN_OR_RETURN(const Candidate c, StagedFit(grid, train, prior, fit_queueing));
       for (size_t i : folds[f]) scores.push_back(score(c, i));
     }
     return scores;
@@ -313,19 +510,16 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   size_t inside = 0;
   const auto folds = Folds(all, options.folds);
   for (size_t f = 0; f < folds.size(); ++f) {
-    std::vector<size_t> train;
-    for (size_t g = 0; g < folds.size(); ++g) {
-      if (g != f) train.insert(train.end(), folds[g].begin(), folds[g].end());
-    }
-    const size_t c = Fit(residual, train, prior);
-    const std::vector<double> scores = cv_scores(train);
+    const std::vector<size_t> train = others(folds, f);
+    TG_ASSIGN_OR_RETURN(const Candidate c, StagedFit(grid, train, prior, fit_queueing));
+    TG_ASSIGN_OR_RETURN(const std::vector<double> scores, cv_scores(train));
     for (size_t i : folds[f]) {
-      out.cv_residual[i] = residual[c][i];
-      cv_error[i] = 100 * std::fabs(residual[c][i]);
-      prior_error[i] = 100 * std::fabs(residual[prior][i]);
+      out.cv_residual[i] = grid.residual(c, i);
+      cv_error[i] = 100 * std::fabs(grid.residual(c, i));
+      prior_error[i] = 100 * std::fabs(grid.residual(prior, i));
       const PredictionInterval interval =
-          ConformalInterval(scores, options.prior, estimate_ns[c * n + i], paper_ns[i],
-                            SamplingInterval{}, 0.9, mixing[i]);
+          ConformalInterval(scores, options.prior, grid.estimate(c, i), grid.paper_ns(i),
+                            SamplingInterval{}, 0.9, grid.mixing(i));
       out.cv_inside[i] = Inside(interval, measured(i));
       inside += out.cv_inside[i];
     }
@@ -338,17 +532,22 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   }
   out.cv_coverage = static_cast<double>(inside) / static_cast<double>(n);
   // The final fit uses every run; its interval the cross-validated scores of all runs.
-  const size_t c = Fit(residual, all, prior);
-  const size_t overlap_step = c / kTierSteps;  // the compute overlap's grid step
-  out.compute_overlap = static_cast<double>(overlap_step) / kOverlapSteps;
-  out.tier_overlap = TierOverlapCandidate(static_cast<int>(c % kTierSteps));
-  out.interval_scores = cv_scores(all);
+  TG_ASSIGN_OR_RETURN(const Candidate c, StagedFit(grid, all, prior, fit_queueing));
+  out.compute_overlap = static_cast<double>(c.o) / kOverlapSteps;
+  out.tier_overlap = TierOverlapCandidate(c.j);
+  if (fit_queueing) {
+    out.queue_strength = QueueStrengthCandidate(c.q);
+    out.queue_like = options.queue_like;
+    out.queue_shape = shape;
+  }
+  TG_ASSIGN_OR_RETURN(out.interval_scores, cv_scores(all));
   std::sort(out.interval_scores.begin(), out.interval_scores.end());
   // Root mean square of the relative residuals: what the estimate misses beyond sampling.
   double squares = 0;
-  for (size_t i = 0; i < n; ++i) squares += residual[c][i] * residual[c][i];
+  for (size_t i = 0; i < n; ++i) squares += grid.residual(c, i) * grid.residual(c, i);
   out.relative_noise = std::sqrt(squares / static_cast<double>(n));
   out.fitted_runs = static_cast<int>(n);
+  out.estimator_builds = static_cast<int>(grid.tables().size());
   return out;
 }
 

@@ -10,22 +10,32 @@
 //     longest in a mix (IndexOptions::tier_overlap; a single-tier run cannot show it). In
 //     [0.4, 1]: 1 is the physical bound (the tiers transfer concurrently), 0.4 the
 //     smallest the grid tries;
+//   - queue_strength: how much of a measured curve's latency rise with bandwidth use the
+//     tiers without measured curves have (IndexOptions::queue_like, queue_strength; the
+//     curve: CalibrationOptions::queue_like, default xeonmax:ddr, the measured DDR5). In
+//     [0, 2] on a grid 0, 0.5, .., 2: 0 is the physical bound (a flat latency, the
+//     uncalibrated prior), 1 the measured curve's own rise, 2 the largest the grid tries;
 //   - the prediction interval: the cross-validated residuals of the runs, each divided by
 //     its prior scale (prediction_interval.h), as the scores of a split-conformal interval;
 //     and relative_noise, their root mean square under the final fit.
-// Calibrate() fits them on a grid (compute_overlap 0, 0.1, .., 1 by rebuilding the index;
-// tier_overlap 1, 0.9, .., 0.4 on copies of it, EstimatorIndex::WithTierOverlap; by the
-// one-standard-error rule: of the candidates whose mean absolute error is within one
-// standard error of the lowest, the one nearest the prior) and reports k-fold
+// Calibrate() fits them on a grid (compute_overlap 0, 0.1, .., 1 and queue_strength by
+// rebuilding the index; tier_overlap 1, 0.9, .., 0.4 on copies of it,
+// EstimatorIndex::WithTierOverlap; by the one-standard-error rule: of the candidates whose
+// mean absolute error is within one standard error of the lowest, the one nearest the
+// prior), in stages: compute and tier overlap at the prior queue strength; queue strength
+// and tier overlap at the prior compute overlap; if the queue strength moved, compute and
+// tier overlap again at it. It reports k-fold
 // cross-validated errors: every run is scored by parameters fitted on the other folds
 // only, and its interval from scores of those folds only (nested: the scores of the other
 // folds come from fits without the run's fold either).
 //
 // File format (JSON, written by WriteCalibration, read by ReadCalibration):
-//   {"format": "tiergym-calibration", "version": 3,
+//   {"format": "tiergym-calibration", "version": 4,
 //    "model": "roofline",            // the model the parameters were fitted for
 //    "compute_overlap": 0.7,         // in [0, 1]
 //    "tier_overlap": 0.9,            // in [0, 1]; version 1 files: 1
+//    "queue_strength": 0.5,          // version 4, in [0, 4]; with "queue_like", both or neither
+//    "queue_like": "xeonmax:ddr",    // version 4: the measured curve queue_strength scales
 //    "relative_noise": 0.006,        // >= 0, relative standard deviation
 //    "interval": {"noise": 0.01, "model_error": 0.13,    // the prior the scores divide by
 //                 "mix_error": 0.02,                     // version 3; before: 0
@@ -34,14 +44,18 @@
 //    "cross_validation": {"folds": 5, "mean_error_pct": .., "max_error_pct": ..,
 //                         "uncalibrated_mean_error_pct": .., "uncalibrated_max_error_pct": ..,
 //                         "coverage": ..}}   // coverage optional
-// Unknown keys are errors; "cross_validation", "fitted_runs", "tier_overlap" and
-// "interval" are optional on reading (version 1 and 2 files read as before: version 2 has no
-// "mix_error", version 1 no "tier_overlap" and no "interval").
+// Unknown keys are errors; "cross_validation", "fitted_runs", "tier_overlap", "interval",
+// "queue_strength" and "queue_like" are optional on reading (version 1-3 files read as
+// before: version 3 has no queueing keys (the estimator's queue options are left alone),
+// version 2 no "mix_error", version 1 no "tier_overlap" and no "interval"). A version 4
+// file without the queueing keys was fitted without a queueing curve.
 #ifndef TIERGYM_ESTIMATOR_CALIBRATION_H_
 #define TIERGYM_ESTIMATOR_CALIBRATION_H_
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -57,6 +71,11 @@ struct Calibration {
   Model model = Model::kRoofline;
   double compute_overlap = 0.5;
   double tier_overlap = 1;
+  // The queueing fit (version 4): the strength, the curve it scales ("MACHINE:TIER") and
+  // that curve's tier; queue_shape empty when the calibration did not fit queueing.
+  double queue_strength = 0;
+  std::string queue_like;
+  std::optional<TierSpec> queue_shape;
   double relative_noise = 0;
   // The split-conformal scores (ascending) and the prior they are relative to.
   IntervalPrior prior;
@@ -72,9 +91,12 @@ struct Calibration {
   // the file.
   std::vector<double> cv_residual;
   std::vector<bool> cv_inside;
+  // How many estimators (compute overlap, queue strength) the fit built. Not in the file.
+  int estimator_builds = 0;
 };
 
-// Sets the options the calibration determines (compute_overlap, tier_overlap).
+// Sets the options the calibration determines (compute_overlap, tier_overlap; with a
+// queueing fit, queue_like and queue_strength: none when the fitted strength is 0).
 void ApplyCalibration(const Calibration& calibration, EstimatorOptions* options);
 
 // The interval of an estimate under the calibration: ConformalInterval with its scores
@@ -92,6 +114,9 @@ struct CalibrationOptions {
   Model model = Model::kRoofline;
   // The prior the interval scores are relative to.
   IntervalPrior prior;
+  // The measured curve (MACHINE:TIER) whose latency rise the queue strength scales; empty:
+  // no queueing fit. When the base options have a queue_like, it must name that curve.
+  std::string queue_like = "xeonmax:ddr";
   // Progress lines (may be empty).
   std::function<void(const std::string&)> progress;
 };
@@ -99,6 +124,10 @@ struct CalibrationOptions {
 // Fits the calibration on `runs` with estimators built from `base` options (its
 // compute_overlap and tier_overlap are the uncalibrated prior). InvalidArgument for fewer
 // runs than folds or fewer than 2 folds; estimation errors name the run.
+// The tier "MACHINE:TIER" names (a bundled machine or a file), which must have measured
+// curves. InvalidArgument otherwise, saying which.
+absl::StatusOr<TierSpec> LoadQueueShape(std::string_view spec);
+
 absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOptions& base,
                                       const std::vector<std::pair<MeasuredRun, Placement>>& runs,
                                       const CalibrationOptions& options = {});

@@ -47,6 +47,9 @@ enum class ShareBias {
   kCorrect,  // subtract the bias the shares' multinomial spread puts on the mix (bootstrap)
 };
 
+// The largest IndexOptions::queue_strength: four times a measured curve's latency rise.
+inline constexpr double kMaxQueueStrength = 4;
+
 struct IndexOptions {
   // Window length in base-run instructions (see EstimateOptions). Default 1,000,000.
   uint64_t window_instructions = 1'000'000;
@@ -96,6 +99,10 @@ struct IndexOptions {
   // along this tier's curves (its latency ratio at the read share; TierSpec::CurveAt).
   // Default none: such tiers have a flat latency.
   std::optional<TierSpec> queue_like;
+  // With queue_like: how much of that curve's latency rise such tiers have, their latency
+  // ratio 1 + queue_strength * (ratio(u) - 1) (0: flat, 1: the curve's own). In [0, 4];
+  // default 1. A calibration fits it (estimator/calibration.h).
+  double queue_strength = 1;
   // Model::kRoofline: a segment's last window (which runs to the segment's end and holds
   // its barrier wait) is left out of the last block's fit and counted as the segment's
   // tail. false: the last block spans to the segment's end (the previous rule). Default

@@ -147,39 +147,50 @@ def calibration_path(d, key):
 
 
 def fitted_parameters(d, options):
-    """(compute_overlap, tier_overlap) of the calibration score() wrote for d and `options`,
-    or None."""
+    """(compute_overlap, tier_overlap, queue_strength) of the calibration score() wrote for d
+    and `options`, or None (queue_strength 0 in files without a queueing fit)."""
     try:
         with open(calibration_path(d, score_key(options, True))) as f:
             doc = json.load(f)
     except OSError:
         return None
-    return doc["compute_overlap"], doc["tier_overlap"]
+    return doc["compute_overlap"], doc["tier_overlap"], doc.get("queue_strength", 0.0)
 
 
 # The calibrated parameters' bounds (estimator/calibration.h): the compute overlap's 0 and 1
-# are physical; the tier overlap's 1 is physical (concurrent tiers), 0.4 the grid's least.
-BOUNDS = {"compute_overlap": (0.0, 1.0), "tier_overlap": (0.4, 1.0)}
+# are physical; the tier overlap's 1 is physical (concurrent tiers), 0.4 the grid's least;
+# the queue strength's 0 is physical (a flat latency), 2 the grid's largest.
+BOUNDS = {"compute_overlap": (0.0, 1.0), "tier_overlap": (0.4, 1.0), "queue_strength": (0.0, 2.0)}
+
+
+def fit_text(seed, app, fit):
+    """'seed:app o/f/q', each parameter at a bound of its grid starred."""
+    o, f, q = fit
+    return (f"{seed}:{app} {o:.1f}{'*' if o in BOUNDS['compute_overlap'] else ''}/{f:.1f}"
+            f"{'*' if f == BOUNDS['tier_overlap'][0] else ''}/{q:.1f}"
+            f"{'*' if q == BOUNDS['queue_strength'][1] else ''}")
 
 
 def report_bounds(fits, members):
-    """Per member: every profile's fitted (compute overlap, tier overlap), and which sit at a
-    bound of their grid (fits: {(member, seed, app): (o, f)})."""
-    print("calibrated parameters per member (compute overlap / tier overlap per seed:app; "
-          "* at a bound: compute overlap 0 or 1, tier overlap 0.4; tier overlap 1 is the "
-          "concurrent tiers' physical bound)")
-    print("| member | fitted | compute overlap at 0 or 1 | tier overlap at 0.4 | at 1 |")
-    print("| --- | --- | ---: | ---: | ---: |")
+    """Per member: every profile's fitted (compute overlap, tier overlap, queue strength), and
+    which sit at a bound of their grid (fits: {(member, seed, app): (o, f, q)})."""
+    print("calibrated parameters per member (compute overlap / tier overlap / queue strength "
+          "per seed:app; * at a bound: compute overlap 0 or 1, tier overlap 0.4, queue "
+          "strength 2; tier overlap 1 and queue strength 0 are physical bounds)")
+    print("| member | fitted | compute overlap at 0 or 1 | tier overlap at 0.4 | at 1 | "
+          "queue strength > 0 | at 2 |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     for member in members:
         mine = sorted((k, v) for k, v in fits.items() if k[0] == member and v is not None)
-        text = ", ".join(
-            f"{seed}:{app} {o:.1f}{'*' if o in BOUNDS['compute_overlap'] else ''}/{f:.1f}"
-            f"{'*' if f == BOUNDS['tier_overlap'][0] else ''}" for (_, seed, app), (o, f) in mine)
-        at_o = sum(o in BOUNDS["compute_overlap"] for _, (o, _f) in mine)
-        at_low = sum(abs(f - BOUNDS["tier_overlap"][0]) < 1e-9 for _, (_o, f) in mine)
-        at_one = sum(abs(f - 1) < 1e-9 for _, (_o, f) in mine)
-        print(f"| {member} | {text} | {at_o} of {len(mine)} | {at_low} of {len(mine)} | "
-              f"{at_one} of {len(mine)} |")
+        text = ", ".join(fit_text(seed, app, fit) for (_, seed, app), fit in mine)
+        count = len(mine)
+        at_o = sum(v[0] in BOUNDS["compute_overlap"] for _, v in mine)
+        at_low = sum(abs(v[1] - BOUNDS["tier_overlap"][0]) < 1e-9 for _, v in mine)
+        at_one = sum(abs(v[1] - 1) < 1e-9 for _, v in mine)
+        queues = sum(v[2] > 0 for _, v in mine)
+        at_top = sum(abs(v[2] - BOUNDS["queue_strength"][1]) < 1e-9 for _, v in mine)
+        print(f"| {member} | {text} | {at_o} of {count} | {at_low} of {count} | "
+              f"{at_one} of {count} | {queues} of {count} | {at_top} of {count} |")
     print()
 
 

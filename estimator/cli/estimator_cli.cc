@@ -65,7 +65,8 @@ void AddEstimateOptions(ArgParser& p) {
               "rule)",
               "apart");
   p.AddOption("calibration", "FILE",
-              "calibration from `tiergym calibrate`: its compute and tier overlaps, and its "
+              "calibration from `tiergym calibrate`: its compute and tier overlaps and queue "
+              "strength, and its "
               "cross-validated residuals setting the interval (without one: the family's "
               "prior, estimator/README.md)");
   p.AddOption("level", "FRACTION",
@@ -96,6 +97,10 @@ void AddEstimateOptions(ArgParser& p) {
   p.AddOption("queue-like", "MACHINE:TIER",
               "roofline model: tiers without measured curves load their latency along the "
               "curves of this machine's tier (e.g. xeonmax:ddr); default none (flat)");
+  p.AddOption("queue-strength", "Q",
+              "roofline model with --queue-like: how much of that curve's latency rise the "
+              "tiers have, ratio 1 + Q (r - 1), in [0, 4] (calibrate fits it)",
+              "1");
   p.AddOption("subset-fits", "on|off",
               "roofline model with three or four devices: also fit each block over every "
               "subset of the devices, and price a mix by the fit of the devices it uses",
@@ -234,6 +239,17 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
     s = absl::InvalidArgumentError(
         StrCat("--share-bias must be keep or correct, not '", share_bias, "'"));
   }
+  auto queue_strength = p.GetDouble("queue-strength");
+  if (s.ok() &&
+      !(queue_strength.ok() && *queue_strength >= 0 && *queue_strength <= kMaxQueueStrength)) {
+    s = absl::InvalidArgumentError(StrCat("--queue-strength must be a number in [0, ",
+                                          kMaxQueueStrength, "], not '", p.Get("queue-strength"),
+                                          "'"));
+  }
+  if (s.ok() && p.Given("queue-strength") && !p.Given("queue-like")) {
+    s = absl::InvalidArgumentError(
+        "--queue-strength scales the curve of --queue-like MACHINE:TIER; give both");
+  }
   auto read_pct = p.GetDouble("read-pct");
   if (s.ok() && !(read_pct.ok() && *read_pct >= 0 && *read_pct <= 100)) {
     s = absl::InvalidArgumentError(
@@ -277,20 +293,11 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
   out->options.fit_overlap = fit_overlap == "on";
   out->options.subset_fits = subset_fits == "on";
   out->options.share_bias = share_bias == "correct" ? ShareBias::kCorrect : ShareBias::kKeep;
+  out->options.queue_strength = *queue_strength;
   if (p.Given("queue-like")) {
-    const std::string spec = p.Get("queue-like");
-    const size_t colon = spec.rfind(':');
-    absl::Status bad = absl::InvalidArgumentError(
-        StrCat("--queue-like must be MACHINE:TIER with measured curves, not '", spec, "'"));
-    if (colon == std::string::npos) {
-      std::cerr << bad.message() << "\n";
-      return 2;
-    }
-    auto machine = LoadMachine(spec.substr(0, colon));
-    const TierSpec* tier = machine.ok() ? machine->Find(spec.substr(colon + 1)) : nullptr;
-    if (tier == nullptr || tier->curves.empty()) {
-      std::cerr << bad.message()
-                << (machine.ok() ? "" : StrCat(" (", machine.status().message(), ")")) << "\n";
+    auto tier = LoadQueueShape(p.Get("queue-like"));
+    if (!tier.ok()) {
+      std::cerr << "--queue-like " << tier.status().message() << "\n";
       return 2;
     }
     out->options.queue_like = *tier;
@@ -393,7 +400,8 @@ std::string EstimatorCommandsHelp() {
 
 int RunCalibrateCommand(const std::vector<std::string>& args) {
   ArgParser p("tiergym calibrate",
-              "Fit the roofline model's compute overlap and tier overlap, and the prediction "
+              "Fit the roofline model's compute overlap, tier overlap and queue strength, and "
+              "the prediction "
               "interval's scores, to measured runs; report the k-fold cross-validated error "
               "and interval coverage (every run scored by a fit on the other folds) and write "
               "the calibration file that estimate and validate read with --calibration "
@@ -403,11 +411,17 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
   p.AddOption("runs", "FILE", "measured runs CSV (name,placement,runtime_ns)");
   p.AddOption("out", "FILE", "where to write the calibration JSON");
   p.AddOption("folds", "K", "cross-validation folds", "5");
+  p.AddOption("queue-shape", "MACHINE:TIER|none",
+              "the measured curve whose latency rise the fitted queue strength scales for "
+              "tiers without curves (none: fit no queueing; --queue-like, when given, is the "
+              "curve and --queue-strength the prior)",
+              "xeonmax:ddr");
   p.AddFlag("quiet", "no progress on stderr");
   p.SetEpilog(
       "JSON output: {runs: [{name, measured_ns, cv_error_pct, cv_inside}], compute_overlap,\n"
-      "tier_overlap, relative_noise, folds, cv_mean_error_pct, cv_max_error_pct,\n"
-      "uncalibrated_mean_error_pct, uncalibrated_max_error_pct, cv_coverage}.");
+      "tier_overlap, queue_strength (0 when not fitted), relative_noise, folds,\n"
+      "cv_mean_error_pct, cv_max_error_pct, uncalibrated_mean_error_pct,\n"
+      "uncalibrated_max_error_pct, cv_coverage}.");
   CommonArgs common;
   if (std::optional<int> rc = ParseArgs(p, args, "runs", &common)) return *rc;
   absl::Status s = p.Require("machine");
@@ -419,6 +433,15 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
   }
   if (s.ok() && p.Given("calibration")) {
     s = absl::InvalidArgumentError("--calibration: calibrate fits one; it does not read one");
+  }
+  if (s.ok() && p.Given("queue-shape") && p.Given("queue-like")) {
+    s = absl::InvalidArgumentError(
+        "--queue-shape: --queue-like is the curve the queue strength scales; give one of them");
+  }
+  if (s.ok() && p.Get("queue-shape") != "none") {
+    if (auto shape = LoadQueueShape(p.Get("queue-shape")); !shape.ok()) {
+      s = absl::InvalidArgumentError(StrCat("--queue-shape (or none) ", shape.status().message()));
+    }
   }
   if (s.ok() && common.model != Model::kRoofline) {
     s = absl::InvalidArgumentError("calibrate fits the roofline model (--model roofline)");
@@ -436,6 +459,9 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
   if (!runs.ok()) return Fail(runs.status());
   CalibrationOptions options;
   options.folds = static_cast<int>(*folds);
+  options.queue_like = p.Given("queue-like")            ? p.Get("queue-like")
+                       : p.Get("queue-shape") == "none" ? ""
+                                                        : p.Get("queue-shape");
   if (!p.Flag("quiet"))
     options.progress = [](const std::string& line) { std::cerr << line << "\n"; };
   auto calibration = Calibrate(*profile, common.options, *runs, options);
@@ -469,6 +495,7 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
     for (const auto& [key, value] : std::vector<std::pair<const char*, double>>{
              {"compute_overlap", c.compute_overlap},
              {"tier_overlap", c.tier_overlap},
+             {"queue_strength", c.queue_strength},
              {"relative_noise", c.relative_noise},
              {"folds", c.folds},
              {"cv_mean_error_pct", c.cv_mean_error_pct},
@@ -489,11 +516,12 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
       "%.2f %%\n"
       "  calibrated: mean error %.2f %%, max error %.2f %%; measured runtime inside the 90 %% "
       "interval in %.0f %% of the runs\n"
-      "fitted on all runs: compute overlap %.1f, tier overlap %.1f, relative noise %.2f %%; "
-      "wrote %s\n",
+      "fitted on all runs: compute overlap %.1f, tier overlap %.1f, queue strength %.1f%s, "
+      "relative noise %.2f %%; wrote %s\n",
       c.fitted_runs, c.folds, common.options.compute_overlap, common.options.tier_overlap,
       c.uncalibrated_mean_error_pct, c.uncalibrated_max_error_pct, c.cv_mean_error_pct,
-      c.cv_max_error_pct, 100 * c.cv_coverage, c.compute_overlap, c.tier_overlap,
+      c.cv_max_error_pct, 100 * c.cv_coverage, c.compute_overlap, c.tier_overlap, c.queue_strength,
+      c.queue_shape ? StrCat(" (", c.queue_like, ")").c_str() : " (not fitted)",
       100 * c.relative_noise, p.Get("out").c_str());
   return 0;
 }

@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_join.h"
 #include "estimator/internal/roofline_fit.h"
+#include "estimator/models/roofline_model.h"
 #include "estimator/page_placement.h"
 #include "traces/base/strings.h"
 
@@ -68,12 +69,15 @@ absl::Status EstimatorIndex::Builder::ReadMachine() {
                           static_cast<double>(m.cache_line_bytes) / spec->bandwidth_gbps;
       latency_ns_[d] = spec->latency_ns;
       bytes_per_ns_[d] = spec->bandwidth_gbps;
-      x_.blocks_.curves.push_back(
-          spec->CurveAt(options_.read_pct, options_.queue_like ? &*options_.queue_like : nullptr));
+      x_.blocks_.curves.push_back(QueueingCurve(*spec, options_));
       reset_of_[d] = static_cast<double>(reset.value_or(1));
     }
     line_bytes_ = m.cache_line_bytes;
     x_.has_machine_ = true;
+  }
+  if (!(options_.queue_strength >= 0 && options_.queue_strength <= kMaxQueueStrength)) {
+    return absl::InvalidArgumentError(StrCat("queue_strength must be in [0, ", kMaxQueueStrength,
+                                             "], not ", options_.queue_strength));
   }
   if (!(options_.read_pct >= 0 && options_.read_pct <= 100)) {
     return absl::InvalidArgumentError("read_pct must be in [0, 100]");

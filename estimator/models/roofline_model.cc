@@ -10,6 +10,15 @@
 #include "estimator/internal/roofline_fit.h"
 
 namespace tiergym {
+
+LoadCurve QueueingCurve(const TierSpec& tier, const IndexOptions& options) {
+  const bool queues = options.queue_like.has_value() && options.queue_strength > 0;
+  LoadCurve c = tier.CurveAt(options.read_pct, queues ? &*options.queue_like : nullptr);
+  if (queues && tier.curves.empty()) {
+    for (auto& [u, ratio] : c.ratio) ratio = 1 + options.queue_strength * (ratio - 1);
+  }
+  return c;
+}
 namespace {
 
 // Devices whose loaded curves a block's correction combines without allocating (a

@@ -10,9 +10,17 @@
 #ifndef TIERGYM_ESTIMATOR_MODELS_ROOFLINE_MODEL_H_
 #define TIERGYM_ESTIMATOR_MODELS_ROOFLINE_MODEL_H_
 
+#include "estimator/index_options.h"
 #include "estimator/models/runtime_model.h"
+#include "traces/machine.h"
 
 namespace tiergym {
+
+// The loaded-latency curve the roofline prices device `tier` along (IndexOptions): its
+// own measured curve at the read share; for a tier without curves, with queue_like, that
+// tier's latency ratio with its rise scaled by queue_strength (ratio 1 + q (r(u) - 1); q = 0
+// or no queue_like: flat, the two-number model exactly).
+LoadCurve QueueingCurve(const TierSpec& tier, const IndexOptions& options);
 
 class RooflineModel final : public RuntimeModel {
  public:

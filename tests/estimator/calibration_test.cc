@@ -6,10 +6,12 @@
 #include <filesystem>
 
 #include "estimator/cli/estimator_cli.h"
+#include "estimator/models/roofline_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "traces/synth/app_model.h"
 #include "traces/synth/generator.h"
+#include "traces/synth/truth_model.h"
 
 namespace tiergym {
 namespace {
@@ -100,7 +102,7 @@ TEST(CalibrationTest, TheIntervalIsConformalOnTheScoresAndThePriorWithoutThem) {
   EXPECT_FALSE(Inside(both, 103));
 }
 
-TEST(CalibrationTest, TheMixingTermWidensMixesOnlyAndRoundTripsInVersionThree) {
+TEST(CalibrationTest, TheMixingTermWidensMixesOnlyAndRoundTripsSinceVersionThree) {
   EXPECT_DOUBLE_EQ(Mixing({1.0, 0.0, 0.0}), 0);
   EXPECT_DOUBLE_EQ(Mixing({0.5, 0.5}), 0.5);
   EXPECT_NEAR(Mixing({0.2, 0.3, 0.5}), 0.5, 1e-12);
@@ -123,7 +125,7 @@ TEST(CalibrationTest, TheMixingTermWidensMixesOnlyAndRoundTripsInVersionThree) {
   auto back = ParseCalibration(FormatCalibration(c), "c.json");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_DOUBLE_EQ(back->prior.mix_error, 0.04);
-  EXPECT_THAT(FormatCalibration(c), HasSubstr(R"("version": 3)"));
+  EXPECT_THAT(FormatCalibration(c), HasSubstr(R"("version": 4)"));
   // Version 2 files have no mix_error: read as 0, and the key is refused there.
   const std::string v2 =
       R"({"format": "tiergym-calibration", "version": 2, "model": "roofline",
@@ -168,6 +170,130 @@ const Data& Nekbone() {
   return *data;
 }
 
+TEST(CalibrationTest, VersionFourRoundTripsTheQueueingAndRefusesBadValuesByName) {
+  Calibration c;
+  c.queue_strength = 1.5;
+  c.queue_like = "xeonmax:ddr";
+  c.queue_shape = *LoadQueueShape("xeonmax:ddr");
+  const std::string text = FormatCalibration(c);
+  EXPECT_THAT(text, HasSubstr(R"("version": 4)"));
+  auto back = ParseCalibration(text, "c.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_DOUBLE_EQ(back->queue_strength, 1.5);
+  EXPECT_EQ(back->queue_like, "xeonmax:ddr");
+  ASSERT_TRUE(back->queue_shape.has_value());
+  EXPECT_EQ(back->queue_shape->name, "ddr");
+  EXPECT_FALSE(back->queue_shape->curves.empty());
+  EstimatorOptions options;
+  ApplyCalibration(*back, &options);
+  ASSERT_TRUE(options.queue_like.has_value());
+  EXPECT_DOUBLE_EQ(options.queue_strength, 1.5);
+  // A fitted strength of 0: flat tiers, whatever the options said.
+  back->queue_strength = 0;
+  ApplyCalibration(*back, &options);
+  EXPECT_FALSE(options.queue_like.has_value());
+  // Without a queueing fit (version 3, or 4 without the keys) the options are left alone.
+  Calibration none;
+  EXPECT_THAT(FormatCalibration(none), ::testing::Not(HasSubstr("queue_strength")));
+  options.queue_like = c.queue_shape;
+  ApplyCalibration(*ParseCalibration(FormatCalibration(none), "c.json"), &options);
+  EXPECT_TRUE(options.queue_like.has_value());
+
+  auto refused = [&](const std::string& from, const std::string& to) {
+    std::string bad = text;
+    bad.replace(bad.find(from), from.size(), to);
+    auto parsed = ParseCalibration(bad, "c.json");
+    EXPECT_FALSE(parsed.ok()) << to;
+    return parsed.ok() ? std::string() : std::string(parsed.status().message());
+  };
+  EXPECT_THAT(refused(R"("queue_strength": 1.5)", R"("queue_strength": 4.5)"),
+              HasSubstr("queue_strength"));
+  EXPECT_THAT(refused(R"("queue_strength": 1.5)", R"("queue_strength": -0.5)"),
+              HasSubstr("queue_strength"));
+  EXPECT_THAT(refused(R"("queue_like": "xeonmax:ddr")", R"("queue_like": "xeonmax:nope")"),
+              HasSubstr("queue_like"));
+  EXPECT_THAT(refused(R"("queue_like": "xeonmax:ddr")", R"("queue_like": "knl:ddr")"),
+              HasSubstr("measured curves"));
+  EXPECT_THAT(refused(R"("queue_like": "xeonmax:ddr",)", ""), HasSubstr("queue_like"));
+  EXPECT_THAT(refused(R"("version": 4)", R"("version": 3)"), HasSubstr("version 4 key"));
+}
+
+TEST(CalibrationTest, TheQueueStrengthScalesTheCurvesRiseOfFlatTiersOnly) {
+  const TierSpec shape = *LoadQueueShape("xeonmax:ddr");
+  const Machine disagg = *LoadMachine("disagg");
+  const TierSpec& flat = disagg.tiers[0];
+  IndexOptions options;
+  EXPECT_TRUE(QueueingCurve(flat, options).flat());
+  options.queue_like = shape;
+  const LoadCurve full = QueueingCurve(flat, options);
+  options.queue_strength = 0.5;
+  const LoadCurve half = QueueingCurve(flat, options);
+  ASSERT_FALSE(full.flat());
+  EXPECT_DOUBLE_EQ(half.idle_latency_ns, flat.latency_ns);
+  for (double u : {0.3, 0.8, 1.0}) {
+    EXPECT_GT(full.Ratio(u), 1) << u;
+    EXPECT_NEAR(half.Ratio(u) - 1, 0.5 * (full.Ratio(u) - 1), 1e-12) << u;
+  }
+  options.queue_strength = 0;
+  EXPECT_TRUE(QueueingCurve(flat, options).flat());
+  // A tier with its own curves follows them at any strength.
+  options.queue_strength = 2;
+  EXPECT_EQ(QueueingCurve(shape, options).ratio, shape.CurveAt(100).ratio);
+
+  EstimatorOptions bad = RecommendedEstimatorOptions(disagg);
+  bad.queue_like = shape;
+  bad.queue_strength = kMaxQueueStrength + 1;
+  const Data& d = Nekbone();
+  auto estimator = Estimator::Create(d.profile, bad);
+  absl::Status s = estimator.ok() ? (*estimator)->IndexFor("ddr").status() : estimator.status();
+  EXPECT_THAT(std::string(s.message()), HasSubstr("queue_strength"));
+}
+
+// hotset on disagg (its hot table loads a tier to its peak, where a queueing tier's
+// latency doubles) under the ground truth `truth` (traces/SYNTH.md, section 10).
+Data Hotset(const std::string& truth) {
+  auto model = synth::LoadAppModel("hotset");
+  auto machine = LoadMachine("disagg");
+  synth::SynthOptions options;
+  options.seed = 3;
+  options.target_samples = 100000;
+  options.chunks_per_phase = 50;
+  options.truth = *synth::LoadTruthModel(truth);
+  auto generated = synth::GenerateProfile(*model, *machine, options);
+  Data d{*Profile::FromRuns("hotset", generated->traces), *generated, {}};
+  for (const synth::SynthRun& r : d.generated.runs) {
+    d.runs.push_back({MeasuredRun{r.name, "", r.runtime_ns}, r.placement});
+  }
+  return d;
+}
+
+TEST(CalibrationTest, FitsTheQueueStrengthOfAQueueingMachine) {
+  // Under `queueing` the flat tiers queue along xeonmax's measured DDR5 curve: strength 1.
+  // (Under the spec model they do not: FitsTheOverlapAndScoresEveryRunOnAFitWithoutIt.)
+  const Data queueing = Hotset("queueing");
+  CalibrationOptions options;
+  options.folds = 3;
+  auto c = Calibrate(queueing.profile, RecommendedEstimatorOptions(queueing.generated.machine),
+                     queueing.runs, options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_GE(c->queue_strength, 0.5);
+  EXPECT_LE(c->queue_strength, 1.5);
+  EXPECT_EQ(c->queue_like, "xeonmax:ddr");
+  EXPECT_LT(c->cv_mean_error_pct, 0.5 * c->uncalibrated_mean_error_pct);
+  EXPECT_LT(c->cv_max_error_pct, c->uncalibrated_max_error_pct);
+  // Options that queue along a curve must name it (the file records it).
+  options.queue_like = "";
+  EstimatorOptions with_curve = RecommendedEstimatorOptions(queueing.generated.machine);
+  with_curve.queue_like = *LoadQueueShape("xeonmax:ddr");
+  EXPECT_FALSE(Calibrate(queueing.profile, with_curve, queueing.runs, options).ok());
+  options.queue_like = "xeonmax";
+  auto unnamed =
+      Calibrate(queueing.profile, RecommendedEstimatorOptions(queueing.generated.machine),
+                queueing.runs, options);
+  ASSERT_FALSE(unnamed.ok());
+  EXPECT_THAT(std::string(unnamed.status().message()), HasSubstr("queue_like"));
+}
+
 TEST(CalibrationTest, FitsTheOverlapAndScoresEveryRunOnAFitWithoutIt) {
   // nekbone's phases overlap compute and memory by 0.7 (0.3 for one): the prior 0.5 is
   // off, and two devices cannot tell.
@@ -182,8 +308,10 @@ TEST(CalibrationTest, FitsTheOverlapAndScoresEveryRunOnAFitWithoutIt) {
   EXPECT_LT(c->cv_mean_error_pct, c->uncalibrated_mean_error_pct);
   EXPECT_GT(c->relative_noise, 0);
   EXPECT_LT(c->relative_noise, 0.05);
-  // knl's two tiers transfer concurrently in the spec model: no tier overlap below 1 helps.
+  // knl's two tiers transfer concurrently in the spec model: no tier overlap below 1 helps,
+  // and they do not queue.
   EXPECT_DOUBLE_EQ(c->tier_overlap, 1);
+  EXPECT_DOUBLE_EQ(c->queue_strength, 0);
   ASSERT_EQ(c->cv_inside.size(), d.runs.size());
   EXPECT_EQ(c->interval_scores.size(), d.runs.size());
   EXPECT_GE(c->cv_coverage, 0.5);
@@ -205,15 +333,32 @@ TEST(CalibrationTest, CommandWritesAFileThatValidateReads) {
   const std::string app = dir + "/nekbone";
   const std::string out = dir + "/calibration.json";
   EXPECT_EQ(RunCalibrateCommand({"--profile", app + "/profile", "--runs", app + "/runs/runs.csv",
-                                 "--machine", "knl", "--out", out, "--folds", "3", "--quiet"}),
+                                 "--machine", "knl", "--out", out, "--folds", "3", "--queue-shape",
+                                 "none", "--quiet"}),
             0);
   auto c = ReadCalibration(out);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->folds, 3);
+  EXPECT_FALSE(c->queue_shape.has_value());  // no queueing fitted
+  EXPECT_EQ(RunCalibrateCommand({"--profile", app + "/profile", "--runs", app + "/runs/runs.csv",
+                                 "--machine", "knl", "--out", out, "--queue-shape", "knl:ddr"}),
+            2);
+  EXPECT_EQ(RunCalibrateCommand({"--profile", app + "/profile", "--runs", app + "/runs/runs.csv",
+                                 "--machine", "knl", "--out", out, "--queue-like", "xeonmax:ddr",
+                                 "--queue-shape", "xeonmax:ddr"}),
+            2);
   EXPECT_EQ(RunValidateCommand({"--profile", app + "/profile", "--runs", app + "/runs/runs.csv",
                                 "--machine", "knl", "--calibration", out, "--replicates", "5"}),
             0);
   EXPECT_EQ(RunCalibrateCommand({"--profile", app + "/profile", "--out", out}), 2);
+  // --queue-strength scales --queue-like's curve: alone, or outside [0, 4], it is refused.
+  EXPECT_EQ(RunValidateCommand({"--profile", app + "/profile", "--runs", app + "/runs/runs.csv",
+                                "--machine", "knl", "--queue-strength", "0.5"}),
+            2);
+  EXPECT_EQ(RunValidateCommand({"--profile", app + "/profile", "--runs", app + "/runs/runs.csv",
+                                "--machine", "knl", "--queue-like", "xeonmax:ddr",
+                                "--queue-strength", "5"}),
+            2);
   fs::remove_all(dir);
 }
 

@@ -5,6 +5,7 @@ drawn with a known noise and model error."""
 import importlib.util
 import os
 import pathlib
+import json
 import random
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -100,3 +101,27 @@ def test_the_score_cache_is_keyed_by_the_binarys_content_not_its_time(tmp_path, 
     monkeypatch.setenv("TIERGYM", str(launcher))
     family._BINARY_DIGEST.clear()
     assert family.binary_path() == str(real)
+
+
+def test_the_calibrated_parameters_report_the_queue_strength_and_its_bounds(
+        tmp_path, capsys, monkeypatch):
+    family = load()
+    binary = tmp_path / "tiergym-binary"  # what the score key digests
+    binary.write_bytes(b"\x7fELF not a real binary")
+    monkeypatch.setenv("TIERGYM", str(binary))
+    # A version 4 file with a queueing fit, and a version 3 file without (strength 0).
+    fits = {}
+    for name, doc in {"q": {"compute_overlap": 0.5, "tier_overlap": 1.0, "queue_strength": 2.0},
+                      "old": {"compute_overlap": 0.0, "tier_overlap": 0.4}}.items():
+        d = tmp_path / name
+        d.mkdir()
+        key = family.score_key([], True)
+        (d / f"calibration-{key}.json").write_text(json.dumps(doc))
+        fits[("queueing", 3, name)] = family.fitted_parameters(str(d), [])
+    assert fits[("queueing", 3, "q")] == (0.5, 1.0, 2.0)
+    assert fits[("queueing", 3, "old")] == (0.0, 0.4, 0.0)
+    family.report_bounds(fits, ["queueing"])
+    out = capsys.readouterr().out
+    assert "3:q 0.5/1.0/2.0*" in out  # the grid's largest strength is starred
+    assert "3:old 0.0*/0.4*/0.0" in out
+    assert "| 1 of 2 | 1 of 2 |" in out  # strength above 0, and at 2
