@@ -171,12 +171,19 @@ const std::vector<double>& EnvAssets::migration_bytes_per_ns() const {
 absl::StatusOr<std::shared_ptr<Estimator>> ProfileCache::Get(const std::string& path,
                                                              const Machine& machine,
                                                              uint64_t window_instructions,
-                                                             double compute_overlap) {
+                                                             const EstimatorOptions& calibrated) {
   // Capacities do not enter the estimator: machines that differ only in them share.
   Machine estimated = machine;
   for (TierSpec& t : estimated.tiers) t.capacity_bytes = 1;
-  const std::string key = StrCat(path, "\n", window_instructions, "\n", compute_overlap, "\n",
-                                 MachineToJson(estimated));
+  std::string queue = "none";
+  if (calibrated.queue_like) {
+    Machine shape;
+    shape.tiers = {*calibrated.queue_like};
+    queue = StrCat(calibrated.queue_strength, " x ", MachineToJson(shape));
+  }
+  const std::string key =
+      StrCat(path, "\n", window_instructions, "\n", calibrated.compute_overlap, "\n",
+             calibrated.tier_overlap, "\n", queue, "\n", MachineToJson(estimated));
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = loaded_.find(key);
@@ -190,7 +197,10 @@ absl::StatusOr<std::shared_ptr<Estimator>> ProfileCache::Get(const std::string& 
   EstimatorOptions eo;
   eo.window_instructions = window_instructions;
   eo.machine = machine;
-  eo.compute_overlap = compute_overlap;
+  eo.compute_overlap = calibrated.compute_overlap;
+  eo.tier_overlap = calibrated.tier_overlap;
+  eo.queue_like = calibrated.queue_like;
+  eo.queue_strength = calibrated.queue_strength;
   TG_ASSIGN_OR_RETURN(std::unique_ptr<Estimator> made, Estimator::Create(std::move(profile), eo));
   std::shared_ptr<Estimator> estimator = std::move(made);
   const std::vector<std::string> devices = estimator->profile().devices();
@@ -505,7 +515,7 @@ absl::StatusOr<ProfileAssets> LoadProfileAssets(const std::string& path, const E
                                                 ProfileCache& cache) {
   ProfileAssets pa;
   absl::StatusOr<std::shared_ptr<Estimator>> estimator =
-      cache.Get(path, m, config.window_instructions, calibrated.compute_overlap);
+      cache.Get(path, m, config.window_instructions, calibrated);
   if (!estimator.ok()) return WithField(estimator.status(), "profiles");
   pa.estimator = *std::move(estimator);
   const Profile& profile = pa.estimator->profile();

@@ -140,8 +140,8 @@ absl::StatusOr<EnvSpec> MakeEnvSpec(const EnvConfig& config);
 struct ProfileAssets;  // env/profile_assets.h
 
 // Loaded profiles with their estimators and indexes, shared by the asset sets of every
-// configuration naming the same profile directory, machine, estimator window and compute
-// overlap (a calibration's): a
+// configuration naming the same profile directory, machine, estimator window and
+// calibrated terms (a calibration's compute and tier overlaps and queue strength): a
 // server's configurations that differ only in regions, steps, action mode, model, decay,
 // migration bandwidth or contention scenario load and index each profile once. Held
 // weakly: a profile no asset set uses any more is loaded again when next asked for.
@@ -149,10 +149,12 @@ struct ProfileAssets;  // env/profile_assets.h
 class ProfileCache {
  public:
   // The estimator of the profile in `path` (its index for `machine`'s default tier
-  // built), loaded now or shared. Fails like LoadProfile and Estimator::Create.
+  // built), loaded now or shared. Of `calibrated`, only the terms a calibration sets
+  // (ApplyCalibration: compute_overlap, tier_overlap, queue_like, queue_strength) are read.
+  // Fails like LoadProfile and Estimator::Create.
   absl::StatusOr<std::shared_ptr<Estimator>> Get(const std::string& path, const Machine& machine,
                                                  uint64_t window_instructions,
-                                                 double compute_overlap = 0.5);
+                                                 const EstimatorOptions& calibrated = {});
   // Bytes of the indexes of the profiles in use.
   size_t MemoryBytes() const;
 

@@ -711,13 +711,21 @@ TEST(EnvironmentTest, CapacityOverridesByConfigurationKey) {
               HasSubstr("does not fit the default tier 'ddr'"));
 }
 
-// A calibration file (tiergym calibrate) sets the roofline model's compute overlap.
+// A calibration file (tiergym calibrate) sets the roofline model's compute overlap, tier
+// overlap and queue strength: each changes the episode's rewards.
 TEST(EnvironmentTest, CalibrationFileSetsTheRooflineOverlap) {
-  auto write = [](double overlap) {
+  auto write = [](double overlap, double tier_overlap = 1, double queue_strength = 0) {
     Calibration c;
     c.model = Model::kRoofline;
     c.compute_overlap = overlap;
-    const std::string path = StrCat(TestRoot(), "/calibration-", overlap, ".json");
+    c.tier_overlap = tier_overlap;
+    if (queue_strength > 0) {  // version 4: the curve is named, and resolved on reading
+      c.queue_strength = queue_strength;
+      c.queue_like = "xeonmax:ddr";
+      c.queue_shape = TierSpec{};
+    }
+    const std::string path = StrCat(TestRoot(), "/calibration-", overlap, "-", tier_overlap, "-",
+                                    queue_strength, ".json");
     std::ofstream(path) << FormatCalibration(c);
     return path;
   };
@@ -740,6 +748,14 @@ TEST(EnvironmentTest, CalibrationFileSetsTheRooflineOverlap) {
   const double prior = episode({});
   EXPECT_EQ(episode({{"calibration", write(0.5)}}), prior);  // the prior itself
   EXPECT_NE(episode({{"calibration", write(1.0)}}), prior);
+  // The tier overlap and the queue strength enter the environment's estimates too (they
+  // were once dropped: only the compute overlap was applied), each on its own.
+  const double tiers = episode({{"calibration", write(0.5, 0.6)}});
+  const double queue = episode({{"calibration", write(0.5, 1, 1.5)}});
+  EXPECT_NE(tiers, prior);
+  EXPECT_NE(queue, prior);
+  EXPECT_NE(queue, tiers);
+  EXPECT_EQ(episode({{"calibration", write(0.5, 1, 1.5)}}), queue);  // shared, not reloaded wrong
 
   auto load = [](ConfigMap keys) {
     keys["profiles"] = SmallProfileDir("lulesh", "knl");
