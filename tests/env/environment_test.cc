@@ -755,7 +755,28 @@ TEST(EnvironmentTest, CalibrationFileSetsTheRooflineOverlap) {
   EXPECT_NE(tiers, prior);
   EXPECT_NE(queue, prior);
   EXPECT_NE(queue, tiers);
-  EXPECT_EQ(episode({{"calibration", write(0.5, 1, 1.5)}}), queue);  // shared, not reloaded wrong
+  // Through one ProfileCache, calibrations that differ only in the tier overlap or the
+  // queue strength are other estimators (the cache's key holds every calibrated term; with
+  // the compute overlap alone in it they shared one index), the same calibration twice one.
+  ProfileCache cache;
+  auto cached = [&](const std::string& calibration) {
+    auto config = ParseEnvConfig({{"profiles", SmallProfileDir("lulesh", "knl")},
+                                  {"model", "roofline"},
+                                  {"calibration", calibration}});
+    EXPECT_TRUE(config.ok()) << config.status();
+    auto assets = EnvAssets::Load(*config, &cache);
+    EXPECT_TRUE(assets.ok()) << assets.status();
+    return *assets;
+  };
+  const auto plain = cached(write(0.5));
+  const size_t one = cache.MemoryBytes();
+  ASSERT_GT(one, 0u);
+  const auto again = cached(write(0.5));
+  EXPECT_EQ(cache.MemoryBytes(), one);
+  const auto tier = cached(write(0.5, 0.6));
+  EXPECT_EQ(cache.MemoryBytes(), 2 * one);
+  const auto queued = cached(write(0.5, 1, 1.5));
+  EXPECT_EQ(cache.MemoryBytes(), 3 * one);
 
   auto load = [](ConfigMap keys) {
     keys["profiles"] = SmallProfileDir("lulesh", "knl");
