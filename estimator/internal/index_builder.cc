@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <tuple>
 
@@ -630,8 +631,9 @@ void EstimatorIndex::Builder::ReadQueueStrength() {
       rel.push_back(std::sqrt(FitSpanRoofline(span.time, span.band, curves[c]).residual / squares));
     }
     if (rel.empty()) return 0.0;
-    std::nth_element(rel.begin(), rel.begin() + rel.size() / 2, rel.end());
-    return rel[rel.size() / 2];
+    const auto middle = rel.begin() + static_cast<std::ptrdiff_t>(rel.size() / 2);
+    std::nth_element(rel.begin(), middle, rel.end());
+    return *middle;
   };
   x.queue_misfit_.push_back(misfit(0));
   size_t chosen = 0;
