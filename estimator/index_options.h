@@ -55,8 +55,8 @@ inline constexpr double kMaxQueueStrength = 4;
 // the calibration's grid); the utilisation of a block's busiest run from which it counts
 // (below it a measured curve hardly rises); how many such blocks are fitted at most; and
 // the median relative misfit of their flat fits from which the profile shows queueing
-// (the spec member's blocks misfit by 0.2-0.7 %, their runs' noise); and the share of
-// that misfit a strength must take off to be chosen.
+// (the blocks of the members that do not queue misfit by 0.2-0.7 %: their runs' noise);
+// and the share of that misfit a strength must take off to be chosen.
 inline constexpr size_t kQueueCandidates = 5;
 inline constexpr double QueueCandidate(size_t k) { return 0.5 * static_cast<double>(k); }
 inline constexpr double kQueueSignalUtilisation = 0.4;
