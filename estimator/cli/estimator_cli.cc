@@ -441,6 +441,11 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
   if (s.ok() && p.Given("calibration")) {
     s = absl::InvalidArgumentError("--calibration: calibrate fits one; it does not read one");
   }
+  if (s.ok() && common.options.queue_from_profile) {
+    s = absl::InvalidArgumentError(
+        "--queue-strength auto reads the strength from the profile (estimate, validate); "
+        "calibrate fits it on the runs: give the prior as a number, or leave it out");
+  }
   if (s.ok() && p.Given("queue-shape") && p.Given("queue-like")) {
     s = absl::InvalidArgumentError(
         "--queue-shape: --queue-like is the curve the queue strength scales; give one of them");

@@ -251,6 +251,12 @@ TEST_F(EstimatorCliTest, ValidateReadsTheQueueStrengthFromTheProfile) {
               true);
   EXPECT_EQ(shape.exit_code, 2);
   EXPECT_THAT(shape.out, HasSubstr("--queue-like"));
+  // calibrate fits the strength on measured runs; reading it from the profile is refused.
+  Result calibrate = Tiergym("calibrate " + ProfileArgs() + " --runs r.csv --machine knl " +
+                                 "--out c.json --queue-strength auto",
+                             true);
+  EXPECT_EQ(calibrate.exit_code, 2);
+  EXPECT_THAT(calibrate.out, HasSubstr("--queue-strength auto"));
 }
 
 TEST_F(EstimatorCliTest, UsageErrorsExitWithTwo) {
