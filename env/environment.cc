@@ -175,11 +175,13 @@ absl::StatusOr<std::shared_ptr<Estimator>> ProfileCache::Get(const std::string& 
   // Capacities do not enter the estimator: machines that differ only in them share.
   Machine estimated = machine;
   for (TierSpec& t : estimated.tiers) t.capacity_bytes = 1;
-  std::string queue = "none";
+  // The queue strength: read from the profile (the default), or a calibration's.
+  std::string queue = calibrated.queue_from_profile ? "read" : "none";
   if (calibrated.queue_like) {
     Machine shape;
     shape.tiers = {*calibrated.queue_like};
-    queue = StrCat(calibrated.queue_strength, " x ", MachineToJson(shape));
+    queue = StrCat(calibrated.queue_from_profile ? "read" : StrCat(calibrated.queue_strength),
+                   " x ", MachineToJson(shape));
   }
   const std::string key =
       StrCat(path, "\n", window_instructions, "\n", calibrated.compute_overlap, "\n",
@@ -201,6 +203,7 @@ absl::StatusOr<std::shared_ptr<Estimator>> ProfileCache::Get(const std::string& 
   eo.tier_overlap = calibrated.tier_overlap;
   eo.queue_like = calibrated.queue_like;
   eo.queue_strength = calibrated.queue_strength;
+  eo.queue_from_profile = calibrated.queue_from_profile;
   TG_ASSIGN_OR_RETURN(std::unique_ptr<Estimator> made, Estimator::Create(std::move(profile), eo));
   std::shared_ptr<Estimator> estimator = std::move(made);
   const std::vector<std::string> devices = estimator->profile().devices();

@@ -91,6 +91,8 @@ void ApplyCalibration(const Calibration& calibration, EstimatorOptions* options)
   options->compute_overlap = calibration.compute_overlap;
   options->tier_overlap = calibration.tier_overlap;
   if (calibration.queue_shape) {
+    // A fitted queue strength (0 too) supersedes the one read from the profile.
+    options->queue_from_profile = false;
     const bool queues = calibration.queue_strength > 0;
     options->queue_like = queues ? calibration.queue_shape : std::nullopt;
     options->queue_strength = queues ? calibration.queue_strength : 1.0;
@@ -328,6 +330,7 @@ class Grid {
     opts.compute_overlap = static_cast<double>(o) / kOverlapSteps;
     opts.queue_like = q > 0 ? shape_ : std::nullopt;
     opts.queue_strength = QueueStrengthCandidate(q);
+    opts.queue_from_profile = false;  // the candidate's strength, not the profile's
     if (options_.progress) {
       options_.progress(StrCat("estimating ", n_, " runs with compute overlap ",
                                FixedDecimal(opts.compute_overlap, 1), ", queue strength ",

@@ -96,7 +96,8 @@ struct Calibration {
 };
 
 // Sets the options the calibration determines (compute_overlap, tier_overlap; with a
-// queueing fit, queue_like and queue_strength: none when the fitted strength is 0).
+// queueing fit, queue_like and queue_strength: none when the fitted strength is 0, and
+// queue_from_profile false: the fitted strength supersedes the one read from the profile).
 void ApplyCalibration(const Calibration& calibration, EstimatorOptions* options);
 
 // The interval of an estimate under the calibration: ConformalInterval with its scores
@@ -122,8 +123,10 @@ struct CalibrationOptions {
 };
 
 // Fits the calibration on `runs` with estimators built from `base` options (its
-// compute_overlap and tier_overlap are the uncalibrated prior). InvalidArgument for fewer
-// runs than folds or fewer than 2 folds; estimation errors name the run.
+// compute_overlap and tier_overlap are the uncalibrated prior; each candidate's
+// queue_from_profile is false: the strength is the candidate's, fitted on the runs).
+// InvalidArgument for fewer runs than folds or fewer than 2 folds; estimation errors name
+// the run.
 // The tier "MACHINE:TIER" names (a bundled machine or a file), which must have measured
 // curves. InvalidArgument otherwise, saying which.
 absl::StatusOr<TierSpec> LoadQueueShape(std::string_view spec);

@@ -89,7 +89,7 @@ class EstimatorIndex {
   bool has_machine() const { return has_machine_; }
   // The queue strength the roofline's flat tiers load their latency at (IndexOptions::
   // queue_like, queue_strength): 0 without queue_like; with queue_from_profile, the one
-  // read from the profile.
+  // read from the profile (0 when every tier has measured curves, which it does not move).
   double queue_strength() const { return queue_strength_; }
   // With queue_from_profile: per candidate strength QueueCandidate(c) tried, the median
   // relative misfit of the busy blocks' fits (index_options.h); the candidates are tried

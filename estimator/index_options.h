@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
+#include "absl/status/statusor.h"
 #include "traces/machine.h"
 
 namespace tiergym {
@@ -63,6 +65,11 @@ inline constexpr double kQueueSignalUtilisation = 0.4;
 inline constexpr size_t kQueueSignalBlocks = 128;
 inline constexpr double kQueueSignalMisfit = 0.01;
 inline constexpr double kQueueSignalShare = 0.75;
+// The curve IndexOptions::queue_from_profile scales without a queue_like: the measured
+// DDR5 of the bundled machine xeonmax (traces/synth/models/machine_xeonmax.json).
+inline constexpr std::string_view kDefaultQueueLike = "xeonmax:ddr";
+// kDefaultQueueLike's tier, loaded once from the bundled machine.
+absl::StatusOr<TierSpec> DefaultQueueShape();
 
 struct IndexOptions {
   // Window length in base-run instructions (see EstimateOptions). Default 1,000,000.
@@ -117,13 +124,17 @@ struct IndexOptions {
   // ratio 1 + queue_strength * (ratio(u) - 1) (0: flat, 1: the curve's own). In [0, 4];
   // default 1. A calibration fits it (estimator/calibration.h).
   double queue_strength = 1;
-  // With queue_like and a machine: read the queue strength from the profile instead
-  // (queue_strength is ignored). The blocks whose runs use a tier's bandwidth most are
-  // fitted on the single-tier runs under each candidate strength: when their flat fits
-  // misfit by kQueueSignalMisfit or more (median), the smallest candidate that takes off
-  // kQueueSignalShare of that, else 0 (EstimatorIndex::queue_strength). Needs three runs
-  // or more (two runs fit any strength exactly). Default false.
-  bool queue_from_profile = false;
+  // With a machine: read the queue strength from the profile (queue_strength is ignored),
+  // along queue_like's curve, or without one along kDefaultQueueLike's (DefaultQueueShape).
+  // The blocks whose runs use a tier's bandwidth most are fitted on the single-tier runs
+  // under each candidate strength: when their flat fits misfit by kQueueSignalMisfit or
+  // more (median), the smallest candidate that takes off kQueueSignalShare of that, else 0
+  // (EstimatorIndex::queue_strength). Needs three runs or more (two runs fit any strength
+  // exactly). Tiers with measured curves are not moved by it. Default true (estimator/
+  // README.md, "Queueing read from the profile, uncalibrated": chosen held out on every
+  // member of the family of ground truths); false: queue_strength along queue_like's
+  // curve, or flat tiers without one (a calibration that fitted the strength sets it so).
+  bool queue_from_profile = true;
   // Model::kRoofline: a segment's last window (which runs to the segment's end and holds
   // its barrier wait) is left out of the last block's fit and counted as the segment's
   // tail. false: the last block spans to the segment's end (the previous rule). Default

@@ -97,13 +97,14 @@ void AddEstimateOptions(ArgParser& p) {
   p.AddOption("queue-like", "MACHINE:TIER",
               "roofline model: tiers without measured curves load their latency along the "
               "curves of this machine's tier (e.g. xeonmax:ddr); default none (flat)");
-  p.AddOption("queue-strength", "Q|auto",
-              "roofline model with --queue-like: how much of that curve's latency rise the "
-              "tiers have, ratio 1 + Q (r - 1), in [0, 4] (calibrate fits it); auto: read "
-              "from the profile: 0 unless its busiest blocks misfit flat tiers, else the "
-              "least of 0.5, 1, 1.5, 2 that takes off 3/4 of that misfit (--queue-like then "
-              "defaults to xeonmax:ddr; estimator/README.md)",
-              "1");
+  p.AddOption("queue-strength", "Q|auto|off",
+              "roofline model: how much of --queue-like's latency rise the tiers without "
+              "measured curves have, ratio 1 + Q (r - 1), Q in [0, 4] (calibrate fits it; "
+              "0 or off: flat); auto: read from the profile: 0 unless its busiest blocks "
+              "misfit flat tiers, else the least of 0.5, 1, 1.5, 2 that takes off 3/4 of that "
+              "misfit, along --queue-like or xeonmax:ddr (estimator/README.md); default auto, "
+              "with --queue-like 1",
+              "auto");
   p.AddOption("subset-fits", "on|off",
               "roofline model with three or four devices: also fit each block over every "
               "subset of the devices, and price a mix by the fit of the devices it uses",
@@ -242,15 +243,26 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
     s = absl::InvalidArgumentError(
         StrCat("--share-bias must be keep or correct, not '", share_bias, "'"));
   }
-  const bool queue_auto = p.Get("queue-strength") == "auto";
-  auto queue_strength = queue_auto ? absl::StatusOr<double>(1.0) : p.GetDouble("queue-strength");
+  // Not given: auto (the library's default), or 1 with --queue-like.
+  const std::string strength_text = p.Given("queue-strength") ? p.Get("queue-strength")
+                                    : p.Given("queue-like")   ? "1"
+                                                              : "auto";
+  const bool queue_auto = strength_text == "auto";
+  const bool queue_off = strength_text == "off";
+  auto queue_strength = queue_auto  ? absl::StatusOr<double>(1.0)
+                        : queue_off ? absl::StatusOr<double>(0.0)
+                                    : p.GetDouble("queue-strength");
   if (s.ok() &&
       !(queue_strength.ok() && *queue_strength >= 0 && *queue_strength <= kMaxQueueStrength)) {
-    s = absl::InvalidArgumentError(StrCat("--queue-strength must be auto or a number in [0, ",
+    s = absl::InvalidArgumentError(StrCat("--queue-strength must be auto, off or a number in [0, ",
                                           kMaxQueueStrength, "], not '", p.Get("queue-strength"),
                                           "'"));
   }
-  if (s.ok() && p.Given("queue-strength") && !queue_auto && !p.Given("queue-like")) {
+  if (s.ok() && queue_off && p.Given("queue-like")) {
+    s = absl::InvalidArgumentError(
+        "--queue-strength off keeps the tiers flat: --queue-like has no curve to scale");
+  }
+  if (s.ok() && !queue_auto && *queue_strength > 0 && !p.Given("queue-like")) {
     s = absl::InvalidArgumentError(
         "--queue-strength scales the curve of --queue-like MACHINE:TIER; give both");
   }
@@ -299,7 +311,9 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
   out->options.share_bias = share_bias == "correct" ? ShareBias::kCorrect : ShareBias::kKeep;
   out->options.queue_strength = *queue_strength;
   out->options.queue_from_profile = queue_auto;
-  if (p.Given("queue-like") || queue_auto) {
+  // Explicit auto names its curve, as --queue-like would; the default leaves it to the
+  // library (the same curve: IndexOptions::queue_from_profile).
+  if (p.Given("queue-like") || (queue_auto && p.Given("queue-strength"))) {
     auto tier = LoadQueueShape(p.Given("queue-like") ? p.Get("queue-like") : "xeonmax:ddr");
     if (!tier.ok()) {
       std::cerr << "--queue-like " << tier.status().message() << "\n";
@@ -323,9 +337,7 @@ absl::StatusOr<std::unique_ptr<Estimator>> MakeEstimator(const ArgParser& p, Com
     auto calibration = ReadCalibration(p.Get("calibration"));
     if (!calibration.ok()) return calibration.status();
     common.calibration = *calibration;
-    ApplyCalibration(*calibration, &common.options);
-    // A fitted queue strength supersedes the one read from the profile.
-    if (calibration->queue_shape) common.options.queue_from_profile = false;
+    ApplyCalibration(*calibration, &common.options);  // a fitted strength: not read
   }
   if (p.Given("machine")) {
     auto machine = LoadMachine(p.Get("machine"));
@@ -441,7 +453,7 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
   if (s.ok() && p.Given("calibration")) {
     s = absl::InvalidArgumentError("--calibration: calibrate fits one; it does not read one");
   }
-  if (s.ok() && common.options.queue_from_profile) {
+  if (s.ok() && p.Given("queue-strength") && p.Get("queue-strength") == "auto") {
     s = absl::InvalidArgumentError(
         "--queue-strength auto reads the strength from the profile (estimate, validate); "
         "calibrate fits it on the runs: give the prior as a number, or leave it out");
@@ -706,10 +718,10 @@ int RunValidateCommand(const std::vector<std::string>& args) {
       "JSON output: {\"runs\": [{name, measured_ns, estimated_ns, error_pct, interval_lo_ns,\n"
       "interval_hi_ns, inside, access_share: [..] (per device), models:\n"
       "{paper: {estimated_ns, error_pct}, concurrent: {..}}}], \"mean_error_pct\",\n"
-      "\"max_error_pct\", \"model\", queue_strength and queue_misfit (with --queue-like or\n"
-      "--queue-strength auto), \"models\": {paper: {mean_error_pct, max_error_pct},\n"
-      "concurrent: {..}}}; error_pct = 100 * |estimated - measured| / measured; the\n"
-      "concurrent entries appear with --machine.\n"
+      "\"max_error_pct\", \"model\", queue_strength and queue_misfit (with --queue-like,\n"
+      "--queue-strength auto, or a strength read above 0), \"models\": {paper:\n"
+      "{mean_error_pct, max_error_pct}, concurrent: {..}}}; error_pct = 100 * |estimated -\n"
+      "measured| / measured; the concurrent entries appear with --machine.\n"
       "With --corun coruns.csv: the co-run variant (tiergym validate --corun X --help).");
   CommonArgs common;
   if (std::optional<int> rc = ParseArgs(p, args, "runs", &common)) return *rc;
@@ -779,13 +791,15 @@ int RunValidateCommand(const std::vector<std::string>& args) {
   }
 
   // The queue strength the roofline priced at (the base tier's index), with
-  // --queue-strength auto what the profile showed.
+  // --queue-strength auto what the profile showed: reported with a curve named
+  // (--queue-like, --queue-strength auto), and by default when the profile showed
+  // queueing (otherwise the estimates are the flat ones and so is the report).
   std::shared_ptr<const EstimatorIndex> queued;
-  if (common.options.queue_like && (*estimator)->has_machine() && !common.replay &&
-      !runs->empty()) {
+  if ((common.options.queue_like || common.options.queue_from_profile) &&
+      (*estimator)->has_machine() && !common.replay && !runs->empty()) {
     auto index = (*estimator)->IndexFor(runs->front().second.default_tier);
     if (!index.ok()) return Fail(index.status());
-    queued = *index;
+    if (common.options.queue_like || (*index)->queue_strength() > 0) queued = *index;
   }
 
   json::Writer w;

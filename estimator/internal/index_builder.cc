@@ -82,10 +82,12 @@ absl::Status EstimatorIndex::Builder::ReadMachine() {
     return absl::InvalidArgumentError(StrCat("queue_strength must be in [0, ", kMaxQueueStrength,
                                              "], not ", options_.queue_strength));
   }
-  if (options_.queue_from_profile && !options_.queue_like) {
-    return absl::InvalidArgumentError(
-        "queue_from_profile reads how much of queue_like's latency rise the tiers have: set "
-        "queue_like (e.g. xeonmax's ddr tier)");
+  if (options_.queue_from_profile && !options_.queue_like && x_.has_machine_) {
+    // The strength is read along the default curve.
+    TG_ASSIGN_OR_RETURN(TierSpec shape, DefaultQueueShape());
+    queue_shape_ = std::move(shape);
+  } else {
+    queue_shape_ = options_.queue_like;
   }
   if (!(options_.read_pct >= 0 && options_.read_pct <= 100)) {
     return absl::InvalidArgumentError("read_pct must be in [0, 100]");
@@ -605,18 +607,20 @@ std::vector<std::pair<size_t, size_t>> EstimatorIndex::Builder::BusyBlocks() con
 
 void EstimatorIndex::Builder::ReadQueueStrength() {
   EstimatorIndex& x = x_;
-  x.queue_strength_ = options_.queue_like ? options_.queue_strength : 0.0;
-  if (!options_.queue_like || !options_.queue_from_profile || !x.has_machine_) return;
+  const bool read = options_.queue_from_profile && queue_shape_ && x.has_machine_;
+  x.queue_strength_ = options_.queue_like && !read ? options_.queue_strength : 0.0;
+  if (!read) return;
   const size_t n = n_;
   bool flat = false;  // some tier without measured curves, which the strength moves
   for (size_t d = 0; d < n; ++d)
     flat = flat || options_.machine->Find(x.devices_[d])->curves.empty();
-  if (!flat) return;
+  if (!flat) return;  // the curves are the measured ones, whatever the strength
   std::vector<SpanInput> spans;
   for (const auto& [s, k] : BusyBlocks()) spans.push_back(SpanOf(pending_[s], k));
   // The median over the busy blocks of the relative misfit of their fits under the
   // candidate's curves (tiers with measured curves keep theirs).
   IndexOptions at = options_;
+  at.queue_like = queue_shape_;
   std::vector<std::vector<LoadCurve>> curves(kQueueCandidates);
   auto misfit = [&](size_t c) {
     at.queue_strength = QueueCandidate(c);

@@ -5,6 +5,7 @@
 #define TIERGYM_ESTIMATOR_INTERNAL_INDEX_BUILDER_H_
 
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -146,6 +147,9 @@ class EstimatorIndex::Builder {
   bool fit_overlap_ = false;
   double overlap_ = 0.5;                        // the roofline's compute overlap prior
   std::vector<std::vector<FitInput>> pending_;  // per segment: its blocks, fitted last
+  // The curve the queue strength scales: IndexOptions::queue_like, or with
+  // queue_from_profile and a machine the default one (DefaultQueueShape).
+  std::optional<TierSpec> queue_shape_;
   std::vector<double> busy_;  // [k * N + d]: per run, the time until the block's end
   // Per device: ns per sample of the bandwidth floor (reset * line / bandwidth), the
   // tier's latency and bandwidth (bytes per ns), and its PEBS reset.

@@ -8,8 +8,26 @@
 #include <span>
 
 #include "estimator/internal/roofline_fit.h"
+#include "traces/base/strings.h"
 
 namespace tiergym {
+
+absl::StatusOr<TierSpec> DefaultQueueShape() {
+  static const auto* shape = [] {
+    const std::string_view spec = kDefaultQueueLike;
+    const size_t colon = spec.find(':');
+    const std::string_view tier = spec.substr(colon + 1);
+    absl::StatusOr<Machine> machine = LoadMachine(spec.substr(0, colon));
+    if (!machine.ok()) return new absl::StatusOr<TierSpec>(machine.status());
+    const TierSpec* found = machine->Find(tier);
+    if (found == nullptr) {
+      return new absl::StatusOr<TierSpec>(
+          absl::NotFoundError(StrCat("machine ", machine->name, " has no tier ", tier)));
+    }
+    return new absl::StatusOr<TierSpec>(*found);
+  }();
+  return *shape;
+}
 
 LoadCurve QueueingCurve(const TierSpec& tier, const IndexOptions& options) {
   const bool queues = options.queue_like.has_value() && options.queue_strength > 0;

@@ -714,18 +714,21 @@ TEST(EnvironmentTest, CapacityOverridesByConfigurationKey) {
 // A calibration file (tiergym calibrate) sets the roofline model's compute overlap, tier
 // overlap and queue strength: each changes the episode's rewards.
 TEST(EnvironmentTest, CalibrationFileSetsTheRooflineOverlap) {
-  auto write = [](double overlap, double tier_overlap = 1, double queue_strength = 0) {
+  // queue_fitted: a queueing fit that may have fitted the strength 0 (none: the strength
+  // is read from the profile, the default).
+  auto write = [](double overlap, double tier_overlap = 1, double queue_strength = 0,
+                  bool queue_fitted = false) {
     Calibration c;
     c.model = Model::kRoofline;
     c.compute_overlap = overlap;
     c.tier_overlap = tier_overlap;
-    if (queue_strength > 0) {  // version 4: the curve is named, and resolved on reading
-      c.queue_strength = queue_strength;
+    if (queue_strength > 0 || queue_fitted) {  // version 4: the curve is named, resolved on
+      c.queue_strength = queue_strength;       // reading
       c.queue_like = "xeonmax:ddr";
       c.queue_shape = TierSpec{};
     }
     const std::string path = StrCat(TestRoot(), "/calibration-", overlap, "-", tier_overlap, "-",
-                                    queue_strength, ".json");
+                                    queue_strength, queue_fitted ? "-fitted" : "", ".json");
     std::ofstream(path) << FormatCalibration(c);
     return path;
   };
@@ -777,6 +780,11 @@ TEST(EnvironmentTest, CalibrationFileSetsTheRooflineOverlap) {
   EXPECT_EQ(cache.MemoryBytes(), 2 * one);
   const auto queued = cached(write(0.5, 1, 1.5));
   EXPECT_EQ(cache.MemoryBytes(), 3 * one);
+  // A fitted strength 0 is not the default's strength read from the profile: another
+  // key (knl's two runs read 0, so the estimates agree; a queueing profile's would not).
+  const auto flat = cached(write(0.5, 1, 0, true));
+  EXPECT_EQ(cache.MemoryBytes(), 4 * one);
+  EXPECT_EQ(episode({{"calibration", write(0.5, 1, 0, true)}}), prior);
 
   auto load = [](ConfigMap keys) {
     keys["profiles"] = SmallProfileDir("lulesh", "knl");

@@ -185,19 +185,25 @@ TEST(CalibrationTest, VersionFourRoundTripsTheQueueingAndRefusesBadValuesByName)
   EXPECT_EQ(back->queue_shape->name, "ddr");
   EXPECT_FALSE(back->queue_shape->curves.empty());
   EstimatorOptions options;
+  EXPECT_TRUE(options.queue_from_profile);  // the default: read from the profile
   ApplyCalibration(*back, &options);
   ASSERT_TRUE(options.queue_like.has_value());
   EXPECT_DOUBLE_EQ(options.queue_strength, 1.5);
-  // A fitted strength of 0: flat tiers, whatever the options said.
+  EXPECT_FALSE(options.queue_from_profile);  // the fitted strength supersedes it
+  // A fitted strength of 0: flat tiers, whatever the options said or the profile shows.
   back->queue_strength = 0;
+  options = EstimatorOptions{};
   ApplyCalibration(*back, &options);
   EXPECT_FALSE(options.queue_like.has_value());
+  EXPECT_FALSE(options.queue_from_profile);
   // Without a queueing fit (version 3, or 4 without the keys) the options are left alone.
   Calibration none;
   EXPECT_THAT(FormatCalibration(none), ::testing::Not(HasSubstr("queue_strength")));
+  options = EstimatorOptions{};
   options.queue_like = c.queue_shape;
   ApplyCalibration(*ParseCalibration(FormatCalibration(none), "c.json"), &options);
   EXPECT_TRUE(options.queue_like.has_value());
+  EXPECT_TRUE(options.queue_from_profile);
 
   auto refused = [&](const std::string& from, const std::string& to) {
     std::string bad = text;

@@ -576,6 +576,7 @@ TEST(EstimatorRooflineTest, TheQueueStrengthIsReadFromTheProfile) {
     SCOPED_TRACE(truth);
     const Synth s = Hotset(truth);
     IndexOptions flat = Recommended(s), read = Recommended(s);
+    flat.queue_from_profile = false;
     read.queue_like = *ddr5;
     read.queue_from_profile = true;
     auto index = Index(s.profile, read);
@@ -596,12 +597,64 @@ TEST(EstimatorRooflineTest, TheQueueStrengthIsReadFromTheProfile) {
       EXPECT_EQ(r_max, f_max);
     }
   }
-  // It reads how much of queue_like's rise the tiers have: without one it is refused.
-  const Synth& s = SynthFor("lulesh", "disagg");
-  IndexOptions bad = Recommended(s);
-  bad.queue_from_profile = true;
-  EXPECT_THAT(std::string(EstimatorIndex::Build(s.profile, bad).status().message()),
-              HasSubstr("queue_from_profile"));
+}
+
+// Every synthetic run's roofline estimate of `a` and `b` is the same, bit for bit.
+void ExpectSameEstimates(const Synth& s, const EstimatorIndex& a, const EstimatorIndex& b) {
+  for (const synth::SynthRun& run : s.generated.runs) {
+    auto ra = a.Resolve(run.placement);
+    auto rb = b.Resolve(run.placement);
+    ASSERT_TRUE(ra.ok() && rb.ok()) << run.name;
+    EXPECT_EQ(*a.RuntimeNs(*ra, Model::kRoofline), *b.RuntimeNs(*rb, Model::kRoofline)) << run.name;
+  }
+}
+
+TEST(EstimatorRooflineTest, TheQueueStrengthIsReadByDefault) {
+  // The default (queue_from_profile, no queue_like): the strength is read along xeonmax's
+  // DDR5 (kDefaultQueueLike), as with that curve named. On a queueing member's profile it
+  // is above 0; on the spec model's it is 0 and the estimates are the flat ones bit for
+  // bit; queue_from_profile false (a user's --queue-strength off or 0, a calibration's
+  // fitted strength) keeps the flat estimates whatever the profile shows.
+  auto shape = DefaultQueueShape();
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  EXPECT_EQ(shape->name, "ddr");
+  EXPECT_FALSE(shape->curves.empty());
+  for (const char* truth : {"queueing", "spec"}) {
+    SCOPED_TRACE(truth);
+    const Synth s = Hotset(truth);
+    IndexOptions by_default = Recommended(s), named = Recommended(s), off = Recommended(s);
+    EXPECT_TRUE(by_default.queue_from_profile);
+    ASSERT_FALSE(by_default.queue_like.has_value());
+    named.queue_like = *shape;
+    off.queue_from_profile = false;
+    auto index = Index(s.profile, by_default);
+    auto flat = Index(s.profile, off);
+    EXPECT_EQ(index->queue_strength(), Index(s.profile, named)->queue_strength());
+    EXPECT_EQ(flat->queue_strength(), 0);
+    EXPECT_TRUE(flat->queue_misfit().empty());
+    ASSERT_FALSE(index->queue_misfit().empty());
+    const auto [d_mean, d_max] = Errors(s, *index, Model::kRoofline);
+    const auto [f_mean, f_max] = Errors(s, *flat, Model::kRoofline);
+    if (std::string(truth) == "queueing") {
+      EXPECT_GE(index->queue_strength(), 0.5);
+      EXPECT_LT(d_max, 0.6 * f_max);
+    } else {
+      EXPECT_EQ(index->queue_strength(), 0);
+      EXPECT_EQ(d_mean, f_mean);
+      EXPECT_EQ(d_max, f_max);
+      ExpectSameEstimates(s, *index, *flat);
+    }
+  }
+  // Tiers with measured curves are not moved by the strength: on xeonmax (both tiers
+  // measured) nothing is read and the estimates are the flat ones bit for bit.
+  const Synth& s = SynthFor("lulesh", "xeonmax");
+  for (const TierSpec& t : s.generated.machine.tiers) ASSERT_FALSE(t.curves.empty()) << t.name;
+  IndexOptions off = Recommended(s);
+  off.queue_from_profile = false;
+  auto index = Index(s.profile, Recommended(s));
+  EXPECT_EQ(index->queue_strength(), 0);
+  EXPECT_TRUE(index->queue_misfit().empty());
+  ExpectSameEstimates(s, *index, *Index(s.profile, off));
 }
 
 TEST(EstimatorRooflineTest, TheBarrierWaitAtAPhasesEndIsNotTakenForMisses) {

@@ -17,6 +17,7 @@ namespace tiergym {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::Result;
 using testing::Tiergym;
 namespace fs = std::filesystem;
@@ -242,7 +243,7 @@ TEST_F(EstimatorCliTest, ValidateReadsTheQueueStrengthFromTheProfile) {
                                  "--queue-like xeonmax:ddr --queue-strength " + bad,
                              true);
     EXPECT_EQ(refused.exit_code, 2) << bad;
-    EXPECT_THAT(refused.out, HasSubstr("--queue-strength must be auto or a number in [0, 4]"))
+    EXPECT_THAT(refused.out, HasSubstr("--queue-strength must be auto, off or a number in [0, 4]"))
         << bad;
   }
   Result shape =
@@ -257,6 +258,34 @@ TEST_F(EstimatorCliTest, ValidateReadsTheQueueStrengthFromTheProfile) {
                              true);
   EXPECT_EQ(calibrate.exit_code, 2);
   EXPECT_THAT(calibrate.out, HasSubstr("--queue-strength auto"));
+}
+
+TEST_F(EstimatorCliTest, TheQueueStrengthIsReadByDefaultAndOffKeepsTiersFlat) {
+  // By default (no --queue-like, no numeric strength) the strength is read from the
+  // profile; knl's two runs read 0, so the estimates are the flat ones (--queue-strength
+  // off, or 0 without a curve) to the digit, and the report is as before: no queue line
+  // and no queue keys unless a curve is named or the strength read is above 0.
+  const std::string validate =
+      "validate " + ProfileArgs() + " --runs " + App() + "/runs/runs.csv --machine knl";
+  Result by_default = Tiergym(validate + " --replicates 5 --json");
+  ASSERT_EQ(by_default.exit_code, 0) << by_default.out;
+  EXPECT_EQ(Json(by_default).Find("queue_strength"), nullptr) << by_default.out;
+  for (const char* flat : {"off", "0"}) {
+    Result r = Tiergym(validate + " --replicates 5 --json --queue-strength " + flat);
+    ASSERT_EQ(r.exit_code, 0) << flat << r.out;
+    EXPECT_EQ(r.out, by_default.out) << flat;
+  }
+  Result text = Tiergym(validate + " --replicates 5");
+  ASSERT_EQ(text.exit_code, 0) << text.out;
+  EXPECT_THAT(text.out, Not(HasSubstr("queue strength")));
+  // off keeps the tiers flat: with a curve named it is a contradiction; a strength above
+  // 0 still scales a named curve.
+  Result both = Tiergym(validate + " --queue-strength off --queue-like xeonmax:ddr", true);
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_THAT(both.out, HasSubstr("--queue-strength off"));
+  Result alone = Tiergym(validate + " --queue-strength 0.5", true);
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_THAT(alone.out, HasSubstr("give both"));
 }
 
 TEST_F(EstimatorCliTest, UsageErrorsExitWithTwo) {
