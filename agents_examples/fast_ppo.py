@@ -409,7 +409,7 @@ class TargetRegionPolicy(RegionPolicy):
     def forward(self, obs):
         wanted, value = super().forward(obs)                        # [B, K, T]
         current = (self.layout.split(obs)[0][..., 0] * (self.tiers - 1)).round().long()
-        current = current.clamp_(0, self.tiers - 1).unsqueeze(-1)   # [B, K, 1]
+        current = current.clamp(0, self.tiers - 1).unsqueeze(-1)    # [B, K, 1]
         keep = wanted.gather(-1, current)
         moves = wanted.scatter(-1, current, MASKED)
         return torch.cat([keep, moves], dim=-1), value
