@@ -1,32 +1,47 @@
-"""Evolution strategies for the per-region policy: the deterministic policy, trained as it
-is scored.
+"""The per-region policies searched without gradients: the deterministic policy, trained
+as it is scored.
 
 fast_ppo.py's per-region PPO learns a stochastic policy and is scored by its most likely
 choice per region; in keep mode that argmax flips between updates while the sampled policy
 climbs (agents_examples/README.md, "Why the deterministic policy flips"). This learner
-never samples an action: it perturbs the weights of the same shared per-region network
-(fast_ppo.RegionPolicy, its actor only) and scores every perturbation by the episodes of
-its deterministic policy, the one that is evaluated, then moves the weights along the
-perturbations' rank-weighted sum (Salimans, Ho, Chen, Sidor and Sutskever, "Evolution
-Strategies as a Scalable Alternative to Reinforcement Learning": antithetic pairs,
-centred ranks, Adam, weight decay).
+never samples an action: it draws a population of weight vectors for a policy with weights
+shared by every region, scores each by the episodes of its deterministic policy (the one
+that is evaluated), and moves the search by their fitness:
+
+- `--method cem` (default): the cross-entropy method with a diagonal Gaussian, its mean and
+  spread refitted to the best quarter of the population, with extra spread that decays to
+  0 over the budget (Szita and Lorincz, "Learning Tetris Using the Noisy Cross-Entropy
+  Method");
+- `--method es`: evolution strategies, the weights moved along the perturbations'
+  rank-weighted sum by Adam (Salimans, Ho, Chen, Sidor and Sutskever, "Evolution
+  Strategies as a Scalable Alternative to Reinforcement Learning": antithetic pairs,
+  centred ranks, weight decay).
+
+Policies (`--policy`): `linear-target` (default: one linear map from a region's features
+and the globals to the tier it should be on, acted on as fast_ppo's target head), the same
+from the region's features alone (`region-linear-target`), or fast_ppo's networks
+(`regions`, `regions-target`; their actor's weights only).
 
 Each generation draws `apps_per_generation` applications of the training split; every
 member of the population plays one episode (seed 0) on each of the same applications
 (common random numbers: members are ranked on the same programs), all of them side by side
-in one in-process vector environment, the members' networks evaluated at once (torch.func:
+in one in-process vector environment, the members' policies evaluated at once (torch.func:
 one batched call over the stacked weights). A member's fitness is the sum over its
 applications of the episode's return (the time saved) weighted by the pool's mean oracle
 saving over the application's own (app_weights.py: every application counts as the
 benchmark's mean over applications counts it). Environment steps: population x
-apps_per_generation x the episode's length per generation, all counted in total_steps.
+apps_per_generation x the episode's length per generation, all counted in total_steps; no
+generation starts that would pass it. What it reaches: agents_examples/README.md,
+"Searched, not sampled".
 
     python agents_examples/es_regions.py --train procedural-train-v1:256 \\
-        --held-out bundled-v1 --config observation=relative --total-steps 2000000
+        --held-out bundled-v1 --total-steps 2000000 --select-best
 """
 
 import argparse
 import dataclasses
+import inspect
+import re
 import sys
 import time
 
@@ -41,7 +56,7 @@ import fast_ppo
 
 @dataclasses.dataclass
 class Args:
-    seed: int = 0
+    seed: int = 0                       # the search's random draws (applications, weights)
     total_steps: int = 2_000_000        # environment steps to train for, evaluations excluded
     population: int = 32                # perturbations per generation (antithetic pairs: even)
     apps_per_generation: int = 8        # training applications every member plays
@@ -53,32 +68,51 @@ class Args:
     weight_decay: float = 0.005         # es: L2 pull on the weights, per generation
     anneal_lr: bool = False             # es: the learning rate decayed linearly to 0
     hidden: int = 32                    # "regions*": width of the network's hidden layers
-    policy: str = "linear-target"       # LinearTargetPolicy, or fast_ppo's "regions" or
-                                        # "regions-target"
+    policy: str = "linear-target"       # "linear-target", "region-linear-target" (no
+                                        # globals), fast_ppo's "regions", "regions-target"
     reward_norm_floor: float = 0.1      # an app's oracle saving taken as >= this x pool mean
-    mask: str = "region"                # fast_ppo's action masks
-    train: str = "procedural-train-v1:256"
-    held_out: str = ""
-    config: str = "observation=relative"
+    mask: str = "region"                # fast_ppo's action masks: region, joint, none
+    train: str = "procedural-train-v1:256"  # applications searched on (names, a split's entry)
+    held_out: str = ""                  # applications evaluated on only (the command line)
+    config: str = "observation=relative"  # task overrides, KEY=VALUE,KEY=VALUE
     eval_every: int = 262_144           # environment steps between evaluations
-    select_best: bool = False           # end with the evaluated checkpoint best on `score`
-    env_threads: int = 2
-    json: str = ""
-    save: str = ""
-    quiet: bool = False
+    select_best: bool = False           # end with the evaluated weights best on the first 32
+                                        # training applications
+    env_threads: int = 2                # threads stepping the environments
+    save: str = ""                      # save the policy delivered here (torch state dict)
+    quiet: bool = False                 # no progress on stderr
+
+
+def field_help():
+    """{field: its comment in Args' source (continuation lines joined)}: --help's texts."""
+    out, last = {}, None
+    for line in inspect.getsource(Args).splitlines():
+        m = re.match(r"\s+(\w+): \w+ = [^#]*(?:# (.*))?$", line)
+        if m:
+            last = m.group(1)
+            out[last] = m.group(2) or ""
+        elif last and line.strip().startswith("#"):
+            out[last] += " " + line.strip()[1:].strip()
+    return out
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    texts = field_help()
     for field in dataclasses.fields(Args):
         flag = "--" + field.name.replace("_", "-")
-        if field.type is bool or isinstance(field.default, bool):
-            parser.add_argument(flag, action="store_true", default=field.default)
+        if isinstance(field.default, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction,
+                                default=field.default, help=texts.get(field.name))
         else:
-            parser.add_argument(flag, type=type(field.default), default=field.default)
+            parser.add_argument(flag, type=type(field.default), default=field.default,
+                                help=texts.get(field.name) or " ")
     args = Args(**vars(parser.parse_args(argv)))
-    check_args(args)
+    try:
+        check_args(args)
+    except ValueError as e:
+        parser.error(str(e))
     return args
 
 
@@ -116,19 +150,21 @@ class LinearTargetPolicy(torch.nn.Module):
     keep = the logit of the region's own tier, a move to it masked. Starts at zero (every
     region stays where it is)."""
 
-    def __init__(self, layout, obs_size, hidden=0):
+    def __init__(self, layout, obs_size, hidden=0, with_globals=True):
         super().__init__()
-        self.layout = layout
+        self.layout, self.with_globals = layout, with_globals
         self.tiers = layout.choices - 1
-        self.head = torch.nn.Linear(layout.features + obs_size - layout.global_offset,
-                                    self.tiers)
+        n_global = obs_size - layout.global_offset if with_globals else 0
+        self.head = torch.nn.Linear(layout.features + n_global, self.tiers)
         torch.nn.init.zeros_(self.head.weight)
         torch.nn.init.zeros_(self.head.bias)
 
     def forward(self, obs):
         regions, globals_ = self.layout.split(obs)
-        k = self.layout.regions
-        x = torch.cat([regions, globals_.unsqueeze(1).expand(-1, k, -1)], dim=-1)
+        x = regions
+        if self.with_globals:
+            x = torch.cat([regions, globals_.unsqueeze(1).expand(-1, self.layout.regions, -1)],
+                          dim=-1)
         wanted = self.head(x)                                         # [B, K, T]
         current = (regions[..., 0] * (self.tiers - 1)).round().long()
         current = current.clamp(0, self.tiers - 1).unsqueeze(-1)      # [B, K, 1]
@@ -137,7 +173,16 @@ class LinearTargetPolicy(torch.nn.Module):
         return torch.cat([keep, moves], dim=-1), torch.zeros(obs.shape[0])
 
 
-POLICIES = {"linear-target": LinearTargetPolicy, "regions": fast_ppo.RegionPolicy,
+class RegionLinearTargetPolicy(LinearTargetPolicy):
+    """LinearTargetPolicy from each region's own features alone (no global feature: the
+    machine's and the run's, whose range on programs the training distribution may not
+    cover)."""
+
+    def __init__(self, layout, obs_size, hidden=0):
+        super().__init__(layout, obs_size, hidden, with_globals=False)
+
+
+POLICIES = {"linear-target": LinearTargetPolicy, "region-linear-target": RegionLinearTargetPolicy, "regions": fast_ppo.RegionPolicy,
             "regions-target": fast_ppo.TargetRegionPolicy}
 METHODS = ("cem", "es")
 
@@ -213,7 +258,7 @@ class Generations:
         self.envs = tiergym.InProcessVectorEnv(n, threads=args.env_threads,
                                                autoreset_mode=tiergym.DISABLED, **config)
         self.masks = fast_ppo.Masks(args.mask, self.envs.tier_spec)
-        self.apps = fast_ppo.app_names(args.train)
+        self.apps = list(self.envs.tier_spec["profiles"])  # as served (a split's: by name)
         if args.apps_per_generation > len(self.apps):
             raise ValueError(f"--apps-per-generation {args.apps_per_generation}: --train has "
                              f"{len(self.apps)} applications")

@@ -118,3 +118,28 @@ def test_arguments_are_checked_with_the_flag_named():
                       (dict(elite_fraction=1.5), "--elite-fraction")):
         with pytest.raises(ValueError, match=flag):
             es_regions.check_args(es_regions.Args(**dict(TINY, **bad)))
+
+
+@needs_binary
+def test_cem_linear_trains_on_a_split_in_the_benchmark_and_selects_by_train():
+    """learning_benchmark.py's cem-linear path (train_reference_general with the trainer
+    es_regions) on a procedural split, whose profiles are served by name: every evaluation
+    holds every set's applications, and the last repeats the one best on the set train."""
+    import learning_benchmark as lb
+    task = dict(lb.GENERAL_TASK, num_regions="8", steps="12")
+    sets = lb.parse_sets("train=procedural-train-v1:4,machine=machine-xeonmax-v2:1")
+    train_dataset, n = fast_ppo.tiergym.datasets.parse_entry("procedural-train-v1:4")
+    agent = dict(lb.AGENTS["cem-linear"], kwargs=dict(
+        lb.AGENTS["cem-linear"]["kwargs"], population=4, apps_per_generation=2,
+        env_threads=1))
+    oracle = {s.label: {a: 1.0 for a in s.apps} for s in sets}
+    curve, train_s, wall_s = lb.train_reference_general(
+        agent, task, train_dataset.config(n), sets, seed=0, steps=192, eval_every=96,
+        progress=lambda *a: None, curve=[], oracle=oracle)
+    assert [p["steps"] for p in curve] == [0, 96, 192, 192]
+    for point in curve:
+        assert {label: set(r) for label, r in point["returns"].items()} == {
+            s.label: set(s.apps) for s in sets}
+    best = max(curve[:-1], key=lambda p: sum(p["returns"]["train"].values()))
+    assert curve[-1]["selected_steps"] == best["steps"]
+    assert 0 < train_s <= wall_s
