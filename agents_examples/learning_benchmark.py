@@ -194,6 +194,11 @@ AGENTS = {
     "cem-linear": dict(library="reference", trainer="es_regions",
                        kwargs=dict(policy="linear-target", method="cem", sigma=1.0,
                                    apps_per_generation=8, select_best=True)),
+    # cem-linear from each region's own features alone (no global feature).
+    "cem-region-linear": dict(library="reference", trainer="es_regions",
+                              kwargs=dict(policy="region-linear-target", method="cem",
+                                          sigma=1.0, apps_per_generation=8,
+                                          select_best=True)),
 }
 # The generalization protocol's agents by default.
 GENERAL_AGENTS = ("ppo-regions", "ppo-flat", "sb3-ppo")
