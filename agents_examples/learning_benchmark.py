@@ -37,12 +37,13 @@ heuristics, wall times and env steps per second; the plot the mean curve over se
 panel per set (or train and held out).
 
 Agents (AGENTS below): the reference agent (agents_examples/fast_ppo.py: PPO with weights
-shared across regions, `ppo-regions`, or a flat MLP, `ppo-flat`), each library's defaults
-and one tuned configuration each, documented where they are defined. SB3 PPO and A2C take
-the keep-mode action (MultiDiscrete), SB3 DQN the move mode (Discrete: one region per
-step), RLlib PPO the keep mode (two-apps protocol only). Progress on stderr; exit status 0,
-1 on a failure, 2 on a usage error (an unknown agent or split, a library that is not
-installed).
+shared across regions, `ppo-regions`, or a flat MLP, `ppo-flat`; agents_examples/
+es_regions.py: a per-region policy searched by the cross-entropy method, `cem-linear`),
+each library's defaults and one tuned configuration each, documented where they are
+defined. SB3 PPO and A2C take the keep-mode action (MultiDiscrete), SB3 DQN the move mode
+(Discrete: one region per step), RLlib PPO the keep mode (two-apps protocol only).
+Progress on stderr; exit status 0, 1 on a failure, 2 on a usage error (an unknown agent or
+split, a library that is not installed).
 """
 
 import argparse
