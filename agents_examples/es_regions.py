@@ -182,8 +182,9 @@ class RegionLinearTargetPolicy(LinearTargetPolicy):
         super().__init__(layout, obs_size, hidden, with_globals=False)
 
 
-POLICIES = {"linear-target": LinearTargetPolicy, "region-linear-target": RegionLinearTargetPolicy, "regions": fast_ppo.RegionPolicy,
-            "regions-target": fast_ppo.TargetRegionPolicy}
+POLICIES = {"linear-target": LinearTargetPolicy,
+            "region-linear-target": RegionLinearTargetPolicy,
+            "regions": fast_ppo.RegionPolicy, "regions-target": fast_ppo.TargetRegionPolicy}
 METHODS = ("cem", "es")
 
 
@@ -234,6 +235,8 @@ def centred_ranks(x):
 
 
 class Adam:
+    """Adam's step (Kingma and Ba) on a numpy vector: the step to add for an ascent."""
+
     def __init__(self, n, lr, beta1=0.9, beta2=0.999, eps=1e-8):
         self.m, self.v, self.t = np.zeros(n), np.zeros(n), 0
         self.lr, self.beta1, self.beta2, self.eps = lr, beta1, beta2, eps
