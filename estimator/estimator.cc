@@ -53,6 +53,7 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> Estimator::IndexFor(
   index_options.limit_smoothness = options_.limit_smoothness;
   index_options.queue_like = options_.queue_like;
   index_options.queue_strength = options_.queue_strength;
+  index_options.queue_from_profile = options_.queue_from_profile;
   index_options.subset_fits = options_.subset_fits;
   index_options.share_bias = options_.share_bias;
   index_options.tail_window_apart = options_.tail_window_apart;

@@ -49,6 +49,7 @@ struct EstimatorOptions {
   double limit_smoothness = 0;         // Model::kRoofline (IndexOptions)
   std::optional<TierSpec> queue_like;  // Model::kRoofline (IndexOptions)
   double queue_strength = 1;           // Model::kRoofline, with queue_like (IndexOptions)
+  bool queue_from_profile = false;     // Model::kRoofline, with queue_like (IndexOptions)
   bool subset_fits = false;            // Model::kRoofline (IndexOptions)
   bool tail_window_apart = true;       // Model::kRoofline
   double read_pct = 100;               // machines with measured curves: the traffic's read share

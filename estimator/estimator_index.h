@@ -87,6 +87,16 @@ class EstimatorIndex {
   int base() const { return base_; }
   int page_shift() const { return page_shift_; }
   bool has_machine() const { return has_machine_; }
+  // The queue strength the roofline's flat tiers load their latency at (IndexOptions::
+  // queue_like, queue_strength): 0 without queue_like; with queue_from_profile, the one
+  // read from the profile.
+  double queue_strength() const { return queue_strength_; }
+  // With queue_from_profile: per candidate strength QueueCandidate(c) tried, the median
+  // relative misfit of the busy blocks' fits (index_options.h); the candidates are tried
+  // in order until one is chosen, and only the flat one (c = 0) when it is below
+  // kQueueSignalMisfit. Empty otherwise, and when every tier has measured curves (which
+  // the strength does not move).
+  const std::vector<double>& queue_misfit() const { return queue_misfit_; }
   // Footprint pages (sorted page numbers); a page id is an index into this vector.
   const std::vector<uint64_t>& pages() const { return pages_; }
   // The ids of the pages [first, last) (page numbers): [begin, end) ids.
@@ -159,6 +169,8 @@ class EstimatorIndex {
   int base_ = 0;
   int page_shift_ = 12;
   bool has_machine_ = false;
+  double queue_strength_ = 0;
+  std::vector<double> queue_misfit_;
   uint64_t window_instructions_ = 0;
   uint64_t total_instructions_ = 0;
   uint64_t num_windows_ = 0;

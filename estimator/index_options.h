@@ -50,6 +50,20 @@ enum class ShareBias {
 // The largest IndexOptions::queue_strength: four times a measured curve's latency rise.
 inline constexpr double kMaxQueueStrength = 4;
 
+// IndexOptions::queue_from_profile (estimator/README.md, "Queueing read from the profile,
+// uncalibrated"): the candidate strengths, k / 2 for k < kQueueCandidates (0, 0.5, .., 2,
+// the calibration's grid); the utilisation of a block's busiest run from which it counts
+// (below it a measured curve hardly rises); how many such blocks are fitted at most; and
+// the median relative misfit of their flat fits from which the profile shows queueing
+// (the blocks of the members that do not queue misfit by 0.2-0.7 %: their runs' noise);
+// and the share of that misfit a strength must take off to be chosen.
+inline constexpr size_t kQueueCandidates = 5;
+inline constexpr double QueueCandidate(size_t k) { return 0.5 * static_cast<double>(k); }
+inline constexpr double kQueueSignalUtilisation = 0.4;
+inline constexpr size_t kQueueSignalBlocks = 128;
+inline constexpr double kQueueSignalMisfit = 0.01;
+inline constexpr double kQueueSignalShare = 0.75;
+
 struct IndexOptions {
   // Window length in base-run instructions (see EstimateOptions). Default 1,000,000.
   uint64_t window_instructions = 1'000'000;
@@ -103,6 +117,13 @@ struct IndexOptions {
   // ratio 1 + queue_strength * (ratio(u) - 1) (0: flat, 1: the curve's own). In [0, 4];
   // default 1. A calibration fits it (estimator/calibration.h).
   double queue_strength = 1;
+  // With queue_like and a machine: read the queue strength from the profile instead
+  // (queue_strength is ignored). The blocks whose runs use a tier's bandwidth most are
+  // fitted on the single-tier runs under each candidate strength: when their flat fits
+  // misfit by kQueueSignalMisfit or more (median), the smallest candidate that takes off
+  // kQueueSignalShare of that, else 0 (EstimatorIndex::queue_strength). Needs three runs
+  // or more (two runs fit any strength exactly). Default false.
+  bool queue_from_profile = false;
   // Model::kRoofline: a segment's last window (which runs to the segment's end and holds
   // its barrier wait) is left out of the last block's fit and counted as the segment's
   // tail. false: the last block spans to the segment's end (the previous rule). Default

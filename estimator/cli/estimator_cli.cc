@@ -97,9 +97,12 @@ void AddEstimateOptions(ArgParser& p) {
   p.AddOption("queue-like", "MACHINE:TIER",
               "roofline model: tiers without measured curves load their latency along the "
               "curves of this machine's tier (e.g. xeonmax:ddr); default none (flat)");
-  p.AddOption("queue-strength", "Q",
+  p.AddOption("queue-strength", "Q|auto",
               "roofline model with --queue-like: how much of that curve's latency rise the "
-              "tiers have, ratio 1 + Q (r - 1), in [0, 4] (calibrate fits it)",
+              "tiers have, ratio 1 + Q (r - 1), in [0, 4] (calibrate fits it); auto: read "
+              "from the profile: 0 unless its busiest blocks misfit flat tiers, else the "
+              "least of 0.5, 1, 1.5, 2 that takes off 3/4 of that misfit (--queue-like then "
+              "defaults to xeonmax:ddr; estimator/README.md)",
               "1");
   p.AddOption("subset-fits", "on|off",
               "roofline model with three or four devices: also fit each block over every "
@@ -239,14 +242,15 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
     s = absl::InvalidArgumentError(
         StrCat("--share-bias must be keep or correct, not '", share_bias, "'"));
   }
-  auto queue_strength = p.GetDouble("queue-strength");
+  const bool queue_auto = p.Get("queue-strength") == "auto";
+  auto queue_strength = queue_auto ? absl::StatusOr<double>(1.0) : p.GetDouble("queue-strength");
   if (s.ok() &&
       !(queue_strength.ok() && *queue_strength >= 0 && *queue_strength <= kMaxQueueStrength)) {
-    s = absl::InvalidArgumentError(StrCat("--queue-strength must be a number in [0, ",
+    s = absl::InvalidArgumentError(StrCat("--queue-strength must be auto or a number in [0, ",
                                           kMaxQueueStrength, "], not '", p.Get("queue-strength"),
                                           "'"));
   }
-  if (s.ok() && p.Given("queue-strength") && !p.Given("queue-like")) {
+  if (s.ok() && p.Given("queue-strength") && !queue_auto && !p.Given("queue-like")) {
     s = absl::InvalidArgumentError(
         "--queue-strength scales the curve of --queue-like MACHINE:TIER; give both");
   }
@@ -294,8 +298,9 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
   out->options.subset_fits = subset_fits == "on";
   out->options.share_bias = share_bias == "correct" ? ShareBias::kCorrect : ShareBias::kKeep;
   out->options.queue_strength = *queue_strength;
-  if (p.Given("queue-like")) {
-    auto tier = LoadQueueShape(p.Get("queue-like"));
+  out->options.queue_from_profile = queue_auto;
+  if (p.Given("queue-like") || queue_auto) {
+    auto tier = LoadQueueShape(p.Given("queue-like") ? p.Get("queue-like") : "xeonmax:ddr");
     if (!tier.ok()) {
       std::cerr << "--queue-like " << tier.status().message() << "\n";
       return 2;
@@ -319,6 +324,8 @@ absl::StatusOr<std::unique_ptr<Estimator>> MakeEstimator(const ArgParser& p, Com
     if (!calibration.ok()) return calibration.status();
     common.calibration = *calibration;
     ApplyCalibration(*calibration, &common.options);
+    // A fitted queue strength supersedes the one read from the profile.
+    if (calibration->queue_shape) common.options.queue_from_profile = false;
   }
   if (p.Given("machine")) {
     auto machine = LoadMachine(p.Get("machine"));
@@ -433,6 +440,11 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
   }
   if (s.ok() && p.Given("calibration")) {
     s = absl::InvalidArgumentError("--calibration: calibrate fits one; it does not read one");
+  }
+  if (s.ok() && common.options.queue_from_profile) {
+    s = absl::InvalidArgumentError(
+        "--queue-strength auto reads the strength from the profile (estimate, validate); "
+        "calibrate fits it on the runs: give the prior as a number, or leave it out");
   }
   if (s.ok() && p.Given("queue-shape") && p.Given("queue-like")) {
     s = absl::InvalidArgumentError(
@@ -694,7 +706,8 @@ int RunValidateCommand(const std::vector<std::string>& args) {
       "JSON output: {\"runs\": [{name, measured_ns, estimated_ns, error_pct, interval_lo_ns,\n"
       "interval_hi_ns, inside, access_share: [..] (per device), models:\n"
       "{paper: {estimated_ns, error_pct}, concurrent: {..}}}], \"mean_error_pct\",\n"
-      "\"max_error_pct\", \"model\", \"models\": {paper: {mean_error_pct, max_error_pct},\n"
+      "\"max_error_pct\", \"model\", queue_strength and queue_misfit (with --queue-like or\n"
+      "--queue-strength auto), \"models\": {paper: {mean_error_pct, max_error_pct},\n"
       "concurrent: {..}}}; error_pct = 100 * |estimated - measured| / measured; the\n"
       "concurrent entries appear with --machine.\n"
       "With --corun coruns.csv: the co-run variant (tiergym validate --corun X --help).");
@@ -765,6 +778,16 @@ int RunValidateCommand(const std::vector<std::string>& args) {
     }
   }
 
+  // The queue strength the roofline priced at (the base tier's index), with
+  // --queue-strength auto what the profile showed.
+  std::shared_ptr<const EstimatorIndex> queued;
+  if (common.options.queue_like && (*estimator)->has_machine() && !common.replay &&
+      !runs->empty()) {
+    auto index = (*estimator)->IndexFor(runs->front().second.default_tier);
+    if (!index.ok()) return Fail(index.status());
+    queued = *index;
+  }
+
   json::Writer w;
   w.BeginObject();
   w.Key("runs");
@@ -809,6 +832,11 @@ int RunValidateCommand(const std::vector<std::string>& args) {
   w.Double(max[chosen]);
   w.Key("model");
   w.String(ModelName(common.model));
+  if (queued) {
+    w.Key("queue_strength");
+    w.Double(queued->queue_strength());
+    if (!queued->queue_misfit().empty()) WriteDoubles(w, "queue_misfit", queued->queue_misfit());
+  }
   if (with_interval) {
     w.Key("interval_level");
     w.Double(common.level);
@@ -850,6 +878,15 @@ int RunValidateCommand(const std::vector<std::string>& args) {
     for (size_t m = 0; m < models.size(); ++m) {
       std::printf("%zu runs, %s model: mean error %.2f %%, max error %.2f %%\n", rows.size(),
                   std::string(ModelName(models[m])).c_str(), mean[m], max[m]);
+    }
+    if (queued) {
+      std::printf(
+          "roofline model: queue strength %.2f%s\n", queued->queue_strength(),
+          queued->queue_misfit().empty()
+              ? ""
+              : StrCat(" (read from the profile: median misfit of its busiest blocks ",
+                       FixedDecimal(100 * queued->queue_misfit()[0], 2), " % with flat tiers)")
+                    .c_str());
     }
     if (with_interval) {
       std::printf(

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
+#include <cstddef>
 #include <limits>
+#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_join.h"
@@ -78,6 +81,11 @@ absl::Status EstimatorIndex::Builder::ReadMachine() {
   if (!(options_.queue_strength >= 0 && options_.queue_strength <= kMaxQueueStrength)) {
     return absl::InvalidArgumentError(StrCat("queue_strength must be in [0, ", kMaxQueueStrength,
                                              "], not ", options_.queue_strength));
+  }
+  if (options_.queue_from_profile && !options_.queue_like) {
+    return absl::InvalidArgumentError(
+        "queue_from_profile reads how much of queue_like's latency rise the tiers have: set "
+        "queue_like (e.g. xeonmax's ddr tier)");
   }
   if (!(options_.read_pct >= 0 && options_.read_pct <= 100)) {
     return absl::InvalidArgumentError("read_pct must be in [0, 100]");
@@ -377,7 +385,7 @@ void EstimatorIndex::Builder::IndexBlocks(size_t s, const WindowGrid& grid,
       inputs.back().samples = samples;
     }
   }
-  if (x_.has_machine_) FitBlocks(inputs);
+  if (x_.has_machine_) pending_.push_back(std::move(inputs));
 }
 
 void EstimatorIndex::Builder::AddBlockPages(size_t s, const Block& block, uint64_t seg_total) {
@@ -506,57 +514,142 @@ std::pair<size_t, size_t> EstimatorIndex::Builder::FitSpan(const std::vector<Fit
   return {a, b};
 }
 
+EstimatorIndex::Builder::SpanFit EstimatorIndex::Builder::FitSpanRoofline(
+    const std::vector<double>& time, const std::vector<double>& span_band,
+    const std::vector<LoadCurve>& curves) const {
+  SpanFit f;
+  f.overlap = overlap_;
+  std::tie(f.concurrency, f.compute) = internal::FitRoofline(
+      time, span_band, latency_ns_, overlap_, curves, &f.residual, x_.blocks_.memory);
+  if (fit_overlap_) {
+    // Three runs or more determine the overlap too: the best of a grid, the prior
+    // kept unless another fits clearly better.
+    for (int i = 0; i <= 10; ++i) {
+      const double o = i / 10.0;
+      double r = 0;
+      const auto fit =
+          internal::FitRoofline(time, span_band, latency_ns_, o, curves, &r, x_.blocks_.memory);
+      if (r < 0.5 * f.residual) {
+        f = {fit.first, fit.second, o, r};
+      }
+    }
+  }
+  return f;
+}
+
+EstimatorIndex::Builder::SpanInput EstimatorIndex::Builder::SpanOf(
+    const std::vector<FitInput>& inputs, size_t k) const {
+  const size_t n = n_;
+  SpanInput span;
+  // The span the fit reads (IndexOptions::fit_span_samples): the block, or it and its
+  // neighbours, whose times and misses add up to the span's.
+  const auto [a, b] = FitSpan(inputs, k);
+  double misses = 0, length = 0;
+  span.time.assign(n, 0.0);
+  for (size_t j = a; j < b; ++j) {
+    for (size_t d = 0; d < n; ++d) span.time[d] += inputs[j].time[d];
+    misses += inputs[j].misses;
+    length += inputs[j].length;
+  }
+  span.band.resize(n);
+  for (size_t d = 0; d < n; ++d) span.band[d] = misses * line_bytes_ / bytes_per_ns_[d];
+  // The span's compute time per instruction and its misses per outstanding miss hold
+  // for the block: its share of the span's instructions and of its misses.
+  span.alone = b - a == 1;
+  span.compute_share = span.alone || !(length > 0) ? 1.0 : inputs[k].length / length;
+  span.miss_share = span.alone || !(misses > 0) ? span.compute_share : inputs[k].misses / misses;
+  return span;
+}
+
 void EstimatorIndex::Builder::FitBlocks(const std::vector<FitInput>& inputs) {
   const size_t n = n_;
   EstimatorIndex& x = x_;
-  std::vector<double> time(n), band(n), span_band(n);
   for (size_t k = 0; k < inputs.size(); ++k) {
-    const FitInput& block = inputs[k];
-    for (size_t d = 0; d < n; ++d) band[d] = block.misses * line_bytes_ / bytes_per_ns_[d];
-    // The span the fit reads (IndexOptions::fit_span_samples): the block, or it and its
-    // neighbours, whose times and misses add up to the span's.
-    const auto [a, b] = FitSpan(inputs, k);
-    double misses = 0, length = 0;
-    time.assign(n, 0.0);
-    for (size_t j = a; j < b; ++j) {
-      for (size_t d = 0; d < n; ++d) time[d] += inputs[j].time[d];
-      misses += inputs[j].misses;
-      length += inputs[j].length;
-    }
-    for (size_t d = 0; d < n; ++d) span_band[d] = misses * line_bytes_ / bytes_per_ns_[d];
-    // The span's compute time per instruction and its misses per outstanding miss hold
-    // for the block: its share of the span's instructions and of its misses.
-    const bool alone = b - a == 1;
-    const double compute_share = alone || !(length > 0) ? 1.0 : block.length / length;
-    const double miss_share = alone || !(misses > 0) ? compute_share : block.misses / misses;
-    double residual = 0;
-    auto [xs, compute] = internal::FitRoofline(time, span_band, latency_ns_, overlap_,
-                                               x.blocks_.curves, &residual, x.blocks_.memory);
-    double overlap = overlap_;
-    if (fit_overlap_) {
-      // Three runs or more determine the overlap too: the best of a grid, the prior
-      // kept unless another fits clearly better.
-      for (int i = 0; i <= 10; ++i) {
-        const double o = i / 10.0;
-        double r = 0;
-        const auto fit = internal::FitRoofline(time, span_band, latency_ns_, o, x.blocks_.curves,
-                                               &r, x.blocks_.memory);
-        if (r < 0.5 * residual) {
-          residual = r;
-          xs = fit.first;
-          compute = fit.second;
-          overlap = o;
-        }
-      }
-    }
+    const SpanInput span = SpanOf(inputs, k);
+    const auto [xs, compute, overlap, residual] =
+        FitSpanRoofline(span.time, span.band, x.blocks_.curves);
     x.blocks_.overlap.push_back(overlap);
-    FitSubsets(time, span_band, compute_share, miss_share);
-    x.blocks_.compute.push_back(alone ? compute : compute * compute_share);
+    FitSubsets(span.time, span.band, span.compute_share, span.miss_share);
+    x.blocks_.compute.push_back(span.alone ? compute : compute * span.compute_share);
     for (size_t d = 0; d < n; ++d) {
-      x.blocks_.latency.push_back(latency_ns_[d] * (alone ? xs : xs * miss_share));
-      x.blocks_.band.push_back(band[d]);
+      x.blocks_.latency.push_back(latency_ns_[d] * (span.alone ? xs : xs * span.miss_share));
+      x.blocks_.band.push_back(inputs[k].misses * line_bytes_ / bytes_per_ns_[d]);
     }
   }
+}
+
+std::vector<std::pair<size_t, size_t>> EstimatorIndex::Builder::BusyBlocks() const {
+  const size_t n = n_;
+  std::vector<std::pair<size_t, size_t>> busy;
+  for (size_t s = 0; s < pending_.size(); ++s) {
+    for (size_t k = 0; k < pending_[s].size(); ++k) {
+      const FitInput& in = pending_[s][k];
+      double u = 0;
+      for (size_t d = 0; d < n; ++d) {
+        const double band = in.misses * line_bytes_ / bytes_per_ns_[d];
+        if (in.time[d] > 0) u = std::max(u, band / in.time[d]);
+      }
+      if (u >= kQueueSignalUtilisation) busy.emplace_back(s, k);
+    }
+  }
+  // At most kQueueSignalBlocks of them, evenly spread over the run.
+  if (busy.size() > kQueueSignalBlocks) {
+    std::vector<std::pair<size_t, size_t>> some;
+    for (size_t i = 0; i < kQueueSignalBlocks; ++i) {
+      some.push_back(busy[(2 * i + 1) * busy.size() / (2 * kQueueSignalBlocks)]);
+    }
+    busy.swap(some);
+  }
+  return busy;
+}
+
+void EstimatorIndex::Builder::ReadQueueStrength() {
+  EstimatorIndex& x = x_;
+  x.queue_strength_ = options_.queue_like ? options_.queue_strength : 0.0;
+  if (!options_.queue_like || !options_.queue_from_profile || !x.has_machine_) return;
+  const size_t n = n_;
+  bool flat = false;  // some tier without measured curves, which the strength moves
+  for (size_t d = 0; d < n; ++d)
+    flat = flat || options_.machine->Find(x.devices_[d])->curves.empty();
+  if (!flat) return;
+  std::vector<SpanInput> spans;
+  for (const auto& [s, k] : BusyBlocks()) spans.push_back(SpanOf(pending_[s], k));
+  // The median over the busy blocks of the relative misfit of their fits under the
+  // candidate's curves (tiers with measured curves keep theirs).
+  IndexOptions at = options_;
+  std::vector<std::vector<LoadCurve>> curves(kQueueCandidates);
+  auto misfit = [&](size_t c) {
+    at.queue_strength = QueueCandidate(c);
+    for (size_t d = 0; d < n; ++d) {
+      curves[c].push_back(QueueingCurve(*options_.machine->Find(x.devices_[d]), at));
+    }
+    std::vector<double> rel;
+    for (const SpanInput& span : spans) {
+      double squares = 0;
+      for (double t : span.time) squares += t * t;
+      if (!(squares > 0)) continue;
+      rel.push_back(std::sqrt(FitSpanRoofline(span.time, span.band, curves[c]).residual / squares));
+    }
+    if (rel.empty()) return 0.0;
+    const auto middle = rel.begin() + static_cast<std::ptrdiff_t>(rel.size() / 2);
+    std::nth_element(rel.begin(), middle, rel.end());
+    return *middle;
+  };
+  x.queue_misfit_.push_back(misfit(0));
+  size_t chosen = 0;
+  // Below kQueueSignalMisfit the flat fit is as good as the runs' noise: the tiers do not
+  // queue (or not in a way the profile shows). Above, the smallest strength that takes
+  // off kQueueSignalShare of the misfit: a larger one may fit the single-tier runs a
+  // little better by standing in for something else (a smooth limit) that a mix does not
+  // follow.
+  if (x.queue_misfit_[0] >= kQueueSignalMisfit) {
+    for (size_t c = 1; c < kQueueCandidates && chosen == 0; ++c) {
+      x.queue_misfit_.push_back(misfit(c));
+      if (x.queue_misfit_[c] <= (1 - kQueueSignalShare) * x.queue_misfit_[0]) chosen = c;
+    }
+  }
+  x.queue_strength_ = QueueCandidate(chosen);
+  x.blocks_.curves = curves[chosen];
 }
 
 void EstimatorIndex::Builder::FitSubsets(const std::vector<double>& block_time,

@@ -32,6 +32,9 @@ class EstimatorIndex::Builder {
       segments_.push_back(internal::Segments(t, options_.use_phasemarks));
     cost_.assign(n_ * x_.pages_.size(), 0.0);
     for (size_t s = 0; s < segments_[base_].size(); ++s) IndexSegment(s);
+    ReadQueueStrength();
+    for (const std::vector<FitInput>& inputs : pending_) FitBlocks(inputs);
+    std::vector<std::vector<FitInput>>().swap(pending_);
     x_.total_instructions_ = position_;
     ScaleBlocksByTail();
     Finish();
@@ -92,8 +95,33 @@ class EstimatorIndex::Builder {
                          const Block& block, std::vector<double>& busy);
   // The blocks [a, b) of a segment whose fit block k takes (IndexOptions::fit_span_samples).
   std::pair<size_t, size_t> FitSpan(const std::vector<FitInput>& inputs, size_t k) const;
+  // What the fit of block k reads: its span's times per run and bandwidth-bound times
+  // (all the span's misses at each device's peak), and the block's shares of the span's
+  // instructions and misses (1 when the block is its span).
+  struct SpanInput {
+    std::vector<double> time, band;
+    double compute_share = 1, miss_share = 1;
+    bool alone = true;
+  };
+  SpanInput SpanOf(const std::vector<FitInput>& inputs, size_t k) const;
+  // A span's roofline fit under `curves`: the concurrency x and compute time of
+  // internal::FitRoofline, the compute overlap (the prior, or with fit_overlap_ the best of
+  // a grid that halves the residual) and the squared residual.
+  struct SpanFit {
+    double concurrency = 0, compute = 0, overlap = 0, residual = 0;
+  };
+  SpanFit FitSpanRoofline(const std::vector<double>& time, const std::vector<double>& span_band,
+                          const std::vector<LoadCurve>& curves) const;
   // Model::kRoofline: fits the roofline of each of a segment's blocks over its span.
   void FitBlocks(const std::vector<FitInput>& inputs);
+  // IndexOptions::queue_from_profile: the blocks (segment, block of pending_) whose
+  // busiest run uses its tier's bandwidth beyond kQueueSignalUtilisation, at most
+  // kQueueSignalBlocks of them spread evenly.
+  std::vector<std::pair<size_t, size_t>> BusyBlocks() const;
+  // The queue strength the blocks are fitted and priced at (EstimatorIndex::
+  // queue_strength): the options', or with IndexOptions::queue_from_profile the one read
+  // from the busy blocks' fits (EstimatorIndex::queue_misfit); sets the blocks' curves.
+  void ReadQueueStrength();
   // Model::kRoofline with subset fits: the fits over each subset of the devices of a span,
   // scaled to its block (its shares of the span's instructions and misses).
   void FitSubsets(const std::vector<double>& block_time, const std::vector<double>& band,
@@ -116,7 +144,8 @@ class EstimatorIndex::Builder {
   int base_ = 0;
   bool base_shares_ = false;
   bool fit_overlap_ = false;
-  double overlap_ = 0.5;      // the roofline's compute overlap prior
+  double overlap_ = 0.5;                        // the roofline's compute overlap prior
+  std::vector<std::vector<FitInput>> pending_;  // per segment: its blocks, fitted last
   std::vector<double> busy_;  // [k * N + d]: per run, the time until the block's end
   // Per device: ns per sample of the bandwidth floor (reset * line / bandwidth), the
   // tier's latency and bandwidth (bytes per ns), and its PEBS reset.

@@ -546,6 +546,64 @@ TEST(EstimatorRooflineTest, TheTierOverlapOfAGroundTruthIsTheOneToAssume) {
               HasSubstr("limit_smoothness"));
 }
 
+// hotset on disagg (seed 3: its hot table loads a tier near its peak) under `truth`, with
+// fewer samples than Generate's: the queue signal reads at most kQueueSignalBlocks blocks.
+Synth Hotset(const std::string& truth) {
+  auto model = synth::LoadAppModel("hotset");
+  EXPECT_TRUE(model.ok()) << model.status();
+  synth::SynthOptions options;
+  options.seed = 3;
+  options.target_samples = 60000;
+  options.chunks_per_phase = 50;
+  options.truth = *synth::LoadTruthModel(truth);
+  auto generated = synth::GenerateProfile(*model, *LoadMachine("disagg"), options);
+  EXPECT_TRUE(generated.ok()) << generated.status();
+  return Synth{*Profile::FromRuns("hotset", generated->traces), std::move(*generated)};
+}
+
+TEST(EstimatorRooflineTest, TheQueueStrengthIsReadFromTheProfile) {
+  // Under `queueing` (traces/SYNTH.md section 10) the flat tiers' latency rises along
+  // xeonmax's measured DDR5 curve (strength 1): the busy blocks of the single-tier runs
+  // misfit flat tiers by several per cent, and queue_from_profile turns the queueing term
+  // on by itself, at a strength near the truth's, which the estimate follows. Under the
+  // spec model the flat fits misfit by the runs' noise only: the strength stays 0 and the
+  // estimates are the flat ones exactly.
+  auto xeonmax = LoadMachine("xeonmax");
+  ASSERT_TRUE(xeonmax.ok()) << xeonmax.status();
+  const TierSpec* ddr5 = xeonmax->Find("ddr");
+  ASSERT_NE(ddr5, nullptr);
+  for (const char* truth : {"queueing", "spec"}) {
+    SCOPED_TRACE(truth);
+    const Synth s = Hotset(truth);
+    IndexOptions flat = Recommended(s), read = Recommended(s);
+    read.queue_like = *ddr5;
+    read.queue_from_profile = true;
+    auto index = Index(s.profile, read);
+    const auto [f_mean, f_max] = Errors(s, *Index(s.profile, flat), Model::kRoofline);
+    const auto [r_mean, r_max] = Errors(s, *index, Model::kRoofline);
+    ASSERT_FALSE(index->queue_misfit().empty());
+    if (std::string(truth) == "queueing") {
+      EXPECT_GE(index->queue_misfit()[0], 2 * kQueueSignalMisfit);
+      EXPECT_GE(index->queue_strength(), 0.5);
+      EXPECT_LE(index->queue_strength(), 1.5);
+      EXPECT_LT(r_mean, 0.5 * f_mean);  // 4.4 -> 1.4 %
+      EXPECT_LT(r_max, 0.6 * f_max);    // 14.3 -> 7.5 %
+    } else {
+      EXPECT_LT(index->queue_misfit()[0], kQueueSignalMisfit);
+      EXPECT_EQ(index->queue_misfit().size(), 1u);  // no other strength tried
+      EXPECT_EQ(index->queue_strength(), 0);
+      EXPECT_EQ(r_mean, f_mean);
+      EXPECT_EQ(r_max, f_max);
+    }
+  }
+  // It reads how much of queue_like's rise the tiers have: without one it is refused.
+  const Synth& s = SynthFor("lulesh", "disagg");
+  IndexOptions bad = Recommended(s);
+  bad.queue_from_profile = true;
+  EXPECT_THAT(std::string(EstimatorIndex::Build(s.profile, bad).status().message()),
+              HasSubstr("queue_from_profile"));
+}
+
 TEST(EstimatorRooflineTest, TheBarrierWaitAtAPhasesEndIsNotTakenForMisses) {
   // lammps's phases end at a barrier (imbalance 2-20 %) and retire no instructions while
   // waiting, so each phase's last window holds the wait. Fitted as part of the last block,

@@ -225,6 +225,40 @@ TEST_F(EstimatorCliTest, RefusesAProfileWhoseRunsDisagreeOnPhases) {
   EXPECT_THAT(r.out, HasSubstr("mixed/hbm.csv has 481"));
 }
 
+TEST_F(EstimatorCliTest, ValidateReadsTheQueueStrengthFromTheProfile) {
+  // --queue-strength auto: the strength read from the profile and the misfit it was read
+  // from are reported. Two runs (knl) fit any strength exactly: the flat fit's misfit is
+  // the noise's and the strength stays 0.
+  Result r = Tiergym("validate " + ProfileArgs() + " --runs " + App() +
+                     "/runs/runs.csv --machine knl --queue-strength auto --replicates 5 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const json::Value v = Json(r);
+  ASSERT_NE(v.Find("queue_strength"), nullptr) << r.out;
+  EXPECT_EQ(v.Find("queue_strength")->number(), 0);
+  ASSERT_NE(v.Find("queue_misfit"), nullptr) << r.out;
+  EXPECT_EQ(v.Find("queue_misfit")->array().size(), 1u);
+  for (const char* bad : {"automatic", "-1", "5"}) {  // not auto nor a strength in [0, 4]
+    Result refused = Tiergym("validate " + ProfileArgs() + " --runs r.csv --machine knl " +
+                                 "--queue-like xeonmax:ddr --queue-strength " + bad,
+                             true);
+    EXPECT_EQ(refused.exit_code, 2) << bad;
+    EXPECT_THAT(refused.out, HasSubstr("--queue-strength must be auto or a number in [0, 4]"))
+        << bad;
+  }
+  Result shape =
+      Tiergym("validate " + ProfileArgs() + " --runs r.csv --machine knl --queue-strength auto " +
+                  "--queue-like knl:ddr",
+              true);
+  EXPECT_EQ(shape.exit_code, 2);
+  EXPECT_THAT(shape.out, HasSubstr("--queue-like"));
+  // calibrate fits the strength on measured runs; reading it from the profile is refused.
+  Result calibrate = Tiergym("calibrate " + ProfileArgs() + " --runs r.csv --machine knl " +
+                                 "--out c.json --queue-strength auto",
+                             true);
+  EXPECT_EQ(calibrate.exit_code, 2);
+  EXPECT_THAT(calibrate.out, HasSubstr("--queue-strength auto"));
+}
+
 TEST_F(EstimatorCliTest, UsageErrorsExitWithTwo) {
   EXPECT_EQ(Tiergym("estimate --placement x.json").exit_code, 2);  // no --profile
   EXPECT_EQ(Tiergym("estimate " + ProfileArgs() + " --placement x.json --window 0").exit_code, 2);
