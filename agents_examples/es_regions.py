@@ -38,10 +38,7 @@ generation starts that would pass it. What it reaches: agents_examples/README.md
         --held-out bundled-v1 --total-steps 2000000 --select-best
 """
 
-import argparse
 import dataclasses
-import inspect
-import re
 import sys
 import time
 
@@ -83,37 +80,8 @@ class Args:
     quiet: bool = False                 # no progress on stderr
 
 
-def field_help():
-    """{field: its comment in Args' source (continuation lines joined)}: --help's texts."""
-    out, last = {}, None
-    for line in inspect.getsource(Args).splitlines():
-        m = re.match(r"\s+(\w+): \w+ = [^#]*(?:# (.*))?$", line)
-        if m:
-            last = m.group(1)
-            out[last] = m.group(2) or ""
-        elif last and line.strip().startswith("#"):
-            out[last] += " " + line.strip()[1:].strip()
-    return out
-
-
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    texts = field_help()
-    for field in dataclasses.fields(Args):
-        flag = "--" + field.name.replace("_", "-")
-        if isinstance(field.default, bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction,
-                                default=field.default, help=texts.get(field.name))
-        else:
-            parser.add_argument(flag, type=type(field.default), default=field.default,
-                                help=texts.get(field.name) or " ")
-    args = Args(**vars(parser.parse_args(argv)))
-    try:
-        check_args(args)
-    except ValueError as e:
-        parser.error(str(e))
-    return args
+    return fast_ppo.parse_dataclass(Args, check_args, __doc__.split("\n\n")[0], argv)
 
 
 def check_args(args):

@@ -143,3 +143,13 @@ def test_cem_linear_trains_on_a_split_in_the_benchmark_and_selects_by_train():
     best = max(curve[:-1], key=lambda p: sum(p["returns"]["train"].values()))
     assert curve[-1]["selected_steps"] == best["steps"]
     assert 0 < train_s <= wall_s
+
+
+def test_help_texts_are_the_fields_comments_continuations_joined():
+    texts = fast_ppo.field_help(es_regions.Args)
+    assert set(texts) == {f.name for f in dataclasses.fields(es_regions.Args)}
+    assert texts["sigma"] == ("the perturbations' standard deviation (cem: the extra spread "
+                              "at the start, decaying to 0)")
+    assert fast_ppo.field_help(fast_ppo.Args)["total_steps"] == "environment steps to train for"
+    with pytest.raises(SystemExit):
+        es_regions.parse_args(["--population", "3"])
