@@ -56,8 +56,10 @@ import argparse
 import concurrent.futures
 import copy
 import dataclasses
+import inspect
 import json
 import os
+import re
 import sys
 import time
 
@@ -117,22 +119,48 @@ class Args:
     quiet: bool = False
 
 
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    for f in dataclasses.fields(Args):
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter,
+                    argparse.RawDescriptionHelpFormatter):
+    """The description as written, each option's default after its text."""
+
+
+def field_help(cls):
+    """{field: its trailing comment in the dataclass cls's source, continuation comment lines
+    joined}: the options' --help texts."""
+    out, last = {}, None
+    for line in inspect.getsource(cls).splitlines():
+        m = re.match(r"\s+(\w+): [\w\[\]]+ = [^#]*(?:# (.*))?$", line)
+        if m:
+            last = m.group(1)
+            out[last] = m.group(2) or ""
+        elif last and line.strip().startswith("#"):
+            out[last] += " " + line.strip()[1:].strip()
+    return out
+
+
+def parse_dataclass(cls, check, description, argv=None):
+    """The command line as an instance of the dataclass cls (a flag per field, its comment
+    its help), checked by check (a ValueError is a usage error naming the flag)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=HelpFormatter)
+    texts = field_help(cls)
+    for f in dataclasses.fields(cls):
         flag = "--" + f.name.replace("_", "-")
-        if f.type is bool or f.type == "bool":
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
+        if isinstance(f.default, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default,
+                                help=texts.get(f.name) or " ")
         else:
             parser.add_argument(flag, type=type(f.default), default=f.default,
-                                help=f"(default {f.default!r})")
-    args = Args(**vars(parser.parse_args(argv)))
+                                help=texts.get(f.name) or " ")
+    args = cls(**vars(parser.parse_args(argv)))
     try:
-        check_args(args)
+        check(args)
     except ValueError as e:
         parser.error(str(e))
     return args
+
+
+def parse_args(argv=None):
+    return parse_dataclass(Args, check_args, __doc__.split("\n\n")[0], argv)
 
 
 def check_args(args):
@@ -409,7 +437,7 @@ class TargetRegionPolicy(RegionPolicy):
     def forward(self, obs):
         wanted, value = super().forward(obs)                        # [B, K, T]
         current = (self.layout.split(obs)[0][..., 0] * (self.tiers - 1)).round().long()
-        current = current.clamp_(0, self.tiers - 1).unsqueeze(-1)   # [B, K, 1]
+        current = current.clamp(0, self.tiers - 1).unsqueeze(-1)    # [B, K, 1]
         keep = wanted.gather(-1, current)
         moves = wanted.scatter(-1, current, MASKED)
         return torch.cat([keep, moves], dim=-1), value

@@ -37,12 +37,13 @@ heuristics, wall times and env steps per second; the plot the mean curve over se
 panel per set (or train and held out).
 
 Agents (AGENTS below): the reference agent (agents_examples/fast_ppo.py: PPO with weights
-shared across regions, `ppo-regions`, or a flat MLP, `ppo-flat`), each library's defaults
-and one tuned configuration each, documented where they are defined. SB3 PPO and A2C take
-the keep-mode action (MultiDiscrete), SB3 DQN the move mode (Discrete: one region per
-step), RLlib PPO the keep mode (two-apps protocol only). Progress on stderr; exit status 0,
-1 on a failure, 2 on a usage error (an unknown agent or split, a library that is not
-installed).
+shared across regions, `ppo-regions`, or a flat MLP, `ppo-flat`; agents_examples/
+es_regions.py: a per-region policy searched by the cross-entropy method, `cem-linear`),
+each library's defaults and one tuned configuration each, documented where they are
+defined. SB3 PPO and A2C take the keep-mode action (MultiDiscrete), SB3 DQN the move mode
+(Discrete: one region per step), RLlib PPO the keep mode (two-apps protocol only).
+Progress on stderr; exit status 0, 1 on a failure, 2 on a usage error (an unknown agent or
+split, a library that is not installed).
 """
 
 import argparse
@@ -184,6 +185,21 @@ AGENTS = {
     "ppo-regions-g90": dict(library="reference", kwargs=dict(policy="regions",
                                                              learning_rate=1e-3,
                                                              select_best=True, gamma=0.9)),
+    # The per-region policy searched by the cross-entropy method instead of learnt by PPO
+    # (agents_examples/es_regions.py): one linear map shared by every region names the tier
+    # it should be on, and the search scores its deterministic policy, the one evaluated
+    # (so nothing flips between sampled and scored). 32 weight vectors a generation, each
+    # played on the same 8 training applications; the best quarter refitted; the
+    # evaluation on `train` that scored best delivered (as ppo-regions-best). README,
+    # "Searched, not sampled".
+    "cem-linear": dict(library="reference", trainer="es_regions",
+                       kwargs=dict(policy="linear-target", method="cem", sigma=1.0,
+                                   apps_per_generation=8, select_best=True)),
+    # cem-linear from each region's own features alone (no global feature).
+    "cem-region-linear": dict(library="reference", trainer="es_regions",
+                              kwargs=dict(policy="region-linear-target", method="cem",
+                                          sigma=1.0, apps_per_generation=8,
+                                          select_best=True)),
 }
 # The generalization protocol's agents by default.
 GENERAL_AGENTS = ("ppo-regions", "ppo-flat", "sb3-ppo")
@@ -697,20 +713,26 @@ class InProcessSetEvaluator:
 def train_reference_general(agent, task, train_config, sets, seed, steps, eval_every,
                             progress, curve, oracle=None):
     """The reference agent (agents_examples/fast_ppo.py: masked PPO on the in-process vector
-    environment) on the training split, evaluated on every set. With select_best among its
+    environment; with trainer "es_regions", agents_examples/es_regions.py: the cross-entropy
+    method or evolution strategies) on the training split, evaluated on every set. With
+    select_best among its
     kwargs, the checkpoint it ends with is the one scoring best on the set `train` (some of
     the applications trained on; oracle: {label: {app: oracle's return}}), never on a
     held-out set."""
     import fast_ppo
     overrides = {k: v for k, v in task.items() if tiergym.DEFAULT_TASK.get(k) != v}
-    fast_args = fast_ppo.Args(
-        seed=seed, total_steps=steps, eval_every=eval_every, quiet=True,
-        train=",".join(train_config["profiles"]), held_out="",
-        config=",".join(f"{k}={v}" for k, v in dict(overrides,
-                                                     machine=train_config["machine"]).items()),
-        **agent["kwargs"])
+    common = dict(seed=seed, total_steps=steps, eval_every=eval_every, quiet=True,
+                  train=",".join(train_config["profiles"]), held_out="",
+                  config=",".join(f"{k}={v}" for k, v in dict(
+                      overrides, machine=train_config["machine"]).items()),
+                  **agent["kwargs"])
+    if agent.get("trainer") == "es_regions":  # the same policies, searched without gradients
+        import es_regions as learner
+    else:
+        learner = fast_ppo
+    fast_args = learner.Args(**common)
     score = None
-    if fast_args.select_best or fast_args.ensemble_top:
+    if fast_args.select_best or getattr(fast_args, "ensemble_top", 0):
         train_set = next((s for s in sets if s.label == "train"), None)
         if train_set is None or oracle is None:
             raise ValueError(f"{agent['kwargs']}: select_best / ensemble_top choose by the set "
@@ -728,7 +750,7 @@ def train_reference_general(agent, task, train_config, sets, seed, steps, eval_e
 
     def on_eval(point):
         curve.append({"steps": int(point["steps"]), "returns": point["returns"]})
-        if fast_args.target_kl and "approx_kl" in point:  # how far the update went
+        if getattr(fast_args, "target_kl", 0) and "approx_kl" in point:  # the update's reach
             curve[-1].update({k: point[k] for k in ("approx_kl", "minibatches", "kl_stops")})
         if "learner_returns" in point:  # ema_decay: the learner's own, beside the average's
             curve[-1]["learner_returns"] = point["learner_returns"]
@@ -740,8 +762,8 @@ def train_reference_general(agent, task, train_config, sets, seed, steps, eval_e
             progress(int(point["steps"]), point["returns"], point["train_s"])
 
     try:
-        _, metrics = fast_ppo.train(fast_args, on_eval=on_eval, evaluator=evaluator,
-                                    score=score)
+        _, metrics = learner.train(fast_args, on_eval=on_eval, evaluator=evaluator,
+                                   score=score)
     finally:
         evaluator.close()
         scratch.cleanup()

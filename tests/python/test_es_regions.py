@@ -1,0 +1,155 @@
+"""agents_examples/es_regions.py, the per-region policies searched without gradients: the
+batched population acts as each member's own network would, the search's steps (CEM's elite
+mean, ES's antithetic estimate), a run keeps its budget and repeats by seed, select_best
+delivers the best evaluation, the linear target policy starts by keeping, and bad arguments
+are refused by name. Seconds each."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+import es_regions
+import fast_ppo
+
+from tiergym_testing import needs_binary
+
+# Two bundled programs, 8 regions, episodes of 6 steps: a generation of 4 members on 2
+# applications is 48 environment steps.
+TINY = dict(train="minife,lulesh", config="num_regions=8,steps=6,observation=relative",
+            population=4, apps_per_generation=2, hidden=8, eval_every=96, quiet=True,
+            env_threads=1)
+
+
+@pytest.fixture(scope="module")
+def episode():
+    """(environments of minife, 3 of them, after two steps of keeping: every feature filled
+    in; their observation; their region masks). Loading a profile takes seconds: once."""
+    args = es_regions.Args(**TINY)
+    envs = fast_ppo.tiergym.InProcessVectorEnv(
+        3, threads=1, autoreset_mode=fast_ppo.tiergym.DISABLED,
+        **dict(fast_ppo.task_config(es_regions.ppo_args(args)), profiles=args.train))
+    try:
+        obs, info = envs.reset(seed=[0] * 3, options={"profile": ["minife"] * 3})
+        for _ in range(2):
+            obs, _, _, _, info = envs.step(np.zeros((3, 8), dtype=np.int64))
+        yield envs, obs, fast_ppo.Masks("region", envs.tier_spec)(info)
+    finally:
+        envs.close()
+
+
+@needs_binary
+@pytest.mark.parametrize("policy", ["linear-target", "regions", "regions-target"])
+def test_the_batched_population_acts_as_each_members_own_network(episode, policy):
+    envs, obs, _ = episode
+    network = es_regions.make_policy(es_regions.Args(policy=policy, **TINY), envs)
+    population = es_regions.Population(network)
+    rng = np.random.default_rng(1)
+    thetas = rng.standard_normal((3, population.vector().size)).astype(np.float32)
+    x = torch.as_tensor(obs)
+    batched = population.logits(thetas, x.unsqueeze(0).expand(3, -1, -1))
+    for i, theta in enumerate(thetas):
+        population.load(theta)
+        np.testing.assert_allclose(batched[i].detach().numpy(), network(x)[0].detach().numpy(),
+                                   rtol=1e-5, atol=1e-5)
+    population.load(thetas[2])
+    np.testing.assert_array_equal(population.vector(), thetas[2])
+
+
+@needs_binary
+def test_the_linear_target_policy_starts_by_keeping_every_region(episode):
+    envs, obs, mask = episode
+    network = es_regions.make_policy(es_regions.Args(**TINY), envs)
+    assert not fast_ppo.greedy_actions(network, obs, mask).any()
+
+
+def test_cem_refits_the_mean_to_the_elite_and_es_steps_along_the_fitter_side():
+    args = es_regions.Args(population=8, elite_fraction=0.25, sigma=0.5, **{
+        k: v for k, v in TINY.items() if k != "population"})
+    search = es_regions.Search(dataclasses.replace(args, method="cem"), np.zeros(3),
+                               np.random.default_rng(0))
+    thetas = search.sample()
+    assert thetas.shape == (8, 3)
+    np.testing.assert_allclose(thetas[:4], -thetas[4:])        # antithetic pairs
+    fitness = np.arange(8.0)                                    # the last two are the elite
+    search.tell(fitness, progress=0.5)
+    np.testing.assert_allclose(search.theta, thetas[6:].mean(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(search.spread, thetas[6:].std(axis=0) + 0.25, rtol=1e-6)
+
+    # 32 antithetic pairs: the estimate's sign is right on both weights
+    es = es_regions.Search(dataclasses.replace(args, method="es", weight_decay=0.0,
+                                               population=64),
+                           np.zeros(3), np.random.default_rng(0))
+    thetas = es.sample()
+    fitness = thetas @ np.array([1.0, -1.0, 0.0])               # rewards the first weight
+    es.tell(fitness, progress=0.0)
+    assert es.theta[0] > 0 > es.theta[1]
+
+
+@needs_binary
+def test_a_run_keeps_its_budget_repeats_by_seed_and_selects_the_best_evaluation():
+    args = es_regions.Args(total_steps=200, select_best=True, **TINY)  # 4 generations of 48
+    seen = []
+
+    def evaluator(policy):
+        return {"w": float(sum(p.detach().sum() for p in policy.parameters()))}
+
+    def score(point):
+        return -abs(point["returns"]["w"] - 0.05)
+
+    _, metrics = es_regions.train(args, on_eval=seen.append, evaluator=evaluator, score=score)
+    curve = metrics["curve"]
+    assert metrics["steps"] == 192 <= args.total_steps
+    assert [p["steps"] for p in curve] == [0, 96, 192, 192]
+    best = max(curve[:-1], key=score)
+    assert curve[-1]["selected_steps"] == best["steps"]
+    assert curve[-1]["returns"] == best["returns"]
+    assert seen == curve
+    policy, again = es_regions.train(args, evaluator=evaluator, score=score)
+    assert [p["returns"] for p in again["curve"]] == [p["returns"] for p in curve]
+    assert evaluator(policy) == best["returns"]  # the policy delivered is the selected one
+
+
+def test_arguments_are_checked_with_the_flag_named():
+    for bad, flag in ((dict(population=3), "--population"), (dict(sigma=0.0), "--sigma"),
+                      (dict(method="pso"), "--method"), (dict(policy="mlp"), "--policy"),
+                      (dict(apps_per_generation=0), "--apps-per-generation"),
+                      (dict(elite_fraction=1.5), "--elite-fraction")):
+        with pytest.raises(ValueError, match=flag):
+            es_regions.check_args(es_regions.Args(**dict(TINY, **bad)))
+
+
+@needs_binary
+def test_cem_linear_trains_on_a_split_in_the_benchmark_and_selects_by_train():
+    """learning_benchmark.py's cem-linear path (train_reference_general with the trainer
+    es_regions) on a procedural split, whose profiles are served by name: every evaluation
+    holds every set's applications, and the last repeats the one best on the set train."""
+    import learning_benchmark as lb
+    task = dict(lb.GENERAL_TASK, num_regions="8", steps="12")
+    sets = lb.parse_sets("train=procedural-train-v1:4,machine=machine-xeonmax-v2:1")
+    train_dataset, n = fast_ppo.tiergym.datasets.parse_entry("procedural-train-v1:4")
+    agent = dict(lb.AGENTS["cem-linear"], kwargs=dict(
+        lb.AGENTS["cem-linear"]["kwargs"], population=4, apps_per_generation=2,
+        env_threads=1))
+    oracle = {s.label: {a: 1.0 for a in s.apps} for s in sets}
+    curve, train_s, wall_s = lb.train_reference_general(
+        agent, task, train_dataset.config(n), sets, seed=0, steps=192, eval_every=96,
+        progress=lambda *a: None, curve=[], oracle=oracle)
+    assert [p["steps"] for p in curve] == [0, 96, 192, 192]
+    for point in curve:
+        assert {label: set(r) for label, r in point["returns"].items()} == {
+            s.label: set(s.apps) for s in sets}
+    best = max(curve[:-1], key=lambda p: sum(p["returns"]["train"].values()))
+    assert curve[-1]["selected_steps"] == best["steps"]
+    assert 0 < train_s <= wall_s
+
+
+def test_help_texts_are_the_fields_comments_continuations_joined():
+    texts = fast_ppo.field_help(es_regions.Args)
+    assert set(texts) == {f.name for f in dataclasses.fields(es_regions.Args)}
+    assert texts["sigma"] == ("the perturbations' standard deviation (cem: the extra spread "
+                              "at the start, decaying to 0)")
+    assert fast_ppo.field_help(fast_ppo.Args)["total_steps"] == "environment steps to train for"
+    with pytest.raises(SystemExit):
+        es_regions.parse_args(["--population", "3"])
