@@ -423,21 +423,6 @@ absl::StatusOr<Candidate> StagedFit(Grid& grid, const std::vector<size_t>& which
 
 }  // namespace
 
-absl::StatusOr<TierSpec> LoadQueueShape(std::string_view spec) {
-  const size_t colon = spec.rfind(':');
-  const std::string why =
-      StrCat("must be MACHINE:TIER naming a tier with measured curves (e.g. xeonmax:ddr), not '",
-             spec, "'");
-  if (colon == std::string_view::npos) return absl::InvalidArgumentError(why);
-  auto machine = LoadMachine(spec.substr(0, colon));
-  if (!machine.ok()) {
-    return absl::InvalidArgumentError(StrCat(why, " (", machine.status().message(), ")"));
-  }
-  const TierSpec* tier = machine->Find(spec.substr(colon + 1));
-  if (tier == nullptr || tier->curves.empty()) return absl::InvalidArgumentError(why);
-  return *tier;
-}
-
 absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOptions& base,
                                       const std::vector<std::pair<MeasuredRun, Placement>>& runs,
                                       const CalibrationOptions& options) {

@@ -117,7 +117,7 @@ struct CalibrationOptions {
   IntervalPrior prior;
   // The measured curve (MACHINE:TIER) whose latency rise the queue strength scales; empty:
   // no queueing fit. When the base options have a queue_like, it must name that curve.
-  std::string queue_like = "xeonmax:ddr";
+  std::string queue_like = std::string(kDefaultQueueLike);
   // Progress lines (may be empty).
   std::function<void(const std::string&)> progress;
 };
@@ -127,10 +127,6 @@ struct CalibrationOptions {
 // queue_from_profile is false: the strength is the candidate's, fitted on the runs).
 // InvalidArgument for fewer runs than folds or fewer than 2 folds; estimation errors name
 // the run.
-// The tier "MACHINE:TIER" names (a bundled machine or a file), which must have measured
-// curves. InvalidArgument otherwise, saying which.
-absl::StatusOr<TierSpec> LoadQueueShape(std::string_view spec);
-
 absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOptions& base,
                                       const std::vector<std::pair<MeasuredRun, Placement>>& runs,
                                       const CalibrationOptions& options = {});

@@ -68,7 +68,11 @@ inline constexpr double kQueueSignalShare = 0.75;
 // The curve IndexOptions::queue_from_profile scales without a queue_like: the measured
 // DDR5 of the bundled machine xeonmax (traces/synth/models/machine_xeonmax.json).
 inline constexpr std::string_view kDefaultQueueLike = "xeonmax:ddr";
-// kDefaultQueueLike's tier, loaded once from the bundled machine.
+// The tier "MACHINE:TIER" names (a bundled machine or a file), which must have measured
+// curves (the curve IndexOptions::queue_like scales). InvalidArgument otherwise, saying
+// which.
+absl::StatusOr<TierSpec> LoadQueueShape(std::string_view spec);
+// LoadQueueShape(kDefaultQueueLike), loaded once.
 absl::StatusOr<TierSpec> DefaultQueueShape();
 
 struct IndexOptions {

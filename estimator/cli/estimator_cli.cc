@@ -314,7 +314,7 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
   // Explicit auto names its curve, as --queue-like would; the default leaves it to the
   // library (the same curve: IndexOptions::queue_from_profile).
   if (p.Given("queue-like") || (queue_auto && p.Given("queue-strength"))) {
-    auto tier = LoadQueueShape(p.Given("queue-like") ? p.Get("queue-like") : "xeonmax:ddr");
+    auto tier = p.Given("queue-like") ? LoadQueueShape(p.Get("queue-like")) : DefaultQueueShape();
     if (!tier.ok()) {
       std::cerr << "--queue-like " << tier.status().message() << "\n";
       return 2;
@@ -434,7 +434,7 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
               "the measured curve whose latency rise the fitted queue strength scales for "
               "tiers without curves (none: fit no queueing; --queue-like, when given, is the "
               "curve and --queue-strength the prior)",
-              "xeonmax:ddr");
+              std::string(kDefaultQueueLike));
   p.AddFlag("quiet", "no progress on stderr");
   p.SetEpilog(
       "JSON output: {runs: [{name, measured_ns, cv_error_pct, cv_inside}], compute_overlap,\n"

@@ -12,20 +12,23 @@
 
 namespace tiergym {
 
+absl::StatusOr<TierSpec> LoadQueueShape(std::string_view spec) {
+  const size_t colon = spec.rfind(':');
+  const std::string why =
+      StrCat("must be MACHINE:TIER naming a tier with measured curves (e.g. xeonmax:ddr), not '",
+             spec, "'");
+  if (colon == std::string_view::npos) return absl::InvalidArgumentError(why);
+  auto machine = LoadMachine(spec.substr(0, colon));
+  if (!machine.ok()) {
+    return absl::InvalidArgumentError(StrCat(why, " (", machine.status().message(), ")"));
+  }
+  const TierSpec* tier = machine->Find(spec.substr(colon + 1));
+  if (tier == nullptr || tier->curves.empty()) return absl::InvalidArgumentError(why);
+  return *tier;
+}
+
 absl::StatusOr<TierSpec> DefaultQueueShape() {
-  static const auto* shape = [] {
-    const std::string_view spec = kDefaultQueueLike;
-    const size_t colon = spec.find(':');
-    const std::string_view tier = spec.substr(colon + 1);
-    absl::StatusOr<Machine> machine = LoadMachine(spec.substr(0, colon));
-    if (!machine.ok()) return new absl::StatusOr<TierSpec>(machine.status());
-    const TierSpec* found = machine->Find(tier);
-    if (found == nullptr) {
-      return new absl::StatusOr<TierSpec>(
-          absl::NotFoundError(StrCat("machine ", machine->name, " has no tier ", tier)));
-    }
-    return new absl::StatusOr<TierSpec>(*found);
-  }();
+  static const auto* shape = new absl::StatusOr<TierSpec>(LoadQueueShape(kDefaultQueueLike));
   return *shape;
 }
 
@@ -37,6 +40,7 @@ LoadCurve QueueingCurve(const TierSpec& tier, const IndexOptions& options) {
   }
   return c;
 }
+
 namespace {
 
 // Devices whose loaded curves a block's correction combines without allocating (a
