@@ -167,7 +167,7 @@ class Population:
         params = dict(policy.named_parameters())
         self.shapes = [params[n].shape for n in self.names]
         self.sizes = [params[n].numel() for n in self.names]
-        self.buffers = {n: p.detach() for n, p in params.items() if n not in self.names}
+        self.frozen = {n: p.detach() for n, p in params.items() if n not in self.names}  # critic
 
     def vector(self):
         params = dict(self.policy.named_parameters())
@@ -190,7 +190,7 @@ class Population:
         stacked = dict(zip(self.names, self.unflatten(torch.as_tensor(thetas))))
 
         def one(weights, x):
-            return functional_call(self.policy, ({**weights, **self.buffers},), (x,))[0]
+            return functional_call(self.policy, ({**weights, **self.frozen},), (x,))[0]
 
         return vmap(one)(stacked, obs)
 
@@ -223,7 +223,6 @@ class Generations:
     on rows i*M .. i*M + M - 1, every member on the same M applications."""
 
     def __init__(self, args, pargs):
-        self.args = args
         config = dict(fast_ppo.task_config(pargs), profiles=",".join(fast_ppo.apps(args.train)))
         n = args.population * args.apps_per_generation
         self.envs = tiergym.InProcessVectorEnv(n, threads=args.env_threads,
