@@ -37,7 +37,7 @@
 //    "queue_strength": 0.5,          // version 4, in [0, 4]; with "queue_like", both or neither
 //    "queue_like": "xeonmax:ddr",    // version 4: the measured curve queue_strength scales
 //    "relative_noise": 0.006,        // >= 0, relative standard deviation
-//    "interval": {"noise": 0.01, "model_error": 0.13,    // the prior the scores divide by
+//    "interval": {"noise": 0.009, "model_error": 0.07,   // the prior the scores divide by
 //                 "mix_error": 0.02,                     // version 3; before: 0
 //                 "scores": [0.2, 1.1, ...]},            // optional
 //    "fitted_runs": 18,              // informational
