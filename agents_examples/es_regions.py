@@ -19,8 +19,9 @@ that is evaluated), and moves the search by their fitness:
 
 Policies (`--policy`): `linear-target` (default: one linear map from a region's features
 and the globals to the tier it should be on, acted on as fast_ppo's target head), the same
-from the region's features alone (`region-linear-target`), or fast_ppo's networks
-(`regions`, `regions-target`; their actor's weights only).
+from the region's features alone (`region-linear-target`), `score-fill` (a learned
+hotness from a region's access statistics, placed by HeMem's rule: ScoreFillPolicy), or
+fast_ppo's networks (`regions`, `regions-target`; their actor's weights only).
 
 Each generation draws `apps_per_generation` applications of the training split; every
 member of the population plays one episode (seed 0) on each of the same applications
@@ -29,10 +30,11 @@ in one in-process vector environment, the members' policies evaluated at once (t
 one batched call over the stacked weights). A member's fitness is the sum over its
 applications of the episode's return (the time saved) weighted by the pool's mean oracle
 saving over the application's own (app_weights.py: every application counts as the
-benchmark's mean over applications counts it). Environment steps: population x
-apps_per_generation x the episode's length per generation, all counted in total_steps; no
-generation starts that would pass it. What it reaches: agents_examples/README.md,
-"Searched, not sampled".
+benchmark's mean over applications counts it), or with `--fitness time-saved` the returns
+summed (as the benchmark scores a procedural set: the time saved over the oracle's).
+Environment steps: population x apps_per_generation x the episode's length per generation,
+all counted in total_steps; no generation starts that would pass it. What it reaches:
+agents_examples/README.md, "Searched, not sampled".
 
     python agents_examples/es_regions.py --train procedural-train-v1:256 \\
         --held-out bundled-v1 --total-steps 2000000 --select-best
@@ -66,7 +68,12 @@ class Args:
     anneal_lr: bool = False             # es: the learning rate decayed linearly to 0
     hidden: int = 32                    # "regions*": width of the network's hidden layers
     policy: str = "linear-target"       # "linear-target", "region-linear-target" (no
-                                        # globals), fast_ppo's "regions", "regions-target"
+                                        # globals), "score-fill", fast_ppo's "regions",
+                                        # "regions-target"
+    fitness: str = "oracle-weighted"    # a member's fitness: "oracle-weighted" (each app's
+                                        # return over its oracle's) or "time-saved" (the
+                                        # returns summed, as the benchmark scores a
+                                        # procedural set: the time saved over the oracle's)
     reward_norm_floor: float = 0.1      # an app's oracle saving taken as >= this x pool mean
     mask: str = "region"                # fast_ppo's action masks: region, joint, none
     train: str = "procedural-train-v1:256"  # applications searched on (names, a split's entry)
@@ -96,6 +103,8 @@ def check_args(args):
         raise ValueError(f"--mask must be one of {', '.join(fast_ppo.MASKS)}")
     if args.method not in METHODS:
         raise ValueError(f"--method must be one of {', '.join(METHODS)}, not {args.method!r}")
+    if args.fitness not in FITNESS:
+        raise ValueError(f"--fitness must be one of {', '.join(FITNESS)}, not {args.fitness!r}")
     if args.policy not in POLICIES:
         raise ValueError(f"--policy must be one of {', '.join(POLICIES)}, not {args.policy!r}")
     if not 0 < args.elite_fraction <= 1:
@@ -150,10 +159,120 @@ class RegionLinearTargetPolicy(LinearTargetPolicy):
         super().__init__(layout, obs_size, hidden, with_globals=False)
 
 
+def fill_fast_tier(score, on_fast, sizes, free):
+    """HeMem's placement rule, with `score` for its hotness: regions scoring above 0 are
+    hot. Hot regions on the slow tier are promoted, hottest first; one that does not fit
+    makes room by demoting fast-tier regions that are not hot, coldest first; a hot region
+    never displaces another. score, on_fast (bool), sizes [B, K]; free [B]: the fast tier's
+    free room, in the sizes' unit. Returns [B, K]: 0 keep, 1 demote, 2 promote (only the
+    demotions that made room)."""
+    b, k = score.shape
+    rows = np.arange(b)
+    hot = score > 0
+    room = free.astype(np.float64)
+    sizes = sizes.astype(np.float64)
+    slack = 1e-6 * (sizes.sum(axis=1) + room)   # float32 observations: no spurious misfit
+    hottest = np.argsort(-score, axis=1, kind="stable")
+    coldest = np.argsort(score, axis=1, kind="stable")
+    demotable = on_fast & ~hot
+    out = np.zeros((b, k), dtype=np.int64)
+    cursor = np.zeros(b, dtype=np.int64)             # the next of `coldest` to consider
+    for j in range(k):
+        r = hottest[:, j]
+        want = hot[rows, r] & ~on_fast[rows, r]
+        need = sizes[rows, r]
+        while True:
+            short = want & (room + slack < need) & (cursor < k)
+            if not short.any():
+                break
+            c = coldest[rows, np.minimum(cursor, k - 1)]
+            drop = short & demotable[rows, c]
+            out[rows[drop], c[drop]] = 1
+            demotable[rows[drop], c[drop]] = False
+            room += np.where(drop, sizes[rows, c], 0.0)
+            cursor += short
+        fits = want & (room + slack >= need)
+        out[rows[fits], r[fits]] = 2
+        room -= np.where(fits, need, 0.0)
+    return out
+
+
+class ScoreFillPolicy(torch.nn.Module):
+    """A learned hotness in HeMem's placement rule: one linear map shared by every region,
+    from its access statistics to a score; regions scoring above 0 are hot and placed by
+    fill_fast_tier (HeMem-like's promotion and demotion, policies.py, with the score for
+    its cooled count). The statistics: the region's last, decayed and since-the-start
+    densities, its trend, and where filling the fast tier densest first (by decayed
+    density, by density since the start) would put it; not its size, its place or the
+    machine (HeMem's hotness is its sampled accesses alone). They are centred on 0.5 (the
+    average byte's density, a steady trend, the edge of the fill), so that a score near 0
+    is a threshold there rather than "everything is hot". A region never sampled is not
+    hot, whatever its score (HeMem's count of 0 is below every threshold): nothing moves
+    before the first evidence. Zero at the start: nothing is hot, nothing moves.
+
+    Reads the relative observation of two tiers (env/README.md, "Observations that
+    transfer"); the placement rule reads there the sizes (size share), the fast tier's free
+    room (its share of the footprint and its fill), the placement (on[t]) and which tier is
+    fast (the bandwidth globals)."""
+
+    ACCESS = (4, 5, 7, 8)  # last_density, decayed_density, mean_density, trend
+    MEAN_DENSITY, SIZE_SHARE, ON = 7, 3, 10
+
+    def __init__(self, layout, obs_size, hidden=0):
+        super().__init__()
+        self.layout = layout
+        self.tiers = layout.choices - 1
+        if self.tiers != 2 or layout.features != 10 + 5 * self.tiers:
+            raise ValueError("the score-fill policy reads observation=relative on two tiers")
+        self.head = torch.nn.Linear(len(self.ACCESS) + 2, 1)
+        torch.nn.init.zeros_(self.head.weight)
+        torch.nn.init.zeros_(self.head.bias)
+
+    def fast_tier(self, globals_):
+        """Each row's fast tier, [B]: the highest of the bandwidth globals."""
+        t = self.tiers
+        return torch.argmax(globals_[:, 2 * t + 2:3 * t + 2], dim=1)
+
+    def forward(self, obs, decoded=True):
+        """(logits [B, K, 1 + T] of the placement decided, a zero value), or with
+        decoded=False (score [B, K], a zero value)."""
+        regions, globals_ = self.layout.split(obs)
+        t, on = self.tiers, self.ON
+        ranks = torch.stack([regions[..., on + t:on + 2 * t],             # rank_decayed[t]
+                             regions[..., on + 2 * t:on + 3 * t]], -1)    # rank_mean[t]
+        fast = self.fast_tier(globals_).view(-1, 1, 1, 1)
+        index = fast.expand(-1, self.layout.regions, 1, 2)
+        x = torch.cat([regions[..., list(self.ACCESS)], ranks.gather(2, index).squeeze(2)], -1)
+        score = self.head(x - 0.5).squeeze(-1)
+        value = torch.zeros(obs.shape[0])
+        return (self.decode(score, obs) if decoded else score), value
+
+    def decode(self, score, obs):
+        """score [B, K], obs [B, D] -> logits [B, K, 1 + T]: 1 for the choice
+        fill_fast_tier makes, 0.5 for keep (what a mask falls back to), 0 otherwise."""
+        t = self.tiers
+        regions, globals_ = (a.detach() for a in self.layout.split(obs))
+        fast = self.fast_tier(globals_).numpy()
+        regions, globals_ = regions.numpy(), globals_.numpy()
+        rows = np.arange(len(fast))
+        on_fast = regions[rows, :, self.ON + fast] > 0.5
+        free = globals_[rows, t + 2 + fast] * (1 - globals_[rows, fast])  # holds x (1 - fill)
+        score = np.where(regions[..., self.MEAN_DENSITY] > 0, score.detach().numpy(), -1.0)
+        choice = fill_fast_tier(score, on_fast, regions[..., self.SIZE_SHARE], free)
+        target = np.where(choice == 2, fast[:, None], 1 - fast[:, None])  # the tier moved to
+        logits = np.zeros(choice.shape + (1 + t,), dtype=np.float32)
+        logits[..., 0] = 0.5
+        moved = choice > 0
+        logits[moved, 1 + target[moved]] = 1.0
+        return torch.from_numpy(logits)
+
+
 POLICIES = {"linear-target": LinearTargetPolicy,
             "region-linear-target": RegionLinearTargetPolicy,
+            "score-fill": ScoreFillPolicy,
             "regions": fast_ppo.RegionPolicy, "regions-target": fast_ppo.TargetRegionPolicy}
 METHODS = ("cem", "es")
+FITNESS = ("oracle-weighted", "time-saved")
 
 
 class Population:
@@ -186,13 +305,23 @@ class Population:
                                                      self.shapes)]
 
     def logits(self, thetas, obs):
-        """thetas [P, N], obs [P, M, D] -> logits [P, M, K, C]."""
+        """thetas [P, N], obs [P, M, D] -> logits [P, M, K, C]. A score-fill policy's
+        scores are batched and its placement rule run on them after (it is no tensor
+        function)."""
         stacked = dict(zip(self.names, self.unflatten(torch.as_tensor(thetas))))
+        decode = getattr(self.policy, "decode", None)
+        kwargs = {"decoded": False} if decode is not None else {}
 
         def one(weights, x):
-            return functional_call(self.policy, ({**weights, **self.frozen},), (x,))[0]
+            return functional_call(self.policy, ({**weights, **self.frozen},), (x,),
+                                   kwargs)[0]
 
-        return vmap(one)(stacked, obs)
+        out = vmap(one)(stacked, obs)
+        if decode is None:
+            return out
+        p, m = obs.shape[:2]
+        logits = decode(out.reshape(p * m, -1), obs.reshape(p * m, -1))
+        return logits.reshape(p, m, *logits.shape[1:])
 
 
 def centred_ranks(x):
@@ -232,9 +361,13 @@ class Generations:
         if args.apps_per_generation > len(self.apps):
             raise ValueError(f"--apps-per-generation {args.apps_per_generation}: --train has "
                              f"{len(self.apps)} applications")
-        import app_weights
-        oracle = app_weights.cached_oracle_returns(config, progress=None if args.quiet else log)
-        self.weights = app_weights.reward_weights(oracle, args.reward_norm_floor)
+        if args.fitness == "time-saved":
+            self.weights = dict.fromkeys(self.apps, 1.0)
+        else:
+            import app_weights
+            oracle = app_weights.cached_oracle_returns(config,
+                                                       progress=None if args.quiet else log)
+            self.weights = app_weights.reward_weights(oracle, args.reward_norm_floor)
 
     def play(self, population, thetas, apps):
         """thetas [P, N]: the members' weights, of Population population; each member's

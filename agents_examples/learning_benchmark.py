@@ -200,6 +200,16 @@ AGENTS = {
                               kwargs=dict(policy="region-linear-target", method="cem",
                                           sigma=1.0, apps_per_generation=8,
                                           select_best=True)),
+    # A learned hotness in HeMem's placement rule (es_regions.ScoreFillPolicy): one linear
+    # map shared by every region from its access statistics to a score; regions above 0
+    # are promoted hottest first, making room by demoting the coldest that are not hot.
+    # 7 weights, searched as cem-linear's, each member's fitness the time it saves summed
+    # over its applications (as the benchmark scores a procedural set), not each
+    # application's saving over its oracle's: README, "A learned hotness".
+    "cem-fill": dict(library="reference", trainer="es_regions",
+                     kwargs=dict(policy="score-fill", method="cem", sigma=1.0,
+                                 apps_per_generation=8, fitness="time-saved",
+                                 select_best=True)),
 }
 # The generalization protocol's agents by default.
 GENERAL_AGENTS = ("ppo-regions", "ppo-flat", "sb3-ppo")

@@ -40,7 +40,7 @@ def episode():
 
 
 @needs_binary
-@pytest.mark.parametrize("policy", ["linear-target", "regions", "regions-target"])
+@pytest.mark.parametrize("policy", ["linear-target", "regions", "regions-target", "score-fill"])
 def test_the_batched_population_acts_as_each_members_own_network(episode, policy):
     envs, obs, _ = episode
     network = es_regions.make_policy(es_regions.Args(policy=policy, **TINY), envs)
@@ -62,6 +62,40 @@ def test_the_linear_target_policy_starts_by_keeping_every_region(episode):
     envs, obs, mask = episode
     network = es_regions.make_policy(es_regions.Args(**TINY), envs)
     assert not fast_ppo.greedy_actions(network, obs, mask).any()
+
+
+def test_the_fill_promotes_hot_regions_hottest_first_and_demotes_cold_ones_for_room():
+    # Fast tier room 3. Row 0: regions 0 and 3 hot (3 hotter), nothing on the fast tier:
+    # 3 (size 2) goes first, then 0 (size 2) does not fit; 1 (size 1) is cold.
+    # Row 1: the fast tier is full (room 0) of 1 (cold, size 2) and 2 (hot, size 2); 3 is
+    # hot (size 2): 1 is demoted to make room, 2 stays (a hot region never displaces
+    # another), 0 (hot, size 3) does not fit after that.
+    score = np.array([[0.5, -1.0, -0.2, 0.9], [0.1, -0.5, 0.7, 0.8]])
+    on_fast = np.array([[False] * 4, [False, True, True, False]])
+    sizes = np.array([[2.0, 1.0, 1.0, 2.0], [3.0, 2.0, 2.0, 2.0]])
+    out = es_regions.fill_fast_tier(score, on_fast, sizes, np.array([3.0, 0.0]))
+    np.testing.assert_array_equal(out, [[0, 0, 0, 2], [0, 1, 0, 2]])
+    # Nothing hot: nothing moves, whatever the room.
+    assert not es_regions.fill_fast_tier(-np.ones((2, 4)), on_fast, sizes,
+                                         np.array([9.0, 9.0])).any()
+
+
+@needs_binary
+def test_the_score_fill_policy_reads_its_room_from_the_observation(episode):
+    # Every sampled region hot (the bias alone): the fill promotes regions while they fit,
+    # read from the observation; the environment refuses none of them.
+    envs, obs, mask = episode
+    network = es_regions.make_policy(es_regions.Args(policy="score-fill", **TINY), envs)
+    assert not fast_ppo.greedy_actions(network, obs, mask).any()     # zero: nothing hot
+    with torch.no_grad():
+        network.head.bias.fill_(1.0)
+    actions = fast_ppo.greedy_actions(network, obs, mask)
+    assert actions.any() and set(np.unique(actions)) <= {0, 2}
+    _, _, _, _, info = envs.step(actions)  # the fixture's last user: it may step them
+    assert all(len(r) == 0 for r in info["refused_regions"])
+    with pytest.raises(ValueError, match="observation=relative"):
+        es_regions.make_policy(es_regions.Args(policy="score-fill", **dict(
+            TINY, config="num_regions=8,steps=6,observation=normalized")))
 
 
 def test_cem_refits_the_mean_to_the_elite_and_es_steps_along_the_fitter_side():
