@@ -149,23 +149,25 @@ def test_arguments_are_checked_with_the_flag_named():
     for bad, flag in ((dict(population=3), "--population"), (dict(sigma=0.0), "--sigma"),
                       (dict(method="pso"), "--method"), (dict(policy="mlp"), "--policy"),
                       (dict(apps_per_generation=0), "--apps-per-generation"),
-                      (dict(elite_fraction=1.5), "--elite-fraction")):
+                      (dict(elite_fraction=1.5), "--elite-fraction"),
+                      (dict(fitness="mean"), "--fitness")):
         with pytest.raises(ValueError, match=flag):
             es_regions.check_args(es_regions.Args(**dict(TINY, **bad)))
 
 
 @needs_binary
-def test_cem_linear_trains_on_a_split_in_the_benchmark_and_selects_by_train():
-    """learning_benchmark.py's cem-linear path (train_reference_general with the trainer
-    es_regions) on a procedural split, whose profiles are served by name: every evaluation
-    holds every set's applications, and the last repeats the one best on the set train."""
+@pytest.mark.parametrize("name", ["cem-linear", "cem-fill"])
+def test_cem_trains_on_a_split_in_the_benchmark_and_selects_by_train(name):
+    """learning_benchmark.py's cem-linear and cem-fill path (train_reference_general with
+    the trainer es_regions) on a procedural split, whose profiles are served by name: every
+    evaluation holds every set's applications, and the last repeats the one best on the set
+    train."""
     import learning_benchmark as lb
     task = dict(lb.GENERAL_TASK, num_regions="8", steps="12")
     sets = lb.parse_sets("train=procedural-train-v1:4,machine=machine-xeonmax-v2:1")
     train_dataset, n = fast_ppo.tiergym.datasets.parse_entry("procedural-train-v1:4")
-    agent = dict(lb.AGENTS["cem-linear"], kwargs=dict(
-        lb.AGENTS["cem-linear"]["kwargs"], population=4, apps_per_generation=2,
-        env_threads=1))
+    agent = dict(lb.AGENTS[name], kwargs=dict(
+        lb.AGENTS[name]["kwargs"], population=4, apps_per_generation=2, env_threads=1))
     oracle = {s.label: {a: 1.0 for a in s.apps} for s in sets}
     curve, train_s, wall_s = lb.train_reference_general(
         agent, task, train_dataset.config(n), sets, seed=0, steps=192, eval_every=96,
