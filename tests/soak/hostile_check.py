@@ -755,6 +755,16 @@ def check_sigterm(binary, work, data, report):
                 f"exit {rc} in {took:.2f} s")
 
 
+def ended(returncode):
+    """How a process ended, from its return code: "exit N" or the signal's name."""
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit {returncode}"
+
+
 def start(binary, endpoint, data, work, log, extra=()):
     server = subprocess.Popen(
         [binary, "serve", "--endpoint", endpoint, "--threads", "2", "--quiet", "--data-dir",
@@ -820,11 +830,18 @@ def main(argv=None):
 
     def run(check, *check_args, **kwargs):
         # A check that breaks (a reply that never came, say) is an item not met, and the
-        # server is still stopped at the end.
+        # server is still stopped at the end. A server that is gone fails every check
+        # after it: it is said once, with how it ended, and the later checks are not run.
+        if server.poll() is not None:
+            return
         try:
             check(*check_args, report, **kwargs)
         except Exception as e:  # noqa: BLE001
             report.item(check.__name__[6:], False, f"the check broke off: {e!r}")
+        if server.poll() is not None:
+            report.item("server", False, f"the server ended during the check "
+                        f"{check.__name__[6:]}: {ended(server.returncode)}; its stderr: "
+                        f"{os.path.join(work, 'server.log')}")
 
     try:
         if args.curve:
@@ -851,6 +868,9 @@ def main(argv=None):
         if server.poll() is None and sys.exc_info()[0] is not None:
             server.kill()
 
+    if server.poll() is not None:
+        print(f"hostile_check: NOT MET: {', '.join(report.failed)}; logs in {work}")
+        return 1
     # Every client is gone: the memory must come back (unused configurations go after 1 s,
     # the heap is trimmed on the reclamation ticks after).
     rss_end = None
