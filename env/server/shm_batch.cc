@@ -25,6 +25,60 @@ namespace tiergym::env {
 
 namespace {
 
+// The segments' mappings, for the SIGBUS handler: a client (a process of the server's
+// user) may shrink a segment's file at any moment, and a check of its size before a read
+// (Intact) cannot stop the read that follows it from faulting. The handler maps zero pages
+// over the whole segment a fault falls in (libwayland-server does the same for its clients'
+// shared-memory pools): the faulting access then reads zeros or writes into memory no one
+// shares, and the segment's next Intact() check frees it. A SIGBUS outside every segment
+// is what it always was: the handler restores the default action and the access faults
+// again. Lock-free and fixed in size, as a handler must read it.
+constexpr int kGuardSlots = 1024;
+std::atomic<uintptr_t> guard_base[kGuardSlots];
+std::atomic<uintptr_t> guard_end[kGuardSlots];
+
+void OnSigbus(int /*sig*/, siginfo_t* info, void* /*context*/) {
+  const auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
+  for (int i = 0; i < kGuardSlots; ++i) {
+    const uintptr_t base = guard_base[i].load(std::memory_order_acquire);
+    const uintptr_t end = guard_end[i].load(std::memory_order_acquire);
+    if (base != 0 && addr >= base && addr < end &&
+        mmap(reinterpret_cast<void*>(base), end - base, PROT_READ | PROT_WRITE,
+             MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) != MAP_FAILED) {
+      return;
+    }
+  }
+  signal(SIGBUS, SIG_DFL);  // not a segment's: the access faults again, as it always did
+}
+
+// Registers [base, base + bytes) with the handler (installed on first use); the slot, or -1
+// when every slot is taken (the segment is then unguarded, as before).
+int Guard(void* base, uint64_t bytes) {
+  static const bool installed = [] {
+    struct sigaction sa = {};
+    sa.sa_sigaction = OnSigbus;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    return sigaction(SIGBUS, &sa, nullptr) == 0;
+  }();
+  if (!installed) return -1;
+  for (int i = 0; i < kGuardSlots; ++i) {
+    uintptr_t free_slot = 0;
+    if (guard_end[i].load(std::memory_order_acquire) == 0 &&
+        guard_base[i].compare_exchange_strong(free_slot, reinterpret_cast<uintptr_t>(base))) {
+      guard_end[i].store(reinterpret_cast<uintptr_t>(base) + bytes, std::memory_order_release);
+      return i;
+    }
+  }
+  return -1;
+}
+
+void Unguard(int slot) {
+  if (slot < 0) return;
+  guard_base[slot].store(0, std::memory_order_release);
+  guard_end[slot].store(0, std::memory_order_release);
+}
+
 constexpr char kPrefix[] = "tiergym-";
 // Every array starts on a cache line; the header is 8 bytes of magic, then the batch number
 // (the `seq` array) and its words (protocol::kShmHeader).
@@ -63,6 +117,7 @@ ShmBatch::ShmBatch(std::string name, int fd, void* base, uint64_t bytes, const S
     : name_(std::move(name)), fd_(fd), base_(base), bytes_(bytes), shape_(shape) {}
 
 ShmBatch::~ShmBatch() {
+  Unguard(guard_slot_);
   if (base_ != nullptr) munmap(base_, bytes_);
   if (fd_ >= 0) close(fd_);
   Unlink();
@@ -227,6 +282,7 @@ absl::StatusOr<std::unique_ptr<ShmBatch>> ShmBatch::Create(const ShmBatchShape& 
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) return fail(absl::StatusCode::kResourceExhausted, "mmap", errno);
   auto batch = std::unique_ptr<ShmBatch>(new ShmBatch(name, fd, base, bytes, shape));
+  batch->guard_slot_ = Guard(base, bytes);
   batch->requests_ = requests;
   batch->Lay();
   std::memcpy(base, kMagic, sizeof kMagic);

@@ -15,8 +15,11 @@
 // never a SIGBUS later; Unlink() removes the name once the client has mapped it (the
 // server's mapping stays). Intact() tells whether the file still has its size (a process of
 // the server's user could shrink it; writing past its end would fault): the service checks
-// it before every write. A client waiting for a batch may sleep on the seq word (a futex;
-// Wake()) instead of waiting for the reply.
+// it before every write. A check cannot stop the access right after it from faulting, so
+// every segment's mapping is also guarded: a SIGBUS inside it (its file shrunk meanwhile)
+// maps zero pages over the segment, the access goes on there, and the next Intact() check
+// frees it; a SIGBUS anywhere else keeps its default action. A client waiting for a batch
+// may sleep on the seq word (a futex; Wake()) instead of waiting for the reply.
 //
 // Requests (PROTOCOL.md "Requests through the segment"): a segment made with `requests`
 // also holds a request area the client writes: the actions, the entries to reset, the
@@ -160,6 +163,7 @@ class ShmBatch {
   ShmBatchShape shape_;
   bool linked_ = true;
   bool requests_ = false;
+  int guard_slot_ = -1;  // its place among the mappings the SIGBUS handler guards, or -1
   std::vector<protocol::ShmArray> layout_;
   uint64_t end_ = 0;  // bytes laid out so far
   uint64_t seq_ = 0, has_final_ = 0, summary_ = 0, obs_ = 0, reward_ = 0, terminated_ = 0,

@@ -1166,5 +1166,42 @@ TEST_F(StepBatchTest, ATruncatedSegmentIsAnErrorNotACrash) {
   EXPECT_EQ(Ok<protocol::StatsReply>(Op::kStats).shm_segments, 0u);
 }
 
+// A client may shrink a segment's file between the server's size check and its next
+// access (the race a hostile client won in a soak run: SIGBUS in RequestWord). Any access
+// to a shrunk segment reads zeros or writes nowhere shared, and the segment then reads as
+// not intact; a fault outside every segment still kills.
+TEST(ShmBatchGuardTest, AnAccessToASegmentShrunkUnderItIsNoFault) {
+  ShmBatchShape shape;
+  shape.rows = 4;
+  shape.obs = 8;
+  shape.tiers = 2;
+  shape.regions = 4;
+  shape.mask = 8;
+  shape.action = 4;
+  absl::StatusOr<std::unique_ptr<ShmBatch>> batch = ShmBatch::Create(shape, /*requests=*/true);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  const int fd = shm_open((*batch)->name().c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 0), 0);
+  close(fd);
+  EXPECT_EQ((*batch)->RequestWord(), 0u);  // faulted before the guard: SIGBUS
+  (*batch)->Publish(7, /*has_final=*/false, /*summary=*/0);
+  EXPECT_FALSE((*batch)->Intact());
+  batch->reset();  // unmaps, unguards
+
+  EXPECT_DEATH(
+      {
+        char path[] = "/tmp/tiergym-sigbus-XXXXXX";
+        const int file = mkstemp(path);
+        unlink(path);
+        if (file < 0 || ftruncate(file, 4096) != 0) std::abort();
+        auto* page = static_cast<volatile char*>(
+            mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, file, 0));
+        if (ftruncate(file, 0) != 0) std::abort();
+        (void)page[0];  // not a segment's: the default action
+      },
+      "");
+}
+
 }  // namespace
 }  // namespace tiergym::env
