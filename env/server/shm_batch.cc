@@ -34,17 +34,18 @@ namespace {
 // is what it always was: the handler restores the default action and the access faults
 // again. Lock-free and fixed in size, as a handler must read it.
 constexpr int kGuardSlots = 1024;
-std::atomic<uintptr_t> guard_base[kGuardSlots];
-std::atomic<uintptr_t> guard_end[kGuardSlots];
+std::atomic<char*> guard_base[kGuardSlots];
+std::atomic<uint64_t> guard_bytes[kGuardSlots];
 
 void OnSigbus(int /*sig*/, siginfo_t* info, void* /*context*/) {
   const auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
   for (int i = 0; i < kGuardSlots; ++i) {
-    const uintptr_t base = guard_base[i].load(std::memory_order_acquire);
-    const uintptr_t end = guard_end[i].load(std::memory_order_acquire);
-    if (base != 0 && addr >= base && addr < end &&
-        mmap(reinterpret_cast<void*>(base), end - base, PROT_READ | PROT_WRITE,
-             MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) != MAP_FAILED) {
+    char* base = guard_base[i].load(std::memory_order_acquire);
+    const uint64_t bytes = guard_bytes[i].load(std::memory_order_acquire);
+    const auto from = reinterpret_cast<uintptr_t>(base);
+    if (base != nullptr && addr >= from && addr - from < bytes &&
+        mmap(base, bytes, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) !=
+            MAP_FAILED) {
       return;
     }
   }
@@ -63,10 +64,10 @@ int Guard(void* base, uint64_t bytes) {
   }();
   if (!installed) return -1;
   for (int i = 0; i < kGuardSlots; ++i) {
-    uintptr_t free_slot = 0;
-    if (guard_end[i].load(std::memory_order_acquire) == 0 &&
-        guard_base[i].compare_exchange_strong(free_slot, reinterpret_cast<uintptr_t>(base))) {
-      guard_end[i].store(reinterpret_cast<uintptr_t>(base) + bytes, std::memory_order_release);
+    char* free_slot = nullptr;
+    if (guard_bytes[i].load(std::memory_order_acquire) == 0 &&
+        guard_base[i].compare_exchange_strong(free_slot, static_cast<char*>(base))) {
+      guard_bytes[i].store(bytes, std::memory_order_release);
       return i;
     }
   }
@@ -75,8 +76,8 @@ int Guard(void* base, uint64_t bytes) {
 
 void Unguard(int slot) {
   if (slot < 0) return;
-  guard_base[slot].store(0, std::memory_order_release);
-  guard_end[slot].store(0, std::memory_order_release);
+  guard_base[slot].store(nullptr, std::memory_order_release);
+  guard_bytes[slot].store(0, std::memory_order_release);
 }
 
 constexpr char kPrefix[] = "tiergym-";
