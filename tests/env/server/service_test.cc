@@ -1171,13 +1171,8 @@ TEST_F(StepBatchTest, ATruncatedSegmentIsAnErrorNotACrash) {
 // to a shrunk segment reads zeros or writes nowhere shared, and the segment then reads as
 // not intact; a fault outside every segment still kills.
 TEST(ShmBatchGuardTest, AnAccessToASegmentShrunkUnderItIsNoFault) {
-  ShmBatchShape shape;
-  shape.rows = 4;
-  shape.obs = 8;
-  shape.tiers = 2;
-  shape.regions = 4;
-  shape.mask = 8;
-  shape.action = 4;
+  const ShmBatchShape shape{
+      .rows = 4, .obs = 8, .tiers = 2, .regions = 4, .mask = 8, .mask_columns = 0, .action = 4};
   absl::StatusOr<std::unique_ptr<ShmBatch>> batch = ShmBatch::Create(shape, /*requests=*/true);
   ASSERT_TRUE(batch.ok()) << batch.status();
   const int fd = shm_open((*batch)->name().c_str(), O_RDWR, 0);
