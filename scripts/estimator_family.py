@@ -14,7 +14,8 @@ the coverage of the 90 % interval per member and placement kind:
 
 usage: scripts/estimator_family.py [--members spec,overlap,...] [--machines knl,disagg]
        [--seeds 1,2] [--apps minife,...] [--pairs 1:minife,2:lammps] [--cache DIR]
-       [--json OUT.json] [--calibrate] [--configs FILE] [--fit-prior] [-- VALIDATE OPTIONS...]
+       [--json OUT.json] [--calibrate] [--configs FILE] [--fit-prior [--prior-candidates]]
+       [-- VALIDATE OPTIONS...]
 
 The tiergym command is the one on PATH, or TIERGYM (environment). Progress on stderr.
 """
@@ -349,6 +350,123 @@ def report_prior(all_rows, members):
         print()
 
 
+# Candidate prior shapes (estimator/README.md, "Intervals that hold their level": what a term
+# on the placement can do): the terms beside the noise, each a function of the rows, and the
+# grid each term's scale is searched over. delta and mixing as in prior_terms; three tiers: 1
+# when the placement puts more than 1 % of the accesses on three devices or more; remote:
+# the share of the third device (disagg's remote pool).
+CANDIDATE_TERMS = {
+    "delta": ["delta"],
+    "delta, mixing": ["delta", "mixing"],
+    "delta, three tiers": ["delta", "three tiers"],
+    "delta, remote share": ["delta", "remote"],
+}
+# The run-to-run noise the family's measured runs are drawn with (traces/SYNTH.md, `noise`):
+# a prior whose noise is below it narrows the interval of a placement the model does not
+# correct below what the runs themselves vary.
+RUN_NOISE = 0.005
+
+
+def placement_features(rows):
+    """{delta, mixing, three tiers, remote, residual} of scored runs (validate rows), arrays."""
+    import numpy as np
+    terms = prior_terms(rows)
+    shares = [r[7] if len(r) > 7 and r[7] else [1.0] for r in rows]
+    return {"residual": np.abs(np.array([t[0] for t in terms])),
+            "delta": np.array([t[1] for t in terms]),
+            "mixing": np.array([t[2] for t in terms]),
+            "three tiers": np.array([float(sum(x > 0.01 for x in s) >= 3) for s in shares]),
+            "remote": np.array([s[2] if len(s) > 2 else 0.0 for s in shares])}
+
+
+def candidate_grid(features, names, member_of, members):
+    """Every (noise, scale of each term) of the grid (noise 0.1-2 % by 0.05 %, model_error
+    0-0.6 by 0.01, another term's scale 0-0.3 by 0.01), with per member the share of its
+    runs inside the 90 % interval, the sum of its sd and (small) whether runs with
+    delta < 1 % lie inside: (combos, inside per member, sd sums per member, small inside)."""
+    import itertools
+    import numpy as np
+    noises, model_errors = 0.0005 * np.arange(2, 41), 0.01 * np.arange(0, 61)
+    extra = [0.01 * np.arange(0, 31)] * (len(names) - 1)
+    small = features["delta"] < 0.01
+    combos, inside, sd_sums, small_in = [], [], [], []
+    for rest in itertools.product(*extra):
+        base = sum((scale * features[n]) ** 2 for scale, n in zip(rest, names[1:]))
+        for me in model_errors:
+            sd = np.sqrt(noises[:, None] ** 2 + ((me * features["delta"]) ** 2 + base)[None, :])
+            held = features["residual"][None, :] <= Z90 * sd
+            combos += [(float(n), float(me)) + tuple(float(x) for x in rest) for n in noises]
+            inside.append(np.stack([held[:, member_of == m].mean(axis=1)
+                                    for m in range(len(members))], 1))
+            sd_sums.append(np.stack([sd[:, member_of == m].sum(axis=1)
+                                     for m in range(len(members))], 1))
+            small_in.append(np.stack([held[:, (member_of == m) & small].sum(axis=1)
+                                      for m in range(len(members))], 1))
+    return (np.array(combos), np.concatenate(inside), np.concatenate(sd_sums),
+            np.concatenate(small_in))
+
+
+def choose_prior(inside, sd_sums, counts, train, rule, allowed):
+    """Index of the grid point a rule picks on the members `train` (indices): "narrowest"
+    (the narrowest whose interval holds 90 % of their runs, as IntervalPrior's defaults) or
+    "per member" (the least largest distance of a member's coverage from 90 %, then the
+    narrowest); only points where `allowed`."""
+    import numpy as np
+    pooled = (inside[:, train] * counts[train]).sum(axis=1) / counts[train].sum()
+    width = sd_sums[:, train].sum(axis=1) / counts[train].sum()
+    if rule == "narrowest":
+        first = -np.minimum(pooled, 0.9)
+    else:
+        first = np.abs(inside[:, train] - 0.9).max(axis=1)
+    first = np.where(allowed, first, np.inf)
+    return int(np.lexsort((width, first))[0])
+
+
+def candidate_row(grid, counts, small_counts, rule, floor):
+    """The cells of one candidate: coverage on each member left out (the prior chosen by
+    `rule` on the others, among noises >= floor), how many hold 85-95 %, the held-out runs
+    inside, the held-out runs with delta < 1 % inside, and the prior chosen on all."""
+    import numpy as np
+    combos, inside, sd_sums, small_in = grid
+    n = len(counts)
+    allowed = combos[:, 0] >= floor - 1e-12
+    held = [choose_prior(inside, sd_sums, counts, [m for m in range(n) if m != h], rule, allowed)
+            for h in range(n)]
+    cover = np.array([inside[i, h] for h, i in enumerate(held)])
+    small = sum(small_in[i, h] for h, i in enumerate(held)) / max(1, small_counts.sum())
+    fit = combos[choose_prior(inside, sd_sums, counts, list(range(n)), rule, allowed)]
+    return ([f"{100 * max(floor, combos[:, 0].min()):.1f} %"]
+            + [f"{100 * c:.0f}" for c in cover]
+            + [str(int(((cover >= 0.85) & (cover <= 0.95)).sum())),
+               f"{100 * (cover * counts).sum() / counts.sum():.1f} %", f"{100 * small:.0f} %",
+               ", ".join(f"{x:.3g}" for x in fit)])
+
+
+def report_prior_candidates(all_rows, members):
+    """For every candidate shape, rule and noise floor: the 90 % interval's coverage on each
+    member left out (the prior fitted on the others), how many members hold 85-95 %, and the
+    share of held-out runs with delta < 1 % inside."""
+    import numpy as np
+    features = placement_features([r[4:] for r in all_rows])
+    member_of = np.array([members.index(r[0]) for r in all_rows])
+    counts = np.array([(member_of == m).sum() for m in range(len(members))])
+    small_counts = np.array([((member_of == m) & (features["delta"] < 0.01)).sum()
+                             for m in range(len(members))])
+    print("candidate priors, each fitted leaving one member out (% of the member's runs inside "
+          "the 90 % interval; delta < 1 %: held-out runs the model barely corrects, inside)")
+    print("| terms | rule | noise at least | " + " | ".join(members)
+          + " | members in 85-95 % | held-out runs | delta < 1 % | fitted on all (noise, "
+          "model_error, other term) |")
+    print("| --- | --- | ---: |" + " ---: |" * (len(members) + 3) + " --- |")
+    for label, names in CANDIDATE_TERMS.items():
+        grid = candidate_grid(features, names, member_of, members)
+        for rule in ("narrowest", "per member"):
+            for floor in (0.0, RUN_NOISE):
+                cells = candidate_row(grid, counts, small_counts, rule, floor)
+                print(f"| {label} | {rule} | " + " | ".join(cells) + " |")
+    print()
+
+
 def main():
     argv = sys.argv[1:]
     options = []
@@ -371,6 +489,9 @@ def main():
     ap.add_argument("--fit-prior", action="store_true",
                     help="fit the interval prior (noise, model_error) on the members' runs and "
                     "score it leaving one member out")
+    ap.add_argument("--prior-candidates", action="store_true",
+                    help="with --fit-prior: also score candidate prior shapes (terms on the "
+                    "placement, a rule per member, a noise floor) leaving one member out")
     args = ap.parse_args(argv)
     members = args.members.split(",")
     machines = args.machines.split(",")
@@ -410,6 +531,8 @@ def main():
                          "overall": overall}
         if args.fit_prior and not args.calibrate:
             report_prior(all_rows, members)
+            if args.prior_candidates:
+                report_prior_candidates(all_rows, members)
         if args.calibrate:
             report_bounds(fits, members)
 

@@ -125,3 +125,50 @@ def test_the_calibrated_parameters_report_the_queue_strength_and_its_bounds(
     assert "3:q 0.5/1.0/2.0*" in out  # the grid's largest strength is starred
     assert "3:old 0.0*/0.4*/0.0" in out
     assert "| 1 of 2 | 1 of 2 |" in out  # strength above 0, and at 2
+
+
+def members_rows(errors_scale, seed, n=300):
+    """Rows of members (name per scale), each drawn with noise 0.01 and model_error 0.1 times
+    its scale on the same mix of placements, as report_prior_candidates takes them."""
+    out = []
+    for k, (name, scale) in enumerate(errors_scale.items()):
+        for r in rows(0.01 * scale, 0.1 * scale, n, seed + k):
+            out.append((name, "disagg", 1, "app") + r)
+    return out
+
+
+def test_a_candidate_prior_fitted_on_other_members_holds_on_the_one_left_out():
+    family = load()
+    all_rows = members_rows({"a": 1.0, "b": 1.0, "c": 1.0}, 10)
+    features = family.placement_features([r[4:] for r in all_rows])
+    assert set(features["three tiers"]) == {0.0, 1.0}  # [0.4, 0.3, 0.3] uses three
+    assert max(features["remote"]) == 0.3
+    member_of = [["a", "b", "c"].index(r[0]) for r in all_rows]
+    import numpy as np
+    member_of = np.array(member_of)
+    counts = np.bincount(member_of)
+    grid = family.candidate_grid(features, ["delta"], member_of, ["a", "b", "c"])
+    combos, inside, sd_sums, _ = grid
+    for rule in ("narrowest", "per member"):
+        allowed = combos[:, 0] >= family.RUN_NOISE
+        i = family.choose_prior(inside, sd_sums, counts, [0, 1], rule, allowed)
+        assert combos[i, 0] >= family.RUN_NOISE
+        assert 0.85 <= inside[i, 2] <= 0.95, rule
+
+
+def test_no_prior_on_the_correction_holds_two_members_it_cannot_tell_apart(capsys):
+    # The same placements and corrections, errors three times as large on one: an interval
+    # that holds the first within 85-95 % holds the second well below, whatever the prior's
+    # noise and model_error.
+    family = load()
+    all_rows = members_rows({"spec": 1.0, "overlap": 3.0}, 20)
+    features = family.placement_features([r[4:] for r in all_rows])
+    import numpy as np
+    member_of = np.array([0 if r[0] == "spec" else 1 for r in all_rows])
+    _, inside, _, _ = family.candidate_grid(features, ["delta"], member_of, ["spec", "overlap"])
+    spec_held = (inside[:, 0] >= 0.85) & (inside[:, 0] <= 0.95)
+    assert spec_held.any()
+    assert inside[spec_held, 1].max() < 0.85
+    family.report_prior_candidates(all_rows, ["spec", "overlap"])
+    out = capsys.readouterr().out
+    assert out.count("| delta, mixing |") == 4  # two rules, two noise floors
