@@ -27,6 +27,10 @@ constexpr int kRegionFeatures = 4;  // tier, last share, history, size share
 // region (times the number of regions), each x / (1 + x).
 constexpr int kNormalizedRegionFeatures = 7;
 
+bool IsRelative(ObservationMode mode) {
+  return mode == ObservationMode::kRelative || mode == ObservationMode::kRelativeLoad;
+}
+
 }  // namespace
 
 int RegionFeatures(ObservationMode mode, size_t tiers) {
@@ -37,12 +41,14 @@ int RegionFeatures(ObservationMode mode, size_t tiers) {
       return kNormalizedRegionFeatures;
     case ObservationMode::kRelative:
       return kRelativeCommonFeatures + kRelativePerTierFeatures * static_cast<int>(tiers);
+    case ObservationMode::kRelativeLoad:
+      return RegionFeatures(ObservationMode::kRelative, tiers) + kRelativeLoadFeatures;
   }
   return kRegionFeatures;
 }
 
 int ExtraGlobalFeatures(ObservationMode mode, size_t tiers) {
-  return mode == ObservationMode::kRelative ? kRelativeGlobalPerTier * static_cast<int>(tiers) : 0;
+  return IsRelative(mode) ? kRelativeGlobalPerTier * static_cast<int>(tiers) : 0;
 }
 
 const std::vector<ConfigKey>& EnvConfigKeys() {
@@ -57,7 +63,9 @@ const std::vector<ConfigKey>& EnvConfigKeys() {
        "raw (per region: tier, last and decayed access shares, size share), normalized "
        "(also those shares against the average region, squashed into [0, 1)) or relative "
        "(also features relative to the application and the tiers: trend, rank against each "
-       "tier's capacity, room, traffic, migration cost; env/README.md)"},
+       "tier's capacity, room, traffic, migration cost; env/README.md) or relative-load "
+       "(relative's, then each region's load: the application's memory traffic while it is "
+       "accessed)"},
       {"model", "paper", "estimator model: paper or concurrent"},
       {"history_decay", "0.5", "decay of the per-region access history, in [0, 1)"},
       {"migration_gbps", "0", "migration bandwidth of every tier in GB/s; 0 keeps the machine's"},
@@ -101,8 +109,11 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const ConfigMap& keys) {
         c.observation = ObservationMode::kNormalized;
       } else if (mode == "relative") {
         c.observation = ObservationMode::kRelative;
+      } else if (mode == "relative-load") {
+        c.observation = ObservationMode::kRelativeLoad;
       } else {
-        return ConfigKeyError(key, StrCat("'", mode, "' is not raw, normalized or relative"));
+        return ConfigKeyError(
+            key, StrCat("'", mode, "' is not raw, normalized, relative or relative-load"));
       }
     } else if (key == "model") {
       TG_ASSIGN_OR_RETURN(std::string name, ConfigString(key, value));
@@ -246,7 +257,8 @@ size_t EnvAssets::MemoryBytes() const {
     bytes += p.index->MemoryBytes() + p.regions.size() * sizeof(Region) +
              p.region_of_page.size() * 4 + p.bounds.size() * 8 + p.default_interval_ns.size() * 8 +
              p.region_share.size() * 4 + p.region_accesses.size() * 8 +
-             p.region_accesses_before.size() * 8 + p.pricer->MemoryBytes();
+             p.region_accesses_before.size() * 8 + p.region_load_before.size() * 8 +
+             p.pricer->MemoryBytes();
   }
   return bytes;
 }
@@ -473,10 +485,14 @@ absl::Status ObserveDefaultRun(const Machine& m, ProfileAssets& pa) {
     }
   }
   pa.region_accesses_before.assign((steps + 1) * k, 0.0);
+  pa.region_load_before.assign((steps + 1) * k, 0.0);
   for (size_t i = 0; i < steps; ++i) {
+    const std::vector<double> load =
+        x.LoadWeightedAccessesPerGroup(pa.bounds[i], pa.bounds[i + 1], pa.region_of_page, k);
     for (size_t r = 0; r < k; ++r) {
       pa.region_accesses_before[(i + 1) * k + r] =
           pa.region_accesses_before[i * k + r] + pa.region_accesses[i * k + r];
+      pa.region_load_before[(i + 1) * k + r] = pa.region_load_before[i * k + r] + load[r];
     }
   }
   return absl::OkStatus();
@@ -877,6 +893,28 @@ void ObserveRelative(const EnvSpec& spec, const Machine& machine, const ProfileA
   ObserveRelativeGlobals(machine, footprint, traffic_sum, obs, globals);
 }
 
+// ObservationMode::kRelativeLoad's last per-region feature: the region's load since the
+// start of the run (the application's sampled accesses per ns while it is accessed, its
+// accesses' mean) against the application's (all accesses' mean): sq of it, 0.5 for a
+// region accessed at the application's mean load, 0 for one never sampled.
+void ObserveLoad(const EnvSpec& spec, const ProfileAssets& p, size_t step,
+                 std::vector<float>& obs) {
+  const size_t k = p.regions.size(), features = static_cast<size_t>(spec.obs_region_features);
+  const size_t row = std::min(step, p.bounds.size() - 1) * k;
+  const double* accesses = &p.region_accesses_before[row];
+  const double* load = &p.region_load_before[row];
+  double accesses_sum = 0, load_sum = 0;
+  for (size_t r = 0; r < k; ++r) {
+    accesses_sum += accesses[r];
+    load_sum += load[r];
+  }
+  for (size_t r = 0; r < k; ++r) {
+    obs[r * features + features - kRelativeLoadFeatures] =
+        accesses[r] > 0 && load_sum > 0 ? Squash(load[r] / accesses[r] / (load_sum / accesses_sum))
+                                        : 0.0f;
+  }
+}
+
 }  // namespace
 
 void ObserveEpisode(const EnvSpec& spec, ObservationMode mode, const Machine& machine,
@@ -912,8 +950,8 @@ void ObserveEpisode(const EnvSpec& spec, ObservationMode mode, const Machine& ma
       static_cast<float>(static_cast<double>(step) / static_cast<double>(p.bounds.size() - 1));
   obs[g + tiers + 1] = static_cast<float>(std::clamp(view.last_ratio / 2, 0.0, 1.0));
   const auto extra = static_cast<size_t>(ExtraGlobalFeatures(mode, tiers));
-  if (mode == ObservationMode::kRelative)
-    ObserveRelative(spec, machine, p, view, obs, g + tiers + 2);
+  if (IsRelative(mode)) ObserveRelative(spec, machine, p, view, obs, g + tiers + 2);
+  if (mode == ObservationMode::kRelativeLoad) ObserveLoad(spec, p, view.step, obs);
   if (view.interference_level != nullptr) {
     const size_t at = g + tiers + 2 + extra;
     for (size_t t = 0; t < tiers && at + t < obs.size(); ++t) {
