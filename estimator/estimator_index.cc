@@ -28,7 +28,7 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
 }
 
 std::shared_ptr<const EstimatorIndex> EstimatorIndex::WithTierOverlap(double tier_overlap) const {
-  auto copy = std::shared_ptr<EstimatorIndex>(new EstimatorIndex(*this));
+  auto copy = std::make_shared<EstimatorIndex>(*this);
   copy->blocks_.memory.tier_overlap = tier_overlap;
   return copy;
 }
