@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <random>
 
@@ -29,6 +30,21 @@ constexpr int kNormalizedRegionFeatures = 7;
 
 bool IsRelative(ObservationMode mode) {
   return mode == ObservationMode::kRelative || mode == ObservationMode::kRelativeLoad;
+}
+
+absl::StatusOr<ObservationMode> ParseObservationMode(const std::string& key,
+                                                     const std::string& mode) {
+  static const auto* modes =
+      new std::map<std::string, ObservationMode>{{"raw", ObservationMode::kRaw},
+                                                 {"normalized", ObservationMode::kNormalized},
+                                                 {"relative", ObservationMode::kRelative},
+                                                 {"relative-load", ObservationMode::kRelativeLoad}};
+  const auto it = modes->find(mode);
+  if (it == modes->end()) {
+    return ConfigKeyError(key,
+                          StrCat("'", mode, "' is not raw, normalized, relative or relative-load"));
+  }
+  return it->second;
 }
 
 }  // namespace
@@ -103,18 +119,7 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const ConfigMap& keys) {
       }
     } else if (key == "observation") {
       TG_ASSIGN_OR_RETURN(std::string mode, ConfigString(key, value));
-      if (mode == "raw") {
-        c.observation = ObservationMode::kRaw;
-      } else if (mode == "normalized") {
-        c.observation = ObservationMode::kNormalized;
-      } else if (mode == "relative") {
-        c.observation = ObservationMode::kRelative;
-      } else if (mode == "relative-load") {
-        c.observation = ObservationMode::kRelativeLoad;
-      } else {
-        return ConfigKeyError(
-            key, StrCat("'", mode, "' is not raw, normalized, relative or relative-load"));
-      }
+      TG_ASSIGN_OR_RETURN(c.observation, ParseObservationMode(key, mode));
     } else if (key == "model") {
       TG_ASSIGN_OR_RETURN(std::string name, ConfigString(key, value));
       auto m = ParseModel(name);
