@@ -460,8 +460,9 @@ absl::Status ComposeContention(const EnvConfig& config, const InterferenceSchedu
 }
 
 // What every episode sees the same way, per step: the time of the run all on the
-// default tier, the interference levels and the regions' shares of the accesses.
-absl::Status ObserveDefaultRun(const Machine& m, ProfileAssets& pa) {
+// default tier, the interference levels and the regions' shares of the accesses (and,
+// with_load, their loads: observation=relative-load).
+absl::Status ObserveDefaultRun(const Machine& m, bool with_load, ProfileAssets& pa) {
   const EstimatorIndex& x = *pa.index;
   const size_t steps = pa.bounds.size() - 1, k = pa.regions.size(), tiers = m.tiers.size();
   const uint64_t total = x.total_instructions();
@@ -490,13 +491,18 @@ absl::Status ObserveDefaultRun(const Machine& m, ProfileAssets& pa) {
     }
   }
   pa.region_accesses_before.assign((steps + 1) * k, 0.0);
-  pa.region_load_before.assign((steps + 1) * k, 0.0);
+  for (size_t i = 0; i < steps; ++i) {
+    for (size_t r = 0; r < k; ++r) {
+      pa.region_accesses_before[(i + 1) * k + r] =
+          pa.region_accesses_before[i * k + r] + pa.region_accesses[i * k + r];
+    }
+  }
+  if (!with_load) return absl::OkStatus();
+  pa.region_load_before.assign((steps + 1) * k, 0.0);  // observation=relative-load only
   for (size_t i = 0; i < steps; ++i) {
     const std::vector<double> load =
         x.LoadWeightedAccessesPerGroup(pa.bounds[i], pa.bounds[i + 1], pa.region_of_page, k);
     for (size_t r = 0; r < k; ++r) {
-      pa.region_accesses_before[(i + 1) * k + r] =
-          pa.region_accesses_before[i * k + r] + pa.region_accesses[i * k + r];
       pa.region_load_before[(i + 1) * k + r] = pa.region_load_before[i * k + r] + load[r];
     }
   }
@@ -556,7 +562,8 @@ absl::StatusOr<ProfileAssets> LoadProfileAssets(const std::string& path, const E
                                   .region_of_page = pa.region_of_page,
                                   .bounds = pa.bounds,
                                   .contention = pa.interference});
-  TG_RETURN_IF_ERROR(ObserveDefaultRun(m, pa));
+  TG_RETURN_IF_ERROR(
+      ObserveDefaultRun(m, config.observation == ObservationMode::kRelativeLoad, pa));
   pa.misses_per_access = MissesPerAccess(profile);
   return pa;
 }
