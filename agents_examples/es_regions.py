@@ -224,7 +224,7 @@ class ScoreFillPolicy(torch.nn.Module):
     fast (the bandwidth globals)."""
 
     ACCESS = (4, 5, 7, 8)  # last_density, decayed_density, mean_density, trend
-    MEAN_DENSITY, SIZE_SHARE, TRAFFIC, ON = 7, 3, 9, 10
+    MEAN_DENSITY, SIZE_SHARE, ON = 7, 3, 10
     LOAD = 0               # 1: observation=relative-load's load is one of them
     NAME, OBSERVATION = "score-fill", "relative"
 
@@ -262,8 +262,9 @@ class ScoreFillPolicy(torch.nn.Module):
     def standardize(self, obs):
         """Sets `scale` to each feature's spread over the sampled regions of `obs` [N, D]
         (observations of the training applications), so that the search's spread, the same
-        for every weight, means as much for each feature: the load varies about five times
-        less than the ranks (a weight on it has to be five times larger to matter as much)."""
+        for every weight, means as much for each feature (on the procedural training split
+        the load varies about five times less than the ranks: a weight on it has to be five
+        times larger to matter as much)."""
         obs = torch.as_tensor(obs)
         x = self.features(obs)
         sampled = self.layout.split(obs)[0][..., self.MEAN_DENSITY] > 0
@@ -528,11 +529,11 @@ def train(args, on_eval=None, evaluator=None, score=None):
     gens = Generations(args, ppo_args(args))
     try:
         policy = make_policy(args, gens.envs)
+        if args.standardize:
+            policy.standardize(keep_all_observations(args, ppo_args(args)))
     except BaseException:
         gens.close()
         raise
-    if args.standardize:
-        policy.standardize(keep_all_observations(args, ppo_args(args)))
     population = Population(policy)
     search = Search(args, population.vector(), rng)
     steps, train_s, next_eval, per_generation = 0, 0.0, 0, 0
