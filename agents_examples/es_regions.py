@@ -20,8 +20,11 @@ that is evaluated), and moves the search by their fitness:
 Policies (`--policy`): `linear-target` (default: one linear map from a region's features
 and the globals to the tier it should be on, acted on as fast_ppo's target head), the same
 from the region's features alone (`region-linear-target`), `score-fill` (a learned
-hotness from a region's access statistics, placed by HeMem's rule: ScoreFillPolicy), or
-fast_ppo's networks (`regions`, `regions-target`; their actor's weights only).
+hotness from a region's access statistics, placed by HeMem's rule: ScoreFillPolicy), the
+same reading each region's load too (`score-fill-load`, on observation=relative-load:
+ScoreFillLoadPolicy), or fast_ppo's networks (`regions`, `regions-target`; their actor's
+weights only). With `--standardize` a score-fill policy divides each feature by its spread
+over the training applications, so that the search's spread means as much for each.
 
 Each generation draws `apps_per_generation` applications of the training split; every
 member of the population plays one episode (seed 0) on each of the same applications
@@ -68,13 +71,15 @@ class Args:
     anneal_lr: bool = False             # es: the learning rate decayed linearly to 0
     hidden: int = 32                    # "regions*": width of the network's hidden layers
     policy: str = "linear-target"       # "linear-target", "region-linear-target" (no
-                                        # globals), "score-fill", fast_ppo's "regions",
-                                        # "regions-target"
+                                        # globals), "score-fill", "score-fill-load",
+                                        # fast_ppo's "regions", "regions-target"
     fitness: str = "oracle-weighted"    # a member's fitness: "oracle-weighted" (each app's
                                         # return over its oracle's) or "time-saved" (the
                                         # returns summed, as the benchmark scores a
                                         # procedural set: the time saved over the oracle's)
     reward_norm_floor: float = 0.1      # an app's oracle saving taken as >= this x pool mean
+    standardize: bool = False           # score-fill*: each feature divided by its spread
+                                        # over the training applications (keep-all episodes)
     mask: str = "region"                # fast_ppo's action masks: region, joint, none
     train: str = "procedural-train-v1:256"  # applications searched on (names, a split's entry)
     held_out: str = ""                  # applications evaluated on only (the command line)
@@ -107,6 +112,9 @@ def check_args(args):
         raise ValueError(f"--fitness must be one of {', '.join(FITNESS)}, not {args.fitness!r}")
     if args.policy not in POLICIES:
         raise ValueError(f"--policy must be one of {', '.join(POLICIES)}, not {args.policy!r}")
+    if args.standardize and not args.policy.startswith("score-fill"):
+        raise ValueError("--standardize: only the score-fill policies standardize their "
+                         "features")
     if not 0 < args.elite_fraction <= 1:
         raise ValueError("--elite-fraction must be in (0, 1]")
 
@@ -217,33 +225,56 @@ class ScoreFillPolicy(torch.nn.Module):
 
     ACCESS = (4, 5, 7, 8)  # last_density, decayed_density, mean_density, trend
     MEAN_DENSITY, SIZE_SHARE, ON = 7, 3, 10
+    LOAD = 0               # 1: observation=relative-load's load is one of them
+    NAME, OBSERVATION = "score-fill", "relative"
 
     def __init__(self, layout, obs_size, hidden=0):
         super().__init__()
         self.layout = layout
         self.tiers = layout.choices - 1
-        if self.tiers != 2 or layout.features != 10 + 5 * self.tiers:
-            raise ValueError("the score-fill policy reads observation=relative on two tiers")
-        self.head = torch.nn.Linear(len(self.ACCESS) + 2, 1)
+        if self.tiers != 2 or layout.features != 10 + 5 * self.tiers + self.LOAD:
+            raise ValueError(f"the {self.NAME} policy reads observation={self.OBSERVATION} on "
+                             "two tiers")
+        features = len(self.ACCESS) + 2 + self.LOAD
+        self.head = torch.nn.Linear(features, 1)
         torch.nn.init.zeros_(self.head.weight)
         torch.nn.init.zeros_(self.head.bias)
+        # Each feature's deviation from its centre is divided by this (standardize()).
+        self.register_buffer("scale", torch.ones(features))
 
     def fast_tier(self, globals_):
         """Each row's fast tier, [B]: the highest of the bandwidth globals."""
         t = self.tiers
         return torch.argmax(globals_[:, 2 * t + 2:3 * t + 2], dim=1)
 
-    def forward(self, obs, decoded=True):
-        """(logits [B, K, 1 + T] of the placement decided, a zero value), or with
-        decoded=False (score [B, K], a zero value)."""
+    def features(self, obs):
+        """obs [B, D] -> each region's statistics minus their centres, [B, K, F]."""
         regions, globals_ = self.layout.split(obs)
         t, on = self.tiers, self.ON
         ranks = torch.stack([regions[..., on + t:on + 2 * t],             # rank_decayed[t]
                              regions[..., on + 2 * t:on + 3 * t]], -1)    # rank_mean[t]
         fast = self.fast_tier(globals_).view(-1, 1, 1, 1)
         index = fast.expand(-1, self.layout.regions, 1, 2)
-        x = torch.cat([regions[..., list(self.ACCESS)], ranks.gather(2, index).squeeze(2)], -1)
-        score = self.head(x - 0.5).squeeze(-1)
+        x = torch.cat([regions[..., list(self.ACCESS)], ranks.gather(2, index).squeeze(2),
+                       regions[..., self.layout.features - self.LOAD:]], -1)
+        return x - 0.5
+
+    def standardize(self, obs):
+        """Sets `scale` to each feature's spread over the sampled regions of `obs` [N, D]
+        (observations of the training applications), so that the search's spread, the same
+        for every weight, means as much for each feature (on the procedural training split
+        the load varies about five times less than the ranks: a weight on it has to be five
+        times larger to matter as much)."""
+        obs = torch.as_tensor(obs)
+        x = self.features(obs)
+        sampled = self.layout.split(obs)[0][..., self.MEAN_DENSITY] > 0
+        spread = x[sampled].std(dim=0)
+        self.scale.copy_(torch.where(spread > 1e-6, spread, torch.ones_like(spread)))
+
+    def forward(self, obs, decoded=True):
+        """(logits [B, K, 1 + T] of the placement decided, a zero value), or with
+        decoded=False (score [B, K], a zero value)."""
+        score = self.head(self.features(obs) / self.scale).squeeze(-1)
         value = torch.zeros(obs.shape[0])
         return (self.decode(score, obs) if decoded else score), value
 
@@ -267,9 +298,20 @@ class ScoreFillPolicy(torch.nn.Module):
         return torch.from_numpy(logits)
 
 
+class ScoreFillLoadPolicy(ScoreFillPolicy):
+    """ScoreFillPolicy whose hotness also reads the region's load (observation=
+    relative-load): the application's memory traffic while the region is accessed, against
+    its mean. A region accessed while the application streams memory gains from a tier of
+    higher bandwidth; one accessed while it computes or chases pointers gains less, or
+    loses on a fast tier of higher latency."""
+
+    LOAD = 1
+    NAME, OBSERVATION = "score-fill-load", "relative-load"
+
+
 POLICIES = {"linear-target": LinearTargetPolicy,
             "region-linear-target": RegionLinearTargetPolicy,
-            "score-fill": ScoreFillPolicy,
+            "score-fill": ScoreFillPolicy, "score-fill-load": ScoreFillLoadPolicy,
             "regions": fast_ppo.RegionPolicy, "regions-target": fast_ppo.TargetRegionPolicy}
 METHODS = ("cem", "es")
 FITNESS = ("oracle-weighted", "time-saved")
@@ -452,6 +494,28 @@ class Search:
         self.theta = self.theta + self.adam.step(grad - args.weight_decay * self.theta)
 
 
+def keep_all_observations(args, pargs, apps_=64):
+    """Every observation of one episode (seed 0) that keeps everything where it is, on each of
+    the first `apps_` training applications: [steps x apps, D]."""
+    n = min(apps_, len(fast_ppo.app_names(args.train)))  # a split's entry: its applications
+    envs = tiergym.InProcessVectorEnv(n, threads=args.env_threads,
+                                      autoreset_mode=tiergym.DISABLED,
+                                      **dict(fast_ppo.task_config(pargs),
+                                             profiles=",".join(fast_ppo.apps(args.train))))
+    try:
+        names = list(envs.tier_spec["profiles"])[:n]   # as served, in the split's order
+        obs, _ = envs.reset(seed=[0] * n, options={"profile": names})
+        keep = np.zeros((len(names),) + envs.single_action_space.shape, dtype=np.int64)
+        seen = [obs]
+        while True:
+            obs, _, terminated, truncated, _ = envs.step(keep)
+            seen.append(obs)
+            if (terminated | truncated).all():
+                return np.concatenate(seen)
+    finally:
+        envs.close()
+
+
 def train(args, on_eval=None, evaluator=None, score=None):
     """The search on args' training split. Every eval_every environment steps (and at 0)
     the mean weights are evaluated: point = {steps, train_s, returns: evaluator(policy)},
@@ -465,6 +529,8 @@ def train(args, on_eval=None, evaluator=None, score=None):
     gens = Generations(args, ppo_args(args))
     try:
         policy = make_policy(args, gens.envs)
+        if args.standardize:
+            policy.standardize(keep_all_observations(args, ppo_args(args)))
     except BaseException:
         gens.close()
         raise

@@ -211,6 +211,14 @@ AGENTS = {
                      kwargs=dict(policy="score-fill", method="cem", sigma=1.0,
                                  apps_per_generation=8, fitness="time-saved",
                                  select_best=True)),
+    # cem-fill whose hotness also reads each region's load (observation=relative-load: the
+    # application's memory traffic while the region is accessed), every feature divided by
+    # its spread over the training applications: README, "The load of a region".
+    "cem-fill-load": dict(library="reference", trainer="es_regions",
+                          task=dict(observation="relative-load"),
+                          kwargs=dict(policy="score-fill-load", method="cem", sigma=1.0,
+                                      apps_per_generation=8, fitness="time-saved",
+                                      standardize=True, select_best=True)),
 }
 # The generalization protocol's agents by default.
 GENERAL_AGENTS = ("ppo-regions", "ppo-flat", "sb3-ppo")
@@ -721,6 +729,12 @@ class InProcessSetEvaluator:
             envs.close()
 
 
+def agent_task(task, agent):
+    """The task an agent trains and is evaluated on: the protocol's, with the keys its entry
+    of AGENTS changes (`task`: cem-fill-load's observation)."""
+    return dict(task, **agent.get("task", {}))
+
+
 def train_reference_general(agent, task, train_config, sets, seed, steps, eval_every,
                             progress, curve, oracle=None):
     """The reference agent (agents_examples/fast_ppo.py: masked PPO on the in-process vector
@@ -1185,6 +1199,8 @@ def run_agents(args, trainer_for, oracle, heuristics):
             bar = Progress(f"{name} seed {seed}", steps)
             run = {"agent": name, "seed": seed, "curve": [], "wall_s": 0.0, "train_s": 0.0,
                    "steps_per_s": 0.0}
+            if AGENTS[name].get("task"):  # keys the agent's task changes (its observation)
+                run["task"] = dict(AGENTS[name]["task"])
             runs.append(run)
             t0 = time.monotonic()
 
@@ -1260,7 +1276,8 @@ def main_generalization(args):
         def trainer_for(name):
             def trainer(agent, seed, steps, every, progress, curve):
                 if agent["library"] == "reference":
-                    return train_reference_general(agent, args.task, train_config, args.sets,
+                    return train_reference_general(agent, agent_task(args.task, agent),
+                                                   train_config, args.sets,
                                                    seed, steps, every, progress, curve,
                                                    oracle=oracle)
                 return train_sb3_general(agent, servers, args.task, train_config, args.sets,

@@ -65,8 +65,9 @@ class Layout:
         self.region_bytes = np.asarray(
             [e - s for s, e in region_address_ranges(env, info["profile"])], dtype=np.float64)
         # observation=relative (env/README.md, "Observations that transfer"): 10 + 5 x tiers
-        # features per region, 4 x tiers more globals.
-        self.relative = self.features == 10 + 5 * self.num_tiers
+        # features per region, 4 x tiers more globals; relative-load: one more per region,
+        # last (the relative features where they are).
+        self.relative = self.features - 5 * self.num_tiers in (10, 11)
 
 
 def fast_tier(bandwidth_gbps):

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <random>
 
@@ -27,6 +28,25 @@ constexpr int kRegionFeatures = 4;  // tier, last share, history, size share
 // region (times the number of regions), each x / (1 + x).
 constexpr int kNormalizedRegionFeatures = 7;
 
+bool IsRelative(ObservationMode mode) {
+  return mode == ObservationMode::kRelative || mode == ObservationMode::kRelativeLoad;
+}
+
+absl::StatusOr<ObservationMode> ParseObservationMode(const std::string& key,
+                                                     const std::string& mode) {
+  static const auto* modes =
+      new std::map<std::string, ObservationMode>{{"raw", ObservationMode::kRaw},
+                                                 {"normalized", ObservationMode::kNormalized},
+                                                 {"relative", ObservationMode::kRelative},
+                                                 {"relative-load", ObservationMode::kRelativeLoad}};
+  const auto it = modes->find(mode);
+  if (it == modes->end()) {
+    return ConfigKeyError(key,
+                          StrCat("'", mode, "' is not raw, normalized, relative or relative-load"));
+  }
+  return it->second;
+}
+
 }  // namespace
 
 int RegionFeatures(ObservationMode mode, size_t tiers) {
@@ -37,12 +57,14 @@ int RegionFeatures(ObservationMode mode, size_t tiers) {
       return kNormalizedRegionFeatures;
     case ObservationMode::kRelative:
       return kRelativeCommonFeatures + kRelativePerTierFeatures * static_cast<int>(tiers);
+    case ObservationMode::kRelativeLoad:
+      return RegionFeatures(ObservationMode::kRelative, tiers) + kRelativeLoadFeatures;
   }
   return kRegionFeatures;
 }
 
 int ExtraGlobalFeatures(ObservationMode mode, size_t tiers) {
-  return mode == ObservationMode::kRelative ? kRelativeGlobalPerTier * static_cast<int>(tiers) : 0;
+  return IsRelative(mode) ? kRelativeGlobalPerTier * static_cast<int>(tiers) : 0;
 }
 
 const std::vector<ConfigKey>& EnvConfigKeys() {
@@ -57,7 +79,9 @@ const std::vector<ConfigKey>& EnvConfigKeys() {
        "raw (per region: tier, last and decayed access shares, size share), normalized "
        "(also those shares against the average region, squashed into [0, 1)) or relative "
        "(also features relative to the application and the tiers: trend, rank against each "
-       "tier's capacity, room, traffic, migration cost; env/README.md)"},
+       "tier's capacity, room, traffic, migration cost; env/README.md) or relative-load "
+       "(relative's, then each region's load: the application's memory traffic while it is "
+       "accessed)"},
       {"model", "paper", "estimator model: paper or concurrent"},
       {"history_decay", "0.5", "decay of the per-region access history, in [0, 1)"},
       {"migration_gbps", "0", "migration bandwidth of every tier in GB/s; 0 keeps the machine's"},
@@ -95,15 +119,7 @@ absl::StatusOr<EnvConfig> ParseEnvConfig(const ConfigMap& keys) {
       }
     } else if (key == "observation") {
       TG_ASSIGN_OR_RETURN(std::string mode, ConfigString(key, value));
-      if (mode == "raw") {
-        c.observation = ObservationMode::kRaw;
-      } else if (mode == "normalized") {
-        c.observation = ObservationMode::kNormalized;
-      } else if (mode == "relative") {
-        c.observation = ObservationMode::kRelative;
-      } else {
-        return ConfigKeyError(key, StrCat("'", mode, "' is not raw, normalized or relative"));
-      }
+      TG_ASSIGN_OR_RETURN(c.observation, ParseObservationMode(key, mode));
     } else if (key == "model") {
       TG_ASSIGN_OR_RETURN(std::string name, ConfigString(key, value));
       auto m = ParseModel(name);
@@ -246,7 +262,8 @@ size_t EnvAssets::MemoryBytes() const {
     bytes += p.index->MemoryBytes() + p.regions.size() * sizeof(Region) +
              p.region_of_page.size() * 4 + p.bounds.size() * 8 + p.default_interval_ns.size() * 8 +
              p.region_share.size() * 4 + p.region_accesses.size() * 8 +
-             p.region_accesses_before.size() * 8 + p.pricer->MemoryBytes();
+             p.region_accesses_before.size() * 8 + p.region_load_before.size() * 8 +
+             p.pricer->MemoryBytes();
   }
   return bytes;
 }
@@ -443,8 +460,9 @@ absl::Status ComposeContention(const EnvConfig& config, const InterferenceSchedu
 }
 
 // What every episode sees the same way, per step: the time of the run all on the
-// default tier, the interference levels and the regions' shares of the accesses.
-absl::Status ObserveDefaultRun(const Machine& m, ProfileAssets& pa) {
+// default tier, the interference levels and the regions' shares of the accesses (and,
+// with_load, their loads: observation=relative-load).
+absl::Status ObserveDefaultRun(const Machine& m, bool with_load, ProfileAssets& pa) {
   const EstimatorIndex& x = *pa.index;
   const size_t steps = pa.bounds.size() - 1, k = pa.regions.size(), tiers = m.tiers.size();
   const uint64_t total = x.total_instructions();
@@ -477,6 +495,15 @@ absl::Status ObserveDefaultRun(const Machine& m, ProfileAssets& pa) {
     for (size_t r = 0; r < k; ++r) {
       pa.region_accesses_before[(i + 1) * k + r] =
           pa.region_accesses_before[i * k + r] + pa.region_accesses[i * k + r];
+    }
+  }
+  if (!with_load) return absl::OkStatus();
+  pa.region_load_before.assign((steps + 1) * k, 0.0);  // observation=relative-load only
+  for (size_t i = 0; i < steps; ++i) {
+    const std::vector<double> load =
+        x.LoadWeightedAccessesPerGroup(pa.bounds[i], pa.bounds[i + 1], pa.region_of_page, k);
+    for (size_t r = 0; r < k; ++r) {
+      pa.region_load_before[(i + 1) * k + r] = pa.region_load_before[i * k + r] + load[r];
     }
   }
   return absl::OkStatus();
@@ -535,7 +562,8 @@ absl::StatusOr<ProfileAssets> LoadProfileAssets(const std::string& path, const E
                                   .region_of_page = pa.region_of_page,
                                   .bounds = pa.bounds,
                                   .contention = pa.interference});
-  TG_RETURN_IF_ERROR(ObserveDefaultRun(m, pa));
+  TG_RETURN_IF_ERROR(
+      ObserveDefaultRun(m, config.observation == ObservationMode::kRelativeLoad, pa));
   pa.misses_per_access = MissesPerAccess(profile);
   return pa;
 }
@@ -877,6 +905,28 @@ void ObserveRelative(const EnvSpec& spec, const Machine& machine, const ProfileA
   ObserveRelativeGlobals(machine, footprint, traffic_sum, obs, globals);
 }
 
+// ObservationMode::kRelativeLoad's last per-region feature: the region's load since the
+// start of the run (the application's sampled accesses per ns while it is accessed, its
+// accesses' mean) against the application's (all accesses' mean): sq of it, 0.5 for a
+// region accessed at the application's mean load, 0 for one never sampled.
+void ObserveLoad(const EnvSpec& spec, const ProfileAssets& p, size_t step,
+                 std::vector<float>& obs) {
+  const size_t k = p.regions.size(), features = static_cast<size_t>(spec.obs_region_features);
+  const size_t row = std::min(step, p.bounds.size() - 1) * k;
+  const double* accesses = &p.region_accesses_before[row];
+  const double* load = &p.region_load_before[row];
+  double accesses_sum = 0, load_sum = 0;
+  for (size_t r = 0; r < k; ++r) {
+    accesses_sum += accesses[r];
+    load_sum += load[r];
+  }
+  for (size_t r = 0; r < k; ++r) {
+    obs[r * features + features - kRelativeLoadFeatures] =
+        accesses[r] > 0 && load_sum > 0 ? Squash(load[r] / accesses[r] / (load_sum / accesses_sum))
+                                        : 0.0f;
+  }
+}
+
 }  // namespace
 
 void ObserveEpisode(const EnvSpec& spec, ObservationMode mode, const Machine& machine,
@@ -912,8 +962,8 @@ void ObserveEpisode(const EnvSpec& spec, ObservationMode mode, const Machine& ma
       static_cast<float>(static_cast<double>(step) / static_cast<double>(p.bounds.size() - 1));
   obs[g + tiers + 1] = static_cast<float>(std::clamp(view.last_ratio / 2, 0.0, 1.0));
   const auto extra = static_cast<size_t>(ExtraGlobalFeatures(mode, tiers));
-  if (mode == ObservationMode::kRelative)
-    ObserveRelative(spec, machine, p, view, obs, g + tiers + 2);
+  if (IsRelative(mode)) ObserveRelative(spec, machine, p, view, obs, g + tiers + 2);
+  if (mode == ObservationMode::kRelativeLoad) ObserveLoad(spec, p, view.step, obs);
   if (view.interference_level != nullptr) {
     const size_t at = g + tiers + 2 + extra;
     for (size_t t = 0; t < tiers && at + t < obs.size(); ++t) {

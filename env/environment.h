@@ -58,13 +58,15 @@ enum class ActionMode {
 
 // What a region's observation holds (EnvSpec::obs_region_features per region).
 enum class ObservationMode {
-  kRaw,         // tier / (tiers - 1), last share, decayed share, size share (default)
-  kNormalized,  // those four, then x / (1 + x) of the last and decayed access densities
-                // (share / size share: 1 = the average byte) and of the size against the
-                // average region's (0.5 = average)
-  kRelative,    // the seven of kNormalized, then features relative to the application and
-                // to the tiers, which carry from one program and machine to another
-                // (env/README.md, "Observations that transfer")
+  kRaw,           // tier / (tiers - 1), last share, decayed share, size share (default)
+  kNormalized,    // those four, then x / (1 + x) of the last and decayed access densities
+                  // (share / size share: 1 = the average byte) and of the size against the
+                  // average region's (0.5 = average)
+  kRelative,      // the seven of kNormalized, then features relative to the application and
+                  // to the tiers, which carry from one program and machine to another
+                  // (env/README.md, "Observations that transfer")
+  kRelativeLoad,  // kRelative's, then the region's load (the application's memory traffic
+                  // while the region is accessed, against its mean)
 };
 
 // The layout of ObservationMode::kRelative on a machine of `tiers` tiers: per region
@@ -75,6 +77,8 @@ enum class ObservationMode {
 inline constexpr int kRelativeCommonFeatures = 10;
 inline constexpr int kRelativePerTierFeatures = 5;
 inline constexpr int kRelativeGlobalPerTier = 4;
+// ObservationMode::kRelativeLoad: kRelative's per-region features, then this many more.
+inline constexpr int kRelativeLoadFeatures = 1;
 // Per-region features of a mode on a machine of `tiers` tiers (EnvSpec::obs_region_features).
 int RegionFeatures(ObservationMode mode, size_t tiers);
 // Global features a mode adds after the fill, the progress and the last ratio.
@@ -227,7 +231,7 @@ struct EpisodeView {
   size_t step = 0;                                    // decision intervals done
   double last_ratio = 1;                              // last interval's time / default
   const float* interference_level = nullptr;          // per tier, or null (zeros)
-  // ObservationMode::kRelative only: the last interval's time as charged (migration
+  // ObservationMode::kRelative(Load) only: the last interval's time as charged (migration
   // excluded), 0 before the first step (the features that need it are then 0).
   double last_interval_ns = 0;
 };

@@ -37,6 +37,10 @@ struct ProfileAssets {
   // [step * K + r]: region_accesses summed over the steps before `step` (steps + 1 rows),
   // for the relative observation's density since the start of the run.
   std::vector<double> region_accesses_before;
+  // [step * K + r]: as region_accesses_before, each access weighted by its load
+  // (EstimatorIndex::LoadWeightedAccessesPerGroup), for observation=relative-load (empty
+  // in the other modes).
+  std::vector<double> region_load_before;
   // Misses of one run per weighted sample of all runs: the PEBS reset a weight unit stands
   // for (the runs' resets' greatest common divisor, or their mean when the index counts
   // samples unweighted), divided by the number of runs. 1 / runs without resets.

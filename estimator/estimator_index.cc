@@ -28,7 +28,7 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
 }
 
 std::shared_ptr<const EstimatorIndex> EstimatorIndex::WithTierOverlap(double tier_overlap) const {
-  auto copy = std::shared_ptr<EstimatorIndex>(new EstimatorIndex(*this));
+  auto copy = std::make_shared<EstimatorIndex>(*this);
   copy->blocks_.memory.tier_overlap = tier_overlap;
   return copy;
 }
@@ -320,9 +320,10 @@ size_t EstimatorIndex::MemoryBytes() const {
          Bytes(pb_block_) + Bytes(pb_count_);
 }
 
-std::vector<double> EstimatorIndex::AccessesPerGroup(uint64_t from, uint64_t to,
-                                                     const std::vector<uint32_t>& group_of_page,
-                                                     size_t num_groups) const {
+template <typename Weight>
+std::vector<double> EstimatorIndex::PerGroup(uint64_t from, uint64_t to,
+                                             const std::vector<uint32_t>& group_of_page,
+                                             size_t num_groups, Weight weight) const {
   std::vector<double> out(num_groups, 0.0);
   from = std::min(from, total_instructions_);
   to = std::min(to, total_instructions_);
@@ -337,7 +338,7 @@ std::vector<double> EstimatorIndex::AccessesPerGroup(uint64_t from, uint64_t to,
     const double a = static_cast<double>(from) - begin, b = static_cast<double>(to) - begin;
     for (size_t i = seg_first_win_[s]; i < seg_first_win_[s + 1]; ++i) {
       if (WinLo(i) >= b) break;
-      const double f = internal::FractionInside(WinLo(i), WinHi(i), a, b);
+      const double f = internal::FractionInside(WinLo(i), WinHi(i), a, b) * weight(i);
       if (f == 0) continue;
       for (size_t e = win_offset_[i]; e < win_offset_[i + 1]; ++e) {
         out[group_of_page[win_page_[e]]] += f * win_count_[e];
@@ -345,6 +346,41 @@ std::vector<double> EstimatorIndex::AccessesPerGroup(uint64_t from, uint64_t to,
     }
   }
   return out;
+}
+
+std::vector<double> EstimatorIndex::AccessesPerGroup(uint64_t from, uint64_t to,
+                                                     const std::vector<uint32_t>& group_of_page,
+                                                     size_t num_groups) const {
+  return PerGroup(from, to, group_of_page, num_groups, [](size_t) { return 1.0; });
+}
+
+std::vector<double> EstimatorIndex::LoadWeightedAccessesPerGroup(
+    uint64_t from, uint64_t to, const std::vector<uint32_t>& group_of_page,
+    size_t num_groups) const {
+  // A window holds a sample or two (a window is far shorter than a PEBS reset's worth of
+  // misses), so its own rate would be its speed; the rate is its block's (block_samples
+  // samples): the weighted samples over the base run's time from the block's first
+  // non-empty window to the end of its last. Windows are visited in order: one block's
+  // rate at a time.
+  const auto base = static_cast<size_t>(base_);
+  size_t block = 0, block_end = 0;  // windows [.., block_end) are the current block's
+  double rate = 0;
+  return PerGroup(from, to, group_of_page, num_groups, [&](size_t i) {
+    if (i >= block_end || i < blk_first_win_[block]) {
+      block =
+          static_cast<size_t>(std::upper_bound(blk_first_win_.begin(), blk_first_win_.end(), i) -
+                              blk_first_win_.begin()) -
+          1;
+      const size_t first = blk_first_win_[block];
+      block_end = blk_first_win_[block + 1];
+      double samples = 0;
+      for (size_t j = first; j < block_end; ++j) samples += win_total_[j];
+      const double ns = win_cum_[(block_end - 1) * n_ + base] +
+                        win_time_[(block_end - 1) * n_ + base] - win_cum_[first * n_ + base];
+      rate = ns > 0 ? samples / ns : 0.0;
+    }
+    return rate;
+  });
 }
 
 }  // namespace tiergym

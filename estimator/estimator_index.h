@@ -113,6 +113,15 @@ class EstimatorIndex {
   std::vector<double> AccessesPerGroup(uint64_t from, uint64_t to,
                                        const std::vector<uint32_t>& group_of_page,
                                        size_t num_groups) const;
+  // AccessesPerGroup with each window's accesses weighted by its load: its block's
+  // weighted sampled accesses (all runs) per ns of the base run's time there, the
+  // application's memory traffic while it runs. Over AccessesPerGroup, a group's mean load
+  // per access: high where the group is accessed while the application streams memory
+  // (bandwidth-bound), low where it is accessed alone (latency-bound). A deployed sampler
+  // knows it (its samples' timestamps). Cost: the interval's windows.
+  std::vector<double> LoadWeightedAccessesPerGroup(uint64_t from, uint64_t to,
+                                                   const std::vector<uint32_t>& group_of_page,
+                                                   size_t num_groups) const;
   size_t num_nonempty_windows() const { return win_index_.size(); }
   uint64_t num_windows() const { return num_windows_; }
   size_t num_blocks() const { return blk_first_win_.size() - 1; }
@@ -153,6 +162,12 @@ class EstimatorIndex {
   // InvalidArgument when `model` needs a machine and this index has none.
   absl::Status CheckModel(const RuntimeModel& model) const;
   // Base position range [lo, hi) (segment-local) of non-empty window i.
+  // Sums f * win_count_ * weight(i) per group over the windows of [from, to) (f: the
+  // window's fraction inside): AccessesPerGroup's loop.
+  template <typename Weight>
+  std::vector<double> PerGroup(uint64_t from, uint64_t to,
+                               const std::vector<uint32_t>& group_of_page, size_t num_groups,
+                               Weight weight) const;
   double WinLo(size_t i) const;
   double WinHi(size_t i) const;
   // The first non-empty window of segment s that ends after segment-local position a.

@@ -568,7 +568,59 @@ TEST(EnvironmentTest, RelativeObservationExtendsTheNormalizedOne) {
   EXPECT_THAT(
       std::string(
           ParseEnvConfig({{"profiles", "x"}, {"observation", "pixels"}}).status().message()),
-      HasSubstr("config key 'observation': 'pixels' is not raw, normalized or relative"));
+      HasSubstr("config key 'observation': 'pixels' is not raw, normalized, relative or "
+                "relative-load"));
+}
+
+// observation=relative-load: relative's features, then each region's load; the load is the
+// application's traffic while the region is accessed against its mean, so the regions'
+// loads averaged over their accesses are 1, and it depends on the run, not the placement.
+TEST(EnvironmentTest, RelativeLoadObservationAppendsEachRegionsLoad) {
+  constexpr int kRegions = 8;
+  EnvFixture rel =
+      Make({{"num_regions", "8"}, {"observation", "relative"}, {"tier_capacity_mib", "hbm:512"}});
+  EnvFixture load = Make(
+      {{"num_regions", "8"}, {"observation", "relative-load"}, {"tier_capacity_mib", "hbm:512"}});
+  EnvFixture moved = Make(
+      {{"num_regions", "8"}, {"observation", "relative-load"}, {"tier_capacity_mib", "hbm:512"}});
+  const int base = RegionFeatures(ObservationMode::kRelative, 2);
+  const int features = base + kRelativeLoadFeatures;
+  EXPECT_EQ(RegionFeatures(ObservationMode::kRelativeLoad, 2), features);
+  EXPECT_EQ(load.env->spec().obs_region_features, features);
+  EXPECT_EQ(load.env->spec().observation.shape,
+            (std::vector<int64_t>{kRegions * features + 2 + 2 + kRelativeGlobalPerTier * 2}));
+  const auto unsquash = [](float y) { return static_cast<double>(y) / (1.0 - y); };
+  auto r0 = rel.env->Reset(1, {});
+  auto l0 = load.env->Reset(1, {});
+  auto m0 = moved.env->Reset(1, {});
+  ASSERT_TRUE(r0.ok() && l0.ok() && m0.ok());
+  for (int r = 0; r < kRegions; ++r) EXPECT_EQ(l0->observation[r * features + base], 0.0f);
+  bool spread = false;
+  for (int step = 0; step < 6; ++step) {
+    auto a = rel.env->Step(AllOn(*rel.env, 0));
+    auto b = load.env->Step(AllOn(*load.env, 0));
+    auto c = moved.env->Step(AllOn(*moved.env, 1));
+    ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+    const std::vector<float>& x = a->observation;
+    const std::vector<float>& y = b->observation;
+    double mean = 0;
+    for (int r = 0; r < kRegions; ++r) {
+      const float* f = &y[r * features];
+      EXPECT_TRUE(std::equal(f, f + base, x.begin() + r * base)) << "region " << r;
+      EXPECT_EQ(f[base], c->observation[r * features + base]) << "region " << r;
+      if (f[7] == 0) {
+        EXPECT_EQ(f[base], 0.0f) << "region " << r << " was never sampled";
+        continue;
+      }
+      // The region's share of the accesses so far (density since the start x size share)
+      // times its load against the application's.
+      mean += unsquash(f[7]) * f[3] * unsquash(f[base]);
+      spread |= std::fabs(f[base] - 0.5f) > 0.01f;
+    }
+    EXPECT_NEAR(mean, 1.0, 1e-3) << "step " << step;
+    EXPECT_TRUE(std::equal(x.begin() + kRegions * base, x.end(), y.begin() + kRegions * features));
+  }
+  EXPECT_TRUE(spread) << "every region at the application's mean load: nothing to tell apart";
 }
 
 TEST(EnvironmentTest, OneStepPerPhase) {

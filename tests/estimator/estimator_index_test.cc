@@ -826,6 +826,43 @@ TEST(EstimatorRooflineTest, PlacementStateAndIntervalsMatchTheFullEstimate) {
               1e-6 * full);
 }
 
+TEST(EstimatorIndexTest, AccessesWeightedByLoadAreHeavierWhileTheRunStreams) {
+  // Page A is sampled in the first half of the run every 10 ns, page B in the second half
+  // every 100 ns, as often each (one sample per 1,000-instruction window): A's accesses
+  // come while the application misses ten times as fast. Per access, A's load (its
+  // block's samples per ns) is ten times B's; AccessesPerGroup counts them alike.
+  auto run = [](const std::string& device, double slowdown) {
+    TraceBuilder b(device, TraceMetadata::Make("toy", device, "", 1));
+    b.AddMark({0, 0, 0, 0});
+    uint64_t ns = 0;
+    for (int i = 0; i < 64; ++i) {
+      ns += i < 32 ? 10 : 100;
+      b.AddSample(static_cast<uint64_t>(static_cast<double>(ns) * slowdown), 0, 0,
+                  1000 * static_cast<uint64_t>(i) + 500, i < 32 ? kPageA : kPageB);
+    }
+    b.SetEnd({static_cast<uint64_t>(static_cast<double>(ns + 100) * slowdown), 0, 0, 64'000});
+    return *b.Finish();
+  };
+  const Profile profile = *Profile::FromRuns("toy", {run("ddr", 1), run("hbm", 0.5)});
+  IndexOptions o;
+  o.window_instructions = 1000;
+  o.block_samples = 8;
+  auto index = Index(profile, o);
+  std::vector<uint32_t> group(index->pages().size());
+  for (size_t id = 0; id < group.size(); ++id) {
+    group[id] = index->pages()[id] == kPageB >> index->page_shift() ? 1 : 0;
+  }
+  const std::vector<double> accesses = index->AccessesPerGroup(0, 64'000, group, 2);
+  const std::vector<double> load = index->LoadWeightedAccessesPerGroup(0, 64'000, group, 2);
+  ASSERT_EQ(load.size(), 2u);
+  EXPECT_DOUBLE_EQ(accesses[0], accesses[1]);
+  EXPECT_NEAR(load[0] / accesses[0] / (load[1] / accesses[1]), 10.0, 1.0);
+  // Half the run: half the accesses, and the load of the half's own blocks.
+  const std::vector<double> first = index->LoadWeightedAccessesPerGroup(0, 32'000, group, 2);
+  EXPECT_NEAR(first[0], load[0], 1e-9 * load[0]);
+  EXPECT_EQ(first[1], 0.0);
+}
+
 TEST(EstimatorExtentsTest, FractionsCountTheUnsampledPagesOfASweep) {
   // Base run: an initialisation sweep samples pages 0, 100 and 200 of one array (in that
   // order); later samples touch page 50 then 150. Sweeps join everything into one extent

@@ -98,6 +98,75 @@ def test_the_score_fill_policy_reads_its_room_from_the_observation(episode):
             TINY, config="num_regions=8,steps=6,observation=normalized")))
 
 
+@pytest.fixture(scope="module")
+def load_episode():
+    """As `episode`, on observation=relative-load."""
+    args = es_regions.Args(policy="score-fill-load", **dict(
+        TINY, config="num_regions=8,steps=6,observation=relative-load"))
+    envs = fast_ppo.tiergym.InProcessVectorEnv(
+        3, threads=1, autoreset_mode=fast_ppo.tiergym.DISABLED,
+        **dict(fast_ppo.task_config(es_regions.ppo_args(args)), profiles="minife,lulesh"))
+    try:
+        obs, _ = envs.reset(seed=[0] * 3, options={"profile": ["minife", "lulesh", "lulesh"]})
+        for _ in range(2):
+            obs, _, _, _, _ = envs.step(np.zeros((3, 8), dtype=np.int64))
+        yield args, envs, obs
+    finally:
+        envs.close()
+
+
+@needs_binary
+def test_the_load_policy_is_score_fill_with_the_load_last_and_standardized(load_episode,
+                                                                           episode):
+    args, envs, obs = load_episode
+    network = es_regions.make_policy(args, envs)
+    x = torch.as_tensor(obs)
+    regions = network.layout.split(x)[0]
+    assert network.layout.features == 21
+    # Every feature centred and divided by its spread over the sampled regions.
+    network.standardize(obs)
+    f = network.features(x)
+    sampled = regions[..., 7] > 0
+    np.testing.assert_allclose(network.scale.numpy(), f[sampled].std(dim=0).numpy(), rtol=1e-5)
+    # With no weight on the load, its score is score-fill's on relative's own features.
+    plain = es_regions.make_policy(es_regions.Args(policy="score-fill", **TINY), episode[0])
+    rng = np.random.default_rng(3)
+    with torch.no_grad():
+        w = torch.as_tensor(rng.standard_normal(7), dtype=torch.float32)
+        network.head.weight.copy_(torch.cat([w[:6], torch.zeros(1)]).view(1, -1))
+        network.head.bias.fill_(0.1)
+        plain.head.weight.copy_((w[:6] / network.scale[:6]).view(1, -1))
+        plain.head.bias.fill_(0.1)
+    k, g = network.layout.regions, network.layout.features
+    relative = torch.cat([regions[..., :g - 1].reshape(3, -1), x[:, k * g:]], -1)
+    with torch.no_grad():
+        np.testing.assert_allclose(network(x, decoded=False)[0].numpy(),
+                                   plain(relative, decoded=False)[0].numpy(), rtol=1e-5,
+                                   atol=1e-6)
+    # The batched population (the scale a buffer, not searched) acts as each member.
+    population = es_regions.Population(network)
+    assert population.vector().size == 8
+    thetas = rng.standard_normal((3, 8)).astype(np.float32)
+    batched = population.logits(thetas, x.unsqueeze(0).expand(3, -1, -1))
+    for i, theta in enumerate(thetas):
+        population.load(theta)
+        with torch.no_grad():
+            np.testing.assert_allclose(batched[i].numpy(), network(x)[0].numpy(), atol=1e-5)
+    with pytest.raises(ValueError, match="observation=relative-load"):
+        es_regions.make_policy(dataclasses.replace(args, config=TINY["config"]))
+
+
+@needs_binary
+def test_keep_all_observations_are_every_step_of_each_training_application():
+    args = es_regions.Args(policy="score-fill-load", **dict(
+        TINY, config="num_regions=8,steps=6,observation=relative-load"))
+    obs = es_regions.keep_all_observations(args, es_regions.ppo_args(args))
+    assert obs.shape[0] == 2 * 7      # minife and lulesh, the reset and 6 steps each
+    with pytest.raises(ValueError, match="--standardize"):
+        es_regions.check_args(dataclasses.replace(args, policy="linear-target",
+                                                  standardize=True))
+
+
 def test_cem_refits_the_mean_to_the_elite_and_es_steps_along_the_fitter_side():
     args = es_regions.Args(population=8, elite_fraction=0.25, sigma=0.5, **{
         k: v for k, v in TINY.items() if k != "population"})

@@ -189,6 +189,29 @@ def test_the_reference_agent_trains_on_a_split_and_is_scored_on_every_set():
     assert 0 < train_s <= wall_s
 
 
+def test_cem_fill_load_trains_and_is_scored_on_its_own_observation():
+    """cem-fill-load's task is the protocol's with observation=relative-load (the load of
+    each region appended), recorded in its run; its search standardizes the features and
+    every evaluation holds every set's applications."""
+    pytest.importorskip("torch")
+    agent = lb.AGENTS["cem-fill-load"]
+    task = lb.agent_task(dict(lb.GENERAL_TASK, num_regions="8", steps="6"), agent)
+    assert task["observation"] == "relative-load" and lb.GENERAL_TASK["observation"] == "relative"
+    tiny = dict(agent, kwargs=dict(agent["kwargs"], population=4, apps_per_generation=2,
+                                   env_threads=1))
+    sets = lb.parse_sets("train=procedural-train-v1:2,machine=machine-xeonmax-v2:1")
+    train_dataset, n = tiergym.datasets.parse_entry("procedural-train-v1:2")
+    oracle = {s.label: {a: 1.0 for a in s.apps} for s in sets}
+    curve, _, _ = lb.train_reference_general(
+        tiny, task, train_dataset.config(n), sets, seed=0, steps=96, eval_every=48,
+        progress=lambda *a: None, curve=[], oracle=oracle)
+    assert [p["steps"] for p in curve] == [0, 48, 96, 96]
+    assert "selected_steps" in curve[-1]
+    for point in curve:
+        assert {label: set(r) for label, r in point["returns"].items()} == {
+            s.label: set(s.apps) for s in sets}
+
+
 def tiny_reference_run(**kwargs):
     """A reference agent's run of 36 steps, evaluated every 12 on a set train and a set
     machine (every oracle return 1), with kwargs among its fast_ppo arguments:

@@ -25,7 +25,7 @@ server = server_fixture("--threads", "1")
 
 CONFIG = dict(num_regions=8, steps=6, tier_capacity_mib="hbm:512", action_mode="keep",
               profiles="minife,lulesh")
-MODES = ("raw", "normalized", "relative")
+MODES = ("raw", "normalized", "relative", "relative-load")
 
 
 def check_split(flat, split, spec):

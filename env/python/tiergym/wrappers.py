@@ -103,9 +103,10 @@ def feature_names(spec):
         regions, extra = list(_RAW), []
     elif f == len(_NORMALIZED):
         regions, extra = list(_NORMALIZED), []
-    elif f == len(_RELATIVE_COMMON) + len(_RELATIVE_PER_TIER) * len(tiers):
+    elif f - len(_RELATIVE_COMMON) - len(_RELATIVE_PER_TIER) * len(tiers) in (0, 1):
         regions = list(_RELATIVE_COMMON) + [f"{name}[{t}]" for name in _RELATIVE_PER_TIER
                                             for t in tiers]
+        regions += ["load"][:f - len(regions)]                  # observation=relative-load
         extra = [f"{name}[{t}]" for name in _RELATIVE_GLOBAL_PER_TIER for t in tiers]
     else:
         raise ValueError(f"spec: {f} features per region is no observation mode this client "
