@@ -493,6 +493,9 @@ def main():
                     help="with --fit-prior: also score candidate prior shapes (terms on the "
                     "placement, a rule per member, a noise floor) leaving one member out")
     args = ap.parse_args(argv)
+    if args.prior_candidates and not (args.fit_prior and not args.calibrate):
+        ap.error("--prior-candidates scores priors on validated runs: give it with --fit-prior, "
+                 "without --calibrate")
     members = args.members.split(",")
     machines = args.machines.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]

@@ -172,3 +172,15 @@ def test_no_prior_on_the_correction_holds_two_members_it_cannot_tell_apart(capsy
     family.report_prior_candidates(all_rows, ["spec", "overlap"])
     out = capsys.readouterr().out
     assert out.count("| delta, mixing |") == 4  # two rules, two noise floors
+
+
+def test_prior_candidates_without_fit_prior_is_refused_by_name(monkeypatch, capsys):
+    family = load()
+    monkeypatch.setattr("sys.argv", ["estimator_family.py", "--prior-candidates"])
+    try:
+        family.main()
+    except SystemExit as e:
+        assert e.code == 2
+    else:
+        raise AssertionError("--prior-candidates alone was accepted")
+    assert "--prior-candidates" in capsys.readouterr().err
