@@ -161,13 +161,13 @@ class EstimatorIndex {
   }
   // InvalidArgument when `model` needs a machine and this index has none.
   absl::Status CheckModel(const RuntimeModel& model) const;
-  // Base position range [lo, hi) (segment-local) of non-empty window i.
   // Sums f * win_count_ * weight(i) per group over the windows of [from, to) (f: the
   // window's fraction inside): AccessesPerGroup's loop.
   template <typename Weight>
   std::vector<double> PerGroup(uint64_t from, uint64_t to,
                                const std::vector<uint32_t>& group_of_page, size_t num_groups,
                                Weight weight) const;
+  // Base position range [lo, hi) (segment-local) of non-empty window i.
   double WinLo(size_t i) const;
   double WinHi(size_t i) const;
   // The first non-empty window of segment s that ends after segment-local position a.
