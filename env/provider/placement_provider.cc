@@ -137,11 +137,13 @@ PlacementProvider::Cost PlacementProvider::EstimateCost(const EnvConfig& c) cons
     }
     const uint64_t n = steps > 0 ? steps : 10000;
     const bool linear = PricesByLinearCosts(c.model, n, k, tiers);
-    // Per interval and region: the access share (float) and, on the linear path, a cost
-    // per tier (double); per interval: bounds, default time, constant, interference levels;
-    // per region: the region, its bytes, size share, bounds.
-    cost.asset_bytes +=
-        index_bytes + n * k * (4 + (linear ? tiers * 8 : 0)) + n * (32 + tiers * 4) + k * (64 + 16);
+    // Per interval and region: the access share (float), with observation=relative-load
+    // the loads so far (double) and, on the linear path, a cost per tier (double); per
+    // interval: bounds, default time, constant, interference levels; per region: the
+    // region, its bytes, size share, bounds.
+    const uint64_t load = c.observation == ObservationMode::kRelativeLoad ? 8 : 0;
+    cost.asset_bytes += index_bytes + n * k * (4 + load + (linear ? tiers * 8 : 0)) +
+                        n * (32 + tiers * 4) + k * (64 + 16);
   }
   // A session: per region its tier, history, observation features and mask row.
   cost.session_bytes = 4096 + k * (4 + 4 + 16 + tiers + 8);
