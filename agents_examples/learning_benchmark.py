@@ -39,7 +39,8 @@ panel per set (or train and held out).
 Agents (AGENTS below): the reference agent (agents_examples/fast_ppo.py: PPO with weights
 shared across regions, `ppo-regions`, or a flat MLP, `ppo-flat`; agents_examples/
 es_regions.py: a per-region policy searched by the cross-entropy method, `cem-linear`,
-or a learned hotness in HeMem's placement rule, `cem-fill`),
+or a learned hotness in HeMem's placement rule, `cem-fill`, and the same reading each
+region's load on its own observation, `cem-fill-load`),
 each library's defaults and one tuned configuration each, documented where they are
 defined. SB3 PPO and A2C take the keep-mode action (MultiDiscrete), SB3 DQN the move mode
 (Discrete: one region per step), RLlib PPO the keep mode (two-apps protocol only).
