@@ -366,7 +366,7 @@ std::vector<double> EstimatorIndex::LoadWeightedAccessesPerGroup(
   size_t block = 0, block_end = 0;  // windows [.., block_end) are the current block's
   double rate = 0;
   return PerGroup(from, to, group_of_page, num_groups, [&](size_t i) {
-    if (i >= block_end || i < blk_first_win_[block]) {
+    if (i >= block_end) {
       block =
           static_cast<size_t>(std::upper_bound(blk_first_win_.begin(), blk_first_win_.end(), i) -
                               blk_first_win_.begin()) -

@@ -830,7 +830,9 @@ TEST(EstimatorIndexTest, AccessesWeightedByLoadAreHeavierWhileTheRunStreams) {
   // Page A is sampled in the first half of the run every 10 ns, page B in the second half
   // every 100 ns, as often each (one sample per 1,000-instruction window): A's accesses
   // come while the application misses ten times as fast. Per access, A's load (its
-  // block's samples per ns) is ten times B's; AccessesPerGroup counts them alike.
+  // block's samples per ns) is about ten times B's (9.33: the 100 ns between the halves'
+  // last and first samples is shared by the two blocks astride it); AccessesPerGroup
+  // counts them alike.
   auto run = [](const std::string& device, double slowdown) {
     TraceBuilder b(device, TraceMetadata::Make("toy", device, "", 1));
     b.AddMark({0, 0, 0, 0});
