@@ -595,12 +595,13 @@ TEST(EnvironmentTest, RelativeLoadObservationAppendsEachRegionsLoad) {
   auto m0 = moved.env->Reset(1, {});
   ASSERT_TRUE(r0.ok() && l0.ok() && m0.ok());
   for (int r = 0; r < kRegions; ++r) EXPECT_EQ(l0->observation[r * features + base], 0.0f);
-  bool spread = false;
+  bool spread = false, placed_apart = false;
   for (int step = 0; step < 6; ++step) {
     auto a = rel.env->Step(AllOn(*rel.env, 0));
     auto b = load.env->Step(AllOn(*load.env, 0));
     auto c = moved.env->Step(AllOn(*moved.env, 1));
     ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+    placed_apart |= b->info.tier_used_bytes != c->info.tier_used_bytes;
     const std::vector<float>& x = a->observation;
     const std::vector<float>& y = b->observation;
     double mean = 0;
@@ -621,6 +622,7 @@ TEST(EnvironmentTest, RelativeLoadObservationAppendsEachRegionsLoad) {
     EXPECT_TRUE(std::equal(x.begin() + kRegions * base, x.end(), y.begin() + kRegions * features));
   }
   EXPECT_TRUE(spread) << "every region at the application's mean load: nothing to tell apart";
+  EXPECT_TRUE(placed_apart) << "the two episodes placed alike: the load's independence untested";
 }
 
 TEST(EnvironmentTest, OneStepPerPhase) {

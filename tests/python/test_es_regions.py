@@ -158,10 +158,25 @@ def test_the_load_policy_is_score_fill_with_the_load_last_and_standardized(load_
 
 @needs_binary
 def test_keep_all_observations_are_every_step_of_each_training_application():
+    # Each environment on its own application (a reset by seed alone would put them all on
+    # one), whether the training set is named by applications, by a split's entry or by
+    # the split's profile directories.
     args = es_regions.Args(policy="score-fill-load", **dict(
         TINY, config="num_regions=8,steps=6,observation=relative-load"))
     obs = es_regions.keep_all_observations(args, es_regions.ppo_args(args))
     assert obs.shape[0] == 2 * 7      # minife and lulesh, the reset and 6 steps each
+    for i, app in enumerate(["minife", "lulesh"]):
+        alone = dataclasses.replace(args, train=app)
+        np.testing.assert_array_equal(
+            obs[i::2], es_regions.keep_all_observations(alone, es_regions.ppo_args(alone)))
+    split = dataclasses.replace(args, train="procedural-train-v1:2")
+    dataset, n = fast_ppo.tiergym.datasets.parse_entry(split.train)
+    paths = dataclasses.replace(args, train=",".join(dataset.config(n)["profiles"]))
+    by_entry = es_regions.keep_all_observations(split, es_regions.ppo_args(split))
+    assert by_entry.shape[0] == 2 * 7
+    assert not np.array_equal(by_entry[2], by_entry[3])   # two applications, not one twice
+    np.testing.assert_array_equal(
+        by_entry, es_regions.keep_all_observations(paths, es_regions.ppo_args(paths)))
     with pytest.raises(ValueError, match="--standardize"):
         es_regions.check_args(dataclasses.replace(args, policy="linear-target",
                                                   standardize=True))

@@ -191,8 +191,8 @@ def test_the_reference_agent_trains_on_a_split_and_is_scored_on_every_set():
 
 def test_cem_fill_load_trains_and_is_scored_on_its_own_observation():
     """cem-fill-load's task is the protocol's with observation=relative-load (the load of
-    each region appended), recorded in its run; its search standardizes the features and
-    every evaluation holds every set's applications."""
+    each region appended); it trains and selects on it, and every evaluation holds every
+    set's applications."""
     pytest.importorskip("torch")
     agent = lb.AGENTS["cem-fill-load"]
     task = lb.agent_task(dict(lb.GENERAL_TASK, num_regions="8", steps="6"), agent)
