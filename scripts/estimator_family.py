@@ -70,28 +70,53 @@ def ensure_profile(cache, member, machine, seed, app):
 VALIDATE_ROWS = 2
 
 
-def score_key(options, calibrate):
-    """What a profile's scores are cached by: the options, the command, the binary's digest
-    and (validate) the rows' format."""
-    return hashlib.sha1(json.dumps([options, calibrate, binary_id()] + (
+def score_keys(options, calibrate):
+    """The keys a profile's scores are cached under, one per identity of the estimator that
+    runs (estimator_ids), each with the options, the command and (validate) the rows'
+    format: scores found under any of them are this estimator's."""
+    return [hashlib.sha1(json.dumps([options, calibrate, identity] + (
         [] if calibrate else [VALIDATE_ROWS])).encode()).hexdigest()[:16]
+        for identity in estimator_ids()]
+
+
+def score_key(options, calibrate):
+    """The first of score_keys: what a new calibration file is named by."""
+    return score_keys(options, calibrate)[0]
 
 
 def score(d, machine, options, calibrate):
     """[(run name, kind, error %, inside the interval or None)] of one profile, cached in
-    the profile's directory by the options."""
-    key = score_key(options, calibrate)
-    cache = os.path.join(d, f"score-{key}.json")
-    if os.path.exists(cache):
-        with open(cache) as f:
-            return [tuple(r) for r in json.load(f)]
-    rows = score_uncached(d, machine, options, calibrate, key)
-    with open(cache, "w") as f:
-        json.dump(rows, f)
+    the profile's directory by the options and the estimator (score_keys): found under one
+    key, the scores (and the calibration file) are written under the others too."""
+    keys = score_keys(options, calibrate)
+    paths = [os.path.join(d, f"score-{key}.json") for key in keys]
+    found = next((i for i, path in enumerate(paths) if os.path.exists(path)), None)
+    if found is None:
+        rows, found = score_uncached(d, machine, options, calibrate, keys[0]), 0
+    else:
+        with open(paths[found]) as f:
+            rows = [tuple(r) for r in json.load(f)]
+    for key, path in zip(keys, paths):
+        if calibrate and not os.path.exists(calibration_path(d, key)) and os.path.exists(
+                calibration_path(d, keys[found])):
+            shutil.copyfile(calibration_path(d, keys[found]), calibration_path(d, key))
+        if not os.path.exists(path):
+            with open(path, "w") as f:
+                json.dump(rows, f)
     return rows
 
 
 _BINARY_DIGEST = {}  # tiergym() -> the SHA-256 of the binary it runs
+_ESTIMATOR_IDS = {}  # tiergym() -> estimator_ids()
+
+# The sources a score depends on, relative to the source tree the binary was built from:
+# every C++ source and header, CMake file and bundled JSON model (machines, applications)
+# under these folders, and the top-level CMakeLists.txt (the compile options). The server,
+# the environment, the profiler and the documentation are not among them.
+SCORE_SOURCE_DIRS = ("estimator", "traces")
+SCORE_SOURCE_SUFFIXES = (".cc", ".h", ".json", "CMakeLists.txt")
+# The build's settings (CMakeCache.txt) that change what the same sources compile to.
+SCORE_BUILD_SETTINGS = ("CMAKE_BUILD_TYPE", "CMAKE_CXX_COMPILER", "CMAKE_CXX_FLAGS")
 
 
 def binary_path():
@@ -125,6 +150,78 @@ def binary_id():
     return _BINARY_DIGEST[command]
 
 
+def build_settings(binary):
+    """{name: value} of the CMake build tree holding `binary` (BUILD/bin/tiergym: BUILD's
+    CMakeCache.txt), with CMAKE_HOME_DIRECTORY, the source tree; None outside a build tree
+    (the Python package's installed binary)."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(binary))),
+                        "CMakeCache.txt")
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    wanted = ("CMAKE_HOME_DIRECTORY",) + SCORE_BUILD_SETTINGS
+    settings = {}
+    for line in lines:
+        name, _, value = line.partition("=")
+        name = name.split(":")[0]
+        if name in wanted or name.startswith("CMAKE_CXX_FLAGS_"):
+            settings[name] = value
+    return settings if "CMAKE_HOME_DIRECTORY" in settings else None
+
+
+def score_sources(root):
+    """[(path relative to root, absolute path)] of the sources the scores depend on."""
+    found = []
+    for top in SCORE_SOURCE_DIRS:
+        for folder, dirs, files in os.walk(os.path.join(root, top)):
+            dirs.sort()
+            found += [(os.path.relpath(os.path.join(folder, f), root), os.path.join(folder, f))
+                      for f in sorted(files) if f.endswith(SCORE_SOURCE_SUFFIXES)]
+    found.append(("CMakeLists.txt", os.path.join(root, "CMakeLists.txt")))
+    return sorted(found)
+
+
+def sources_id(binary):
+    """The SHA-256 of the estimator's sources `binary` was built from and of its build
+    settings, or None where that cannot be vouched for: the binary lies outside a CMake build
+    tree, or a source is newer than it (not rebuilt since: it may compute something else)."""
+    settings = build_settings(binary)
+    if settings is None:
+        return None
+    built = os.path.getmtime(binary)
+    digest = hashlib.sha256(json.dumps(sorted(
+        (k, v) for k, v in settings.items() if k != "CMAKE_HOME_DIRECTORY")).encode())
+    for rel, path in score_sources(settings["CMAKE_HOME_DIRECTORY"]):
+        try:
+            if os.path.getmtime(path) > built:
+                print(f"estimator_family: {path} is newer than {binary} (rebuild it): the "
+                      "scores are cached by the binary's content", file=sys.stderr)
+                return None
+            with open(path, "rb") as f:
+                content = f.read()
+        except OSError:
+            return None
+        digest.update(f"{rel}\0{len(content)}\0".encode())
+        digest.update(content)
+    return digest.hexdigest()
+
+
+def estimator_ids():
+    """What the scores of the tiergym that runs depend on, either of which vouches for them:
+    the digest of the estimator's sources it was built from (sources_id), which a rebuild for
+    anything else keeps (the server, another worktree's paths), and the binary's content
+    (binary_id), which a change to the sources that compiles to the same bytes keeps (a
+    reformatting). Only the binary's where the sources cannot vouch for it. Once per command
+    and process."""
+    command = tiergym()
+    if command not in _ESTIMATOR_IDS:
+        sources = sources_id(binary_path())
+        _ESTIMATOR_IDS[command] = ([f"sources {sources}"] if sources else []) + [binary_id()]
+    return _ESTIMATOR_IDS[command]
+
+
 def score_uncached(d, machine, options, calibrate, key):
     profile, runs = os.path.join(d, "profile"), os.path.join(d, "runs", "runs.csv")
     if calibrate:
@@ -150,8 +247,9 @@ def calibration_path(d, key):
 def fitted_parameters(d, options):
     """(compute_overlap, tier_overlap, queue_strength) of the calibration score() wrote for d
     and `options`, or None (queue_strength 0 in files without a queueing fit)."""
+    paths = [calibration_path(d, key) for key in score_keys(options, True)]
     try:
-        with open(calibration_path(d, score_key(options, True))) as f:
+        with open(next((p for p in paths if os.path.exists(p)), paths[0])) as f:
             doc = json.load(f)
     except OSError:
         return None

@@ -103,10 +103,115 @@ def test_the_score_cache_is_keyed_by_the_binarys_content_not_its_time(tmp_path, 
     assert family.binary_path() == str(real)
 
 
+def build_tree(tmp_path):
+    """A source tree (an estimator source, a traces header, a bundled model, a server source,
+    a README) and its CMake build tree with a binary built after them; the binary's path."""
+    src, build = tmp_path / "src", tmp_path / "build"
+    for rel, text in {"estimator/roofline.cc": "double Fit();", "traces/machine.h": "struct M;",
+                      "traces/synth/models/machine_disagg.json": "{}",
+                      "env/server/server.cc": "int Serve();", "README.md": "# tiergym",
+                      "CMakeLists.txt": "project(tiergym)"}.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(text)
+        os.utime(src / rel, (1000, 1000))
+    (build / "bin").mkdir(parents=True)
+    (build / "CMakeCache.txt").write_text(
+        f"CMAKE_BUILD_TYPE:STRING=Release\nCMAKE_CXX_FLAGS:STRING=\n"
+        f"CMAKE_HOME_DIRECTORY:INTERNAL={src}\n")
+    binary = build / "bin" / "tiergym"
+    rebuild(binary, b"\x7fELF one build")
+    return src, binary
+
+
+def rebuild(binary, content, at=2000):
+    """Writes the binary as a build at time `at` does (the sources are written at 1000)."""
+    binary.write_bytes(content)
+    binary.chmod(0o755)
+    os.utime(binary, (at, at))
+
+
+def keys(family, options=("--fit-span", "2048")):
+    """The score keys of the tiergym in TIERGYM, looked up afresh."""
+    family._ESTIMATOR_IDS.clear()
+    family._BINARY_DIGEST.clear()
+    return family.score_keys(list(options), False)
+
+
+def test_the_score_cache_is_keyed_by_the_estimators_sources_not_the_binary(
+        tmp_path, monkeypatch):
+    family = load()
+    src, binary = build_tree(tmp_path)
+    monkeypatch.setenv("TIERGYM", str(binary))
+    sources, content = keys(family)
+    assert family.estimator_ids()[0].startswith("sources ")
+    assert keys(family, []) != [sources, content]  # the options are in the key
+    # A server-only change and a README change, rebuilt: other bytes, the same sources.
+    (src / "env/server/server.cc").write_text("int Serve(int port);")
+    (src / "README.md").write_text("# tiergym, reworded")
+    rebuild(binary, b"\x7fELF the server changed")
+    assert keys(family) == [sources, family.score_keys(["--fit-span", "2048"], False)[1]]
+    assert keys(family)[1] != content
+    # An estimator source, a bundled machine, the build type: each changes the sources key.
+    for rel, text in {"estimator/roofline.cc": "double Fit(int span);",
+                      "traces/synth/models/machine_disagg.json": '{"tiers": []}'}.items():
+        before = keys(family)[0]
+        (src / rel).write_text(text)
+        os.utime(src / rel, (1000, 1000))
+        assert keys(family)[0] != before, rel
+    before = keys(family)[0]
+    cache = binary.parent.parent / "CMakeCache.txt"
+    cache.write_text(cache.read_text().replace("Release", "Debug"))
+    assert keys(family)[0] != before
+    # Edited and not rebuilt: the sources cannot vouch for the binary, only its content keys.
+    before = keys(family)
+    (src / "estimator/roofline.cc").write_text("double Fit(int span, int runs);")
+    os.utime(src / "estimator/roofline.cc", (3000, 3000))  # after the build (2000)
+    assert keys(family) == before[1:]
+    rebuild(binary, b"\x7fELF the estimator changed", at=4000)
+    assert len(keys(family)) == 2 and keys(family)[0] != before[0]
+    # Outside a build tree (the package's installed binary): the binary's content alone.
+    cache.unlink()
+    assert keys(family) == [family.score_keys(["--fit-span", "2048"], False)[-1]]
+    assert family.estimator_ids() == [family.binary_id()]
+
+
+def test_scores_found_under_either_identity_are_not_recomputed(tmp_path, monkeypatch):
+    family = load()
+    src, binary = build_tree(tmp_path)
+    monkeypatch.setenv("TIERGYM", str(binary))
+    computed = []
+
+    def score_uncached(d, machine, options, calibrate, key):
+        computed.append(key)
+        return [("hbm50", "fractions", 1.0, True)]
+
+    monkeypatch.setattr(family, "score_uncached", score_uncached)
+    profile = tmp_path / "profile"
+    profile.mkdir()
+
+    def scored():
+        family._ESTIMATOR_IDS.clear()
+        family._BINARY_DIGEST.clear()
+        return family.score(str(profile), "disagg", [], False)
+
+    assert scored() == [("hbm50", "fractions", 1.0, True)] and len(computed) == 1
+    rebuild(binary, b"\x7fELF the server changed")  # the same sources
+    scored()
+    (src / "estimator/roofline.cc").write_text("// reformatted\ndouble Fit();")
+    os.utime(src / "estimator/roofline.cc", (1000, 1000))  # the same binary (2000)
+    scored()
+    assert len(computed) == 1
+    (src / "estimator/roofline.cc").write_text("double Fit(int span);")
+    os.utime(src / "estimator/roofline.cc", (1000, 1000))
+    rebuild(binary, b"\x7fELF the estimator changed")
+    scored()
+    assert len(computed) == 2
+
+
 def test_the_calibrated_parameters_report_the_queue_strength_and_its_bounds(
         tmp_path, capsys, monkeypatch):
     family = load()
-    binary = tmp_path / "tiergym-binary"  # what the score key digests
+    binary = tmp_path / "tiergym-binary"  # what the score key digests (no build tree)
     binary.write_bytes(b"\x7fELF not a real binary")
     monkeypatch.setenv("TIERGYM", str(binary))
     # A version 4 file with a queueing fit, and a version 3 file without (strength 0).
