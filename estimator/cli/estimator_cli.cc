@@ -249,9 +249,11 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
                                                               : "auto";
   const bool queue_auto = strength_text == "auto";
   const bool queue_off = strength_text == "off";
-  auto queue_strength = queue_auto  ? absl::StatusOr<double>(1.0)
-                        : queue_off ? absl::StatusOr<double>(0.0)
-                                    : p.GetDouble("queue-strength");
+  // The text parsed, not the option's default ("auto"): --queue-like alone is 1.
+  auto queue_strength = queue_auto                  ? absl::StatusOr<double>(1.0)
+                        : queue_off                 ? absl::StatusOr<double>(0.0)
+                        : p.Given("queue-strength") ? p.GetDouble("queue-strength")
+                                                    : absl::StatusOr<double>(1.0);
   if (s.ok() &&
       !(queue_strength.ok() && *queue_strength >= 0 && *queue_strength <= kMaxQueueStrength)) {
     s = absl::InvalidArgumentError(StrCat("--queue-strength must be auto, off or a number in [0, ",

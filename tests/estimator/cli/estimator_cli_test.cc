@@ -286,6 +286,15 @@ TEST_F(EstimatorCliTest, TheQueueStrengthIsReadByDefaultAndOffKeepsTiersFlat) {
   Result alone = Tiergym(validate + " --queue-strength 0.5", true);
   EXPECT_EQ(alone.exit_code, 2);
   EXPECT_THAT(alone.out, HasSubstr("give both"));
+  // A curve named without a strength scales it by 1, as --queue-strength 1 does (it was
+  // refused once the option's default became auto).
+  Result one =
+      Tiergym(validate + " --replicates 5 --json --queue-like xeonmax:ddr --queue-strength 1");
+  ASSERT_EQ(one.exit_code, 0) << one.out;
+  Result curve = Tiergym(validate + " --replicates 5 --json --queue-like xeonmax:ddr");
+  ASSERT_EQ(curve.exit_code, 0) << curve.out;
+  EXPECT_EQ(curve.out, one.out);
+  EXPECT_EQ(Json(curve).Find("queue_strength")->number(), 1);
 }
 
 TEST_F(EstimatorCliTest, UsageErrorsExitWithTwo) {
