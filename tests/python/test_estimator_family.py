@@ -208,6 +208,30 @@ def test_scores_found_under_either_identity_are_not_recomputed(tmp_path, monkeyp
     assert len(computed) == 2
 
 
+def test_a_calibration_found_under_one_identity_is_found_under_the_other(tmp_path, monkeypatch):
+    family = load()
+    src, binary = build_tree(tmp_path)
+    monkeypatch.setenv("TIERGYM", str(binary))
+    profile = tmp_path / "profile"
+    profile.mkdir()
+
+    def calibrated(d, machine, options, calibrate, key):
+        with open(family.calibration_path(d, key), "w") as f:
+            json.dump({"compute_overlap": 0.5, "tier_overlap": 0.8, "queue_strength": 1.0}, f)
+        return [("hbm50", "fractions", 1.0, True)]
+
+    monkeypatch.setattr(family, "score_uncached", calibrated)
+    keys(family)
+    family.score(str(profile), "disagg", [], True)
+    rebuild(binary, b"\x7fELF the server changed")  # the same sources, another binary
+    keys(family)
+    monkeypatch.setattr(family, "score_uncached", None)  # not computed again
+    assert family.score(str(profile), "disagg", [], True) == [("hbm50", "fractions", 1.0, True)]
+    # The scores and the calibration are now under the new binary's key too.
+    family._ESTIMATOR_IDS[family.tiergym()] = [family.binary_id()]
+    assert family.fitted_parameters(str(profile), []) == (0.5, 0.8, 1.0)
+
+
 def test_the_calibrated_parameters_report_the_queue_strength_and_its_bounds(
         tmp_path, capsys, monkeypatch):
     family = load()
