@@ -56,14 +56,61 @@ def profile_dir(cache, member, machine, seed, app):
     return os.path.join(cache, f"{member}-{machine}-s{seed}", app)
 
 
+# What a generated profile is stamped with (GENERATOR_STAMP in its directory): the digest of
+# the generator's sources the binary was built from (sources_id over GENERATOR_SOURCE_DIRS:
+# the time model, the ground-truth members, the bundled application and machine models,
+# the trace writers).
+GENERATOR_STAMP = "generator.json"
+GENERATOR_SOURCE_DIRS = ("traces",)
+
+
 def ensure_profile(cache, member, machine, seed, app):
+    """The directory of the profile and measured runs of (member, machine, seed, app),
+    generated when missing or when it was made by another generator than the binary's (its
+    stamp differs: a change to the time model or a bundled model; the directory, scores
+    included, is made anew). A profile without a stamp (made before stamps) is taken as
+    this generator's and stamped; where the sources cannot vouch for the binary (outside a
+    build tree, or edited since), the profile is kept as it is."""
     d = profile_dir(cache, member, machine, seed, app)
+    stamp = os.path.join(d, GENERATOR_STAMP)
+    generator = generator_id()
     if os.path.exists(os.path.join(d, "runs", "runs.csv")):
-        return d
-    run([tiergym(), "trace", "synth", "--app", app, "--machine", machine, "--truth", member,
-         "--seed", str(seed), "--format", "bin", "--quiet",
-         "--out", os.path.dirname(d)])
+        made_by = read_stamp(stamp)
+        if generator is None or made_by == generator:
+            return d
+        if made_by is not None:
+            print(f"estimator_family: {d} was made by another generator: made anew",
+                  file=sys.stderr)
+            shutil.rmtree(d)
+    if not os.path.exists(os.path.join(d, "runs", "runs.csv")):
+        run([tiergym(), "trace", "synth", "--app", app, "--machine", machine, "--truth",
+             member, "--seed", str(seed), "--format", "bin", "--quiet",
+             "--out", os.path.dirname(d)])
+    if generator is not None:
+        with open(stamp, "w") as f:
+            json.dump({"generator": generator}, f)
     return d
+
+
+_GENERATOR_IDS = {}  # tiergym() -> generator_id()
+
+
+def generator_id():
+    """The digest of the generator's sources the binary was built from (sources_id over
+    GENERATOR_SOURCE_DIRS), or None; once per command and process."""
+    command = tiergym()
+    if command not in _GENERATOR_IDS:
+        _GENERATOR_IDS[command] = sources_id(binary_path(), GENERATOR_SOURCE_DIRS)
+    return _GENERATOR_IDS[command]
+
+
+def read_stamp(path):
+    """The generator digest a profile's stamp names, or None (no stamp, or unreadable)."""
+    try:
+        with open(path) as f:
+            return json.load(f).get("generator")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 # What a validate row holds (score_uncached): 2 added the access shares.
@@ -171,10 +218,11 @@ def build_settings(binary):
     return settings if "CMAKE_HOME_DIRECTORY" in settings else None
 
 
-def score_sources(root):
-    """[(path relative to root, absolute path)] of the sources the scores depend on."""
+def score_sources(root, dirs=SCORE_SOURCE_DIRS):
+    """[(path relative to root, absolute path)] of the sources under `dirs` (default: those
+    the scores depend on) and the top-level CMakeLists.txt."""
     found = []
-    for top in SCORE_SOURCE_DIRS:
+    for top in dirs:
         for folder, dirs, files in os.walk(os.path.join(root, top)):
             dirs.sort()
             found += [(os.path.relpath(os.path.join(folder, f), root), os.path.join(folder, f))
@@ -183,17 +231,18 @@ def score_sources(root):
     return sorted(found)
 
 
-def sources_id(binary):
-    """The SHA-256 of the estimator's sources `binary` was built from and of its build
-    settings, or None where that cannot be vouched for: the binary lies outside a CMake build
-    tree, or a source is newer than it (not rebuilt since: it may compute something else)."""
+def sources_id(binary, dirs=SCORE_SOURCE_DIRS):
+    """The SHA-256 of the sources under `dirs` (default: the estimator's) `binary` was built
+    from and of its build settings, or None where that cannot be vouched for: the binary
+    lies outside a CMake build tree, or a source is newer than it (not rebuilt since: it may
+    compute something else)."""
     settings = build_settings(binary)
     if settings is None:
         return None
     built = os.path.getmtime(binary)
     digest = hashlib.sha256(json.dumps(sorted(
         (k, v) for k, v in settings.items() if k != "CMAKE_HOME_DIRECTORY")).encode())
-    for rel, path in score_sources(settings["CMAKE_HOME_DIRECTORY"]):
+    for rel, path in score_sources(settings["CMAKE_HOME_DIRECTORY"], dirs):
         try:
             if os.path.getmtime(path) > built:
                 print(f"estimator_family: {path} is newer than {binary} (rebuild it): the "

@@ -313,3 +313,49 @@ def test_prior_candidates_without_fit_prior_is_refused_by_name(monkeypatch, caps
     else:
         raise AssertionError("--prior-candidates alone was accepted")
     assert "--prior-candidates" in capsys.readouterr().err
+
+
+def test_a_profile_made_by_another_generator_is_made_anew(tmp_path, monkeypatch):
+    family = load()
+    src, binary = build_tree(tmp_path)
+    monkeypatch.setenv("TIERGYM", str(binary))
+    made = []
+
+    def run(cmd):
+        made.append(cmd)
+        out = pathlib.Path(cmd[cmd.index("--out") + 1]) / cmd[cmd.index("--app") + 1]
+        (out / "runs").mkdir(parents=True)
+        (out / "runs" / "runs.csv").write_text("run,runtime_ns\n")
+        return ""
+
+    monkeypatch.setattr(family, "run", run)
+
+    def ensure():
+        family._GENERATOR_IDS.clear()
+        return pathlib.Path(family.ensure_profile(str(tmp_path / "cache"), "spec", "disagg", 1,
+                                                  "lulesh"))
+
+    d = ensure()
+    assert len(made) == 1 and (d / family.GENERATOR_STAMP).exists()
+    (d / "score-x.json").write_text("[]")  # a score of this profile
+    # An estimator or server change rebuilt: the same generator, nothing made.
+    for rel, text in {"estimator/roofline.cc": "double Fit(int span);",
+                      "env/server/server.cc": "int Serve(int port);"}.items():
+        (src / rel).write_text(text)
+        os.utime(src / rel, (1000, 1000))
+    rebuild(binary, b"\x7fELF the estimator changed", at=4000)
+    stamped = family.read_stamp(d / family.GENERATOR_STAMP)
+    assert ensure() == d and len(made) == 1 and (d / "score-x.json").exists()
+    assert family.generator_id() == stamped
+    # A bundled model or the time model changed, rebuilt: made anew, its old scores gone.
+    (src / "traces/synth/models/machine_disagg.json").write_text('{"tiers": []}')
+    os.utime(src / "traces/synth/models/machine_disagg.json", (1000, 1000))
+    rebuild(binary, b"\x7fELF the generator changed", at=5000)
+    assert ensure() == d and len(made) == 2 and not (d / "score-x.json").exists()
+    # A profile made before stamps is taken as this generator's and stamped, not made anew.
+    (d / family.GENERATOR_STAMP).unlink()
+    assert ensure() == d and len(made) == 2 and (d / family.GENERATOR_STAMP).exists()
+    # Edited and not rebuilt: the sources cannot vouch for the binary; the profile stays.
+    (src / "traces/machine.h").write_text("struct M { int tiers; };")
+    os.utime(src / "traces/machine.h", (6000, 6000))
+    assert ensure() == d and len(made) == 2
