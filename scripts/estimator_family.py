@@ -218,11 +218,11 @@ def build_settings(binary):
     return settings if "CMAKE_HOME_DIRECTORY" in settings else None
 
 
-def score_sources(root, dirs=SCORE_SOURCE_DIRS):
-    """[(path relative to root, absolute path)] of the sources under `dirs` (default: those
-    the scores depend on) and the top-level CMakeLists.txt."""
+def score_sources(root, folders=SCORE_SOURCE_DIRS):
+    """[(path relative to root, absolute path)] of the sources under `folders` (default:
+    those the scores depend on) and the top-level CMakeLists.txt."""
     found = []
-    for top in dirs:
+    for top in folders:
         for folder, dirs, files in os.walk(os.path.join(root, top)):
             dirs.sort()
             found += [(os.path.relpath(os.path.join(folder, f), root), os.path.join(folder, f))
@@ -231,18 +231,18 @@ def score_sources(root, dirs=SCORE_SOURCE_DIRS):
     return sorted(found)
 
 
-def sources_id(binary, dirs=SCORE_SOURCE_DIRS):
-    """The SHA-256 of the sources under `dirs` (default: the estimator's) `binary` was built
-    from and of its build settings, or None where that cannot be vouched for: the binary
-    lies outside a CMake build tree, or a source is newer than it (not rebuilt since: it may
-    compute something else)."""
+def sources_id(binary, folders=SCORE_SOURCE_DIRS):
+    """The SHA-256 of the sources under `folders` (default: the estimator's) `binary` was
+    built from and of its build settings, or None where that cannot be vouched for: the
+    binary lies outside a CMake build tree, or a source is newer than it (not rebuilt
+    since: it may compute something else)."""
     settings = build_settings(binary)
     if settings is None:
         return None
     built = os.path.getmtime(binary)
     digest = hashlib.sha256(json.dumps(sorted(
         (k, v) for k, v in settings.items() if k != "CMAKE_HOME_DIRECTORY")).encode())
-    for rel, path in score_sources(settings["CMAKE_HOME_DIRECTORY"], dirs):
+    for rel, path in score_sources(settings["CMAKE_HOME_DIRECTORY"], folders):
         try:
             if os.path.getmtime(path) > built:
                 print(f"estimator_family: {path} is newer than {binary} (rebuild it): the "
