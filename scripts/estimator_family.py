@@ -126,11 +126,6 @@ def score_keys(options, calibrate):
         for identity in estimator_ids()]
 
 
-def score_key(options, calibrate):
-    """The first of score_keys: what a new calibration file is named by."""
-    return score_keys(options, calibrate)[0]
-
-
 def score(d, machine, options, calibrate):
     """[(run name, kind, error %, inside the interval or None)] of one profile, cached in
     the profile's directory by the options and the estimator (score_keys): found under one

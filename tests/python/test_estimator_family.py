@@ -244,7 +244,7 @@ def test_the_calibrated_parameters_report_the_queue_strength_and_its_bounds(
                       "old": {"compute_overlap": 0.0, "tier_overlap": 0.4}}.items():
         d = tmp_path / name
         d.mkdir()
-        key = family.score_key([], True)
+        key = family.score_keys([], True)[0]
         (d / f"calibration-{key}.json").write_text(json.dumps(doc))
         fits[("queueing", 3, name)] = family.fitted_parameters(str(d), [])
     assert fits[("queueing", 3, "q")] == (0.5, 1.0, 2.0)
