@@ -363,11 +363,11 @@ std::vector<double> EstimatorIndex::LoadWeightedAccessesPerGroup(
   // non-empty window to the end of its last. Windows are visited in order: one block's
   // rate at a time.
   const auto base = static_cast<size_t>(base_);
-  size_t block = 0, block_end = 0;  // windows [.., block_end) are the current block's
+  size_t block_end = 0;  // windows [.., block_end) are the current block's
   double rate = 0;
   return PerGroup(from, to, group_of_page, num_groups, [&](size_t i) {
     if (i >= block_end) {
-      block =
+      const size_t block =
           static_cast<size_t>(std::upper_bound(blk_first_win_.begin(), blk_first_win_.end(), i) -
                               blk_first_win_.begin()) -
           1;
