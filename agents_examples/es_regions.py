@@ -80,6 +80,8 @@ class Args:
     reward_norm_floor: float = 0.1      # an app's oracle saving taken as >= this x pool mean
     standardize: bool = False           # score-fill*: each feature divided by its spread
                                         # over the training applications (keep-all episodes)
+    keep_margin: float = 0.0            # score-fill*: a fast-tier region stays hot while it
+                                        # scores above -keep_margin x the weights' norm
     mask: str = "region"                # fast_ppo's action masks: region, joint, none
     train: str = "procedural-train-v1:256"  # applications searched on (names, a split's entry)
     held_out: str = ""                  # applications evaluated on only (the command line)
@@ -115,6 +117,9 @@ def check_args(args):
     if args.standardize and not args.policy.startswith("score-fill"):
         raise ValueError("--standardize: only the score-fill policies standardize their "
                          "features")
+    if args.keep_margin < 0 or (args.keep_margin and not args.policy.startswith("score-fill")):
+        raise ValueError("--keep-margin must be >= 0, and only the score-fill policies keep "
+                         "regions by a margin")
     if not 0 < args.elite_fraction <= 1:
         raise ValueError("--elite-fraction must be in (0, 1]")
 
@@ -167,16 +172,20 @@ class RegionLinearTargetPolicy(LinearTargetPolicy):
         super().__init__(layout, obs_size, hidden, with_globals=False)
 
 
-def fill_fast_tier(score, on_fast, sizes, free):
+def fill_fast_tier(score, on_fast, sizes, free, keep=None):
     """HeMem's placement rule, with `score` for its hotness: regions scoring above 0 are
     hot. Hot regions on the slow tier are promoted, hottest first; one that does not fit
     makes room by demoting fast-tier regions that are not hot, coldest first; a hot region
     never displaces another. score, on_fast (bool), sizes [B, K]; free [B]: the fast tier's
-    free room, in the sizes' unit. Returns [B, K]: 0 keep, 1 demote, 2 promote (only the
-    demotions that made room)."""
+    free room, in the sizes' unit; keep [B] (optional, >= 0): a fast-tier region stays hot
+    while it scores above -keep (hysteresis: regions whose scores cross back and forth near
+    0 are not swapped for one another). Returns [B, K]: 0 keep, 1 demote, 2 promote (only
+    the demotions that made room)."""
     b, k = score.shape
     rows = np.arange(b)
     hot = score > 0
+    if keep is not None:
+        hot |= on_fast & (score > -np.asarray(keep, dtype=np.float64).reshape(b, 1))
     room = free.astype(np.float64)
     sizes = sizes.astype(np.float64)
     slack = 1e-6 * (sizes.sum(axis=1) + room)   # float32 observations: no spurious misfit
@@ -227,6 +236,7 @@ class ScoreFillPolicy(torch.nn.Module):
     MEAN_DENSITY, SIZE_SHARE, ON = 7, 3, 10
     LOAD = 0               # 1: observation=relative-load's load is one of them
     NAME, OBSERVATION = "score-fill", "relative"
+    keep_margin = 0.0      # Args.keep_margin (make_policy sets it)
 
     def __init__(self, layout, obs_size, hidden=0):
         super().__init__()
@@ -275,11 +285,16 @@ class ScoreFillPolicy(torch.nn.Module):
         decoded=False (score [B, K], a zero value)."""
         score = self.head(self.features(obs) / self.scale).squeeze(-1)
         value = torch.zeros(obs.shape[0])
-        return (self.decode(score, obs) if decoded else score), value
+        if not decoded:
+            return score, value
+        return self.decode(score, obs, self.head.weight.detach().norm()), value
 
-    def decode(self, score, obs):
+    def decode(self, score, obs, weight_norm=None):
         """score [B, K], obs [B, D] -> logits [B, K, 1 + T]: 1 for the choice
-        fill_fast_tier makes, 0.5 for keep (what a mask falls back to), 0 otherwise."""
+        fill_fast_tier makes, 0.5 for keep (what a mask falls back to), 0 otherwise.
+        weight_norm (a number or [B]): the norm of the weights that scored each row; with
+        keep_margin > 0 a fast-tier region stays hot while it scores above -keep_margin x
+        it (a margin in the features' own units, whatever the weights' scale)."""
         t = self.tiers
         regions, globals_ = (a.detach() for a in self.layout.split(obs))
         fast = self.fast_tier(globals_).numpy()
@@ -288,7 +303,11 @@ class ScoreFillPolicy(torch.nn.Module):
         on_fast = regions[rows, :, self.ON + fast] > 0.5
         free = globals_[rows, t + 2 + fast] * (1 - globals_[rows, fast])  # holds x (1 - fill)
         score = np.where(regions[..., self.MEAN_DENSITY] > 0, score.detach().numpy(), -1.0)
-        choice = fill_fast_tier(score, on_fast, regions[..., self.SIZE_SHARE], free)
+        keep = None
+        if self.keep_margin > 0 and weight_norm is not None:
+            keep = self.keep_margin * np.broadcast_to(
+                torch.as_tensor(weight_norm).detach().numpy(), (len(fast),))
+        choice = fill_fast_tier(score, on_fast, regions[..., self.SIZE_SHARE], free, keep)
         target = np.where(choice == 2, fast[:, None], 1 - fast[:, None])  # the tier moved to
         logits = np.zeros(choice.shape + (1 + t,), dtype=np.float32)
         logits[..., 0] = 0.5
@@ -361,7 +380,8 @@ class Population:
         if decode is None:
             return out
         p, m = obs.shape[:2]
-        logits = decode(out.reshape(p * m, -1), obs.reshape(p * m, -1))
+        norm = stacked["head.weight"].reshape(p, -1).norm(dim=1).repeat_interleave(m)
+        logits = decode(out.reshape(p * m, -1), obs.reshape(p * m, -1), norm)
         return logits.reshape(p, m, *logits.shape[1:])
 
 
@@ -450,8 +470,11 @@ def make_policy(args, envs=None):
     try:
         spec = probe.tier_spec
         layout = fast_ppo.Layout(spec, spec["num_regions"], probe.single_action_space)
-        return POLICIES[args.policy](layout, probe.single_observation_space.shape[0],
-                                     args.hidden)
+        policy = POLICIES[args.policy](layout, probe.single_observation_space.shape[0],
+                                       args.hidden)
+        if args.keep_margin:
+            policy.keep_margin = args.keep_margin
+        return policy
     finally:
         if envs is None:
             probe.close()

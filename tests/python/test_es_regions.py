@@ -80,6 +80,26 @@ def test_the_fill_promotes_hot_regions_hottest_first_and_demotes_cold_ones_for_r
                                          np.array([9.0, 9.0])).any()
 
 
+def test_a_keep_margin_stops_regions_near_the_threshold_swapping_for_one_another():
+    # The fast tier (room 0) holds region 0, which scores just below 0; region 1, just
+    # above, is hot. Without a margin 0 is demoted for it (the churn of lulesh's equal
+    # regions); with a margin of 0.1 region 0 stays hot and nothing moves. Promotions into
+    # free room are not held back, and a region far below the margin is still demoted.
+    score = np.array([[-0.05, 0.05], [-0.05, 0.05], [-0.5, 0.05]])
+    on_fast = np.array([[True, False]] * 3)
+    sizes = np.ones((3, 2))
+    room = np.array([0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(es_regions.fill_fast_tier(score, on_fast, sizes, room),
+                                  [[1, 2], [1, 2], [1, 2]])
+    keep = np.array([0.1, 0.0, 0.1])
+    np.testing.assert_array_equal(es_regions.fill_fast_tier(score, on_fast, sizes, room, keep),
+                                  [[0, 0], [1, 2], [1, 2]])
+    free = es_regions.fill_fast_tier(score, on_fast, sizes, np.array([1.0] * 3), keep)
+    assert (free[:, 1] == 2).all()
+    with pytest.raises(ValueError, match="keep-margin"):
+        es_regions.check_args(es_regions.Args(keep_margin=0.1))  # not a score-fill policy
+
+
 @needs_binary
 def test_the_score_fill_policy_reads_its_room_from_the_observation(episode):
     # Every sampled region hot (the bias alone): the fill promotes regions while they fit,
