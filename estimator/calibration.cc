@@ -1,6 +1,7 @@
 #include "estimator/calibration.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -19,9 +20,23 @@ namespace tiergym {
 namespace {
 
 constexpr int kOverlapSteps = 10;  // compute overlap candidates 0, 0.1, .., 1
-// Tier overlap candidates 1, 0.9, .., 0.4 (1 first: ties keep the tiers concurrent).
-constexpr int kTierSteps = 7;
-double TierOverlapCandidate(int j) { return 1.0 - 0.1 * j; }
+// Tier overlap candidates 1, 0.95, 0.9, 0.8, .., 0.4 (1 first: ties keep the tiers
+// concurrent; 0.95, the uncalibrated prior IndexOptions::tier_overlap, so that the prior is
+// a candidate).
+constexpr std::array<double, 8> kTierOverlaps = {1.0, 0.95, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4};
+constexpr int kTierSteps = static_cast<int>(kTierOverlaps.size());
+double TierOverlapCandidate(int j) { return kTierOverlaps[j]; }
+// The step of the candidate nearest `tier_overlap` (ties to the larger overlap).
+int NearestTierOverlapStep(double tier_overlap) {
+  int best = 0;
+  for (int j = 1; j < kTierSteps; ++j) {
+    if (std::fabs(kTierOverlaps[j] - tier_overlap) <
+        std::fabs(kTierOverlaps[best] - tier_overlap) - 1e-12) {
+      best = j;
+    }
+  }
+  return best;
+}
 // Queue strength candidates 0, 0.5, .., kMaxQueueStrength / 2.
 constexpr int kQueueSteps = 4;
 double QueueStrengthCandidate(int k) { return 0.5 * k; }
@@ -453,8 +468,7 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   const double base_q = base.queue_like ? base.queue_strength : 0.0;
   Candidate prior;
   prior.o = static_cast<int>(std::lround(base.compute_overlap * kOverlapSteps));
-  prior.j =
-      std::clamp(static_cast<int>(std::lround((1.0 - base.tier_overlap) * 10)), 0, kTierSteps - 1);
+  prior.j = NearestTierOverlapStep(base.tier_overlap);
   prior.q =
       std::clamp(static_cast<int>(std::lround(base_q / QueueStrengthCandidate(1))), 0, kQueueSteps);
   const bool fit_queueing = shape.has_value();

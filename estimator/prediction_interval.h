@@ -36,14 +36,15 @@ namespace tiergym {
 // The defaults are fitted on the family of ground truths (estimator/README.md, "Intervals
 // that hold their level": scripts/estimator_family.py --fit-prior): of a grid, the pair
 // whose 90 % interval holds 90 % of the family's runs with the least mean width, the runs
-// estimated with the default options (the queue strength read from the profile; under flat
-// tiers the same rule gave noise 0.010, model_error 0.13).
+// estimated with the default options (the queue strength read from the profile, the tier
+// overlap 0.95; with the tiers' overlap 1 the same rule gave noise 0.009, model_error 0.07,
+// and under flat tiers as well noise 0.010, model_error 0.13).
 struct IntervalPrior {
   // Relative error (one standard deviation) of an estimate the runtime model does not move
   // from the paper's: run-to-run noise and what every placement shares.
   double noise = 0.009;
   // Standard deviation of the model's own relative error per unit of relative correction.
-  double model_error = 0.07;
+  double model_error = 0.08;
   // Standard deviation of the model's own relative error per unit of mixing (Mixing()).
   double mix_error = 0;
 };

@@ -20,6 +20,16 @@ if [ ${#files[@]} -eq 0 ]; then
   exit 0
 fi
 echo "check_tidy: clang-tidy on ${#files[@]} recently changed file(s): ${files[*]}"
-printf '%s\n' "${files[@]}" |
-  xargs -P "$(nproc)" -n 1 clang-tidy -p "$build" --quiet --warnings-as-errors='*' 2>/dev/null
+# clang-tidy's stderr is mostly "N warnings generated." (suppressed ones); kept aside and
+# shown when it fails, since a failure that prints nothing on stdout (a crash, a source that
+# does not compile) explains itself only there.
+stderr_log="$(mktemp "${TMPDIR:-/tmp}/check_tidy.XXXXXX")"
+trap 'rm -f "$stderr_log"' EXIT
+if ! printf '%s\n' "${files[@]}" |
+    xargs -P "$(nproc)" -n 1 clang-tidy -p "$build" --quiet --warnings-as-errors='*' \
+      2>"$stderr_log"; then
+  echo "check_tidy: clang-tidy failed (findings above, if any); what it wrote on stderr:"
+  grep -v ' warnings\? generated\.$' "$stderr_log" || true
+  exit 1
+fi
 echo "check_tidy: no findings"

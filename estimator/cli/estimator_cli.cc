@@ -88,8 +88,9 @@ void AddEstimateOptions(ArgParser& p) {
               "0");
   p.AddOption("tier-overlap", "FRACTION",
               "roofline model: share of the shorter tiers' bandwidth-bound time that overlaps "
-              "the longest (1: the tiers transfer concurrently)",
-              "1");
+              "the longest (1: the tiers transfer concurrently; the default, 0.95: the "
+              "family of ground truths' leave-one-out choice)",
+              "0.95");
   p.AddOption("limit-smoothness", "P",
               "roofline model: 0, latency- and bandwidth-bound time combine by a hard maximum; "
               "P >= 1, as the P-norm",
@@ -538,11 +539,11 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
   }
   std::printf(
       "%d runs, %d-fold cross-validation (each run scored by a fit on the others):\n"
-      "  uncalibrated (compute overlap %.1f, tier overlap %.1f): mean error %.2f %%, max error "
+      "  uncalibrated (compute overlap %.1f, tier overlap %g): mean error %.2f %%, max error "
       "%.2f %%\n"
       "  calibrated: mean error %.2f %%, max error %.2f %%; measured runtime inside the 90 %% "
       "interval in %.0f %% of the runs\n"
-      "fitted on all runs: compute overlap %.1f, tier overlap %.1f, queue strength %.1f%s, "
+      "fitted on all runs: compute overlap %.1f, tier overlap %g, queue strength %.1f%s, "
       "relative noise %.2f %%; wrote %s\n",
       c.fitted_runs, c.folds, common.options.compute_overlap, common.options.tier_overlap,
       c.uncalibrated_mean_error_pct, c.uncalibrated_max_error_pct, c.cv_mean_error_pct,

@@ -770,7 +770,7 @@ TEST(EnvironmentTest, CapacityOverridesByConfigurationKey) {
 TEST(EnvironmentTest, CalibrationFileSetsTheRooflineOverlap) {
   // queue_fitted: a queueing fit that may have fitted the strength 0 (none: the strength
   // is read from the profile, the default).
-  auto write = [](double overlap, double tier_overlap = 1, double queue_strength = 0,
+  auto write = [](double overlap, double tier_overlap = 0.95, double queue_strength = 0,
                   bool queue_fitted = false) {
     Calibration c;
     c.model = Model::kRoofline;
@@ -808,7 +808,7 @@ TEST(EnvironmentTest, CalibrationFileSetsTheRooflineOverlap) {
   // The tier overlap and the queue strength enter the environment's estimates too (they
   // were once dropped: only the compute overlap was applied), each on its own.
   const double tiers = episode({{"calibration", write(0.5, 0.6)}});
-  const double queue = episode({{"calibration", write(0.5, 1, 1.5)}});
+  const double queue = episode({{"calibration", write(0.5, 0.95, 1.5)}});
   EXPECT_NE(tiers, prior);
   EXPECT_NE(queue, prior);
   EXPECT_NE(queue, tiers);
@@ -832,13 +832,13 @@ TEST(EnvironmentTest, CalibrationFileSetsTheRooflineOverlap) {
   EXPECT_EQ(cache.MemoryBytes(), one);
   const auto tier = cached(write(0.5, 0.6));
   EXPECT_EQ(cache.MemoryBytes(), 2 * one);
-  const auto queued = cached(write(0.5, 1, 1.5));
+  const auto queued = cached(write(0.5, 0.95, 1.5));
   EXPECT_EQ(cache.MemoryBytes(), 3 * one);
   // A fitted strength 0 is not the default's strength read from the profile: another
   // key (knl's two runs read 0, so the estimates agree; a queueing profile's would not).
-  const auto flat = cached(write(0.5, 1, 0, true));
+  const auto flat = cached(write(0.5, 0.95, 0, true));
   EXPECT_EQ(cache.MemoryBytes(), 4 * one);
-  EXPECT_EQ(episode({{"calibration", write(0.5, 1, 0, true)}}), prior);
+  EXPECT_EQ(episode({{"calibration", write(0.5, 0.95, 0, true)}}), prior);
 
   auto load = [](ConfigMap keys) {
     keys["profiles"] = SmallProfileDir("lulesh", "knl");

@@ -314,9 +314,9 @@ TEST(CalibrationTest, FitsTheOverlapAndScoresEveryRunOnAFitWithoutIt) {
   EXPECT_LT(c->cv_mean_error_pct, c->uncalibrated_mean_error_pct);
   EXPECT_GT(c->relative_noise, 0);
   EXPECT_LT(c->relative_noise, 0.05);
-  // knl's two tiers transfer concurrently in the spec model: no tier overlap below 1 helps,
-  // and they do not queue.
-  EXPECT_DOUBLE_EQ(c->tier_overlap, 1);
+  // knl's two tiers transfer concurrently in the spec model: no tier overlap below the
+  // prior (0.95) helps, and they do not queue.
+  EXPECT_GE(c->tier_overlap, 0.95);
   EXPECT_DOUBLE_EQ(c->queue_strength, 0);
   ASSERT_EQ(c->cv_inside.size(), d.runs.size());
   EXPECT_EQ(c->interval_scores.size(), d.runs.size());

@@ -240,18 +240,18 @@ def test_the_calibrated_parameters_report_the_queue_strength_and_its_bounds(
     monkeypatch.setenv("TIERGYM", str(binary))
     # A version 4 file with a queueing fit, and a version 3 file without (strength 0).
     fits = {}
-    for name, doc in {"q": {"compute_overlap": 0.5, "tier_overlap": 1.0, "queue_strength": 2.0},
+    for name, doc in {"q": {"compute_overlap": 0.5, "tier_overlap": 0.95, "queue_strength": 2.0},
                       "old": {"compute_overlap": 0.0, "tier_overlap": 0.4}}.items():
         d = tmp_path / name
         d.mkdir()
         key = family.score_keys([], True)[0]
         (d / f"calibration-{key}.json").write_text(json.dumps(doc))
         fits[("queueing", 3, name)] = family.fitted_parameters(str(d), [])
-    assert fits[("queueing", 3, "q")] == (0.5, 1.0, 2.0)
+    assert fits[("queueing", 3, "q")] == (0.5, 0.95, 2.0)
     assert fits[("queueing", 3, "old")] == (0.0, 0.4, 0.0)
     family.report_bounds(fits, ["queueing"])
     out = capsys.readouterr().out
-    assert "3:q 0.5/1.0/2.0*" in out  # the grid's largest strength is starred
+    assert "3:q 0.5/0.95/2.0*" in out  # the grid's largest strength is starred; 0.95 whole
     assert "3:old 0.0*/0.4*/0.0" in out
     assert "| 1 of 2 | 1 of 2 |" in out  # strength above 0, and at 2
 
@@ -359,3 +359,24 @@ def test_a_profile_made_by_another_generator_is_made_anew(tmp_path, monkeypatch)
     (src / "traces/machine.h").write_text("struct M { int tiers; };")
     os.utime(src / "traces/machine.h", (6000, 6000))
     assert ensure() == d and len(made) == 2
+
+
+def test_the_two_choice_rules_differ_where_no_configuration_meets_the_worst_members():
+    # The figures of the tier overlap's scan (estimator/README.md, "The tier overlap's
+    # default"), mean / max over all kinds: the least worst ratio chooses 0.9, the most
+    # targets met 0.95 (mean met on every member), whichever member is left out.
+    family = load()
+    scan = {"1": [(0.88, 5.00), (1.66, 12.27), (0.72, 3.30), (1.03, 6.70), (1.57, 13.46)],
+            "0.95": [(1.10, 6.39), (1.44, 10.06), (0.80, 3.30), (1.24, 8.09), (1.40, 11.41)],
+            "0.9": [(1.36, 8.02), (1.22, 7.85), (0.96, 5.61), (1.51, 9.48), (1.23, 9.36)]}
+    members = ["spec", "overlap", "smooth", "hiding", "mixed-b"]
+    per_member = {c: {m: {"all": {"mean": mean, "max": mx}} for m, (mean, mx) in zip(members, v)}
+                  for c, v in scan.items()}
+    for left_out in members:
+        others = [m for m in members if m != left_out]
+        assert family.choose(per_member, others, "worst ratio") == "0.9"
+        assert family.choose(per_member, others, "targets") == "0.95"
+    # Where one configuration meets every target, both rules take it.
+    per_member["good"] = {m: {"all": {"mean": 1.0, "max": 3.0}} for m in members}
+    assert family.choose(per_member, members, "worst ratio") == "good"
+    assert family.choose(per_member, members, "targets") == "good"
