@@ -177,15 +177,16 @@ def fill_fast_tier(score, on_fast, sizes, free, keep=None):
     hot. Hot regions on the slow tier are promoted, hottest first; one that does not fit
     makes room by demoting fast-tier regions that are not hot, coldest first; a hot region
     never displaces another. score, on_fast (bool), sizes [B, K]; free [B]: the fast tier's
-    free room, in the sizes' unit; keep [B] (optional, >= 0): a fast-tier region stays hot
-    while it scores above -keep (hysteresis: regions whose scores cross back and forth near
-    0 are not swapped for one another). Returns [B, K]: 0 keep, 1 demote, 2 promote (only
-    the demotions that made room)."""
+    free room, in the sizes' unit; keep [B] or [B, K] (optional, >= 0): a fast-tier region
+    stays hot while it scores above -keep (hysteresis: regions whose scores cross back and
+    forth near 0 are not swapped for one another). Returns [B, K]: 0 keep, 1 demote, 2
+    promote (only the demotions that made room)."""
     b, k = score.shape
     rows = np.arange(b)
     hot = score > 0
     if keep is not None:
-        hot |= on_fast & (score > -np.asarray(keep, dtype=np.float64).reshape(b, 1))
+        keep = np.broadcast_to(np.asarray(keep, dtype=np.float64).reshape(b, -1), (b, k))
+        hot |= on_fast & (score > -keep)
     room = free.astype(np.float64)
     sizes = sizes.astype(np.float64)
     slack = 1e-6 * (sizes.sum(axis=1) + room)   # float32 observations: no spurious misfit
@@ -302,11 +303,13 @@ class ScoreFillPolicy(torch.nn.Module):
         rows = np.arange(len(fast))
         on_fast = regions[rows, :, self.ON + fast] > 0.5
         free = globals_[rows, t + 2 + fast] * (1 - globals_[rows, fast])  # holds x (1 - fill)
-        score = np.where(regions[..., self.MEAN_DENSITY] > 0, score.detach().numpy(), -1.0)
+        sampled = regions[..., self.MEAN_DENSITY] > 0
+        score = np.where(sampled, score.detach().numpy(), -1.0)
         keep = None
         if self.keep_margin > 0 and weight_norm is not None:
-            keep = self.keep_margin * np.broadcast_to(
-                torch.as_tensor(weight_norm).detach().numpy(), (len(fast),))
+            # Per row, and never for a region without samples (never hot, margin or not).
+            norm = np.broadcast_to(torch.as_tensor(weight_norm).detach().numpy(), (len(fast),))
+            keep = np.where(sampled, self.keep_margin * norm[:, None], 0.0)
         choice = fill_fast_tier(score, on_fast, regions[..., self.SIZE_SHARE], free, keep)
         target = np.where(choice == 2, fast[:, None], 1 - fast[:, None])  # the tier moved to
         logits = np.zeros(choice.shape + (1 + t,), dtype=np.float32)

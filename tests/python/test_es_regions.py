@@ -96,8 +96,49 @@ def test_a_keep_margin_stops_regions_near_the_threshold_swapping_for_one_another
                                   [[0, 0], [1, 2], [1, 2]])
     free = es_regions.fill_fast_tier(score, on_fast, sizes, np.array([1.0] * 3), keep)
     assert (free[:, 1] == 2).all()
+    # A margin per region: 0 for region 0 (a region without samples) keeps nothing.
+    per_region = np.array([[0.0, 0.1], [0.1, 0.1], [0.0, 0.0]])
+    np.testing.assert_array_equal(
+        es_regions.fill_fast_tier(score, on_fast, sizes, room, per_region),
+        [[1, 2], [0, 0], [1, 2]])
     with pytest.raises(ValueError, match="keep-margin"):
         es_regions.check_args(es_regions.Args(keep_margin=0.1))  # not a score-fill policy
+
+
+@needs_binary
+def test_the_batched_population_keeps_by_each_members_own_margin():
+    # With a region on the fast tier the keep margin acts, scaled by each member's own
+    # weights: the batched population still acts as each member's own network, and the
+    # margin changes what some member does (so the comparison is not of two rules that
+    # ignore it).
+    args = es_regions.Args(policy="score-fill", keep_margin=0.5, **TINY)
+    envs = fast_ppo.tiergym.InProcessVectorEnv(
+        2, threads=1, autoreset_mode=fast_ppo.tiergym.DISABLED,
+        **dict(fast_ppo.task_config(es_regions.ppo_args(args)), profiles=args.train))
+    try:
+        envs.reset(seed=[0] * 2, options={"profile": ["lulesh", "lulesh"]})
+        envs.step(np.zeros((2, 8), dtype=np.int64))
+        promote = np.zeros((2, 8), dtype=np.int64)
+        promote[:, 5] = 2   # lulesh's region 5 (a fifth of it) fills most of the fast tier
+        obs, _, _, _, info = envs.step(promote)
+        assert all(len(r) == 0 for r in info["refused_regions"])
+        network = es_regions.make_policy(args, envs)
+        plain = es_regions.make_policy(dataclasses.replace(args, keep_margin=0.0), envs)
+    finally:
+        envs.close()
+    population = es_regions.Population(network)
+    thetas = np.random.default_rng(1).standard_normal(
+        (8, population.vector().size)).astype(np.float32)
+    x = torch.as_tensor(obs)
+    batched = population.logits(thetas, x.unsqueeze(0).expand(8, -1, -1))
+    differs = False
+    for i, theta in enumerate(thetas):
+        population.load(theta)
+        own = network(x)[0].detach().numpy()
+        np.testing.assert_array_equal(batched[i].detach().numpy(), own)
+        es_regions.Population(plain).load(theta)
+        differs |= not np.array_equal(plain(x)[0].detach().numpy(), own)
+    assert differs
 
 
 @needs_binary
