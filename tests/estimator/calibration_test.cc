@@ -317,6 +317,18 @@ TEST(CalibrationTest, FitsTheOverlapAndScoresEveryRunOnAFitWithoutIt) {
   // knl's two tiers transfer concurrently in the spec model: no tier overlap below the
   // prior (0.95) helps, and they do not queue.
   EXPECT_GE(c->tier_overlap, 0.95);
+  // The uncalibrated error is the default estimate's on the same runs (the prior is a
+  // candidate of the grid: a prior off it was once rounded to another tier overlap).
+  auto estimator = Estimator::Create(d.profile, RecommendedEstimatorOptions(d.generated.machine));
+  ASSERT_TRUE(estimator.ok()) << estimator.status();
+  double default_mean = 0;
+  for (const auto& [run, placement] : d.runs) {
+    auto e = (*estimator)->EstimatePlacement(placement, Model::kRoofline);
+    ASSERT_TRUE(e.ok()) << e.status();
+    default_mean += 100 * std::fabs(e->runtime_ns / static_cast<double>(run.runtime_ns) - 1);
+  }
+  EXPECT_NEAR(c->uncalibrated_mean_error_pct, default_mean / static_cast<double>(d.runs.size()),
+              1e-9);
   EXPECT_DOUBLE_EQ(c->queue_strength, 0);
   ASSERT_EQ(c->cv_inside.size(), d.runs.size());
   EXPECT_EQ(c->interval_scores.size(), d.runs.size());
