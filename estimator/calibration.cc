@@ -51,6 +51,7 @@ struct Candidate {
 // candidates of one (o, q): [j][run].
 struct Table {
   std::vector<std::vector<double>> residual, estimate;
+  std::vector<double> serialized;  // per run: the estimate with the tier overlap 0
 };
 
 // The candidate the runs `which` choose among `candidates` (the one-standard-error rule of
@@ -116,9 +117,9 @@ void ApplyCalibration(const Calibration& calibration, EstimatorOptions* options)
 
 PredictionInterval CalibratedInterval(const Calibration& calibration, double estimate_ns,
                                       double paper_ns, const SamplingInterval& sampling,
-                                      double level, double mixing) {
+                                      double level, double mixing, double serialization) {
   return ConformalInterval(calibration.interval_scores, calibration.prior, estimate_ns, paper_ns,
-                           sampling, level, mixing);
+                           sampling, level, mixing, serialization);
 }
 
 namespace {
@@ -164,8 +165,8 @@ absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_
                    StrCat(R"(expected "tiergym-calibration", got ")", format, "\""));
   }
   TG_ASSIGN_OR_RETURN(double version, r.RequiredNumber("version"));
-  if (version != 1 && version != 2 && version != 3 && version != 4)
-    return r.Error("version", nullptr, "only versions 1, 2, 3 and 4 are known");
+  if (version != 1 && version != 2 && version != 3 && version != 4 && version != 5)
+    return r.Error("version", nullptr, "only versions 1 to 5 are known");
   Calibration c;
   TG_ASSIGN_OR_RETURN(std::string model, r.RequiredString("model"));
   auto parsed = ParseModel(model);
@@ -188,8 +189,10 @@ absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_
   if (interval != nullptr) {
     json::ObjectReader v(*interval, std::string(source), "interval");
     TG_RETURN_IF_ERROR(v.CheckIsObject());
-    TG_RETURN_IF_ERROR(version >= 3 ? v.OnlyKeys({"noise", "model_error", "mix_error", "scores"})
-                                    : v.OnlyKeys({"noise", "model_error", "scores"}));
+    TG_RETURN_IF_ERROR(
+        version >= 5 ? v.OnlyKeys({"noise", "model_error", "mix_error", "overlap_error", "scores"})
+        : version >= 3 ? v.OnlyKeys({"noise", "model_error", "mix_error", "scores"})
+                       : v.OnlyKeys({"noise", "model_error", "scores"}));
     TG_ASSIGN_OR_RETURN(c.prior.noise, v.RequiredNumber("noise"));
     TG_ASSIGN_OR_RETURN(c.prior.model_error, v.RequiredNumber("model_error"));
     if (!(c.prior.noise > 0 && c.prior.noise <= 1)) {
@@ -201,6 +204,11 @@ absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_
     TG_ASSIGN_OR_RETURN(c.prior.mix_error, v.OptionalNumber("mix_error", 0));
     if (!(c.prior.mix_error >= 0 && c.prior.mix_error <= 10)) {
       return v.Error("mix_error", nullptr, "must be in [0, 10]");
+    }
+    // Before version 5 the scores were relative to a scale without the serialization term.
+    TG_ASSIGN_OR_RETURN(c.prior.overlap_error, v.OptionalNumber("overlap_error", 0));
+    if (!(c.prior.overlap_error >= 0 && c.prior.overlap_error <= 10)) {
+      return v.Error("overlap_error", nullptr, "must be in [0, 10]");
     }
     TG_ASSIGN_OR_RETURN(const json::Value* scores, v.OptionalMember("scores"));
     if (scores != nullptr) {
@@ -247,7 +255,7 @@ std::string FormatCalibration(const Calibration& c) {
   w.Key("format");
   w.String("tiergym-calibration");
   w.Key("version");
-  w.Int(4);
+  w.Int(5);
   w.Key("model");
   w.String(ModelName(c.model));
   w.Key("compute_overlap");
@@ -270,6 +278,8 @@ std::string FormatCalibration(const Calibration& c) {
   w.Double(c.prior.model_error);
   w.Key("mix_error");
   w.Double(c.prior.mix_error);
+  w.Key("overlap_error");
+  w.Double(c.prior.overlap_error);
   w.Key("scores");
   w.BeginArray();
   for (double s : c.interval_scores) w.Double(s);
@@ -336,6 +346,10 @@ class Grid {
   [[nodiscard]] double estimate(const Candidate& c, size_t i) const {
     return tables_.at({c.o, c.q}).estimate[c.j][i];
   }
+  // The serialization of candidate c's estimate of run i (prediction_interval.h).
+  [[nodiscard]] double serialization(const Candidate& c, size_t i) const {
+    return Serialization(estimate(c, i), tables_.at({c.o, c.q}).serialized[i]);
+  }
   [[nodiscard]] double paper_ns(size_t i) const { return paper_ns_[i]; }
   [[nodiscard]] double mixing(size_t i) const { return mixing_[i]; }
 
@@ -356,7 +370,8 @@ class Grid {
     Table& t = tables_[{o, q}];
     t.residual.assign(kTierSteps, std::vector<double>(n_));
     t.estimate.assign(kTierSteps, std::vector<double>(n_));
-    // Per base device and tier overlap, the index copy.
+    t.serialized.assign(n_, 0);
+    // Per base device and tier overlap, the index copy (j = kTierSteps: the tier overlap 0).
     std::map<std::pair<std::string, int>, std::shared_ptr<const EstimatorIndex>> copies;
     for (size_t i = 0; i < n_; ++i) {
       const Placement& placement = runs_[i].second;
@@ -384,6 +399,11 @@ class Grid {
         t.residual[j][i] = *est / measured - 1;
         t.estimate[j][i] = *est;
       }
+      auto& serial = copies[{placement.default_tier, kTierSteps}];
+      if (serial == nullptr) serial = (*index)->WithTierOverlap(0);
+      auto serialized = serial->RuntimeNs(*resolved, options_.model);
+      if (!serialized.ok()) return fail(serialized.status());
+      t.serialized[i] = *serialized;
     }
     have_paper_ = true;
     return absl::OkStatus();
@@ -476,8 +496,9 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   auto measured = [&](size_t i) { return static_cast<double>(runs[i].first.runtime_ns); };
   TG_RETURN_IF_ERROR(grid.Ensure({prior.o}, {prior.q}));  // the paper estimates first
   auto score = [&](const Candidate& c, size_t i) {
-    return std::fabs(grid.residual(c, i)) /
-           RelativeSd(options.prior, grid.estimate(c, i), grid.paper_ns(i), grid.mixing(i));
+    return std::fabs(grid.residual(c, i)) / RelativeSd(options.prior, grid.estimate(c, i),
+                                                       grid.paper_ns(i), grid.mixing(i),
+                                                       grid.serialization(c, i));
   };
   Calibration out;
   out.model = options.model;
@@ -521,7 +542,7 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
       prior_error[i] = 100 * std::fabs(grid.residual(prior, i));
       const PredictionInterval interval =
           ConformalInterval(scores, options.prior, grid.estimate(c, i), grid.paper_ns(i),
-                            SamplingInterval{}, 0.9, grid.mixing(i));
+                            SamplingInterval{}, 0.9, grid.mixing(i), grid.serialization(c, i));
       out.cv_inside[i] = Inside(interval, measured(i));
       inside += out.cv_inside[i];
     }

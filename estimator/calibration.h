@@ -30,7 +30,7 @@
 // folds come from fits without the run's fold either).
 //
 // File format (JSON, written by WriteCalibration, read by ReadCalibration):
-//   {"format": "tiergym-calibration", "version": 4,
+//   {"format": "tiergym-calibration", "version": 5,
 //    "model": "roofline",            // the model the parameters were fitted for
 //    "compute_overlap": 0.7,         // in [0, 1]
 //    "tier_overlap": 0.9,            // in [0, 1]; version 1 files: 1
@@ -39,16 +39,18 @@
 //    "relative_noise": 0.006,        // >= 0, relative standard deviation
 //    "interval": {"noise": 0.009, "model_error": 0.07,   // the prior the scores divide by
 //                 "mix_error": 0.02,                     // version 3; before: 0
+//                 "overlap_error": 0.16,                 // version 5; before: 0
 //                 "scores": [0.2, 1.1, ...]},            // optional
 //    "fitted_runs": 18,              // informational
 //    "cross_validation": {"folds": 5, "mean_error_pct": .., "max_error_pct": ..,
 //                         "uncalibrated_mean_error_pct": .., "uncalibrated_max_error_pct": ..,
 //                         "coverage": ..}}   // coverage optional
 // Unknown keys are errors; "cross_validation", "fitted_runs", "tier_overlap", "interval",
-// "queue_strength" and "queue_like" are optional on reading (version 1-3 files read as
-// before: version 3 has no queueing keys (the estimator's queue options are left alone),
-// version 2 no "mix_error", version 1 no "tier_overlap" and no "interval"). A version 4
-// file without the queueing keys was fitted without a queueing curve.
+// "queue_strength" and "queue_like" are optional on reading (version 1-4 files read as
+// before: version 4 has no "overlap_error" (its scores were divided by a scale without the
+// serialization term: 0), version 3 no queueing keys (the estimator's queue options are
+// left alone), version 2 no "mix_error", version 1 no "tier_overlap" and no "interval"). A
+// version 4 or 5 file without the queueing keys was fitted without a queueing curve.
 #ifndef TIERGYM_ESTIMATOR_CALIBRATION_H_
 #define TIERGYM_ESTIMATOR_CALIBRATION_H_
 
@@ -104,7 +106,7 @@ void ApplyCalibration(const Calibration& calibration, EstimatorOptions* options)
 // and prior (the prior interval when it has no scores).
 PredictionInterval CalibratedInterval(const Calibration& calibration, double estimate_ns,
                                       double paper_ns, const SamplingInterval& sampling,
-                                      double level, double mixing = 0);
+                                      double level, double mixing = 0, double serialization = 0);
 
 absl::StatusOr<Calibration> ReadCalibration(const std::string& path);
 absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_view source);

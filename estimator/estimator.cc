@@ -74,6 +74,21 @@ absl::StatusOr<Estimate> Estimator::EstimatePlacement(const Placement& placement
   return index->EstimateDetailed(resolved, model);
 }
 
+absl::StatusOr<double> Estimator::SerializedRuntimeNs(const Placement& placement, Model model) {
+  TG_RETURN_IF_ERROR(CheckPlacementTiers(profile_, placement));
+  TG_ASSIGN_OR_RETURN(std::shared_ptr<const EstimatorIndex> index,
+                      IndexFor(placement.default_tier));
+  std::shared_ptr<const EstimatorIndex> serialized;
+  {
+    absl::MutexLock lock(&mu_);
+    auto& slot = serialized_[placement.default_tier];
+    if (slot == nullptr) slot = index->WithTierOverlap(0);
+    serialized = slot;
+  }
+  TG_ASSIGN_OR_RETURN(ResolvedPlacement resolved, serialized->Resolve(placement));
+  return serialized->RuntimeNs(resolved, model);
+}
+
 absl::StatusOr<SamplingInterval> Estimator::SamplingSpread(const Placement& placement, Model model,
                                                            int replicates, uint64_t seed,
                                                            double level) {

@@ -80,6 +80,12 @@ class Estimator {
   // The estimate of `placement` with its breakdown. Fails like EstimatorIndex::Resolve.
   absl::StatusOr<Estimate> EstimatePlacement(const Placement& placement, Model model);
 
+  // The runtime of `placement` were the tiers' bandwidth-bound times not to overlap at all
+  // (the tier overlap 0; the other options the same): what Serialization()
+  // (prediction_interval.h) compares the estimate with. Models other than kRoofline do not
+  // read the tier overlap: their estimate. Fails like EstimatePlacement.
+  absl::StatusOr<double> SerializedRuntimeNs(const Placement& placement, Model model);
+
   // The sampling interval of the estimate (sampling_spread.h).
   absl::StatusOr<SamplingInterval> SamplingSpread(const Placement& placement, Model model,
                                                   int replicates, uint64_t seed, double level);
@@ -96,6 +102,8 @@ class Estimator {
   const EstimatorOptions options_;
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<const EstimatorIndex>> indexes_ ABSL_GUARDED_BY(mu_);
+  // Per base device, its index with the tier overlap 0 (SerializedRuntimeNs).
+  std::map<std::string, std::shared_ptr<const EstimatorIndex>> serialized_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tiergym

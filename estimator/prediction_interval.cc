@@ -50,28 +50,39 @@ double Mixing(const std::vector<double>& access_share) {
   return std::clamp(1 - *std::max_element(access_share.begin(), access_share.end()), 0.0, 1.0);
 }
 
-double RelativeSd(const IntervalPrior& prior, double estimate_ns, double paper_ns, double mixing) {
+double Serialization(double estimate_ns, double serialized_ns) {
+  return std::fabs(serialized_ns - estimate_ns) / estimate_ns;
+}
+
+double RelativeSd(const IntervalPrior& prior, double estimate_ns, double paper_ns, double mixing,
+                  double serialization) {
   const double delta = std::fabs(estimate_ns - paper_ns) / estimate_ns;
-  return std::hypot(prior.noise, prior.model_error * delta, prior.mix_error * mixing);
+  return std::hypot(std::hypot(prior.noise, prior.model_error * delta, prior.mix_error * mixing),
+                    prior.overlap_error * serialization);
 }
 
 PredictionInterval PriorInterval(const IntervalPrior& prior, double estimate_ns, double paper_ns,
-                                 const SamplingInterval& sampling, double level, double mixing) {
+                                 const SamplingInterval& sampling, double level, double mixing,
+                                 double serialization) {
   const double z = NormalQuantile(0.5 + level / 2);
-  return Around(estimate_ns, z * RelativeSd(prior, estimate_ns, paper_ns, mixing), sampling, level);
+  return Around(estimate_ns, z * RelativeSd(prior, estimate_ns, paper_ns, mixing, serialization),
+                sampling, level);
 }
 
 PredictionInterval ConformalInterval(const std::vector<double>& scores, const IntervalPrior& prior,
                                      double estimate_ns, double paper_ns,
-                                     const SamplingInterval& sampling, double level,
-                                     double mixing) {
-  if (scores.empty()) return PriorInterval(prior, estimate_ns, paper_ns, sampling, level, mixing);
+                                     const SamplingInterval& sampling, double level, double mixing,
+                                     double serialization) {
+  if (scores.empty()) {
+    return PriorInterval(prior, estimate_ns, paper_ns, sampling, level, mixing, serialization);
+  }
   std::vector<double> sorted = scores;
   std::sort(sorted.begin(), sorted.end());
   const auto n = static_cast<double>(sorted.size());
   const auto k = static_cast<size_t>(std::ceil((n + 1) * level));
   const double q = sorted[std::min(sorted.size(), std::max<size_t>(k, 1)) - 1];
-  return Around(estimate_ns, q * RelativeSd(prior, estimate_ns, paper_ns, mixing), sampling, level);
+  return Around(estimate_ns, q * RelativeSd(prior, estimate_ns, paper_ns, mixing, serialization),
+                sampling, level);
 }
 
 }  // namespace tiergym

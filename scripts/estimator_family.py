@@ -279,7 +279,8 @@ def score_uncached(d, machine, options, calibrate, key):
                 "--json"] + options)
     doc = json.loads(text)
     return [(r["name"], kind_of(r["name"]), r["error_pct"], r.get("inside"), r["measured_ns"],
-             r["estimated_ns"], r["models"]["paper"]["estimated_ns"], r.get("access_share"))
+             r["estimated_ns"], r["models"]["paper"]["estimated_ns"], r.get("access_share"),
+             r.get("serialization", 0.0))
             for r in doc["runs"]]
 
 
@@ -411,12 +412,14 @@ Z90 = 1.6448536269514722  # the standard normal's 95th percentile: a two-sided 9
 
 def prior_terms(rows):
     """(relative residual measured / estimate - 1, relative correction |estimate - paper| /
-    estimate, mixing 1 - the largest device's access share) of scored runs (rows as score()
-    returns them, validate only; rows without access shares have mixing 0)."""
+    estimate, mixing 1 - the largest device's access share, serialization) of scored runs
+    (rows as score() returns them, validate only; rows without access shares have mixing 0,
+    rows without a serialization 0)."""
     terms = []
     for r in rows:
         shares = r[7] if len(r) > 7 and r[7] else [1.0]
-        terms.append((r[4] / r[5] - 1, abs(r[5] - r[6]) / r[5], 1 - max(shares)))
+        serial = r[8] if len(r) > 8 and r[8] is not None else 0.0
+        terms.append((r[4] / r[5] - 1, abs(r[5] - r[6]) / r[5], 1 - max(shares), serial))
     return terms
 
 
@@ -472,26 +475,93 @@ def fit_prior_shape(terms, with_mixing=True):
     return noise, a * noise, b * noise
 
 
-def prior_coverage(terms, noise, model_error, mix_error=0.0, z=Z90):
+def prior_coverage(terms, noise, model_error, mix_error=0.0, overlap_error=0.0, z=Z90):
     inside = [abs(r) <= z * (noise * noise + (model_error * delta) ** 2
-                             + (mix_error * mixing) ** 2) ** 0.5
-              for r, delta, mixing in terms]
+                             + (mix_error * mixing) ** 2 + (overlap_error * serial) ** 2) ** 0.5
+              for r, delta, mixing, serial in terms]
     return sum(inside) / len(inside) if inside else 0.0
+
+
+def fit_prior_per_member(terms_by_member, floor=None):
+    """(noise, model_error, mix_error = 0, overlap_error) of prediction_interval.h, how
+    IntervalPrior's defaults are fitted: of the grid (noise from `floor`, the run-to-run
+    noise RUN_NOISE by default, to 2 % by 0.05 %; model_error 0-0.4 by 0.01; overlap_error
+    0-0.8 by 0.02) the one whose 90 % interval's coverage is nearest 90 % on every member
+    (the least largest distance), then the narrowest (the least mean sd over the runs).
+    terms_by_member: {member: prior_terms(its rows)}."""
+    import numpy as np
+    floor = RUN_NOISE if floor is None else floor
+    groups = [np.array(t, dtype=float).reshape(-1, 4) for t in terms_by_member.values()]
+    terms = np.concatenate(groups)
+    member = np.concatenate([np.full(len(g), i) for i, g in enumerate(groups)])
+    residual, delta, serial = np.abs(terms[:, 0]), terms[:, 1], terms[:, 3]
+    noises = 0.0005 * np.arange(int(round(floor / 0.0005)), 41)
+    noises = noises[noises > 0]
+    best = None
+    for oe in 0.02 * np.arange(0, 41):
+        for me in 0.01 * np.arange(0, 41):
+            sd = np.sqrt(noises[:, None] ** 2 + ((me * delta) ** 2 + (oe * serial) ** 2)[None, :])
+            held = residual[None, :] <= Z90 * sd
+            cover = np.stack([held[:, member == m].mean(axis=1) for m in range(len(groups))], 1)
+            distance, width = np.abs(cover - 0.9).max(axis=1), sd.mean(axis=1)
+            i = int(np.lexsort((width, distance))[0])
+            candidate = (distance[i], width[i], float(noises[i]), float(me), float(oe))
+            if best is None or candidate[:2] < best[:2]:
+                best = candidate
+    return best[2], best[3], 0.0, best[4]
 
 
 # The ways the prior can be fitted: (name, fit(terms) -> (noise, model_error, mix_error)).
 PRIOR_FITS = [
-    ("narrowest, without mixing: how IntervalPrior's defaults were fitted",
+    ("narrowest, without mixing: how IntervalPrior's defaults were fitted before the "
+     "serialization term",
      lambda t: fit_prior(t, False)),
     ("likeliest shape, with mixing", lambda t: fit_prior_shape(t, True)),
     ("likeliest shape, without mixing", lambda t: fit_prior_shape(t, False)),
 ]
 
 
+def report_prior_per_member(all_rows, members):
+    """fit_prior_per_member (how IntervalPrior's defaults are fitted) on all members, and on
+    all but one, scoring the 90 % interval's coverage on the member left out, per kind."""
+    def by_member(keep):
+        return {m: prior_terms([r[4:] for r in all_rows if r[0] == m]) for m in members
+                if keep(m)}
+    fit = fit_prior_per_member(by_member(lambda m: True))
+    terms = prior_terms([r[4:] for r in all_rows])
+    print(f"interval prior (per member, with serialization, noise >= {100 * RUN_NOISE:g} %: how "
+          f"IntervalPrior's defaults are fitted), fitted on {', '.join(members)} ({len(terms)} "
+          f"runs): noise {fit[0]:.4f}, model_error {fit[1]:.3f}, overlap_error {fit[3]:.3f}; "
+          f"coverage of its 90 % interval there {100 * prior_coverage(terms, *fit):.1f} %")
+    print("leave one member out (per member, with serialization): the prior fitted on the other "
+          "members, its 90 % interval's coverage on the member left out")
+    print("| held out | noise | model_error | overlap_error | fractions | ranges | mixes | all |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    held_inside = held_runs = 0
+    for member in members:
+        held_fit = fit_prior_per_member(by_member(lambda m, member=member: m != member))
+        cells = []
+        for kind in ["fractions", "ranges", "mixes", "all"]:
+            held = [r[4:] for r in all_rows if r[0] == member and kind in ("all", r[5])]
+            cells.append(f"{100 * prior_coverage(prior_terms(held), *held_fit):.0f} %"
+                         if held else "-")
+        print(f"| {member} | {held_fit[0]:.4f} | {held_fit[1]:.3f} | {held_fit[3]:.3f} | "
+              + " | ".join(cells) + " |")
+        held = prior_terms([r[4:] for r in all_rows if r[0] == member])
+        held_inside += prior_coverage(held, *held_fit) * len(held)
+        held_runs += len(held)
+    print(f"\nheld-out runs inside the 90 % interval of a prior fitted without their member "
+          f"(per member, with serialization): {100 * held_inside / max(1, held_runs):.1f} % of "
+          f"{held_runs}")
+    print()
+
+
 def report_prior(all_rows, members):
     """Fits the interval prior on all members, and on all but one, scoring the 90 % interval's
     coverage (without the sampling interval, a few hundredths of a percent) on the member left
-    out, per placement kind, for every fit of PRIOR_FITS."""
+    out, per placement kind: as the defaults are fitted (report_prior_per_member), then for
+    every fit of PRIOR_FITS."""
+    report_prior_per_member(all_rows, members)
     terms = prior_terms([r[4:] for r in all_rows])
     for form, fit_of in PRIOR_FITS:
         fit = fit_of(terms)
@@ -530,6 +600,7 @@ CANDIDATE_TERMS = {
     "delta, mixing": ["delta", "mixing"],
     "delta, three tiers": ["delta", "three tiers"],
     "delta, remote share": ["delta", "remote"],
+    "delta, serialization": ["delta", "serialization"],
 }
 # The run-to-run noise the family's measured runs are drawn with (traces/SYNTH.md, `noise`):
 # a prior whose noise is below it narrows the interval of a placement the model does not
@@ -538,7 +609,8 @@ RUN_NOISE = 0.005
 
 
 def placement_features(rows):
-    """{delta, mixing, three tiers, remote, residual} of scored runs (validate rows), arrays."""
+    """{delta, mixing, three tiers, remote, serialization, residual} of scored runs (validate
+    rows), arrays."""
     import numpy as np
     terms = prior_terms(rows)
     shares = [r[7] if len(r) > 7 and r[7] else [1.0] for r in rows]
@@ -546,7 +618,8 @@ def placement_features(rows):
             "delta": np.array([t[1] for t in terms]),
             "mixing": np.array([t[2] for t in terms]),
             "three tiers": np.array([float(sum(x > 0.01 for x in s) >= 3) for s in shares]),
-            "remote": np.array([s[2] if len(s) > 2 else 0.0 for s in shares])}
+            "remote": np.array([s[2] if len(s) > 2 else 0.0 for s in shares]),
+            "serialization": np.array([t[3] for t in terms])}
 
 
 def candidate_grid(features, names, member_of, members):
@@ -657,7 +730,7 @@ def main():
     ap.add_argument("--configs", help="JSON file {name: [validate options]}: score each, then "
                     "choose among them leaving one member out at a time")
     ap.add_argument("--fit-prior", action="store_true",
-                    help="fit the interval prior (noise, model_error) on the members' runs and "
+                    help="fit the interval prior (noise, model_error, overlap_error) on the members' runs and "
                     "score it leaving one member out")
     ap.add_argument("--prior-candidates", action="store_true",
                     help="with --fit-prior: also score candidate prior shapes (terms on the "

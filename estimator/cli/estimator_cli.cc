@@ -353,12 +353,23 @@ absl::StatusOr<std::unique_ptr<Estimator>> MakeEstimator(const ArgParser& p, Com
 // The interval of an estimate: the calibration's (conformal) with one, the family's prior
 // without (prediction_interval.h).
 PredictionInterval IntervalOf(const CommonArgs& common, double estimate_ns, double paper_ns,
-                              const SamplingInterval& sampling, double mixing) {
+                              const SamplingInterval& sampling, double mixing,
+                              double serialization) {
   if (common.calibration) {
     return CalibratedInterval(*common.calibration, estimate_ns, paper_ns, sampling, common.level,
-                              mixing);
+                              mixing, serialization);
   }
-  return PriorInterval(IntervalPrior{}, estimate_ns, paper_ns, sampling, common.level, mixing);
+  return PriorInterval(IntervalPrior{}, estimate_ns, paper_ns, sampling, common.level, mixing,
+                       serialization);
+}
+
+// The serialization of an estimate (prediction_interval.h): its runtime under the same
+// options with the tier overlap 0, against it.
+absl::StatusOr<double> SerializationOf(Estimator& estimator, const Placement& placement,
+                                       Model model, double estimate_ns) {
+  auto serialized = estimator.SerializedRuntimeNs(placement, model);
+  if (!serialized.ok()) return serialized.status();
+  return Serialization(estimate_ns, *serialized);
 }
 
 absl::StatusOr<Estimate> EstimateWith(Estimator& estimator, const CommonArgs& common,
@@ -580,6 +591,7 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
   // cover): sampling, noise and the model's own error.
   std::optional<SamplingInterval> spread;
   std::optional<PredictionInterval> interval;
+  double serialization = 0;
   if (!common.replay && !p.Given("interference")) {
     auto sp = (*estimator)
                   ->SamplingSpread(*placement, common.model, common.replicates, common.seed,
@@ -588,8 +600,11 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
     spread = *sp;
     auto paper = (*estimator)->EstimatePlacement(*placement, Model::kPaper);
     if (!paper.ok()) return Fail(paper.status());
-    interval =
-        IntervalOf(common, est->runtime_ns, paper->runtime_ns, *spread, Mixing(est->access_share));
+    auto serial = SerializationOf(**estimator, *placement, common.model, est->runtime_ns);
+    if (!serial.ok()) return Fail(serial.status());
+    serialization = *serial;
+    interval = IntervalOf(common, est->runtime_ns, paper->runtime_ns, *spread,
+                          Mixing(est->access_share), serialization);
   }
   if (p.Given("interference")) {
     if (common.replay)
@@ -622,6 +637,8 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
       w.Double(interval->level);
       w.Key("calibrated");
       w.Bool(common.calibration.has_value());
+      w.Key("serialization");
+      w.Double(serialization);
       w.Key("sampling_lo_ns");
       w.Double(std::round(spread->lo_ns));
       w.Key("sampling_hi_ns");
@@ -719,7 +736,7 @@ int RunValidateCommand(const std::vector<std::string>& args) {
               "also draw measured vs estimated runtime per run (needs python3-matplotlib)");
   p.SetEpilog(
       "JSON output: {\"runs\": [{name, measured_ns, estimated_ns, error_pct, interval_lo_ns,\n"
-      "interval_hi_ns, inside, access_share: [..] (per device), models:\n"
+      "interval_hi_ns, inside, serialization, access_share: [..] (per device), models:\n"
       "{paper: {estimated_ns, error_pct}, concurrent: {..}}}], \"mean_error_pct\",\n"
       "\"max_error_pct\", \"model\", queue_strength and queue_misfit (with --queue-like,\n"
       "--queue-strength auto, or a strength read above 0), \"models\": {paper:\n"
@@ -744,13 +761,14 @@ int RunValidateCommand(const std::vector<std::string>& args) {
     std::vector<double> estimated_ns;          // per model
     std::optional<PredictionInterval> spread;  // the chosen model's interval
     std::vector<double> access_share;          // per device (the estimate's)
+    double serialization = 0;                  // the chosen model's (prediction_interval.h)
     [[nodiscard]] bool inside() const {
       return spread && Inside(*spread, static_cast<double>(measured_ns));
     }
   };
   std::vector<Row> rows;
   for (const auto& [run, placement] : *runs) {
-    Row row{run.name, run.runtime_ns, {}, std::nullopt, {}};
+    Row row{run.name, run.runtime_ns, {}, std::nullopt, {}, 0};
     for (Model m : models) {
       auto est = EstimateWith(**estimator, common, placement, m);
       if (!est.ok()) {
@@ -765,8 +783,11 @@ int RunValidateCommand(const std::vector<std::string>& args) {
         if (!sp.ok()) return Fail(sp.status());
         // models[0] is the paper model, estimated first.
         row.access_share = est->access_share;
+        auto serial = SerializationOf(**estimator, placement, m, est->runtime_ns);
+        if (!serial.ok()) return Fail(serial.status());
+        row.serialization = *serial;
         row.spread = IntervalOf(common, est->runtime_ns, row.estimated_ns.front(), *sp,
-                                Mixing(est->access_share));
+                                Mixing(est->access_share), row.serialization);
       }
     }
     rows.push_back(std::move(row));
@@ -826,6 +847,8 @@ int RunValidateCommand(const std::vector<std::string>& args) {
       w.Double(std::round(r.spread->hi_ns));
       w.Key("inside");
       w.Bool(r.inside());
+      w.Key("serialization");
+      w.Double(r.serialization);
     }
     if (!r.access_share.empty()) WriteDoubles(w, "access_share", r.access_share);
     w.Key("models");

@@ -125,7 +125,7 @@ TEST(CalibrationTest, TheMixingTermWidensMixesOnlyAndRoundTripsSinceVersionThree
   auto back = ParseCalibration(FormatCalibration(c), "c.json");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_DOUBLE_EQ(back->prior.mix_error, 0.04);
-  EXPECT_THAT(FormatCalibration(c), HasSubstr(R"("version": 4)"));
+  EXPECT_THAT(FormatCalibration(c), HasSubstr(R"("version": 5)"));
   // Version 2 files have no mix_error: read as 0, and the key is refused there.
   const std::string v2 =
       R"({"format": "tiergym-calibration", "version": 2, "model": "roofline",
@@ -145,6 +145,111 @@ TEST(CalibrationTest, TheMixingTermWidensMixesOnlyAndRoundTripsSinceVersionThree
   auto negative = ParseCalibration(v3_negative, "c.json");
   ASSERT_FALSE(negative.ok());
   EXPECT_THAT(std::string(negative.status().message()), HasSubstr("interval.mix_error"));
+}
+
+TEST(CalibrationTest, TheSerializationTermWidensByTheTierOverlapAndRoundTripsSinceVersionFive) {
+  EXPECT_DOUBLE_EQ(Serialization(100, 100), 0);
+  EXPECT_NEAR(Serialization(100, 130), 0.3, 1e-12);
+  Calibration c;
+  c.prior = {0.01, 0.1, 0, 0.2};
+  const SamplingInterval none;
+  const double z = NormalQuantile(0.95);
+  // sd = sqrt(0.01^2 + (0.1 * 0.2)^2 + (0.2 * 0.3)^2): delta 0.2, serialization 0.3.
+  auto wide = CalibratedInterval(c, 100, 80, none, 0.9, 0, 0.3);
+  EXPECT_NEAR(wide.hi_ns - 100, z * std::hypot(0.01, 0.02, 0.06) * 100, 1e-9);
+  EXPECT_NEAR(100 - wide.lo_ns, z * std::hypot(0.01, 0.02, 0.06) * 100, 1e-9);
+  auto single = CalibratedInterval(c, 100, 80, none, 0.9, 0, 0);
+  EXPECT_NEAR(single.hi_ns - 100, z * std::hypot(0.01, 0.02) * 100, 1e-9);
+  c.interval_scores = {0.5, 1.0, 2.0};
+  auto conformal = CalibratedInterval(c, 100, 100, none, 0.5, 0, 0.3);
+  EXPECT_NEAR(conformal.hi_ns - 100, 1.0 * std::hypot(0.01, 0.06) * 100, 1e-9);
+
+  auto back = ParseCalibration(FormatCalibration(c), "c.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_DOUBLE_EQ(back->prior.overlap_error, 0.2);
+  // A version 4 file's scores were divided by a scale without the term: read as 0 (not
+  // the default prior's), and the key is refused there.
+  const std::string v4 =
+      R"({"format": "tiergym-calibration", "version": 4, "model": "roofline",
+          "compute_overlap": 0.7, "relative_noise": 0.01,
+          "interval": {"noise": 0.01, "model_error": 0.1, "mix_error": 0, "scores": [1, 2]}})";
+  auto old = ParseCalibration(v4, "c.json");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_DOUBLE_EQ(old->prior.overlap_error, 0);
+  EXPECT_GT(IntervalPrior{}.overlap_error, 0);
+  std::string v4_with = v4;
+  v4_with.replace(v4_with.find(R"("scores")"), 8, R"("overlap_error": 0.1, "scores")");
+  auto refused = ParseCalibration(v4_with, "c.json");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("overlap_error"));
+  std::string v5_negative = v4_with;
+  v5_negative.replace(v5_negative.find(R"("version": 4)"), 12, R"("version": 5)");
+  v5_negative.replace(v5_negative.find("0.1, \"scores"), 3, "-1");
+  auto negative = ParseCalibration(v5_negative, "c.json");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_THAT(std::string(negative.status().message()), HasSubstr("interval.overlap_error"));
+}
+
+TEST(CalibrationTest, TheSerializationTermHoldsTheMixesOfTiersThatOverlapPartly) {
+  // Ground truth `overlap` (traces/SYNTH.md section 10): the tiers' bandwidth-bound times
+  // overlap by 70 %, and the default estimate (0.95) underprices the mixes whose tiers'
+  // times are alike. Their serialization is what tells them apart: 0 on one tier, largest
+  // on those mixes; the default prior's interval holds more of the mixes with the term than
+  // the same prior without it.
+  auto model = synth::LoadAppModel("lulesh");
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto machine = LoadMachine("disagg");
+  ASSERT_TRUE(machine.ok()) << machine.status();
+  synth::SynthOptions options;
+  options.target_samples = 100000;
+  options.chunks_per_phase = 50;
+  options.truth = *synth::LoadTruthModel("overlap");
+  auto generated = synth::GenerateProfile(*model, *machine, options);
+  ASSERT_TRUE(generated.ok()) << generated.status();
+  auto estimator = Estimator::Create(*Profile::FromRuns("lulesh", generated->traces),
+                                     RecommendedEstimatorOptions(*machine));
+  ASSERT_TRUE(estimator.ok()) << estimator.status();
+  IntervalPrior without = IntervalPrior{};
+  without.overlap_error = 0;
+  // One tier holding everything: nothing to serialize.
+  for (const TierSpec& tier : machine->tiers) {
+    SCOPED_TRACE(tier.name);
+    const Placement all_on{tier.name, {}, {}};
+    auto est = (*estimator)->EstimatePlacement(all_on, Model::kRoofline);
+    ASSERT_TRUE(est.ok()) << est.status();
+    auto serialized = (*estimator)->SerializedRuntimeNs(all_on, Model::kRoofline);
+    ASSERT_TRUE(serialized.ok()) << serialized.status();
+    EXPECT_NEAR(Serialization(est->runtime_ns, *serialized), 0, 1e-9);
+  }
+  int mixes = 0, with_inside = 0, without_inside = 0;
+  const SamplingInterval none;
+  for (const synth::SynthRun& run : generated->runs) {
+    SCOPED_TRACE(run.name);
+    auto est = (*estimator)->EstimatePlacement(run.placement, Model::kRoofline);
+    ASSERT_TRUE(est.ok()) << est.status();
+    auto paper = (*estimator)->EstimatePlacement(run.placement, Model::kPaper);
+    ASSERT_TRUE(paper.ok()) << paper.status();
+    auto serialized = (*estimator)->SerializedRuntimeNs(run.placement, Model::kRoofline);
+    ASSERT_TRUE(serialized.ok()) << serialized.status();
+    // The paper model does not read the tier overlap (the same sums, in another order).
+    EXPECT_NEAR(*(*estimator)->SerializedRuntimeNs(run.placement, Model::kPaper), paper->runtime_ns,
+                1e-12 * paper->runtime_ns);
+    const double serial = Serialization(est->runtime_ns, *serialized);
+    const double mixing = Mixing(est->access_share);
+    EXPECT_GE(*serialized, est->runtime_ns * (1 - 1e-12));
+    if (run.name.rfind("mix-", 0) != 0) continue;
+    ++mixes;
+    const auto measured = static_cast<double>(run.runtime_ns);
+    with_inside += Inside(PriorInterval(IntervalPrior{}, est->runtime_ns, paper->runtime_ns, none,
+                                        0.9, mixing, serial),
+                          measured);
+    without_inside += Inside(
+        PriorInterval(without, est->runtime_ns, paper->runtime_ns, none, 0.9, mixing, serial),
+        measured);
+  }
+  ASSERT_GT(mixes, 3);
+  EXPECT_GT(with_inside, without_inside);
+  EXPECT_GE(with_inside, mixes * 3 / 4);
 }
 
 struct Data {
@@ -176,7 +281,7 @@ TEST(CalibrationTest, VersionFourRoundTripsTheQueueingAndRefusesBadValuesByName)
   c.queue_like = "xeonmax:ddr";
   c.queue_shape = *LoadQueueShape("xeonmax:ddr");
   const std::string text = FormatCalibration(c);
-  EXPECT_THAT(text, HasSubstr(R"("version": 4)"));
+  EXPECT_THAT(text, HasSubstr(R"("version": 5)"));
   auto back = ParseCalibration(text, "c.json");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_DOUBLE_EQ(back->queue_strength, 1.5);
@@ -221,7 +326,7 @@ TEST(CalibrationTest, VersionFourRoundTripsTheQueueingAndRefusesBadValuesByName)
   EXPECT_THAT(refused(R"("queue_like": "xeonmax:ddr")", R"("queue_like": "knl:ddr")"),
               HasSubstr("measured curves"));
   EXPECT_THAT(refused(R"("queue_like": "xeonmax:ddr",)", ""), HasSubstr("queue_like"));
-  EXPECT_THAT(refused(R"("version": 4)", R"("version": 3)"), HasSubstr("version 4 key"));
+  EXPECT_THAT(refused(R"("version": 5)", R"("version": 3)"), HasSubstr("version 4 key"));
 }
 
 TEST(CalibrationTest, TheQueueStrengthScalesTheCurvesRiseOfFlatTiersOnly) {

@@ -74,6 +74,41 @@ def test_errors_that_grow_with_mixing_get_a_mixing_term_that_holds_the_mixes():
     assert family.prior_coverage(singles, *plain) > 0.95
 
 
+def serial_rows(noise, overlap_error, n, seed):
+    """Rows with a serialization (score()'s ninth field): errors of sd sqrt(noise^2 +
+    (overlap_error * serialization)^2), a member whose tiers overlap less than the estimate
+    assumes when overlap_error > 0."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        serial = rng.choice([0.0, 0.0, 0.05, 0.2])
+        sd = (noise ** 2 + (overlap_error * serial) ** 2) ** 0.5
+        measured = 1e9 * (1 + rng.gauss(0, sd))
+        error = 100 * abs(1e9 - measured) / measured
+        out.append((f"run{i}", "mixes", error, None, measured, 1e9, 1e9, [0.5, 0.5], serial))
+    return out
+
+
+def test_the_per_member_fit_gives_the_serialization_the_weight_that_holds_every_member():
+    family = load()
+    # One member's errors follow the serialization, the other's do not: one width per
+    # serialization cannot hold both, a term on it can.
+    members = {"concurrent": serial_rows(0.006, 0.0, 1500, 6),
+               "overlapping": serial_rows(0.006, 0.15, 1500, 7)}
+    terms = {m: family.prior_terms(r) for m, r in members.items()}
+    noise, model_error, mix_error, overlap_error = family.fit_prior_per_member(terms)
+    assert noise >= family.RUN_NOISE            # never below the runs' own noise
+    assert mix_error == 0
+    assert 0.05 <= overlap_error <= 0.25       # the truth 0.15, traded against the other member
+    for seed, (member, rows_) in enumerate(members.items()):
+        fresh = family.prior_terms(serial_rows(0.006, 0.0 if member == "concurrent" else 0.15,
+                                               3000, 10 + seed))
+        assert 0.85 <= family.prior_coverage(fresh, noise, model_error, 0.0, overlap_error) <= 0.95
+    # Without the term the per-member rule fails one member or the other.
+    covers = [family.prior_coverage(t, noise, model_error, 0.0, 0.0) for t in terms.values()]
+    assert min(covers) < 0.85
+
+
 def test_the_score_cache_is_keyed_by_the_binarys_content_not_its_time(tmp_path, monkeypatch):
     family = load()
     binary = tmp_path / "tiergym"
