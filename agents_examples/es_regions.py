@@ -82,6 +82,9 @@ class Args:
                                         # over the training applications (keep-all episodes)
     keep_margin: float = 0.0            # score-fill*: a fast-tier region stays hot while it
                                         # scores above -keep_margin x the weights' norm
+    rank_margin: float = 0.0            # score-fill*: the rank features count only the
+                                        # regions denser by more than a factor 1 + this
+                                        # (0: the observation's ranks)
     mask: str = "region"                # fast_ppo's action masks: region, joint, none
     train: str = "procedural-train-v1:256"  # applications searched on (names, a split's entry)
     held_out: str = ""                  # applications evaluated on only (the command line)
@@ -119,6 +122,9 @@ def check_args(args):
                          "features")
     if args.keep_margin < 0 or (args.keep_margin and not args.policy.startswith("score-fill")):
         raise ValueError("--keep-margin must be >= 0, and only the score-fill policies keep "
+                         "regions by a margin")
+    if args.rank_margin < 0 or (args.rank_margin and not args.policy.startswith("score-fill")):
+        raise ValueError("--rank-margin must be >= 0, and only the score-fill policies rank "
                          "regions by a margin")
     if not 0 < args.elite_fraction <= 1:
         raise ValueError("--elite-fraction must be in (0, 1]")
@@ -238,6 +244,8 @@ class ScoreFillPolicy(torch.nn.Module):
     LOAD = 0               # 1: observation=relative-load's load is one of them
     NAME, OBSERVATION = "score-fill", "relative"
     keep_margin = 0.0      # Args.keep_margin (make_policy sets it)
+    rank_margin = 0.0      # Args.rank_margin (make_policy sets it)
+    DECAYED_DENSITY = 5
 
     def __init__(self, layout, obs_size, hidden=0):
         super().__init__()
@@ -266,9 +274,32 @@ class ScoreFillPolicy(torch.nn.Module):
                              regions[..., on + 2 * t:on + 3 * t]], -1)    # rank_mean[t]
         fast = self.fast_tier(globals_).view(-1, 1, 1, 1)
         index = fast.expand(-1, self.layout.regions, 1, 2)
-        x = torch.cat([regions[..., list(self.ACCESS)], ranks.gather(2, index).squeeze(2),
+        ranks = ranks.gather(2, index).squeeze(2)
+        if self.rank_margin > 0:
+            ranks = self.ranks_beyond_margin(regions, globals_)
+        x = torch.cat([regions[..., list(self.ACCESS)], ranks,
                        regions[..., self.layout.features - self.LOAD:]], -1)
         return x - 0.5
+
+    def ranks_beyond_margin(self, regions, globals_):
+        """The fast tier's rank_decayed and rank_mean [B, K, 2] as the observation defines
+        them (sq of the bytes of the regions at least as dense as the region, itself
+        included, against the tier's capacity), but counting only the regions denser than
+        it by more than a factor 1 + rank_margin: regions of nearly one density (lulesh's
+        half of its footprint) rank alike instead of by which is a hair denser this
+        interval. With no two densities within the margin, the observation's ranks."""
+        t = self.tiers
+        fast = self.fast_tier(globals_)
+        holds = globals_.gather(1, (t + 2 + fast).view(-1, 1)).clamp(min=1e-6)  # capacity share
+        size = regions[..., self.SIZE_SHARE]
+        out = []
+        for column in (self.DECAYED_DENSITY, self.MEAN_DENSITY):
+            f = regions[..., column].clamp(max=0.999)
+            density = f / (1 - f)                                   # sq's inverse
+            denser = density[:, None, :] > density[:, :, None] * (1 + self.rank_margin)
+            taken = (denser.float() * size[:, None, :]).sum(-1) + size
+            out.append(taken / holds / (1 + taken / holds))
+        return torch.stack(out, -1)
 
     def standardize(self, obs):
         """Sets `scale` to each feature's spread over the sampled regions of `obs` [N, D]
@@ -477,6 +508,8 @@ def make_policy(args, envs=None):
                                        args.hidden)
         if args.keep_margin:
             policy.keep_margin = args.keep_margin
+        if args.rank_margin:
+            policy.rank_margin = args.rank_margin
         return policy
     finally:
         if envs is None:

@@ -40,7 +40,8 @@ Agents (AGENTS below): the reference agent (agents_examples/fast_ppo.py: PPO wit
 shared across regions, `ppo-regions`, or a flat MLP, `ppo-flat`; agents_examples/
 es_regions.py: a per-region policy searched by the cross-entropy method, `cem-linear`,
 or a learned hotness in HeMem's placement rule, `cem-fill`, and the same reading each
-region's load on its own observation, `cem-fill-load`),
+region's load on its own observation, `cem-fill-load`, and that with ranks that count
+only the regions denser by a margin, `cem-fill-rank`),
 each library's defaults and one tuned configuration each, documented where they are
 defined. SB3 PPO and A2C take the keep-mode action (MultiDiscrete), SB3 DQN the move mode
 (Discrete: one region per step), RLlib PPO the keep mode (two-apps protocol only).
@@ -220,6 +221,13 @@ AGENTS = {
                           kwargs=dict(policy="score-fill-load", method="cem", sigma=1.0,
                                       apps_per_generation=8, fitness="time-saved",
                                       standardize=True, select_best=True)),
+    # cem-fill-load whose rank features count only the regions denser by more than 20 %
+    # (es_regions.py --rank-margin 0.2): README, "Ranks beyond a margin".
+    "cem-fill-rank": dict(library="reference", trainer="es_regions",
+                          task=dict(observation="relative-load"),
+                          kwargs=dict(policy="score-fill-load", method="cem", sigma=1.0,
+                                      apps_per_generation=8, fitness="time-saved",
+                                      standardize=True, select_best=True, rank_margin=0.2)),
 }
 # The generalization protocol's agents by default.
 GENERAL_AGENTS = ("ppo-regions", "ppo-flat", "sb3-ppo")

@@ -218,6 +218,40 @@ def test_the_load_policy_is_score_fill_with_the_load_last_and_standardized(load_
 
 
 @needs_binary
+def test_ranks_beyond_a_margin_are_the_observations_ranks_without_near_ties(load_episode):
+    # Recomputed by the policy from the densities, the sizes and the fast tier's share of
+    # the footprint, the ranks are the environment's where no two densities lie within the
+    # margin; a margin makes regions of nearly one density rank alike.
+    args, envs, obs = load_episode
+    x = torch.as_tensor(obs)
+    plain = es_regions.make_policy(args, envs)
+    tight = es_regions.make_policy(dataclasses.replace(args, rank_margin=1e-9), envs)
+    assert tight.rank_margin == 1e-9 and plain.rank_margin == 0
+    regions = plain.layout.split(x)[0]
+    sampled = regions[..., 7] > 0
+    np.testing.assert_allclose(tight.features(x)[..., 4:6][sampled].numpy(),
+                               plain.features(x)[..., 4:6][sampled].numpy(), atol=1e-3)
+    # Three regions of a fifth of the footprint each, the fast tier holding half of it:
+    # densities (sq) 0.6, 0.58 (1.5 against 1.38, 8 % apart) and 0.3. Without a margin the
+    # second counts the first (0.4 of the footprint, 0.8 of the tier: sq 0.44); with a 10 %
+    # margin it counts itself alone (0.2: 0.4 of the tier, sq 0.29) as the first does.
+    wide = es_regions.make_policy(dataclasses.replace(args, rank_margin=0.1), envs)
+    one = regions[:1].clone()
+    one[..., 3] = torch.tensor([0.2, 0.2, 0.2] + [0.4 / 5] * 5)
+    for column in (5, 7):
+        one[..., column] = torch.tensor([0.6, 0.58, 0.3, 0, 0, 0, 0, 0])
+    globals_ = plain.layout.split(x)[1][:1].clone()
+    fast = int(plain.fast_tier(globals_)[0])
+    globals_[0, plain.tiers + 2 + fast] = 0.5
+    for policy, second in ((tight, 0.4 / 0.5), (wide, 0.2 / 0.5)):
+        ranks = policy.ranks_beyond_margin(one, globals_)[0]
+        np.testing.assert_allclose(ranks[0].numpy(), [0.4 / 1.4] * 2, rtol=1e-5)
+        np.testing.assert_allclose(ranks[1].numpy(), [second / (1 + second)] * 2, rtol=1e-5)
+    with pytest.raises(ValueError, match="rank-margin"):
+        es_regions.check_args(es_regions.Args(rank_margin=0.1))  # not a score-fill policy
+
+
+@needs_binary
 def test_keep_all_observations_are_every_step_of_each_training_application():
     # Each environment on its own application (a reset by seed alone would put them all on
     # one), whether the training set is named by applications, by a split's entry or by
