@@ -521,6 +521,35 @@ PRIOR_FITS = [
 ]
 
 
+def report_held_out(all_rows, members, form, fit_without, third):
+    """The leave-one-out table of one way of fitting the prior: per member the prior
+    fitted without it (fit_without(member) -> (noise, model_error, mix_error[,
+    overlap_error])) and its 90 % interval's coverage on the member, per placement kind;
+    then the share of all held-out runs inside. third: (column name, index in the fit,
+    format) of the fit's third column."""
+    name, index, spec = third
+    print(f"leave one member out ({form}): the prior fitted on the other members, its 90 % "
+          "interval's coverage on the member left out")
+    print(f"| held out | noise | model_error | {name} | fractions | ranges | mixes | all |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    held_inside = held_runs = 0
+    for member in members:
+        held_fit = fit_without(member)
+        cells = []
+        for kind in ["fractions", "ranges", "mixes", "all"]:
+            held = [r[4:] for r in all_rows if r[0] == member and kind in ("all", r[5])]
+            cells.append(f"{100 * prior_coverage(prior_terms(held), *held_fit):.0f} %"
+                         if held else "-")
+        print(f"| {member} | {held_fit[0]:.4f} | {held_fit[1]:.3f} | "
+              f"{held_fit[index]:{spec}} | " + " | ".join(cells) + " |")
+        held = prior_terms([r[4:] for r in all_rows if r[0] == member])
+        held_inside += prior_coverage(held, *held_fit) * len(held)
+        held_runs += len(held)
+    print(f"\nheld-out runs inside the 90 % interval of a prior fitted without their member "
+          f"({form}): {100 * held_inside / max(1, held_runs):.1f} % of {held_runs}")
+    print()
+
+
 def report_prior_per_member(all_rows, members):
     """fit_prior_per_member (how IntervalPrior's defaults are fitted) on all members, and on
     all but one, scoring the 90 % interval's coverage on the member left out, per kind."""
@@ -529,31 +558,14 @@ def report_prior_per_member(all_rows, members):
                 if keep(m)}
     fit = fit_prior_per_member(by_member(lambda m: True))
     terms = prior_terms([r[4:] for r in all_rows])
-    print(f"interval prior (per member, with serialization, noise >= {100 * RUN_NOISE:g} %: how "
-          f"IntervalPrior's defaults are fitted), fitted on {', '.join(members)} ({len(terms)} "
-          f"runs): noise {fit[0]:.4f}, model_error {fit[1]:.3f}, overlap_error {fit[3]:.3f}; "
-          f"coverage of its 90 % interval there {100 * prior_coverage(terms, *fit):.1f} %")
-    print("leave one member out (per member, with serialization): the prior fitted on the other "
-          "members, its 90 % interval's coverage on the member left out")
-    print("| held out | noise | model_error | overlap_error | fractions | ranges | mixes | all |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    held_inside = held_runs = 0
-    for member in members:
-        held_fit = fit_prior_per_member(by_member(lambda m, member=member: m != member))
-        cells = []
-        for kind in ["fractions", "ranges", "mixes", "all"]:
-            held = [r[4:] for r in all_rows if r[0] == member and kind in ("all", r[5])]
-            cells.append(f"{100 * prior_coverage(prior_terms(held), *held_fit):.0f} %"
-                         if held else "-")
-        print(f"| {member} | {held_fit[0]:.4f} | {held_fit[1]:.3f} | {held_fit[3]:.3f} | "
-              + " | ".join(cells) + " |")
-        held = prior_terms([r[4:] for r in all_rows if r[0] == member])
-        held_inside += prior_coverage(held, *held_fit) * len(held)
-        held_runs += len(held)
-    print(f"\nheld-out runs inside the 90 % interval of a prior fitted without their member "
-          f"(per member, with serialization): {100 * held_inside / max(1, held_runs):.1f} % of "
-          f"{held_runs}")
-    print()
+    form = "per member, with serialization"
+    print(f"interval prior ({form}, noise >= {100 * RUN_NOISE:g} %: how IntervalPrior's "
+          f"defaults are fitted), fitted on {', '.join(members)} ({len(terms)} runs): noise "
+          f"{fit[0]:.4f}, model_error {fit[1]:.3f}, overlap_error {fit[3]:.3f}; coverage of "
+          f"its 90 % interval there {100 * prior_coverage(terms, *fit):.1f} %")
+    report_held_out(all_rows, members, form,
+                    lambda member: fit_prior_per_member(by_member(lambda m: m != member)),
+                    ("overlap_error", 3, ".3f"))
 
 
 def report_prior(all_rows, members):
@@ -568,26 +580,11 @@ def report_prior(all_rows, members):
         print(f"interval prior ({form}), fitted on {', '.join(members)} ({len(terms)} runs): "
               f"noise {fit[0]:.4f}, model_error {fit[1]:.3f}, mix_error {fit[2]:.4f}; "
               f"coverage of its 90 % interval there {100 * prior_coverage(terms, *fit):.1f} %")
-        print(f"leave one member out ({form}): the prior fitted on the other members, its 90 % "
-              "interval's coverage on the member left out")
-        print("| held out | noise | model_error | mix_error | fractions | ranges | mixes | all |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-        held_inside = held_runs = 0
-        for member in members:
-            held_fit = fit_of(prior_terms([r[4:] for r in all_rows if r[0] != member]))
-            cells = []
-            for kind in ["fractions", "ranges", "mixes", "all"]:
-                held = [r[4:] for r in all_rows if r[0] == member and kind in ("all", r[5])]
-                cells.append(f"{100 * prior_coverage(prior_terms(held), *held_fit):.0f} %"
-                             if held else "-")
-            print(f"| {member} | {held_fit[0]:.4f} | {held_fit[1]:.3f} | {held_fit[2]:.4f} | "
-                  + " | ".join(cells) + " |")
-            held = prior_terms([r[4:] for r in all_rows if r[0] == member])
-            held_inside += prior_coverage(held, *held_fit) * len(held)
-            held_runs += len(held)
-        print(f"\nheld-out runs inside the 90 % interval of a prior fitted without their member "
-              f"({form}): {100 * held_inside / max(1, held_runs):.1f} % of {held_runs}")
-        print()
+        report_held_out(
+            all_rows, members, form,
+            lambda member, fit_of=fit_of: fit_of(
+                prior_terms([r[4:] for r in all_rows if r[0] != member])),
+            ("mix_error", 2, ".4f"))
 
 
 # Candidate prior shapes (estimator/README.md, "Intervals that hold their level": what a term

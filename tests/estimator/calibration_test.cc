@@ -102,6 +102,27 @@ TEST(CalibrationTest, TheIntervalIsConformalOnTheScoresAndThePriorWithoutThem) {
   EXPECT_FALSE(Inside(both, 103));
 }
 
+// An interval key added in version `since`: a file of the version before (`old`, whose
+// interval lacks the key) reads it as 0 (`get`) and refuses it by name; in version `since`
+// a negative value is refused by its field path.
+void ExpectIntervalKeySince(const std::string& old, const std::string& key, int since,
+                            double (*get)(const Calibration&)) {
+  auto parsed = ParseCalibration(old, "c.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_DOUBLE_EQ(get(*parsed), 0);
+  std::string with = old;
+  with.replace(with.find(R"("scores")"), 8, "\"" + key + "\": 0.1, \"scores\"");
+  auto refused = ParseCalibration(with, "c.json");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr(key));
+  const std::string before = "\"version\": " + std::to_string(since - 1);
+  with.replace(with.find(before), before.size(), "\"version\": " + std::to_string(since));
+  with.replace(with.find("0.1, \"scores"), 3, "-1");
+  auto negative = ParseCalibration(with, "c.json");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_THAT(std::string(negative.status().message()), HasSubstr("interval." + key));
+}
+
 TEST(CalibrationTest, TheMixingTermWidensMixesOnlyAndRoundTripsSinceVersionThree) {
   EXPECT_DOUBLE_EQ(Mixing({1.0, 0.0, 0.0}), 0);
   EXPECT_DOUBLE_EQ(Mixing({0.5, 0.5}), 0.5);
@@ -127,24 +148,11 @@ TEST(CalibrationTest, TheMixingTermWidensMixesOnlyAndRoundTripsSinceVersionThree
   EXPECT_DOUBLE_EQ(back->prior.mix_error, 0.04);
   EXPECT_THAT(FormatCalibration(c), HasSubstr(R"("version": 5)"));
   // Version 2 files have no mix_error: read as 0, and the key is refused there.
-  const std::string v2 =
+  ExpectIntervalKeySince(
       R"({"format": "tiergym-calibration", "version": 2, "model": "roofline",
           "compute_overlap": 0.7, "relative_noise": 0.01,
-          "interval": {"noise": 0.01, "model_error": 0.1, "scores": [1, 2]}})";
-  auto old = ParseCalibration(v2, "c.json");
-  ASSERT_TRUE(old.ok()) << old.status();
-  EXPECT_DOUBLE_EQ(old->prior.mix_error, 0);
-  std::string v2_with = v2;
-  v2_with.replace(v2_with.find(R"("scores")"), 8, R"("mix_error": 0.1, "scores")");
-  auto refused = ParseCalibration(v2_with, "c.json");
-  ASSERT_FALSE(refused.ok());
-  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("mix_error"));
-  std::string v3_negative = v2_with;
-  v3_negative.replace(v3_negative.find(R"("version": 2)"), 12, R"("version": 3)");
-  v3_negative.replace(v3_negative.find("0.1, \"scores"), 3, "-1");
-  auto negative = ParseCalibration(v3_negative, "c.json");
-  ASSERT_FALSE(negative.ok());
-  EXPECT_THAT(std::string(negative.status().message()), HasSubstr("interval.mix_error"));
+          "interval": {"noise": 0.01, "model_error": 0.1, "scores": [1, 2]}})",
+      "mix_error", 3, [](const Calibration& c) { return c.prior.mix_error; });
 }
 
 TEST(CalibrationTest, TheSerializationTermWidensByTheTierOverlapAndRoundTripsSinceVersionFive) {
@@ -169,25 +177,12 @@ TEST(CalibrationTest, TheSerializationTermWidensByTheTierOverlapAndRoundTripsSin
   EXPECT_DOUBLE_EQ(back->prior.overlap_error, 0.2);
   // A version 4 file's scores were divided by a scale without the term: read as 0 (not
   // the default prior's), and the key is refused there.
-  const std::string v4 =
+  EXPECT_GT(IntervalPrior{}.overlap_error, 0);
+  ExpectIntervalKeySince(
       R"({"format": "tiergym-calibration", "version": 4, "model": "roofline",
           "compute_overlap": 0.7, "relative_noise": 0.01,
-          "interval": {"noise": 0.01, "model_error": 0.1, "mix_error": 0, "scores": [1, 2]}})";
-  auto old = ParseCalibration(v4, "c.json");
-  ASSERT_TRUE(old.ok()) << old.status();
-  EXPECT_DOUBLE_EQ(old->prior.overlap_error, 0);
-  EXPECT_GT(IntervalPrior{}.overlap_error, 0);
-  std::string v4_with = v4;
-  v4_with.replace(v4_with.find(R"("scores")"), 8, R"("overlap_error": 0.1, "scores")");
-  auto refused = ParseCalibration(v4_with, "c.json");
-  ASSERT_FALSE(refused.ok());
-  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("overlap_error"));
-  std::string v5_negative = v4_with;
-  v5_negative.replace(v5_negative.find(R"("version": 4)"), 12, R"("version": 5)");
-  v5_negative.replace(v5_negative.find("0.1, \"scores"), 3, "-1");
-  auto negative = ParseCalibration(v5_negative, "c.json");
-  ASSERT_FALSE(negative.ok());
-  EXPECT_THAT(std::string(negative.status().message()), HasSubstr("interval.overlap_error"));
+          "interval": {"noise": 0.01, "model_error": 0.1, "mix_error": 0, "scores": [1, 2]}})",
+      "overlap_error", 5, [](const Calibration& c) { return c.prior.overlap_error; });
 }
 
 TEST(CalibrationTest, TheSerializationTermHoldsTheMixesOfTiersThatOverlapPartly) {
