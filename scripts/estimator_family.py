@@ -484,31 +484,25 @@ def prior_coverage(terms, noise, model_error, mix_error=0.0, overlap_error=0.0, 
 
 def fit_prior_per_member(terms_by_member, floor=None):
     """(noise, model_error, mix_error = 0, overlap_error) of prediction_interval.h, how
-    IntervalPrior's defaults are fitted: of the grid (noise from `floor`, the run-to-run
-    noise RUN_NOISE by default, to 2 % by 0.05 %; model_error 0-0.4 by 0.01; overlap_error
-    0-0.8 by 0.02) the one whose 90 % interval's coverage is nearest 90 % on every member
-    (the least largest distance), then the narrowest (the least mean sd over the runs).
+    IntervalPrior's defaults are fitted: the "per member" rule of choose_prior (the coverage
+    nearest 90 % on every member, then the narrowest) over candidate_grid's grid with the
+    terms delta and serialization on the defaults' scales (DEFAULT_PRIOR_SCALES), the noise
+    at least `floor` (the run-to-run noise RUN_NOISE by default).
     terms_by_member: {member: prior_terms(its rows)}."""
     import numpy as np
     floor = RUN_NOISE if floor is None else floor
     groups = [np.array(t, dtype=float).reshape(-1, 4) for t in terms_by_member.values()]
     terms = np.concatenate(groups)
-    member = np.concatenate([np.full(len(g), i) for i, g in enumerate(groups)])
-    residual, delta, serial = np.abs(terms[:, 0]), terms[:, 1], terms[:, 3]
-    noises = 0.0005 * np.arange(int(round(floor / 0.0005)), 41)
-    noises = noises[noises > 0]
-    best = None
-    for oe in 0.02 * np.arange(0, 41):
-        for me in 0.01 * np.arange(0, 41):
-            sd = np.sqrt(noises[:, None] ** 2 + ((me * delta) ** 2 + (oe * serial) ** 2)[None, :])
-            held = residual[None, :] <= Z90 * sd
-            cover = np.stack([held[:, member == m].mean(axis=1) for m in range(len(groups))], 1)
-            distance, width = np.abs(cover - 0.9).max(axis=1), sd.mean(axis=1)
-            i = int(np.lexsort((width, distance))[0])
-            candidate = (distance[i], width[i], float(noises[i]), float(me), float(oe))
-            if best is None or candidate[:2] < best[:2]:
-                best = candidate
-    return best[2], best[3], 0.0, best[4]
+    member_of = np.concatenate([np.full(len(g), i) for i, g in enumerate(groups)])
+    features = {"residual": np.abs(terms[:, 0]), "delta": terms[:, 1],
+                "serialization": terms[:, 3]}
+    combos, inside, sd_sums, _ = candidate_grid(features, ["delta", "serialization"], member_of,
+                                                range(len(groups)), DEFAULT_PRIOR_SCALES)
+    counts = np.array([len(g) for g in groups])
+    i = choose_prior(inside, sd_sums, counts, list(range(len(groups))), "per member",
+                     combos[:, 0] >= floor - 1e-12)
+    noise, model_error, overlap_error = combos[i]
+    return float(noise), float(model_error), 0.0, float(overlap_error)
 
 
 # The ways the prior can be fitted: (name, fit(terms) -> (noise, model_error, mix_error)).
@@ -603,6 +597,12 @@ CANDIDATE_TERMS = {
 # a prior whose noise is below it narrows the interval of a placement the model does not
 # correct below what the runs themselves vary.
 RUN_NOISE = 0.005
+# The scales candidate_grid searches, each (step, count) from 0: model_error's, then every
+# further term's. The candidates' (CANDIDATE_SCALES: model_error 0-0.6, a term 0-0.3, by
+# 0.01) are finer and shorter than the defaults' (IntervalPrior, fit_prior_per_member:
+# model_error 0-0.4 by 0.01, overlap_error 0-0.8 by 0.02).
+CANDIDATE_SCALES = ((0.01, 61), (0.01, 31))
+DEFAULT_PRIOR_SCALES = ((0.01, 41), (0.02, 41))
 
 
 def placement_features(rows):
@@ -619,15 +619,17 @@ def placement_features(rows):
             "serialization": np.array([t[3] for t in terms])}
 
 
-def candidate_grid(features, names, member_of, members):
-    """Every (noise, scale of each term) of the grid (noise 0.1-2 % by 0.05 %, model_error
-    0-0.6 by 0.01, another term's scale 0-0.3 by 0.01), with per member the share of its
-    runs inside the 90 % interval, the sum of its sd and (small) whether runs with
-    delta < 1 % lie inside: (combos, inside per member, sd sums per member, small inside)."""
+def candidate_grid(features, names, member_of, members, scales=CANDIDATE_SCALES):
+    """Every (noise, scale of each term) of the grid (noise 0.1-2 % by 0.05 %; scales:
+    model_error's and each further term's (step, count), by default CANDIDATE_SCALES), with
+    per member the share of its runs inside the 90 % interval, the sum of its sd and
+    (small) whether runs with delta < 1 % lie inside: (combos, inside per member, sd sums
+    per member, small inside)."""
     import itertools
     import numpy as np
-    noises, model_errors = 0.0005 * np.arange(2, 41), 0.01 * np.arange(0, 61)
-    extra = [0.01 * np.arange(0, 31)] * (len(names) - 1)
+    (me_step, me_count), (term_step, term_count) = scales
+    noises, model_errors = 0.0005 * np.arange(2, 41), me_step * np.arange(0, me_count)
+    extra = [term_step * np.arange(0, term_count)] * (len(names) - 1)
     small = features["delta"] < 0.01
     combos, inside, sd_sums, small_in = [], [], [], []
     for rest in itertools.product(*extra):
