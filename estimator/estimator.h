@@ -82,8 +82,9 @@ class Estimator {
 
   // The runtime of `placement` were the tiers' bandwidth-bound times not to overlap at all
   // (the tier overlap 0; the other options the same): what Serialization()
-  // (prediction_interval.h) compares the estimate with. Models other than kRoofline do not
-  // read the tier overlap: their estimate. Fails like EstimatePlacement.
+  // (prediction_interval.h) compares the estimate with; the copy of the index it takes is
+  // kept per base device. Models other than kRoofline do not read the tier overlap: their
+  // estimate, without a copy. Fails like EstimatePlacement.
   absl::StatusOr<double> SerializedRuntimeNs(const Placement& placement, Model model);
 
   // The sampling interval of the estimate (sampling_spread.h).
