@@ -231,11 +231,16 @@ def test_ranks_beyond_a_margin_are_the_observations_ranks_without_near_ties(load
     sampled = regions[..., 7] > 0
     np.testing.assert_allclose(tight.features(x)[..., 4:6][sampled].numpy(),
                                plain.features(x)[..., 4:6][sampled].numpy(), atol=1e-3)
+    # With a margin the policy reads its own ranks, and on these episodes (lulesh's regions
+    # of nearly one density) they are not the observation's.
+    wide = es_regions.make_policy(dataclasses.replace(args, rank_margin=0.1), envs)
+    own = wide.ranks_beyond_margin(*wide.layout.split(x))
+    np.testing.assert_allclose(wide.features(x)[..., 4:6].numpy(), (own - 0.5).numpy())
+    assert (own[sampled] - plain.features(x)[..., 4:6][sampled] - 0.5).abs().max() > 0.01
     # Three regions of a fifth of the footprint each, the fast tier holding half of it:
     # densities (sq) 0.6, 0.58 (1.5 against 1.38, 8 % apart) and 0.3. Without a margin the
     # second counts the first (0.4 of the footprint, 0.8 of the tier: sq 0.44); with a 10 %
     # margin it counts itself alone (0.2: 0.4 of the tier, sq 0.29) as the first does.
-    wide = es_regions.make_policy(dataclasses.replace(args, rank_margin=0.1), envs)
     one = regions[:1].clone()
     one[..., 3] = torch.tensor([0.2, 0.2, 0.2] + [0.4 / 5] * 5)
     for column in (5, 7):
