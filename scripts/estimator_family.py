@@ -15,11 +15,12 @@ the coverage of the 90 % interval per member and placement kind:
 usage: scripts/estimator_family.py [--members spec,overlap,...] [--machines knl,disagg]
        [--seeds 1,2] [--apps minife,...] [--pairs 1:minife,2:lammps] [--cache DIR]
        [--json OUT.json] [--calibrate] [--configs FILE] [--fit-prior [--prior-candidates]]
-       [-- VALIDATE OPTIONS...]
+       [--bound] [-- VALIDATE OPTIONS...]
 
 The tiergym command is the one on PATH, or TIERGYM (environment). Progress on stderr.
 """
 import argparse
+import csv
 import hashlib
 import json
 import os
@@ -335,6 +336,84 @@ def report_bounds(fits, members):
         at_top = sum(abs(v[2] - BOUNDS["queue_strength"][1]) < 1e-9 for _, v in mine)
         print(f"| {member} | {text} | {at_o} of {count} | {at_low} of {count} | "
               f"{at_one} of {count} | {queues} of {count} | {at_top} of {count} |")
+    print()
+
+
+def tree_digest(path):
+    """SHA-256 of the files under `path` (their relative names and bytes), or of the file."""
+    h = hashlib.sha256()
+    files = [path] if os.path.isfile(path) else sorted(
+        os.path.join(root, name) for root, _, names in os.walk(path) for name in names)
+    for name in files:
+        h.update(os.path.relpath(name, path).encode() + b"\0")
+        with open(name, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()
+
+
+def measured_runs(d):
+    """{run name: (measured runtime ns, digest of its placement file)} of a profile's runs."""
+    runs = {}
+    with open(os.path.join(d, "runs", "runs.csv")) as f:
+        for row in csv.DictReader(f):
+            placement = os.path.join(d, "runs", row["placement"])
+            runs[row["name"]] = (float(row["runtime_ns"]), tree_digest(placement))
+    return runs
+
+
+def least_worst_errors(dirs):
+    """The error no estimate can go below on members it cannot tell apart.
+
+    dirs: {(member, machine, seed, app): profile directory}. Members whose profiles of one
+    (machine, seed, app) are the same byte for byte give any estimator that reads the
+    profile, the machine and the placement the same input, so one estimate E per run; with
+    the members' measured times t, the least worst error max |E - t| / t over them is
+    (t_max - t_min) / (t_max + t_min), at E = 2 t_min t_max / (t_min + t_max). Returns
+    [(members, machine, seed, app, run, kind, least worst error %)] for every group of two
+    members or more and every run they all measured with the same placement."""
+    groups = {}
+    for (member, machine, seed, app), d in dirs.items():
+        key = (machine, seed, app, tree_digest(os.path.join(d, "profile")))
+        groups.setdefault(key, []).append((member, measured_runs(d)))
+    out = []
+    for (machine, seed, app, _), group in sorted(groups.items()):
+        if len(group) < 2:
+            continue
+        members = tuple(m for m, _ in group)
+        first = group[0][1]
+        for run_name in sorted(first):
+            same = [runs.get(run_name) for _, runs in group]
+            if any(r is None or r[1] != first[run_name][1] for r in same):
+                continue
+            lo, hi = min(r[0] for r in same), max(r[0] for r in same)
+            out.append((members, machine, seed, app, run_name, kind_of(run_name),
+                        100 * (hi - lo) / (hi + lo)))
+    return out
+
+
+def report_least_worst(rows, kinds):
+    """Prints least_worst_errors' rows: per group of members, the largest least worst error
+    per kind (no estimate errs less on the worse member), the runs above the max target, and
+    the worst runs."""
+    print("members the profiles cannot tell apart (the same profile byte for byte): the "
+          "largest error no estimate from the profile can go below on the worse of them, %")
+    print("| members | runs | " + " | ".join(kinds) + f" | runs above {TARGETS['max']:g} % | "
+          "worst runs |")
+    print("| --- | ---: |" + " ---: |" * (len(kinds) + 1) + " --- |")
+    for members in sorted({r[0] for r in rows}):
+        mine = [r for r in rows if r[0] == members]
+        cells = []
+        for k in kinds:
+            errors = [r[6] for r in mine if k == "all" or r[5] == k]
+            cells.append(f"{max(errors):.2f}" if errors else "-")
+        above = sum(r[6] > TARGETS["max"] for r in mine)
+        worst = sorted(mine, key=lambda r: -r[6])[:3]
+        text = ", ".join(f"{r[1]} s{r[2]} {r[3]} `{r[4]}` {r[6]:.2f}" for r in worst)
+        print(f"| {', '.join(members)} | {len(mine)} | " + " | ".join(cells)
+              + f" | {above} | {text} |")
+    if not rows:
+        print("| (none: every member's profiles differ) | 0 |" + " - |" * (len(kinds) + 1)
+              + " |")
     print()
 
 
@@ -734,6 +813,10 @@ def main():
     ap.add_argument("--prior-candidates", action="store_true",
                     help="with --fit-prior: also score candidate prior shapes (terms on the "
                     "placement, a rule per member, a noise floor) leaving one member out")
+    ap.add_argument("--bound", action="store_true",
+                    help="print, for members whose profiles are the same byte for byte, the "
+                    "least worst error any estimate from the profile can reach on them "
+                    "(from the measured runs alone), and score nothing")
     args = ap.parse_args(argv)
     if args.prior_candidates and not (args.fit_prior and not args.calibrate):
         ap.error("--prior-candidates scores priors on validated runs: give it with --fit-prior, "
@@ -751,6 +834,11 @@ def main():
             configs = {name: opts + options for name, opts in json.load(f).items()}
 
     kinds = ["fractions", "ranges", "mixes", "all"]
+    if args.bound:
+        dirs = {(m, machine, seed, app): ensure_profile(args.cache, m, machine, seed, app)
+                for m in members for machine in machines for seed, app in pairs}
+        report_least_worst(least_worst_errors(dirs), kinds)
+        return
     results = {}
     started = time.time()
     total = len(members) * len(machines) * len(pairs) * len(configs)

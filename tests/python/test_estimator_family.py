@@ -415,3 +415,61 @@ def test_the_two_choice_rules_differ_where_no_configuration_meets_the_worst_memb
     per_member["good"] = {m: {"all": {"mean": 1.0, "max": 3.0}} for m in members}
     assert family.choose(per_member, members, "worst ratio") == "good"
     assert family.choose(per_member, members, "targets") == "good"
+
+
+def write_profile(cache, member, profile, runtimes, placements=None):
+    """A profile directory of the family's layout: profile/{tier}.tgt with `profile`'s bytes,
+    runs/runs.csv with `runtimes` ({run: ns}) and one placement file per run."""
+    d = cache / f"{member}-disagg-s1" / "minife"
+    (d / "profile").mkdir(parents=True)
+    (d / "runs" / "placements").mkdir(parents=True)
+    for tier in ("ddr", "hbm", "remote"):
+        (d / "profile" / f"{tier}.tgt").write_bytes(profile + tier.encode())
+    lines = ["name,placement,runtime_ns"]
+    for name, ns in runtimes.items():
+        text = (placements or {}).get(name, '{"ranges": []}')
+        (d / "runs" / "placements" / f"{name}.json").write_text(text)
+        lines.append(f"{name},placements/{name}.json,{ns}")
+    (d / "runs" / "runs.csv").write_text("\n".join(lines) + "\n")
+    return str(d)
+
+
+def test_members_with_one_profile_bound_every_estimate_from_below(tmp_path, monkeypatch, capsys):
+    family = load()
+    cache = tmp_path / "cache"
+    spec = {"hbm50": 100e6, "mix-ranges-quarters": 100e6, "range-a": 100e6}
+    dirs = {
+        ("spec", "disagg", 1, "minife"): write_profile(cache, "spec", b"P", spec),
+        # The same profile, slower mixes: the tiers overlap less.
+        ("overlap", "disagg", 1, "minife"): write_profile(
+            cache, "overlap", b"P", {"hbm50": 102e6, "mix-ranges-quarters": 116e6,
+                                     "range-a": 130e6},
+            placements={"range-a": '{"ranges": [1]}'}),
+        # Another profile: told apart, no bound.
+        ("smooth", "disagg", 1, "minife"): write_profile(
+            cache, "smooth", b"Q", {"hbm50": 150e6, "mix-ranges-quarters": 50e6,
+                                    "range-a": 100e6}),
+    }
+    rows = family.least_worst_errors(dirs)
+    # range-a's placement differs between the two: not the same input, not bounded.
+    assert [(r[0], r[4]) for r in rows] == [(("spec", "overlap"), "hbm50"),
+                                           (("spec", "overlap"), "mix-ranges-quarters")]
+    bound = {r[4]: r[6] for r in rows}
+    assert abs(bound["mix-ranges-quarters"] - 100 * 16 / 216) < 1e-9
+    # The bound is an error some estimate reaches on both members, and none goes below it.
+    e = 2 * 100e6 * 116e6 / 216e6
+    assert abs(100 * (e / 100e6 - 1) - bound["mix-ranges-quarters"]) < 1e-9
+    assert abs(100 * (1 - e / 116e6) - bound["mix-ranges-quarters"]) < 1e-9
+    for other in (e * 0.999, e * 1.001):
+        worst = max(abs(other / t - 1) for t in (100e6, 116e6))
+        assert 100 * worst > bound["mix-ranges-quarters"]
+    # The command prints it per kind, with the runs above the 4 % target, scoring nothing.
+    monkeypatch.setattr(family, "ensure_profile", lambda c, m, machine, s, a: family.profile_dir(
+        str(cache), m, machine, s, a))
+    monkeypatch.setattr(family, "score", lambda *a: (_ for _ in ()).throw(AssertionError))
+    monkeypatch.setattr("sys.argv", ["estimator_family.py", "--members", "spec,overlap,smooth",
+                                     "--machines", "disagg", "--pairs", "1:minife", "--bound"])
+    family.main()
+    out = capsys.readouterr().out
+    assert "| spec, overlap | 2 | 0.99 | - | 7.41 | 7.41 | 1 |" in out
+    assert "smooth" not in out.split("\n", 3)[3]
