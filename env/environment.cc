@@ -199,9 +199,9 @@ absl::StatusOr<std::shared_ptr<Estimator>> ProfileCache::Get(const std::string& 
     queue = StrCat(calibrated.queue_from_profile ? "read" : StrCat(calibrated.queue_strength),
                    " x ", MachineToJson(shape));
   }
-  const std::string key =
-      StrCat(path, "\n", window_instructions, "\n", calibrated.compute_overlap, "\n",
-             calibrated.tier_overlap, "\n", queue, "\n", MachineToJson(estimated));
+  const std::string key = StrCat(path, "\n", window_instructions, "\n", calibrated.compute_overlap,
+                                 "\n", calibrated.tier_overlap, "\n", calibrated.fit_span_samples,
+                                 "\n", queue, "\n", MachineToJson(estimated));
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = loaded_.find(key);
@@ -217,6 +217,7 @@ absl::StatusOr<std::shared_ptr<Estimator>> ProfileCache::Get(const std::string& 
   eo.machine = machine;
   eo.compute_overlap = calibrated.compute_overlap;
   eo.tier_overlap = calibrated.tier_overlap;
+  eo.fit_span_samples = calibrated.fit_span_samples;
   eo.queue_like = calibrated.queue_like;
   eo.queue_strength = calibrated.queue_strength;
   eo.queue_from_profile = calibrated.queue_from_profile;

@@ -154,8 +154,8 @@ class ProfileCache {
  public:
   // The estimator of the profile in `path` (its index for `machine`'s default tier
   // built), loaded now or shared. Of `calibrated`, only the terms a calibration sets
-  // (ApplyCalibration: compute_overlap, tier_overlap, queue_like, queue_strength,
-  // queue_from_profile) are read.
+  // (ApplyCalibration: compute_overlap, tier_overlap, fit_span_samples, queue_like,
+  // queue_strength, queue_from_profile) are read.
   // Fails like LoadProfile and Estimator::Create.
   absl::StatusOr<std::shared_ptr<Estimator>> Get(const std::string& path, const Machine& machine,
                                                  uint64_t window_instructions,

@@ -106,6 +106,7 @@ std::vector<std::vector<size_t>> Folds(const std::vector<size_t>& runs, int k) {
 void ApplyCalibration(const Calibration& calibration, EstimatorOptions* options) {
   options->compute_overlap = calibration.compute_overlap;
   options->tier_overlap = calibration.tier_overlap;
+  if (calibration.fit_span_samples) options->fit_span_samples = *calibration.fit_span_samples;
   if (calibration.queue_shape) {
     // A fitted queue strength (0 too) supersedes the one read from the profile.
     options->queue_from_profile = false;
@@ -156,17 +157,17 @@ absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_
   TG_ASSIGN_OR_RETURN(json::Value doc, json::Parse(text, source));
   json::ObjectReader r(doc, std::string(source), "");
   TG_RETURN_IF_ERROR(r.CheckIsObject());
-  TG_RETURN_IF_ERROR(
-      r.OnlyKeys({"format", "version", "model", "compute_overlap", "tier_overlap", "queue_strength",
-                  "queue_like", "relative_noise", "interval", "fitted_runs", "cross_validation"}));
+  TG_RETURN_IF_ERROR(r.OnlyKeys({"format", "version", "model", "compute_overlap", "tier_overlap",
+                                 "fit_span", "queue_strength", "queue_like", "relative_noise",
+                                 "interval", "fitted_runs", "cross_validation"}));
   TG_ASSIGN_OR_RETURN(std::string format, r.RequiredString("format"));
   if (format != "tiergym-calibration") {
     return r.Error("format", nullptr,
                    StrCat(R"(expected "tiergym-calibration", got ")", format, "\""));
   }
   TG_ASSIGN_OR_RETURN(double version, r.RequiredNumber("version"));
-  if (version != 1 && version != 2 && version != 3 && version != 4 && version != 5)
-    return r.Error("version", nullptr, "only versions 1 to 5 are known");
+  if (!(version >= 1 && version <= 6 && version == std::floor(version)))
+    return r.Error("version", nullptr, "only versions 1 to 6 are known");
   Calibration c;
   TG_ASSIGN_OR_RETURN(std::string model, r.RequiredString("model"));
   auto parsed = ParseModel(model);
@@ -179,6 +180,15 @@ absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_
   TG_ASSIGN_OR_RETURN(c.tier_overlap, r.OptionalNumber("tier_overlap", 1));
   if (!(c.tier_overlap >= 0 && c.tier_overlap <= 1)) {
     return r.Error("tier_overlap", nullptr, "must be in [0, 1]");
+  }
+  TG_ASSIGN_OR_RETURN(const json::Value* span, r.OptionalMember("fit_span"));
+  if (span != nullptr) {
+    if (version < 6) {
+      return r.Error(
+          "fit_span", span,
+          StrCat("is a version 6 key (this file says version ", static_cast<int>(version), ")"));
+    }
+    TG_ASSIGN_OR_RETURN(c.fit_span_samples, r.RequiredUint64("fit_span"));
   }
   TG_RETURN_IF_ERROR(ParseQueueing(r, version, &c));
   TG_ASSIGN_OR_RETURN(c.relative_noise, r.RequiredNumber("relative_noise"));
@@ -255,13 +265,17 @@ std::string FormatCalibration(const Calibration& c) {
   w.Key("format");
   w.String("tiergym-calibration");
   w.Key("version");
-  w.Int(5);
+  w.Int(6);
   w.Key("model");
   w.String(ModelName(c.model));
   w.Key("compute_overlap");
   w.Double(c.compute_overlap);
   w.Key("tier_overlap");
   w.Double(c.tier_overlap);
+  if (c.fit_span_samples) {
+    w.Key("fit_span");
+    w.Uint(*c.fit_span_samples);
+  }
   if (c.queue_shape) {
     w.Key("queue_strength");
     w.Double(c.queue_strength);
@@ -558,6 +572,7 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   TG_ASSIGN_OR_RETURN(const Candidate c, StagedFit(grid, all, prior, fit_queueing));
   out.compute_overlap = static_cast<double>(c.o) / kOverlapSteps;
   out.tier_overlap = TierOverlapCandidate(c.j);
+  out.fit_span_samples = base.fit_span_samples;
   if (fit_queueing) {
     out.queue_strength = QueueStrengthCandidate(c.q);
     out.queue_like = options.queue_like;

@@ -30,8 +30,9 @@
 // folds come from fits without the run's fold either).
 //
 // File format (JSON, written by WriteCalibration, read by ReadCalibration):
-//   {"format": "tiergym-calibration", "version": 5,
+//   {"format": "tiergym-calibration", "version": 6,
 //    "model": "roofline",            // the model the parameters were fitted for
+//    "fit_span": 2048,               // version 6: the fit span the runs were fitted with
 //    "compute_overlap": 0.7,         // in [0, 1]
 //    "tier_overlap": 0.9,            // in [0, 1]; version 1 files: 1
 //    "queue_strength": 0.5,          // version 4, in [0, 4]; with "queue_like", both or neither
@@ -46,8 +47,9 @@
 //                         "uncalibrated_mean_error_pct": .., "uncalibrated_max_error_pct": ..,
 //                         "coverage": ..}}   // coverage optional
 // Unknown keys are errors; "cross_validation", "fitted_runs", "tier_overlap", "interval",
-// "queue_strength" and "queue_like" are optional on reading (version 1-4 files read as
-// before: version 4 has no "overlap_error" (its scores were divided by a scale without the
+// "fit_span", "queue_strength" and "queue_like" are optional on reading (version 1-5 files
+// read as before: version 5 has no "fit_span" (the estimator's fit span is left alone),
+// version 4 no "overlap_error" (its scores were divided by a scale without the
 // serialization term: 0), version 3 no queueing keys (the estimator's queue options are
 // left alone), version 2 no "mix_error", version 1 no "tier_overlap" and no "interval"). A
 // version 4 or 5 file without the queueing keys was fitted without a queueing curve.
@@ -79,6 +81,9 @@ struct Calibration {
   std::string queue_like;
   std::optional<TierSpec> queue_shape;
   double relative_noise = 0;
+  // The fit span (IndexOptions::fit_span_samples) the parameters and scores were fitted
+  // with (version 6); absent in older files, whose fit span the user had to repeat.
+  std::optional<uint64_t> fit_span_samples;
   // The split-conformal scores (ascending) and the prior they are relative to.
   IntervalPrior prior;
   std::vector<double> interval_scores;
@@ -97,9 +102,15 @@ struct Calibration {
   int estimator_builds = 0;
 };
 
-// Sets the options the calibration determines (compute_overlap, tier_overlap; with a
-// queueing fit, queue_like and queue_strength: none when the fitted strength is 0, and
-// queue_from_profile false: the fitted strength supersedes the one read from the profile).
+// The fit span `tiergym calibrate` fits with unless given one (at least the block size):
+// chosen for calibrated estimates by the family of ground truths' leave-one-model-out
+// (estimator/README.md, "After calibration"), as 0 was for uncalibrated ones.
+inline constexpr uint64_t kCalibrationFitSpan = 2048;
+
+// Sets the options the calibration determines (compute_overlap, tier_overlap, the fit span
+// when the file records one; with a queueing fit, queue_like and queue_strength: none when the
+// fitted strength is 0, and queue_from_profile false: the fitted strength supersedes the one read
+// from the profile).
 void ApplyCalibration(const Calibration& calibration, EstimatorOptions* options);
 
 // The interval of an estimate under the calibration: ConformalInterval with its scores

@@ -340,6 +340,22 @@ absl::StatusOr<std::unique_ptr<Estimator>> MakeEstimator(const ArgParser& p, Com
     auto calibration = ReadCalibration(p.Get("calibration"));
     if (!calibration.ok()) return calibration.status();
     common.calibration = *calibration;
+    if (const std::optional<uint64_t> span = calibration->fit_span_samples) {
+      // The fit span changes every block's fit, so the file's residuals hold for its own.
+      if (p.Given("fit-span") && *span != common.options.fit_span_samples) {
+        return absl::InvalidArgumentError(
+            StrCat("--fit-span ", p.Get("fit-span"), ": ", p.Get("calibration"),
+                   " was fitted with the fit span ", *span,
+                   ", which its estimates use; leave --fit-span out, or calibrate with it"));
+      }
+      if (*span != 0 && *span < common.options.block_samples) {
+        return absl::InvalidArgumentError(
+            StrCat("--block-samples ", common.options.block_samples, ": ", p.Get("calibration"),
+                   " was fitted with the fit span ", *span,
+                   ", which must hold a block at least; give --block-samples of at most ", *span,
+                   ", or calibrate with these options"));
+      }
+    }
     ApplyCalibration(*calibration, &common.options);  // a fitted strength: not read
   }
   if (p.Given("machine")) {
@@ -439,7 +455,9 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
               "and interval coverage (every run scored by a fit on the other folds) and write "
               "the calibration file that estimate and validate read with --calibration "
               "(format: estimator/calibration.h). The estimator options are those of "
-              "validate; they set the uncalibrated prior.");
+              "validate; they set the uncalibrated prior, except --fit-span: 2048 unless "
+              "given (at least --block-samples), the span chosen for calibrated estimates; "
+              "the file records it, and estimates with it use it.");
   AddEstimateOptions(p);
   p.AddOption("runs", "FILE", "measured runs CSV (name,placement,runtime_ns)");
   p.AddOption("out", "FILE", "where to write the calibration JSON");
@@ -451,7 +469,8 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
               std::string(kDefaultQueueLike));
   p.AddFlag("quiet", "no progress on stderr");
   p.SetEpilog(
-      "JSON output: {runs: [{name, measured_ns, cv_error_pct, cv_inside}], compute_overlap,\n"
+      "JSON output: {runs: [{name, measured_ns, cv_error_pct, cv_inside}], fit_span,\n"
+      "compute_overlap,\n"
       "tier_overlap, queue_strength (0 when not fitted), relative_noise, folds,\n"
       "cv_mean_error_pct, cv_max_error_pct, uncalibrated_mean_error_pct,\n"
       "uncalibrated_max_error_pct, cv_coverage}.");
@@ -495,6 +514,10 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
   common.options.machine = *machine;
   auto runs = ReadMeasuredRunsWithPlacements(p.Get("runs"));
   if (!runs.ok()) return Fail(runs.status());
+  if (!p.Given("fit-span")) {
+    common.options.fit_span_samples =
+        std::max<uint64_t>(kCalibrationFitSpan, common.options.block_samples);
+  }
   CalibrationOptions options;
   options.folds = static_cast<int>(*folds);
   options.queue_like = p.Given("queue-like")            ? p.Get("queue-like")
@@ -530,6 +553,8 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
       w.EndObject();
     }
     w.EndArray();
+    w.Key("fit_span");
+    w.Uint(common.options.fit_span_samples);
     for (const auto& [key, value] : std::vector<std::pair<const char*, double>>{
              {"compute_overlap", c.compute_overlap},
              {"tier_overlap", c.tier_overlap},
@@ -549,16 +574,18 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
     return 0;
   }
   std::printf(
-      "%d runs, %d-fold cross-validation (each run scored by a fit on the others):\n"
+      "%d runs, fit span %s, %d-fold cross-validation (each run scored by a fit on the "
+      "others):\n"
       "  uncalibrated (compute overlap %.1f, tier overlap %g): mean error %.2f %%, max error "
       "%.2f %%\n"
       "  calibrated: mean error %.2f %%, max error %.2f %%; measured runtime inside the 90 %% "
       "interval in %.0f %% of the runs\n"
-      "fitted on all runs: compute overlap %.1f, tier overlap %g, queue strength %.1f%s, "
-      "relative noise %.2f %%; wrote %s\n",
-      c.fitted_runs, c.folds, common.options.compute_overlap, common.options.tier_overlap,
-      c.uncalibrated_mean_error_pct, c.uncalibrated_max_error_pct, c.cv_mean_error_pct,
-      c.cv_max_error_pct, 100 * c.cv_coverage, c.compute_overlap, c.tier_overlap, c.queue_strength,
+      "fitted on all runs: compute overlap %.1f, tier overlap %g, queue "
+      "strength %.1f%s, relative noise %.2f %%; wrote %s\n",
+      c.fitted_runs, std::to_string(common.options.fit_span_samples).c_str(), c.folds,
+      common.options.compute_overlap, common.options.tier_overlap, c.uncalibrated_mean_error_pct,
+      c.uncalibrated_max_error_pct, c.cv_mean_error_pct, c.cv_max_error_pct, 100 * c.cv_coverage,
+      c.compute_overlap, c.tier_overlap, c.queue_strength,
       c.queue_shape ? StrCat(" (", c.queue_like, ")").c_str() : " (not fitted)",
       100 * c.relative_noise, p.Get("out").c_str());
   return 0;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include "env/profile_assets.h"
@@ -766,13 +767,14 @@ TEST(EnvironmentTest, CapacityOverridesByConfigurationKey) {
 }
 
 // A calibration file (tiergym calibrate) sets the roofline model's compute overlap, tier
-// overlap and queue strength: each changes the episode's rewards.
+// overlap, queue strength and fit span: each changes the episode's rewards.
 TEST(EnvironmentTest, CalibrationFileSetsTheRooflineOverlap) {
   // queue_fitted: a queueing fit that may have fitted the strength 0 (none: the strength
   // is read from the profile, the default).
   auto write = [](double overlap, double tier_overlap = 0.95, double queue_strength = 0,
-                  bool queue_fitted = false) {
+                  bool queue_fitted = false, std::optional<uint64_t> fit_span = std::nullopt) {
     Calibration c;
+    c.fit_span_samples = fit_span;  // version 6
     c.model = Model::kRoofline;
     c.compute_overlap = overlap;
     c.tier_overlap = tier_overlap;
@@ -782,7 +784,8 @@ TEST(EnvironmentTest, CalibrationFileSetsTheRooflineOverlap) {
       c.queue_shape = TierSpec{};
     }
     const std::string path = StrCat(TestRoot(), "/calibration-", overlap, "-", tier_overlap, "-",
-                                    queue_strength, queue_fitted ? "-fitted" : "", ".json");
+                                    queue_strength, queue_fitted ? "-fitted" : "", "-",
+                                    fit_span.value_or(0), ".json");
     std::ofstream(path) << FormatCalibration(c);
     return path;
   };
@@ -839,6 +842,20 @@ TEST(EnvironmentTest, CalibrationFileSetsTheRooflineOverlap) {
   const auto flat = cached(write(0.5, 0.95, 0, true));
   EXPECT_EQ(cache.MemoryBytes(), 4 * one);
   EXPECT_EQ(episode({{"calibration", write(0.5, 0.95, 0, true)}}), prior);
+  // The fit span the calibration was fitted with is the one its estimates use (on a
+  // profile whose phases hold more than a block: the small knl profile's hold one).
+  const ConfigMap spans = {{"profiles", SmallProfileDir("hotset", "disagg")},
+                           {"machine", "disagg"}};
+  auto with = [&](const std::string& calibration) {
+    ConfigMap keys = spans;
+    keys["calibration"] = calibration;
+    return episode(keys);
+  };
+  const double unspanned = episode(spans);
+  EXPECT_NE(with(write(0.5, 0.95, 0, false, 2048)), unspanned);
+  EXPECT_EQ(with(write(0.5, 0.95, 0, false, 0)), unspanned);
+  const auto spanned = cached(write(0.5, 0.95, 0, false, 2048));
+  EXPECT_EQ(cache.MemoryBytes(), 5 * one);
 
   auto load = [](ConfigMap keys) {
     keys["profiles"] = SmallProfileDir("lulesh", "knl");

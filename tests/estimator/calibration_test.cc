@@ -146,7 +146,7 @@ TEST(CalibrationTest, TheMixingTermWidensMixesOnlyAndRoundTripsSinceVersionThree
   auto back = ParseCalibration(FormatCalibration(c), "c.json");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_DOUBLE_EQ(back->prior.mix_error, 0.04);
-  EXPECT_THAT(FormatCalibration(c), HasSubstr(R"("version": 5)"));
+  EXPECT_THAT(FormatCalibration(c), HasSubstr(R"("version": 6)"));
   // Version 2 files have no mix_error: read as 0, and the key is refused there.
   ExpectIntervalKeySince(
       R"({"format": "tiergym-calibration", "version": 2, "model": "roofline",
@@ -288,7 +288,7 @@ TEST(CalibrationTest, VersionFourRoundTripsTheQueueingAndRefusesBadValuesByName)
   c.queue_like = "xeonmax:ddr";
   c.queue_shape = *LoadQueueShape("xeonmax:ddr");
   const std::string text = FormatCalibration(c);
-  EXPECT_THAT(text, HasSubstr(R"("version": 5)"));
+  EXPECT_THAT(text, HasSubstr(R"("version": 6)"));
   auto back = ParseCalibration(text, "c.json");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_DOUBLE_EQ(back->queue_strength, 1.5);
@@ -333,7 +333,39 @@ TEST(CalibrationTest, VersionFourRoundTripsTheQueueingAndRefusesBadValuesByName)
   EXPECT_THAT(refused(R"("queue_like": "xeonmax:ddr")", R"("queue_like": "knl:ddr")"),
               HasSubstr("measured curves"));
   EXPECT_THAT(refused(R"("queue_like": "xeonmax:ddr",)", ""), HasSubstr("queue_like"));
-  EXPECT_THAT(refused(R"("version": 5)", R"("version": 3)"), HasSubstr("version 4 key"));
+  EXPECT_THAT(refused(R"("version": 6)", R"("version": 3)"), HasSubstr("version 4 key"));
+}
+
+TEST(CalibrationTest, VersionSixRecordsTheFitSpanAndEstimatesWithTheFileUseIt) {
+  Calibration c;
+  c.fit_span_samples = 2048;
+  const std::string text = FormatCalibration(c);
+  EXPECT_THAT(text, HasSubstr(R"("fit_span": 2048)"));
+  auto back = ParseCalibration(text, "c.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_TRUE(back->fit_span_samples.has_value());
+  EXPECT_EQ(*back->fit_span_samples, 2048u);
+  EstimatorOptions options;
+  ApplyCalibration(*back, &options);
+  EXPECT_EQ(options.fit_span_samples, 2048u);
+  // A file without the key (version 5, which never had it) leaves the span alone.
+  Calibration old;
+  EXPECT_THAT(FormatCalibration(old), ::testing::Not(HasSubstr("fit_span")));
+  options.fit_span_samples = 1024;
+  ApplyCalibration(*ParseCalibration(FormatCalibration(old), "c.json"), &options);
+  EXPECT_EQ(options.fit_span_samples, 1024u);
+  std::string v5 = text;
+  v5.replace(v5.find(R"("version": 6)"), 12, R"("version": 5)");
+  auto refused = ParseCalibration(v5, "c.json");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("fit_span"));
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("version 6 key"));
+  std::string negative = text;
+  negative.replace(negative.find("2048"), 4, "-1");
+  EXPECT_FALSE(ParseCalibration(negative, "c.json").ok());
+  std::string seven = text;
+  seven.replace(seven.find(R"("version": 6)"), 12, R"("version": 7)");
+  EXPECT_FALSE(ParseCalibration(seven, "c.json").ok());
 }
 
 TEST(CalibrationTest, TheQueueStrengthScalesTheCurvesRiseOfFlatTiersOnly) {
@@ -470,6 +502,35 @@ TEST(CalibrationTest, CommandWritesAFileThatValidateReads) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->folds, 3);
   EXPECT_FALSE(c->queue_shape.has_value());  // no queueing fitted
+  // Calibrate fits over spans of 2048 samples unless told (at least a block), and the file
+  // says so: estimates with it use that span, and another given with it is refused.
+  ASSERT_TRUE(c->fit_span_samples.has_value());
+  EXPECT_EQ(*c->fit_span_samples, kCalibrationFitSpan);
+  const std::vector<std::string> validate = {"--profile", app + "/profile", "--runs",
+                                             app + "/runs/runs.csv", "--machine", "knl",
+                                             "--calibration", out, "--replicates", "5"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), validate.begin(), validate.end());
+    return extra;
+  };
+  EXPECT_EQ(RunValidateCommand(with({"--fit-span", "2048"})), 0);
+  EXPECT_NE(RunValidateCommand(with({"--fit-span", "0"})), 0);
+  EXPECT_NE(RunValidateCommand(with({"--block-samples", "4096"})), 0);
+  const std::string blocks = dir + "/blocks.json";
+  EXPECT_EQ(RunCalibrateCommand({"--profile", app + "/profile", "--runs", app + "/runs/runs.csv",
+                                 "--machine", "knl", "--out", blocks, "--folds", "3",
+                                 "--queue-shape", "none", "--block-samples", "4096", "--quiet"}),
+            0);
+  ASSERT_TRUE(ReadCalibration(blocks).ok());
+  EXPECT_EQ(ReadCalibration(blocks)->fit_span_samples, 4096u);
+  EXPECT_EQ(RunCalibrateCommand({"--profile", app + "/profile", "--runs", app + "/runs/runs.csv",
+                                 "--machine", "knl", "--out", blocks, "--folds", "3",
+                                 "--queue-shape", "none", "--fit-span", "0", "--quiet"}),
+            0);
+  EXPECT_EQ(ReadCalibration(blocks)->fit_span_samples, 0u);
+  EXPECT_EQ(RunValidateCommand({"--profile", app + "/profile", "--runs", app + "/runs/runs.csv",
+                                "--machine", "knl", "--calibration", blocks, "--replicates", "5"}),
+            0);
   EXPECT_EQ(RunCalibrateCommand({"--profile", app + "/profile", "--runs", app + "/runs/runs.csv",
                                  "--machine", "knl", "--out", out, "--queue-shape", "knl:ddr"}),
             2);
