@@ -783,9 +783,9 @@ TEST(EnvironmentTest, CalibrationFileSetsTheRooflineOverlap) {
       c.queue_like = "xeonmax:ddr";
       c.queue_shape = TierSpec{};
     }
-    const std::string path = StrCat(TestRoot(), "/calibration-", overlap, "-", tier_overlap, "-",
-                                    queue_strength, queue_fitted ? "-fitted" : "", "-",
-                                    fit_span.value_or(0), ".json");
+    const std::string path =
+        StrCat(TestRoot(), "/calibration-", overlap, "-", tier_overlap, "-", queue_strength,
+               queue_fitted ? "-fitted" : "", "-", fit_span.value_or(0), ".json");
     std::ofstream(path) << FormatCalibration(c);
     return path;
   };

@@ -506,9 +506,9 @@ TEST(CalibrationTest, CommandWritesAFileThatValidateReads) {
   // says so: estimates with it use that span, and another given with it is refused.
   ASSERT_TRUE(c->fit_span_samples.has_value());
   EXPECT_EQ(*c->fit_span_samples, kCalibrationFitSpan);
-  const std::vector<std::string> validate = {"--profile", app + "/profile", "--runs",
-                                             app + "/runs/runs.csv", "--machine", "knl",
-                                             "--calibration", out, "--replicates", "5"};
+  const std::vector<std::string> validate = {
+      "--profile", app + "/profile", "--runs", app + "/runs/runs.csv", "--machine",
+      "knl",       "--calibration",  out,      "--replicates",         "5"};
   auto with = [&](std::vector<std::string> extra) {
     extra.insert(extra.begin(), validate.begin(), validate.end());
     return extra;
