@@ -12,6 +12,10 @@ the coverage of the 90 % interval per member and placement kind:
   ranges     range-* runs (address ranges on the fast tier)
   mixes      mix-* runs (three tiers: fast, far and the default tier)
 
+With --bound it scores nothing: for members whose profiles are the same byte for byte it
+prints the least worst error any estimate from the profile can reach on them, from the
+measured runs alone (estimator/README.md, "A bound no uncalibrated estimate passes").
+
 usage: scripts/estimator_family.py [--members spec,overlap,...] [--machines knl,disagg]
        [--seeds 1,2] [--apps minife,...] [--pairs 1:minife,2:lammps] [--cache DIR]
        [--json OUT.json] [--calibrate] [--configs FILE] [--fit-prior [--prior-candidates]]
