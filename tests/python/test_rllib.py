@@ -38,7 +38,14 @@ TINY = ["--iterations", "2", "--batch", "64", "--num-regions", "8", "--steps", "
 MARKER = "TIERGYM_TEST_MARKER"
 
 
-def wait_until_gone(pids_of, seconds=30):
+# How long Ray may take to end what it started: seconds on an idle machine, minutes on a
+# loaded one (beside a long job, an algorithm took 184 s to set up and its env runners more
+# than 30 s to end, so a 30 s wait failed with the servers' owners still alive). Waiting
+# returns as soon as the processes are gone, so the bound costs nothing when they go.
+TEARDOWN_S = 300
+
+
+def wait_until_gone(pids_of, seconds=TEARDOWN_S):
     deadline = time.monotonic() + seconds
     while pids_of() and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -77,6 +84,18 @@ def servers_left(marker):
             and "tiergym" in command_line(p)]
 
 
+def owners(servers):
+    """Each server's command line, owner (--parent-pid) and whether that owner still runs: a
+    private server stops by itself within seconds of its owner, so a server left with its
+    owner gone is the server's fault, one with its owner alive Ray's."""
+    out = []
+    for pid in servers:
+        words = command_line(pid).split()
+        owner = int(words[words.index("--parent-pid") + 1]) if "--parent-pid" in words else 0
+        out.append((pid, owner, owner > 0 and os.path.exists(f"/proc/{owner}")))
+    return out
+
+
 def run_main(module, args, capsys):
     """module.main(args) in this process (the Ray session up); (status, stdout, stderr)."""
     status = module.main(args)
@@ -100,7 +119,8 @@ def test_ppo_with_a_private_server_per_env_runner(ray_session, capsys):
     m = re.search(r"episode return mean (-?[0-9.]+)$", out.strip())
     assert m and -1 < float(m.group(1)) < 1, out  # a fractional speedup
     # The env runners' private servers went with the algorithm.
-    assert not wait_until_gone(lambda: servers_left(ray_session)), "servers left running"
+    left = wait_until_gone(lambda: servers_left(ray_session))
+    assert not left, f"servers left running (pid, owner, owner alive): {owners(left)}"
 
 
 def interrupted(lines):
