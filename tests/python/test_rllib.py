@@ -132,8 +132,11 @@ def test_a_server_is_told_apart_from_rays_daemons_under_a_clone_named_tiergym(tm
                subprocess.Popen([str(scripts["gcs_server"]), f"--log_dir={clone}/logs"],
                                 start_new_session=True)]
     try:
+        # Until each child has exec'd its script (before, its argv is this process's).
         deadline = time.monotonic() + 10
-        while any(not arguments(p.pid) for p in started) and time.monotonic() < deadline:
+        while time.monotonic() < deadline and not all(
+                str(scripts[name]) in arguments(p.pid)
+                for p, name in zip(started, ("tiergym", "gcs_server"))):
             time.sleep(0.05)
         assert is_server(started[0].pid)
         assert not is_server(started[1].pid)
