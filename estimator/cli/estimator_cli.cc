@@ -25,7 +25,8 @@
 namespace tiergym {
 namespace {
 
-void AddEstimateOptions(ArgParser& p) {
+// fit_span: the --fit-span default (calibrate's differs: kCalibrationFitSpan).
+void AddEstimateOptions(ArgParser& p, uint64_t fit_span = 0) {
   p.AddOption("profile", "DIR", "profile directory: one trace per device");
   p.AddOption("window", "INSTRUCTIONS", "window length in base-run instructions", "1000000");
   p.AddFlag("no-phasemarks", "treat the whole run as one phase (the paper's ablation)");
@@ -84,8 +85,9 @@ void AddEstimateOptions(ArgParser& p) {
   p.AddOption("fit-span", "N",
               "roofline model: samples (all runs) the span each block's compute time, "
               "concurrency and compute overlap are fitted over holds at least (the block and "
-              "its neighbours in its phase); 0: the block alone, else at least --block-samples",
-              "0");
+              "its neighbours in its phase); 0: the block alone, else at least --block-samples "
+              "(a default below it is raised to it)",
+              std::to_string(fit_span));
   p.AddOption("tier-overlap", "FRACTION",
               "roofline model: share of the shorter tiers' bandwidth-bound time that overlaps "
               "the longest (1: the tiers transfer concurrently; the default, 0.95: the "
@@ -212,6 +214,9 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
         StrCat("--block-samples must be a positive integer, not '", p.Get("block-samples"), "'"));
   }
   auto fit_span = p.GetUint64("fit-span");
+  if (s.ok() && fit_span.ok() && *fit_span != 0 && !p.Given("fit-span")) {
+    fit_span = std::max(*fit_span, *block_samples);  // a default span holds a block
+  }
   if (s.ok() && !(fit_span.ok() && (*fit_span == 0 || *fit_span >= *block_samples))) {
     s = absl::InvalidArgumentError(
         StrCat("--fit-span must be 0 or an integer of at least --block-samples (",
@@ -455,10 +460,10 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
               "and interval coverage (every run scored by a fit on the other folds) and write "
               "the calibration file that estimate and validate read with --calibration "
               "(format: estimator/calibration.h). The estimator options are those of "
-              "validate; they set the uncalibrated prior, except --fit-span: 2048 unless "
-              "given (at least --block-samples), the span chosen for calibrated estimates; "
-              "the file records it, and estimates with it use it.");
-  AddEstimateOptions(p);
+              "validate; they set the uncalibrated prior, except --fit-span, whose default "
+              "here is the span chosen for calibrated estimates; the file records it, and "
+              "estimates with it use it.");
+  AddEstimateOptions(p, kCalibrationFitSpan);
   p.AddOption("runs", "FILE", "measured runs CSV (name,placement,runtime_ns)");
   p.AddOption("out", "FILE", "where to write the calibration JSON");
   p.AddOption("folds", "K", "cross-validation folds", "5");
@@ -514,10 +519,6 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
   common.options.machine = *machine;
   auto runs = ReadMeasuredRunsWithPlacements(p.Get("runs"));
   if (!runs.ok()) return Fail(runs.status());
-  if (!p.Given("fit-span")) {
-    common.options.fit_span_samples =
-        std::max<uint64_t>(kCalibrationFitSpan, common.options.block_samples);
-  }
   CalibrationOptions options;
   options.folds = static_cast<int>(*folds);
   options.queue_like = p.Given("queue-like")            ? p.Get("queue-like")
