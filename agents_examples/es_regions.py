@@ -240,12 +240,11 @@ class ScoreFillPolicy(torch.nn.Module):
     fast (the bandwidth globals)."""
 
     ACCESS = (4, 5, 7, 8)  # last_density, decayed_density, mean_density, trend
-    MEAN_DENSITY, SIZE_SHARE, ON = 7, 3, 10
+    DECAYED_DENSITY, MEAN_DENSITY, SIZE_SHARE, ON = 5, 7, 3, 10
     LOAD = 0               # 1: observation=relative-load's load is one of them
     NAME, OBSERVATION = "score-fill", "relative"
     keep_margin = 0.0      # Args.keep_margin (make_policy sets it)
     rank_margin = 0.0      # Args.rank_margin (make_policy sets it)
-    DECAYED_DENSITY = 5
 
     def __init__(self, layout, obs_size, hidden=0):
         super().__init__()
@@ -270,13 +269,14 @@ class ScoreFillPolicy(torch.nn.Module):
         """obs [B, D] -> each region's statistics minus their centres, [B, K, F]."""
         regions, globals_ = self.layout.split(obs)
         t, on = self.tiers, self.ON
-        ranks = torch.stack([regions[..., on + t:on + 2 * t],             # rank_decayed[t]
-                             regions[..., on + 2 * t:on + 3 * t]], -1)    # rank_mean[t]
-        fast = self.fast_tier(globals_).view(-1, 1, 1, 1)
-        index = fast.expand(-1, self.layout.regions, 1, 2)
-        ranks = ranks.gather(2, index).squeeze(2)
         if self.rank_margin > 0:
             ranks = self.ranks_beyond_margin(regions, globals_)
+        else:
+            ranks = torch.stack([regions[..., on + t:on + 2 * t],           # rank_decayed[t]
+                                 regions[..., on + 2 * t:on + 3 * t]], -1)  # rank_mean[t]
+            fast = self.fast_tier(globals_).view(-1, 1, 1, 1)
+            index = fast.expand(-1, self.layout.regions, 1, 2)
+            ranks = ranks.gather(2, index).squeeze(2)
         x = torch.cat([regions[..., list(self.ACCESS)], ranks,
                        regions[..., self.layout.features - self.LOAD:]], -1)
         return x - 0.5
@@ -295,7 +295,7 @@ class ScoreFillPolicy(torch.nn.Module):
         out = []
         for column in (self.DECAYED_DENSITY, self.MEAN_DENSITY):
             f = regions[..., column].clamp(max=0.999)
-            density = f / (1 - f)                                   # sq's inverse
+            density = f / (1 - f)                # sq's inverse (policies.unsquash)
             denser = density[:, None, :] > density[:, :, None] * (1 + self.rank_margin)
             taken = (denser.float() * size[:, None, :]).sum(-1) + size
             out.append(taken / holds / (1 + taken / holds))
