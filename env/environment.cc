@@ -199,9 +199,12 @@ absl::StatusOr<std::shared_ptr<Estimator>> ProfileCache::Get(const std::string& 
     queue = StrCat(calibrated.queue_from_profile ? "read" : StrCat(calibrated.queue_strength),
                    " x ", MachineToJson(shape));
   }
-  const std::string key = StrCat(path, "\n", window_instructions, "\n", calibrated.compute_overlap,
-                                 "\n", calibrated.tier_overlap, "\n", calibrated.fit_span_samples,
-                                 "\n", queue, "\n", MachineToJson(estimated));
+  std::string key = StrCat(path, "\n", window_instructions, "\n", calibrated.compute_overlap, "\n",
+                           calibrated.tier_overlap, "\n", calibrated.fit_span_samples, "\n", queue,
+                           "\n", MachineToJson(estimated));
+  for (const auto& [name, value] : RecordedOptions(calibrated)) {
+    if (name != "window") StrAppend(&key, "\n", name, "=", value);  // the window: above
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = loaded_.find(key);
@@ -212,15 +215,9 @@ absl::StatusOr<std::shared_ptr<Estimator>> ProfileCache::Get(const std::string& 
   // Loaded outside the lock: other profiles are served meanwhile. Two first requests for
   // the same profile may both load it; the first to finish is kept.
   TG_ASSIGN_OR_RETURN(Profile profile, LoadProfile(path));
-  EstimatorOptions eo;
+  EstimatorOptions eo = calibrated;
   eo.window_instructions = window_instructions;
   eo.machine = machine;
-  eo.compute_overlap = calibrated.compute_overlap;
-  eo.tier_overlap = calibrated.tier_overlap;
-  eo.fit_span_samples = calibrated.fit_span_samples;
-  eo.queue_like = calibrated.queue_like;
-  eo.queue_strength = calibrated.queue_strength;
-  eo.queue_from_profile = calibrated.queue_from_profile;
   TG_ASSIGN_OR_RETURN(std::unique_ptr<Estimator> made, Estimator::Create(std::move(profile), eo));
   std::shared_ptr<Estimator> estimator = std::move(made);
   const std::vector<std::string> devices = estimator->profile().devices();
@@ -355,7 +352,19 @@ absl::StatusOr<EstimatorOptions> CalibratedOptions(const EnvConfig& config) {
                          " model, but config key 'model' is ", ModelName(config.model))),
                      "calibration");
   }
+  calibrated.window_instructions = config.window_instructions;
   ApplyCalibration(*calibration, &calibrated);
+  // Its other recorded options it sets (version 7); the window the configuration sets too.
+  if (calibrated.window_instructions != config.window_instructions) {
+    return WithField(absl::InvalidArgumentError(
+                         StrCat("config key 'calibration': ", config.calibration,
+                                " was fitted with a window of ", calibrated.window_instructions,
+                                " instructions, but config key "
+                                "'window_instructions' is ",
+                                config.window_instructions,
+                                "; set it to the calibration's, or calibrate with this window")),
+                     "window_instructions");
+  }
   return calibrated;
 }
 

@@ -145,7 +145,8 @@ struct ProfileAssets;  // env/profile_assets.h
 
 // Loaded profiles with their estimators and indexes, shared by the asset sets of every
 // configuration naming the same profile directory, machine, estimator window and
-// calibrated terms (a calibration's compute and tier overlaps and queue strength): a
+// calibrated terms (a calibration's compute and tier overlaps, queue strength and recorded
+// options): a
 // server's configurations that differ only in regions, steps, action mode, model, decay,
 // migration bandwidth or contention scenario load and index each profile once. Held
 // weakly: a profile no asset set uses any more is loaded again when next asked for.
@@ -155,7 +156,8 @@ class ProfileCache {
   // The estimator of the profile in `path` (its index for `machine`'s default tier
   // built), loaded now or shared. Of `calibrated`, only the terms a calibration sets
   // (ApplyCalibration: compute_overlap, tier_overlap, fit_span_samples, queue_like,
-  // queue_strength, queue_from_profile) are read.
+  // queue_strength, queue_from_profile and the RecordedOptions but the window, which
+  // `window_instructions` gives) are read.
   // Fails like LoadProfile and Estimator::Create.
   absl::StatusOr<std::shared_ptr<Estimator>> Get(const std::string& path, const Machine& machine,
                                                  uint64_t window_instructions,

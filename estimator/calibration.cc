@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -101,12 +102,184 @@ std::vector<std::vector<size_t>> Folds(const std::vector<size_t>& runs, int k) {
   return folds;
 }
 
+// One option RecordedOptions names: its key, its value as the command line writes it, how
+// to set it from such text (false for text the option does not take) and what it takes.
+struct RecordedOption {
+  std::string_view key;
+  std::string (*get)(const EstimatorOptions&);
+  bool (*set)(std::string_view, EstimatorOptions*);
+  std::string_view rule;
+};
+
+std::string OnOff(bool on) { return on ? "on" : "off"; }
+
+bool SetOnOff(std::string_view text, bool* out) {
+  if (text != "on" && text != "off") return false;
+  *out = text == "on";
+  return true;
+}
+
+bool SetCount(std::string_view text, uint64_t least, uint64_t* out) {
+  const std::optional<uint64_t> v = ParseDecimal<uint64_t>(text);
+  if (!v || *v < least) return false;
+  *out = *v;
+  return true;
+}
+
+std::optional<double> ParseNumber(std::string_view text) {
+  double v = 0;
+  const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || r.ec != std::errc() || r.ptr != text.data() + text.size()) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+// Two words for an enum's two values.
+template <typename E>
+bool SetWord(std::string_view text, std::string_view a, E ea, std::string_view b, E eb, E* out) {
+  if (text != a && text != b) return false;
+  *out = text == a ? ea : eb;
+  return true;
+}
+
+constexpr std::array<RecordedOption, 14> kRecordedOptions = {{
+    {"window", [](const EstimatorOptions& o) { return StrCat(o.window_instructions); },
+     [](std::string_view t, EstimatorOptions* o) {
+       return SetCount(t, 1, &o->window_instructions);
+     },
+     "a positive integer"},
+    {"phasemarks", [](const EstimatorOptions& o) { return OnOff(o.use_phasemarks); },
+     [](std::string_view t, EstimatorOptions* o) { return SetOnOff(t, &o->use_phasemarks); },
+     "on or off"},
+    {"block-samples", [](const EstimatorOptions& o) { return StrCat(o.block_samples); },
+     [](std::string_view t, EstimatorOptions* o) { return SetCount(t, 1, &o->block_samples); },
+     "a positive integer"},
+    {"shares",
+     [](const EstimatorOptions& o) {
+       return std::string(o.share_runs == ShareRuns::kBase ? "base" : "pooled");
+     },
+     [](std::string_view t, EstimatorOptions* o) {
+       return SetWord(t, "pooled", ShareRuns::kPooled, "base", ShareRuns::kBase, &o->share_runs);
+     },
+     "pooled or base"},
+    {"first-touch",
+     [](const EstimatorOptions& o) {
+       switch (o.first_touch) {
+         case FirstTouchFootprint::kExtents:
+           return std::string(o.join_sweeps ? "sweeps" : "extents");
+         case FirstTouchFootprint::kExtended:
+           return std::string("extended");
+         case FirstTouchFootprint::kBase:
+           return std::string("base");
+       }
+       return std::string("base");
+     },
+     [](std::string_view t, EstimatorOptions* o) {
+       if (t != "sweeps" && t != "extents" && t != "extended" && t != "base") return false;
+       o->first_touch = t == "extended" ? FirstTouchFootprint::kExtended
+                        : t == "base"   ? FirstTouchFootprint::kBase
+                                        : FirstTouchFootprint::kExtents;
+       o->join_sweeps = t == "sweeps";
+       return true;
+     },
+     "sweeps, extents, extended or base"},
+    {"extent-gap", [](const EstimatorOptions& o) { return StrCat(o.extent_gap_pages); },
+     [](std::string_view t, EstimatorOptions* o) { return SetCount(t, 0, &o->extent_gap_pages); },
+     "an integer >= 0"},
+    {"empty-windows",
+     [](const EstimatorOptions& o) {
+       return std::string(o.empty_windows == EmptyWindows::kBaseTime ? "base" : "segment");
+     },
+     [](std::string_view t, EstimatorOptions* o) {
+       return SetWord(t, "segment", EmptyWindows::kSegmentShares, "base", EmptyWindows::kBaseTime,
+                      &o->empty_windows);
+     },
+     "segment or base"},
+    {"align",
+     [](const EstimatorOptions& o) {
+       return std::string(o.align == WindowAlignment::kSamples ? "samples" : "instructions");
+     },
+     [](std::string_view t, EstimatorOptions* o) {
+       return SetWord(t, "samples", WindowAlignment::kSamples, "instructions",
+                      WindowAlignment::kInstructions, &o->align);
+     },
+     "samples or instructions"},
+    {"segment-tail",
+     [](const EstimatorOptions& o) { return std::string(o.tail_window_apart ? "apart" : "block"); },
+     [](std::string_view t, EstimatorOptions* o) {
+       return SetWord(t, "apart", true, "block", false, &o->tail_window_apart);
+     },
+     "apart or block"},
+    {"limit-smoothness", [](const EstimatorOptions& o) { return StrCat(o.limit_smoothness); },
+     [](std::string_view t, EstimatorOptions* o) {
+       const std::optional<double> p = ParseNumber(t);
+       if (!p || !(*p == 0 || (*p >= 1 && *p <= 64))) return false;
+       o->limit_smoothness = *p;
+       return true;
+     },
+     "0 or a number in [1, 64]"},
+    {"subset-fits", [](const EstimatorOptions& o) { return OnOff(o.subset_fits); },
+     [](std::string_view t, EstimatorOptions* o) { return SetOnOff(t, &o->subset_fits); },
+     "on or off"},
+    {"fit-overlap", [](const EstimatorOptions& o) { return OnOff(o.fit_overlap); },
+     [](std::string_view t, EstimatorOptions* o) { return SetOnOff(t, &o->fit_overlap); },
+     "on or off"},
+    {"share-bias",
+     [](const EstimatorOptions& o) {
+       return std::string(o.share_bias == ShareBias::kCorrect ? "correct" : "keep");
+     },
+     [](std::string_view t, EstimatorOptions* o) {
+       return SetWord(t, "keep", ShareBias::kKeep, "correct", ShareBias::kCorrect, &o->share_bias);
+     },
+     "keep or correct"},
+    {"read-pct", [](const EstimatorOptions& o) { return StrCat(o.read_pct); },
+     [](std::string_view t, EstimatorOptions* o) {
+       const std::optional<double> v = ParseNumber(t);
+       if (!v || !(*v >= 0 && *v <= 100)) return false;
+       o->read_pct = *v;
+       return true;
+     },
+     "a number in [0, 100]"},
+}};
+
+const RecordedOption* FindRecordedOption(std::string_view key) {
+  for (const RecordedOption& r : kRecordedOptions) {
+    if (r.key == key) return &r;
+  }
+  return nullptr;
+}
+
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> RecordedOptions(const EstimatorOptions& options) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const RecordedOption& r : kRecordedOptions) {
+    out.emplace_back(std::string(r.key), r.get(options));
+  }
+  return out;
+}
+
+std::vector<OptionConflict> ConflictingOptions(const Calibration& calibration,
+                                               const EstimatorOptions& options) {
+  std::vector<OptionConflict> out;
+  for (const auto& [key, value] : calibration.options) {
+    const RecordedOption* r = FindRecordedOption(key);
+    if (r == nullptr) continue;  // ParseCalibration refuses unknown keys
+    std::string other = r->get(options);
+    if (other != value) out.push_back({key, value, std::move(other)});
+  }
+  return out;
+}
 
 void ApplyCalibration(const Calibration& calibration, EstimatorOptions* options) {
   options->compute_overlap = calibration.compute_overlap;
   options->tier_overlap = calibration.tier_overlap;
   if (calibration.fit_span_samples) options->fit_span_samples = *calibration.fit_span_samples;
+  for (const auto& [key, value] : calibration.options) {
+    // ParseCalibration took only keys and values the table sets.
+    if (const RecordedOption* r = FindRecordedOption(key)) r->set(value, options);
+  }
   if (calibration.queue_shape) {
     // A fitted queue strength (0 too) supersedes the one read from the profile.
     options->queue_from_profile = false;
@@ -151,6 +324,28 @@ absl::Status ParseQueueing(json::ObjectReader& r, double version, Calibration* c
   return absl::OkStatus();
 }
 
+// Version 7's "options": every key RecordedOptions names, each a value it takes.
+absl::Status ParseRecordedOptions(json::ObjectReader& r, double version, Calibration* c) {
+  TG_ASSIGN_OR_RETURN(const json::Value* options, r.OptionalMember("options"));
+  if (options == nullptr) return absl::OkStatus();
+  if (version < 7) {
+    return r.Error(
+        "options", options,
+        StrCat("is a version 7 key (this file says version ", static_cast<int>(version), ")"));
+  }
+  json::ObjectReader o(*options, r.source(), r.MemberPath("options"));
+  TG_RETURN_IF_ERROR(o.CheckIsObject());
+  EstimatorOptions checked;
+  for (const RecordedOption& ro : kRecordedOptions) {
+    TG_ASSIGN_OR_RETURN(std::string value, o.RequiredString(ro.key));
+    if (!ro.set(value, &checked)) {
+      return o.Error(ro.key, nullptr, StrCat("must be ", ro.rule, ", not \"", value, "\""));
+    }
+    c->options.emplace_back(std::string(ro.key), std::move(value));
+  }
+  return o.NoOtherKeys();
+}
+
 }  // namespace
 
 absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_view source) {
@@ -158,16 +353,16 @@ absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_
   json::ObjectReader r(doc, std::string(source), "");
   TG_RETURN_IF_ERROR(r.CheckIsObject());
   TG_RETURN_IF_ERROR(r.OnlyKeys({"format", "version", "model", "compute_overlap", "tier_overlap",
-                                 "fit_span", "queue_strength", "queue_like", "relative_noise",
-                                 "interval", "fitted_runs", "cross_validation"}));
+                                 "fit_span", "options", "queue_strength", "queue_like",
+                                 "relative_noise", "interval", "fitted_runs", "cross_validation"}));
   TG_ASSIGN_OR_RETURN(std::string format, r.RequiredString("format"));
   if (format != "tiergym-calibration") {
     return r.Error("format", nullptr,
                    StrCat(R"(expected "tiergym-calibration", got ")", format, "\""));
   }
   TG_ASSIGN_OR_RETURN(double version, r.RequiredNumber("version"));
-  if (!(version >= 1 && version <= 6 && version == std::floor(version)))
-    return r.Error("version", nullptr, "only versions 1 to 6 are known");
+  if (!(version >= 1 && version <= 7 && version == std::floor(version)))
+    return r.Error("version", nullptr, "only versions 1 to 7 are known");
   Calibration c;
   TG_ASSIGN_OR_RETURN(std::string model, r.RequiredString("model"));
   auto parsed = ParseModel(model);
@@ -190,6 +385,7 @@ absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_
     }
     TG_ASSIGN_OR_RETURN(c.fit_span_samples, r.RequiredUint64("fit_span"));
   }
+  TG_RETURN_IF_ERROR(ParseRecordedOptions(r, version, &c));
   TG_RETURN_IF_ERROR(ParseQueueing(r, version, &c));
   TG_ASSIGN_OR_RETURN(c.relative_noise, r.RequiredNumber("relative_noise"));
   if (!(c.relative_noise >= 0 && c.relative_noise <= 1)) {
@@ -265,7 +461,7 @@ std::string FormatCalibration(const Calibration& c) {
   w.Key("format");
   w.String("tiergym-calibration");
   w.Key("version");
-  w.Int(6);
+  w.Int(7);
   w.Key("model");
   w.String(ModelName(c.model));
   w.Key("compute_overlap");
@@ -275,6 +471,15 @@ std::string FormatCalibration(const Calibration& c) {
   if (c.fit_span_samples) {
     w.Key("fit_span");
     w.Uint(*c.fit_span_samples);
+  }
+  if (!c.options.empty()) {
+    w.Key("options");
+    w.BeginObject();
+    for (const auto& [key, value] : c.options) {
+      w.Key(key);
+      w.String(value);
+    }
+    w.EndObject();
   }
   if (c.queue_shape) {
     w.Key("queue_strength");
@@ -573,6 +778,7 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   out.compute_overlap = static_cast<double>(c.o) / kOverlapSteps;
   out.tier_overlap = TierOverlapCandidate(c.j);
   out.fit_span_samples = base.fit_span_samples;
+  out.options = RecordedOptions(base);
   if (fit_queueing) {
     out.queue_strength = QueueStrengthCandidate(c.q);
     out.queue_like = options.queue_like;

@@ -30,9 +30,12 @@
 // folds come from fits without the run's fold either).
 //
 // File format (JSON, written by WriteCalibration, read by ReadCalibration):
-//   {"format": "tiergym-calibration", "version": 6,
+//   {"format": "tiergym-calibration", "version": 7,
 //    "model": "roofline",            // the model the parameters were fitted for
 //    "fit_span": 2048,               // version 6: the fit span the runs were fitted with
+//    "options": {"window": "1000000", "block-samples": "256", ...},
+//                                    // version 7: every option RecordedOptions names, as
+//                                    // the command line writes it
 //    "compute_overlap": 0.7,         // in [0, 1]
 //    "tier_overlap": 0.9,            // in [0, 1]; version 1 files: 1
 //    "queue_strength": 0.5,          // version 4, in [0, 4]; with "queue_like", both or neither
@@ -47,8 +50,9 @@
 //                         "uncalibrated_mean_error_pct": .., "uncalibrated_max_error_pct": ..,
 //                         "coverage": ..}}   // coverage optional
 // Unknown keys are errors; "cross_validation", "fitted_runs", "tier_overlap", "interval",
-// "fit_span", "queue_strength" and "queue_like" are optional on reading (version 1-5 files
-// read as before: version 5 has no "fit_span" (the estimator's fit span is left alone),
+// "fit_span", "options", "queue_strength" and "queue_like" are optional on reading (version
+// 1-6 files read as before: version 6 has no "options" (the estimator's are left alone),
+// version 5 no "fit_span" (the estimator's fit span is left alone),
 // version 4 no "overlap_error" (its scores were divided by a scale without the
 // serialization term: 0), version 3 no queueing keys (the estimator's queue options are
 // left alone), version 2 no "mix_error", version 1 no "tier_overlap" and no "interval"). A
@@ -84,6 +88,10 @@ struct Calibration {
   // The fit span (IndexOptions::fit_span_samples) the parameters and scores were fitted
   // with (version 6); absent in older files, whose fit span the user had to repeat.
   std::optional<uint64_t> fit_span_samples;
+  // The other options of the estimate the parameters and scores were fitted with (version
+  // 7; RecordedOptions): key and value, as the command line writes them. Empty in older
+  // files, whose options the user had to repeat.
+  std::vector<std::pair<std::string, std::string>> options;
   // The split-conformal scores (ascending) and the prior they are relative to.
   IntervalPrior prior;
   std::vector<double> interval_scores;
@@ -107,10 +115,26 @@ struct Calibration {
 // (estimator/README.md, "After calibration"), as 0 was for uncalibrated ones.
 inline constexpr uint64_t kCalibrationFitSpan = 2048;
 
+// The options of an estimate a calibration records (version 7) besides the fit span and the
+// parameters it fits, in the command line's names and syntax (`tiergym estimate --help`):
+// window, phasemarks (on|off: --no-phasemarks), block-samples, shares, first-touch,
+// extent-gap, empty-windows, align, segment-tail, limit-smoothness, subset-fits, fit-overlap,
+// share-bias, read-pct. Each changes the blocks or their fits, so a calibration's parameters
+// and residuals hold under its own values only.
+std::vector<std::pair<std::string, std::string>> RecordedOptions(const EstimatorOptions& options);
+
+// A recorded option whose value differs between a calibration and other options: its key
+// (RecordedOptions), the calibration's value and the other's.
+struct OptionConflict {
+  std::string key, recorded, other;
+};
+std::vector<OptionConflict> ConflictingOptions(const Calibration& calibration,
+                                               const EstimatorOptions& options);
+
 // Sets the options the calibration determines (compute_overlap, tier_overlap, the fit span
-// when the file records one; with a queueing fit, queue_like and queue_strength: none when the
-// fitted strength is 0, and queue_from_profile false: the fitted strength supersedes the one read
-// from the profile).
+// and the recorded options when the file records them; with a queueing fit, queue_like and
+// queue_strength: none when the fitted strength is 0, and queue_from_profile false: the fitted
+// strength supersedes the one read from the profile).
 void ApplyCalibration(const Calibration& calibration, EstimatorOptions* options);
 
 // The interval of an estimate under the calibration: ConformalInterval with its scores

@@ -361,6 +361,18 @@ absl::StatusOr<std::unique_ptr<Estimator>> MakeEstimator(const ArgParser& p, Com
                    ", or calibrate with these options"));
       }
     }
+    // The other options it records (version 7) hold its residuals the same way: the file's
+    // unless given, and refused when given otherwise.
+    for (const OptionConflict& c : ConflictingOptions(*calibration, common.options)) {
+      // Phasemarks are on unless --no-phasemarks, the one way to differ when given.
+      const bool marks = c.key == "phasemarks";
+      const std::string flag = marks ? "no-phasemarks" : c.key;
+      if (!p.Given(flag)) continue;
+      return absl::InvalidArgumentError(
+          StrCat("--", flag, marks ? "" : StrCat(" ", c.other), ": ", p.Get("calibration"),
+                 " was fitted with ", marks ? "phasemarks" : StrCat("--", c.key, " ", c.recorded),
+                 ", which its estimates use; leave --", flag, " out, or calibrate with it"));
+    }
     ApplyCalibration(*calibration, &common.options);  // a fitted strength: not read
   }
   if (p.Given("machine")) {
@@ -461,8 +473,10 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
               "the calibration file that estimate and validate read with --calibration "
               "(format: estimator/calibration.h). The estimator options are those of "
               "validate; they set the uncalibrated prior, except --fit-span, whose default "
-              "here is the span chosen for calibrated estimates; the file records it, and "
-              "estimates with it use it.");
+              "here is the span chosen for calibrated estimates. The file records the span "
+              "and the options that shape the blocks and their fits (--window, "
+              "--block-samples, --first-touch, ..., estimator/README.md); estimates with it "
+              "use them, and refuse others given with it.");
   AddEstimateOptions(p, kCalibrationFitSpan);
   p.AddOption("runs", "FILE", "measured runs CSV (name,placement,runtime_ns)");
   p.AddOption("out", "FILE", "where to write the calibration JSON");

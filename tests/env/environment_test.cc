@@ -856,6 +856,34 @@ TEST(EnvironmentTest, CalibrationFileSetsTheRooflineOverlap) {
   EXPECT_EQ(with(write(0.5, 0.95, 0, false, 0)), unspanned);
   const auto spanned = cached(write(0.5, 0.95, 0, false, 2048));
   EXPECT_EQ(cache.MemoryBytes(), 5 * one);
+  // So are the other options it records (version 7): the file's, not the defaults.
+  auto recorded = [&](const std::string& name, EstimatorOptions fitted) {
+    Calibration c;
+    c.model = Model::kRoofline;
+    c.tier_overlap = 0.95;  // write()'s
+    c.options = RecordedOptions(fitted);
+    const std::string path = StrCat(TestRoot(), "/calibration-options-", name, ".json");
+    std::ofstream(path) << FormatCalibration(c);
+    return path;
+  };
+  EstimatorOptions big_blocks;
+  big_blocks.block_samples = 4096;
+  EXPECT_EQ(with(recorded("defaults", EstimatorOptions{})), with(write(0.5)));
+  EXPECT_NE(with(recorded("blocks", big_blocks)), with(write(0.5)));
+  const auto blocks = cached(recorded("blocks", big_blocks));
+  EXPECT_EQ(cache.MemoryBytes(), 6 * one);
+  EstimatorOptions windowed;
+  windowed.window_instructions = 2'000'000;
+  const absl::Status window = [&] {
+    auto config = ParseEnvConfig({{"profiles", SmallProfileDir("lulesh", "knl")},
+                                  {"model", "roofline"},
+                                  {"calibration", recorded("window", windowed)}});
+    EXPECT_TRUE(config.ok()) << config.status();
+    return EnvAssets::Load(*config).status();
+  }();
+  EXPECT_THAT(std::string(window.message()),
+              HasSubstr("was fitted with a window of 2000000 instructions, but config key "
+                        "'window_instructions' is 1000000"));
 
   auto load = [](ConfigMap keys) {
     keys["profiles"] = SmallProfileDir("lulesh", "knl");

@@ -146,7 +146,7 @@ TEST(CalibrationTest, TheMixingTermWidensMixesOnlyAndRoundTripsSinceVersionThree
   auto back = ParseCalibration(FormatCalibration(c), "c.json");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_DOUBLE_EQ(back->prior.mix_error, 0.04);
-  EXPECT_THAT(FormatCalibration(c), HasSubstr(R"("version": 6)"));
+  EXPECT_THAT(FormatCalibration(c), HasSubstr(R"("version": 7)"));
   // Version 2 files have no mix_error: read as 0, and the key is refused there.
   ExpectIntervalKeySince(
       R"({"format": "tiergym-calibration", "version": 2, "model": "roofline",
@@ -288,7 +288,7 @@ TEST(CalibrationTest, VersionFourRoundTripsTheQueueingAndRefusesBadValuesByName)
   c.queue_like = "xeonmax:ddr";
   c.queue_shape = *LoadQueueShape("xeonmax:ddr");
   const std::string text = FormatCalibration(c);
-  EXPECT_THAT(text, HasSubstr(R"("version": 6)"));
+  EXPECT_THAT(text, HasSubstr(R"("version": 7)"));
   auto back = ParseCalibration(text, "c.json");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_DOUBLE_EQ(back->queue_strength, 1.5);
@@ -333,7 +333,7 @@ TEST(CalibrationTest, VersionFourRoundTripsTheQueueingAndRefusesBadValuesByName)
   EXPECT_THAT(refused(R"("queue_like": "xeonmax:ddr")", R"("queue_like": "knl:ddr")"),
               HasSubstr("measured curves"));
   EXPECT_THAT(refused(R"("queue_like": "xeonmax:ddr",)", ""), HasSubstr("queue_like"));
-  EXPECT_THAT(refused(R"("version": 6)", R"("version": 3)"), HasSubstr("version 4 key"));
+  EXPECT_THAT(refused(R"("version": 7)", R"("version": 3)"), HasSubstr("version 4 key"));
 }
 
 TEST(CalibrationTest, VersionSixRecordsTheFitSpanAndEstimatesWithTheFileUseIt) {
@@ -355,7 +355,7 @@ TEST(CalibrationTest, VersionSixRecordsTheFitSpanAndEstimatesWithTheFileUseIt) {
   ApplyCalibration(*ParseCalibration(FormatCalibration(old), "c.json"), &options);
   EXPECT_EQ(options.fit_span_samples, 1024u);
   std::string v5 = text;
-  v5.replace(v5.find(R"("version": 6)"), 12, R"("version": 5)");
+  v5.replace(v5.find(R"("version": 7)"), 12, R"("version": 5)");
   auto refused = ParseCalibration(v5, "c.json");
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("fit_span"));
@@ -363,9 +363,82 @@ TEST(CalibrationTest, VersionSixRecordsTheFitSpanAndEstimatesWithTheFileUseIt) {
   std::string negative = text;
   negative.replace(negative.find("2048"), 4, "-1");
   EXPECT_FALSE(ParseCalibration(negative, "c.json").ok());
-  std::string seven = text;
-  seven.replace(seven.find(R"("version": 6)"), 12, R"("version": 7)");
-  EXPECT_FALSE(ParseCalibration(seven, "c.json").ok());
+  std::string eight = text;
+  eight.replace(eight.find(R"("version": 7)"), 12, R"("version": 8)");
+  EXPECT_FALSE(ParseCalibration(eight, "c.json").ok());
+}
+
+TEST(CalibrationTest, VersionSevenRecordsTheEstimatesOptionsAndEstimatesWithTheFileUseThem) {
+  EstimatorOptions fitted;
+  fitted.block_samples = 512;
+  fitted.first_touch = FirstTouchFootprint::kExtended;
+  fitted.join_sweeps = false;
+  fitted.share_bias = ShareBias::kCorrect;
+  fitted.use_phasemarks = false;
+  fitted.read_pct = 62.5;
+  fitted.limit_smoothness = 4;
+  Calibration c;
+  c.options = RecordedOptions(fitted);
+  ASSERT_EQ(c.options.size(), 14u);
+  const std::string text = FormatCalibration(c);
+  EXPECT_THAT(text, HasSubstr(R"("block-samples": "512")"));
+  EXPECT_THAT(text, HasSubstr(R"("first-touch": "extended")"));
+  EXPECT_THAT(text, HasSubstr(R"("phasemarks": "off")"));
+  EXPECT_THAT(text, HasSubstr(R"("read-pct": "62.5")"));
+  auto back = ParseCalibration(text, "c.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->options, c.options);
+  // Applied, every recorded option is the file's; options it does not record stay.
+  EstimatorOptions options;
+  options.compute_overlap = 0.3;
+  EXPECT_EQ(ConflictingOptions(*back, options).size(), 6u);  // first-touch is one
+  ApplyCalibration(*back, &options);
+  EXPECT_TRUE(ConflictingOptions(*back, options).empty());
+  EXPECT_EQ(RecordedOptions(options), RecordedOptions(fitted));
+  EXPECT_EQ(options.block_samples, 512u);
+  EXPECT_EQ(options.first_touch, FirstTouchFootprint::kExtended);
+  EXPECT_FALSE(options.use_phasemarks);
+  EXPECT_EQ(options.read_pct, 62.5);
+  EXPECT_EQ(options.share_bias, ShareBias::kCorrect);
+  const std::vector<OptionConflict> one = ConflictingOptions(*back, [&] {
+    EstimatorOptions o = options;
+    o.block_samples = 256;
+    return o;
+  }());
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].key, "block-samples");
+  EXPECT_EQ(one[0].recorded, "512");
+  EXPECT_EQ(one[0].other, "256");
+  // Errors name the key and the rule; every key is required, no other is taken, and a
+  // version 6 file has none.
+  auto refused = [&](const std::string& from, const std::string& to) {
+    std::string bad = text;
+    const size_t at = bad.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    bad.replace(at, from.size(), to);
+    auto r = ParseCalibration(bad, "c.json");
+    EXPECT_FALSE(r.ok()) << to;
+    return r.ok() ? std::string() : std::string(r.status().message());
+  };
+  EXPECT_THAT(refused(R"("block-samples": "512")", R"("block-samples": "0")"),
+              HasSubstr("options.block-samples: must be a positive integer"));
+  EXPECT_THAT(refused(R"("first-touch": "extended")", R"("first-touch": "random")"),
+              HasSubstr("sweeps, extents, extended or base"));
+  EXPECT_THAT(refused(R"("read-pct": "62.5")", R"("read-pct": "101")"),
+              HasSubstr("options.read-pct"));
+  EXPECT_THAT(refused(R"("limit-smoothness": "4")", R"("limit-smoothness": "0.5")"),
+              HasSubstr("options.limit-smoothness"));
+  EXPECT_THAT(refused(R"("share-bias": "correct",)", ""), HasSubstr("share-bias"));
+  EXPECT_THAT(refused(R"("read-pct": "62.5")", R"("read-pct": "62.5", "colour": "red")"),
+              HasSubstr("colour"));
+  EXPECT_THAT(refused(R"("window": "1000000")", R"("window": 1000000)"),
+              HasSubstr("options.window"));
+  EXPECT_THAT(refused(R"("version": 7)", R"("version": 6)"), HasSubstr("version 7 key"));
+  // A file without them (version 6, or older) leaves the options alone.
+  EstimatorOptions untouched;
+  untouched.block_samples = 1024;
+  ApplyCalibration(Calibration{}, &untouched);
+  EXPECT_EQ(untouched.block_samples, 1024u);
 }
 
 TEST(CalibrationTest, TheQueueStrengthScalesTheCurvesRiseOfFlatTiersOnly) {
@@ -516,6 +589,54 @@ TEST(CalibrationTest, CommandWritesAFileThatValidateReads) {
   EXPECT_EQ(RunValidateCommand(with({"--fit-span", "2048"})), 0);
   EXPECT_NE(RunValidateCommand(with({"--fit-span", "0"})), 0);
   EXPECT_NE(RunValidateCommand(with({"--block-samples", "4096"})), 0);
+  // The file records the other options it was fitted with, and an estimate with it uses
+  // them unless told otherwise, which is refused; the ones given the same are taken.
+  EXPECT_EQ(c->options, RecordedOptions(EstimatorOptions{}));
+  const std::string fitted = dir + "/fitted.json";
+  EXPECT_EQ(RunCalibrateCommand({"--profile", app + "/profile", "--runs", app + "/runs/runs.csv",
+                                 "--machine", "knl", "--out", fitted, "--folds", "3",
+                                 "--queue-shape", "none", "--block-samples", "512", "--share-bias",
+                                 "correct", "--no-phasemarks", "--quiet"}),
+            0);
+  auto f = ReadCalibration(fitted);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EstimatorOptions applied;
+  ApplyCalibration(*f, &applied);
+  EXPECT_EQ(applied.block_samples, 512u);
+  EXPECT_EQ(applied.share_bias, ShareBias::kCorrect);
+  EXPECT_FALSE(applied.use_phasemarks);
+  const std::vector<std::string> on_file = {
+      "--profile", app + "/profile", "--runs", app + "/runs/runs.csv", "--machine",
+      "knl",       "--calibration",  fitted,   "--replicates",         "5"};
+  auto validated = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), on_file.begin(), on_file.end());
+    extra.push_back("--json");
+    ::testing::internal::CaptureStdout();
+    const int rc = RunValidateCommand(extra);
+    const std::string text = ::testing::internal::GetCapturedStdout();
+    return rc == 0 ? text : std::string();
+  };
+  const std::string alone = validated({});
+  ASSERT_FALSE(alone.empty());
+  EXPECT_EQ(validated({"--block-samples", "512", "--share-bias", "correct", "--no-phasemarks"}),
+            alone);
+  EXPECT_NE(validated({"--fit-overlap", "on"}), "");  // the file's value, given
+  ::testing::internal::CaptureStderr();
+  EXPECT_NE(RunValidateCommand([&] {
+              std::vector<std::string> v = on_file;
+              v.insert(v.end(), {"--share-bias", "keep"});
+              return v;
+            }()),
+            0);
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(),
+              HasSubstr("--share-bias keep: " + fitted +
+                        " was fitted with --share-bias correct, which its estimates use"));
+  EXPECT_EQ(validated({"--block-samples", "256"}), "");
+  // Against a file fitted with phasemarks, --no-phasemarks is refused.
+  ::testing::internal::CaptureStderr();
+  EXPECT_NE(RunValidateCommand(with({"--no-phasemarks"})), 0);
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(),
+              HasSubstr("--no-phasemarks: " + out + " was fitted with phasemarks"));
   const std::string blocks = dir + "/blocks.json";
   EXPECT_EQ(RunCalibrateCommand({"--profile", app + "/profile", "--runs", app + "/runs/runs.csv",
                                  "--machine", "knl", "--out", blocks, "--folds", "3",
