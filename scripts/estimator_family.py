@@ -828,6 +828,14 @@ def main():
     if args.prior_candidates and not (args.fit_prior and not args.calibrate):
         ap.error("--prior-candidates scores priors on validated runs: give it with --fit-prior, "
                  "without --calibrate")
+    scoring = [flag for flag, given in (("--calibrate", args.calibrate),
+                                        ("--configs", args.configs),
+                                        ("--fit-prior", args.fit_prior),
+                                        ("--json", args.json),
+                                        ("options after --", options)) if given]
+    if args.bound and scoring:
+        ap.error(f"--bound scores nothing (it reads the measured runs alone): {scoring[0]} "
+                 "has no effect with it; give them apart")
     members = args.members.split(",")
     machines = args.machines.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]

@@ -8,6 +8,8 @@ import pathlib
 import json
 import random
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
@@ -473,6 +475,13 @@ def test_members_with_one_profile_bound_every_estimate_from_below(tmp_path, monk
     out = capsys.readouterr().out
     assert "| spec, overlap | 2 | 0.99 | - | 7.41 | 7.41 | 1 |" in out
     assert "smooth" not in out.split("\n", 3)[3]
+    # What would score something is refused with it, not silently dropped.
+    for extra in (["--calibrate"], ["--configs", "c.json"], ["--", "--fit-span", "2048"]):
+        monkeypatch.setattr("sys.argv", ["estimator_family.py", "--bound"] + extra)
+        with pytest.raises(SystemExit) as refused:
+            family.main()
+        assert refused.value.code == 2
+        assert "--bound scores nothing" in capsys.readouterr().err
 
 
 def test_calibrated_configurations_are_chosen_against_the_calibrated_targets():
