@@ -590,8 +590,6 @@ class Grid {
     t.residual.assign(kTierSteps, std::vector<double>(n_));
     t.estimate.assign(kTierSteps, std::vector<double>(n_));
     t.serialized.assign(n_, 0);
-    // Per base device and tier overlap, the index copy (j = kTierSteps: the tier overlap 0).
-    std::map<std::pair<std::string, int>, std::shared_ptr<const EstimatorIndex>> copies;
     for (size_t i = 0; i < n_; ++i) {
       const Placement& placement = runs_[i].second;
       auto fail = [&](const absl::Status& s) {
@@ -611,16 +609,12 @@ class Grid {
       }
       const auto measured = static_cast<double>(runs_[i].first.runtime_ns);
       for (int j = 0; j < kTierSteps; ++j) {
-        auto& copy = copies[{placement.default_tier, j}];
-        if (copy == nullptr) copy = (*index)->WithTierOverlap(TierOverlapCandidate(j));
-        auto est = copy->RuntimeNs(*resolved, options_.model);
+        auto est = (*index)->RuntimeNs(*resolved, options_.model, TierOverlapCandidate(j));
         if (!est.ok()) return fail(est.status());
         t.residual[j][i] = *est / measured - 1;
         t.estimate[j][i] = *est;
       }
-      auto& serial = copies[{placement.default_tier, kTierSteps}];
-      if (serial == nullptr) serial = (*index)->WithTierOverlap(0);
-      auto serialized = serial->RuntimeNs(*resolved, options_.model);
+      auto serialized = (*index)->RuntimeNs(*resolved, options_.model, /*tier_overlap=*/0);
       if (!serialized.ok()) return fail(serialized.status());
       t.serialized[i] = *serialized;
     }

@@ -20,13 +20,12 @@
 //     and relative_noise, their root mean square under the final fit.
 // Calibrate() fits them on a grid (compute_overlap 0, 0.1, .., 1 and queue_strength by
 // rebuilding the index; tier_overlap 1, 0.95, 0.9, 0.8, .., 0.4 on copies of it,
-// EstimatorIndex::WithTierOverlap; by the one-standard-error rule: of the candidates whose
-// mean absolute error is within one standard error of the lowest, the one nearest the
-// prior), in stages: compute and tier overlap at the prior queue strength; queue strength
-// and tier overlap at the prior compute overlap; if the queue strength moved, compute and
-// tier overlap again at it. It reports k-fold
-// cross-validated errors: every run is scored by parameters fitted on the other folds
-// only, and its interval from scores of those folds only (nested: the scores of the other
+// EstimatorIndex::RuntimeNs with a tier overlap; by the one-standard-error rule: of the candidates
+// whose mean absolute error is within one standard error of the lowest, the one nearest the prior),
+// in stages: compute and tier overlap at the prior queue strength; queue strength and tier overlap
+// at the prior compute overlap; if the queue strength moved, compute and tier overlap again at it.
+// It reports k-fold cross-validated errors: every run is scored by parameters fitted on the other
+// folds only, and its interval from scores of those folds only (nested: the scores of the other
 // folds come from fits without the run's fold either).
 //
 // File format (JSON, written by WriteCalibration, read by ReadCalibration):

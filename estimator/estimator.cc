@@ -78,19 +78,8 @@ absl::StatusOr<double> Estimator::SerializedRuntimeNs(const Placement& placement
   TG_RETURN_IF_ERROR(CheckPlacementTiers(profile_, placement));
   TG_ASSIGN_OR_RETURN(std::shared_ptr<const EstimatorIndex> index,
                       IndexFor(placement.default_tier));
-  if (model != Model::kRoofline) {  // no copy of the index for a model that ignores it
-    TG_ASSIGN_OR_RETURN(ResolvedPlacement resolved, index->Resolve(placement));
-    return index->RuntimeNs(resolved, model);
-  }
-  std::shared_ptr<const EstimatorIndex> serialized;
-  {
-    absl::MutexLock lock(&mu_);
-    auto& slot = serialized_[placement.default_tier];
-    if (slot == nullptr) slot = index->WithTierOverlap(0);
-    serialized = slot;
-  }
-  TG_ASSIGN_OR_RETURN(ResolvedPlacement resolved, serialized->Resolve(placement));
-  return serialized->RuntimeNs(resolved, model);
+  TG_ASSIGN_OR_RETURN(ResolvedPlacement resolved, index->Resolve(placement));
+  return index->RuntimeNs(resolved, model, /*tier_overlap=*/0);
 }
 
 absl::StatusOr<SamplingInterval> Estimator::SamplingSpread(const Placement& placement, Model model,

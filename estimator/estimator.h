@@ -82,9 +82,9 @@ class Estimator {
 
   // The runtime of `placement` were the tiers' bandwidth-bound times not to overlap at all
   // (the tier overlap 0; the other options the same): what Serialization()
-  // (prediction_interval.h) compares the estimate with; the copy of the index it takes is
-  // kept per base device. Models other than kRoofline do not read the tier overlap: their
-  // estimate, without a copy. Fails like EstimatePlacement.
+  // (prediction_interval.h) compares the estimate with, priced on the placement's index
+  // (EstimatorIndex::RuntimeNs with a tier overlap: no second index). Models other than
+  // kRoofline do not read the tier overlap: their estimate. Fails like EstimatePlacement.
   absl::StatusOr<double> SerializedRuntimeNs(const Placement& placement, Model model);
 
   // The sampling interval of the estimate (sampling_spread.h).
@@ -103,8 +103,6 @@ class Estimator {
   const EstimatorOptions options_;
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<const EstimatorIndex>> indexes_ ABSL_GUARDED_BY(mu_);
-  // Per base device, its index with the tier overlap 0 (SerializedRuntimeNs).
-  std::map<std::string, std::shared_ptr<const EstimatorIndex>> serialized_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tiergym

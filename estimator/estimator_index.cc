@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "estimator/internal/index_builder.h"
 #include "estimator/internal/run_segments.h"
+#include "estimator/models/roofline_model.h"
 #include "estimator/page_placement.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
@@ -27,10 +28,10 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> EstimatorIndex::Build(
   return std::shared_ptr<const EstimatorIndex>(std::move(index));
 }
 
-std::shared_ptr<const EstimatorIndex> EstimatorIndex::WithTierOverlap(double tier_overlap) const {
-  auto copy = std::make_shared<EstimatorIndex>(*this);
-  copy->blocks_.memory.tier_overlap = tier_overlap;
-  return copy;
+absl::StatusOr<double> EstimatorIndex::RuntimeNs(const ResolvedPlacement& placement, Model model,
+                                                 double tier_overlap) const {
+  if (model != Model::kRoofline) return RuntimeNs(placement, model);
+  return RuntimeNsUnder(placement, RooflineModel(tier_overlap));
 }
 
 std::pair<uint32_t, uint32_t> EstimatorIndex::IdsOfPages(uint64_t first_page,
@@ -132,6 +133,11 @@ absl::Status EstimatorIndex::CheckModel(const RuntimeModel& model) const {
 
 absl::StatusOr<double> EstimatorIndex::RuntimeNs(const ResolvedPlacement& placement,
                                                  Model model) const {
+  return RuntimeNsUnder(placement, RuntimeModelFor(model));
+}
+
+absl::StatusOr<double> EstimatorIndex::RuntimeNsUnder(const ResolvedPlacement& placement,
+                                                      const RuntimeModel& m) const {
   const size_t stride = pages_.size() + 1;
   const double* def = &lin_prefix_[placement.default_tier * stride];
   double total = constant_ns_ + def[pages_.size()];
@@ -139,7 +145,6 @@ absl::StatusOr<double> EstimatorIndex::RuntimeNs(const ResolvedPlacement& placem
     const double* to = &lin_prefix_[r.tier * stride];
     total += (to[r.end] - to[r.begin]) - (def[r.end] - def[r.begin]);
   }
-  const RuntimeModel& m = RuntimeModelFor(model);
   if (m.linear()) return total;
   TG_RETURN_IF_ERROR(CheckModel(m));
   const std::vector<uint8_t> tier = TierArray(placement);

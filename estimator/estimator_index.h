@@ -78,10 +78,13 @@ class EstimatorIndex {
   // The estimate with its breakdown per phase and device (O(non-zeros + pages)).
   absl::StatusOr<Estimate> EstimateDetailed(const ResolvedPlacement& placement, Model model) const;
 
-  // A copy of this index whose roofline mixes combine the tiers' bandwidth-bound times with
-  // `tier_overlap` instead (IndexOptions::tier_overlap; the blocks' fits do not depend on
-  // it): what a calibration tries without rebuilding. REQUIRES: tier_overlap in [0, 1].
-  std::shared_ptr<const EstimatorIndex> WithTierOverlap(double tier_overlap) const;
+  // RuntimeNs with the roofline's mixes combining the tiers' bandwidth-bound times by
+  // `tier_overlap` instead of the index's (IndexOptions::tier_overlap; the blocks' fits do
+  // not depend on it; the other models do not read it): what a calibration tries, and an
+  // estimate's serialization, on this index, neither rebuilt nor copied. REQUIRES:
+  // tier_overlap in [0, 1].
+  absl::StatusOr<double> RuntimeNs(const ResolvedPlacement& placement, Model model,
+                                   double tier_overlap) const;
 
   const std::vector<std::string>& devices() const { return devices_; }
   int base() const { return base_; }
@@ -159,6 +162,9 @@ class EstimatorIndex {
     return model.CorrectionSpan(blocks_, k,
                                 {WinLo(blk_first_win_[k]), WinHi(blk_first_win_[k + 1] - 1)});
   }
+  // RuntimeNs under the model itself.
+  absl::StatusOr<double> RuntimeNsUnder(const ResolvedPlacement& placement,
+                                        const RuntimeModel& model) const;
   // InvalidArgument when `model` needs a machine and this index has none.
   absl::Status CheckModel(const RuntimeModel& model) const;
   // Sums f * win_count_ * weight(i) per group over the windows of [from, to) (f: the

@@ -135,6 +135,8 @@ double RooflineModel::Correction(const BlockTable& blocks, size_t k, const uint6
   const auto total = static_cast<double>(blocks.total[k]);
   if (total == 0) return 0;
   const size_t n = blocks.devices;
+  MemoryCombination memory = blocks.memory;
+  if (tier_overlap_) memory.tier_overlap = *tier_overlap_;
   // sum_d s_d roof(m_d) - roof(m_mix): the paper's weighted mean of the fitted rooflines
   // minus the roofline of the mix, whose misses share the miss slots (latencies add) and
   // transfer concurrently (bandwidth times overlap).
@@ -162,8 +164,7 @@ double RooflineModel::Correction(const BlockTable& blocks, size_t k, const uint6
     const double f = factor ? factor[d] : 1.0;
     const double l = latency_of(d) * f, b = blocks.band[k * n + d] * f;
     const LoadCurve* c = blocks.curves.empty() ? nullptr : &blocks.curves[d];
-    weighted +=
-        s * internal::RoofTime(compute, internal::DeviceMemoryNs(l, b, c, blocks.memory), overlap);
+    weighted += s * internal::RoofTime(compute, internal::DeviceMemoryNs(l, b, c, memory), overlap);
     latency += s * l;
     bw = std::max(bw, s * b);
     if (dev.count < kMaxCurveDevices) {
@@ -176,7 +177,7 @@ double RooflineModel::Correction(const BlockTable& blocks, size_t k, const uint6
     }
   }
   const bool fits = n <= kMaxCurveDevices;
-  const double mix = fits ? MixMemoryNs(dev, share.data(), blocks.memory) : std::max(latency, bw);
+  const double mix = fits ? MixMemoryNs(dev, share.data(), memory) : std::max(latency, bw);
   double roof = internal::RoofTime(compute, mix, overlap);
   if (blocks.share_bias == ShareBias::kCorrect && fits && dev.count > 1 &&
       blocks.effective_samples[k] > 1) {
@@ -184,7 +185,7 @@ double RooflineModel::Correction(const BlockTable& blocks, size_t k, const uint6
     // by about what the spread of shares around them adds (the bootstrap's bias
     // estimate), which is taken off.
     roof -= MeanRoofOverSpread(dev, share.data(), blocks.effective_samples[k], compute, overlap,
-                               blocks.memory) -
+                               memory) -
             roof;
   }
   return blocks.scale[k] * (weighted - roof);

@@ -10,6 +10,8 @@
 #ifndef TIERGYM_ESTIMATOR_MODELS_ROOFLINE_MODEL_H_
 #define TIERGYM_ESTIMATOR_MODELS_ROOFLINE_MODEL_H_
 
+#include <optional>
+
 #include "estimator/index_options.h"
 #include "estimator/models/runtime_model.h"
 #include "traces/machine.h"
@@ -24,6 +26,13 @@ LoadCurve QueueingCurve(const TierSpec& tier, const IndexOptions& options);
 
 class RooflineModel final : public RuntimeModel {
  public:
+  // The mixes combine the tiers' bandwidth-bound times by the blocks' tier overlap
+  // (BlockTable::memory), or by `tier_overlap` when given (the blocks' fits do not depend on
+  // it: what a calibration tries, and an estimate's serialization, on one index).
+  // REQUIRES: tier_overlap in [0, 1].
+  explicit RooflineModel(std::optional<double> tier_overlap = std::nullopt)
+      : tier_overlap_(tier_overlap) {}
+
   std::string_view name() const override { return "roofline"; }
   bool linear() const override { return false; }
   bool needs_machine() const override { return true; }
@@ -33,6 +42,9 @@ class RooflineModel final : public RuntimeModel {
   Span CorrectionSpan(const BlockTable& blocks, size_t k, Span) const override {
     return {blocks.lo[k], blocks.hi[k]};
   }
+
+ private:
+  std::optional<double> tier_overlap_;
 };
 
 }  // namespace tiergym
