@@ -334,9 +334,11 @@ absl::StatusOr<EnvSpec> MakeEnvSpec(const EnvConfig& config) {
 
 namespace {
 
-// The estimator options config.calibration sets (the roofline's compute overlap), or the
-// defaults without one. The calibration must have been fitted for config.model.
-absl::StatusOr<EstimatorOptions> CalibratedOptions(const EnvConfig& config) {
+// The estimator options config.calibration sets (ApplyCalibration), or the defaults without
+// one. The calibration must have been fitted for config.model, on `machine` when it names
+// one, with config.window_instructions when it records its window.
+absl::StatusOr<EstimatorOptions> CalibratedOptions(const EnvConfig& config,
+                                                   const Machine& machine) {
   EstimatorOptions calibrated;
   if (config.calibration.empty()) return calibrated;
   auto calibration = ReadCalibration(config.calibration);
@@ -351,6 +353,12 @@ absl::StatusOr<EstimatorOptions> CalibratedOptions(const EnvConfig& config) {
                          "config key 'calibration': fitted for the ", ModelName(calibration->model),
                          " model, but config key 'model' is ", ModelName(config.model))),
                      "calibration");
+  }
+  if (absl::Status s = CheckCalibrationMachine(*calibration, machine); !s.ok()) {
+    return WithField(
+        absl::InvalidArgumentError(StrCat("config key 'calibration': ", config.calibration, ": ",
+                                          s.message(), " (config key 'machine')")),
+        "calibration");
   }
   calibrated.window_instructions = config.window_instructions;
   ApplyCalibration(*calibration, &calibrated);
@@ -602,7 +610,7 @@ absl::StatusOr<std::shared_ptr<const EnvAssets>> EnvAssets::Load(const EnvConfig
   TG_ASSIGN_OR_RETURN(impl->machine, ConfiguredMachine(config));
   TG_ASSIGN_OR_RETURN(impl->spec, MakeEnvSpec(config, impl->machine));
   impl->migration_bytes_per_ns = impl->spec.tier_migration_gbps;
-  TG_ASSIGN_OR_RETURN(const EstimatorOptions calibrated, CalibratedOptions(config));
+  TG_ASSIGN_OR_RETURN(const EstimatorOptions calibrated, CalibratedOptions(config, impl->machine));
   TG_ASSIGN_OR_RETURN(const std::optional<InterferenceSchedule> schedule,
                       ContentionSchedule(config));
   for (const std::string& path : config.profiles) {

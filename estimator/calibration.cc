@@ -272,6 +272,18 @@ std::vector<OptionConflict> ConflictingOptions(const Calibration& calibration,
   return out;
 }
 
+absl::Status CheckCalibrationMachine(const Calibration& calibration,
+                                     const std::optional<Machine>& machine) {
+  if (calibration.machine.empty() || (machine && machine->name == calibration.machine)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      StrCat("fitted on machine '", calibration.machine, "', not ",
+             machine ? StrCat("'", machine->name, "'") : std::string("without a machine"),
+             ": its parameters hold on the machine whose runs they were fitted to; calibrate on "
+             "this machine's runs"));
+}
+
 void ApplyCalibration(const Calibration& calibration, EstimatorOptions* options) {
   options->compute_overlap = calibration.compute_overlap;
   options->tier_overlap = calibration.tier_overlap;
@@ -353,7 +365,7 @@ absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_
   json::ObjectReader r(doc, std::string(source), "");
   TG_RETURN_IF_ERROR(r.CheckIsObject());
   TG_RETURN_IF_ERROR(r.OnlyKeys({"format", "version", "model", "compute_overlap", "tier_overlap",
-                                 "fit_span", "options", "queue_strength", "queue_like",
+                                 "fit_span", "machine", "options", "queue_strength", "queue_like",
                                  "relative_noise", "interval", "fitted_runs", "cross_validation"}));
   TG_ASSIGN_OR_RETURN(std::string format, r.RequiredString("format"));
   if (format != "tiergym-calibration") {
@@ -386,6 +398,16 @@ absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_
     TG_ASSIGN_OR_RETURN(c.fit_span_samples, r.RequiredUint64("fit_span"));
   }
   TG_RETURN_IF_ERROR(ParseRecordedOptions(r, version, &c));
+  TG_ASSIGN_OR_RETURN(const json::Value* machine, r.OptionalMember("machine"));
+  if (machine != nullptr) {
+    if (version < 7) {
+      return r.Error(
+          "machine", machine,
+          StrCat("is a version 7 key (this file says version ", static_cast<int>(version), ")"));
+    }
+    TG_ASSIGN_OR_RETURN(c.machine, r.RequiredString("machine"));
+    if (c.machine.empty()) return r.Error("machine", machine, "must name the machine");
+  }
   TG_RETURN_IF_ERROR(ParseQueueing(r, version, &c));
   TG_ASSIGN_OR_RETURN(c.relative_noise, r.RequiredNumber("relative_noise"));
   if (!(c.relative_noise >= 0 && c.relative_noise <= 1)) {
@@ -471,6 +493,10 @@ std::string FormatCalibration(const Calibration& c) {
   if (c.fit_span_samples) {
     w.Key("fit_span");
     w.Uint(*c.fit_span_samples);
+  }
+  if (!c.machine.empty()) {
+    w.Key("machine");
+    w.String(c.machine);
   }
   if (!c.options.empty()) {
     w.Key("options");
@@ -773,6 +799,7 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   out.tier_overlap = TierOverlapCandidate(c.j);
   out.fit_span_samples = base.fit_span_samples;
   out.options = RecordedOptions(base);
+  if (base.machine) out.machine = base.machine->name;
   if (fit_queueing) {
     out.queue_strength = QueueStrengthCandidate(c.q);
     out.queue_like = options.queue_like;

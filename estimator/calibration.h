@@ -32,6 +32,7 @@
 //   {"format": "tiergym-calibration", "version": 7,
 //    "model": "roofline",            // the model the parameters were fitted for
 //    "fit_span": 2048,               // version 6: the fit span the runs were fitted with
+//    "machine": "disagg",            // version 7, optional: the machine's name
 //    "options": {"window": "1000000", "block-samples": "256", ...},
 //                                    // version 7: every option RecordedOptions names, as
 //                                    // the command line writes it
@@ -49,8 +50,8 @@
 //                         "uncalibrated_mean_error_pct": .., "uncalibrated_max_error_pct": ..,
 //                         "coverage": ..}}   // coverage optional
 // Unknown keys are errors; "cross_validation", "fitted_runs", "tier_overlap", "interval",
-// "fit_span", "options", "queue_strength" and "queue_like" are optional on reading (version
-// 1-6 files read as before: version 6 has no "options" (the estimator's are left alone),
+// "fit_span", "machine", "options", "queue_strength" and "queue_like" are optional on reading
+// (version 1-6 files read as before: version 6 has no "options" (the estimator's are left alone),
 // version 5 no "fit_span" (the estimator's fit span is left alone),
 // version 4 no "overlap_error" (its scores were divided by a scale without the
 // serialization term: 0), version 3 no queueing keys (the estimator's queue options are
@@ -91,6 +92,9 @@ struct Calibration {
   // 7; RecordedOptions): key and value, as the command line writes them. Empty in older
   // files, whose options the user had to repeat.
   std::vector<std::pair<std::string, std::string>> options;
+  // The name of the machine it was fitted on (version 7; Machine::name): its parameters
+  // stand in for what that machine's spec sheet leaves out. Empty: not recorded.
+  std::string machine;
   // The split-conformal scores (ascending) and the prior they are relative to.
   IntervalPrior prior;
   std::vector<double> interval_scores;
@@ -129,6 +133,11 @@ struct OptionConflict {
 };
 std::vector<OptionConflict> ConflictingOptions(const Calibration& calibration,
                                                const EstimatorOptions& options);
+
+// OK when the calibration may price estimates on `machine` (none: without a machine): it
+// records none, or `machine`'s name. InvalidArgument otherwise, naming both machines.
+absl::Status CheckCalibrationMachine(const Calibration& calibration,
+                                     const std::optional<Machine>& machine);
 
 // Sets the options the calibration determines (compute_overlap, tier_overlap, the fit span
 // and the recorded options when the file records them; with a queueing fit, queue_like and

@@ -380,6 +380,13 @@ absl::StatusOr<std::unique_ptr<Estimator>> MakeEstimator(const ArgParser& p, Com
     if (!machine.ok()) return machine.status();
     common.options.machine = *machine;
   }
+  if (common.calibration) {
+    if (absl::Status s = CheckCalibrationMachine(*common.calibration, common.options.machine);
+        !s.ok()) {
+      return absl::InvalidArgumentError(
+          StrCat("--calibration ", p.Get("calibration"), ": ", s.message(), " (--machine)"));
+    }
+  }
   return Estimator::Create(*std::move(profile), common.options);
 }
 

@@ -884,6 +884,20 @@ TEST(EnvironmentTest, CalibrationFileSetsTheRooflineOverlap) {
   EXPECT_THAT(std::string(window.message()),
               HasSubstr("was fitted with a window of 2000000 instructions, but config key "
                         "'window_instructions' is 1000000"));
+  // A calibration fitted on another machine is refused, naming both.
+  const absl::Status machine = [&] {
+    Calibration c;
+    c.model = Model::kRoofline;
+    c.machine = "disagg";
+    const std::string path = TestRoot() + "/calibration-on-disagg.json";
+    std::ofstream(path) << FormatCalibration(c);
+    auto config = ParseEnvConfig({{"profiles", SmallProfileDir("lulesh", "knl")},
+                                  {"model", "roofline"},
+                                  {"calibration", path}});
+    EXPECT_TRUE(config.ok()) << config.status();
+    return EnvAssets::Load(*config).status();
+  }();
+  EXPECT_THAT(std::string(machine.message()), HasSubstr("fitted on machine 'disagg', not 'knl'"));
 
   auto load = [](ConfigMap keys) {
     keys["profiles"] = SmallProfileDir("lulesh", "knl");

@@ -443,6 +443,26 @@ TEST(CalibrationTest, VersionSevenRecordsTheEstimatesOptionsAndEstimatesWithTheF
   EXPECT_THAT(refused(R"("window": "1000000")", R"("window": 1000000)"),
               HasSubstr("options.window"));
   EXPECT_THAT(refused(R"("version": 7)", R"("version": 6)"), HasSubstr("version 7 key"));
+  // The machine it was fitted on: estimates on another, or without one, are refused.
+  Calibration on_disagg = c;
+  on_disagg.machine = "disagg";
+  const std::string with_machine = FormatCalibration(on_disagg);
+  EXPECT_THAT(with_machine, HasSubstr(R"("machine": "disagg")"));
+  auto read = ParseCalibration(with_machine, "c.json");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->machine, "disagg");
+  Machine disagg, knl;
+  disagg.name = "disagg";
+  knl.name = "knl";
+  EXPECT_TRUE(CheckCalibrationMachine(*read, disagg).ok());
+  EXPECT_THAT(std::string(CheckCalibrationMachine(*read, knl).message()),
+              HasSubstr("fitted on machine 'disagg', not 'knl'"));
+  EXPECT_THAT(std::string(CheckCalibrationMachine(*read, std::nullopt).message()),
+              HasSubstr("not without a machine"));
+  EXPECT_TRUE(CheckCalibrationMachine(*back, knl).ok());  // none recorded
+  std::string unnamed = with_machine;
+  unnamed.replace(unnamed.find(R"("disagg")"), 8, R"("")");
+  EXPECT_FALSE(ParseCalibration(unnamed, "c.json").ok());
   // A file without them (version 6, or older) leaves the options alone.
   EstimatorOptions untouched;
   untouched.block_samples = 1024;
@@ -641,6 +661,14 @@ TEST(CalibrationTest, CommandWritesAFileThatValidateReads) {
               HasSubstr("--share-bias keep: " + fitted +
                         " was fitted with --share-bias correct, which its estimates use"));
   EXPECT_EQ(validated({"--block-samples", "256"}), "");
+  // It records the machine, and is refused on another.
+  EXPECT_EQ(c->machine, "knl");
+  ::testing::internal::CaptureStderr();
+  EXPECT_NE(RunValidateCommand({"--profile", app + "/profile", "--runs", app + "/runs/runs.csv",
+                                "--machine", "disagg", "--calibration", out}),
+            0);
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(),
+              HasSubstr("--calibration " + out + ": fitted on machine 'knl', not 'disagg'"));
   // Against a file fitted with phasemarks, --no-phasemarks is refused.
   ::testing::internal::CaptureStderr();
   EXPECT_NE(RunValidateCommand(with({"--no-phasemarks"})), 0);
