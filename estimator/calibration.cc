@@ -254,6 +254,7 @@ const RecordedOption* FindRecordedOption(std::string_view key) {
 
 std::vector<std::pair<std::string, std::string>> RecordedOptions(const EstimatorOptions& options) {
   std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(kRecordedOptions.size());
   for (const RecordedOption& r : kRecordedOptions) {
     out.emplace_back(std::string(r.key), r.get(options));
   }
