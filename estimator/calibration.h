@@ -117,6 +117,11 @@ struct Calibration {
 // chosen for calibrated estimates by the family of ground truths' leave-one-model-out
 // (estimator/README.md, "After calibration"), as 0 was for uncalibrated ones.
 inline constexpr uint64_t kCalibrationFitSpan = 2048;
+// The compute overlap `tiergym calibrate` takes as its prior unless given one (the
+// candidate the one-standard-error rule stays nearest): chosen for calibrated estimates by
+// the family's leave-one-model-out under both rules (estimator/README.md, "The calibration's
+// prior compute overlap"); uncalibrated estimates keep IndexOptions::compute_overlap's 0.5.
+inline constexpr double kCalibrationComputeOverlap = 0.7;
 
 // The options of an estimate a calibration records (version 7) besides the fit span and the
 // parameters it fits, in the command line's names and syntax (`tiergym estimate --help`):

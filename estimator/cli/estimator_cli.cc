@@ -25,8 +25,14 @@
 namespace tiergym {
 namespace {
 
-// fit_span: the --fit-span default (calibrate's differs: kCalibrationFitSpan).
-void AddEstimateOptions(ArgParser& p, uint64_t fit_span = 0) {
+// The defaults of the options where calibrate's differ (kCalibrationFitSpan,
+// kCalibrationComputeOverlap): --fit-span and --overlap.
+struct EstimateDefaults {
+  uint64_t fit_span = 0;
+  double overlap = 0.5;
+};
+
+void AddEstimateOptions(ArgParser& p, EstimateDefaults defaults = {}) {
   p.AddOption("profile", "DIR", "profile directory: one trace per device");
   p.AddOption("window", "INSTRUCTIONS", "window length in base-run instructions", "1000000");
   p.AddFlag("no-phasemarks", "treat the whole run as one phase (the paper's ablation)");
@@ -79,7 +85,7 @@ void AddEstimateOptions(ArgParser& p, uint64_t fit_span = 0) {
   p.AddOption("overlap", "FRACTION",
               "roofline model: share of the shorter of compute and memory time hidden under "
               "the longer",
-              "0.5");
+              StrCat(defaults.overlap));
   p.AddOption("block-samples", "N",
               "concurrent and roofline models: samples (all runs) a block holds at least", "256");
   p.AddOption("fit-span", "N",
@@ -87,7 +93,7 @@ void AddEstimateOptions(ArgParser& p, uint64_t fit_span = 0) {
               "concurrency and compute overlap are fitted over holds at least (the block and "
               "its neighbours in its phase); 0: the block alone, else at least --block-samples "
               "(a default below it is raised to it)",
-              std::to_string(fit_span));
+              std::to_string(defaults.fit_span));
   p.AddOption("tier-overlap", "FRACTION",
               "roofline model: share of the shorter tiers' bandwidth-bound time that overlaps "
               "the longest (1: the tiers transfer concurrently; the default, 0.95: the "
@@ -479,12 +485,13 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
               "and interval coverage (every run scored by a fit on the other folds) and write "
               "the calibration file that estimate and validate read with --calibration "
               "(format: estimator/calibration.h). The estimator options are those of "
-              "validate; they set the uncalibrated prior, except --fit-span, whose default "
-              "here is the span chosen for calibrated estimates. The file records the span "
+              "validate; they set the prior, the uncalibrated estimate the fit stays nearest "
+              "to, with the defaults of validate except --fit-span and --overlap, whose "
+              "defaults here were chosen for calibrated estimates. The file records the span "
               "and the options that shape the blocks and their fits (--window, "
               "--block-samples, --first-touch, ..., estimator/README.md); estimates with it "
               "use them, and refuse others given with it.");
-  AddEstimateOptions(p, kCalibrationFitSpan);
+  AddEstimateOptions(p, {.fit_span = kCalibrationFitSpan, .overlap = kCalibrationComputeOverlap});
   p.AddOption("runs", "FILE", "measured runs CSV (name,placement,runtime_ns)");
   p.AddOption("out", "FILE", "where to write the calibration JSON");
   p.AddOption("folds", "K", "cross-validation folds", "5");

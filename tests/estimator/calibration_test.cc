@@ -608,6 +608,19 @@ TEST(CalibrationTest, CommandWritesAFileThatValidateReads) {
   // says so: estimates with it use that span, and another given with it is refused.
   ASSERT_TRUE(c->fit_span_samples.has_value());
   EXPECT_EQ(*c->fit_span_samples, kCalibrationFitSpan);
+  // Its prior compute overlap is 0.7 unless told (the uncalibrated errors it reports are
+  // the prior's): the same as given 0.7, not as given the estimate's 0.5.
+  auto prior_mean = [&](const std::string& overlap) {
+    const std::string path = dir + "/prior-" + overlap + ".json";
+    EXPECT_EQ(RunCalibrateCommand({"--profile", app + "/profile", "--runs", app + "/runs/runs.csv",
+                                   "--machine", "knl", "--out", path, "--folds", "3",
+                                   "--queue-shape", "none", "--overlap", overlap, "--quiet"}),
+              0);
+    return ReadCalibration(path)->uncalibrated_mean_error_pct;
+  };
+  EXPECT_EQ(kCalibrationComputeOverlap, 0.7);
+  EXPECT_EQ(c->uncalibrated_mean_error_pct, prior_mean("0.7"));
+  EXPECT_NE(c->uncalibrated_mean_error_pct, prior_mean("0.5"));
   const std::vector<std::string> validate = {
       "--profile", app + "/profile", "--runs", app + "/runs/runs.csv", "--machine",
       "knl",       "--calibration",  out,      "--replicates",         "5"};
