@@ -146,10 +146,10 @@ struct ProfileAssets;  // env/profile_assets.h
 // Loaded profiles with their estimators and indexes, shared by the asset sets of every
 // configuration naming the same profile directory, machine, estimator window and
 // calibrated terms (a calibration's compute and tier overlaps, queue strength and recorded
-// options): a
-// server's configurations that differ only in regions, steps, action mode, model, decay,
-// migration bandwidth or contention scenario load and index each profile once. Held
-// weakly: a profile no asset set uses any more is loaded again when next asked for.
+// options): a server's configurations that differ only in regions, steps, action mode,
+// model, decay, migration bandwidth or contention scenario load and index each profile
+// once. Held weakly: a profile no asset set uses any more is loaded again when next asked
+// for.
 // Thread-safe.
 class ProfileCache {
  public:
