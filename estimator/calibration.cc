@@ -348,6 +348,12 @@ absl::Status ParseRecordedOptions(json::ObjectReader& r, double version, Calibra
   }
   json::ObjectReader o(*options, r.source(), r.MemberPath("options"));
   TG_RETURN_IF_ERROR(o.CheckIsObject());
+  // A misspelt key is reported as such, before the key it was meant to be as missing.
+  for (const auto& [key, value] : options->object()) {
+    if (FindRecordedOption(key) == nullptr) {
+      return o.Error(key, &value, "is not an option a calibration records");
+    }
+  }
   EstimatorOptions checked;
   for (const RecordedOption& ro : kRecordedOptions) {
     TG_ASSIGN_OR_RETURN(std::string value, o.RequiredString(ro.key));
@@ -356,7 +362,7 @@ absl::Status ParseRecordedOptions(json::ObjectReader& r, double version, Calibra
     }
     c->options.emplace_back(std::string(ro.key), std::move(value));
   }
-  return o.NoOtherKeys();
+  return absl::OkStatus();
 }
 
 }  // namespace

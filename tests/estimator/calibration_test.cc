@@ -440,6 +440,8 @@ TEST(CalibrationTest, VersionSevenRecordsTheEstimatesOptionsAndEstimatesWithTheF
   EXPECT_THAT(refused(R"("share-bias": "correct",)", ""), HasSubstr("share-bias"));
   EXPECT_THAT(refused(R"("read-pct": "62.5")", R"("read-pct": "62.5", "colour": "red")"),
               HasSubstr("colour"));
+  EXPECT_THAT(refused(R"("share-bias")", R"("share_bias")"),
+              HasSubstr("options.share_bias: is not an option a calibration records"));
   EXPECT_THAT(refused(R"("window": "1000000")", R"("window": 1000000)"),
               HasSubstr("options.window"));
   EXPECT_THAT(refused(R"("version": 7)", R"("version": 6)"), HasSubstr("version 7 key"));
