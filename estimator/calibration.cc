@@ -264,6 +264,10 @@ std::vector<std::pair<std::string, std::string>> RecordedOptions(const Estimator
 std::vector<OptionConflict> ConflictingOptions(const Calibration& calibration,
                                                const EstimatorOptions& options) {
   std::vector<OptionConflict> out;
+  if (const std::optional<uint64_t> span = calibration.fit_span_samples;
+      span && *span != options.fit_span_samples) {
+    out.push_back({"fit-span", StrCat(*span), StrCat(options.fit_span_samples)});
+  }
   for (const auto& [key, value] : calibration.options) {
     const RecordedOption* r = FindRecordedOption(key);
     if (r == nullptr) continue;  // ParseCalibration refuses unknown keys

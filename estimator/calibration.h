@@ -132,7 +132,7 @@ inline constexpr double kCalibrationComputeOverlap = 0.7;
 std::vector<std::pair<std::string, std::string>> RecordedOptions(const EstimatorOptions& options);
 
 // A recorded option whose value differs between a calibration and other options: its key
-// (RecordedOptions), the calibration's value and the other's.
+// (RecordedOptions, or "fit-span" for the fit span), the calibration's value and the other's.
 struct OptionConflict {
   std::string key, recorded, other;
 };

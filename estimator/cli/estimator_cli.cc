@@ -351,24 +351,9 @@ absl::StatusOr<std::unique_ptr<Estimator>> MakeEstimator(const ArgParser& p, Com
     auto calibration = ReadCalibration(p.Get("calibration"));
     if (!calibration.ok()) return calibration.status();
     common.calibration = *calibration;
-    if (const std::optional<uint64_t> span = calibration->fit_span_samples) {
-      // The fit span changes every block's fit, so the file's residuals hold for its own.
-      if (p.Given("fit-span") && *span != common.options.fit_span_samples) {
-        return absl::InvalidArgumentError(
-            StrCat("--fit-span ", p.Get("fit-span"), ": ", p.Get("calibration"),
-                   " was fitted with the fit span ", *span,
-                   ", which its estimates use; leave --fit-span out, or calibrate with it"));
-      }
-      if (*span != 0 && *span < common.options.block_samples) {
-        return absl::InvalidArgumentError(
-            StrCat("--block-samples ", common.options.block_samples, ": ", p.Get("calibration"),
-                   " was fitted with the fit span ", *span,
-                   ", which must hold a block at least; give --block-samples of at most ", *span,
-                   ", or calibrate with these options"));
-      }
-    }
-    // The other options it records (version 7) hold its residuals the same way: the file's
-    // unless given, and refused when given otherwise.
+    // The options the file records (the fit span since version 6, the others since 7) change
+    // the blocks or their fits, so its residuals hold under its own: the file's unless given,
+    // and refused when given otherwise.
     for (const OptionConflict& c : ConflictingOptions(*calibration, common.options)) {
       // Phasemarks are on unless --no-phasemarks, the one way to differ when given.
       const bool marks = c.key == "phasemarks";
@@ -378,6 +363,16 @@ absl::StatusOr<std::unique_ptr<Estimator>> MakeEstimator(const ArgParser& p, Com
           StrCat("--", flag, marks ? "" : StrCat(" ", c.other), ": ", p.Get("calibration"),
                  " was fitted with ", marks ? "phasemarks" : StrCat("--", c.key, " ", c.recorded),
                  ", which its estimates use; leave --", flag, " out, or calibrate with it"));
+    }
+    // A version 6 file records the span but not the block size, which must fit in it.
+    const std::optional<uint64_t> span = calibration->fit_span_samples;
+    if (span && calibration->options.empty() && *span != 0 &&
+        *span < common.options.block_samples) {
+      return absl::InvalidArgumentError(
+          StrCat("--block-samples ", common.options.block_samples, ": ", p.Get("calibration"),
+                 " was fitted with the fit span ", *span,
+                 ", which must hold a block at least; give --block-samples of at most ", *span,
+                 ", or calibrate with these options"));
     }
     ApplyCalibration(*calibration, &common.options);  // a fitted strength: not read
   }

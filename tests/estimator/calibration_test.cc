@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "estimator/cli/estimator_cli.h"
 #include "estimator/models/roofline_model.h"
@@ -357,6 +358,13 @@ TEST(CalibrationTest, VersionSixRecordsTheFitSpanAndEstimatesWithTheFileUseIt) {
   EstimatorOptions options;
   ApplyCalibration(*back, &options);
   EXPECT_EQ(options.fit_span_samples, 2048u);
+  EXPECT_TRUE(ConflictingOptions(*back, options).empty());
+  options.fit_span_samples = 0;
+  const std::vector<OptionConflict> span = ConflictingOptions(*back, options);
+  ASSERT_EQ(span.size(), 1u);
+  EXPECT_EQ(span[0].key, "fit-span");
+  EXPECT_EQ(span[0].recorded, "2048");
+  EXPECT_EQ(span[0].other, "0");
   // A file without the key (version 5, which never had it) leaves the span alone.
   Calibration old;
   EXPECT_THAT(FormatCalibration(old), ::testing::Not(HasSubstr("fit_span")));
@@ -630,9 +638,36 @@ TEST(CalibrationTest, CommandWritesAFileThatValidateReads) {
     extra.insert(extra.begin(), validate.begin(), validate.end());
     return extra;
   };
+  auto refusal = [&](const std::vector<std::string>& args) {
+    ::testing::internal::CaptureStderr();
+    const int rc = RunValidateCommand(args);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    return rc != 0 ? err : std::string("(accepted)");
+  };
   EXPECT_EQ(RunValidateCommand(with({"--fit-span", "2048"})), 0);
-  EXPECT_NE(RunValidateCommand(with({"--fit-span", "0"})), 0);
-  EXPECT_NE(RunValidateCommand(with({"--block-samples", "4096"})), 0);
+  EXPECT_THAT(refusal(with({"--fit-span", "0"})),
+              HasSubstr("--fit-span 0: " + out + " was fitted with --fit-span 2048"));
+  EXPECT_THAT(refusal(with({"--block-samples", "4096"})),
+              HasSubstr("--block-samples 4096: " + out + " was fitted with --block-samples 256"));
+  // A version 6 file records the span but not the block size: one above the span is
+  // refused as such.
+  {
+    std::string v6 = FormatCalibration([&] {
+      Calibration old = *c;
+      old.options.clear();
+      old.machine.clear();
+      return old;
+    }());
+    v6.replace(v6.find(R"("version": 7)"), 12, R"("version": 6)");
+    const std::string six = dir + "/six.json";
+    std::ofstream(six) << v6;
+    std::vector<std::string> args = validate;
+    args[args.size() - 3] = six;  // --calibration's
+    args.insert(args.end(), {"--block-samples", "4096"});
+    EXPECT_THAT(refusal(args),
+                HasSubstr("--block-samples 4096: " + six +
+                          " was fitted with the fit span 2048, which must hold a block at least"));
+  }
   // The file records the other options it was fitted with, and an estimate with it uses
   // them unless told otherwise, which is refused; the ones given the same are taken.
   EXPECT_EQ(c->options, RecordedOptions(EstimatorOptions{}));
