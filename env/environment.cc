@@ -188,23 +188,23 @@ absl::StatusOr<std::shared_ptr<Estimator>> ProfileCache::Get(const std::string& 
                                                              const Machine& machine,
                                                              uint64_t window_instructions,
                                                              const EstimatorOptions& calibrated) {
+  EstimatorOptions eo = calibrated;
+  eo.window_instructions = window_instructions;
+  eo.machine = machine;
   // Capacities do not enter the estimator: machines that differ only in them share.
   Machine estimated = machine;
   for (TierSpec& t : estimated.tiers) t.capacity_bytes = 1;
   // The queue strength: read from the profile (the default), or a calibration's.
-  std::string queue = calibrated.queue_from_profile ? "read" : "none";
-  if (calibrated.queue_like) {
+  std::string queue = eo.queue_from_profile ? "read" : "none";
+  if (eo.queue_like) {
     Machine shape;
-    shape.tiers = {*calibrated.queue_like};
-    queue = StrCat(calibrated.queue_from_profile ? "read" : StrCat(calibrated.queue_strength),
-                   " x ", MachineToJson(shape));
+    shape.tiers = {*eo.queue_like};
+    queue = StrCat(eo.queue_from_profile ? "read" : StrCat(eo.queue_strength), " x ",
+                   MachineToJson(shape));
   }
-  std::string key = StrCat(path, "\n", window_instructions, "\n", calibrated.compute_overlap, "\n",
-                           calibrated.tier_overlap, "\n", calibrated.fit_span_samples, "\n", queue,
-                           "\n", MachineToJson(estimated));
-  for (const auto& [name, value] : RecordedOptions(calibrated)) {
-    if (name != "window") StrAppend(&key, "\n", name, "=", value);  // the window: above
-  }
+  std::string key = StrCat(path, "\n", eo.compute_overlap, "\n", eo.tier_overlap, "\n",
+                           eo.fit_span_samples, "\n", queue, "\n", MachineToJson(estimated));
+  for (const auto& [name, value] : RecordedOptions(eo)) StrAppend(&key, "\n", name, "=", value);
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = loaded_.find(key);
@@ -215,9 +215,6 @@ absl::StatusOr<std::shared_ptr<Estimator>> ProfileCache::Get(const std::string& 
   // Loaded outside the lock: other profiles are served meanwhile. Two first requests for
   // the same profile may both load it; the first to finish is kept.
   TG_ASSIGN_OR_RETURN(Profile profile, LoadProfile(path));
-  EstimatorOptions eo = calibrated;
-  eo.window_instructions = window_instructions;
-  eo.machine = machine;
   TG_ASSIGN_OR_RETURN(std::unique_ptr<Estimator> made, Estimator::Create(std::move(profile), eo));
   std::shared_ptr<Estimator> estimator = std::move(made);
   const std::vector<std::string> devices = estimator->profile().devices();
