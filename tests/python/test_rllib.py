@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 import tiergym
-from tiergym_testing import REPO, command_line, needs_binary, processes_with_env
+from tiergym_testing import REPO, arguments, command_line, needs_binary, processes_with_env
 
 pytestmark = needs_binary
 SCRIPT = str(REPO / "agents_examples" / "rllib_env.py")
@@ -70,15 +70,6 @@ def ray_session():
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = old
-
-
-def arguments(pid):
-    """The process's argv ([] once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
-    except OSError:
-        return []
 
 
 def is_server(pid):

@@ -73,9 +73,15 @@ def processes_with_env(marker):
     return found
 
 
-def command_line(pid):
+def arguments(pid):
+    """The process's argv ([] once it is gone)."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
     except OSError:
-        return "(gone)"
+        return []
+
+
+def command_line(pid):
+    """The process's argv as one line ("(gone)" once it is gone)."""
+    return " ".join(arguments(pid)) or "(gone)"
