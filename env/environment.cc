@@ -226,7 +226,7 @@ absl::StatusOr<std::shared_ptr<Estimator>> ProfileCache::Get(const std::string& 
   std::lock_guard<std::mutex> lock(mu_);
   Entry& slot = loaded_[key];
   if (std::shared_ptr<Estimator> other = slot.estimator.lock()) return other;
-  slot = Entry{estimator, indexed ? base : ""};
+  slot = Entry{estimator};
   for (auto it = loaded_.begin(); it != loaded_.end();) {  // forget the unused ones
     it = it->second.estimator.expired() ? loaded_.erase(it) : std::next(it);
   }
@@ -237,10 +237,10 @@ size_t ProfileCache::MemoryBytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   size_t bytes = 0;
   for (const auto& [key, entry] : loaded_) {
-    std::shared_ptr<Estimator> e = entry.estimator.lock();
-    if (e == nullptr || entry.base.empty()) continue;
-    absl::StatusOr<std::shared_ptr<const EstimatorIndex>> index = e->IndexFor(entry.base);
-    if (index.ok()) bytes += (*index)->MemoryBytes();  // built by Get: no work here
+    // Every index the estimator holds: the one Get built and those an estimate of a
+    // placement with another default tier built since (Estimator::IndexFor), which live as
+    // long as the estimator.
+    if (std::shared_ptr<Estimator> e = entry.estimator.lock()) bytes += e->IndexBytes();
   }
   return bytes;
 }

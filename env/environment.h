@@ -162,13 +162,13 @@ class ProfileCache {
   absl::StatusOr<std::shared_ptr<Estimator>> Get(const std::string& path, const Machine& machine,
                                                  uint64_t window_instructions,
                                                  const EstimatorOptions& calibrated = {});
-  // Bytes of the indexes of the profiles in use.
+  // Bytes of the indexes of the profiles in use: every index their estimators hold
+  // (Estimator::IndexBytes), those built after Get for other default tiers included.
   size_t MemoryBytes() const;
 
  private:
   struct Entry {
     std::weak_ptr<Estimator> estimator;
-    std::string base;  // the device whose index Get built ("" for none)
   };
   mutable std::mutex mu_;
   std::map<std::string, Entry> loaded_;  // guarded by mu_

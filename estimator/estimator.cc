@@ -33,9 +33,19 @@ absl::StatusOr<std::unique_ptr<Estimator>> Estimator::Create(Profile profile,
 
 absl::StatusOr<std::shared_ptr<const EstimatorIndex>> Estimator::IndexFor(
     const std::string& base_device) {
-  absl::MutexLock lock(&mu_);
-  auto it = indexes_.find(base_device);
-  if (it != indexes_.end()) return it->second;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = indexes_.find(base_device);
+    if (it != indexes_.end()) return it->second;
+  }
+  // Built under build_mu_ alone: a second request for the same index waits for the first
+  // (and finds it), while HasIndex and IndexBytes answer meanwhile.
+  absl::MutexLock build(&build_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = indexes_.find(base_device);
+    if (it != indexes_.end()) return it->second;
+  }
   IndexOptions index_options;
   index_options.window_instructions = options_.window_instructions;
   index_options.use_phasemarks = options_.use_phasemarks;
@@ -62,8 +72,21 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> Estimator::IndexFor(
   index_options.join_sweeps = options_.join_sweeps;
   TG_ASSIGN_OR_RETURN(std::shared_ptr<const EstimatorIndex> index,
                       EstimatorIndex::Build(profile_, index_options));
+  absl::MutexLock lock(&mu_);
   indexes_.emplace(base_device, index);
   return index;
+}
+
+bool Estimator::HasIndex(const std::string& base_device) const {
+  absl::MutexLock lock(&mu_);
+  return indexes_.count(base_device) > 0;
+}
+
+size_t Estimator::IndexBytes() const {
+  absl::MutexLock lock(&mu_);
+  size_t bytes = 0;
+  for (const auto& [device, index] : indexes_) bytes += index->MemoryBytes();
+  return bytes;
 }
 
 absl::StatusOr<Estimate> Estimator::EstimatePlacement(const Placement& placement, Model model) {

@@ -9,7 +9,8 @@
 //   TG_ASSIGN_OR_RETURN(auto estimator, Estimator::Create(std::move(profile), {}));
 //   TG_ASSIGN_OR_RETURN(Estimate e, estimator->EstimatePlacement(placement, Model::kPaper));
 //
-// Thread-safe: indexes are built under a mutex and shared as shared_ptr<const>.
+// Thread-safe: indexes are built one at a time (under a mutex of their own, so that asking
+// what is held never waits for a build) and shared as shared_ptr<const>.
 #ifndef TIERGYM_ESTIMATOR_ESTIMATOR_H_
 #define TIERGYM_ESTIMATOR_ESTIMATOR_H_
 
@@ -74,8 +75,15 @@ class Estimator {
   static absl::StatusOr<std::unique_ptr<Estimator>> Create(Profile profile,
                                                            EstimatorOptions options);
 
-  // The index for placements defaulting to `base_device` (built on first use).
+  // The index for placements defaulting to `base_device` (built on first use, then held
+  // as long as the estimator).
   absl::StatusOr<std::shared_ptr<const EstimatorIndex>> IndexFor(const std::string& base_device);
+  // Whether the index for `base_device` is built (IndexFor would not build it).
+  bool HasIndex(const std::string& base_device) const;
+  // Bytes of every index held (EstimatorIndex::MemoryBytes summed), one per base device a
+  // placement or IndexFor has asked for. Never waits for a build under way (counted once it
+  // is done).
+  size_t IndexBytes() const;
 
   // The estimate of `placement` with its breakdown. Fails like EstimatorIndex::Resolve.
   absl::StatusOr<Estimate> EstimatePlacement(const Placement& placement, Model model);
@@ -101,7 +109,8 @@ class Estimator {
 
   const Profile profile_;
   const EstimatorOptions options_;
-  absl::Mutex mu_;
+  absl::Mutex build_mu_;  // held while an index is built: one build at a time
+  mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<const EstimatorIndex>> indexes_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -239,6 +239,36 @@ TEST(EnvironmentTest, ConfigurationsShareProfilesThroughTheCache) {
   EXPECT_EQ(cache.MemoryBytes(), 0u);
 }
 
+// An estimate of a placement with another default tier than the machine's builds an index
+// of its own, which the profile's estimator holds from then on: the cache counts it (what a
+// server's memory budget reads), and a second such estimate builds nothing more.
+TEST(EnvironmentTest, TheCacheCountsTheIndexesEstimatesBuild) {
+  ProfileCache cache;
+  auto config = ParseEnvConfig({{"profiles", SmallProfileDir("lulesh", "knl")}});
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto assets = EnvAssets::Load(*config, &cache);
+  ASSERT_TRUE(assets.ok()) << assets.status();
+  auto env = Environment::Create(*assets);
+  ASSERT_TRUE(env.ok()) << env.status();
+  const ProfileAssets& p = (*assets)->profiles()[0];
+  const size_t before = cache.MemoryBytes();
+  EXPECT_EQ(before, p.index->MemoryBytes());  // the machine's default tier's, ddr
+  Placement hbm;
+  hbm.default_tier = "hbm";
+  ASSERT_TRUE(p.estimator->HasIndex("ddr"));
+  ASSERT_FALSE(p.estimator->HasIndex("hbm"));
+  absl::StatusOr<double> ns = (*env)->EstimatePlacementNs(p.name, hbm);
+  ASSERT_TRUE(ns.ok()) << ns.status();
+  ASSERT_TRUE(p.estimator->HasIndex("hbm"));
+  auto index = p.estimator->IndexFor("hbm");  // built by the estimate: no work here
+  ASSERT_TRUE(index.ok()) << index.status();
+  EXPECT_GT((*index)->MemoryBytes(), 0u);
+  EXPECT_EQ(cache.MemoryBytes(), before + (*index)->MemoryBytes());
+  EXPECT_EQ(p.estimator->IndexBytes(), cache.MemoryBytes());
+  ASSERT_TRUE((*env)->EstimatePlacementNs(p.name, hbm).ok());
+  EXPECT_EQ(cache.MemoryBytes(), before + (*index)->MemoryBytes());
+}
+
 TEST(EnvironmentTest, MigrationIsChargedOnceAtTheMigrationBandwidth) {
   EnvFixture f = Make({{"migration_gbps", "2"}});
   ASSERT_TRUE(f.env->Reset(3, {}).ok());
