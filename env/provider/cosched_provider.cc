@@ -87,8 +87,8 @@ absl::StatusOr<StepResult> CoschedNode::Reset(std::optional<uint64_t>, const Res
   return NodeRefuses();
 }
 absl::StatusOr<StepResult> CoschedNode::Step(const Action&) { return NodeRefuses(); }
-absl::StatusOr<double> CoschedNode::EstimatePlacementNs(const std::string&,
-                                                        const Placement&) const {
+absl::StatusOr<double> CoschedNode::EstimatePlacementNs(const std::string&, const Placement&,
+                                                        EnvProvider*) const {
   return NodeRefuses();
 }
 

@@ -102,8 +102,8 @@ class CoschedNode : public SessionEnv {
   absl::StatusOr<StepResult> Reset(std::optional<uint64_t> seed,
                                    const ResetOptions& options) override;
   absl::StatusOr<StepResult> Step(const Action& action) override;
-  absl::StatusOr<double> EstimatePlacementNs(const std::string& profile,
-                                             const Placement& placement) const override;
+  absl::StatusOr<double> EstimatePlacementNs(const std::string& profile, const Placement& placement,
+                                             EnvProvider* maker) const override;
 
  private:
   std::unique_ptr<CoschedEnv> env_;

@@ -52,8 +52,15 @@ class SessionEnv {
   // Step for a caller that checked `action` with CheckAction(spec(), ...) (the service's
   // batches, before anything moves): the environment need not check it again. Default: Step.
   virtual absl::StatusOr<StepResult> StepPrechecked(const Action& action) { return Step(action); }
+  // The estimated runtime of `placement` of `profile` (NotFound for a profile not in the
+  // environment). An estimate that builds something the environment then holds (the
+  // estimator index of a default tier other than the configuration's) charges it to the
+  // memory budget of `maker` first, as a load: ResourceExhausted, naming the charge and the
+  // budget, when it does not fit, nothing built. REQUIRES: `maker` made this environment,
+  // or is null (no budget).
   virtual absl::StatusOr<double> EstimatePlacementNs(const std::string& profile,
-                                                     const Placement& placement) const = 0;
+                                                     const Placement& placement,
+                                                     EnvProvider* maker) const = 0;
   // An independent environment at this one's state (Environment::Fork: the same actions
   // give both bit-identical results from here), charged to the memory budget of `maker`
   // like a session its Make made (ResourceExhausted when it does not fit), the charge

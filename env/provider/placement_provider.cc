@@ -6,9 +6,11 @@
 #include <new>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_format.h"
 #include "env/interval_pricer.h"
 #include "env/profile_assets.h"
+#include "estimator/page_placement.h"
 #include "traces/base/field_status.h"
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
@@ -18,12 +20,38 @@
 namespace tiergym::env {
 namespace {
 
+std::string MiB(uint64_t bytes) {
+  return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+// The bytes assumed for an index of `estimator`'s profile not built yet (its size is known
+// only once it is built): kTraceBytesFactor times the profile's trace files, as EstimateCost
+// prices a profile not loaded yet (measured on the bundled profiles: 48.9 MiB for indexes
+// of 33.5 to 36.1 MiB); trace files that cannot be sized any more, the indexes of the
+// profile held (the same samples, cut into windows by another run).
+uint64_t NewIndexBytes(const Estimator& estimator) {
+  uint64_t trace_bytes = 0;
+  absl::StatusOr<std::vector<std::string>> files = ListTraceFiles(estimator.profile().name());
+  if (files.ok()) {
+    for (const std::string& f : *files) {
+      std::error_code ec;
+      const uint64_t size = std::filesystem::file_size(f, ec);
+      if (!ec) trace_bytes += size;
+    }
+  }
+  return trace_bytes > 0 ? trace_bytes * PlacementProvider::kTraceBytesFactor
+                         : estimator.IndexBytes();
+}
+
 // An Environment as a SessionEnv; keeps its assets alive.
 class EnvironmentSession : public SessionEnv {
  public:
-  EnvironmentSession(std::unique_ptr<Environment> env,
+  EnvironmentSession(std::unique_ptr<Environment> env, std::shared_ptr<const EnvAssets> assets,
                      std::shared_ptr<std::atomic<uint64_t>> charged_to, uint64_t bytes)
-      : env_(std::move(env)), charged_to_(std::move(charged_to)), bytes_(bytes) {}
+      : env_(std::move(env)),
+        assets_(std::move(assets)),
+        charged_to_(std::move(charged_to)),
+        bytes_(bytes) {}
   ~EnvironmentSession() override { charged_to_->fetch_sub(bytes_); }
   [[nodiscard]] const EnvSpec& spec() const override { return env_->spec(); }
   absl::StatusOr<StepResult> Reset(std::optional<uint64_t> seed,
@@ -34,8 +62,37 @@ class EnvironmentSession : public SessionEnv {
   absl::StatusOr<StepResult> StepPrechecked(const Action& action) override {
     return env_->StepPrechecked(action);
   }
-  absl::StatusOr<double> EstimatePlacementNs(const std::string& profile,
-                                             const Placement& placement) const override {
+  // A placement whose default tier is not the configuration's needs an index of its own,
+  // which the profile's estimator builds and then holds as long as it lives (shared through
+  // the ProfileCache, so with the server's default configuration possibly for good), and
+  // which the budget counts from then on (ProfileCache::MemoryBytes). Its size is not known
+  // until it is built, so, as a configuration's load is, it is charged at an estimate
+  // (NewIndexBytes) while it is built: refused before anything is built when that does not
+  // fit, the charge given back once the index is built and counted at its real size.
+  absl::StatusOr<double> EstimatePlacementNs(const std::string& profile, const Placement& placement,
+                                             EnvProvider* maker) const override {
+    uint64_t charged = 0;
+    for (const ProfileAssets& p : assets_->profiles()) {
+      if (maker == nullptr || p.name != profile) continue;
+      Estimator& estimator = *p.estimator;
+      // A placement the estimator refuses is refused for what is wrong with it, below.
+      if (estimator.HasIndex(placement.default_tier) ||
+          !CheckPlacementTiers(estimator.profile(), placement).ok()) {
+        break;
+      }
+      charged = NewIndexBytes(estimator);
+      if (absl::Status s = maker->Charge(charged); !s.ok()) {
+        return absl::ResourceExhaustedError(
+            StrCat("a placement defaulting to '", placement.default_tier, "' needs an index of ",
+                   "profile '", profile, "' of its own, held with the profile from then on ",
+                   "and estimated before it is built: ", s.message()));
+      }
+      break;
+    }
+    // Given back however the build ends (an exception included).
+    absl::Cleanup uncharge = [&] {
+      if (charged > 0) maker->Uncharge(charged);
+    };
     return env_->EstimatePlacementNs(profile, placement);
   }
   // Charged as its Make charged this session (PlacementProvider::Charge adds to the same
@@ -49,18 +106,16 @@ class EnvironmentSession : public SessionEnv {
     } else {
       charged_to_->fetch_add(bytes_);
     }
-    return std::unique_ptr<SessionEnv>(new EnvironmentSession(env_->Fork(), charged_to_, bytes_));
+    return std::unique_ptr<SessionEnv>(
+        new EnvironmentSession(env_->Fork(), assets_, charged_to_, bytes_));
   }
 
  private:
   std::unique_ptr<Environment> env_;
+  std::shared_ptr<const EnvAssets> assets_;  // env_'s
   std::shared_ptr<std::atomic<uint64_t>> charged_to_;
   uint64_t bytes_;
 };
-
-std::string MiB(uint64_t bytes) {
-  return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-}
 
 bool Ready(const std::shared_future<absl::StatusOr<std::shared_ptr<const EnvAssets>>>& f) {
   return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
@@ -317,13 +372,13 @@ absl::StatusOr<std::unique_ptr<SessionEnv>> PlacementProvider::Make(const Config
     }
     session_bytes_->fetch_add(session_bytes);
   }
-  absl::StatusOr<std::unique_ptr<Environment>> env = Environment::Create(*std::move(assets));
+  absl::StatusOr<std::unique_ptr<Environment>> env = Environment::Create(*assets);
   if (!env.ok()) {
     session_bytes_->fetch_sub(session_bytes);
     return env.status();
   }
   return std::unique_ptr<SessionEnv>(
-      new EnvironmentSession(*std::move(env), session_bytes_, session_bytes));
+      new EnvironmentSession(*std::move(env), *std::move(assets), session_bytes_, session_bytes));
 }
 
 absl::Status PlacementProvider::Charge(uint64_t bytes) {

@@ -18,7 +18,11 @@
 // budget, asset sets no session uses are evicted; if that is not enough, Make fails with
 // ResourceExhausted naming the estimate and the budget, having allocated nothing. A load
 // that fails (bad input, or memory after all) leaves nothing behind: the same request may
-// be retried.
+// be retried. An estimate of a placement with another default tier than the
+// configuration's builds another index of its profile, which the profile keeps: it is
+// charged alike before it is built (kTraceBytesFactor times the profile's trace files;
+// EstimatePlacementNs refuses it with ResourceExhausted when that does not fit), and every
+// index held counts at its real size.
 //
 // Thread-safe.
 #ifndef TIERGYM_ENV_PROVIDER_PLACEMENT_PROVIDER_H_

@@ -487,9 +487,11 @@ ReplyBody Service::Estimate(const protocol::EstimateRequest& r, const std::strin
     if (!placement.ok()) return FieldOf(placement.status(), "placement");
   }
 
+  // provider_ made every single environment (a session's or this request's): an index the
+  // estimate builds is charged to its memory budget.
   auto estimate = [&](const SessionEnv& env) -> ReplyBody {
     const std::string profile = ProfileName(r.profile, env.spec());
-    absl::StatusOr<double> runtime = env.EstimatePlacementNs(profile, *placement);
+    absl::StatusOr<double> runtime = env.EstimatePlacementNs(profile, *placement, provider_.get());
     if (!runtime.ok()) {
       return FieldOf(runtime.status(), runtime.status().code() == absl::StatusCode::kNotFound
                                            ? "profile"
@@ -497,7 +499,7 @@ ReplyBody Service::Estimate(const protocol::EstimateRequest& r, const std::strin
     }
     Placement all_default;
     all_default.default_tier = env.spec().tiers.empty() ? "" : env.spec().tiers[0];
-    absl::StatusOr<double> base = env.EstimatePlacementNs(profile, all_default);
+    absl::StatusOr<double> base = env.EstimatePlacementNs(profile, all_default, provider_.get());
     if (!base.ok()) return FieldOf(base.status(), "profile");
     return protocol::EstimateReply{*runtime, *base, *base > 0 ? 1 - *runtime / *base : 0};
   };

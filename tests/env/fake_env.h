@@ -76,8 +76,8 @@ class FakeEnv : public SessionEnv {
     return Result(on_fast / (spec_.num_regions * steps_));
   }
 
-  absl::StatusOr<double> EstimatePlacementNs(const std::string& profile,
-                                             const Placement& placement) const override {
+  absl::StatusOr<double> EstimatePlacementNs(const std::string& profile, const Placement& placement,
+                                             EnvProvider* /*maker*/) const override {
     bool known = false;
     for (const std::string& p : spec_.profiles) known = known || p == profile;
     if (!known) return absl::NotFoundError(StrCat("no profile \"", profile, "\""));

@@ -26,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "tests/env/fake_env.h"
 #include "tests/env/msgpack_builder.h"
+#include "tests/env/provider_budget.h"
 #include "tests/env/running_server.h"
 #include "traces/base/field_status.h"
 #include "traces/machine.h"
@@ -625,6 +626,20 @@ class EndToEndTest : public ::testing::Test {
     delete dir_;
   }
   static std::string ProfileDir() { return *dir_ + "/minife/profile"; }
+  // The bytes of the index of ProfileDir() for placements defaulting to `tier`, built apart
+  // as a server's provider builds it (an estimator of a ProfileCache, the knl machine).
+  static uint64_t IndexBytes(const std::string& tier) {
+    ProfileCache cache;
+    absl::StatusOr<Machine> knl = LoadMachine("knl");
+    EXPECT_TRUE(knl.ok()) << knl.status();
+    if (!knl.ok()) return 0;
+    absl::StatusOr<std::shared_ptr<Estimator>> estimator = cache.Get(ProfileDir(), *knl, 1'000'000);
+    EXPECT_TRUE(estimator.ok()) << estimator.status();
+    if (!estimator.ok()) return 0;
+    absl::StatusOr<std::shared_ptr<const EstimatorIndex>> index = (*estimator)->IndexFor(tier);
+    EXPECT_TRUE(index.ok()) << index.status();
+    return index.ok() ? (*index)->MemoryBytes() : 0;
+  }
 
   static std::string* dir_;
 };
@@ -934,6 +949,95 @@ TEST_F(EndToEndTest, AnEpisodeOverIpcInProcess) {
   EXPECT_EQ(stats->asset_sets, 1u);  // two sessions, one configuration loaded once
   EXPECT_TRUE(client.Close(a->session).ok());
   EXPECT_EQ(client.Close(a->session).code(), absl::StatusCode::kNotFound);
+}
+
+// An estimate of a placement whose default tier is not the configuration's builds an index
+// of its own, which the profile's estimator then holds (with the server's default
+// configuration, for good): the server's asset_bytes, what its memory budget counts, grows
+// by that index's bytes, once.
+TEST_F(EndToEndTest, AnIndexAnEstimateBuildsCountsInTheServersAssetBytes) {
+  ServerOptions o;
+  o.endpoint = "ipc://" + *dir_ + "/index.sock";
+  PlacementProviderOptions po;
+  po.default_profiles = {ProfileDir()};
+  RunningServer server(o, ServiceOptions{}, std::make_shared<PlacementProvider>(po));
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect({server.endpoint(), 60});
+  ASSERT_TRUE(c.ok()) << c.status();
+  Client& client = **c;
+  absl::StatusOr<protocol::MakeReply> a = client.Make({{"num_regions", "8"}, {"steps", "10"}});
+  ASSERT_TRUE(a.ok()) << a.status();
+  absl::StatusOr<protocol::StatsReply> before = client.Stats();
+  ASSERT_TRUE(before.ok()) << before.status();
+  protocol::EstimateRequest e;
+  e.session = a->session;
+  e.profile = "minife";
+  e.placement_json = R"({"default": "hbm"})";
+  for (int twice = 0; twice < 2; ++twice) {
+    absl::StatusOr<protocol::EstimateReply> est = client.Estimate(e);
+    ASSERT_TRUE(est.ok()) << est.status();
+    absl::StatusOr<protocol::StatsReply> after = client.Stats();
+    ASSERT_TRUE(after.ok()) << after.status();
+    EXPECT_EQ(after->asset_bytes - before->asset_bytes, IndexBytes("hbm")) << "estimate " << twice;
+  }
+}
+
+// With less room left in the memory budget than that index takes, the estimate is refused
+// before anything is built, naming the budget, and the server goes on: estimates of
+// placements on the configuration's default tier still answer, and the refused one does
+// once there is room.
+TEST_F(EndToEndTest, AnEstimateWhoseIndexDoesNotFitTheServersBudgetIsRefused) {
+  const uint64_t budget = uint64_t{256} << 20;
+  ServerOptions o;
+  o.endpoint = "ipc://" + *dir_ + "/index-budget.sock";
+  PlacementProviderOptions po;
+  po.default_profiles = {ProfileDir()};
+  po.max_asset_bytes = budget;
+  auto provider = std::make_shared<PlacementProvider>(po);
+  ServiceOptions so;
+  so.max_asset_bytes = budget;
+  RunningServer server(o, so, provider);
+  absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect({server.endpoint(), 60});
+  ASSERT_TRUE(c.ok()) << c.status();
+  Client& client = **c;
+  absl::StatusOr<protocol::MakeReply> a = client.Make({{"num_regions", "8"}, {"steps", "10"}});
+  ASSERT_TRUE(a.ok()) << a.status();
+  absl::StatusOr<protocol::StatsReply> held = client.Stats();
+  ASSERT_TRUE(held.ok()) << held.status();
+  const uint64_t index_bytes = IndexBytes("hbm");
+  ASSERT_GT(index_bytes, 2048u);
+  // Everything but room for half the index taken (as by other clients).
+  const uint64_t taken = testing::FreeBytes(*provider, budget) - index_bytes / 2;
+  ASSERT_TRUE(provider->Charge(taken).ok());
+
+  protocol::EstimateRequest e;
+  e.session = a->session;
+  e.profile = "minife";
+  e.placement_json = R"({"default": "hbm"})";
+  absl::StatusOr<protocol::EstimateReply> refused = client.Estimate(e);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  const std::string message(refused.status().message());
+  EXPECT_THAT(message, StartsWith("placement: "));
+  EXPECT_THAT(message, HasSubstr("an index of profile 'minife'"));
+  EXPECT_THAT(message, HasSubstr("memory budget of 256.0 MiB (--max-asset-mib)"));
+  absl::StatusOr<protocol::StatsReply> after = client.Stats();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->asset_bytes, held->asset_bytes);  // nothing built
+
+  // The server goes on: the configuration's own index answers, by session or configuration.
+  protocol::EstimateRequest base = e;
+  base.placement_json = R"({"default": "ddr", "fractions": {"hbm": 0.5}})";
+  absl::StatusOr<protocol::EstimateReply> est = client.Estimate(base);
+  ASSERT_TRUE(est.ok()) << est.status();
+  EXPECT_LT(est->runtime_ns, est->default_runtime_ns);
+  base.session = "";
+  base.config = protocol::ConfigMap{{"num_regions", "8"}, {"steps", "10"}};
+  EXPECT_TRUE(client.Estimate(base).ok());
+  provider->Uncharge(taken);
+  ASSERT_TRUE(client.Estimate(e).ok());
+  after = client.Stats();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->asset_bytes - held->asset_bytes, index_bytes);
 }
 
 TEST_F(EndToEndTest, TheServeCommandServesUntilSigterm) {
