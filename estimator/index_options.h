@@ -37,7 +37,7 @@ enum class EmptyWindows {
 // How the other runs' windows are scaled to the base run's.
 enum class WindowAlignment {
   kInstructions,  // by the ratio of the segments' instruction counts (the paper)
-  kSamples,       // by the ratio of the mean sample positions (run_segments.h)
+  kSamples,       // by the ratio of the sampled work's extents (run_segments.h)
 };
 
 // What the roofline model does about the sampling bias of a block's shares

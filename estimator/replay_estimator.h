@@ -42,7 +42,7 @@ struct EstimateOptions {
   // Use the phasemarks to synchronise the runs (the paper's method). false treats the
   // whole run as one phase (the paper's ablation).
   bool use_phasemarks = true;
-  // Scale the other runs' windows by the ratio of mean sample positions (default, as
+  // Scale the other runs' windows by the ratio of their sampled work's extents (default, as
   // IndexOptions::align) instead of instruction counts (false: the paper's rule).
   bool align_by_samples = true;
 };

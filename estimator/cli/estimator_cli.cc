@@ -63,8 +63,9 @@ void AddEstimateOptions(ArgParser& p, EstimateDefaults defaults = {}) {
               "run's time",
               "segment");
   p.AddOption("align", "instructions|samples",
-              "scale the other runs' windows by their instruction counts, or by their mean "
-              "sample positions (spinning at barriers then does not stretch them)",
+              "scale the other runs' windows by their instruction counts, or by the extents "
+              "of their sampled work, up to their last samples (spinning at barriers then "
+              "does not stretch them)",
               "samples");
   p.AddOption("segment-tail", "apart|block",
               "roofline model: a phase's last window, which holds its barrier wait, is the "

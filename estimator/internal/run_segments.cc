@@ -40,14 +40,18 @@ TimeAt::TimeAt(const Trace& t, const Segment& s) {
     x_.push_back(static_cast<double>(x));
     y_.push_back(static_cast<double>(t.time_ns()[i] - s.start_ns));
   }
-  x_.push_back(static_cast<double>(std::max<uint64_t>(s.instructions, max_x + 1)));
-  y_.push_back(static_cast<double>(s.end_ns - s.start_ns));
   for (size_t i = 1; i < y_.size(); ++i) y_[i] = std::max(y_[i], y_[i - 1]);
+  last_x_ = x_.back();
+  last_y_ = y_.back();
+  rate_ = last_x_ > 0 ? last_y_ / last_x_ : 0.0;
+  x_.push_back(static_cast<double>(std::max<uint64_t>(s.instructions, max_x + 1)));
+  y_.push_back(std::max(last_y_, static_cast<double>(s.end_ns - s.start_ns)));
 }
 
 double TimeAt::operator()(double x) const {
   if (x <= 0) return 0;
   if (x >= x_.back()) return y_.back();
+  if (x > last_x_ && last_x_ > 0) return std::min(y_.back(), last_y_ + (x - last_x_) * rate_);
   const size_t k = std::upper_bound(x_.begin(), x_.end(), x) - x_.begin();
   const double f = (x - x_[k - 1]) / (x_[k] - x_[k - 1]);
   return y_[k - 1] + f * (y_[k] - y_[k - 1]);
@@ -58,17 +62,18 @@ WindowGrid::WindowGrid(const std::vector<const Segment*>& segment_of_run, int ba
     : window_instructions(window_instructions) {
   const uint64_t base_instr = segment_of_run[base]->instructions;
   windows = std::max<uint64_t>(1, (base_instr + window_instructions - 1) / window_instructions);
-  auto mean_position = [](const Segment* s) {
-    double sum = 0;
-    for (uint64_t p : s->position) sum += static_cast<double>(p);
-    return sum / static_cast<double>(s->position.size());
+  auto work_extent = [](const Segment* s) {
+    uint64_t last = 0;
+    for (uint64_t p : s->position) last = std::max(last, p);
+    const auto n = static_cast<double>(s->position.size());
+    return static_cast<double>(last) * (n + 1) / n;
   };
   const Segment* b = segment_of_run[base];
   const bool align = align_by_samples && b->position.size() >= kMinAlignSamples;
-  const double base_mean = align ? mean_position(b) : 0.0;
+  const double base_extent = align ? work_extent(b) : 0.0;
   for (const Segment* s : segment_of_run) {
-    if (align && s->position.size() >= kMinAlignSamples && base_mean > 0) {
-      scale.push_back(mean_position(s) / base_mean);
+    if (align && s->position.size() >= kMinAlignSamples && base_extent > 0) {
+      scale.push_back(work_extent(s) / base_extent);
       continue;
     }
     scale.push_back(base_instr == 0

@@ -853,20 +853,19 @@ TEST(EstimatorRooflineTest, AFitSpanShorterThanABlockIsRefusedByName) {
   EXPECT_TRUE(EstimatorIndex::Build(s.profile, o).ok());
 }
 
-TEST(EstimatorRooflineTest, FittingOverALongerSpanTakesOffTheMixesExcess) {
-  // The spec model's lammps on `disagg`: its blocks of ~270 samples fit compute time and
-  // concurrency to a few noisy per-run times, and the three-tier mixes come out too slow on
-  // average. Fitted over spans of 2,048 samples (the blocks and their shares unchanged),
-  // the mixes' bias falls, and so does the largest error; one tier's time stays the run's.
+TEST(EstimatorRooflineTest, FittingOverALongerSpanKeepsOneTiersTimeAndTheMixesBiasSmall) {
+  // The spec model's lammps on `disagg`, its blocks of ~270 samples fitted alone or over
+  // spans of 2,048 samples (the blocks and their shares unchanged): both price the
+  // three-tier mixes within 0.5 % on average. (Fitted alone they once came out 0.7-2 %
+  // too slow, which the span halved: most of it was the barrier wait read as the last
+  // block's work, estimator/README.md "The wait after a phase's last sample".) One tier's
+  // time stays the run's.
   const Synth& s = SynthFor("lammps", "disagg", 200000);
   IndexOptions spanned = Recommended(s);
   spanned.fit_span_samples = 2048;
   auto own = Index(s.profile, Recommended(s)), span = Index(s.profile, spanned);
-  const auto [own_bias, own_max] = MixBiasAndMax(s, *own);
-  const auto [span_bias, span_max] = MixBiasAndMax(s, *span);
-  EXPECT_GT(own_bias, 0.5);
-  EXPECT_LT(std::fabs(span_bias), own_bias / 2);
-  EXPECT_LT(span_max, own_max);
+  EXPECT_LT(std::fabs(MixBiasAndMax(s, *own).first), 0.5);
+  EXPECT_LT(std::fabs(MixBiasAndMax(s, *span).first), 0.5);
   for (const TierSpec& tier : s.generated.machine.tiers) {
     IndexOptions o = spanned;
     o.base_device = tier.name;
@@ -877,6 +876,74 @@ TEST(EstimatorRooflineTest, FittingOverALongerSpanTakesOffTheMixesExcess) {
                 s.profile.Find(tier.name)->runtime_ns(),
                 1e-6 * s.profile.Find(tier.name)->runtime_ns());
   }
+}
+
+TEST(EstimatorRooflineTest, TheWaitAfterASegmentsLastSampleIsItsTailNotItsLastBlocksWork) {
+  // Two runs of one 64,000-instruction phase, a sample every 4,000 instructions (the last at
+  // 62,000), then a barrier wait that retires nothing and is sampled nowhere. The last
+  // block ends where window 63 starts, 1,000 instructions after the last sample: those
+  // instructions are work at the phase's sampled rate; the wait is the segment's tail.
+  // Interpolated between the last sample and the segment's end, half the wait would have
+  // been the block's work, read as memory time a mix of tiers adds up.
+  constexpr uint64_t kWaitNs = 1000;
+  auto run = [](const std::string& device, uint64_t ns_per_sample) {
+    TraceBuilder b(device, TraceMetadata::Make("toy", device, "", 1));
+    b.AddMark({0, 0, 0, 0});
+    for (uint64_t i = 0; i < 16; ++i) {
+      b.AddSample(ns_per_sample * (2 * i + 1) / 2, 0, 0, 4000 * i + 2000, i % 2 ? kPageA : kPageB);
+    }
+    b.SetEnd({ns_per_sample * 16 + kWaitNs, 0, 0, 64'000});
+    return *b.Finish();
+  };
+  const Profile profile = *Profile::FromRuns("toy", {run("ddr", 40), run("hbm", 20)});
+  IndexOptions o;
+  o.window_instructions = 1000;
+  o.block_samples = 8;
+  o.machine = *LoadMachine("knl");
+  auto index = Index(profile, o);
+  const BlockTable& blocks = index->blocks();
+  ASSERT_GE(blocks.scale.size(), 2u);
+  EXPECT_DOUBLE_EQ(blocks.hi.back(), 63'000);
+  // Busy until window 63: the last sample's time and 1,000 instructions at the rate of the
+  // 62,000 before it; the tail: the rest of the segment, the wait and window 63.
+  double ratio = 0;
+  for (const double ns_per_sample : {40.0, 20.0}) {
+    const double last = ns_per_sample * 15.5, busy = last + 1000 * last / 62'000;
+    ratio += (ns_per_sample * 16 + kWaitNs - busy) / busy / 2;
+  }
+  EXPECT_NEAR(blocks.scale.back(), 1 + ratio, 1e-9);
+}
+
+// The signed mean error, in percent, of the roofline estimates of `index` against the
+// profile's measured runs on two tiers (fractions and ranges; no `mix-` run).
+double TwoTierBias(const Synth& s, const EstimatorIndex& index) {
+  double bias = 0;
+  int runs = 0;
+  for (const synth::SynthRun& run : s.generated.runs) {
+    if (run.name.starts_with("mix-")) continue;
+    auto resolved = index.Resolve(run.placement);
+    EXPECT_TRUE(resolved.ok()) << resolved.status();
+    bias += 100 * (*index.RuntimeNs(*resolved, Model::kRoofline) / run.runtime_ns - 1);
+    ++runs;
+  }
+  EXPECT_GT(runs, 0);
+  return bias / std::max(1, runs);
+}
+
+TEST(EstimatorRooflineTest, TwoTierPlacementsOfAnApplicationWaitingAtItsBarriersAreNotOverpriced) {
+  // lammps on `disagg` without run-to-run noise: its force phase has ~1,100 samples per run
+  // over 6,000 windows and waits 6 % of its time at the barrier, so its last sample comes
+  // about five windows before the end. Were the time from there to the end interpolated,
+  // those windows' work would hold most of the wait, and every placement moving `x` or
+  // the neighbour list to HBM came out ~1 % too slow (the spec model's seed 2 by 2-3 %
+  // with noise); at the sampled rate, the wait is the tail and the bias is gone.
+  auto model = synth::LoadAppModel("lammps");
+  ASSERT_TRUE(model.ok()) << model.status();
+  model->noise = 0;
+  model->instruction_jitter = 0;
+  const Synth s = Generate(*model, "disagg");
+  auto index = Index(s.profile, Recommended(s));
+  EXPECT_LT(std::fabs(TwoTierBias(s, *index)), 0.45);
 }
 
 TEST(EstimatorRooflineTest, PlacementStateAndIntervalsMatchTheFullEstimate) {
