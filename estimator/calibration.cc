@@ -22,8 +22,8 @@ namespace {
 
 constexpr int kOverlapSteps = 10;  // compute overlap candidates 0, 0.1, .., 1
 // Tier overlap candidates 1, 0.95, 0.9, 0.8, .., 0.4 (1 first: ties keep the tiers
-// concurrent; 0.95, the uncalibrated prior IndexOptions::tier_overlap, so that the prior is
-// a candidate).
+// concurrent; 1 is the uncalibrated prior IndexOptions::tier_overlap, and 0.95 was, which
+// the calibrated figures of estimator/README.md were fitted with as a candidate).
 constexpr std::array<double, 8> kTierOverlaps = {1.0, 0.95, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4};
 constexpr int kTierSteps = static_cast<int>(kTierOverlaps.size());
 double TierOverlapCandidate(int j) { return kTierOverlaps[j]; }

@@ -19,7 +19,7 @@
 //     its prior scale (prediction_interval.h), as the scores of a split-conformal interval;
 //     and relative_noise, their root mean square under the final fit.
 // Calibrate() fits them on a grid (compute_overlap 0, 0.1, .., 1 and queue_strength by
-// rebuilding the index; tier_overlap 1, 0.95, 0.9, 0.8, .., 0.4 on copies of it,
+// rebuilding the index; tier_overlap 1, 0.95, 0.9, 0.8, .., 0.4 on the index as built,
 // EstimatorIndex::RuntimeNs with a tier overlap; by the one-standard-error rule: of the candidates
 // whose mean absolute error is within one standard error of the lowest, the one nearest the prior),
 // in stages: compute and tier overlap at the prior queue strength; queue strength and tier overlap

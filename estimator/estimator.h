@@ -46,7 +46,7 @@ struct EstimatorOptions {
   bool join_sweeps = true;             // FirstTouchFootprint::kExtents
   double compute_overlap = 0.5;        // Model::kRoofline
   bool fit_overlap = true;             // Model::kRoofline, three runs or more
-  double tier_overlap = 0.95;          // Model::kRoofline (IndexOptions)
+  double tier_overlap = 1;             // Model::kRoofline (IndexOptions)
   double limit_smoothness = 0;         // Model::kRoofline (IndexOptions)
   std::optional<TierSpec> queue_like;  // Model::kRoofline (IndexOptions)
   double queue_strength = 1;           // Model::kRoofline, with queue_like (IndexOptions)

@@ -110,11 +110,11 @@ struct IndexOptions {
   double compute_overlap = 0.5;
   // Model::kRoofline: how the tiers' memory times combine (traces/machine.h,
   // MemoryCombination): the share of the shorter tiers' bandwidth-bound time that overlaps
-  // the longest (default 0.95, the family of ground truths' leave-one-out choice,
-  // estimator/README.md "The tier overlap's default"; 1: they transfer concurrently) and
-  // the smoothness of the limit between latency- and bandwidth-bound time (default 0: a
-  // hard maximum).
-  double tier_overlap = 0.95;
+  // the longest (default 1, they transfer concurrently: the family of ground truths'
+  // leave-one-out choice, estimator/README.md "The wait after a phase's last sample"; 0.95
+  // before it) and the smoothness of the limit between latency- and bandwidth-bound time
+  // (default 0: a hard maximum).
+  double tier_overlap = 1;
   double limit_smoothness = 0;
   // Model::kRoofline with three or four devices: besides the fit over every device's run,
   // fit each block over every subset of two devices or more, and price a block whose hits

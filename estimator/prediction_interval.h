@@ -39,7 +39,7 @@ namespace tiergym {
 
 // The defaults are fitted on the family of ground truths (estimator/README.md, "Intervals
 // that hold their level": scripts/estimator_family.py --fit-prior), the runs estimated with
-// the default options (the queue strength read from the profile, the tier overlap 0.95):
+// the default options (the queue strength read from the profile, the tier overlap 1):
 // of a grid (noise at least 0.5 %, the family's run-to-run noise), the triple (noise,
 // model_error, overlap_error) whose 90 % interval's coverage is nearest 90 % on every
 // member (the least largest distance), then the narrowest. Before the serialization term
@@ -48,14 +48,14 @@ namespace tiergym {
 struct IntervalPrior {
   // Relative error (one standard deviation) of an estimate the runtime model does not move
   // from the paper's: run-to-run noise and what every placement shares.
-  double noise = 0.006;
+  double noise = 0.0055;
   // Standard deviation of the model's own relative error per unit of relative correction.
-  double model_error = 0.08;
+  double model_error = 0.04;
   // Standard deviation of the model's own relative error per unit of mixing (Mixing()).
   double mix_error = 0;
   // Standard deviation of the model's own relative error per unit of serialization
   // (Serialization()): how much the machine's tiers overlap, which the profile does not show.
-  double overlap_error = 0.16;
+  double overlap_error = 0.24;
 };
 
 // The serialization of a placement's estimate: |serialized_ns - estimate_ns| / estimate_ns,

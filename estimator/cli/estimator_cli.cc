@@ -97,9 +97,9 @@ void AddEstimateOptions(ArgParser& p, EstimateDefaults defaults = {}) {
               std::to_string(defaults.fit_span));
   p.AddOption("tier-overlap", "FRACTION",
               "roofline model: share of the shorter tiers' bandwidth-bound time that overlaps "
-              "the longest (1: the tiers transfer concurrently; the default, 0.95: the "
-              "family of ground truths' leave-one-out choice)",
-              "0.95");
+              "the longest (1, the default: the tiers transfer concurrently, the family of "
+              "ground truths' leave-one-out choice)",
+              "1");
   p.AddOption("limit-smoothness", "P",
               "roofline model: 0, latency- and bandwidth-bound time combine by a hard maximum; "
               "P >= 1, as the P-norm",

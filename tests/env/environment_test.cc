@@ -801,7 +801,7 @@ TEST(EnvironmentTest, CapacityOverridesByConfigurationKey) {
 TEST(EnvironmentTest, CalibrationFileSetsTheRooflineOverlap) {
   // queue_fitted: a queueing fit that may have fitted the strength 0 (none: the strength
   // is read from the profile, the default).
-  auto write = [](double overlap, double tier_overlap = 0.95, double queue_strength = 0,
+  auto write = [](double overlap, double tier_overlap = 1.0, double queue_strength = 0,
                   bool queue_fitted = false, std::optional<uint64_t> fit_span = std::nullopt) {
     Calibration c;
     c.fit_span_samples = fit_span;  // version 6
@@ -841,7 +841,7 @@ TEST(EnvironmentTest, CalibrationFileSetsTheRooflineOverlap) {
   // The tier overlap and the queue strength enter the environment's estimates too (they
   // were once dropped: only the compute overlap was applied), each on its own.
   const double tiers = episode({{"calibration", write(0.5, 0.6)}});
-  const double queue = episode({{"calibration", write(0.5, 0.95, 1.5)}});
+  const double queue = episode({{"calibration", write(0.5, 1.0, 1.5)}});
   EXPECT_NE(tiers, prior);
   EXPECT_NE(queue, prior);
   EXPECT_NE(queue, tiers);
@@ -865,13 +865,13 @@ TEST(EnvironmentTest, CalibrationFileSetsTheRooflineOverlap) {
   EXPECT_EQ(cache.MemoryBytes(), one);
   const auto tier = cached(write(0.5, 0.6));
   EXPECT_EQ(cache.MemoryBytes(), 2 * one);
-  const auto queued = cached(write(0.5, 0.95, 1.5));
+  const auto queued = cached(write(0.5, 1.0, 1.5));
   EXPECT_EQ(cache.MemoryBytes(), 3 * one);
   // A fitted strength 0 is not the default's strength read from the profile: another
   // key (knl's two runs read 0, so the estimates agree; a queueing profile's would not).
-  const auto flat = cached(write(0.5, 0.95, 0, true));
+  const auto flat = cached(write(0.5, 1.0, 0, true));
   EXPECT_EQ(cache.MemoryBytes(), 4 * one);
-  EXPECT_EQ(episode({{"calibration", write(0.5, 0.95, 0, true)}}), prior);
+  EXPECT_EQ(episode({{"calibration", write(0.5, 1.0, 0, true)}}), prior);
   // The fit span the calibration was fitted with is the one its estimates use (on a
   // profile whose phases hold more than a block: the small knl profile's hold one).
   const ConfigMap spans = {{"profiles", SmallProfileDir("hotset", "disagg")},
@@ -882,15 +882,15 @@ TEST(EnvironmentTest, CalibrationFileSetsTheRooflineOverlap) {
     return episode(keys);
   };
   const double unspanned = episode(spans);
-  EXPECT_NE(with(write(0.5, 0.95, 0, false, 2048)), unspanned);
-  EXPECT_EQ(with(write(0.5, 0.95, 0, false, 0)), unspanned);
-  const auto spanned = cached(write(0.5, 0.95, 0, false, 2048));
+  EXPECT_NE(with(write(0.5, 1.0, 0, false, 2048)), unspanned);
+  EXPECT_EQ(with(write(0.5, 1.0, 0, false, 0)), unspanned);
+  const auto spanned = cached(write(0.5, 1.0, 0, false, 2048));
   EXPECT_EQ(cache.MemoryBytes(), 5 * one);
   // So are the other options it records (version 7): the file's, not the defaults.
   auto recorded = [&](const std::string& name, EstimatorOptions fitted) {
     Calibration c;
     c.model = Model::kRoofline;
-    c.tier_overlap = 0.95;  // write()'s
+    c.tier_overlap = 1.0;  // write()'s
     c.options = RecordedOptions(fitted);
     const std::string path = StrCat(TestRoot(), "/calibration-options-", name, ".json");
     std::ofstream(path) << FormatCalibration(c);

@@ -188,7 +188,7 @@ TEST(CalibrationTest, TheSerializationTermWidensByTheTierOverlapAndRoundTripsSin
 
 TEST(CalibrationTest, TheSerializationTermHoldsTheMixesOfTiersThatOverlapPartly) {
   // Ground truth `overlap` (traces/SYNTH.md section 10): the tiers' bandwidth-bound times
-  // overlap by 70 %, and the default estimate (0.95) underprices the mixes whose tiers'
+  // overlap by 70 %, and the default estimate (1) underprices the mixes whose tiers'
   // times are alike. Their serialization is what tells them apart: 0 on one tier, largest
   // on those mixes; the default prior's interval holds more of the mixes with the term than
   // the same prior without it.
@@ -249,7 +249,7 @@ TEST(CalibrationTest, TheSerializationTermHoldsTheMixesOfTiersThatOverlapPartly)
     }
     EXPECT_NE(*(*index)->RuntimeNs(*resolved, Model::kRoofline, 0),
               *(*index)->RuntimeNs(*resolved, Model::kRoofline));
-    EXPECT_EQ(*(*index)->RuntimeNs(*resolved, Model::kRoofline, 0.95),
+    EXPECT_EQ(*(*index)->RuntimeNs(*resolved, Model::kRoofline, 1),
               *(*index)->RuntimeNs(*resolved, Model::kRoofline));
     const double serial = Serialization(est->runtime_ns, *serialized);
     const double mixing = Mixing(est->access_share);
@@ -571,8 +571,8 @@ TEST(CalibrationTest, FitsTheOverlapAndScoresEveryRunOnAFitWithoutIt) {
   EXPECT_GT(c->relative_noise, 0);
   EXPECT_LT(c->relative_noise, 0.05);
   // knl's two tiers transfer concurrently in the spec model: no tier overlap below the
-  // prior (0.95) helps, and they do not queue.
-  EXPECT_GE(c->tier_overlap, 0.95);
+  // prior (1) helps, and they do not queue.
+  EXPECT_EQ(c->tier_overlap, 1);
   // The uncalibrated error is the default estimate's on the same runs (the prior is a
   // candidate of the grid: a prior off it was once rounded to another tier overlap).
   auto estimator = Estimator::Create(d.profile, RecommendedEstimatorOptions(d.generated.machine));
