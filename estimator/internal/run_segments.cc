@@ -12,7 +12,8 @@ std::vector<Segment> Segments(const Trace& t, bool use_phasemarks) {
     for (size_t p = 0; p < t.num_phases(); ++p) {
       Segment s{t.PhaseInstructions(p), t.PhaseStartNs(p),   t.PhaseEndNs(p),
                 t.PhaseBegin(p),        t.PhaseBegin(p + 1), {}};
-      s.position.assign(t.instructions().begin() + s.begin, t.instructions().begin() + s.end);
+      const auto positions = t.instructions().subspan(s.begin, s.end - s.begin);
+      s.position.assign(positions.begin(), positions.end());
       out.push_back(std::move(s));
     }
     return out;
@@ -100,11 +101,15 @@ std::vector<uint32_t> SampleWeights(const Profile& profile) {
     if (!t.metadata().pebs_reset || *t.metadata().pebs_reset == 0) return weights;
     g = std::gcd(g, *t.metadata().pebs_reset);
   }
+  if (g == 0) return weights;  // no runs
   for (size_t d = 0; d < weights.size(); ++d) {
     const uint64_t w = *profile.runs()[d].metadata().pebs_reset / g;
     // A ratio this large means a mis-recorded reset; counting it would let one run's
     // samples drown the others, so such profiles count samples as they are.
-    if (w > 4096) return std::vector<uint32_t>(weights.size(), 1);
+    if (w > 4096) {
+      weights.assign(weights.size(), 1);
+      return weights;
+    }
     weights[d] = static_cast<uint32_t>(w);
   }
   return weights;
