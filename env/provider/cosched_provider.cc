@@ -1,7 +1,6 @@
 #include "env/provider/cosched_provider.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <new>
 #include <utility>
 
@@ -10,7 +9,6 @@
 #include "traces/base/status_macros.h"
 #include "traces/base/strings.h"
 #include "traces/machine.h"
-#include "traces/profile.h"
 
 namespace tiergym::env {
 namespace {
@@ -152,15 +150,7 @@ std::vector<std::pair<std::string, uint64_t>> CoschedProvider::EstimateProfileBy
     if (std::any_of(out.begin(), out.end(), [&](const auto& p) { return p.first == key; })) {
       continue;
     }
-    uint64_t bytes = 0;
-    if (absl::StatusOr<std::vector<std::string>> files = ListTraceFiles(dir); files.ok()) {
-      for (const std::string& f : *files) {
-        std::error_code ec;
-        const uint64_t size = std::filesystem::file_size(f, ec);
-        if (!ec) bytes += size * PlacementProvider::kTraceBytesFactor;
-      }
-    }
-    out.emplace_back(std::move(key), bytes);
+    out.emplace_back(std::move(key), PlacementProvider::AssumedIndexBytes(dir));
   }
   return out;
 }

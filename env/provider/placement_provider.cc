@@ -30,17 +30,8 @@ std::string MiB(uint64_t bytes) {
 // of 33.5 to 36.1 MiB); trace files that cannot be sized any more, the indexes of the
 // profile held (the same samples, cut into windows by another run).
 uint64_t NewIndexBytes(const Estimator& estimator) {
-  uint64_t trace_bytes = 0;
-  absl::StatusOr<std::vector<std::string>> files = ListTraceFiles(estimator.profile().name());
-  if (files.ok()) {
-    for (const std::string& f : *files) {
-      std::error_code ec;
-      const uint64_t size = std::filesystem::file_size(f, ec);
-      if (!ec) trace_bytes += size;
-    }
-  }
-  return trace_bytes > 0 ? trace_bytes * PlacementProvider::kTraceBytesFactor
-                         : estimator.IndexBytes();
+  const uint64_t assumed = PlacementProvider::AssumedIndexBytes(estimator.profile().name());
+  return assumed > 0 ? assumed : estimator.IndexBytes();
 }
 
 // An Environment as a SessionEnv; keeps its assets alive.
@@ -180,16 +171,7 @@ PlacementProvider::Cost PlacementProvider::EstimateCost(const EnvConfig& c) cons
         held = true;  // its index is shared, already counted
       }
     }
-    if (!held) {
-      absl::StatusOr<std::vector<std::string>> files = ListTraceFiles(dir);
-      if (files.ok()) {
-        for (const std::string& f : *files) {
-          std::error_code ec;
-          const uint64_t size = std::filesystem::file_size(f, ec);
-          if (!ec) index_bytes += size * kTraceBytesFactor;
-        }
-      }
-    }
+    if (!held) index_bytes = AssumedIndexBytes(dir);
     const uint64_t n = steps > 0 ? steps : 10000;
     const bool linear = PricesByLinearCosts(c.model, n, k, tiers);
     // Per interval and region: the access share (float), with observation=relative-load
@@ -379,6 +361,18 @@ absl::StatusOr<std::unique_ptr<SessionEnv>> PlacementProvider::Make(const Config
   }
   return std::unique_ptr<SessionEnv>(
       new EnvironmentSession(*std::move(env), *std::move(assets), session_bytes_, session_bytes));
+}
+
+uint64_t PlacementProvider::AssumedIndexBytes(const std::string& path) {
+  uint64_t bytes = 0;
+  if (absl::StatusOr<std::vector<std::string>> files = ListTraceFiles(path); files.ok()) {
+    for (const std::string& f : *files) {
+      std::error_code ec;
+      const uint64_t size = std::filesystem::file_size(f, ec);
+      if (!ec) bytes += size * kTraceBytesFactor;
+    }
+  }
+  return bytes;
 }
 
 absl::Status PlacementProvider::Charge(uint64_t bytes) {

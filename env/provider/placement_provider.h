@@ -82,6 +82,10 @@ class PlacementProvider : public EnvProvider {
 
   // Bytes a profile not yet loaded is assumed to take per byte of its trace files.
   static constexpr uint64_t kTraceBytesFactor = 4;
+  // The bytes an index of the profile at `path` (a directory or trace file) is assumed to
+  // take before it is built: kTraceBytesFactor times its trace files (0 when none can be
+  // listed or sized).
+  static uint64_t AssumedIndexBytes(const std::string& path);
 
   // The estimated bytes of the assets of a configuration (resolved) and of one of its
   // sessions, before anything is loaded.
