@@ -28,8 +28,8 @@ namespace {
 // The defaults of the options where calibrate's differ (kCalibrationFitSpan,
 // kCalibrationComputeOverlap): --fit-span and --overlap.
 struct EstimateDefaults {
-  uint64_t fit_span = 0;
-  double overlap = 0.5;
+  uint64_t fit_span = EstimatorOptions{}.fit_span_samples;
+  double overlap = EstimatorOptions{}.compute_overlap;
 };
 
 void AddEstimateOptions(ArgParser& p, EstimateDefaults defaults = {}) {
@@ -99,7 +99,7 @@ void AddEstimateOptions(ArgParser& p, EstimateDefaults defaults = {}) {
               "roofline model: share of the shorter tiers' bandwidth-bound time that overlaps "
               "the longest (1, the default: the tiers transfer concurrently, the family of "
               "ground truths' leave-one-out choice)",
-              "1");
+              StrCat(EstimatorOptions{}.tier_overlap));
   p.AddOption("limit-smoothness", "P",
               "roofline model: 0, latency- and bandwidth-bound time combine by a hard maximum; "
               "P >= 1, as the P-norm",

@@ -42,17 +42,16 @@ TimeAt::TimeAt(const Trace& t, const Segment& s) {
     y_.push_back(static_cast<double>(t.time_ns()[i] - s.start_ns));
   }
   for (size_t i = 1; i < y_.size(); ++i) y_[i] = std::max(y_[i], y_[i - 1]);
-  last_x_ = x_.back();
-  last_y_ = y_.back();
-  rate_ = last_x_ > 0 ? last_y_ / last_x_ : 0.0;
   x_.push_back(static_cast<double>(std::max<uint64_t>(s.instructions, max_x + 1)));
-  y_.push_back(std::max(last_y_, static_cast<double>(s.end_ns - s.start_ns)));
+  y_.push_back(std::max(y_.back(), static_cast<double>(s.end_ns - s.start_ns)));
 }
 
 double TimeAt::operator()(double x) const {
   if (x <= 0) return 0;
   if (x >= x_.back()) return y_.back();
-  if (x > last_x_ && last_x_ > 0) return std::min(y_.back(), last_y_ + (x - last_x_) * rate_);
+  // After the last sample (the point before the end): at the rate of the instructions up to it.
+  const double last_x = x_[x_.size() - 2], last_y = y_[y_.size() - 2];
+  if (x > last_x && last_x > 0) return std::min(y_.back(), last_y + (x - last_x) * last_y / last_x);
   const size_t k = std::upper_bound(x_.begin(), x_.end(), x) - x_.begin();
   const double f = (x - x_[k - 1]) / (x_[k] - x_[k - 1]);
   return y_[k - 1] + f * (y_[k] - y_[k - 1]);

@@ -40,8 +40,7 @@ class TimeAt {
   double operator()(double x) const;
 
  private:
-  std::vector<double> x_, y_;
-  double last_x_ = 0, last_y_ = 0, rate_ = 0;
+  std::vector<double> x_, y_;  // (0, 0), the samples' points, the segment's end
 };
 
 // Window geometry of one segment: `windows` windows of `window_instructions` base-run
