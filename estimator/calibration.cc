@@ -9,6 +9,7 @@
 #include <numeric>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "estimator/page_placement.h"
 #include "traces/base/file.h"
@@ -20,7 +21,10 @@
 namespace tiergym {
 namespace {
 
-constexpr int kOverlapSteps = 10;  // compute overlap candidates 0, 0.1, .., 1
+// Compute overlap candidates 0, 0.05, .., 1 where one overlap holds for every block; 0,
+// 0.1, .., 1 (the even steps) where each block fits its own from the candidate on (the
+// blocks move off it anyway).
+constexpr int kOverlapSteps = 20;
 // Tier overlap candidates 1, 0.95, 0.9, 0.8, .., 0.4 (1 first: ties keep the tiers
 // concurrent; 1 is the uncalibrated prior IndexOptions::tier_overlap, and 0.95 was, which
 // the calibrated figures of estimator/README.md were fitted with as a candidate).
@@ -42,14 +46,25 @@ int NearestTierOverlapStep(double tier_overlap) {
 constexpr int kQueueSteps = 4;
 double QueueStrengthCandidate(int k) { return 0.5 * k; }
 
-// One candidate of the grid: compute overlap step o, queue strength step q, tier overlap
-// step j.
+// One candidate of the grid: per-block overlap fits b (1: on, IndexOptions::fit_overlap;
+// 0: the overlap holds for every block), compute overlap step o, queue strength step q,
+// tier overlap step j.
 struct Candidate {
-  int o = 0, q = 0, j = 0;
+  int b = 0, o = 0, q = 0, j = 0;
 };
 
+// Whether per-block overlap fits (IndexOptions::fit_overlap) change the estimates of
+// `model` on `profile`: the roofline model's, with three devices or more.
+bool PerBlockFitsAct(Model model, const Profile& profile) {
+  return model == Model::kRoofline && profile.runs().size() >= 3;
+}
+
+// The estimator a candidate builds: its per-block fits, compute overlap and queue strength.
+using BuildKey = std::tuple<int, int, int>;
+BuildKey KeyOf(const Candidate& c) { return {c.b, c.o, c.q}; }
+
 // The relative residuals (estimate / measured - 1) and estimates of every run under the
-// candidates of one (o, q): [j][run].
+// candidates of one (b, o, q): [j][run].
 struct Table {
   std::vector<std::vector<double>> residual, estimate;
   std::vector<double> serialized;  // per run: the estimate with the tier overlap 0
@@ -61,11 +76,10 @@ struct Table {
 // one nearest the prior (in grid steps; ties to the lower mean). With a few dozen noisy
 // runs many candidates fit about as well; only a clear improvement moves a parameter from
 // its prior.
-Candidate Fit(const std::map<std::pair<int, int>, Table>& tables,
-              const std::vector<Candidate>& candidates, const std::vector<size_t>& which,
-              Candidate prior) {
+Candidate Fit(const std::map<BuildKey, Table>& tables, const std::vector<Candidate>& candidates,
+              const std::vector<size_t>& which, Candidate prior) {
   auto res = [&](const Candidate& c) -> const std::vector<double>& {
-    return tables.at({c.o, c.q}).residual[c.j];
+    return tables.at(KeyOf(c)).residual[c.j];
   };
   std::vector<double> mean(candidates.size(), 0.0);
   size_t best = 0;
@@ -83,7 +97,8 @@ Candidate Fit(const std::map<std::pair<int, int>, Table>& tables,
   const double se = n > 1 ? std::sqrt(var / (n - 1) / n) : 0.0;
   auto steps = [&](size_t c) {
     const Candidate& x = candidates[c];
-    return std::abs(x.o - prior.o) + std::abs(x.q - prior.q) + std::abs(x.j - prior.j);
+    return std::abs(x.b - prior.b) + std::abs(x.o - prior.o) + std::abs(x.q - prior.q) +
+           std::abs(x.j - prior.j);
   };
   size_t chosen = best;
   for (size_t c = 0; c < candidates.size(); ++c) {
@@ -571,7 +586,8 @@ std::string FormatCalibration(const Calibration& c) {
 namespace {
 
 // The residual tables of a calibration, computed on first use: one estimator build per
-// (compute overlap, queue strength), the tier overlaps on copies of its indexes.
+// (per-block overlap fits, compute overlap, queue strength), the tier overlaps on copies of
+// its indexes.
 class Grid {
  public:
   Grid(const Profile& profile, const EstimatorOptions& base,
@@ -586,51 +602,53 @@ class Grid {
         paper_ns_(n_),
         mixing_(n_) {}
 
-  // Computes the tables of (o, q) for every o of `os` and q of `qs` not computed yet.
-  absl::Status Ensure(const std::vector<int>& os, const std::vector<int>& qs) {
+  // Computes the tables of (b, o, q) for every o of `os` and q of `qs` not computed yet.
+  absl::Status Ensure(int b, const std::vector<int>& os, const std::vector<int>& qs) {
     for (int o : os) {
       for (int q : qs) {
-        if (!tables_.contains({o, q})) TG_RETURN_IF_ERROR(Compute(o, q));
+        if (!tables_.contains({b, o, q})) TG_RETURN_IF_ERROR(Compute(b, o, q));
       }
     }
     return absl::OkStatus();
   }
-  [[nodiscard]] const std::map<std::pair<int, int>, Table>& tables() const { return tables_; }
+  [[nodiscard]] const std::map<BuildKey, Table>& tables() const { return tables_; }
   [[nodiscard]] double residual(const Candidate& c, size_t i) const {
-    return tables_.at({c.o, c.q}).residual[c.j][i];
+    return tables_.at(KeyOf(c)).residual[c.j][i];
   }
   [[nodiscard]] double estimate(const Candidate& c, size_t i) const {
-    return tables_.at({c.o, c.q}).estimate[c.j][i];
+    return tables_.at(KeyOf(c)).estimate[c.j][i];
   }
   // The serialization of candidate c's estimate of run i (prediction_interval.h).
   [[nodiscard]] double serialization(const Candidate& c, size_t i) const {
-    return Serialization(estimate(c, i), tables_.at({c.o, c.q}).serialized[i]);
+    return Serialization(estimate(c, i), tables_.at(KeyOf(c)).serialized[i]);
   }
   [[nodiscard]] double paper_ns(size_t i) const { return paper_ns_[i]; }
   [[nodiscard]] double mixing(size_t i) const { return mixing_[i]; }
 
  private:
-  absl::Status Compute(int o, int q) {
+  absl::Status Compute(int b, int o, int q) {
     EstimatorOptions opts = base_;
+    opts.fit_overlap = b == 1;
     opts.compute_overlap = static_cast<double>(o) / kOverlapSteps;
     opts.queue_like = q > 0 ? shape_ : std::nullopt;
     opts.queue_strength = QueueStrengthCandidate(q);
     opts.queue_from_profile = false;  // the candidate's strength, not the profile's
     if (options_.progress) {
-      options_.progress(StrCat("estimating ", n_, " runs with compute overlap ",
-                               FixedDecimal(opts.compute_overlap, 1), ", queue strength ",
-                               FixedDecimal(opts.queue_strength, 1), " and ", kTierSteps,
-                               " tier overlaps"));
+      options_.progress(StrCat(
+          "estimating ", n_, " runs with compute overlap ", FixedDecimal(opts.compute_overlap, 2),
+          b == 1 && PerBlockFitsAct(options_.model, profile_) ? " (per-block fits from it)" : "",
+          ", queue strength ", FixedDecimal(opts.queue_strength, 1), " and ", kTierSteps,
+          " tier overlaps"));
     }
     TG_ASSIGN_OR_RETURN(auto estimator, Estimator::Create(profile_, opts));
-    Table& t = tables_[{o, q}];
+    Table& t = tables_[{b, o, q}];
     t.residual.assign(kTierSteps, std::vector<double>(n_));
     t.estimate.assign(kTierSteps, std::vector<double>(n_));
     t.serialized.assign(n_, 0);
     for (size_t i = 0; i < n_; ++i) {
       const Placement& placement = runs_[i].second;
       auto fail = [&](const absl::Status& s) {
-        tables_.erase({o, q});
+        tables_.erase({b, o, q});
         return absl::Status(s.code(), StrCat("run ", runs_[i].first.name, ": ", s.message()));
       };
       if (absl::Status s = CheckPlacementTiers(profile_, placement); !s.ok()) return fail(s);
@@ -667,7 +685,7 @@ class Grid {
   const size_t n_;
   std::vector<double> paper_ns_, mixing_;
   bool have_paper_ = false;
-  std::map<std::pair<int, int>, Table> tables_;
+  std::map<BuildKey, Table> tables_;
 };
 
 std::vector<int> Steps(int count) {
@@ -676,34 +694,54 @@ std::vector<int> Steps(int count) {
   return out;
 }
 
+// The compute overlap candidates of per-block fits b around the prior's step: the even
+// steps with per-block fits, every step without (kOverlapSteps), and the prior's own.
+std::vector<int> OverlapSteps(int b, const Candidate& prior) {
+  std::vector<int> out;
+  for (int o = 0; o <= kOverlapSteps; ++o) {
+    if (b == 0 || o % 2 == 0 || (b == prior.b && o == prior.o)) out.push_back(o);
+  }
+  return out;
+}
+
 // The candidate the runs `which` choose, in stages (a full grid over compute overlap, queue
-// strength and tier overlap would build the estimator 11 * 5 times; these build it 15
-// times when the queue strength stays, 26 when every fold moves it alike): (A) compute and
-// tier overlap at the prior queue strength, the fit without queueing; (B) queue strength
-// and tier overlap at the prior compute overlap; if B moves the queue strength, (C)
-// compute and tier overlap again at B's. Each stage by the one-standard-error rule towards
-// the prior.
+// strength and tier overlap would build the estimator (11 + 21) * 5 times; these build it
+// 36 times when the queue strength stays, 47 or 57 when every fold moves it alike and A
+// chose per-block fits or not; without that choice, 15 and 26): (A) per-block fits (each
+// of `modes`), compute and tier overlap at the prior queue strength, the fit without
+// queueing; (B) queue strength and tier overlap at the prior's per-block fits and compute
+// overlap; if B moves the queue strength, (C) compute and tier overlap again at B's, with
+// A's per-block fits. Each stage by the one-standard-error rule towards the prior.
 absl::StatusOr<Candidate> StagedFit(Grid& grid, const std::vector<size_t>& which, Candidate prior,
-                                    bool fit_queueing) {
-  auto over = [](const std::vector<int>& os, const std::vector<int>& qs) {
-    std::vector<Candidate> out;
+                                    const std::vector<int>& modes, bool fit_queueing) {
+  auto over = [](int b, const std::vector<int>& os, const std::vector<int>& qs,
+                 std::vector<Candidate>* out) {
     for (int o : os) {
       for (int q : qs) {
-        for (int j = 0; j < kTierSteps; ++j) out.push_back({o, q, j});
+        for (int j = 0; j < kTierSteps; ++j) out->push_back({b, o, q, j});
       }
+    }
+  };
+  auto overlaps_at = [&](const std::vector<int>& bs,
+                         int q) -> absl::StatusOr<std::vector<Candidate>> {
+    std::vector<Candidate> out;
+    for (int b : bs) {
+      TG_RETURN_IF_ERROR(grid.Ensure(b, OverlapSteps(b, prior), {q}));
+      over(b, OverlapSteps(b, prior), {q}, &out);
     }
     return out;
   };
-  const std::vector<int> all_o = Steps(kOverlapSteps + 1);
-  TG_RETURN_IF_ERROR(grid.Ensure(all_o, {prior.q}));
-  const Candidate a = Fit(grid.tables(), over(all_o, {prior.q}), which, prior);
+  TG_ASSIGN_OR_RETURN(const std::vector<Candidate> stage_a, overlaps_at(modes, prior.q));
+  const Candidate a = Fit(grid.tables(), stage_a, which, prior);
   if (!fit_queueing) return a;
   const std::vector<int> all_q = Steps(kQueueSteps + 1);
-  TG_RETURN_IF_ERROR(grid.Ensure({prior.o}, all_q));
-  const Candidate b = Fit(grid.tables(), over({prior.o}, all_q), which, prior);
+  TG_RETURN_IF_ERROR(grid.Ensure(prior.b, {prior.o}, all_q));
+  std::vector<Candidate> stage_b;
+  over(prior.b, {prior.o}, all_q, &stage_b);
+  const Candidate b = Fit(grid.tables(), stage_b, which, prior);
   if (b.q == prior.q) return a;
-  TG_RETURN_IF_ERROR(grid.Ensure(all_o, {b.q}));
-  return Fit(grid.tables(), over(all_o, {b.q}), which, {prior.o, b.q, prior.j});
+  TG_ASSIGN_OR_RETURN(const std::vector<Candidate> stage_c, overlaps_at({a.b}, b.q));
+  return Fit(grid.tables(), stage_c, which, {a.b, prior.o, b.q, prior.j});
 }
 
 }  // namespace
@@ -737,14 +775,23 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   // queue strength: the base's with its queue_like, else 0).
   const double base_q = base.queue_like ? base.queue_strength : 0.0;
   Candidate prior;
+  prior.b = base.fit_overlap ? 1 : 0;
   prior.o = static_cast<int>(std::lround(base.compute_overlap * kOverlapSteps));
   prior.j = NearestTierOverlapStep(base.tier_overlap);
   prior.q =
       std::clamp(static_cast<int>(std::lround(base_q / QueueStrengthCandidate(1))), 0, kQueueSteps);
   const bool fit_queueing = shape.has_value();
+  // Per-block overlap fits, where the base options have them and they act (the roofline
+  // model with three devices or more): with them and without, the fitted overlap then
+  // holding for every block. Three runs seldom tell compute hidden under a tier's latency
+  // from latency within their noise, and each block then takes whichever the grid favours
+  // whatever the measured mixes say; elsewhere the blocks' own overlaps fit best (estimator/
+  // README.md, "Compute hidden under latency").
+  std::vector<int> modes = {prior.b};
+  if (prior.b == 1 && PerBlockFitsAct(options.model, profile)) modes.push_back(0);
   Grid grid(profile, base, runs, options, shape);
   auto measured = [&](size_t i) { return static_cast<double>(runs[i].first.runtime_ns); };
-  TG_RETURN_IF_ERROR(grid.Ensure({prior.o}, {prior.q}));  // the paper estimates first
+  TG_RETURN_IF_ERROR(grid.Ensure(prior.b, {prior.o}, {prior.q}));  // the paper estimates first
   auto score = [&](const Candidate& c, size_t i) {
     return std::fabs(grid.residual(c, i)) / RelativeSd(options.prior, grid.estimate(c, i),
                                                        grid.paper_ns(i), grid.mixing(i),
@@ -770,7 +817,7 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
     for (size_t f = 0; f < folds.size(); ++f) {
       const std::vector<size_t> train = others(folds, f);
       if (train.empty()) continue;
-      TG_ASSIGN_OR_RETURN(const Candidate c, StagedFit(grid, train, prior, fit_queueing));
+      TG_ASSIGN_OR_RETURN(const Candidate c, StagedFit(grid, train, prior, modes, fit_queueing));
       for (size_t i : folds[f]) scores.push_back(score(c, i));
     }
     return scores;
@@ -784,7 +831,7 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   const auto folds = Folds(all, options.folds);
   for (size_t f = 0; f < folds.size(); ++f) {
     const std::vector<size_t> train = others(folds, f);
-    TG_ASSIGN_OR_RETURN(const Candidate c, StagedFit(grid, train, prior, fit_queueing));
+    TG_ASSIGN_OR_RETURN(const Candidate c, StagedFit(grid, train, prior, modes, fit_queueing));
     TG_ASSIGN_OR_RETURN(const std::vector<double> scores, cv_scores(train));
     for (size_t i : folds[f]) {
       out.cv_residual[i] = grid.residual(c, i);
@@ -805,11 +852,16 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   }
   out.cv_coverage = static_cast<double>(inside) / static_cast<double>(n);
   // The final fit uses every run; its interval the cross-validated scores of all runs.
-  TG_ASSIGN_OR_RETURN(const Candidate c, StagedFit(grid, all, prior, fit_queueing));
+  TG_ASSIGN_OR_RETURN(const Candidate c, StagedFit(grid, all, prior, modes, fit_queueing));
   out.compute_overlap = static_cast<double>(c.o) / kOverlapSteps;
   out.tier_overlap = TierOverlapCandidate(c.j);
   out.fit_span_samples = base.fit_span_samples;
-  out.options = RecordedOptions(base);
+  // The file records whether the blocks fit their own overlaps (the options' fit-overlap).
+  out.options = RecordedOptions([&] {
+    EstimatorOptions fitted = base;
+    fitted.fit_overlap = c.b == 1;
+    return fitted;
+  }());
   if (base.machine) out.machine = base.machine->name;
   if (fit_queueing) {
     out.queue_strength = QueueStrengthCandidate(c.q);

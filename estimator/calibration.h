@@ -4,8 +4,12 @@
 // placements (estimator/README.md, "Calibration from measured runs"):
 //   - compute_overlap: the share of the shorter of compute and memory time that hides under
 //     the longer (the roofline model's `o`; with two devices the runs cannot separate it
-//     from the compute time). In [0, 1]: 0 and 1 are physical bounds (nothing, or all of
-//     the shorter time, hidden);
+//     from the compute time, nor three within their noise where compute hides under a
+//     tier's latency). In [0, 1]: 0 and 1 are physical bounds (nothing, or all of the
+//     shorter time, hidden). With three devices or more and per-block overlap fits in the
+//     base options (IndexOptions::fit_overlap), the fit also chooses between them and one
+//     overlap for every block (options["fit-overlap"] "off"; the overlap on a grid of
+//     0.05 then, where the blocks fitting their own start from one of 0, 0.1, .., 1);
 //   - tier_overlap: the share of the shorter tiers' bandwidth-bound time that overlaps the
 //     longest in a mix (IndexOptions::tier_overlap; a single-tier run cannot show it). In
 //     [0.4, 1]: 1 is the physical bound (the tiers transfer concurrently), 0.4 the
@@ -18,7 +22,7 @@
 //   - the prediction interval: the cross-validated residuals of the runs, each divided by
 //     its prior scale (prediction_interval.h), as the scores of a split-conformal interval;
 //     and relative_noise, their root mean square under the final fit.
-// Calibrate() fits them on a grid (compute_overlap 0, 0.1, .., 1 and queue_strength by
+// Calibrate() fits them on a grid (compute_overlap as above and queue_strength by
 // rebuilding the index; tier_overlap 1, 0.95, 0.9, 0.8, .., 0.4 on the index as built,
 // EstimatorIndex::RuntimeNs with a tier overlap; by the one-standard-error rule: of the candidates
 // whose mean absolute error is within one standard error of the lowest, the one nearest the prior),

@@ -315,7 +315,7 @@ BOUNDS = {"compute_overlap": (0.0, 1.0), "tier_overlap": (0.4, 1.0), "queue_stre
 def fit_text(seed, app, fit):
     """'seed:app o/f/q', each parameter at a bound of its grid starred."""
     o, f, q = fit
-    return (f"{seed}:{app} {o:.1f}{'*' if o in BOUNDS['compute_overlap'] else ''}/{f:g}"
+    return (f"{seed}:{app} {o:g}{'*' if o in BOUNDS['compute_overlap'] else ''}/{f:g}"
             f"{'*' if f == BOUNDS['tier_overlap'][0] else ''}/{q:.1f}"
             f"{'*' if q == BOUNDS['queue_strength'][1] else ''}")
 

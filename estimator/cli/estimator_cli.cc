@@ -463,6 +463,15 @@ absl::Status ApplyInterference(Estimator& estimator, const Placement& placement,
   return absl::OkStatus();
 }
 
+// Whether a calibration chose one compute overlap for every block over per-block fits
+// (its recorded --fit-overlap is off).
+bool OneOverlapForEveryBlock(const Calibration& c) {
+  for (const auto& [key, value] : c.options) {
+    if (key == "fit-overlap") return value == "off";
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string EstimatorCommandsHelp() {
@@ -601,17 +610,17 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
   std::printf(
       "%d runs, fit span %s, %d-fold cross-validation (each run scored by a fit on the "
       "others):\n"
-      "  uncalibrated (compute overlap %.1f, tier overlap %g): mean error %.2f %%, max error "
+      "  uncalibrated (compute overlap %g, tier overlap %g): mean error %.2f %%, max error "
       "%.2f %%\n"
       "  calibrated: mean error %.2f %%, max error %.2f %%; measured runtime inside the 90 %% "
       "interval in %.0f %% of the runs\n"
-      "fitted on all runs: compute overlap %.1f, tier overlap %g, queue "
+      "fitted on all runs: compute overlap %g%s, tier overlap %g, queue "
       "strength %.1f%s, relative noise %.2f %%; wrote %s\n",
       c.fitted_runs, std::to_string(common.options.fit_span_samples).c_str(), c.folds,
       common.options.compute_overlap, common.options.tier_overlap, c.uncalibrated_mean_error_pct,
       c.uncalibrated_max_error_pct, c.cv_mean_error_pct, c.cv_max_error_pct, 100 * c.cv_coverage,
-      c.compute_overlap, c.tier_overlap, c.queue_strength,
-      c.queue_shape ? StrCat(" (", c.queue_like, ")").c_str() : " (not fitted)",
+      c.compute_overlap, OneOverlapForEveryBlock(c) ? " for every block" : "", c.tier_overlap,
+      c.queue_strength, c.queue_shape ? StrCat(" (", c.queue_like, ")").c_str() : " (not fitted)",
       100 * c.relative_noise, p.Get("out").c_str());
   return 0;
 }

@@ -556,6 +556,47 @@ TEST(CalibrationTest, FitsTheQueueStrengthOfAQueueingMachine) {
   EXPECT_THAT(std::string(unnamed.status().message()), HasSubstr("queue_like"));
 }
 
+TEST(CalibrationTest, FitsComputeHiddenUnderTheFastTiersLatencyFromTheMeasuredMixes) {
+  // Under `hiding` compute hides 85 % of the shorter of compute and memory time. hotset's
+  // scan is then compute-bound on hbm, which its three runs cannot tell from latency-bound
+  // within their noise: at any other overlap its blocks read as latency-bound, and a mix
+  // that adds the remote tier's latency to hbm's is overpriced, whether each block fits
+  // its own overlap (the default) or takes the prior. The measured mixes tell the overlap,
+  // which then holds for every block: the fit chooses that over per-block fits.
+  const Data hiding = Hotset("hiding");
+  EstimatorOptions base = RecommendedEstimatorOptions(hiding.generated.machine);
+  base.compute_overlap = kCalibrationComputeOverlap;
+  ASSERT_TRUE(base.fit_overlap);
+  CalibrationOptions options;
+  options.folds = 3;
+  auto c = Calibrate(hiding.profile, base, hiding.runs, options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_NEAR(c->compute_overlap, 0.85, 0.051);  // the 0.05 grid's nearest to the truth
+  EstimatorOptions calibrated = base;
+  ApplyCalibration(*c, &calibrated);
+  EXPECT_FALSE(calibrated.fit_overlap);  // the file records it
+  EstimatorOptions per_block = calibrated;
+  per_block.fit_overlap = true;
+  auto error_pct = [&](const EstimatorOptions& o, const std::string& run) {
+    auto estimator = Estimator::Create(hiding.profile, o);
+    EXPECT_TRUE(estimator.ok()) << estimator.status();
+    for (const auto& [measured, placement] : hiding.runs) {
+      if (measured.name != run) continue;
+      auto e = (*estimator)->EstimatePlacement(placement, Model::kRoofline);
+      EXPECT_TRUE(e.ok()) << e.status();
+      return 100 * (e->runtime_ns / static_cast<double>(measured.runtime_ns) - 1);
+    }
+    ADD_FAILURE() << "no run " << run;
+    return 0.0;
+  };
+  // The first quarter of every array on hbm, the last on remote.
+  EXPECT_GT(error_pct(base, "mix-ranges-quarters"), 3.5);
+  EXPECT_GT(error_pct(per_block, "mix-ranges-quarters"), 3.5);
+  EXPECT_LT(std::fabs(error_pct(calibrated, "mix-ranges-quarters")), 1.5);
+  // With two devices the blocks' overlap fits do not act: nothing to choose
+  // (FitsTheOverlapAndScoresEveryRunOnAFitWithoutIt, CommandWritesAFileThatValidateReads).
+}
+
 TEST(CalibrationTest, FitsTheOverlapAndScoresEveryRunOnAFitWithoutIt) {
   // nekbone's phases overlap compute and memory by 0.7 (0.3 for one): the prior 0.5 is
   // off, and two devices cannot tell.

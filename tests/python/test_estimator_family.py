@@ -289,7 +289,7 @@ def test_the_calibrated_parameters_report_the_queue_strength_and_its_bounds(
     family.report_bounds(fits, ["queueing"])
     out = capsys.readouterr().out
     assert "3:q 0.5/0.95/2.0*" in out  # the grid's largest strength is starred; 0.95 whole
-    assert "3:old 0.0*/0.4*/0.0" in out
+    assert "3:old 0*/0.4*/0.0" in out  # the compute overlap as the grid's 0.05 steps print
     assert "| 1 of 2 | 1 of 2 |" in out  # strength above 0, and at 2
 
 
