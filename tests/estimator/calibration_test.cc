@@ -560,9 +560,10 @@ TEST(CalibrationTest, FitsComputeHiddenUnderTheFastTiersLatencyFromTheMeasuredMi
   // Under `hiding` compute hides 85 % of the shorter of compute and memory time. hotset's
   // scan is then compute-bound on hbm, which its three runs cannot tell from latency-bound
   // within their noise: at any other overlap its blocks read as latency-bound, and a mix
-  // that adds the remote tier's latency to hbm's is overpriced, whether each block fits
-  // its own overlap (the default) or takes the prior. The measured mixes tell the overlap,
-  // which then holds for every block: the fit chooses that over per-block fits.
+  // that adds the remote tier's latency to hbm's is overpriced; so it is when the blocks
+  // fit their own overlaps (the default), from the prior or even from the truth. The
+  // measured mixes tell the overlap, which then holds for every block: the fit chooses
+  // that over per-block fits.
   const Data hiding = Hotset("hiding");
   EstimatorOptions base = RecommendedEstimatorOptions(hiding.generated.machine);
   base.compute_overlap = kCalibrationComputeOverlap;
