@@ -463,15 +463,6 @@ absl::Status ApplyInterference(Estimator& estimator, const Placement& placement,
   return absl::OkStatus();
 }
 
-// Whether a calibration chose one compute overlap for every block over per-block fits
-// (its recorded --fit-overlap is off).
-bool OneOverlapForEveryBlock(const Calibration& c) {
-  for (const auto& [key, value] : c.options) {
-    if (key == "fit-overlap") return value == "off";
-  }
-  return false;
-}
-
 }  // namespace
 
 std::string EstimatorCommandsHelp() {
@@ -569,6 +560,10 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
     return Fail(w);
   }
   const Calibration& c = *calibration;
+  // The options estimates with the file use: the fit may have chosen one compute overlap
+  // for every block over per-block fits.
+  EstimatorOptions fitted = common.options;
+  ApplyCalibration(c, &fitted);
   if (p.Flag("json")) {
     json::Writer w;
     w.BeginObject();
@@ -619,7 +614,7 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
       c.fitted_runs, std::to_string(common.options.fit_span_samples).c_str(), c.folds,
       common.options.compute_overlap, common.options.tier_overlap, c.uncalibrated_mean_error_pct,
       c.uncalibrated_max_error_pct, c.cv_mean_error_pct, c.cv_max_error_pct, 100 * c.cv_coverage,
-      c.compute_overlap, OneOverlapForEveryBlock(c) ? " for every block" : "", c.tier_overlap,
+      c.compute_overlap, fitted.fit_overlap ? "" : " for every block", c.tier_overlap,
       c.queue_strength, c.queue_shape ? StrCat(" (", c.queue_like, ")").c_str() : " (not fitted)",
       100 * c.relative_noise, p.Get("out").c_str());
   return 0;
