@@ -19,6 +19,10 @@ absl::StatusOr<std::unique_ptr<Estimator>> Estimator::Create(Profile profile,
         StrCat("fit_span_samples must be 0 (each block's fit its own) or at least block_samples (",
                options.block_samples, "), not ", options.fit_span_samples));
   }
+  if (!(options.fit_tolerance >= 0 && options.fit_tolerance <= 0.1)) {
+    return absl::InvalidArgumentError(StrCat(
+        "fit_tolerance must be in [0, 0.1] (a relative misfit), not ", options.fit_tolerance));
+  }
   if (options.machine) {
     for (const std::string& device : profile.devices()) {
       if (options.machine->Find(device) == nullptr) {
@@ -59,6 +63,7 @@ absl::StatusOr<std::shared_ptr<const EstimatorIndex>> Estimator::IndexFor(
   index_options.empty_windows = options_.empty_windows;
   index_options.compute_overlap = options_.compute_overlap;
   index_options.fit_overlap = options_.fit_overlap;
+  index_options.fit_tolerance = options_.fit_tolerance;
   index_options.tier_overlap = options_.tier_overlap;
   index_options.limit_smoothness = options_.limit_smoothness;
   index_options.queue_like = options_.queue_like;

@@ -46,6 +46,7 @@ struct EstimatorOptions {
   bool join_sweeps = true;             // FirstTouchFootprint::kExtents
   double compute_overlap = 0.5;        // Model::kRoofline
   bool fit_overlap = true;             // Model::kRoofline, three runs or more
+  double fit_tolerance = 0;            // Model::kRoofline (IndexOptions)
   double tier_overlap = 1;             // Model::kRoofline (IndexOptions)
   double limit_smoothness = 0;         // Model::kRoofline (IndexOptions)
   std::optional<TierSpec> queue_like;  // Model::kRoofline (IndexOptions)

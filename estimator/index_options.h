@@ -153,6 +153,13 @@ struct IndexOptions {
   // Model::kRoofline with three runs or more: fit the overlap per block (grid 0, 0.1, ..,
   // 1; compute_overlap stays unless another value halves the residual). Default true.
   bool fit_overlap = true;
+  // Model::kRoofline: each block's fit takes the least concurrency (misses per outstanding
+  // miss) whose misfit to the runs exceeds the best fit's by at most this relative root
+  // mean square (internal::FitRoofline), its compute time refitted; the compute overlap is
+  // chosen as before. Where compute hides a tier's latency the runs allow a wide range of
+  // concurrencies within their noise (estimator/README.md, "A tolerance on the concurrency
+  // fit"). In [0, 0.1]; default 0: the best fit. A calibration fits it.
+  double fit_tolerance = 0;
   // Model::kRoofline: the sampling bias of the blocks' shares. Default kKeep.
   ShareBias share_bias = ShareBias::kKeep;
 };

@@ -121,6 +121,12 @@ void AddEstimateOptions(ArgParser& p, EstimateDefaults defaults = {}) {
               "off");
   p.AddOption("fit-overlap", "on|off",
               "roofline model with three devices or more: fit the compute overlap per block", "on");
+  p.AddOption("fit-tolerance", "FRACTION",
+              "roofline model: each block takes the least concurrency (latency-bound time) "
+              "whose fit misfits its runs by at most this relative root mean square more than "
+              "the best fit, in [0, 0.1] (calibrate fits it; estimator/README.md, \"A "
+              "tolerance on the concurrency fit\")",
+              "0");
   p.AddOption("share-bias", "keep|correct",
               "roofline model: correct: take off the bias the sampling spread of a block's "
               "shares puts on the roofline of a mix (convex in the shares)",
@@ -251,6 +257,11 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
     s = absl::InvalidArgumentError(
         StrCat("--fit-overlap must be on or off, not '", fit_overlap, "'"));
   }
+  auto fit_tolerance = p.GetDouble("fit-tolerance");
+  if (s.ok() && !(fit_tolerance.ok() && *fit_tolerance >= 0 && *fit_tolerance <= 0.1)) {
+    s = absl::InvalidArgumentError(
+        StrCat("--fit-tolerance must be a number in [0, 0.1], not '", p.Get("fit-tolerance"), "'"));
+  }
   const std::string share_bias = p.Get("share-bias");
   if (s.ok() && share_bias != "keep" && share_bias != "correct") {
     s = absl::InvalidArgumentError(
@@ -322,6 +333,7 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
   out->options.fit_span_samples = *fit_span;
   out->options.limit_smoothness = *smoothness;
   out->options.fit_overlap = fit_overlap == "on";
+  out->options.fit_tolerance = *fit_tolerance;
   out->options.subset_fits = subset_fits == "on";
   out->options.share_bias = share_bias == "correct" ? ShareBias::kCorrect : ShareBias::kKeep;
   out->options.queue_strength = *queue_strength;
@@ -500,7 +512,7 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
   p.SetEpilog(
       "JSON output: {runs: [{name, measured_ns, cv_error_pct, cv_inside}], fit_span,\n"
       "compute_overlap,\n"
-      "tier_overlap, queue_strength (0 when not fitted), relative_noise, folds,\n"
+      "tier_overlap, queue_strength (0 when not fitted), fit_tolerance, relative_noise, folds,\n"
       "cv_mean_error_pct, cv_max_error_pct, uncalibrated_mean_error_pct,\n"
       "uncalibrated_max_error_pct, cv_coverage}.");
   CommonArgs common;
@@ -561,7 +573,7 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
   }
   const Calibration& c = *calibration;
   // The options estimates with the file use: the fit may have chosen one compute overlap
-  // for every block over per-block fits.
+  // for every block over per-block fits, and a tolerance of the concurrency fit.
   EstimatorOptions fitted = common.options;
   ApplyCalibration(c, &fitted);
   if (p.Flag("json")) {
@@ -588,6 +600,7 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
              {"compute_overlap", c.compute_overlap},
              {"tier_overlap", c.tier_overlap},
              {"queue_strength", c.queue_strength},
+             {"fit_tolerance", fitted.fit_tolerance},
              {"relative_noise", c.relative_noise},
              {"folds", c.folds},
              {"cv_mean_error_pct", c.cv_mean_error_pct},
@@ -610,13 +623,13 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
       "  calibrated: mean error %.2f %%, max error %.2f %%; measured runtime inside the 90 %% "
       "interval in %.0f %% of the runs\n"
       "fitted on all runs: compute overlap %g%s, tier overlap %g, queue "
-      "strength %.1f%s, relative noise %.2f %%; wrote %s\n",
+      "strength %.1f%s, fit tolerance %g, relative noise %.2f %%; wrote %s\n",
       c.fitted_runs, std::to_string(common.options.fit_span_samples).c_str(), c.folds,
       common.options.compute_overlap, common.options.tier_overlap, c.uncalibrated_mean_error_pct,
       c.uncalibrated_max_error_pct, c.cv_mean_error_pct, c.cv_max_error_pct, 100 * c.cv_coverage,
       c.compute_overlap, fitted.fit_overlap ? "" : " for every block", c.tier_overlap,
       c.queue_strength, c.queue_shape ? StrCat(" (", c.queue_like, ")").c_str() : " (not fitted)",
-      100 * c.relative_noise, p.Get("out").c_str());
+      fitted.fit_tolerance, 100 * c.relative_noise, p.Get("out").c_str());
   return 0;
 }
 

@@ -32,6 +32,10 @@ absl::Status EstimatorIndex::Builder::ReadRuns() {
         StrCat("fit_span_samples must be 0 (each block's fit its own) or at least block_samples (",
                options_.block_samples, "), not ", options_.fit_span_samples));
   }
+  if (!(options_.fit_tolerance >= 0 && options_.fit_tolerance <= 0.1)) {
+    return absl::InvalidArgumentError(StrCat(
+        "fit_tolerance must be in [0, 0.1] (a relative misfit), not ", options_.fit_tolerance));
+  }
   x_.n_ = runs_.size();
   x_.devices_ = profile_.devices();
   x_.base_ = DeviceIndex(profile_, options_.base_device);
@@ -536,6 +540,14 @@ EstimatorIndex::Builder::SpanFit EstimatorIndex::Builder::FitSpanRoofline(
       }
     }
   }
+  if (options_.fit_tolerance > 0) {
+    // The least concurrency the runs allow at the chosen overlap (IndexOptions::
+    // fit_tolerance); the residual stays the best fit's.
+    double r = 0;
+    std::tie(f.concurrency, f.compute) =
+        internal::FitRoofline(time, span_band, latency_ns_, f.overlap, curves, &r,
+                              x_.blocks_.memory, options_.fit_tolerance);
+  }
   return f;
 }
 
@@ -689,6 +701,10 @@ void EstimatorIndex::Builder::FitSubsets(const std::vector<double>& block_time,
           overlap = i / 10.0;
         }
       }
+    }
+    if (options_.fit_tolerance > 0) {
+      std::tie(xs, compute) = internal::FitRoofline(t, bd, lat, overlap, curves, &residual,
+                                                    b.memory, options_.fit_tolerance);
     }
     b.subset_compute.push_back(compute_share == 1 ? compute : compute * compute_share);
     b.subset_overlap.push_back(overlap);

@@ -17,7 +17,7 @@ double DeviceMemoryNs(double latency_time, double band_time, const LoadCurve* cu
 std::pair<double, double> FitRoofline(const std::vector<double>& t, const std::vector<double>& band,
                                       const std::vector<double>& latency, double overlap,
                                       const std::vector<LoadCurve>& curves, double* residual_out,
-                                      const MemoryCombination& how) {
+                                      const MemoryCombination& how, double tolerance) {
   *residual_out = 0;
   const size_t n = t.size();
   double lo = std::numeric_limits<double>::infinity(), hi = 0, t_max = 0;
@@ -108,14 +108,43 @@ std::pair<double, double> FitRoofline(const std::vector<double>& t, const std::v
     }
   }
   double cost;
-  const double x = lo * std::exp(0.5 * (a + b));
-  const double c = best_compute(x, &cost);
+  double x = lo * std::exp(0.5 * (a + b));
+  double c = best_compute(x, &cost);
   if (cost < best - tol) {
-    *residual_out = cost;
-    return {x, c};
+    best = cost;
+  } else {
+    x = best_x;
+    c = best_c;
   }
   *residual_out = best;
-  return {best_x, best_c};
+  if (!(tolerance > 0)) return {x, c};
+  // The least x within the tolerance: the first grid point below the best fit's that
+  // meets it (or the best fit's x), then bisection (log x) between it and the grid point
+  // before, which does not.
+  double squares = 0;
+  for (size_t d = 0; d < n; ++d) squares += t[d] * t[d];
+  const double limit = best + tolerance * tolerance * squares;
+  double u_in = std::log(x / lo), u_out = -1;
+  for (int i = 0; i <= kGrid; ++i) {
+    const double u = ratio * i / kGrid;
+    if (u >= u_in) break;
+    best_compute(lo * std::exp(u), &cost);
+    if (cost <= limit) {
+      u_in = u;
+      break;
+    }
+    u_out = u;
+  }
+  if (u_out >= 0) {
+    for (int it = 0; it < 24; ++it) {
+      const double u = 0.5 * (u_in + u_out);
+      best_compute(lo * std::exp(u), &cost);
+      (cost <= limit ? u_in : u_out) = u;
+    }
+  }
+  x = lo * std::exp(u_in);
+  c = best_compute(x, &cost);
+  return {x, c};
 }
 
 }  // namespace tiergym::internal

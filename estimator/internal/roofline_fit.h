@@ -29,14 +29,20 @@ double DeviceMemoryNs(double latency_time, double band_time, const LoadCurve* cu
 // Little's law; band[d] = bytes / bandwidth_d), with the latency loaded along the device's
 // measured curve when it has one (DeviceMemoryNs, curves[d]; `curves` may be empty), and
 // t[d] = RoofTime(compute, memory_d, overlap), memory_d = DeviceMemoryNs(.., how).
-// Returns {x, compute} minimising the squared residuals, which go to *residual_out: a log
-// grid over x, refined by golden section, with the compute time exact for each x (the
-// residual is piecewise quadratic in it).
+// Returns {x, compute} minimising the squared residuals, whose least goes to
+// *residual_out: a log grid over x, refined by golden section, with the compute time exact
+// for each x (the residual is piecewise quadratic in it).
+// With `tolerance` > 0, the least x whose fit's squared residuals exceed the least by at
+// most tolerance^2 * sum_d t[d]^2 (a relative root-mean-square misfit of `tolerance` per
+// run, spread over the runs), with its compute time: where compute hides a tier's latency,
+// the runs tell x only to within their noise, and the least latency among the fits they
+// allow is the one a mix's price is least biased by (estimator/README.md, "A tolerance on
+// the concurrency fit").
 // REQUIRES: t, band and latency have one entry per device, latency > 0.
 std::pair<double, double> FitRoofline(const std::vector<double>& t, const std::vector<double>& band,
                                       const std::vector<double>& latency, double overlap,
                                       const std::vector<LoadCurve>& curves, double* residual_out,
-                                      const MemoryCombination& how = {});
+                                      const MemoryCombination& how = {}, double tolerance = 0);
 
 }  // namespace tiergym::internal
 
