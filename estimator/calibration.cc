@@ -46,11 +46,24 @@ int NearestTierOverlapStep(double tier_overlap) {
 constexpr int kQueueSteps = 4;
 double QueueStrengthCandidate(int k) { return 0.5 * k; }
 
+// Concurrency fit tolerance candidates (IndexOptions::fit_tolerance): 0 first, the
+// uncalibrated prior.
+constexpr std::array<double, 3> kTolerances = {0.0, 0.003, 0.01};
+constexpr int kToleranceSteps = static_cast<int>(kTolerances.size());
+// The step of the candidate nearest `tolerance`.
+int NearestToleranceStep(double tolerance) {
+  int best = 0;
+  for (int k = 1; k < kToleranceSteps; ++k) {
+    if (std::fabs(kTolerances[k] - tolerance) < std::fabs(kTolerances[best] - tolerance)) best = k;
+  }
+  return best;
+}
+
 // One candidate of the grid: per-block overlap fits b (1: on, IndexOptions::fit_overlap;
 // 0: the overlap holds for every block), compute overlap step o, queue strength step q,
-// tier overlap step j.
+// tier overlap step j, concurrency fit tolerance step t.
 struct Candidate {
-  int b = 0, o = 0, q = 0, j = 0;
+  int b = 0, o = 0, q = 0, j = 0, t = 0;
 };
 
 // Whether per-block overlap fits (IndexOptions::fit_overlap) change the estimates of
@@ -59,12 +72,13 @@ bool PerBlockFitsAct(Model model, const Profile& profile) {
   return model == Model::kRoofline && profile.runs().size() >= 3;
 }
 
-// The estimator a candidate builds: its per-block fits, compute overlap and queue strength.
-using BuildKey = std::tuple<int, int, int>;
-BuildKey KeyOf(const Candidate& c) { return {c.b, c.o, c.q}; }
+// The estimator a candidate builds: its per-block fits, compute overlap, queue strength and
+// fit tolerance.
+using BuildKey = std::tuple<int, int, int, int>;
+BuildKey KeyOf(const Candidate& c) { return {c.b, c.o, c.q, c.t}; }
 
 // The relative residuals (estimate / measured - 1) and estimates of every run under the
-// candidates of one (b, o, q): [j][run].
+// candidates of one (b, o, q, t): [j][run].
 struct Table {
   std::vector<std::vector<double>> residual, estimate;
   std::vector<double> serialized;  // per run: the estimate with the tier overlap 0
@@ -98,7 +112,7 @@ Candidate Fit(const std::map<BuildKey, Table>& tables, const std::vector<Candida
   auto steps = [&](size_t c) {
     const Candidate& x = candidates[c];
     return std::abs(x.b - prior.b) + std::abs(x.o - prior.o) + std::abs(x.q - prior.q) +
-           std::abs(x.j - prior.j);
+           std::abs(x.j - prior.j) + std::abs(x.t - prior.t);
   };
   size_t chosen = best;
   for (size_t c = 0; c < candidates.size(); ++c) {
@@ -124,6 +138,7 @@ struct RecordedOption {
   std::string (*get)(const EstimatorOptions&);
   bool (*set)(std::string_view, EstimatorOptions*);
   std::string_view rule;
+  int since = 7;  // the file version that added it (older files leave the option as given)
 };
 
 std::string OnOff(bool on) { return on ? "on" : "off"; }
@@ -158,7 +173,7 @@ bool SetWord(std::string_view text, std::string_view a, E ea, std::string_view b
   return true;
 }
 
-constexpr std::array<RecordedOption, 14> kRecordedOptions = {{
+constexpr std::array<RecordedOption, 15> kRecordedOptions = {{
     {"window", [](const EstimatorOptions& o) { return StrCat(o.window_instructions); },
      [](std::string_view t, EstimatorOptions* o) {
        return SetCount(t, 1, &o->window_instructions);
@@ -240,6 +255,14 @@ constexpr std::array<RecordedOption, 14> kRecordedOptions = {{
     {"fit-overlap", [](const EstimatorOptions& o) { return OnOff(o.fit_overlap); },
      [](std::string_view t, EstimatorOptions* o) { return SetOnOff(t, &o->fit_overlap); },
      "on or off"},
+    {"fit-tolerance", [](const EstimatorOptions& o) { return StrCat(o.fit_tolerance); },
+     [](std::string_view t, EstimatorOptions* o) {
+       const std::optional<double> v = ParseNumber(t);
+       if (!v || !(*v >= 0 && *v <= 0.1)) return false;
+       o->fit_tolerance = *v;
+       return true;
+     },
+     "a number in [0, 0.1]", 8},
     {"share-bias",
      [](const EstimatorOptions& o) {
        return std::string(o.share_bias == ShareBias::kCorrect ? "correct" : "keep");
@@ -369,12 +392,17 @@ absl::Status ParseRecordedOptions(json::ObjectReader& r, double version, Calibra
   TG_RETURN_IF_ERROR(o.CheckIsObject());
   // A misspelt key is reported as such, before the key it was meant to be as missing.
   for (const auto& [key, value] : options->object()) {
-    if (FindRecordedOption(key) == nullptr) {
-      return o.Error(key, &value, "is not an option a calibration records");
+    const RecordedOption* ro = FindRecordedOption(key);
+    if (ro == nullptr) return o.Error(key, &value, "is not an option a calibration records");
+    if (ro->since > version) {
+      return o.Error(key, &value,
+                     StrCat("is a version ", ro->since, " key (this file says version ",
+                            static_cast<int>(version), ")"));
     }
   }
   EstimatorOptions checked;
   for (const RecordedOption& ro : kRecordedOptions) {
+    if (ro.since > version) continue;  // the option as given
     TG_ASSIGN_OR_RETURN(std::string value, o.RequiredString(ro.key));
     if (!ro.set(value, &checked)) {
       return o.Error(ro.key, nullptr, StrCat("must be ", ro.rule, ", not \"", value, "\""));
@@ -399,8 +427,8 @@ absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_
                    StrCat(R"(expected "tiergym-calibration", got ")", format, "\""));
   }
   TG_ASSIGN_OR_RETURN(double version, r.RequiredNumber("version"));
-  if (!(version >= 1 && version <= 7 && version == std::floor(version)))
-    return r.Error("version", nullptr, "only versions 1 to 7 are known");
+  if (!(version >= 1 && version <= 8 && version == std::floor(version)))
+    return r.Error("version", nullptr, "only versions 1 to 8 are known");
   Calibration c;
   TG_ASSIGN_OR_RETURN(std::string model, r.RequiredString("model"));
   auto parsed = ParseModel(model);
@@ -509,7 +537,7 @@ std::string FormatCalibration(const Calibration& c) {
   w.Key("format");
   w.String("tiergym-calibration");
   w.Key("version");
-  w.Int(7);
+  w.Int(8);
   w.Key("model");
   w.String(ModelName(c.model));
   w.Key("compute_overlap");
@@ -602,11 +630,15 @@ class Grid {
         paper_ns_(n_),
         mixing_(n_) {}
 
-  // Computes the tables of (b, o, q) for every o of `os` and q of `qs` not computed yet.
-  absl::Status Ensure(int b, const std::vector<int>& os, const std::vector<int>& qs) {
+  // Computes the tables of (b, o, q, t) for every o of `os`, q of `qs` and t of `ts` not
+  // computed yet.
+  absl::Status Ensure(int b, const std::vector<int>& os, const std::vector<int>& qs,
+                      const std::vector<int>& ts) {
     for (int o : os) {
       for (int q : qs) {
-        if (!tables_.contains({b, o, q})) TG_RETURN_IF_ERROR(Compute(b, o, q));
+        for (int t : ts) {
+          if (!tables_.contains({b, o, q, t})) TG_RETURN_IF_ERROR(Compute(b, o, q, t));
+        }
       }
     }
     return absl::OkStatus();
@@ -626,9 +658,10 @@ class Grid {
   [[nodiscard]] double mixing(size_t i) const { return mixing_[i]; }
 
  private:
-  absl::Status Compute(int b, int o, int q) {
+  absl::Status Compute(int b, int o, int q, int k) {
     EstimatorOptions opts = base_;
     opts.fit_overlap = b == 1;
+    opts.fit_tolerance = kTolerances[k];
     opts.compute_overlap = static_cast<double>(o) / kOverlapSteps;
     opts.queue_like = q > 0 ? shape_ : std::nullopt;
     opts.queue_strength = QueueStrengthCandidate(q);
@@ -637,18 +670,19 @@ class Grid {
       options_.progress(StrCat(
           "estimating ", n_, " runs with compute overlap ", FixedDecimal(opts.compute_overlap, 2),
           b == 1 && PerBlockFitsAct(options_.model, profile_) ? " (per-block fits from it)" : "",
-          ", queue strength ", FixedDecimal(opts.queue_strength, 1), " and ", kTierSteps,
-          " tier overlaps"));
+          ", queue strength ", FixedDecimal(opts.queue_strength, 1),
+          k > 0 ? StrCat(", fit tolerance ", opts.fit_tolerance) : std::string(), " and ",
+          kTierSteps, " tier overlaps"));
     }
     TG_ASSIGN_OR_RETURN(auto estimator, Estimator::Create(profile_, opts));
-    Table& t = tables_[{b, o, q}];
+    Table& t = tables_[{b, o, q, k}];
     t.residual.assign(kTierSteps, std::vector<double>(n_));
     t.estimate.assign(kTierSteps, std::vector<double>(n_));
     t.serialized.assign(n_, 0);
     for (size_t i = 0; i < n_; ++i) {
       const Placement& placement = runs_[i].second;
       auto fail = [&](const absl::Status& s) {
-        tables_.erase({b, o, q});
+        tables_.erase({b, o, q, k});
         return absl::Status(s.code(), StrCat("run ", runs_[i].first.name, ": ", s.message()));
       };
       if (absl::Status s = CheckPlacementTiers(profile_, placement); !s.ok()) return fail(s);
@@ -711,14 +745,19 @@ std::vector<int> OverlapSteps(int b, const Candidate& prior) {
 // of `modes`), compute and tier overlap at the prior queue strength, the fit without
 // queueing; (B) queue strength and tier overlap at the prior's per-block fits and compute
 // overlap; if B moves the queue strength, (C) compute and tier overlap again at B's, with
-// A's per-block fits. Each stage by the one-standard-error rule towards the prior.
+// A's per-block fits. Each stage by the one-standard-error rule towards the prior, at the
+// prior's fit tolerance. With `fit_tolerance`, (D) the fit tolerance and tier overlap at
+// the chosen per-block fits, compute overlap and queue strength (kToleranceSteps - 1 builds
+// more per choice).
 absl::StatusOr<Candidate> StagedFit(Grid& grid, const std::vector<size_t>& which, Candidate prior,
-                                    const std::vector<int>& modes, bool fit_queueing) {
-  auto over = [](int b, const std::vector<int>& os, const std::vector<int>& qs,
-                 std::vector<Candidate>* out) {
+                                    const std::vector<int>& modes, bool fit_queueing,
+                                    bool fit_tolerance) {
+  const int t = prior.t;
+  auto over = [t](int b, const std::vector<int>& os, const std::vector<int>& qs,
+                  std::vector<Candidate>* out) {
     for (int o : os) {
       for (int q : qs) {
-        for (int j = 0; j < kTierSteps; ++j) out->push_back({b, o, q, j});
+        for (int j = 0; j < kTierSteps; ++j) out->push_back({b, o, q, j, t});
       }
     }
   };
@@ -726,22 +765,34 @@ absl::StatusOr<Candidate> StagedFit(Grid& grid, const std::vector<size_t>& which
                          int q) -> absl::StatusOr<std::vector<Candidate>> {
     std::vector<Candidate> out;
     for (int b : bs) {
-      TG_RETURN_IF_ERROR(grid.Ensure(b, OverlapSteps(b, prior), {q}));
+      TG_RETURN_IF_ERROR(grid.Ensure(b, OverlapSteps(b, prior), {q}, {t}));
       over(b, OverlapSteps(b, prior), {q}, &out);
     }
     return out;
   };
-  TG_ASSIGN_OR_RETURN(const std::vector<Candidate> stage_a, overlaps_at(modes, prior.q));
-  const Candidate a = Fit(grid.tables(), stage_a, which, prior);
-  if (!fit_queueing) return a;
-  const std::vector<int> all_q = Steps(kQueueSteps + 1);
-  TG_RETURN_IF_ERROR(grid.Ensure(prior.b, {prior.o}, all_q));
-  std::vector<Candidate> stage_b;
-  over(prior.b, {prior.o}, all_q, &stage_b);
-  const Candidate b = Fit(grid.tables(), stage_b, which, prior);
-  if (b.q == prior.q) return a;
-  TG_ASSIGN_OR_RETURN(const std::vector<Candidate> stage_c, overlaps_at({a.b}, b.q));
-  return Fit(grid.tables(), stage_c, which, {a.b, prior.o, b.q, prior.j});
+  // Stages A to C.
+  auto overlaps = [&]() -> absl::StatusOr<Candidate> {
+    TG_ASSIGN_OR_RETURN(const std::vector<Candidate> stage_a, overlaps_at(modes, prior.q));
+    const Candidate a = Fit(grid.tables(), stage_a, which, prior);
+    if (!fit_queueing) return a;
+    const std::vector<int> all_q = Steps(kQueueSteps + 1);
+    TG_RETURN_IF_ERROR(grid.Ensure(prior.b, {prior.o}, all_q, {t}));
+    std::vector<Candidate> stage_b;
+    over(prior.b, {prior.o}, all_q, &stage_b);
+    const Candidate b = Fit(grid.tables(), stage_b, which, prior);
+    if (b.q == prior.q) return a;
+    TG_ASSIGN_OR_RETURN(const std::vector<Candidate> stage_c, overlaps_at({a.b}, b.q));
+    return Fit(grid.tables(), stage_c, which, {a.b, prior.o, b.q, prior.j, t});
+  };
+  TG_ASSIGN_OR_RETURN(const Candidate c, overlaps());
+  if (!fit_tolerance) return c;
+  const std::vector<int> all_t = Steps(kToleranceSteps);
+  TG_RETURN_IF_ERROR(grid.Ensure(c.b, {c.o}, {c.q}, all_t));
+  std::vector<Candidate> stage_d;
+  for (int k : all_t) {
+    for (int j = 0; j < kTierSteps; ++j) stage_d.push_back({c.b, c.o, c.q, j, k});
+  }
+  return Fit(grid.tables(), stage_d, which, c);
 }
 
 }  // namespace
@@ -780,6 +831,7 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   prior.j = NearestTierOverlapStep(base.tier_overlap);
   prior.q =
       std::clamp(static_cast<int>(std::lround(base_q / QueueStrengthCandidate(1))), 0, kQueueSteps);
+  prior.t = NearestToleranceStep(base.fit_tolerance);
   const bool fit_queueing = shape.has_value();
   // Per-block overlap fits, where the base options have them and they act (the roofline
   // model with three devices or more): with them and without, the fitted overlap then
@@ -789,9 +841,15 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   // README.md, "Compute hidden under latency").
   std::vector<int> modes = {prior.b};
   if (prior.b == 1 && PerBlockFitsAct(options.model, profile)) modes.push_back(0);
+  // The concurrency fit's tolerance, where three runs or more are fitted (with two, every
+  // block's fit is exact): compute hidden under a tier's latency leaves the concurrency to
+  // the runs' noise, which measured mixes can see (estimator/README.md, "A tolerance on the
+  // concurrency fit").
+  const bool fit_tolerance = PerBlockFitsAct(options.model, profile);
   Grid grid(profile, base, runs, options, shape);
   auto measured = [&](size_t i) { return static_cast<double>(runs[i].first.runtime_ns); };
-  TG_RETURN_IF_ERROR(grid.Ensure(prior.b, {prior.o}, {prior.q}));  // the paper estimates first
+  // The paper estimates first.
+  TG_RETURN_IF_ERROR(grid.Ensure(prior.b, {prior.o}, {prior.q}, {prior.t}));
   auto score = [&](const Candidate& c, size_t i) {
     return std::fabs(grid.residual(c, i)) / RelativeSd(options.prior, grid.estimate(c, i),
                                                        grid.paper_ns(i), grid.mixing(i),
@@ -817,7 +875,8 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
     for (size_t f = 0; f < folds.size(); ++f) {
       const std::vector<size_t> train = others(folds, f);
       if (train.empty()) continue;
-      TG_ASSIGN_OR_RETURN(const Candidate c, StagedFit(grid, train, prior, modes, fit_queueing));
+      TG_ASSIGN_OR_RETURN(const Candidate c,
+                          StagedFit(grid, train, prior, modes, fit_queueing, fit_tolerance));
       for (size_t i : folds[f]) scores.push_back(score(c, i));
     }
     return scores;
@@ -831,7 +890,8 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   const auto folds = Folds(all, options.folds);
   for (size_t f = 0; f < folds.size(); ++f) {
     const std::vector<size_t> train = others(folds, f);
-    TG_ASSIGN_OR_RETURN(const Candidate c, StagedFit(grid, train, prior, modes, fit_queueing));
+    TG_ASSIGN_OR_RETURN(const Candidate c,
+                        StagedFit(grid, train, prior, modes, fit_queueing, fit_tolerance));
     TG_ASSIGN_OR_RETURN(const std::vector<double> scores, cv_scores(train));
     for (size_t i : folds[f]) {
       out.cv_residual[i] = grid.residual(c, i);
@@ -852,7 +912,8 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   }
   out.cv_coverage = static_cast<double>(inside) / static_cast<double>(n);
   // The final fit uses every run; its interval the cross-validated scores of all runs.
-  TG_ASSIGN_OR_RETURN(const Candidate c, StagedFit(grid, all, prior, modes, fit_queueing));
+  TG_ASSIGN_OR_RETURN(const Candidate c,
+                      StagedFit(grid, all, prior, modes, fit_queueing, fit_tolerance));
   out.compute_overlap = static_cast<double>(c.o) / kOverlapSteps;
   out.tier_overlap = TierOverlapCandidate(c.j);
   out.fit_span_samples = base.fit_span_samples;
@@ -860,6 +921,7 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   out.options = RecordedOptions([&] {
     EstimatorOptions fitted = base;
     fitted.fit_overlap = c.b == 1;
+    fitted.fit_tolerance = kTolerances[c.t];
     return fitted;
   }());
   if (base.machine) out.machine = base.machine->name;

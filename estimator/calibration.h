@@ -19,6 +19,11 @@
 //     curve: CalibrationOptions::queue_like, default xeonmax:ddr, the measured DDR5). In
 //     [0, 2] on a grid 0, 0.5, .., 2: 0 is the physical bound (a flat latency, the
 //     uncalibrated prior), 1 the measured curve's own rise, 2 the largest the grid tries;
+//   - the fit tolerance (IndexOptions::fit_tolerance, options["fit-tolerance"]): with three
+//     devices or more, how much more misfit each block's fit may take to take less
+//     concurrency, where compute hidden under a tier's latency leaves the concurrency to the
+//     runs' noise. 0, 0.003 or 0.01: 0 (the best fit) is the uncalibrated prior, 0.01 the
+//     largest the grid tries;
 //   - the prediction interval: the cross-validated residuals of the runs, each divided by
 //     its prior scale (prediction_interval.h), as the scores of a split-conformal interval;
 //     and relative_noise, their root mean square under the final fit.
@@ -27,19 +32,21 @@
 // EstimatorIndex::RuntimeNs with a tier overlap; by the one-standard-error rule: of the candidates
 // whose mean absolute error is within one standard error of the lowest, the one nearest the prior),
 // in stages: compute and tier overlap at the prior queue strength; queue strength and tier overlap
-// at the prior compute overlap; if the queue strength moved, compute and tier overlap again at it.
+// at the prior compute overlap; if the queue strength moved, compute and tier overlap again at it;
+// with three devices or more, the fit tolerance and tier overlap at the chosen rest.
 // It reports k-fold cross-validated errors: every run is scored by parameters fitted on the other
 // folds only, and its interval from scores of those folds only (nested: the scores of the other
 // folds come from fits without the run's fold either).
 //
 // File format (JSON, written by WriteCalibration, read by ReadCalibration):
-//   {"format": "tiergym-calibration", "version": 7,
+//   {"format": "tiergym-calibration", "version": 8,
 //    "model": "roofline",            // the model the parameters were fitted for
 //    "fit_span": 2048,               // version 6: the fit span the runs were fitted with
 //    "machine": "disagg",            // version 7, optional: the machine's name
 //    "options": {"window": "1000000", "block-samples": "256", ...},
 //                                    // version 7: every option RecordedOptions names, as
-//                                    // the command line writes it
+//                                    // the command line writes it ("fit-tolerance" since
+//                                    // version 8; a version 7 file leaves it as given)
 //    "compute_overlap": 0.7,         // in [0, 1]
 //    "tier_overlap": 0.9,            // in [0, 1]; version 1 files: 1
 //    "queue_strength": 0.5,          // version 4, in [0, 4]; with "queue_like", both or neither
@@ -55,7 +62,8 @@
 //                         "coverage": ..}}   // coverage optional
 // Unknown keys are errors; "cross_validation", "fitted_runs", "tier_overlap", "interval",
 // "fit_span", "machine", "options", "queue_strength" and "queue_like" are optional on reading
-// (version 1-6 files read as before: version 6 has no "options" (the estimator's are left alone),
+// (version 1-7 files read as before: version 7 has no "fit-tolerance" (the estimator's is left
+// alone), version 6 no "options" (the estimator's are left alone),
 // version 5 no "fit_span" (the estimator's fit span is left alone),
 // version 4 no "overlap_error" (its scores were divided by a scale without the
 // serialization term: 0), version 3 no queueing keys (the estimator's queue options are
@@ -131,8 +139,8 @@ inline constexpr double kCalibrationComputeOverlap = 0.7;
 // parameters it fits, in the command line's names and syntax (`tiergym estimate --help`):
 // window, phasemarks (on|off: --no-phasemarks), block-samples, shares, first-touch,
 // extent-gap, empty-windows, align, segment-tail, limit-smoothness, subset-fits, fit-overlap,
-// share-bias, read-pct. Each changes the blocks or their fits, so a calibration's parameters
-// and residuals hold under its own values only.
+// fit-tolerance (version 8), share-bias, read-pct. Each changes the blocks or their fits, so a
+// calibration's parameters and residuals hold under its own values only.
 std::vector<std::pair<std::string, std::string>> RecordedOptions(const EstimatorOptions& options);
 
 // A recorded option whose value differs between a calibration and other options: its key

@@ -147,7 +147,7 @@ TEST(CalibrationTest, TheMixingTermWidensMixesOnlyAndRoundTripsSinceVersionThree
   auto back = ParseCalibration(FormatCalibration(c), "c.json");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_DOUBLE_EQ(back->prior.mix_error, 0.04);
-  EXPECT_THAT(FormatCalibration(c), HasSubstr(R"("version": 7)"));
+  EXPECT_THAT(FormatCalibration(c), HasSubstr(R"("version": 8)"));
   // Version 2 files have no mix_error: read as 0, and the key is refused there.
   ExpectIntervalKeySince(
       R"({"format": "tiergym-calibration", "version": 2, "model": "roofline",
@@ -298,7 +298,7 @@ TEST(CalibrationTest, VersionFourRoundTripsTheQueueingAndRefusesBadValuesByName)
   c.queue_like = "xeonmax:ddr";
   c.queue_shape = *LoadQueueShape("xeonmax:ddr");
   const std::string text = FormatCalibration(c);
-  EXPECT_THAT(text, HasSubstr(R"("version": 7)"));
+  EXPECT_THAT(text, HasSubstr(R"("version": 8)"));
   auto back = ParseCalibration(text, "c.json");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_DOUBLE_EQ(back->queue_strength, 1.5);
@@ -343,7 +343,7 @@ TEST(CalibrationTest, VersionFourRoundTripsTheQueueingAndRefusesBadValuesByName)
   EXPECT_THAT(refused(R"("queue_like": "xeonmax:ddr")", R"("queue_like": "knl:ddr")"),
               HasSubstr("measured curves"));
   EXPECT_THAT(refused(R"("queue_like": "xeonmax:ddr",)", ""), HasSubstr("queue_like"));
-  EXPECT_THAT(refused(R"("version": 7)", R"("version": 3)"), HasSubstr("version 4 key"));
+  EXPECT_THAT(refused(R"("version": 8)", R"("version": 3)"), HasSubstr("version 4 key"));
 }
 
 TEST(CalibrationTest, VersionSixRecordsTheFitSpanAndEstimatesWithTheFileUseIt) {
@@ -372,7 +372,7 @@ TEST(CalibrationTest, VersionSixRecordsTheFitSpanAndEstimatesWithTheFileUseIt) {
   ApplyCalibration(*ParseCalibration(FormatCalibration(old), "c.json"), &options);
   EXPECT_EQ(options.fit_span_samples, 1024u);
   std::string v5 = text;
-  v5.replace(v5.find(R"("version": 7)"), 12, R"("version": 5)");
+  v5.replace(v5.find(R"("version": 8)"), 12, R"("version": 5)");
   auto refused = ParseCalibration(v5, "c.json");
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("fit_span"));
@@ -380,9 +380,9 @@ TEST(CalibrationTest, VersionSixRecordsTheFitSpanAndEstimatesWithTheFileUseIt) {
   std::string negative = text;
   negative.replace(negative.find("2048"), 4, "-1");
   EXPECT_FALSE(ParseCalibration(negative, "c.json").ok());
-  std::string eight = text;
-  eight.replace(eight.find(R"("version": 7)"), 12, R"("version": 8)");
-  EXPECT_FALSE(ParseCalibration(eight, "c.json").ok());
+  std::string nine = text;
+  nine.replace(nine.find(R"("version": 8)"), 12, R"("version": 9)");
+  EXPECT_FALSE(ParseCalibration(nine, "c.json").ok());
 }
 
 TEST(CalibrationTest, VersionSevenRecordsTheEstimatesOptionsAndEstimatesWithTheFileUseThem) {
@@ -394,9 +394,10 @@ TEST(CalibrationTest, VersionSevenRecordsTheEstimatesOptionsAndEstimatesWithTheF
   fitted.use_phasemarks = false;
   fitted.read_pct = 62.5;
   fitted.limit_smoothness = 4;
+  fitted.fit_tolerance = 0.003;
   Calibration c;
   c.options = RecordedOptions(fitted);
-  ASSERT_EQ(c.options.size(), 14u);
+  ASSERT_EQ(c.options.size(), 15u);
   const std::string text = FormatCalibration(c);
   EXPECT_THAT(text, HasSubstr(R"("block-samples": "512")"));
   EXPECT_THAT(text, HasSubstr(R"("first-touch": "extended")"));
@@ -408,7 +409,7 @@ TEST(CalibrationTest, VersionSevenRecordsTheEstimatesOptionsAndEstimatesWithTheF
   // Applied, every recorded option is the file's; options it does not record stay.
   EstimatorOptions options;
   options.compute_overlap = 0.3;
-  EXPECT_EQ(ConflictingOptions(*back, options).size(), 6u);  // first-touch is one
+  EXPECT_EQ(ConflictingOptions(*back, options).size(), 7u);  // first-touch is one
   ApplyCalibration(*back, &options);
   EXPECT_TRUE(ConflictingOptions(*back, options).empty());
   EXPECT_EQ(RecordedOptions(options), RecordedOptions(fitted));
@@ -417,6 +418,7 @@ TEST(CalibrationTest, VersionSevenRecordsTheEstimatesOptionsAndEstimatesWithTheF
   EXPECT_FALSE(options.use_phasemarks);
   EXPECT_EQ(options.read_pct, 62.5);
   EXPECT_EQ(options.share_bias, ShareBias::kCorrect);
+  EXPECT_EQ(options.fit_tolerance, 0.003);
   const std::vector<OptionConflict> one = ConflictingOptions(*back, [&] {
     EstimatorOptions o = options;
     o.block_samples = 256;
@@ -452,7 +454,28 @@ TEST(CalibrationTest, VersionSevenRecordsTheEstimatesOptionsAndEstimatesWithTheF
               HasSubstr("options.share_bias: is not an option a calibration records"));
   EXPECT_THAT(refused(R"("window": "1000000")", R"("window": 1000000)"),
               HasSubstr("options.window"));
-  EXPECT_THAT(refused(R"("version": 7)", R"("version": 6)"), HasSubstr("version 7 key"));
+  EXPECT_THAT(refused(R"("version": 8)", R"("version": 6)"), HasSubstr("version 7 key"));
+  EXPECT_THAT(refused(R"("fit-tolerance": "0.003")", R"("fit-tolerance": "0.5")"),
+              HasSubstr("options.fit-tolerance: must be a number in [0, 0.1]"));
+  // Version 8 added the fit tolerance: a version 7 file has none (the estimate's own is
+  // left alone) and may not name it.
+  EXPECT_THAT(refused(R"("version": 8)", R"("version": 7)"),
+              HasSubstr("options.fit-tolerance: is a version 8 key (this file says version 7)"));
+  std::string seven = text;
+  seven.replace(seven.find(R"("version": 8)"), 12, R"("version": 7)");
+  const std::string key = R"("fit-tolerance": "0.003",)";
+  ASSERT_NE(seven.find(key), std::string::npos) << seven;
+  seven.erase(seven.find(key), key.size());
+  auto v7 = ParseCalibration(seven, "c.json");
+  ASSERT_TRUE(v7.ok()) << v7.status() << "\n" << seven;
+  EXPECT_EQ(v7->options.size(), 14u);
+  EstimatorOptions tolerant;
+  tolerant.fit_tolerance = 0.01;
+  for (const OptionConflict& conflict : ConflictingOptions(*v7, tolerant)) {
+    EXPECT_NE(conflict.key, "fit-tolerance");
+  }
+  ApplyCalibration(*v7, &tolerant);
+  EXPECT_EQ(tolerant.fit_tolerance, 0.01);
   // The machine it was fitted on: estimates on another, or without one, are refused.
   Calibration on_disagg = c;
   on_disagg.machine = "disagg";
@@ -700,7 +723,7 @@ TEST(CalibrationTest, CommandWritesAFileThatValidateReads) {
       old.machine.clear();
       return old;
     }());
-    v6.replace(v6.find(R"("version": 7)"), 12, R"("version": 6)");
+    v6.replace(v6.find(R"("version": 8)"), 12, R"("version": 6)");
     const std::string six = dir + "/six.json";
     std::ofstream(six) << v6;
     std::vector<std::string> args = validate;
