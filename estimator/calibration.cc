@@ -165,6 +165,14 @@ std::optional<double> ParseNumber(std::string_view text) {
   return v;
 }
 
+// A number in [lo, hi].
+bool SetNumberIn(std::string_view text, double lo, double hi, double* out) {
+  const std::optional<double> v = ParseNumber(text);
+  if (!v || !(*v >= lo && *v <= hi)) return false;
+  *out = *v;
+  return true;
+}
+
 // Two words for an enum's two values.
 template <typename E>
 bool SetWord(std::string_view text, std::string_view a, E ea, std::string_view b, E eb, E* out) {
@@ -257,10 +265,7 @@ constexpr std::array<RecordedOption, 15> kRecordedOptions = {{
      "on or off"},
     {"fit-tolerance", [](const EstimatorOptions& o) { return StrCat(o.fit_tolerance); },
      [](std::string_view t, EstimatorOptions* o) {
-       const std::optional<double> v = ParseNumber(t);
-       if (!v || !(*v >= 0 && *v <= 0.1)) return false;
-       o->fit_tolerance = *v;
-       return true;
+       return SetNumberIn(t, 0, 0.1, &o->fit_tolerance);
      },
      "a number in [0, 0.1]", 8},
     {"share-bias",
@@ -272,12 +277,7 @@ constexpr std::array<RecordedOption, 15> kRecordedOptions = {{
      },
      "keep or correct"},
     {"read-pct", [](const EstimatorOptions& o) { return StrCat(o.read_pct); },
-     [](std::string_view t, EstimatorOptions* o) {
-       const std::optional<double> v = ParseNumber(t);
-       if (!v || !(*v >= 0 && *v <= 100)) return false;
-       o->read_pct = *v;
-       return true;
-     },
+     [](std::string_view t, EstimatorOptions* o) { return SetNumberIn(t, 0, 100, &o->read_pct); },
      "a number in [0, 100]"},
 }};
 
