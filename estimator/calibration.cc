@@ -66,9 +66,10 @@ struct Candidate {
   int b = 0, o = 0, q = 0, j = 0, t = 0;
 };
 
-// Whether per-block overlap fits (IndexOptions::fit_overlap) change the estimates of
-// `model` on `profile`: the roofline model's, with three devices or more.
-bool PerBlockFitsAct(Model model, const Profile& profile) {
+// Whether `model` fits each block to more runs of `profile` than its compute time and
+// concurrency: the roofline model with three devices or more, where per-block overlap fits
+// (IndexOptions::fit_overlap) and the fit tolerance (IndexOptions::fit_tolerance) act.
+bool OverdeterminedRoofline(Model model, const Profile& profile) {
   return model == Model::kRoofline && profile.runs().size() >= 3;
 }
 
@@ -265,7 +266,7 @@ constexpr std::array<RecordedOption, 15> kRecordedOptions = {{
      "on or off"},
     {"fit-tolerance", [](const EstimatorOptions& o) { return StrCat(o.fit_tolerance); },
      [](std::string_view t, EstimatorOptions* o) {
-       return SetNumberIn(t, 0, 0.1, &o->fit_tolerance);
+       return SetNumberIn(t, 0, kMaxFitTolerance, &o->fit_tolerance);
      },
      "a number in [0, 0.1]", 8},
     {"share-bias",
@@ -669,7 +670,8 @@ class Grid {
     if (options_.progress) {
       options_.progress(StrCat(
           "estimating ", n_, " runs with compute overlap ", FixedDecimal(opts.compute_overlap, 2),
-          b == 1 && PerBlockFitsAct(options_.model, profile_) ? " (per-block fits from it)" : "",
+          b == 1 && OverdeterminedRoofline(options_.model, profile_) ? " (per-block fits from it)"
+                                                                     : "",
           ", queue strength ", FixedDecimal(opts.queue_strength, 1),
           k > 0 ? StrCat(", fit tolerance ", opts.fit_tolerance) : std::string(), " and ",
           kTierSteps, " tier overlaps"));
@@ -840,12 +842,12 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   // whatever the measured mixes say; elsewhere the blocks' own overlaps fit best (estimator/
   // README.md, "Compute hidden under latency").
   std::vector<int> modes = {prior.b};
-  if (prior.b == 1 && PerBlockFitsAct(options.model, profile)) modes.push_back(0);
+  if (prior.b == 1 && OverdeterminedRoofline(options.model, profile)) modes.push_back(0);
   // The concurrency fit's tolerance, where three runs or more are fitted (with two, every
   // block's fit is exact): compute hidden under a tier's latency leaves the concurrency to
   // the runs' noise, which measured mixes can see (estimator/README.md, "A tolerance on the
   // concurrency fit").
-  const bool fit_tolerance = PerBlockFitsAct(options.model, profile);
+  const bool fit_tolerance = OverdeterminedRoofline(options.model, profile);
   Grid grid(profile, base, runs, options, shape);
   auto measured = [&](size_t i) { return static_cast<double>(runs[i].first.runtime_ns); };
   // The paper estimates first.

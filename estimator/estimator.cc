@@ -19,9 +19,9 @@ absl::StatusOr<std::unique_ptr<Estimator>> Estimator::Create(Profile profile,
         StrCat("fit_span_samples must be 0 (each block's fit its own) or at least block_samples (",
                options.block_samples, "), not ", options.fit_span_samples));
   }
-  if (!(options.fit_tolerance >= 0 && options.fit_tolerance <= 0.1)) {
-    return absl::InvalidArgumentError(StrCat(
-        "fit_tolerance must be in [0, 0.1] (a relative misfit), not ", options.fit_tolerance));
+  if (!(options.fit_tolerance >= 0 && options.fit_tolerance <= kMaxFitTolerance)) {
+    return absl::InvalidArgumentError(StrCat("fit_tolerance must be in [0, ", kMaxFitTolerance,
+                                             "] (a relative misfit), not ", options.fit_tolerance));
   }
   if (options.machine) {
     for (const std::string& device : profile.devices()) {

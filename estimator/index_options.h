@@ -51,6 +51,9 @@ enum class ShareBias {
 
 // The largest IndexOptions::queue_strength: four times a measured curve's latency rise.
 inline constexpr double kMaxQueueStrength = 4;
+// IndexOptions::fit_tolerance's largest value: a misfit of 10 % (relative root mean
+// square) is no longer a fit.
+inline constexpr double kMaxFitTolerance = 0.1;
 
 // IndexOptions::queue_from_profile (estimator/README.md, "Queueing read from the profile,
 // uncalibrated"): the candidate strengths, k / 2 for k < kQueueCandidates (0, 0.5, .., 2,
@@ -158,7 +161,7 @@ struct IndexOptions {
   // mean square (internal::FitRoofline), its compute time refitted; the compute overlap is
   // chosen as before. Where compute hides a tier's latency the runs allow a wide range of
   // concurrencies within their noise (estimator/README.md, "A tolerance on the concurrency
-  // fit"). In [0, 0.1]; default 0: the best fit. A calibration fits it.
+  // fit"). In [0, kMaxFitTolerance]; default 0: the best fit. A calibration fits it.
   double fit_tolerance = 0;
   // Model::kRoofline: the sampling bias of the blocks' shares. Default kKeep.
   ShareBias share_bias = ShareBias::kKeep;

@@ -258,9 +258,11 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
         StrCat("--fit-overlap must be on or off, not '", fit_overlap, "'"));
   }
   auto fit_tolerance = p.GetDouble("fit-tolerance");
-  if (s.ok() && !(fit_tolerance.ok() && *fit_tolerance >= 0 && *fit_tolerance <= 0.1)) {
-    s = absl::InvalidArgumentError(
-        StrCat("--fit-tolerance must be a number in [0, 0.1], not '", p.Get("fit-tolerance"), "'"));
+  if (s.ok() &&
+      !(fit_tolerance.ok() && *fit_tolerance >= 0 && *fit_tolerance <= kMaxFitTolerance)) {
+    s = absl::InvalidArgumentError(StrCat("--fit-tolerance must be a number in [0, ",
+                                          kMaxFitTolerance, "], not '", p.Get("fit-tolerance"),
+                                          "'"));
   }
   const std::string share_bias = p.Get("share-bias");
   if (s.ok() && share_bias != "keep" && share_bias != "correct") {

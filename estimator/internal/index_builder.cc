@@ -32,9 +32,10 @@ absl::Status EstimatorIndex::Builder::ReadRuns() {
         StrCat("fit_span_samples must be 0 (each block's fit its own) or at least block_samples (",
                options_.block_samples, "), not ", options_.fit_span_samples));
   }
-  if (!(options_.fit_tolerance >= 0 && options_.fit_tolerance <= 0.1)) {
-    return absl::InvalidArgumentError(StrCat(
-        "fit_tolerance must be in [0, 0.1] (a relative misfit), not ", options_.fit_tolerance));
+  if (!(options_.fit_tolerance >= 0 && options_.fit_tolerance <= kMaxFitTolerance)) {
+    return absl::InvalidArgumentError(StrCat("fit_tolerance must be in [0, ", kMaxFitTolerance,
+                                             "] (a relative misfit), not ",
+                                             options_.fit_tolerance));
   }
   x_.n_ = runs_.size();
   x_.devices_ = profile_.devices();

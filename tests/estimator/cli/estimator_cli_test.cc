@@ -309,6 +309,13 @@ TEST_F(EstimatorCliTest, UsageErrorsExitWithTwo) {
     EXPECT_EQ(bad.exit_code, 2) << span;
     EXPECT_THAT(bad.out, HasSubstr("--fit-span must be 0 or an integer of at least")) << span;
   }
+  for (const char* tolerance : {"0.2", "-0.01", "x"}) {  // outside [0, 0.1], not a number
+    Result bad =
+        Tiergym("validate " + ProfileArgs() + " --runs r.csv --fit-tolerance " + tolerance, true);
+    EXPECT_EQ(bad.exit_code, 2) << tolerance;
+    EXPECT_THAT(bad.out, HasSubstr("--fit-tolerance must be a number in [0, 0.1], not '" +
+                                   std::string(tolerance) + "'"));
+  }
   Result help = Tiergym("validate --help");
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_THAT(help.out, HasSubstr("--plot"));
