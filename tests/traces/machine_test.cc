@@ -1,6 +1,9 @@
 #include "traces/machine.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "traces/base/file.h"
@@ -314,6 +317,31 @@ TEST(MachineTest, LoadedLatencyRisesWithTheTiersLoadAndSolvesItsFixedPoint) {
   EXPECT_GT(m, 80);
   // Bandwidth-bound work runs at the peak: band time 500 against latency 100 * 3.
   EXPECT_NEAR(LoadedMemoryTimeNs(std::vector<double>{100}, std::vector<double>{500}, c), 500, 1e-9);
+}
+
+TEST(MachineTest, TheCombinedMemoryTimeSolvesItsFixedPointForEverySmoothness) {
+  // Two loaded tiers whose bandwidth times overlap by 60 %, latency- and bandwidth-bound
+  // time combined as the p-norm: the time m returned is the one whose loads give it,
+  // m = ((sum_t l_t r_t(b_t / m))^p + T_b^p)^(1/p), for the norms computed without pow
+  // (1, 2, 4) and with it, and for the hard maximum.
+  LoadCurve a, b;
+  a.idle_latency_ns = b.idle_latency_ns = 100;
+  a.peak_gbps = b.peak_gbps = 10;
+  a.ratio = {{0.3, 1.0}, {0.7, 1.6}, {1.0, 4.0}};
+  b.ratio = {{0.5, 1.0}, {1.0, 2.5}};
+  const std::vector<const LoadCurve*> curves = {&a, &b};
+  const std::vector<double> latency = {90, 60}, band = {70, 40};
+  for (double p : {0.0, 1.0, 2.0, 3.0, 4.0, 8.0}) {
+    SCOPED_TRACE(p);
+    const MemoryCombination how{0.6, p};
+    const double m = LoadedMemoryTimeNs(latency, band, curves, how);
+    const double band_time = 70 + 0.4 * 40;
+    const double lat = 90 * a.Ratio(70 / m) + 60 * b.Ratio(40 / m);
+    const double expected = p == 0 ? std::max(lat, band_time)
+                                   : std::pow(std::pow(lat, p) + std::pow(band_time, p), 1 / p);
+    EXPECT_NEAR(m, expected, 1e-9 * m);
+    EXPECT_GT(m, std::max(150.0, band_time));  // loaded above the idle latencies' sum
+  }
 }
 
 }  // namespace
