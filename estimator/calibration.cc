@@ -59,11 +59,30 @@ int NearestToleranceStep(double tolerance) {
   return best;
 }
 
+// Limit smoothness candidates (IndexOptions::limit_smoothness) where CalibrationOptions::
+// fit_smoothness is set: the hard maximum (0, the uncalibrated prior) and the p-norms 2
+// and 4 (estimator/README.md, "A fitted limit smoothness").
+constexpr std::array<double, 3> kSmoothness = {0.0, 2.0, 4.0};
+
+// The smoothness candidates of a calibration from `base` (the prior): kSmoothness when
+// fitted, with the prior's own value in order if it is not among them; else the prior's
+// only. Sets *prior_step to the prior's index.
+std::vector<double> SmoothnessCandidates(double base, bool fit, int* prior_step) {
+  std::vector<double> out;
+  if (fit) out.assign(kSmoothness.begin(), kSmoothness.end());
+  if (std::find(out.begin(), out.end(), base) == out.end()) {
+    out.insert(std::upper_bound(out.begin(), out.end(), base), base);
+  }
+  *prior_step = static_cast<int>(std::find(out.begin(), out.end(), base) - out.begin());
+  return out;
+}
+
 // One candidate of the grid: per-block overlap fits b (1: on, IndexOptions::fit_overlap;
 // 0: the overlap holds for every block), compute overlap step o, queue strength step q,
-// tier overlap step j, concurrency fit tolerance step t.
+// tier overlap step j, concurrency fit tolerance step t, limit smoothness step p (of the
+// calibration's SmoothnessCandidates).
 struct Candidate {
-  int b = 0, o = 0, q = 0, j = 0, t = 0;
+  int b = 0, o = 0, q = 0, j = 0, t = 0, p = 0;
 };
 
 // Whether `model` fits each block to more runs of `profile` than its compute time and
@@ -73,10 +92,10 @@ bool OverdeterminedRoofline(Model model, const Profile& profile) {
   return model == Model::kRoofline && profile.runs().size() >= 3;
 }
 
-// The estimator a candidate builds: its per-block fits, compute overlap, queue strength and
-// fit tolerance.
-using BuildKey = std::tuple<int, int, int, int>;
-BuildKey KeyOf(const Candidate& c) { return {c.b, c.o, c.q, c.t}; }
+// The estimator a candidate builds: its per-block fits, compute overlap, queue strength,
+// fit tolerance and limit smoothness (which the blocks' fits assume).
+using BuildKey = std::tuple<int, int, int, int, int>;
+BuildKey KeyOf(const Candidate& c) { return {c.b, c.o, c.q, c.t, c.p}; }
 
 // The relative residuals (estimate / measured - 1) and estimates of every run under the
 // candidates of one (b, o, q, t): [j][run].
@@ -113,7 +132,7 @@ Candidate Fit(const std::map<BuildKey, Table>& tables, const std::vector<Candida
   auto steps = [&](size_t c) {
     const Candidate& x = candidates[c];
     return std::abs(x.b - prior.b) + std::abs(x.o - prior.o) + std::abs(x.q - prior.q) +
-           std::abs(x.j - prior.j) + std::abs(x.t - prior.t);
+           std::abs(x.j - prior.j) + std::abs(x.t - prior.t) + std::abs(x.p - prior.p);
   };
   size_t chosen = best;
   for (size_t c = 0; c < candidates.size(); ++c) {
@@ -615,35 +634,41 @@ std::string FormatCalibration(const Calibration& c) {
 namespace {
 
 // The residual tables of a calibration, computed on first use: one estimator build per
-// (per-block overlap fits, compute overlap, queue strength), the tier overlaps on copies of
-// its indexes.
+// (per-block overlap fits, compute overlap, queue strength, fit tolerance, limit
+// smoothness), the tier overlaps on copies of its indexes.
 class Grid {
  public:
   Grid(const Profile& profile, const EstimatorOptions& base,
        const std::vector<std::pair<MeasuredRun, Placement>>& runs,
-       const CalibrationOptions& options, std::optional<TierSpec> shape)
+       const CalibrationOptions& options, std::optional<TierSpec> shape,
+       std::vector<double> smoothness)
       : profile_(profile),
         base_(base),
         runs_(runs),
         options_(options),
         shape_(std::move(shape)),
+        smoothness_(std::move(smoothness)),
         n_(runs.size()),
         paper_ns_(n_),
         mixing_(n_) {}
 
-  // Computes the tables of (b, o, q, t) for every o of `os`, q of `qs` and t of `ts` not
-  // computed yet.
+  // Computes the tables of (b, o, q, t, p) for every o of `os`, q of `qs`, t of `ts` and p
+  // of `ps` not computed yet.
   absl::Status Ensure(int b, const std::vector<int>& os, const std::vector<int>& qs,
-                      const std::vector<int>& ts) {
+                      const std::vector<int>& ts, const std::vector<int>& ps) {
     for (int o : os) {
       for (int q : qs) {
         for (int t : ts) {
-          if (!tables_.contains({b, o, q, t})) TG_RETURN_IF_ERROR(Compute(b, o, q, t));
+          for (int p : ps) {
+            if (!tables_.contains({b, o, q, t, p})) TG_RETURN_IF_ERROR(Compute(b, o, q, t, p));
+          }
         }
       }
     }
     return absl::OkStatus();
   }
+  [[nodiscard]] int smoothness_steps() const { return static_cast<int>(smoothness_.size()); }
+  [[nodiscard]] double smoothness(int p) const { return smoothness_[p]; }
   [[nodiscard]] const std::map<BuildKey, Table>& tables() const { return tables_; }
   [[nodiscard]] double residual(const Candidate& c, size_t i) const {
     return tables_.at(KeyOf(c)).residual[c.j][i];
@@ -659,10 +684,11 @@ class Grid {
   [[nodiscard]] double mixing(size_t i) const { return mixing_[i]; }
 
  private:
-  absl::Status Compute(int b, int o, int q, int k) {
+  absl::Status Compute(int b, int o, int q, int k, int p) {
     EstimatorOptions opts = base_;
     opts.fit_overlap = b == 1;
     opts.fit_tolerance = kTolerances[k];
+    opts.limit_smoothness = smoothness_[p];
     opts.compute_overlap = static_cast<double>(o) / kOverlapSteps;
     opts.queue_like = q > 0 ? shape_ : std::nullopt;
     opts.queue_strength = QueueStrengthCandidate(q);
@@ -673,18 +699,20 @@ class Grid {
           b == 1 && OverdeterminedRoofline(options_.model, profile_) ? " (per-block fits from it)"
                                                                      : "",
           ", queue strength ", FixedDecimal(opts.queue_strength, 1),
-          k > 0 ? StrCat(", fit tolerance ", opts.fit_tolerance) : std::string(), " and ",
-          kTierSteps, " tier overlaps"));
+          k > 0 ? StrCat(", fit tolerance ", opts.fit_tolerance) : std::string(),
+          opts.limit_smoothness > 0 ? StrCat(", limit smoothness ", opts.limit_smoothness)
+                                    : std::string(),
+          " and ", kTierSteps, " tier overlaps"));
     }
     TG_ASSIGN_OR_RETURN(auto estimator, Estimator::Create(profile_, opts));
-    Table& t = tables_[{b, o, q, k}];
+    Table& t = tables_[{b, o, q, k, p}];
     t.residual.assign(kTierSteps, std::vector<double>(n_));
     t.estimate.assign(kTierSteps, std::vector<double>(n_));
     t.serialized.assign(n_, 0);
     for (size_t i = 0; i < n_; ++i) {
       const Placement& placement = runs_[i].second;
       auto fail = [&](const absl::Status& s) {
-        tables_.erase({b, o, q, k});
+        tables_.erase({b, o, q, k, p});
         return absl::Status(s.code(), StrCat("run ", runs_[i].first.name, ": ", s.message()));
       };
       if (absl::Status s = CheckPlacementTiers(profile_, placement); !s.ok()) return fail(s);
@@ -718,6 +746,7 @@ class Grid {
   const std::vector<std::pair<MeasuredRun, Placement>>& runs_;
   const CalibrationOptions& options_;
   const std::optional<TierSpec> shape_;
+  const std::vector<double> smoothness_;
   const size_t n_;
   std::vector<double> paper_ns_, mixing_;
   bool have_paper_ = false;
@@ -744,55 +773,57 @@ std::vector<int> OverlapSteps(int b, const Candidate& prior) {
 // strength and tier overlap would build the estimator (11 + 21) * 5 times; these build it
 // 36 times when the queue strength stays, 47 or 57 when every fold moves it alike and A
 // chose per-block fits or not; without that choice, 15 and 26): (A) per-block fits (each
-// of `modes`), compute and tier overlap at the prior queue strength, the fit without
-// queueing; (B) queue strength and tier overlap at the prior's per-block fits and compute
-// overlap; if B moves the queue strength, (C) compute and tier overlap again at B's, with
-// A's per-block fits. Each stage by the one-standard-error rule towards the prior, at the
-// prior's fit tolerance. With `fit_tolerance`, (D) the fit tolerance and tier overlap at
-// the chosen per-block fits, compute overlap and queue strength (kToleranceSteps - 1 builds
-// more per choice).
+// of `modes`), compute and tier overlap at the prior queue strength and limit smoothness,
+// the fit without queueing; (B) queue strength (with `fit_queueing`), limit smoothness (of
+// the grid's candidates) and tier overlap at the prior's per-block fits and compute
+// overlap; if B moves the queue strength or the smoothness, (C) compute and tier overlap
+// again at B's, with A's per-block fits. Each stage by the one-standard-error rule towards
+// the prior, at the prior's fit tolerance. With `fit_tolerance`, (D) the fit tolerance and
+// tier overlap at the chosen per-block fits, compute overlap, queue strength and
+// smoothness (kToleranceSteps - 1 builds more per choice).
 absl::StatusOr<Candidate> StagedFit(Grid& grid, const std::vector<size_t>& which, Candidate prior,
                                     const std::vector<int>& modes, bool fit_queueing,
                                     bool fit_tolerance) {
   const int t = prior.t;
-  auto over = [t](int b, const std::vector<int>& os, const std::vector<int>& qs,
+  auto over = [t](int b, const std::vector<int>& os, const std::vector<int>& qs, int p,
                   std::vector<Candidate>* out) {
     for (int o : os) {
       for (int q : qs) {
-        for (int j = 0; j < kTierSteps; ++j) out->push_back({b, o, q, j, t});
+        for (int j = 0; j < kTierSteps; ++j) out->push_back({b, o, q, j, t, p});
       }
     }
   };
-  auto overlaps_at = [&](const std::vector<int>& bs,
-                         int q) -> absl::StatusOr<std::vector<Candidate>> {
+  auto overlaps_at = [&](const std::vector<int>& bs, int q,
+                         int p) -> absl::StatusOr<std::vector<Candidate>> {
     std::vector<Candidate> out;
     for (int b : bs) {
-      TG_RETURN_IF_ERROR(grid.Ensure(b, OverlapSteps(b, prior), {q}, {t}));
-      over(b, OverlapSteps(b, prior), {q}, &out);
+      TG_RETURN_IF_ERROR(grid.Ensure(b, OverlapSteps(b, prior), {q}, {t}, {p}));
+      over(b, OverlapSteps(b, prior), {q}, p, &out);
     }
     return out;
   };
   // Stages A to C.
   auto overlaps = [&]() -> absl::StatusOr<Candidate> {
-    TG_ASSIGN_OR_RETURN(const std::vector<Candidate> stage_a, overlaps_at(modes, prior.q));
+    TG_ASSIGN_OR_RETURN(const std::vector<Candidate> stage_a, overlaps_at(modes, prior.q, prior.p));
     const Candidate a = Fit(grid.tables(), stage_a, which, prior);
-    if (!fit_queueing) return a;
-    const std::vector<int> all_q = Steps(kQueueSteps + 1);
-    TG_RETURN_IF_ERROR(grid.Ensure(prior.b, {prior.o}, all_q, {t}));
+    const std::vector<int> qs = fit_queueing ? Steps(kQueueSteps + 1) : std::vector{prior.q};
+    const std::vector<int> ps = Steps(grid.smoothness_steps());
+    if (qs.size() == 1 && ps.size() == 1) return a;
+    TG_RETURN_IF_ERROR(grid.Ensure(prior.b, {prior.o}, qs, {t}, ps));
     std::vector<Candidate> stage_b;
-    over(prior.b, {prior.o}, all_q, &stage_b);
+    for (int p : ps) over(prior.b, {prior.o}, qs, p, &stage_b);
     const Candidate b = Fit(grid.tables(), stage_b, which, prior);
-    if (b.q == prior.q) return a;
-    TG_ASSIGN_OR_RETURN(const std::vector<Candidate> stage_c, overlaps_at({a.b}, b.q));
-    return Fit(grid.tables(), stage_c, which, {a.b, prior.o, b.q, prior.j, t});
+    if (b.q == prior.q && b.p == prior.p) return a;
+    TG_ASSIGN_OR_RETURN(const std::vector<Candidate> stage_c, overlaps_at({a.b}, b.q, b.p));
+    return Fit(grid.tables(), stage_c, which, {a.b, prior.o, b.q, prior.j, t, b.p});
   };
   TG_ASSIGN_OR_RETURN(const Candidate c, overlaps());
   if (!fit_tolerance) return c;
   const std::vector<int> all_t = Steps(kToleranceSteps);
-  TG_RETURN_IF_ERROR(grid.Ensure(c.b, {c.o}, {c.q}, all_t));
+  TG_RETURN_IF_ERROR(grid.Ensure(c.b, {c.o}, {c.q}, all_t, {c.p}));
   std::vector<Candidate> stage_d;
   for (int k : all_t) {
-    for (int j = 0; j < kTierSteps; ++j) stage_d.push_back({c.b, c.o, c.q, j, k});
+    for (int j = 0; j < kTierSteps; ++j) stage_d.push_back({c.b, c.o, c.q, j, k, c.p});
   }
   return Fit(grid.tables(), stage_d, which, c);
 }
@@ -848,10 +879,13 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   // the runs' noise, which measured mixes can see (estimator/README.md, "A tolerance on the
   // concurrency fit").
   const bool fit_tolerance = OverdeterminedRoofline(options.model, profile);
-  Grid grid(profile, base, runs, options, shape);
+  // The limit smoothness: the prior's, and with fit_smoothness the grid's candidates.
+  std::vector<double> smoothness =
+      SmoothnessCandidates(base.limit_smoothness, options.fit_smoothness, &prior.p);
+  Grid grid(profile, base, runs, options, shape, std::move(smoothness));
   auto measured = [&](size_t i) { return static_cast<double>(runs[i].first.runtime_ns); };
   // The paper estimates first.
-  TG_RETURN_IF_ERROR(grid.Ensure(prior.b, {prior.o}, {prior.q}, {prior.t}));
+  TG_RETURN_IF_ERROR(grid.Ensure(prior.b, {prior.o}, {prior.q}, {prior.t}, {prior.p}));
   auto score = [&](const Candidate& c, size_t i) {
     return std::fabs(grid.residual(c, i)) / RelativeSd(options.prior, grid.estimate(c, i),
                                                        grid.paper_ns(i), grid.mixing(i),
@@ -924,6 +958,7 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
     EstimatorOptions fitted = base;
     fitted.fit_overlap = c.b == 1;
     fitted.fit_tolerance = kTolerances[c.t];
+    fitted.limit_smoothness = grid.smoothness(c.p);
     return fitted;
   }());
   if (base.machine) out.machine = base.machine->name;

@@ -24,6 +24,9 @@
 //     concurrency, where compute hidden under a tier's latency leaves the concurrency to the
 //     runs' noise. 0, 0.003 or 0.01: 0 (the best fit) is the uncalibrated prior, 0.01 the
 //     largest the grid tries;
+//   - with CalibrationOptions::fit_smoothness, the limit smoothness
+//     (IndexOptions::limit_smoothness, options["limit-smoothness"]): 0 (the hard maximum of
+//     latency- and bandwidth-bound time, the prior), 2 or 4 (their p-norm);
 //   - the prediction interval: the cross-validated residuals of the runs, each divided by
 //     its prior scale (prediction_interval.h), as the scores of a split-conformal interval;
 //     and relative_noise, their root mean square under the final fit.
@@ -31,8 +34,9 @@
 // rebuilding the index; tier_overlap 1, 0.95, 0.9, 0.8, .., 0.4 on the index as built,
 // EstimatorIndex::RuntimeNs with a tier overlap; by the one-standard-error rule: of the candidates
 // whose mean absolute error is within one standard error of the lowest, the one nearest the prior),
-// in stages: compute and tier overlap at the prior queue strength; queue strength and tier overlap
-// at the prior compute overlap; if the queue strength moved, compute and tier overlap again at it;
+// in stages: compute and tier overlap at the prior queue strength; queue strength (with
+// fit_smoothness, and limit smoothness) and tier overlap at the prior compute overlap; if the
+// queue strength or smoothness moved, compute and tier overlap again at them;
 // with three devices or more, the fit tolerance and tier overlap at the chosen rest.
 // It reports k-fold cross-validated errors: every run is scored by parameters fitted on the other
 // folds only, and its interval from scores of those folds only (nested: the scores of the other
@@ -180,6 +184,11 @@ struct CalibrationOptions {
   // The measured curve (MACHINE:TIER) whose latency rise the queue strength scales; empty:
   // no queueing fit. When the base options have a queue_like, it must name that curve.
   std::string queue_like = std::string(kDefaultQueueLike);
+  // Whether to fit the limit between latency- and bandwidth-bound time
+  // (EstimatorOptions::limit_smoothness) among the hard maximum and the p-norms 2 and 4,
+  // with the queue strength; the fitted value is a recorded option (estimator/README.md,
+  // "A fitted limit smoothness"). Off: the base options' smoothness holds.
+  bool fit_smoothness = false;
   // Progress lines (may be empty).
   std::function<void(const std::string&)> progress;
 };

@@ -295,17 +295,21 @@ def calibration_path(d, key):
 
 
 def fitted_parameters(d, options):
-    """(compute_overlap, tier_overlap, queue_strength, fit tolerance) of the calibration
-    score() wrote for d and `options`, or None (queue_strength 0 in files without a queueing
-    fit, the tolerance 0 in files before version 8)."""
+    """(compute_overlap, tier_overlap, queue_strength, fit tolerance, limit smoothness) of the
+    calibration score() wrote for d and `options`, or None (queue_strength 0 in files without
+    a queueing fit, the tolerance 0 in files before version 8, the smoothness 0 before
+    version 7)."""
     paths = [calibration_path(d, key) for key in score_keys(options, True)]
     try:
         with open(next((p for p in paths if os.path.exists(p)), paths[0])) as f:
             doc = json.load(f)
     except OSError:
         return None
-    tolerance = float(doc.get("options", {}).get("fit-tolerance", 0))
-    return doc["compute_overlap"], doc["tier_overlap"], doc.get("queue_strength", 0.0), tolerance
+    recorded = doc.get("options", {})
+    tolerance = float(recorded.get("fit-tolerance", 0))
+    smoothness = float(recorded.get("limit-smoothness", 0))
+    return (doc["compute_overlap"], doc["tier_overlap"], doc.get("queue_strength", 0.0), tolerance,
+            smoothness)
 
 
 # The calibrated parameters' bounds (estimator/calibration.h): the compute overlap's 0 and 1
@@ -316,24 +320,27 @@ BOUNDS = {"compute_overlap": (0.0, 1.0), "tier_overlap": (0.4, 1.0), "queue_stre
 
 def fit_text(seed, app, fit):
     """'seed:app o/f/q', each parameter at a bound of its grid starred, then the concurrency
-    fit's tolerance where it is not 0 ('~0.01')."""
-    o, f, q, t = fit
+    fit's tolerance where it is not 0 ('~0.01') and the limit smoothness where it is not 0
+    ('^4')."""
+    o, f, q, t, p = fit
     return (f"{seed}:{app} {o:g}{'*' if o in BOUNDS['compute_overlap'] else ''}/{f:g}"
             f"{'*' if f == BOUNDS['tier_overlap'][0] else ''}/{q:.1f}"
-            f"{'*' if q == BOUNDS['queue_strength'][1] else ''}{f'~{t:g}' if t > 0 else ''}")
+            f"{'*' if q == BOUNDS['queue_strength'][1] else ''}{f'~{t:g}' if t > 0 else ''}"
+            f"{f'^{p:g}' if p > 0 else ''}")
 
 
 def report_bounds(fits, members):
     """Per member: every profile's fitted (compute overlap, tier overlap, queue strength, fit
-    tolerance), and which sit at a bound of their grid (fits: {(member, seed, app): (o, f, q,
-    t)})."""
+    tolerance, limit smoothness), and which sit at a bound of their grid (fits: {(member,
+    seed, app): (o, f, q, t, p)})."""
     print("calibrated parameters per member (compute overlap / tier overlap / queue strength "
-          "per seed:app, ~ the concurrency fit's tolerance where not 0; * at a bound: compute "
+          "per seed:app, ~ the concurrency fit's tolerance and ^ the limit smoothness where "
+          "not 0; * at a bound: compute "
           "overlap 0 or 1, tier overlap 0.4, queue strength 2; tier overlap 1 and queue "
           "strength 0 are physical bounds)")
     print("| member | fitted | compute overlap at 0 or 1 | tier overlap at 0.4 | at 1 | "
-          "queue strength > 0 | at 2 | fit tolerance > 0 |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "queue strength > 0 | at 2 | fit tolerance > 0 | limit smoothness > 0 |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for member in members:
         mine = sorted((k, v) for k, v in fits.items() if k[0] == member and v is not None)
         text = ", ".join(fit_text(seed, app, fit) for (_, seed, app), fit in mine)
@@ -344,9 +351,10 @@ def report_bounds(fits, members):
         queues = sum(v[2] > 0 for _, v in mine)
         at_top = sum(abs(v[2] - BOUNDS["queue_strength"][1]) < 1e-9 for _, v in mine)
         tolerant = sum(v[3] > 0 for _, v in mine)
+        smooth = sum(v[4] > 0 for _, v in mine)
         print(f"| {member} | {text} | {at_o} of {count} | {at_low} of {count} | "
               f"{at_one} of {count} | {queues} of {count} | {at_top} of {count} | "
-              f"{tolerant} of {count} |")
+              f"{tolerant} of {count} | {smooth} of {count} |")
     print()
 
 

@@ -510,11 +510,17 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
               "tiers without curves (none: fit no queueing; --queue-like, when given, is the "
               "curve and --queue-strength the prior)",
               std::string(kDefaultQueueLike));
+  p.AddOption("fit-smoothness", "on|off",
+              "also fit the limit between latency- and bandwidth-bound time (--limit-smoothness: "
+              "the hard maximum or the p-norms 2 and 4) with the queue strength; the file "
+              "records it (estimator/README.md, \"A fitted limit smoothness\")",
+              "off");
   p.AddFlag("quiet", "no progress on stderr");
   p.SetEpilog(
       "JSON output: {runs: [{name, measured_ns, cv_error_pct, cv_inside}], fit_span,\n"
       "compute_overlap,\n"
-      "tier_overlap, queue_strength (0 when not fitted), fit_tolerance, relative_noise, folds,\n"
+      "tier_overlap, queue_strength (0 when not fitted), fit_tolerance, limit_smoothness,\n"
+      "relative_noise, folds,\n"
       "cv_mean_error_pct, cv_max_error_pct, uncalibrated_mean_error_pct,\n"
       "uncalibrated_max_error_pct, cv_coverage}.");
   CommonArgs common;
@@ -543,6 +549,10 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
       s = absl::InvalidArgumentError(StrCat("--queue-shape (or none) ", shape.status().message()));
     }
   }
+  if (s.ok() && p.Get("fit-smoothness") != "on" && p.Get("fit-smoothness") != "off") {
+    s = absl::InvalidArgumentError(
+        StrCat("--fit-smoothness must be on or off, not '", p.Get("fit-smoothness"), "'"));
+  }
   if (s.ok() && common.model != Model::kRoofline) {
     s = absl::InvalidArgumentError("calibrate fits the roofline model (--model roofline)");
   }
@@ -559,6 +569,7 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
   if (!runs.ok()) return Fail(runs.status());
   CalibrationOptions options;
   options.folds = static_cast<int>(*folds);
+  options.fit_smoothness = p.Get("fit-smoothness") == "on";
   options.queue_like = p.Given("queue-like")            ? p.Get("queue-like")
                        : p.Get("queue-shape") == "none" ? ""
                                                         : p.Get("queue-shape");
@@ -603,6 +614,7 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
              {"tier_overlap", c.tier_overlap},
              {"queue_strength", c.queue_strength},
              {"fit_tolerance", fitted.fit_tolerance},
+             {"limit_smoothness", fitted.limit_smoothness},
              {"relative_noise", c.relative_noise},
              {"folds", c.folds},
              {"cv_mean_error_pct", c.cv_mean_error_pct},
@@ -625,13 +637,14 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
       "  calibrated: mean error %.2f %%, max error %.2f %%; measured runtime inside the 90 %% "
       "interval in %.0f %% of the runs\n"
       "fitted on all runs: compute overlap %g%s, tier overlap %g, queue "
-      "strength %.1f%s, fit tolerance %g, relative noise %.2f %%; wrote %s\n",
+      "strength %.1f%s, fit tolerance %g, limit smoothness %g, relative noise %.2f %%; wrote "
+      "%s\n",
       c.fitted_runs, std::to_string(common.options.fit_span_samples).c_str(), c.folds,
       common.options.compute_overlap, common.options.tier_overlap, c.uncalibrated_mean_error_pct,
       c.uncalibrated_max_error_pct, c.cv_mean_error_pct, c.cv_max_error_pct, 100 * c.cv_coverage,
       c.compute_overlap, fitted.fit_overlap ? "" : " for every block", c.tier_overlap,
       c.queue_strength, c.queue_shape ? StrCat(" (", c.queue_like, ")").c_str() : " (not fitted)",
-      fitted.fit_tolerance, 100 * c.relative_noise, p.Get("out").c_str());
+      fitted.fit_tolerance, fitted.limit_smoothness, 100 * c.relative_noise, p.Get("out").c_str());
   return 0;
 }
 

@@ -266,7 +266,7 @@ def test_a_calibration_found_under_one_identity_is_found_under_the_other(tmp_pat
     assert family.score(str(profile), "disagg", [], True) == [("hbm50", "fractions", 1.0, True)]
     # The scores and the calibration are now under the new binary's key too.
     family._ESTIMATOR_IDS[family.tiergym()] = [family.binary_id()]
-    assert family.fitted_parameters(str(profile), []) == (0.5, 0.8, 1.0, 0.0)
+    assert family.fitted_parameters(str(profile), []) == (0.5, 0.8, 1.0, 0.0, 0.0)
 
 
 def test_the_calibrated_parameters_report_the_queue_strength_and_its_bounds(
@@ -275,27 +275,32 @@ def test_the_calibrated_parameters_report_the_queue_strength_and_its_bounds(
     binary = tmp_path / "tiergym-binary"  # what the score key digests (no build tree)
     binary.write_bytes(b"\x7fELF not a real binary")
     monkeypatch.setenv("TIERGYM", str(binary))
-    # A version 4 file with a queueing fit, a version 3 file without (strength 0), and a
-    # version 8 file with a fit tolerance.
+    # A version 4 file with a queueing fit, a version 3 file without (strength 0), a
+    # version 8 file with a fit tolerance and one with a fitted limit smoothness.
     fits = {}
     for name, doc in {"q": {"compute_overlap": 0.5, "tier_overlap": 0.95, "queue_strength": 2.0},
                       "old": {"compute_overlap": 0.0, "tier_overlap": 0.4},
                       "tol": {"compute_overlap": 0.8, "tier_overlap": 1, "queue_strength": 0.5,
-                              "options": {"fit-tolerance": "0.01"}}}.items():
+                              "options": {"fit-tolerance": "0.01"}},
+                      "p": {"compute_overlap": 0.7, "tier_overlap": 0.6, "queue_strength": 0.5,
+                            "options": {"fit-tolerance": "0", "limit-smoothness": "2"}}}.items():
         d = tmp_path / name
         d.mkdir()
         key = family.score_keys([], True)[0]
         (d / f"calibration-{key}.json").write_text(json.dumps(doc))
         fits[("queueing", 3, name)] = family.fitted_parameters(str(d), [])
-    assert fits[("queueing", 3, "q")] == (0.5, 0.95, 2.0, 0.0)
-    assert fits[("queueing", 3, "old")] == (0.0, 0.4, 0.0, 0.0)
-    assert fits[("queueing", 3, "tol")] == (0.8, 1, 0.5, 0.01)
+    assert fits[("queueing", 3, "q")] == (0.5, 0.95, 2.0, 0.0, 0.0)
+    assert fits[("queueing", 3, "old")] == (0.0, 0.4, 0.0, 0.0, 0.0)
+    assert fits[("queueing", 3, "tol")] == (0.8, 1, 0.5, 0.01, 0.0)
+    assert fits[("queueing", 3, "p")] == (0.7, 0.6, 0.5, 0.0, 2.0)
     family.report_bounds(fits, ["queueing"])
     out = capsys.readouterr().out
     assert "3:q 0.5/0.95/2.0*," in out  # the grid's largest strength is starred; 0.95 whole
     assert "3:old 0*/0.4*/0.0," in out  # the compute overlap as the grid's 0.05 steps print
     assert "3:tol 0.8/1/0.5~0.01 |" in out
-    assert "| 2 of 3 | 1 of 3 | 1 of 3 |" in out  # strength above 0, at 2; a tolerance
+    assert "3:p 0.7/0.6/0.5^2," in out
+    # strength above 0, at 2; a tolerance; a smoothness
+    assert "| 3 of 4 | 1 of 4 | 1 of 4 | 1 of 4 |" in out
 
 
 def members_rows(errors_scale, seed, n=300):

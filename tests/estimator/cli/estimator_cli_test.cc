@@ -316,6 +316,11 @@ TEST_F(EstimatorCliTest, UsageErrorsExitWithTwo) {
     EXPECT_THAT(bad.out, HasSubstr("--fit-tolerance must be a number in [0, 0.1], not '" +
                                    std::string(tolerance) + "'"));
   }
+  Result smooth = Tiergym("calibrate " + ProfileArgs() +
+                              " --runs r.csv --machine knl --out c.json --fit-smoothness yes",
+                          true);
+  EXPECT_EQ(smooth.exit_code, 2);
+  EXPECT_THAT(smooth.out, HasSubstr("--fit-smoothness must be on or off, not 'yes'"));
   Result help = Tiergym("validate --help");
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_THAT(help.out, HasSubstr("--plot"));
