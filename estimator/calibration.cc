@@ -98,7 +98,7 @@ using BuildKey = std::tuple<int, int, int, int, int>;
 BuildKey KeyOf(const Candidate& c) { return {c.b, c.o, c.q, c.t, c.p}; }
 
 // The relative residuals (estimate / measured - 1) and estimates of every run under the
-// candidates of one (b, o, q, t): [j][run].
+// candidates of one (b, o, q, t, p): [j][run].
 struct Table {
   std::vector<std::vector<double>> residual, estimate;
   std::vector<double> serialized;  // per run: the estimate with the tier overlap 0
@@ -775,12 +775,13 @@ std::vector<int> OverlapSteps(int b, const Candidate& prior) {
 // chose per-block fits or not; without that choice, 15 and 26): (A) per-block fits (each
 // of `modes`), compute and tier overlap at the prior queue strength and limit smoothness,
 // the fit without queueing; (B) queue strength (with `fit_queueing`), limit smoothness (of
-// the grid's candidates) and tier overlap at the prior's per-block fits and compute
-// overlap; if B moves the queue strength or the smoothness, (C) compute and tier overlap
-// again at B's, with A's per-block fits. Each stage by the one-standard-error rule towards
-// the prior, at the prior's fit tolerance. With `fit_tolerance`, (D) the fit tolerance and
-// tier overlap at the chosen per-block fits, compute overlap, queue strength and
-// smoothness (kToleranceSteps - 1 builds more per choice).
+// the grid's candidates; 15 builds with both) and tier overlap at the prior's per-block
+// fits and compute overlap; if B moves the queue strength or the smoothness, (C) compute
+// and tier overlap again at B's, with A's per-block fits. Each stage by the
+// one-standard-error rule towards the prior, at the prior's fit tolerance. With
+// `fit_tolerance`, (D) the fit tolerance and tier overlap at the chosen per-block fits,
+// compute overlap, queue strength and smoothness (kToleranceSteps - 1 builds more per
+// choice).
 absl::StatusOr<Candidate> StagedFit(Grid& grid, const std::vector<size_t>& which, Candidate prior,
                                     const std::vector<int>& modes, bool fit_queueing,
                                     bool fit_tolerance) {
