@@ -226,15 +226,15 @@ LoadCurve TierSpec::CurveAt(double read_pct, const TierSpec* shape) const {
 
 namespace {
 
-// The m in [lo, hi] with f(m) = m, where f(m) - m falls with m, f(lo) > lo and f(hi) <= hi,
-// to a relative 1e-12: the upper end of the bracket, which the Illinois variant of regula
-// falsi narrows (Dowell and Jarratt, "A modified regula falsi method for computing the root
+// The m in [lo, hi] with f(m) = m, where f(m) - m falls with m, f_lo = f(lo) > lo and
+// f(hi) <= hi, to a relative 1e-12: the upper end of the bracket, which the Illinois variant of
+// regula falsi narrows (Dowell and Jarratt, "A modified regula falsi method for computing the root
 // of an equation"; a step outside the bracket bisects). Over the blocks of a lulesh
 // profile on disagg, queueing along xeonmax's DDR5 curve, it takes 15-17 calls of f per
 // solve, the two ends' included; bisection took about 40.
 template <typename F>
-double FallingFixedPoint(F f, double lo, double hi) {
-  double g_lo = f(lo) - lo, g_hi = f(hi) - hi;
+double FallingFixedPoint(F f, double lo, double f_lo, double hi) {
+  double g_lo = f_lo - lo, g_hi = f(hi) - hi;
   int last = 0;  // which end the previous step moved: -1 lo, +1 hi
   for (int it = 0; it < 100 && hi - lo > 1e-12 * hi; ++it) {
     double m = g_lo - g_hi > 0 ? (lo * -g_hi + hi * g_lo) / (g_lo - g_hi) : 0.5 * (lo + hi);
@@ -289,12 +289,12 @@ double LoadedMemoryTimeNs(std::span<const double> latency_time, std::span<const 
     }
     return sum;
   };
-  double lo = floor;
-  if (lo > 0 && demand(lo) <= lo) return lo;  // bandwidth-bound: the slowest tier at its peak
-  double hi = demand(lo);                     // latency at the floor's load bounds m above
-  if (lo <= 0) lo = flat_sum;                 // no bandwidth term: latency at least idle
-  if (hi <= lo) return lo;
-  return FallingFixedPoint(demand, lo, hi);
+  const double hi = demand(floor);             // latency at the floor's load bounds m above
+  if (floor > 0 && hi <= floor) return floor;  // bandwidth-bound: the slowest tier at its peak
+  if (floor > 0) return FallingFixedPoint(demand, floor, hi, hi);
+  // No bandwidth term: the latency is at least idle.
+  if (hi <= flat_sum) return flat_sum;
+  return FallingFixedPoint(demand, flat_sum, demand(flat_sum), hi);
 }
 
 double LoadedMemoryTimeNs(std::span<const double> latency_time, std::span<const double> band_time,
@@ -328,9 +328,9 @@ double LoadedMemoryTimeNs(std::span<const double> latency_time, std::span<const 
   };
   double lo = combine(idle_latency);
   if (!(lo > 0)) return 0;
-  double hi = target(lo);
+  const double hi = target(lo);
   if (hi <= lo) return lo;
-  return FallingFixedPoint(target, lo, hi);
+  return FallingFixedPoint(target, lo, hi, hi);
 }
 
 const TierSpec* Machine::Find(std::string_view tier_name) const {
