@@ -31,14 +31,13 @@ constexpr int kOverlapSteps = 20;
 constexpr std::array<double, 8> kTierOverlaps = {1.0, 0.95, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4};
 constexpr int kTierSteps = static_cast<int>(kTierOverlaps.size());
 double TierOverlapCandidate(int j) { return kTierOverlaps[j]; }
-// The step of the candidate nearest `tier_overlap` (ties to the larger overlap).
-int NearestTierOverlapStep(double tier_overlap) {
+// The index of the candidate nearest `value` (ties to the earlier: the larger tier overlap,
+// the smaller fit tolerance).
+template <size_t N>
+int NearestStep(const std::array<double, N>& candidates, double value) {
   int best = 0;
-  for (int j = 1; j < kTierSteps; ++j) {
-    if (std::fabs(kTierOverlaps[j] - tier_overlap) <
-        std::fabs(kTierOverlaps[best] - tier_overlap) - 1e-12) {
-      best = j;
-    }
+  for (int k = 1; k < static_cast<int>(N); ++k) {
+    if (std::fabs(candidates[k] - value) < std::fabs(candidates[best] - value) - 1e-12) best = k;
   }
   return best;
 }
@@ -50,14 +49,6 @@ double QueueStrengthCandidate(int k) { return 0.5 * k; }
 // uncalibrated prior.
 constexpr std::array<double, 3> kTolerances = {0.0, 0.003, 0.01};
 constexpr int kToleranceSteps = static_cast<int>(kTolerances.size());
-// The step of the candidate nearest `tolerance`.
-int NearestToleranceStep(double tolerance) {
-  int best = 0;
-  for (int k = 1; k < kToleranceSteps; ++k) {
-    if (std::fabs(kTolerances[k] - tolerance) < std::fabs(kTolerances[best] - tolerance)) best = k;
-  }
-  return best;
-}
 
 // Limit smoothness candidates (IndexOptions::limit_smoothness) where CalibrationOptions::
 // fit_smoothness is set: the hard maximum (0, the uncalibrated prior) and the p-norms 2
@@ -862,10 +853,10 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   Candidate prior;
   prior.b = base.fit_overlap ? 1 : 0;
   prior.o = static_cast<int>(std::lround(base.compute_overlap * kOverlapSteps));
-  prior.j = NearestTierOverlapStep(base.tier_overlap);
+  prior.j = NearestStep(kTierOverlaps, base.tier_overlap);
   prior.q =
       std::clamp(static_cast<int>(std::lround(base_q / QueueStrengthCandidate(1))), 0, kQueueSteps);
-  prior.t = NearestToleranceStep(base.fit_tolerance);
+  prior.t = NearestStep(kTolerances, base.fit_tolerance);
   const bool fit_queueing = shape.has_value();
   // Per-block overlap fits, where the base options have them and they act (the roofline
   // model with three devices or more): with them and without, the fitted overlap then
