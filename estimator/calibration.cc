@@ -135,13 +135,6 @@ Candidate Fit(const std::map<BuildKey, Table>& tables, const std::vector<Candida
   return candidates[chosen];
 }
 
-// Splits `runs` (indices) into k folds by position: the i-th in fold i % k.
-std::vector<std::vector<size_t>> Folds(const std::vector<size_t>& runs, int k) {
-  std::vector<std::vector<size_t>> folds(k);
-  for (size_t i = 0; i < runs.size(); ++i) folds[i % k].push_back(runs[i]);
-  return folds;
-}
-
 // One option RecordedOptions names: its key, its value as the command line writes it, how
 // to set it from such text (false for text the option does not take) and what it takes.
 struct RecordedOption {
@@ -822,16 +815,35 @@ absl::StatusOr<Candidate> StagedFit(Grid& grid, const std::vector<size_t>& which
 
 }  // namespace
 
+std::vector<std::vector<size_t>> CalibrationFolds(const std::vector<Placement>& placements,
+                                                  const std::vector<size_t>& which, int k) {
+  std::vector<size_t> order = which;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return placements[a].Tiers().size() < placements[b].Tiers().size();
+  });
+  std::vector<std::vector<size_t>> folds(std::max(k, 1));
+  for (size_t i = 0; i < order.size(); ++i) folds[i % folds.size()].push_back(order[i]);
+  return folds;
+}
+
 absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOptions& base,
                                       const std::vector<std::pair<MeasuredRun, Placement>>& runs,
                                       const CalibrationOptions& options) {
   const size_t n = runs.size();
-  if (options.folds < 2) return absl::InvalidArgumentError("calibration needs at least 2 folds");
-  if (n < static_cast<size_t>(options.folds)) {
-    return absl::InvalidArgumentError(StrCat("calibration with ", options.folds,
-                                             " folds needs at least ", options.folds,
-                                             " measured runs, got ", n));
+  if (n < 2) {
+    return absl::InvalidArgumentError(
+        StrCat("calibration needs at least 2 measured runs to cross-validate, got ", n));
   }
+  const int k = options.folds == 0 ? static_cast<int>(std::min<size_t>(n, kDefaultCalibrationFolds))
+                                   : options.folds;
+  if (k < 2) return absl::InvalidArgumentError("calibration needs at least 2 folds");
+  if (n < static_cast<size_t>(k)) {
+    return absl::InvalidArgumentError(
+        StrCat("calibration with ", k, " folds needs at least ", k, " measured runs, got ", n));
+  }
+  std::vector<Placement> placements;
+  placements.reserve(n);
+  for (const auto& run : runs) placements.push_back(run.second);
   // The curve whose rise the queue strength scales: the base options' (then `queue_like`
   // must name it, for the file), else the one `queue_like` names; none: no queueing fit.
   std::optional<TierSpec> shape = base.queue_like;
@@ -885,7 +897,7 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   };
   Calibration out;
   out.model = options.model;
-  out.folds = options.folds;
+  out.folds = k;
   out.prior = options.prior;
   std::vector<size_t> all(n);
   std::iota(all.begin(), all.end(), 0);
@@ -899,7 +911,7 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   // The scores of `which`, each from a fit on the other folds of `which` only.
   auto cv_scores = [&](const std::vector<size_t>& which) -> absl::StatusOr<std::vector<double>> {
     std::vector<double> scores;
-    const auto folds = Folds(which, options.folds);
+    const auto folds = CalibrationFolds(placements, which, k);
     for (size_t f = 0; f < folds.size(); ++f) {
       const std::vector<size_t> train = others(folds, f);
       if (train.empty()) continue;
@@ -909,13 +921,13 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
     }
     return scores;
   };
-  // k-fold: run i is in fold i % k, scored with the candidate fitted on the other folds,
+  // k-fold (CalibrationFolds): each run scored with the candidate fitted on the other folds,
   // and its interval from the other folds' own cross-validated scores.
   out.cv_residual.assign(n, 0);
   out.cv_inside.assign(n, false);
   std::vector<double> cv_error(n), prior_error(n);
   size_t inside = 0;
-  const auto folds = Folds(all, options.folds);
+  const auto folds = CalibrationFolds(placements, all, k);
   for (size_t f = 0; f < folds.size(); ++f) {
     const std::vector<size_t> train = others(folds, f);
     TG_ASSIGN_OR_RETURN(const Candidate c,

@@ -40,7 +40,8 @@
 // with three devices or more, the fit tolerance and tier overlap at the chosen rest.
 // It reports k-fold cross-validated errors: every run is scored by parameters fitted on the other
 // folds only, and its interval from scores of those folds only (nested: the scores of the other
-// folds come from fits without the run's fold either).
+// folds come from fits without the run's fold either). The folds are stratified by the number of
+// tiers a placement names (CalibrationFolds).
 //
 // File format (JSON, written by WriteCalibration, read by ReadCalibration):
 //   {"format": "tiergym-calibration", "version": 8,
@@ -138,6 +139,18 @@ inline constexpr uint64_t kCalibrationFitSpan = 2048;
 // the family's leave-one-model-out under both rules (estimator/README.md, "The calibration's
 // prior compute overlap"); uncalibrated estimates keep IndexOptions::compute_overlap's 0.5.
 inline constexpr double kCalibrationComputeOverlap = 0.7;
+// The cross-validation folds `tiergym calibrate` makes unless told (one per run when there are
+// fewer runs). Ten were tried on the family of ground truths and not kept: they moved the worst
+// held-out mixes from some profiles to others (estimator/README.md, "Ten folds, tried").
+inline constexpr int kDefaultCalibrationFolds = 5;
+
+// The folds of a k-fold cross-validation over the runs `which` (indices into `placements`):
+// ordered by the number of tiers their placements name (Placement::Tiers: one tier, two-tier
+// fractions and ranges, three-tier mixes), then as given, the i-th of that order in fold i % k.
+// Each kind of placement then spreads over the folds, whatever order the runs were listed in:
+// no fold holds two runs of a kind that has at most k.
+std::vector<std::vector<size_t>> CalibrationFolds(const std::vector<Placement>& placements,
+                                                  const std::vector<size_t>& which, int k);
 
 // The options of an estimate a calibration records (version 7) besides the fit span and the
 // parameters it fits, in the command line's names and syntax (`tiergym estimate --help`):
@@ -177,7 +190,9 @@ absl::StatusOr<Calibration> ParseCalibration(std::string_view text, std::string_
 std::string FormatCalibration(const Calibration& calibration);
 
 struct CalibrationOptions {
-  int folds = 5;  // >= 2, <= the number of runs
+  // >= 2, <= the number of runs; 0: kDefaultCalibrationFolds, or one per run when there are
+  // fewer runs (leave-one-out).
+  int folds = 0;
   Model model = Model::kRoofline;
   // The prior the interval scores are relative to.
   IntervalPrior prior;
@@ -196,8 +211,8 @@ struct CalibrationOptions {
 // Fits the calibration on `runs` with estimators built from `base` options (its
 // compute_overlap and tier_overlap are the uncalibrated prior; each candidate's
 // queue_from_profile is false: the strength is the candidate's, fitted on the runs).
-// InvalidArgument for fewer runs than folds or fewer than 2 folds; estimation errors name
-// the run.
+// InvalidArgument for fewer runs than folds, fewer than 2 folds or fewer than 2 runs; estimation
+// errors name the run.
 absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOptions& base,
                                       const std::vector<std::pair<MeasuredRun, Placement>>& runs,
                                       const CalibrationOptions& options = {});

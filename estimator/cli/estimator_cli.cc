@@ -504,7 +504,9 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
   AddEstimateOptions(p, {.fit_span = kCalibrationFitSpan, .overlap = kCalibrationComputeOverlap});
   p.AddOption("runs", "FILE", "measured runs CSV (name,placement,runtime_ns)");
   p.AddOption("out", "FILE", "where to write the calibration JSON");
-  p.AddOption("folds", "K", "cross-validation folds", "5");
+  p.AddOption("folds", "K",
+              "cross-validation folds, stratified by the number of tiers a placement names "
+              "(default: 5, or one per run when there are fewer runs)");
   p.AddOption("queue-shape", "MACHINE:TIER|none",
               "the measured curve whose latency rise the fitted queue strength scales for "
               "tiers without curves (none: fit no queueing; --queue-like, when given, is the "
@@ -527,8 +529,8 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
   if (std::optional<int> rc = ParseArgs(p, args, "runs", &common)) return *rc;
   absl::Status s = p.Require("machine");
   if (s.ok()) s = p.Require("out");
-  auto folds = p.GetUint64("folds");
-  if (s.ok() && !(folds.ok() && *folds >= 2 && *folds <= 1000)) {
+  auto folds = p.Given("folds") ? p.GetUint64("folds") : absl::StatusOr<uint64_t>(0);
+  if (s.ok() && p.Given("folds") && !(folds.ok() && *folds >= 2 && *folds <= 1000)) {
     s = absl::InvalidArgumentError(
         StrCat("--folds must be an integer in [2, 1000], not '", p.Get("folds"), "'"));
   }

@@ -18,6 +18,7 @@
 namespace tiergym {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 TEST(CalibrationTest, FileRoundTripsAndErrorsNameTheField) {
@@ -699,6 +700,45 @@ TEST(CalibrationTest, FitsTheOverlapAndScoresEveryRunOnAFitWithoutIt) {
   options.folds = 1;
   EXPECT_FALSE(
       Calibrate(d.profile, RecommendedEstimatorOptions(d.generated.machine), d.runs, options).ok());
+}
+
+TEST(CalibrationTest, FoldsSpreadEachKindOfPlacementWhateverTheRunsOrder) {
+  auto placement = [](std::vector<std::string> others) {
+    Placement p;
+    p.default_tier = "ddr";
+    for (size_t i = 0; i < others.size(); ++i) p.fractions.emplace_back(others[i], 0.1);
+    return p;
+  };
+  // Three mixes among two-tier runs and a single-tier one, listed at 0, 3 and 6: by position
+  // (the i-th run in fold i % 3) all three would be in fold 0.
+  const std::vector<Placement> placements = {
+      placement({"hbm", "remote"}), placement({"hbm"}), placement({"hbm"}),
+      placement({"hbm", "remote"}), placement({}),      placement({"remote"}),
+      placement({"hbm", "remote"}), placement({"hbm"})};
+  const std::vector<size_t> all = {0, 1, 2, 3, 4, 5, 6, 7};
+  const auto folds = CalibrationFolds(placements, all, 3);
+  // Ordered by tiers named, then as listed: 4 | 1 2 5 7 | 0 3 6.
+  EXPECT_THAT(folds, ElementsAre(ElementsAre(4, 5, 3), ElementsAre(1, 7, 6), ElementsAre(2, 0)));
+  for (const auto& fold : folds) {
+    EXPECT_LE(std::count_if(fold.begin(), fold.end(),
+                            [&](size_t i) { return placements[i].Tiers().size() == 3; }),
+              1);
+  }
+  // A subset keeps its own order of kinds.
+  EXPECT_THAT(CalibrationFolds(placements, {6, 0, 1}, 2),
+              ElementsAre(ElementsAre(1, 0), ElementsAre(6)));
+}
+
+TEST(CalibrationTest, FoldsDefaultToFiveOrOnePerRun) {
+  const Data& d = Nekbone();
+  ASSERT_GE(d.runs.size(), 4u);
+  const std::vector<std::pair<MeasuredRun, Placement>> four(d.runs.begin(), d.runs.begin() + 4);
+  auto c = Calibrate(d.profile, RecommendedEstimatorOptions(d.generated.machine), four);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->folds, 4);  // fewer runs than kDefaultCalibrationFolds: leave-one-out
+  const std::vector<std::pair<MeasuredRun, Placement>> one(d.runs.begin(), d.runs.begin() + 1);
+  auto refused = Calibrate(d.profile, RecommendedEstimatorOptions(d.generated.machine), one);
+  EXPECT_THAT(refused.status().message(), HasSubstr("at least 2 measured runs"));
 }
 
 TEST(CalibrationTest, CommandWritesAFileThatValidateReads) {
