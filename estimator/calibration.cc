@@ -925,6 +925,7 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   // and its interval from the other folds' own cross-validated scores.
   out.cv_residual.assign(n, 0);
   out.cv_inside.assign(n, false);
+  out.cv_fold.assign(n, 0);
   std::vector<double> cv_error(n), prior_error(n);
   size_t inside = 0;
   const auto folds = CalibrationFolds(placements, all, k);
@@ -933,7 +934,14 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
     TG_ASSIGN_OR_RETURN(const Candidate c,
                         StagedFit(grid, train, prior, modes, fit_queueing, fit_tolerance));
     TG_ASSIGN_OR_RETURN(const std::vector<double> scores, cv_scores(train));
+    out.fold_fits.push_back({.fit_overlap = c.b == 1,
+                             .compute_overlap = static_cast<double>(c.o) / kOverlapSteps,
+                             .tier_overlap = TierOverlapCandidate(c.j),
+                             .queue_strength = fit_queueing ? QueueStrengthCandidate(c.q) : 0,
+                             .fit_tolerance = kTolerances[c.t],
+                             .limit_smoothness = grid.smoothness(c.p)});
     for (size_t i : folds[f]) {
+      out.cv_fold[i] = static_cast<int>(f);
       out.cv_residual[i] = grid.residual(c, i);
       cv_error[i] = 100 * std::fabs(grid.residual(c, i));
       prior_error[i] = 100 * std::fabs(grid.residual(prior, i));

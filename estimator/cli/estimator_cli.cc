@@ -519,8 +519,10 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
               "off");
   p.AddFlag("quiet", "no progress on stderr");
   p.SetEpilog(
-      "JSON output: {runs: [{name, measured_ns, cv_error_pct, cv_inside}], fit_span,\n"
-      "compute_overlap,\n"
+      "JSON output: {runs: [{name, measured_ns, cv_error_pct, cv_residual_pct (100 (estimate\n"
+      "/ measured - 1), signed), cv_inside, fold (the fold it was held out in)}], fold_fits:\n"
+      "[{fit_overlap, compute_overlap, tier_overlap, queue_strength, fit_tolerance,\n"
+      "limit_smoothness} per fold: the fit on the other folds], fit_span, compute_overlap,\n"
       "tier_overlap, queue_strength (0 when not fitted), fit_tolerance, limit_smoothness,\n"
       "relative_noise, folds,\n"
       "cv_mean_error_pct, cv_max_error_pct, uncalibrated_mean_error_pct,\n"
@@ -604,8 +606,30 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
       w.Uint((*runs)[i].first.runtime_ns);
       w.Key("cv_error_pct");
       w.Double(100 * std::fabs(c.cv_residual[i]));
+      w.Key("cv_residual_pct");
+      w.Double(100 * c.cv_residual[i]);
       w.Key("cv_inside");
       w.Bool(c.cv_inside[i]);
+      w.Key("fold");
+      w.Int(c.cv_fold[i]);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("fold_fits");
+    w.BeginArray();
+    for (const Calibration::FoldFit& f : c.fold_fits) {
+      w.BeginObject();
+      w.Key("fit_overlap");
+      w.Bool(f.fit_overlap);
+      for (const auto& [key, value] :
+           std::vector<std::pair<const char*, double>>{{"compute_overlap", f.compute_overlap},
+                                                       {"tier_overlap", f.tier_overlap},
+                                                       {"queue_strength", f.queue_strength},
+                                                       {"fit_tolerance", f.fit_tolerance},
+                                                       {"limit_smoothness", f.limit_smoothness}}) {
+        w.Key(key);
+        w.Double(value);
+      }
       w.EndObject();
     }
     w.EndArray();

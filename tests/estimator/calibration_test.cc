@@ -693,6 +693,36 @@ TEST(CalibrationTest, FitsTheOverlapAndScoresEveryRunOnAFitWithoutIt) {
   ASSERT_EQ(c->cv_inside.size(), d.runs.size());
   EXPECT_EQ(c->interval_scores.size(), d.runs.size());
   EXPECT_GE(c->cv_coverage, 0.5);
+  // Each run was held out in its fold of CalibrationFolds, and scored by that fold's fit:
+  // an estimator built with the fold's parameters prices it as the cross-validation did.
+  std::vector<Placement> placements;
+  std::vector<size_t> all;
+  for (size_t i = 0; i < d.runs.size(); ++i) {
+    placements.push_back(d.runs[i].second);
+    all.push_back(i);
+  }
+  const auto folds = CalibrationFolds(placements, all, 4);
+  ASSERT_EQ(c->fold_fits.size(), folds.size());
+  ASSERT_EQ(c->cv_fold.size(), d.runs.size());
+  for (size_t f = 0; f < folds.size(); ++f) {
+    for (size_t i : folds[f]) EXPECT_EQ(c->cv_fold[i], static_cast<int>(f)) << i;
+  }
+  const size_t last = d.runs.size() - 1;
+  const Calibration::FoldFit& fit = c->fold_fits[c->cv_fold[last]];
+  ASSERT_EQ(fit.queue_strength, 0);  // knl's tiers do not queue (above)
+  EstimatorOptions held_out = RecommendedEstimatorOptions(d.generated.machine);
+  held_out.fit_overlap = fit.fit_overlap;
+  held_out.compute_overlap = fit.compute_overlap;
+  held_out.tier_overlap = fit.tier_overlap;
+  held_out.fit_tolerance = fit.fit_tolerance;
+  held_out.limit_smoothness = fit.limit_smoothness;
+  held_out.queue_from_profile = false;
+  auto fold_estimator = Estimator::Create(d.profile, held_out);
+  ASSERT_TRUE(fold_estimator.ok()) << fold_estimator.status();
+  auto e = (*fold_estimator)->EstimatePlacement(d.runs[last].second, Model::kRoofline);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_NEAR(e->runtime_ns / static_cast<double>(d.runs[last].first.runtime_ns) - 1,
+              c->cv_residual[last], 1e-9);
 
   options.folds = static_cast<int>(d.runs.size()) + 1;
   EXPECT_FALSE(

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -112,6 +113,41 @@ TEST_F(EstimatorCliTest, ValidateJsonHasTheDocumentedKeysAndBothModels) {
   EXPECT_LT(v.Find("mean_error_pct")->number(), 20);
   EXPECT_NE(v.Find("models")->Find("paper"), nullptr);
   EXPECT_NE(v.Find("models")->Find("concurrent"), nullptr);
+}
+
+TEST_F(EstimatorCliTest, CalibrateJsonNamesEachRunsFoldAndEachFoldsFit) {
+  // Three measured runs: without --folds, one fold per run (fewer runs than the default 5).
+  std::ifstream all(App() + "/runs/runs.csv");
+  std::ofstream three(App() + "/runs/three.csv");
+  std::string line;
+  for (int i = 0; i < 4 && std::getline(all, line); ++i) three << line << "\n";
+  three.close();
+  Result r = Tiergym("calibrate --json --quiet --machine knl --queue-shape none " + ProfileArgs() +
+                     " --runs " + App() + "/runs/three.csv --out " + *dir_ + "/three.json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const json::Value v = Json(r);
+  EXPECT_EQ(v.Find("folds")->number(), 3);
+  const auto& runs = v.Find("runs")->array();
+  ASSERT_EQ(runs.size(), 3u);
+  std::vector<bool> held_out(3, false);
+  for (const json::Value& run : runs) {
+    const double fold = run.Find("fold")->number();
+    ASSERT_GE(fold, 0);
+    ASSERT_LT(fold, 3);
+    EXPECT_FALSE(held_out[static_cast<size_t>(fold)]) << "two runs in fold " << fold;
+    held_out[static_cast<size_t>(fold)] = true;
+    EXPECT_NEAR(std::fabs(run.Find("cv_residual_pct")->number()),
+                run.Find("cv_error_pct")->number(), 1e-12);
+  }
+  const auto& fits = v.Find("fold_fits")->array();
+  ASSERT_EQ(fits.size(), 3u);
+  for (const json::Value& fit : fits) {
+    for (const char* key : {"fit_overlap", "compute_overlap", "tier_overlap", "queue_strength",
+                            "fit_tolerance", "limit_smoothness"}) {
+      ASSERT_NE(fit.Find(key), nullptr) << key;
+    }
+    EXPECT_EQ(fit.Find("queue_strength")->number(), 0);  // --queue-shape none
+  }
 }
 
 TEST_F(EstimatorCliTest, EstimateJsonReportsASamplingIntervalAroundTheEstimate) {
