@@ -817,10 +817,11 @@ absl::StatusOr<Candidate> StagedFit(Grid& grid, const std::vector<size_t>& which
 
 std::vector<std::vector<size_t>> CalibrationFolds(const std::vector<Placement>& placements,
                                                   const std::vector<size_t>& which, int k) {
+  std::vector<size_t> tiers(placements.size());
+  for (size_t i : which) tiers[i] = placements[i].Tiers().size();
   std::vector<size_t> order = which;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return placements[a].Tiers().size() < placements[b].Tiers().size();
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return tiers[a] < tiers[b]; });
   std::vector<std::vector<size_t>> folds(std::max(k, 1));
   for (size_t i = 0; i < order.size(); ++i) folds[i % folds.size()].push_back(order[i]);
   return folds;

@@ -595,6 +595,12 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
   ApplyCalibration(c, &fitted);
   if (p.Flag("json")) {
     json::Writer w;
+    auto numbers = [&w](const std::vector<std::pair<const char*, double>>& fields) {
+      for (const auto& [key, value] : fields) {
+        w.Key(key);
+        w.Double(value);
+      }
+    };
     w.BeginObject();
     w.Key("runs");
     w.BeginArray();
@@ -621,22 +627,17 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
       w.BeginObject();
       w.Key("fit_overlap");
       w.Bool(f.fit_overlap);
-      for (const auto& [key, value] :
-           std::vector<std::pair<const char*, double>>{{"compute_overlap", f.compute_overlap},
-                                                       {"tier_overlap", f.tier_overlap},
-                                                       {"queue_strength", f.queue_strength},
-                                                       {"fit_tolerance", f.fit_tolerance},
-                                                       {"limit_smoothness", f.limit_smoothness}}) {
-        w.Key(key);
-        w.Double(value);
-      }
+      numbers({{"compute_overlap", f.compute_overlap},
+               {"tier_overlap", f.tier_overlap},
+               {"queue_strength", f.queue_strength},
+               {"fit_tolerance", f.fit_tolerance},
+               {"limit_smoothness", f.limit_smoothness}});
       w.EndObject();
     }
     w.EndArray();
     w.Key("fit_span");
     w.Uint(common.options.fit_span_samples);
-    for (const auto& [key, value] : std::vector<std::pair<const char*, double>>{
-             {"compute_overlap", c.compute_overlap},
+    numbers({{"compute_overlap", c.compute_overlap},
              {"tier_overlap", c.tier_overlap},
              {"queue_strength", c.queue_strength},
              {"fit_tolerance", fitted.fit_tolerance},
@@ -647,10 +648,7 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
              {"cv_max_error_pct", c.cv_max_error_pct},
              {"uncalibrated_mean_error_pct", c.uncalibrated_mean_error_pct},
              {"uncalibrated_max_error_pct", c.uncalibrated_max_error_pct},
-             {"cv_coverage", c.cv_coverage}}) {
-      w.Key(key);
-      w.Double(value);
-    }
+             {"cv_coverage", c.cv_coverage}});
     w.EndObject();
     std::cout << w.Take() << "\n";
     return 0;
