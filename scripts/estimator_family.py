@@ -5,8 +5,8 @@ on a family of ground truths"; the family: traces/SYNTH.md section 10).
 For every (truth member, machine, seed, application) it generates the synthetic profile and
 its measured runs once (`tiergym trace synth --truth M`, cached under --cache), runs
 `tiergym validate --json` with the estimator options given after `--` (or `tiergym
-calibrate` with --calibrate, cross-validated in its folds), and prints the mean and max error and
-the coverage of the 90 % interval per member and placement kind:
+calibrate` with --calibrate, cross-validated), and prints the mean and max error and the
+coverage of the 90 % interval per member and placement kind:
 
   fractions  hbmNN runs (10-90 % of the footprint on the fast tier)
   ranges     range-* runs (address ranges on the fast tier)
