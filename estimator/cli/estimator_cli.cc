@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <iostream>
 #include <optional>
 #include <string_view>
@@ -152,6 +153,20 @@ struct CommonArgs {
   uint64_t seed = 1;
 };
 
+// OK when option `name` holds one of `words`; else InvalidArgument "--NAME must be A, B or C,
+// not 'VALUE'".
+absl::Status OneOf(const ArgParser& p, std::string_view name,
+                   std::initializer_list<std::string_view> words) {
+  const std::string value = p.Get(name);
+  if (std::find(words.begin(), words.end(), value) != words.end()) return absl::OkStatus();
+  std::string list;
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (i > 0) list += i + 1 == words.size() ? " or " : ", ";
+    list += words.begin()[i];
+  }
+  return absl::InvalidArgumentError(StrCat("--", name, " must be ", list, ", not '", value, "'"));
+}
+
 // Parses the options both commands share plus the required option `required`;
 // returns the exit code when the command should stop (--help, a usage error).
 std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
@@ -181,41 +196,24 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
   if (s.ok() && !model.ok())
     s = absl::InvalidArgumentError(StrCat("--model: ", model.status().message()));
   const std::string engine = p.Get("engine");
-  if (s.ok() && engine != "index" && engine != "replay") {
-    s = absl::InvalidArgumentError(StrCat("--engine must be index or replay, not '", engine, "'"));
-  }
+  if (s.ok()) s = OneOf(p, "engine", {"index", "replay"});
   if (s.ok() && model.ok() && *model != Model::kPaper && !p.Given("machine")) {
     s = absl::InvalidArgumentError(StrCat("--model ", ModelName(*model),
                                           " needs --machine (the tier bandwidths and latencies)"));
   }
   const std::string shares = p.Get("shares"), first_touch = p.Get("first-touch"),
                     empty = p.Get("empty-windows");
-  if (s.ok() && shares != "pooled" && shares != "base") {
-    s = absl::InvalidArgumentError(StrCat("--shares must be pooled or base, not '", shares, "'"));
-  }
-  if (s.ok() && first_touch != "extended" && first_touch != "base" && first_touch != "extents" &&
-      first_touch != "sweeps") {
-    s = absl::InvalidArgumentError(
-        StrCat("--first-touch must be sweeps, extents, extended or base, not '", first_touch, "'"));
-  }
+  if (s.ok()) s = OneOf(p, "shares", {"pooled", "base"});
+  if (s.ok()) s = OneOf(p, "first-touch", {"sweeps", "extents", "extended", "base"});
   const std::string align = p.Get("align");
-  if (s.ok() && align != "instructions" && align != "samples") {
-    s = absl::InvalidArgumentError(
-        StrCat("--align must be instructions or samples, not '", align, "'"));
-  }
+  if (s.ok()) s = OneOf(p, "align", {"instructions", "samples"});
   auto gap = p.GetUint64("extent-gap");
   if (s.ok() && !gap.ok()) {
     s = absl::InvalidArgumentError(StrCat("--extent-gap: ", gap.status().message()));
   }
-  if (s.ok() && empty != "segment" && empty != "base") {
-    s = absl::InvalidArgumentError(
-        StrCat("--empty-windows must be segment or base, not '", empty, "'"));
-  }
+  if (s.ok()) s = OneOf(p, "empty-windows", {"segment", "base"});
   const std::string tail = p.Get("segment-tail");
-  if (s.ok() && tail != "apart" && tail != "block") {
-    s = absl::InvalidArgumentError(
-        StrCat("--segment-tail must be apart or block, not '", tail, "'"));
-  }
+  if (s.ok()) s = OneOf(p, "segment-tail", {"apart", "block"});
   auto overlap = p.GetDouble("overlap");
   if (s.ok() && !(overlap.ok() && *overlap >= 0 && *overlap <= 1)) {
     s = absl::InvalidArgumentError(
@@ -248,15 +246,9 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
                p.Get("limit-smoothness"), "'"));
   }
   const std::string subset_fits = p.Get("subset-fits");
-  if (s.ok() && subset_fits != "on" && subset_fits != "off") {
-    s = absl::InvalidArgumentError(
-        StrCat("--subset-fits must be on or off, not '", subset_fits, "'"));
-  }
+  if (s.ok()) s = OneOf(p, "subset-fits", {"on", "off"});
   const std::string fit_overlap = p.Get("fit-overlap");
-  if (s.ok() && fit_overlap != "on" && fit_overlap != "off") {
-    s = absl::InvalidArgumentError(
-        StrCat("--fit-overlap must be on or off, not '", fit_overlap, "'"));
-  }
+  if (s.ok()) s = OneOf(p, "fit-overlap", {"on", "off"});
   auto fit_tolerance = p.GetDouble("fit-tolerance");
   if (s.ok() &&
       !(fit_tolerance.ok() && *fit_tolerance >= 0 && *fit_tolerance <= kMaxFitTolerance)) {
@@ -265,10 +257,7 @@ std::optional<int> ParseArgs(ArgParser& p, const std::vector<std::string>& args,
                                           "'"));
   }
   const std::string share_bias = p.Get("share-bias");
-  if (s.ok() && share_bias != "keep" && share_bias != "correct") {
-    s = absl::InvalidArgumentError(
-        StrCat("--share-bias must be keep or correct, not '", share_bias, "'"));
-  }
+  if (s.ok()) s = OneOf(p, "share-bias", {"keep", "correct"});
   // Not given: auto (the library's default), or 1 with --queue-like.
   const std::string strength_text = p.Given("queue-strength") ? p.Get("queue-strength")
                                     : p.Given("queue-like")   ? "1"
@@ -553,10 +542,7 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
       s = absl::InvalidArgumentError(StrCat("--queue-shape (or none) ", shape.status().message()));
     }
   }
-  if (s.ok() && p.Get("fit-smoothness") != "on" && p.Get("fit-smoothness") != "off") {
-    s = absl::InvalidArgumentError(
-        StrCat("--fit-smoothness must be on or off, not '", p.Get("fit-smoothness"), "'"));
-  }
+  if (s.ok()) s = OneOf(p, "fit-smoothness", {"on", "off"});
   if (s.ok() && common.model != Model::kRoofline) {
     s = absl::InvalidArgumentError("calibrate fits the roofline model (--model roofline)");
   }

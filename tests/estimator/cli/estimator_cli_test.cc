@@ -352,6 +352,22 @@ TEST_F(EstimatorCliTest, UsageErrorsExitWithTwo) {
     EXPECT_THAT(bad.out, HasSubstr("--fit-tolerance must be a number in [0, 0.1], not '" +
                                    std::string(tolerance) + "'"));
   }
+  // Every option that takes one of a few words names them all when given another.
+  for (const auto& [option, words] : std::vector<std::pair<std::string, std::string>>{
+           {"engine", "index or replay"},
+           {"shares", "pooled or base"},
+           {"first-touch", "sweeps, extents, extended or base"},
+           {"align", "instructions or samples"},
+           {"empty-windows", "segment or base"},
+           {"segment-tail", "apart or block"},
+           {"subset-fits", "on or off"},
+           {"fit-overlap", "on or off"},
+           {"share-bias", "keep or correct"}}) {
+    Result bad = Tiergym(
+        "validate " + ProfileArgs() + " --runs r.csv --machine knl --" + option + " other", true);
+    EXPECT_EQ(bad.exit_code, 2) << option;
+    EXPECT_THAT(bad.out, HasSubstr("--" + option + " must be " + words + ", not 'other'"));
+  }
   Result smooth = Tiergym("calibrate " + ProfileArgs() +
                               " --runs r.csv --machine knl --out c.json --fit-smoothness yes",
                           true);
