@@ -813,18 +813,26 @@ absl::StatusOr<Candidate> StagedFit(Grid& grid, const std::vector<size_t>& which
   return Fit(grid.tables(), stage_d, which, c);
 }
 
+// CalibrationFolds with each run's kind (the tiers its placement names) counted: the runs
+// `which` ordered by kind[run], then as given, the i-th in fold i % k.
+std::vector<std::vector<size_t>> FoldsByKind(const std::vector<size_t>& kind,
+                                             const std::vector<size_t>& which, int k) {
+  std::vector<size_t> order = which;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return kind[a] < kind[b]; });
+  std::vector<std::vector<size_t>> folds(std::max(k, 1));
+  for (size_t i = 0; i < order.size(); ++i) folds[i % folds.size()].push_back(order[i]);
+  return folds;
+}
+
 }  // namespace
 
 std::vector<std::vector<size_t>> CalibrationFolds(const std::vector<Placement>& placements,
                                                   const std::vector<size_t>& which, int k) {
-  std::vector<size_t> tiers(placements.size());
-  for (size_t i : which) tiers[i] = placements[i].Tiers().size();
-  std::vector<size_t> order = which;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return tiers[a] < tiers[b]; });
-  std::vector<std::vector<size_t>> folds(std::max(k, 1));
-  for (size_t i = 0; i < order.size(); ++i) folds[i % folds.size()].push_back(order[i]);
-  return folds;
+  std::vector<size_t> kind;  // the tiers each placement names
+  kind.reserve(placements.size());
+  for (const Placement& p : placements) kind.push_back(p.Tiers().size());
+  return FoldsByKind(kind, which, k);
 }
 
 absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOptions& base,
@@ -842,9 +850,9 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
     return absl::InvalidArgumentError(
         StrCat("calibration with ", k, " folds needs at least ", k, " measured runs, got ", n));
   }
-  std::vector<Placement> placements;
-  placements.reserve(n);
-  for (const auto& run : runs) placements.push_back(run.second);
+  std::vector<size_t> kind;  // of each run's placement: the tiers it names
+  kind.reserve(n);
+  for (const auto& run : runs) kind.push_back(run.second.Tiers().size());
   // The curve whose rise the queue strength scales: the base options' (then `queue_like`
   // must name it, for the file), else the one `queue_like` names; none: no queueing fit.
   std::optional<TierSpec> shape = base.queue_like;
@@ -912,7 +920,7 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   // The scores of `which`, each from a fit on the other folds of `which` only.
   auto cv_scores = [&](const std::vector<size_t>& which) -> absl::StatusOr<std::vector<double>> {
     std::vector<double> scores;
-    const auto folds = CalibrationFolds(placements, which, k);
+    const auto folds = FoldsByKind(kind, which, k);
     for (size_t f = 0; f < folds.size(); ++f) {
       const std::vector<size_t> train = others(folds, f);
       if (train.empty()) continue;
@@ -922,6 +930,15 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
     }
     return scores;
   };
+  // What a fit chose, in the units of the file.
+  auto parameters = [&](const Candidate& c) -> Calibration::Parameters {
+    return {.fit_overlap = c.b == 1,
+            .compute_overlap = static_cast<double>(c.o) / kOverlapSteps,
+            .tier_overlap = TierOverlapCandidate(c.j),
+            .queue_strength = fit_queueing ? QueueStrengthCandidate(c.q) : 0,
+            .fit_tolerance = kTolerances[c.t],
+            .limit_smoothness = grid.smoothness(c.p)};
+  };
   // k-fold (CalibrationFolds): each run scored with the candidate fitted on the other folds,
   // and its interval from the other folds' own cross-validated scores.
   out.cv_residual.assign(n, 0);
@@ -929,18 +946,13 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   out.cv_fold.assign(n, 0);
   std::vector<double> cv_error(n), prior_error(n);
   size_t inside = 0;
-  const auto folds = CalibrationFolds(placements, all, k);
+  const auto folds = FoldsByKind(kind, all, k);
   for (size_t f = 0; f < folds.size(); ++f) {
     const std::vector<size_t> train = others(folds, f);
     TG_ASSIGN_OR_RETURN(const Candidate c,
                         StagedFit(grid, train, prior, modes, fit_queueing, fit_tolerance));
     TG_ASSIGN_OR_RETURN(const std::vector<double> scores, cv_scores(train));
-    out.fold_fits.push_back({.fit_overlap = c.b == 1,
-                             .compute_overlap = static_cast<double>(c.o) / kOverlapSteps,
-                             .tier_overlap = TierOverlapCandidate(c.j),
-                             .queue_strength = fit_queueing ? QueueStrengthCandidate(c.q) : 0,
-                             .fit_tolerance = kTolerances[c.t],
-                             .limit_smoothness = grid.smoothness(c.p)});
+    out.fold_fits.push_back(parameters(c));
     for (size_t i : folds[f]) {
       out.cv_fold[i] = static_cast<int>(f);
       out.cv_residual[i] = grid.residual(c, i);
@@ -963,20 +975,21 @@ absl::StatusOr<Calibration> Calibrate(const Profile& profile, const EstimatorOpt
   // The final fit uses every run; its interval the cross-validated scores of all runs.
   TG_ASSIGN_OR_RETURN(const Candidate c,
                       StagedFit(grid, all, prior, modes, fit_queueing, fit_tolerance));
-  out.compute_overlap = static_cast<double>(c.o) / kOverlapSteps;
-  out.tier_overlap = TierOverlapCandidate(c.j);
+  const Calibration::Parameters chosen = parameters(c);
+  out.compute_overlap = chosen.compute_overlap;
+  out.tier_overlap = chosen.tier_overlap;
   out.fit_span_samples = base.fit_span_samples;
   // The file records whether the blocks fit their own overlaps (the options' fit-overlap).
   out.options = RecordedOptions([&] {
     EstimatorOptions fitted = base;
-    fitted.fit_overlap = c.b == 1;
-    fitted.fit_tolerance = kTolerances[c.t];
-    fitted.limit_smoothness = grid.smoothness(c.p);
+    fitted.fit_overlap = chosen.fit_overlap;
+    fitted.fit_tolerance = chosen.fit_tolerance;
+    fitted.limit_smoothness = chosen.limit_smoothness;
     return fitted;
   }());
   if (base.machine) out.machine = base.machine->name;
   if (fit_queueing) {
-    out.queue_strength = QueueStrengthCandidate(c.q);
+    out.queue_strength = chosen.queue_strength;
     out.queue_like = options.queue_like;
     out.queue_shape = shape;
   }

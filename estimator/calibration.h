@@ -126,16 +126,17 @@ struct Calibration {
   // the file.
   std::vector<double> cv_residual;
   std::vector<bool> cv_inside;
-  // Per run, the fold it was held out in (CalibrationFolds), and per fold what the fit on
-  // the other folds chose: which runs were held out together, and where the folds' fits
-  // disagree. Not written to the file.
-  struct FoldFit {
+  // What one fit chose: the terms above and the recorded options it fits.
+  struct Parameters {
     bool fit_overlap = true;  // per-block compute overlap fits
     double compute_overlap = 0, tier_overlap = 1, queue_strength = 0, fit_tolerance = 0,
            limit_smoothness = 0;
   };
+  // Per run, the fold it was held out in (CalibrationFolds), and per fold what the fit on
+  // the other folds chose: which runs were held out together, and where the folds' fits
+  // disagree. Not written to the file.
   std::vector<int> cv_fold;
-  std::vector<FoldFit> fold_fits;
+  std::vector<Parameters> fold_fits;
   // How many estimators (compute overlap, queue strength) the fit built. Not in the file.
   int estimator_builds = 0;
 };

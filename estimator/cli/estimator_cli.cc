@@ -609,7 +609,7 @@ int RunCalibrateCommand(const std::vector<std::string>& args) {
     w.EndArray();
     w.Key("fold_fits");
     w.BeginArray();
-    for (const Calibration::FoldFit& f : c.fold_fits) {
+    for (const Calibration::Parameters& f : c.fold_fits) {
       w.BeginObject();
       w.Key("fit_overlap");
       w.Bool(f.fit_overlap);

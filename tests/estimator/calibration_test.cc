@@ -708,7 +708,7 @@ TEST(CalibrationTest, FitsTheOverlapAndScoresEveryRunOnAFitWithoutIt) {
     for (size_t i : folds[f]) EXPECT_EQ(c->cv_fold[i], static_cast<int>(f)) << i;
   }
   const size_t last = d.runs.size() - 1;
-  const Calibration::FoldFit& fit = c->fold_fits[c->cv_fold[last]];
+  const Calibration::Parameters& fit = c->fold_fits[c->cv_fold[last]];
   ASSERT_EQ(fit.queue_strength, 0);  // knl's tiers do not queue (above)
   EstimatorOptions held_out = RecommendedEstimatorOptions(d.generated.machine);
   held_out.fit_overlap = fit.fit_overlap;
